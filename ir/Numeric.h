@@ -1,0 +1,28 @@
+//===- Numeric.h - storage conversions: f16, bf16, GGUF blocks ---*- C++ -*-===//
+//
+// The one place that knows how each dtype's bytes map to real numbers. The
+// CPU reference, weight initialisation and the model frontends all use it.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/DType.h"
+
+#include <cstdint>
+
+namespace fg {
+
+float halfToFloat(uint16_t h);
+uint16_t floatToHalf(float f); ///< round to nearest even; overflow -> inf
+float bf16ToFloat(uint16_t b);
+uint16_t floatToBf16(float f); ///< round to nearest even
+
+/// Decodes `n` consecutive elements starting at `src` (n a multiple of the
+/// block size for block types) into f32.
+void decodeRow(DType t, const uint8_t *src, float *dst, int64_t n);
+/// Encodes `n` f32 values into `dst` in dtype `t` (float and integer types; for
+/// integer types values are rounded to nearest). Block types are not encodable
+/// here: returns false.
+bool encodeRow(DType t, const float *src, uint8_t *dst, int64_t n);
+
+} // namespace fg

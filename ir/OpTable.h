@@ -1,0 +1,94 @@
+//===- OpTable.h - the one table that defines every op -----------*- C++ -*-===//
+//
+// Each op is one row: mnemonic, operand names (with how many are optional),
+// attribute declarations, traits, the shape/type rule (which is also the
+// op's verifier) and its cost. The enum comes from ir/Ops.def; the CPU
+// reference and the emitters dispatch over the same list.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Attr.h"
+#include "ir/Type.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string_view>
+
+namespace fg {
+
+enum class OpKind : uint16_t {
+#define FG_OP(Kind, mnemonic) Kind,
+#include "ir/Ops.def"
+};
+
+enum OpTraits : unsigned {
+  kNoTraits = 0,
+  kElementwise = 1u << 0,  ///< out[i] = f(a[i], b[bcast(i)]); same layout in and out
+  kRowWise = 1u << 1,      ///< works on whole rows (norms, softmax, top-k)
+  kCommutative = 1u << 2,  ///< operands 0 and 1 may be swapped
+  kViewLike = 1u << 3,     ///< result aliases operand 0 (reshape/view/permute/transpose)
+  kUpdatesState = 1u << 4, ///< consumes state version (operand 0) and yields the next one in place
+  kFused = 1u << 5,        ///< a fusion of other ops; reference = its decomposition
+};
+
+/// What the type rule sees: operand types and the node's attributes.
+struct OpSignature {
+  llvm::ArrayRef<TensorType> operands;
+  llvm::ArrayRef<Attribute> attrs;
+};
+
+using TypeRule = llvm::Error (*)(const OpSignature &,
+                                 llvm::SmallVectorImpl<TensorType> &results);
+
+struct Cost {
+  double flops = 0;
+  double bytes = 0; ///< bytes read + written, assuming each operand is read once
+};
+using CostRule = Cost (*)(const OpSignature &, llvm::ArrayRef<TensorType> results);
+
+struct OpInfo {
+  OpKind kind;
+  std::string_view mnemonic;
+  llvm::ArrayRef<std::string_view> operandNames; ///< all operands, required first
+  unsigned numOptional;                          ///< trailing operands that may be absent
+  unsigned numResults;
+  unsigned traits;
+  llvm::ArrayRef<AttrSpec> attrs;
+  TypeRule inferTypes; ///< shape inference and the op's own checks
+  CostRule cost;       ///< null: the default (1 flop per output element, bytes in + out)
+
+  unsigned minOperands() const {
+    return static_cast<unsigned>(operandNames.size()) - numOptional;
+  }
+  unsigned maxOperands() const { return static_cast<unsigned>(operandNames.size()); }
+  bool has(OpTraits t) const { return traits & t; }
+  /// Index of attribute `name`; asserts it exists (a typo is a programming error).
+  unsigned attrIndex(std::string_view name) const;
+  std::optional<unsigned> findAttr(std::string_view name) const;
+};
+
+const OpInfo &opInfo(OpKind kind);
+inline std::string_view mnemonic(OpKind kind) { return opInfo(kind).mnemonic; }
+std::optional<OpKind> lookupOp(std::string_view mnemonic);
+llvm::ArrayRef<OpInfo> allOps();
+
+/// Fills `attrs` with every declared attribute's default (required ones zeroed).
+AttrList defaultAttrs(OpKind kind);
+
+/// Runs the op's type rule after checking operand count. The error message
+/// names the op and says what was expected (callers add the location).
+llvm::Error inferResultTypes(OpKind kind, llvm::ArrayRef<TensorType> operands,
+                             llvm::ArrayRef<Attribute> attrs,
+                             llvm::SmallVectorImpl<TensorType> &results);
+
+Cost opCost(OpKind kind, llvm::ArrayRef<TensorType> operands,
+            llvm::ArrayRef<Attribute> attrs, llvm::ArrayRef<TensorType> results);
+
+/// Numpy-style broadcast of two shapes (trailing dims aligned, 1 stretches).
+std::optional<Shape> broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+
+} // namespace fg

@@ -1,0 +1,88 @@
+//===- PassManager.h - named pipelines with IR dumps -------------*- C++ -*-===//
+//
+// A pass transforms one Function and says whether it changed anything. The
+// manager runs a pipeline over every entry of a Graph and offers what MLIR and
+// XLA users expect: print IR before/after a pass, a numbered dump file per
+// pass, statistics and per-pass timing. Output goes to a sink, never stdout.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Diag.h"
+#include "ir/Graph.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fg {
+
+/// What a pass may record while running: named counters shown by --stats.
+class PassContext {
+public:
+  void stat(llvm::StringRef name, int64_t delta = 1) { stats_[name] += delta; }
+  const llvm::StringMap<int64_t> &stats() const { return stats_; }
+  LogSink log; ///< may be empty
+
+private:
+  llvm::StringMap<int64_t> stats_;
+};
+
+class Pass {
+public:
+  virtual ~Pass() = default;
+  virtual llvm::StringRef name() const = 0;
+  /// Returns whether the function changed.
+  virtual llvm::Expected<bool> run(Function &fn, PassContext &ctx) = 0;
+};
+
+/// Creates a registered pass by name ("dce", "cse", "canonicalize", ...).
+llvm::Expected<std::unique_ptr<Pass>> createPass(llvm::StringRef name);
+/// Names of every registered pass, for help text and errors.
+std::vector<std::string> registeredPasses();
+
+struct PassOptions {
+  bool printIrAfterAll = false;
+  bool printIrBeforeAll = false;
+  std::vector<std::string> printIrAfter;  ///< pass names
+  std::vector<std::string> printIrBefore; ///< pass names
+  std::string dumpDir;                    ///< one numbered file per pass when set
+  bool stats = false;                     ///< report counters at the end
+  bool timing = false;                    ///< report per-pass wall time at the end
+  /// Receives printed IR, statistics and timing (LogLevel::Info).
+  LogSink sink;
+};
+
+struct PassRecord {
+  std::string name;
+  bool changed = false;
+  double seconds = 0;
+};
+
+class PassManager {
+public:
+  explicit PassManager(PassOptions opts = {}) : opts_(std::move(opts)) {}
+  void addPass(std::unique_ptr<Pass> p) { passes_.push_back(std::move(p)); }
+  /// Appends passes from a comma-separated list ("dce,cse"); unknown names
+  /// are an error listing the known ones.
+  llvm::Error addPipeline(llvm::StringRef spec);
+  /// Runs every pass over every function, in order, and verifies after each
+  /// pass (a pass that breaks the IR is reported by name).
+  llvm::Error run(Graph &g);
+
+  llvm::ArrayRef<PassRecord> records() const { return records_; }
+  const PassContext &context() const { return ctx_; }
+
+private:
+  PassOptions opts_;
+  std::vector<std::unique_ptr<Pass>> passes_;
+  std::vector<PassRecord> records_;
+  PassContext ctx_;
+};
+
+} // namespace fg

@@ -1,0 +1,76 @@
+//===- Interpreter.h - the CPU reference (the oracle) ------------*- C++ -*-===//
+//
+// Executes any Graph on the host, computing in f32 (f64 accumulation for
+// reductions and dot products) and storing every value in its own dtype (an
+// f16 KV cache rounds on write, like the GPU). Weights come from their
+// initialisers or are bound by the caller; state persists across runs.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Graph.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace fg {
+
+/// A dense host tensor: a type and its bytes in that dtype's storage format.
+struct HostTensor {
+  TensorType type;
+  std::vector<uint8_t> data;
+
+  static HostTensor zeros(TensorType t);
+  /// Encodes `values` (one per element) into `t.dtype`.
+  static HostTensor fromFloats(TensorType t, llvm::ArrayRef<float> values);
+  static HostTensor fromInts(TensorType t, llvm::ArrayRef<int64_t> values);
+
+  int64_t numElements() const { return type.numElements(); }
+  /// Every element as f32 (dequantising block types).
+  std::vector<float> toFloats() const;
+  /// Every element as an integer (integer dtypes only).
+  std::vector<int64_t> toInts() const;
+};
+
+/// Fills `out` (sized for `type`) from a weight initialiser, deterministically:
+/// element i of normal(seed, std) depends only on (seed, i), so the GPU runtime
+/// can generate the same bytes. Tensor and None initialisers are an error here.
+llvm::Error materializeInit(const WeightInit &init, const TensorType &type, HostTensor &out);
+
+class ReferenceInterpreter {
+public:
+  /// `g` must outlive the interpreter.
+  explicit ReferenceInterpreter(const Graph &g);
+
+  /// Supplies a weight's bytes (overrides its initialiser).
+  llvm::Error bindWeight(llvm::StringRef name, HostTensor t);
+  /// Materialises unbound weights from their initialisers and zeroes state.
+  /// Called by run() when needed.
+  llvm::Error prepare();
+  /// Zeroes every state tensor.
+  void resetState();
+  HostTensor *state(llvm::StringRef name);
+
+  /// Runs entry `entry` with the given inputs (by argument name) and returns
+  /// its results by value name, in the entry's result order.
+  llvm::Error run(llvm::StringRef entry, const llvm::StringMap<HostTensor> &inputs,
+                  std::vector<std::pair<std::string, HostTensor>> &outputs);
+
+private:
+  const Graph &graph_;
+  bool prepared_ = false;
+  llvm::StringMap<HostTensor> weights_;
+  llvm::StringMap<HostTensor> state_;
+};
+
+/// Evaluates one node on host tensors (the building block of run(); tests use
+/// it directly). `operands` are in the node's operand order. For ops that
+/// update state, results[0] is written and the caller stores it back.
+llvm::Error evalNode(const Node &node, llvm::ArrayRef<const HostTensor *> operands,
+                     llvm::SmallVectorImpl<HostTensor> &results);
+
+} // namespace fg
