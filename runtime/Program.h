@@ -1,0 +1,103 @@
+//===- Program.h - a compiled program: what the runtime executes -*- C++ -*-===//
+//
+// The contract between codegen (which writes it) and the runtime (which
+// runs it without any compiler): kernel images, the weight and state tables,
+// and per entry the launch DAG over buffers addressed as (space, index,
+// byte offset). Stored in the plan file; nothing here refers to IR nodes
+// except the `what` strings used to name a failing launch.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Graph.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fg {
+
+/// Which allocation a pointer argument lives in.
+enum class BufferSpace : uint8_t {
+  Arena,     ///< the per-executor activation arena (inputs, results, temporaries)
+  Weight,    ///< weights[index]
+  State,     ///< state[index]
+  Workspace, ///< the cuBLAS workspace
+};
+
+struct BufferRef {
+  BufferSpace space = BufferSpace::Arena;
+  uint32_t index = 0;  ///< weight/state table index; 0 otherwise
+  uint64_t offset = 0; ///< bytes
+  bool operator==(const BufferRef &o) const {
+    return space == o.space && index == o.index && offset == o.offset;
+  }
+};
+
+/// One NVRTC-compiled module (cubin for the plan's arch, PTX as a fallback).
+struct KernelImage {
+  std::string name;
+  std::vector<uint8_t> cubin;
+  std::string ptx;
+};
+
+/// Row-major C[m, n] (f32) = A[m, k] · B[n, k]ᵀ through cublasGemmEx with f32
+/// compute. A and B have the same dtype (f32, f16 or bf16); lda/ldb/ldc are
+/// row strides in elements.
+struct GemmDesc {
+  int64_t m = 0, n = 0, k = 0;
+  DType abType = DType::F32;
+  BufferRef a, b, c;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+};
+
+struct Launch {
+  enum class Kind : uint8_t { Kernel, Gemm };
+  Kind kind = Kind::Kernel;
+  // Kernel
+  uint32_t module = 0;
+  std::string symbol;
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t sharedBytes = 0;
+  std::vector<BufferRef> args; ///< pointer arguments, in order
+  // Gemm
+  GemmDesc gemm;
+  /// Earlier launches of the same entry that must finish first (the DAG).
+  std::vector<uint32_t> deps;
+  /// What this launch computes, for errors: "%q.3 = rope (line 12)".
+  std::string what;
+};
+
+/// A named input or output of an entry and where it lives in the arena.
+struct IoBinding {
+  std::string name;
+  TensorType type;
+  BufferRef where;
+};
+
+struct CompiledEntry {
+  std::string name;
+  uint64_t arenaBytes = 0;
+  std::vector<IoBinding> inputs, outputs;
+  std::vector<Launch> launches;
+};
+
+/// A weight or state tensor shared by every entry.
+struct TensorSlot {
+  std::string name;
+  TensorType type;
+  WeightInit init;            ///< how to produce the bytes when `bytes` is empty
+  std::vector<uint8_t> bytes; ///< embedded bytes (transformed weights), or empty
+};
+
+struct CompiledProgram {
+  std::string arch; ///< "sm_90"
+  std::vector<KernelImage> modules;
+  std::vector<TensorSlot> weights, state;
+  std::vector<CompiledEntry> entries;
+  uint64_t workspaceBytes = 0; ///< cuBLAS workspace, allocated once
+  int64_t ctx = 0;             ///< KV rows; positions at or past it are refused
+};
+
+} // namespace fg

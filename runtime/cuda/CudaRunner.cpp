@@ -1,0 +1,455 @@
+#include "runtime/cuda/CudaRunner.h"
+
+#include "runtime/reference/Interpreter.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <map>
+
+namespace fg {
+
+namespace {
+
+llvm::Error cudaCheck(cudaError_t e, const llvm::Twine &what) {
+  if (e == cudaSuccess)
+    return llvm::Error::success();
+  return makeError("CUDA error in " + what + ": " + cudaGetErrorName(e) + " (" +
+                   cudaGetErrorString(e) + ")");
+}
+
+llvm::Error cublasCheck(cublasStatus_t s, const llvm::Twine &what) {
+  if (s == CUBLAS_STATUS_SUCCESS)
+    return llvm::Error::success();
+  return makeError("cuBLAS error in " + what + ": status " + llvm::Twine(static_cast<int>(s)));
+}
+
+cudaDataType cudaTypeOf(DType t) {
+  switch (t) {
+  case DType::F16:
+    return CUDA_R_16F;
+  case DType::BF16:
+    return CUDA_R_16BF;
+  default:
+    return CUDA_R_32F;
+  }
+}
+
+struct EntryState {
+  const CompiledEntry *entry = nullptr;
+  std::vector<void *> kernels;             ///< per launch (null for gemm)
+  std::vector<std::vector<uint8_t>> staged; ///< per input, host bytes
+  std::vector<bool> hasInput;
+  void *pinned = nullptr;                   ///< pinned staging for all inputs
+  std::vector<size_t> pinnedOffset;
+  cudaGraphExec_t exec = nullptr;
+  cudaGraph_t graph = nullptr;
+};
+
+} // namespace
+
+struct CudaRunner::Impl {
+  const CompiledProgram &prog;
+  LogSink log;
+  cudaStream_t stream = nullptr;
+  cudaStream_t captureStream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  std::vector<cudaLibrary_t> libraries;
+  std::vector<void *> weights, state;
+  void *arena = nullptr;
+  void *workspace = nullptr;
+  std::map<std::string, EntryState, std::less<>> entries;
+
+  explicit Impl(const CompiledProgram &p) : prog(p) {}
+
+  ~Impl() {
+    for (auto &[name, e] : entries) {
+      if (e.exec)
+        cudaGraphExecDestroy(e.exec);
+      if (e.graph)
+        cudaGraphDestroy(e.graph);
+      if (e.pinned)
+        cudaFreeHost(e.pinned);
+    }
+    for (void *p : weights)
+      cudaFree(p);
+    for (void *p : state)
+      cudaFree(p);
+    cudaFree(arena);
+    cudaFree(workspace);
+    for (cudaLibrary_t l : libraries)
+      cudaLibraryUnload(l);
+    if (cublas)
+      cublasDestroy(cublas);
+    if (start)
+      cudaEventDestroy(start);
+    if (stop)
+      cudaEventDestroy(stop);
+    if (stream)
+      cudaStreamDestroy(stream);
+    if (captureStream)
+      cudaStreamDestroy(captureStream);
+  }
+
+  void *address(const BufferRef &r) const {
+    char *base = nullptr;
+    switch (r.space) {
+    case BufferSpace::Arena:
+      base = static_cast<char *>(arena);
+      break;
+    case BufferSpace::Weight:
+      base = static_cast<char *>(weights[r.index]);
+      break;
+    case BufferSpace::State:
+      base = static_cast<char *>(state[r.index]);
+      break;
+    case BufferSpace::Workspace:
+      base = static_cast<char *>(workspace);
+      break;
+    }
+    return base + r.offset;
+  }
+
+  llvm::Expected<EntryState *> lookup(llvm::StringRef name) {
+    auto it = entries.find(name);
+    if (it != entries.end())
+      return &it->second;
+    std::string known;
+    for (auto &[n, e] : entries)
+      known += (known.empty() ? "" : ", ") + n;
+    return makeError("no entry '" + name + "' in this plan (entries: " + known + ")");
+  }
+
+  llvm::Error launchGemm(const Launch &l, cudaStream_t s) {
+    const GemmDesc &g = l.gemm;
+    float alpha = 1, beta = 0;
+    cudaDataType t = cudaTypeOf(g.abType);
+    if (auto e = cublasCheck(cublasSetStream(cublas, s), "cublasSetStream"))
+      return e;
+    // Row-major C[m,n] = A[m,k]·B[n,k]ᵀ is column-major Cᵀ[n,m] = Bᵀ·A.
+    return cublasCheck(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(g.n),
+                                    static_cast<int>(g.m), static_cast<int>(g.k), &alpha,
+                                    address(g.b), t, static_cast<int>(g.ldb), address(g.a), t,
+                                    static_cast<int>(g.lda), &beta, address(g.c), CUDA_R_32F,
+                                    static_cast<int>(g.ldc), CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT),
+                       l.what);
+  }
+
+  llvm::Error launch(EntryState &es, size_t i, cudaStream_t s) {
+    const Launch &l = es.entry->launches[i];
+    if (l.kind == Launch::Kind::Gemm)
+      return launchGemm(l, s);
+    std::vector<void *> ptrs(l.args.size());
+    std::vector<void *> argv(l.args.size());
+    for (size_t a = 0; a < l.args.size(); ++a) {
+      ptrs[a] = address(l.args[a]);
+      argv[a] = &ptrs[a];
+    }
+    return cudaCheck(cudaLaunchKernel(es.kernels[i], dim3(l.grid[0], l.grid[1], l.grid[2]),
+                                      dim3(l.block[0], l.block[1], l.block[2]), argv.data(),
+                                      l.sharedBytes, s),
+                     "launch of " + l.what);
+  }
+
+  /// Builds the entry's CUDA graph from the DAG: kernels as kernel nodes,
+  /// cuBLAS calls captured into child graphs, edges from `deps`.
+  llvm::Error buildGraph(EntryState &es) {
+    if (auto e = cudaCheck(cudaGraphCreate(&es.graph, 0), "cudaGraphCreate"))
+      return e;
+    const auto &launches = es.entry->launches;
+    std::vector<cudaGraphNode_t> nodes(launches.size());
+    for (size_t i = 0; i < launches.size(); ++i) {
+      const Launch &l = launches[i];
+      std::vector<cudaGraphNode_t> deps;
+      for (uint32_t d : l.deps)
+        deps.push_back(nodes[d]);
+      if (l.kind == Launch::Kind::Gemm) {
+        cudaGraph_t child = nullptr;
+        if (auto e = cudaCheck(cudaStreamBeginCapture(captureStream, cudaStreamCaptureModeThreadLocal),
+                               "capture of " + l.what))
+          return e;
+        llvm::Error err = launchGemm(l, captureStream);
+        cudaError_t ce = cudaStreamEndCapture(captureStream, &child);
+        if (err)
+          return err;
+        if (auto e = cudaCheck(ce, "capture of " + l.what))
+          return e;
+        cudaError_t ae = cudaGraphAddChildGraphNode(&nodes[i], es.graph, deps.data(), deps.size(), child);
+        cudaGraphDestroy(child);
+        if (auto e = cudaCheck(ae, "graph node for " + l.what))
+          return e;
+        continue;
+      }
+      std::vector<void *> ptrs(l.args.size()), argv(l.args.size());
+      for (size_t a = 0; a < l.args.size(); ++a) {
+        ptrs[a] = address(l.args[a]);
+        argv[a] = &ptrs[a];
+      }
+      cudaKernelNodeParams p{};
+      p.func = es.kernels[i];
+      p.gridDim = dim3(l.grid[0], l.grid[1], l.grid[2]);
+      p.blockDim = dim3(l.block[0], l.block[1], l.block[2]);
+      p.sharedMemBytes = l.sharedBytes;
+      p.kernelParams = argv.data();
+      if (auto e = cudaCheck(cudaGraphAddKernelNode(&nodes[i], es.graph, deps.data(), deps.size(), &p),
+                             "graph node for " + l.what))
+        return e;
+    }
+    return cudaCheck(cudaGraphInstantiate(&es.exec, es.graph, 0), "cudaGraphInstantiate");
+  }
+
+  llvm::Error copyInputs(EntryState &es) {
+    const CompiledEntry &ce = *es.entry;
+    for (size_t i = 0; i < ce.inputs.size(); ++i) {
+      if (!es.hasInput[i])
+        return makeError("input '" + ce.inputs[i].name + "' of entry '" + ce.name +
+                         "' was not set");
+      char *host = static_cast<char *>(es.pinned) + es.pinnedOffset[i];
+      std::memcpy(host, es.staged[i].data(), es.staged[i].size());
+      if (auto e = cudaCheck(cudaMemcpyAsync(address(ce.inputs[i].where), host,
+                                             es.staged[i].size(), cudaMemcpyHostToDevice, stream),
+                             "copy of input " + ce.inputs[i].name))
+        return e;
+    }
+    return llvm::Error::success();
+  }
+
+  /// Refuses positions at or past ctx before anything is launched.
+  llvm::Error checkPositions(EntryState &es) {
+    const CompiledEntry &ce = *es.entry;
+    for (size_t i = 0; i < ce.inputs.size(); ++i) {
+      if (ce.inputs[i].name != "positions" || prog.ctx <= 0)
+        continue;
+      const auto &b = es.staged[i];
+      for (size_t k = 0; k + 4 <= b.size(); k += 4) {
+        int32_t p;
+        std::memcpy(&p, b.data() + k, 4);
+        if (p < 0 || p >= prog.ctx)
+          return makeError("position " + llvm::Twine(p) + " is outside the KV cache (ctx = " +
+                           llvm::Twine(prog.ctx) + "); compile with a larger --ctx");
+      }
+    }
+    return llvm::Error::success();
+  }
+};
+
+bool CudaRunner::deviceAvailable() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+CudaRunner::CudaRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaRunner::~CudaRunner() = default;
+
+llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledProgram &prog,
+                                                               LogSink log) {
+  if (!deviceAvailable())
+    return makeError("no CUDA device is available");
+  auto impl = std::make_unique<Impl>(prog);
+  impl->log = std::move(log);
+  Impl &m = *impl;
+  if (auto e = cudaCheck(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "stream"))
+    return e;
+  if (auto e = cudaCheck(cudaStreamCreateWithFlags(&m.captureStream, cudaStreamNonBlocking), "stream"))
+    return e;
+  if (auto e = cudaCheck(cudaEventCreate(&m.start), "event"))
+    return e;
+  if (auto e = cudaCheck(cudaEventCreate(&m.stop), "event"))
+    return e;
+  if (auto e = cublasCheck(cublasCreate(&m.cublas), "cublasCreate"))
+    return e;
+
+  for (const KernelImage &img : prog.modules) {
+    cudaLibrary_t lib = nullptr;
+    const void *code = img.cubin.empty() ? static_cast<const void *>(img.ptx.c_str())
+                                         : static_cast<const void *>(img.cubin.data());
+    if (auto e = cudaCheck(cudaLibraryLoadData(&lib, code, nullptr, nullptr, 0, nullptr, nullptr, 0),
+                           "loading kernel module " + img.name))
+      return e;
+    m.libraries.push_back(lib);
+  }
+
+  auto upload = [&](const TensorSlot &slot, std::vector<void *> &into, bool zero) -> llvm::Error {
+    void *p = nullptr;
+    size_t bytes = static_cast<size_t>(slot.type.bytes());
+    if (auto e = cudaCheck(cudaMalloc(&p, bytes ? bytes : 1), "allocating " + slot.name))
+      return e;
+    into.push_back(p);
+    if (zero)
+      return cudaCheck(cudaMemset(p, 0, bytes), "zeroing " + slot.name);
+    if (!slot.bytes.empty())
+      return cudaCheck(cudaMemcpy(p, slot.bytes.data(), bytes, cudaMemcpyHostToDevice),
+                       "uploading " + slot.name);
+    HostTensor t;
+    if (auto e = materializeInit(slot.init, slot.type, t))
+      return e;
+    return cudaCheck(cudaMemcpy(p, t.data.data(), bytes, cudaMemcpyHostToDevice),
+                     "uploading " + slot.name);
+  };
+  for (const TensorSlot &w : prog.weights)
+    if (auto e = upload(w, m.weights, false))
+      return e;
+  for (const TensorSlot &s : prog.state)
+    if (auto e = upload(s, m.state, true))
+      return e;
+
+  uint64_t arenaBytes = 256;
+  for (const CompiledEntry &ce : prog.entries)
+    arenaBytes = std::max(arenaBytes, ce.arenaBytes);
+  if (auto e = cudaCheck(cudaMalloc(&m.arena, arenaBytes), "allocating the arena"))
+    return e;
+  if (prog.workspaceBytes) {
+    if (auto e = cudaCheck(cudaMalloc(&m.workspace, prog.workspaceBytes), "cuBLAS workspace"))
+      return e;
+    if (auto e = cublasCheck(cublasSetWorkspace(m.cublas, m.workspace, prog.workspaceBytes),
+                             "cublasSetWorkspace"))
+      return e;
+  }
+
+  for (const CompiledEntry &ce : prog.entries) {
+    EntryState es;
+    es.entry = &ce;
+    for (const Launch &l : ce.launches) {
+      void *k = nullptr;
+      if (l.kind == Launch::Kind::Kernel) {
+        if (l.module >= m.libraries.size())
+          return makeError("launch " + l.what + " names a missing kernel module");
+        cudaKernel_t kernel = nullptr;
+        if (auto e = cudaCheck(cudaLibraryGetKernel(&kernel, m.libraries[l.module], l.symbol.c_str()),
+                               "looking up kernel " + l.symbol))
+          return e;
+        k = reinterpret_cast<void *>(kernel);
+      }
+      es.kernels.push_back(k);
+    }
+    size_t total = 0;
+    for (const IoBinding &in : ce.inputs) {
+      es.pinnedOffset.push_back(total);
+      total += (static_cast<size_t>(in.type.bytes()) + 255) / 256 * 256;
+    }
+    es.staged.resize(ce.inputs.size());
+    es.hasInput.assign(ce.inputs.size(), false);
+    if (total)
+      if (auto e = cudaCheck(cudaMallocHost(&es.pinned, total), "pinned input staging"))
+        return e;
+    m.entries.emplace(ce.name, std::move(es));
+  }
+  if (auto e = cudaCheck(cudaDeviceSynchronize(), "loading the plan"))
+    return e;
+  return std::unique_ptr<CudaRunner>(new CudaRunner(std::move(impl)));
+}
+
+llvm::Error CudaRunner::setInput(llvm::StringRef entry, llvm::StringRef name, const void *data,
+                                 size_t bytes) {
+  auto es = impl_->lookup(entry);
+  if (!es)
+    return es.takeError();
+  const CompiledEntry &ce = *(*es)->entry;
+  for (size_t i = 0; i < ce.inputs.size(); ++i) {
+    if (ce.inputs[i].name != name)
+      continue;
+    size_t want = static_cast<size_t>(ce.inputs[i].type.bytes());
+    if (bytes != want)
+      return makeError("input '" + name + "' of entry '" + entry + "' takes " + llvm::Twine(want) +
+                       " bytes (" + ce.inputs[i].type.str() + "), got " + llvm::Twine(bytes));
+    auto *p = static_cast<const uint8_t *>(data);
+    (*es)->staged[i].assign(p, p + bytes);
+    (*es)->hasInput[i] = true;
+    return llvm::Error::success();
+  }
+  return makeError("entry '" + entry + "' has no input '" + name + "'");
+}
+
+llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
+  auto esOr = impl_->lookup(entry);
+  if (!esOr)
+    return esOr.takeError();
+  EntryState &es = **esOr;
+  Impl &m = *impl_;
+  if (auto e = m.checkPositions(es))
+    return e;
+  if (useGraph && !es.exec)
+    if (auto e = m.buildGraph(es))
+      return e;
+  if (auto e = m.copyInputs(es))
+    return e;
+  if (auto e = cudaCheck(cudaEventRecord(m.start, m.stream), "event"))
+    return e;
+  if (useGraph) {
+    if (auto e = cudaCheck(cudaGraphLaunch(es.exec, m.stream), "graph launch of " + entry))
+      return e;
+  } else {
+    for (size_t i = 0; i < es.entry->launches.size(); ++i)
+      if (auto e = m.launch(es, i, m.stream))
+        return e;
+  }
+  if (auto e = cudaCheck(cudaEventRecord(m.stop, m.stream), "event"))
+    return e;
+  if (auto e = cudaCheck(cudaStreamSynchronize(m.stream),
+                         "running entry " + entry + " (rerun with --debug-sync to name the kernel)"))
+    return e;
+  cudaEventElapsedTime(&lastGpuMs_, m.start, m.stop);
+  return llvm::Error::success();
+}
+
+llvm::Error CudaRunner::runDebugSync(llvm::StringRef entry) {
+  auto esOr = impl_->lookup(entry);
+  if (!esOr)
+    return esOr.takeError();
+  EntryState &es = **esOr;
+  Impl &m = *impl_;
+  if (auto e = m.checkPositions(es))
+    return e;
+  if (auto e = m.copyInputs(es))
+    return e;
+  for (size_t i = 0; i < es.entry->launches.size(); ++i) {
+    if (auto e = m.launch(es, i, m.stream))
+      return e;
+    if (auto e = cudaCheck(cudaStreamSynchronize(m.stream),
+                           "launch " + llvm::Twine(i) + " (" + es.entry->launches[i].what + ")"))
+      return e;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error CudaRunner::readOutput(llvm::StringRef entry, llvm::StringRef name,
+                                   std::vector<uint8_t> &out) {
+  auto es = impl_->lookup(entry);
+  if (!es)
+    return es.takeError();
+  for (const IoBinding &o : (*es)->entry->outputs) {
+    if (o.name != name)
+      continue;
+    out.resize(static_cast<size_t>(o.type.bytes()));
+    return cudaCheck(cudaMemcpy(out.data(), impl_->address(o.where), out.size(),
+                                cudaMemcpyDeviceToHost),
+                     "reading output " + name);
+  }
+  return makeError("entry '" + entry + "' has no output '" + name + "'");
+}
+
+llvm::Error CudaRunner::readState(llvm::StringRef name, std::vector<uint8_t> &out) {
+  for (size_t i = 0; i < impl_->prog.state.size(); ++i) {
+    const TensorSlot &s = impl_->prog.state[i];
+    if (s.name != name)
+      continue;
+    out.resize(static_cast<size_t>(s.type.bytes()));
+    return cudaCheck(cudaMemcpy(out.data(), impl_->state[i], out.size(), cudaMemcpyDeviceToHost),
+                     "reading state " + name);
+  }
+  return makeError("no state '" + name + "'");
+}
+
+llvm::Error CudaRunner::resetState() {
+  for (size_t i = 0; i < impl_->prog.state.size(); ++i)
+    if (auto e = cudaCheck(cudaMemset(impl_->state[i], 0,
+                                      static_cast<size_t>(impl_->prog.state[i].type.bytes())),
+                           "resetting state"))
+      return e;
+  return cudaCheck(cudaDeviceSynchronize(), "resetting state");
+}
+
+} // namespace fg

@@ -1,0 +1,59 @@
+//===- CudaRunner.h - run a CompiledProgram on the GPU -----------*- C++ -*-===//
+//
+// Loads kernels through the CUDA runtime API (cudaLibraryLoadData; the
+// driver library is never linked), allocates the arena, weights and state,
+// and runs an entry eagerly or as a CUDA graph built once per entry from the
+// launch DAG (kernel nodes with explicit dependencies; cuBLAS calls as
+// captured child graphs). Replays need no graph update: inputs are copied
+// into fixed arena slots before each launch and kernels read positions there.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Diag.h"
+#include "runtime/Program.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <vector>
+
+namespace fg {
+
+class CudaRunner {
+public:
+  /// True when a CUDA device can be used (tests skip otherwise).
+  static bool deviceAvailable();
+
+  /// Uploads weights (materialising initialisers on the host), zeroes state,
+  /// loads every kernel image. The program must outlive the runner.
+  static llvm::Expected<std::unique_ptr<CudaRunner>> create(const CompiledProgram &program,
+                                                            LogSink log = {});
+  ~CudaRunner();
+
+  /// Stages an input's bytes for the next run of `entry`.
+  llvm::Error setInput(llvm::StringRef entry, llvm::StringRef name, const void *data,
+                       size_t bytes);
+  /// Copies staged inputs in, launches (graph replay or eager), synchronises.
+  llvm::Error run(llvm::StringRef entry, bool useGraph);
+  /// Eager, with a synchronisation after every launch: names the launch
+  /// behind a CUDA error.
+  llvm::Error runDebugSync(llvm::StringRef entry);
+  /// Copies an output to the host.
+  llvm::Error readOutput(llvm::StringRef entry, llvm::StringRef name, std::vector<uint8_t> &out);
+  llvm::Error readState(llvm::StringRef name, std::vector<uint8_t> &out);
+  llvm::Error resetState();
+
+  /// Device time of the last run, from CUDA events (ms).
+  float lastGpuMs() const { return lastGpuMs_; }
+
+  struct Impl;
+
+private:
+  explicit CudaRunner(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  float lastGpuMs_ = 0;
+};
+
+} // namespace fg
