@@ -46,6 +46,14 @@ llvm::Expected<std::unique_ptr<Pass>> createPass(llvm::StringRef name);
 /// Names of every registered pass, for help text and errors.
 std::vector<std::string> registeredPasses();
 
+/// A pass named `name` that runs `passes` in order over a function until none
+/// of them changes it. Running more than `maxIterations` rounds is an error (a
+/// pair of passes undoing each other). Counters of the inner passes are kept
+/// as `<inner>.<counter>` (so `--stats` shows `<name>.<inner>.<counter>`).
+std::unique_ptr<Pass> createFixedPointPass(std::string name,
+                                           std::vector<std::unique_ptr<Pass>> passes,
+                                           unsigned maxIterations = 16);
+
 struct PassOptions {
   bool printIrAfterAll = false;
   bool printIrBeforeAll = false;
@@ -54,6 +62,7 @@ struct PassOptions {
   std::string dumpDir;                    ///< one numbered file per pass when set
   bool stats = false;                     ///< report counters at the end
   bool timing = false;                    ///< report per-pass wall time at the end
+  bool verifyEach = true;                 ///< verify the input and the IR after each pass
   /// Receives printed IR, statistics and timing (LogLevel::Info).
   LogSink sink;
 };
@@ -74,6 +83,8 @@ public:
   /// Runs every pass over every function, in order, and verifies after each
   /// pass (a pass that breaks the IR is reported by name).
   llvm::Error run(Graph &g);
+  /// Names of the passes added so far, in order.
+  std::vector<std::string> pipeline() const;
 
   llvm::ArrayRef<PassRecord> records() const { return records_; }
   const PassContext &context() const { return ctx_; }
@@ -83,6 +94,7 @@ private:
   std::vector<std::unique_ptr<Pass>> passes_;
   std::vector<PassRecord> records_;
   PassContext ctx_;
+  std::vector<std::string> statOrder_; ///< counters in order of first report
 };
 
 } // namespace fg
