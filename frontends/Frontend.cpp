@@ -1,0 +1,72 @@
+//===- Frontend.cpp - load a model into a Graph ---------------------------===//
+#include "frontends/Frontend.h"
+
+#include "frontends/models/Demo.h"
+#include "ir/Parser.h"
+
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <string>
+
+namespace fg {
+
+namespace {
+
+void log(const ModelOptions &opts, LogLevel level, const llvm::Twine &msg) {
+  if (opts.log)
+    opts.log(level, msg.str());
+}
+
+} // namespace
+
+llvm::Error validateModelOptions(const ModelOptions &opts) {
+  if (opts.ctx < 1)
+    return makeError("invalid option: ctx must be >= 1, got " + std::to_string(opts.ctx));
+  llvm::SmallSet<int64_t, 8> seen;
+  for (int64_t n : opts.prefill) {
+    if (n < 1 || n > opts.ctx)
+      return makeError("invalid option: prefill size " + std::to_string(n) +
+                       " must be in [1, ctx = " + std::to_string(opts.ctx) + "]");
+    if (!seen.insert(n).second)
+      return makeError("invalid option: prefill size " + std::to_string(n) + " is listed twice");
+  }
+  if (opts.kvDType != DType::F16 && opts.kvDType != DType::BF16 && opts.kvDType != DType::F32)
+    return makeError("invalid option: kv cache dtype must be f16, bf16 or f32, got " +
+                     std::string(dtypeName(opts.kvDType)));
+  return llvm::Error::success();
+}
+
+llvm::Expected<Graph> loadModel(llvm::StringRef path, const ModelOptions &opts) {
+  if (auto e = validateModelOptions(opts))
+    return e;
+  if (path == "demo") {
+    log(opts, LogLevel::Verbose, "building the built-in demo decoder");
+    return buildDemoGraph(opts.ctx, opts.prefill, opts.kvDType);
+  }
+  if (path.empty())
+    return makeError("no model given: expected a .fg file, a .gguf file, a folder with "
+                     "config.json, or 'demo'");
+  if (!llvm::sys::fs::exists(path))
+    return makeError("model '" + path + "' does not exist");
+  if (llvm::sys::fs::is_directory(path)) {
+    llvm::SmallString<256> config(path);
+    llvm::sys::path::append(config, "config.json");
+    if (llvm::sys::fs::exists(config))
+      return makeError("'" + path + "': GGUF/safetensors models are not supported yet");
+    return makeError("'" + path + "' is a folder without config.json; expected a .fg file, "
+                     "a .gguf file, a folder with config.json, or 'demo'");
+  }
+  llvm::StringRef ext = llvm::sys::path::extension(path);
+  if (ext.equals_insensitive(".gguf"))
+    return makeError("'" + path + "': GGUF/safetensors models are not supported yet");
+  if (ext == ".fg") {
+    log(opts, LogLevel::Verbose, "parsing " + path);
+    return parseGraphFile(path);
+  }
+  return makeError("'" + path + "': unknown model format (expected a .fg file, a .gguf file, a "
+                   "folder with config.json, or 'demo')");
+}
+
+} // namespace fg

@@ -1,0 +1,46 @@
+//===- Demo.cpp - the built-in demo decoder -------------------------------===//
+#include "frontends/models/Demo.h"
+
+namespace fg {
+
+DecoderConfig demoConfig(int64_t ctx, DType kvDType) {
+  DecoderConfig c;
+  c.nLayers = 2;
+  c.nEmbd = 256;
+  c.nHeads = 4;
+  c.nKvHeads = 2;
+  c.headDim = 64;
+  c.vocab = 512;
+  c.ffn = DecoderConfig::FfnKind::Moe;
+  c.nExperts = 8;
+  c.nExpertsUsed = 2;
+  c.expertFf = 128;
+  c.gating = MoeGating::Softmax;
+  c.renormalizeExperts = true;
+  c.glu = GluKind::SwiGLU;
+  c.normEps = 1e-6;
+  c.rope.mode = RopeMode::Neox;
+  c.rope.theta = 1e6;
+  c.qkNorm = true;
+  c.ctx = ctx;
+  c.kvDType = kvDType;
+  c.weightDType = DType::F32;
+  c.init = demoWeightInit;
+  return c;
+}
+
+WeightInit demoWeightInit(llvm::StringRef name, const TensorType &, unsigned index) {
+  uint64_t seed = index + 1;
+  if (name.endswith("_norm"))
+    return WeightInit::normal(seed, 0.1, 1.0);
+  if (name == "token_embd")
+    return WeightInit::normal(seed, 1.0);
+  return WeightInit::normal(seed, 0.02);
+}
+
+llvm::Expected<Graph> buildDemoGraph(int64_t ctx, llvm::ArrayRef<int64_t> prefillBuckets,
+                                     DType kvDType) {
+  return buildDecoderGraph(demoConfig(ctx, kvDType), decoderEntries(prefillBuckets));
+}
+
+} // namespace fg

@@ -1,0 +1,28 @@
+//===- Demo.h - the built-in demo decoder -------------------------*- C++ -*-===//
+//
+// A small Qwen3-MoE-style decoder with deterministic random weights, used by
+// `fusegraph demo` and by tests: 2 layers, n_embd 256, 4 heads, 2 KV heads,
+// head dim 64, q/k-norm, neox rope (theta 1e6), 8 experts, top-2 softmax
+// routing with renormalisation, expert ffn 128, vocab 512, rms eps 1e-6.
+// Weights are f32 (so CPU and GPU agree tightly); the KV cache is f16 unless
+// asked otherwise.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "frontends/DecoderBlocks.h"
+
+namespace fg {
+
+/// The demo's configuration for a given context length and cache dtype.
+DecoderConfig demoConfig(int64_t ctx = 4096, DType kvDType = DType::F16);
+
+/// The demo's initialiser: normal(seed = index + 1, std = 0.02) for matrices,
+/// normal(seed, std = 0.1, mean = 1) for norm weights, std 1 for the embedding.
+WeightInit demoWeightInit(llvm::StringRef name, const TensorType &type, unsigned index);
+
+/// The demo graph with entries `decode` and `prefill_N` for each bucket.
+llvm::Expected<Graph> buildDemoGraph(int64_t ctx, llvm::ArrayRef<int64_t> prefillBuckets,
+                                     DType kvDType = DType::F16);
+
+} // namespace fg
