@@ -1,0 +1,107 @@
+//===- Compile.cpp - Graph -> Plan ----------------------------------------===//
+#include "codegen/cuda/Compile.h"
+
+#include "ir/Verifier.h"
+
+#if __has_include("passes/Passes.h")
+#include "passes/Passes.h"
+#define FG_HAVE_DEFAULT_PIPELINE 1
+#endif
+
+#include <cuda_runtime_api.h>
+#include <nvrtc.h>
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Chrono.h"
+
+using namespace llvm;
+
+namespace fg {
+
+uint32_t buildCudaRuntimeVersion() { return CUDART_VERSION; }
+
+uint32_t buildNvrtcVersion() {
+  // NVRTC has no version macro; ask the library linked in (needs no driver).
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS)
+    return 0;
+  return static_cast<uint32_t>(major * 1000 + minor * 10);
+}
+
+std::string compilePipeline(const CompileOptions &opts) {
+  if (!opts.pipeline.empty())
+    return opts.pipeline;
+#ifdef FG_HAVE_DEFAULT_PIPELINE
+  return defaultPipeline().str();
+#else
+  return "";
+#endif
+}
+
+namespace {
+
+/// Rows of the first `k_cache.*` state argument (the KV context), or 0.
+int64_t graphCtx(const Graph &g) {
+  for (const Function &fn : g.functions())
+    for (const Argument &a : fn.arguments()) {
+      const Value &v = fn.value(a.value);
+      if (a.role == ArgRole::State && StringRef(v.name).startswith("k_cache.") &&
+          v.type.rank() >= 1)
+        return v.type.shape[0];
+    }
+  return 0;
+}
+
+/// N of every `prefill_N` entry, in graph order.
+std::vector<int64_t> graphPrefill(const Graph &g) {
+  std::vector<int64_t> buckets;
+  for (const Function &fn : g.functions()) {
+    int64_t n;
+    if (fn.name().startswith("prefill_") && !fn.name().drop_front(8).getAsInteger(10, n))
+      buckets.push_back(n);
+  }
+  return buckets;
+}
+
+} // namespace
+
+Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
+  if (Error e = verifyGraph(g))
+    return e;
+  int64_t fromGraph = graphCtx(g);
+  if (opts.ctx > 0 && fromGraph > 0 && opts.ctx != fromGraph)
+    return makeError("the model's KV cache has " + Twine(fromGraph) + " rows but ctx " +
+                     Twine(opts.ctx) + " was requested; build the model with that ctx");
+
+  Graph work = g;
+  std::string pipeline = compilePipeline(opts);
+  PassOptions passOpts = opts.passOptions;
+  if (!passOpts.sink)
+    passOpts.sink = opts.log;
+  PassManager pm(std::move(passOpts));
+  if (!pipeline.empty())
+    if (Error e = pm.addPipeline(pipeline))
+      return e;
+  if (opts.log)
+    opts.log(LogLevel::Verbose, "compile: pipeline '" + pipeline + "'");
+  if (Error e = pm.run(work))
+    return e;
+
+  PlanOptions po;
+  po.ctx = opts.ctx > 0 ? opts.ctx : (fromGraph > 0 ? fromGraph : 4096);
+  po.prefill = graphPrefill(work);
+  po.arch = opts.arch;
+  po.fusion = opts.fusion;
+  po.disableFusion = opts.disableFusion;
+  po.kvDtype = opts.kvDtype;
+  po.lastLogitsOnly = opts.lastLogitsOnly;
+  po.source = opts.source;
+
+  std::vector<PlanPassRecord> records;
+  for (const PassRecord &r : pm.records())
+    records.push_back({r.name, r.changed, r.seconds});
+  return Plan(std::move(work), std::move(po), std::move(records), buildCudaRuntimeVersion(),
+              buildNvrtcVersion());
+}
+
+} // namespace fg

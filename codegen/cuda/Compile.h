@@ -1,0 +1,50 @@
+//===- Compile.h - Graph -> Plan ----------------------------------*- C++ -*-===//
+//
+// fg::compile runs the pass pipeline over a copy of the graph and packs the
+// result into an immutable Plan. CUDA code generation (kernels, buffer plan,
+// launch list) joins in a later issue; the options for it are accepted and
+// recorded in the plan already.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Diag.h"
+#include "ir/Graph.h"
+#include "passes/PassManager.h"
+#include "runtime/Plan.h"
+
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace fg {
+
+struct CompileOptions {
+  bool fusion = true;                     ///< run the fusion passes
+  std::vector<std::string> disableFusion; ///< fusion patterns to skip, by name
+  std::vector<std::string> debugFusion;   ///< patterns whose decisions are logged
+  std::string arch = "sm_90";             ///< GPU architecture for NVRTC
+  /// KV context the model was built for; 0 takes it from the graph's
+  /// `k_cache.*` state (rows), else 4096.
+  int64_t ctx = 0;
+  std::string kvDtype = "f16";
+  bool lastLogitsOnly = false;
+  std::string source;                     ///< model path or name, recorded in the plan
+  /// The pipeline; empty: passes/Passes.h defaultPipeline().
+  std::string pipeline;
+  PassOptions passOptions;                ///< IR dumps, stats, timing
+  LogSink log;                            ///< verbose messages; may be empty
+};
+
+llvm::Expected<Plan> compile(const Graph &g, const CompileOptions &opts);
+
+/// The pipeline compile() runs for `opts` ("canonicalize,cse,dce", ...).
+std::string compilePipeline(const CompileOptions &opts);
+
+/// CUDART_VERSION of the headers this was built with, and the linked NVRTC's
+/// version (major*1000 + minor*10; 0 when unknown).
+uint32_t buildCudaRuntimeVersion();
+uint32_t buildNvrtcVersion();
+
+} // namespace fg

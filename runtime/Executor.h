@@ -1,0 +1,86 @@
+//===- Executor.h - runs a Plan's entries ------------------------*- C++ -*-===//
+//
+//   auto exec = fg::Executor::create(plan, {});
+//   exec->setInput("tokens", ids);  exec->setInput("positions", pos);
+//   exec->run("decode");
+//   auto logits = exec->outputFloats("logits");
+//
+// One Executor per stream of work; not thread-safe. State (the KV cache)
+// persists across runs until resetState(). The CPU device runs the reference
+// interpreter; the CUDA device (arena, kernels, CUDA graph replay) comes in a
+// later issue.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Diag.h"
+#include "runtime/Plan.h"
+#include "runtime/reference/Interpreter.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fg {
+
+struct ExecOptions {
+  enum class Device { Cpu, Cuda };
+  enum class Mode { Graph, Eager };
+  Device device = Device::Cpu;
+  Mode mode = Mode::Graph; ///< CUDA only: replay a CUDA graph, or launch eagerly
+  bool debugSync = false;  ///< CUDA only: synchronise after every launch
+  LogSink log;             ///< verbose messages; may be empty
+};
+
+class Executor {
+public:
+  /// Prepares `plan` for running (copies what it needs: the plan may go away).
+  static llvm::Expected<Executor> create(const Plan &plan, const ExecOptions &opts);
+
+  Executor(Executor &&) noexcept;
+  Executor &operator=(Executor &&) noexcept;
+  ~Executor();
+
+  /// Sets an integer input (`tokens`, `positions`) for the next run. Errors: no
+  /// entry has an input of that name (lists the inputs), or no entry's input of
+  /// that name has `values.size()` elements.
+  llvm::Error setInput(llvm::StringRef name, llvm::ArrayRef<int32_t> values);
+  /// Runs entry `entry`. Checked before running: the entry exists (else the
+  /// error lists the entries), every input is set with the entry's length, and
+  /// every position is in [0, ctx).
+  llvm::Error run(llvm::StringRef entry);
+  /// A result of the last run, by value name.
+  llvm::Expected<HostTensor> output(llvm::StringRef name) const;
+  /// An f32 result of the last run (valid until the next run).
+  llvm::Expected<llvm::ArrayRef<float>> outputFloats(llvm::StringRef name) const;
+  /// Zeroes every state tensor (a fresh conversation).
+  void resetState();
+
+  const std::vector<std::string> &entries() const { return entries_; }
+  /// The KV context length positions are checked against.
+  int64_t ctx() const { return ctx_; }
+  /// The function of entry `name`, or null.
+  const Function *entry(llvm::StringRef name) const;
+
+private:
+  Executor() = default;
+
+  std::unique_ptr<Graph> graph_; ///< owned copy; the interpreter points into it
+  std::unique_ptr<ReferenceInterpreter> interp_;
+  ExecOptions opts_;
+  int64_t ctx_ = 0;
+  std::vector<std::string> entries_;
+  llvm::StringMap<std::vector<int32_t>> inputs_;
+  llvm::StringMap<HostTensor> outputs_;
+  llvm::StringMap<std::vector<float>> floatOutputs_;
+};
+
+llvm::StringRef deviceName(ExecOptions::Device d);
+
+} // namespace fg

@@ -1,0 +1,324 @@
+//===- Plan.cpp - plan file writer and reader -----------------------------===//
+#include "runtime/Plan.h"
+
+#include "ir/Diag.h"
+#include "ir/Parser.h"
+#include "ir/Printer.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CRC.h"
+#include "llvm/Support/Endian.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+using namespace llvm;
+
+namespace fg {
+
+namespace {
+
+constexpr size_t kHeaderSize = 32;
+constexpr size_t kEntrySize = 32;
+constexpr size_t kIdSize = 12;
+constexpr size_t kCrcOffset = 24;
+/// Sections with this flag (bulk weight bytes) are left out of the checksum.
+constexpr uint32_t kSectionBulk = 1;
+
+void put16(std::string &s, uint16_t v) {
+  char b[2];
+  support::endian::write16le(b, v);
+  s.append(b, 2);
+}
+void put32(std::string &s, uint32_t v) {
+  char b[4];
+  support::endian::write32le(b, v);
+  s.append(b, 4);
+}
+void put64(std::string &s, uint64_t v) {
+  char b[8];
+  support::endian::write64le(b, v);
+  s.append(b, 8);
+}
+uint16_t get16(StringRef s, size_t at) { return support::endian::read16le(s.data() + at); }
+uint32_t get32(StringRef s, size_t at) { return support::endian::read32le(s.data() + at); }
+uint64_t get64(StringRef s, size_t at) { return support::endian::read64le(s.data() + at); }
+
+struct Section {
+  std::string id;
+  uint32_t flags = 0;
+  std::string bytes;
+};
+
+template <typename T> std::string joinInts(ArrayRef<T> v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+std::string printDouble(double d) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.17g", d); // reads back to the same bits
+  return b;
+}
+
+/// `key value` lines; values run to the end of the line.
+std::string writeMeta(const PlanOptions &o, ArrayRef<PlanPassRecord> passes) {
+  std::string s;
+  raw_string_ostream os(s);
+  os << "ctx " << o.ctx << "\n";
+  os << "prefill " << joinInts<int64_t>(o.prefill) << "\n";
+  os << "arch " << o.arch << "\n";
+  os << "fusion " << (o.fusion ? 1 : 0) << "\n";
+  os << "disable_fusion " << join(o.disableFusion, ",") << "\n";
+  os << "kv_dtype " << o.kvDtype << "\n";
+  os << "last_logits_only " << (o.lastLogitsOnly ? 1 : 0) << "\n";
+  os << "source " << o.source << "\n";
+  for (const PlanPassRecord &p : passes)
+    os << "pass " << p.name << " " << (p.changed ? 1 : 0) << " " << printDouble(p.seconds) << "\n";
+  return os.str();
+}
+
+Error readMeta(StringRef text, StringRef file, PlanOptions &o, std::vector<PlanPassRecord> &passes) {
+  auto bad = [&](StringRef line) {
+    return makeError(file + ": corrupt plan: bad meta line '" + line + "'");
+  };
+  SmallVector<StringRef, 16> lines;
+  text.split(lines, '\n', -1, /*KeepEmpty=*/false);
+  for (StringRef line : lines) {
+    auto [key, value] = line.split(' ');
+    if (key == "ctx") {
+      if (value.getAsInteger(10, o.ctx))
+        return bad(line);
+    } else if (key == "prefill") {
+      o.prefill.clear();
+      SmallVector<StringRef, 4> parts;
+      value.split(parts, ',', -1, false);
+      for (StringRef p : parts) {
+        int64_t n;
+        if (p.getAsInteger(10, n))
+          return bad(line);
+        o.prefill.push_back(n);
+      }
+    } else if (key == "arch") {
+      o.arch = value.str();
+    } else if (key == "fusion") {
+      o.fusion = value == "1";
+    } else if (key == "disable_fusion") {
+      o.disableFusion.clear();
+      SmallVector<StringRef, 4> parts;
+      value.split(parts, ',', -1, false);
+      for (StringRef p : parts)
+        o.disableFusion.push_back(p.str());
+    } else if (key == "kv_dtype") {
+      o.kvDtype = value.str();
+    } else if (key == "last_logits_only") {
+      o.lastLogitsOnly = value == "1";
+    } else if (key == "source") {
+      o.source = value.str();
+    } else if (key == "pass") {
+      SmallVector<StringRef, 3> parts;
+      value.split(parts, ' ');
+      PlanPassRecord r;
+      if (parts.size() != 3 || parts[2].getAsDouble(r.seconds))
+        return bad(line);
+      r.name = parts[0].str();
+      r.changed = parts[1] == "1";
+      passes.push_back(std::move(r));
+    }
+    // Unknown keys come from a newer minor version: ignored.
+  }
+  return Error::success();
+}
+
+} // namespace
+
+bool PlanOptions::operator==(const PlanOptions &o) const {
+  return ctx == o.ctx && prefill == o.prefill && arch == o.arch && fusion == o.fusion &&
+         disableFusion == o.disableFusion && kvDtype == o.kvDtype &&
+         lastLogitsOnly == o.lastLogitsOnly && source == o.source;
+}
+
+Plan::Plan(Graph graph, PlanOptions options, std::vector<PlanPassRecord> passes,
+           uint32_t cudaRuntimeVersion, uint32_t nvrtcVersion)
+    : graph_(std::move(graph)), options_(std::move(options)), passes_(std::move(passes)),
+      cudaRuntimeVersion_(cudaRuntimeVersion), nvrtcVersion_(nvrtcVersion) {}
+
+std::vector<std::string> Plan::entries() const {
+  std::vector<std::string> names;
+  for (const Function &fn : graph_.functions())
+    names.push_back(fn.name().str());
+  return names;
+}
+
+std::string Plan::serialize() const {
+  std::vector<Section> sections;
+  sections.push_back({"ir", 0, printToString(graph_)});
+  sections.push_back({"meta", 0, writeMeta(options_, passes_)});
+
+  std::string out;
+  out.append(kMagic, sizeof(kMagic));
+  put16(out, kFormatMajor);
+  put16(out, kFormatMinor);
+  put32(out, cudaRuntimeVersion_);
+  put32(out, nvrtcVersion_);
+  put32(out, static_cast<uint32_t>(sections.size()));
+  put32(out, 0); // crc, filled below
+  put32(out, 0); // reserved
+  assert(out.size() == kHeaderSize && "header layout");
+
+  uint64_t offset = kHeaderSize + kEntrySize * sections.size();
+  for (const Section &s : sections) {
+    assert(s.id.size() < kIdSize && "section ids are short");
+    std::string id = s.id;
+    id.resize(kIdSize, '\0');
+    out += id;
+    put32(out, s.flags);
+    put64(out, offset);
+    put64(out, s.bytes.size());
+    offset += s.bytes.size();
+  }
+  for (const Section &s : sections)
+    out += s.bytes;
+
+  // The checksum covers everything but bulk sections (none yet).
+  uint32_t crc = 0;
+  size_t tableEnd = kHeaderSize + kEntrySize * sections.size();
+  crc = crc32(crc, arrayRefFromStringRef(StringRef(out).take_front(tableEnd)));
+  size_t at = tableEnd;
+  for (const Section &s : sections) {
+    if (!(s.flags & kSectionBulk))
+      crc = crc32(crc, arrayRefFromStringRef(StringRef(out).substr(at, s.bytes.size())));
+    at += s.bytes.size();
+  }
+  char b[4];
+  support::endian::write32le(b, crc);
+  std::memcpy(&out[kCrcOffset], b, 4);
+  return out;
+}
+
+Error Plan::save(StringRef path) const {
+  std::string bytes = serialize();
+  SmallString<256> model(path);
+  model += ".tmp-%%%%%%";
+  int fd;
+  SmallString<256> tmp;
+  if (std::error_code ec = sys::fs::createUniqueFile(model, fd, tmp))
+    return makeError(path + ": cannot write plan: " + ec.message());
+  {
+    raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << bytes;
+    os.close();
+    if (os.has_error()) {
+      std::string msg = os.error().message();
+      os.clear_error();
+      sys::fs::remove(tmp);
+      return makeError(path + ": cannot write plan: " + msg);
+    }
+  }
+  if (std::error_code ec = sys::fs::rename(tmp, path)) {
+    sys::fs::remove(tmp);
+    return makeError(path + ": cannot write plan: " + ec.message());
+  }
+  return Error::success();
+}
+
+Expected<Plan> Plan::load(StringRef path) {
+  auto buf = MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!buf)
+    return makeError(path + ": cannot read plan: " + buf.getError().message());
+  return deserialize((*buf)->getBuffer(), path);
+}
+
+Expected<Plan> Plan::deserialize(StringRef bytes, StringRef name) {
+  StringRef magic(kMagic, sizeof(kMagic));
+  if (!bytes.startswith(magic.take_front(std::min(bytes.size(), magic.size()))) ||
+      bytes.empty())
+    return makeError(name + ": not a fusegraph plan (bad magic)");
+  if (bytes.size() < kHeaderSize)
+    return makeError(name + ": truncated plan (" + Twine(bytes.size()) +
+                     " bytes, the header alone takes " + Twine(kHeaderSize) + ")");
+  uint16_t major = get16(bytes, 8), minor = get16(bytes, 10);
+  if (major > kFormatMajor)
+    return makeError(name + ": plan format " + Twine(major) + ".x is newer than this fusegraph (" +
+                     Twine(kFormatMajor) + ".x)");
+  if (major < kFormatMajor)
+    return makeError(name + ": plan format " + Twine(major) + "." + Twine(minor) +
+                     " is too old for this fusegraph (" + Twine(kFormatMajor) +
+                     ".x); compile the model again");
+  uint32_t cudart = get32(bytes, 12), nvrtc = get32(bytes, 16);
+  uint32_t count = get32(bytes, 20), storedCrc = get32(bytes, kCrcOffset);
+  uint64_t tableEnd = kHeaderSize + uint64_t(kEntrySize) * count;
+  if (tableEnd > bytes.size())
+    return makeError(name + ": truncated plan (section table runs past the end of the file)");
+
+  struct Entry {
+    std::string id;
+    uint32_t flags;
+    uint64_t offset, size;
+  };
+  std::vector<Entry> table;
+  for (uint32_t i = 0; i < count; ++i) {
+    size_t at = kHeaderSize + kEntrySize * i;
+    StringRef id = bytes.substr(at, kIdSize);
+    id = id.take_until([](char c) { return c == '\0'; });
+    Entry e{id.str(), get32(bytes, at + 12), get64(bytes, at + 16), get64(bytes, at + 24)};
+    if (e.offset < tableEnd || e.offset > bytes.size() || e.size > bytes.size() - e.offset)
+      return makeError(name + ": truncated plan (section '" + e.id + "' runs past the end of the file)");
+    table.push_back(std::move(e));
+  }
+
+  std::string header = bytes.take_front(tableEnd).str();
+  std::memset(&header[kCrcOffset], 0, 4);
+  uint32_t crc = crc32(0, arrayRefFromStringRef(header));
+  // Sections in file order, as the writer checksummed them.
+  std::vector<const Entry *> order;
+  for (const Entry &e : table)
+    order.push_back(&e);
+  std::sort(order.begin(), order.end(),
+            [](const Entry *a, const Entry *b) { return a->offset < b->offset; });
+  for (const Entry *e : order)
+    if (!(e->flags & kSectionBulk))
+      crc = crc32(crc, arrayRefFromStringRef(bytes.substr(e->offset, e->size)));
+  if (crc != storedCrc)
+    return makeError(name + ": corrupt plan (checksum mismatch: stored " +
+                     utohexstr(storedCrc) + ", computed " + utohexstr(crc) + ")");
+
+  auto section = [&](StringRef id) -> Expected<StringRef> {
+    for (const Entry &e : table)
+      if (e.id == id)
+        return bytes.substr(e.offset, e.size);
+    return makeError(name + ": corrupt plan (no '" + id + "' section)");
+  };
+  Expected<StringRef> ir = section("ir");
+  if (!ir)
+    return ir.takeError();
+  Expected<StringRef> meta = section("meta");
+  if (!meta)
+    return meta.takeError();
+
+  Expected<Graph> graph = parseGraph(*ir, (name + ":ir").str());
+  if (!graph)
+    return makeError(name + ": corrupt plan (its IR does not parse: " +
+                     toString(graph.takeError()) + ")");
+  PlanOptions options;
+  std::vector<PlanPassRecord> passes;
+  if (Error e = readMeta(*meta, name, options, passes))
+    return e;
+  return Plan(std::move(*graph), std::move(options), std::move(passes), cudart, nvrtc);
+}
+
+std::string cudaVersionStr(uint32_t v) {
+  if (v == 0)
+    return "unknown";
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+} // namespace fg

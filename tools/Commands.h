@@ -1,0 +1,62 @@
+//===- Commands.h - the fusegraph subcommands --------------------*- C++ -*-===//
+#pragma once
+
+#include "ir/Diag.h"
+#include "ir/Graph.h"
+#include "codegen/cuda/Compile.h"
+#include "runtime/Executor.h"
+#include "runtime/Plan.h"
+#include "tools/Flags.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fg::cli {
+
+// Each takes the arguments after the subcommand name and returns the exit code.
+int runOpt(llvm::ArrayRef<const char *> args);
+int runInspect(llvm::ArrayRef<const char *> args);
+int runCompile(llvm::ArrayRef<const char *> args);
+int runRun(llvm::ArrayRef<const char *> args);
+int runDemo(llvm::ArrayRef<const char *> args);
+
+/// What a MODEL argument is built with (the frontend's ModelOptions subset the
+/// CLI sets).
+struct ModelSettings {
+  int64_t ctx = 4096;
+  std::vector<int64_t> prefill = {64};
+  std::string kvDtype = "f16";
+  bool lastLogitsOnly = false;
+  LogSink log;
+};
+
+/// Adds the flags that shape a model and its compilation (`--ctx`, `--prefill`,
+/// `--arch`, `--no-fusion`, dump flags, ...) to a subcommand.
+void addCompileFlags(Flags &f);
+/// Reads them back. Returns false (with `exitCode` set) on a usage error.
+bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &compile,
+                      int &exitCode);
+/// Reads `--device`, `--mode`, `--debug-sync`, `--verbose` (declared by the caller).
+bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode);
+/// MODEL or X.plan -> a Plan (loading and compiling a model as needed).
+llvm::Expected<Plan> planFor(llvm::StringRef modelOrPlan, const ModelSettings &model,
+                             const CompileOptions &compile);
+/// Prints log messages to stderr as `fusegraph: msg` (verbose ones only when
+/// `verbose`).
+LogSink stderrLog(bool verbose);
+
+/// Feeds `prompt` (prefill entries where they fit, else decode), then decodes
+/// greedily until `steps` tokens are generated; prints the tokens and timing.
+int generate(const Plan &plan, const ExecOptions &opts, llvm::ArrayRef<int32_t> prompt,
+             int64_t steps, bool verbose);
+
+/// Loads MODEL (`.fg`, `.gguf`, an HF folder or `demo`) into a Graph.
+llvm::Expected<Graph> loadModelGraph(llvm::StringRef model, const ModelSettings &s);
+bool isPlanFile(llvm::StringRef path);
+
+} // namespace fg::cli

@@ -1,0 +1,86 @@
+//===- Common.cpp - flags and steps shared by several subcommands ----------===//
+#include "tools/Commands.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+namespace fg::cli {
+
+void addCompileFlags(Flags &f) {
+  f.option("ctx", "N", "KV cache rows the model is built for", "4096");
+  f.option("prefill", "N,...", "prefill buckets (entries prefill_N)", "64");
+  f.option("kv-dtype", "T", "KV cache dtype: f16, bf16 or f32", "f16");
+  f.option("arch", "SM", "GPU architecture to compile kernels for", "sm_90");
+  f.flag("no-fusion", "turn every fusion pass off");
+  f.option("disable-fusion", "a,b", "turn these fusion patterns off");
+  f.option("debug-fusion", "NAME", "log every candidate of pattern NAME and its decision");
+  f.flag("last-logits-only", "prefill entries return only the last row of logits");
+  f.flag("print-ir-after-all", "print the IR after every pass (stderr)");
+  f.flag("print-ir-before-all", "print the IR before every pass (stderr)");
+  f.option("print-ir-after", "P", "print the IR after pass P (stderr)");
+  f.option("print-ir-before", "P", "print the IR before pass P (stderr)");
+  f.option("dump-dir", "DIR", "write one numbered .fg file per pass into DIR");
+  f.flag("stats", "print pass statistics (stderr)");
+  f.flag("timing", "print per-pass wall time (stderr)");
+}
+
+static void printToStderr(LogLevel, StringRef text) {
+  errs() << text;
+  if (!text.endswith("\n"))
+    errs() << "\n";
+}
+
+bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &compile,
+                      int &exitCode) {
+  if (!f.getInt("ctx", 4096, model.ctx, exitCode))
+    return false;
+  if (f.has("prefill") && !f.getInts("prefill", model.prefill, exitCode))
+    return false;
+  model.kvDtype = f.get("kv-dtype", "f16");
+  model.lastLogitsOnly = f.has("last-logits-only");
+
+  compile.ctx = model.ctx;
+  compile.kvDtype = model.kvDtype;
+  compile.lastLogitsOnly = model.lastLogitsOnly;
+  compile.arch = f.get("arch", "sm_90");
+  compile.fusion = !f.has("no-fusion");
+  compile.disableFusion = f.list("disable-fusion");
+  compile.debugFusion = f.list("debug-fusion");
+  PassOptions &po = compile.passOptions;
+  po.printIrAfterAll = f.has("print-ir-after-all");
+  po.printIrBeforeAll = f.has("print-ir-before-all");
+  po.printIrAfter = f.list("print-ir-after");
+  po.printIrBefore = f.list("print-ir-before");
+  po.dumpDir = f.get("dump-dir");
+  po.stats = f.has("stats");
+  po.timing = f.has("timing");
+  po.sink = printToStderr;
+  return true;
+}
+
+LogSink stderrLog(bool verbose) {
+  return [verbose](LogLevel level, StringRef msg) {
+    if (level == LogLevel::Verbose && !verbose)
+      return;
+    errs() << "fusegraph: " << msg.rtrim('\n') << "\n";
+  };
+}
+
+Expected<Plan> planFor(StringRef modelOrPlan, const ModelSettings &model,
+                       const CompileOptions &compile) {
+  if (isPlanFile(modelOrPlan))
+    return Plan::load(modelOrPlan);
+  Expected<Graph> g = loadModelGraph(modelOrPlan, model);
+  if (!g)
+    return g.takeError();
+  CompileOptions co = compile;
+  co.source = modelOrPlan.str();
+  // A .fg file brings its own ctx: take it from the graph.
+  if (modelOrPlan.endswith(".fg"))
+    co.ctx = 0;
+  return fg::compile(*g, co);
+}
+
+} // namespace fg::cli

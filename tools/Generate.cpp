@@ -1,0 +1,178 @@
+//===- Generate.cpp - prompt feeding and greedy decoding (run, demo) -------===//
+#include "tools/Commands.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+
+using namespace llvm;
+
+namespace fg::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+/// Index of the largest value in row `row` of logits [T, vocab] (first on ties).
+Expected<int32_t> argmaxRow(Executor &exec, const Function &entry, int64_t row) {
+  Expected<ArrayRef<float>> logits = exec.outputFloats("logits");
+  if (!logits)
+    return logits.takeError();
+  ValueId v = entry.lookup("logits");
+  if (v == kNoValue || entry.type(v).rank() < 1)
+    return makeError("entry '" + entry.name() + "' has no logits result");
+  int64_t vocab = entry.type(v).rowLength();
+  int64_t rows = vocab ? static_cast<int64_t>(logits->size()) / vocab : 0;
+  if (row >= rows)
+    row = rows - 1; // --last-logits-only: the one row is the last
+  ArrayRef<float> r = logits->slice(row * vocab, vocab);
+  return static_cast<int32_t>(std::max_element(r.begin(), r.end()) - r.begin());
+}
+
+/// Rows of logits an entry returns (T, or 1 with --last-logits-only).
+int64_t logitRows(const Function &fn) {
+  ValueId v = fn.lookup("logits");
+  return v == kNoValue ? 0 : fn.type(v).numRows();
+}
+
+struct Bucket {
+  int64_t size;
+  std::string entry;
+};
+
+} // namespace
+
+int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt, int64_t steps,
+             bool verbose) {
+  if (prompt.empty())
+    return reportError(makeError("the prompt is empty (give --prompt-ids 1,2,3)"));
+  if (steps < 1)
+    return reportError(makeError("--steps must be at least 1, got " + Twine(steps)));
+  int64_t ctx = plan.options().ctx;
+  int64_t P = static_cast<int64_t>(prompt.size());
+  // Positions used: the prompt's 0..P-1, then one decode per generated token
+  // but the last, P..P+steps-2.
+  int64_t lastPos = P + steps - 2;
+  if (lastPos >= ctx)
+    return reportError(makeError("the prompt (" + Twine(P) + " tokens) plus " + Twine(steps) +
+                                 " steps needs " + Twine(lastPos + 1) +
+                                 " positions but the plan's ctx is " + Twine(ctx) +
+                                 "; compile with a larger --ctx or use fewer --steps"));
+
+  Expected<Executor> exec = Executor::create(plan, opts);
+  if (!exec)
+    return reportError(exec.takeError());
+  const Function *decode = exec->entry("decode");
+  if (!decode)
+    return reportError(makeError("the plan has no 'decode' entry; its entries are: " +
+                                 join(exec->entries(), ", ")));
+  std::vector<Bucket> buckets;
+  for (const std::string &name : exec->entries()) {
+    int64_t n;
+    if (StringRef(name).startswith("prefill_") && !StringRef(name).drop_front(8).getAsInteger(10, n))
+      buckets.push_back({n, name});
+  }
+  llvm::sort(buckets, [](const Bucket &a, const Bucket &b) { return a.size < b.size; });
+
+  outs() << "device: "
+         << (opts.device == ExecOptions::Device::Cpu ? "cpu (reference interpreter)" : "cuda")
+         << "\n";
+  outs() << "prompt: " << join(llvm::map_range(prompt, [](int32_t t) { return std::to_string(t); }), ",")
+         << "\n";
+
+  // --- the prompt --------------------------------------------------------------
+  auto runChunk = [&](const std::string &entry, ArrayRef<int32_t> toks,
+                      ArrayRef<int32_t> pos) -> Error {
+    if (Error e = exec->setInput("tokens", toks))
+      return e;
+    if (Error e = exec->setInput("positions", pos))
+      return e;
+    return exec->run(entry);
+  };
+  Clock::time_point t0 = Clock::now();
+  int64_t done = 0, chunks = 0;
+  int32_t next = 0;
+  while (done < P) {
+    int64_t left = P - done;
+    // The smallest bucket that takes the rest in one chunk, else the largest.
+    const Bucket *pick = buckets.empty() ? nullptr : &buckets.back();
+    for (const Bucket &b : buckets)
+      if (b.size >= left) {
+        pick = &b;
+        break;
+      }
+    bool fits = pick && done + pick->size <= ctx;
+    if (fits && pick->size > left && logitRows(*exec->entry(pick->entry)) != pick->size)
+      fits = false; // a padded chunk needs the logits of a row before its end
+    if (!fits) {
+      // Decode one token at a time.
+      if (Error e = runChunk("decode", prompt[done], static_cast<int32_t>(done)))
+        return reportError(std::move(e));
+      if (verbose)
+        errs() << "fusegraph: prompt token " << done << " through decode\n";
+      ++done;
+      ++chunks;
+      if (done == P) {
+        Expected<int32_t> t = argmaxRow(*exec, *decode, 0);
+        if (!t)
+          return reportError(t.takeError());
+        next = *t;
+      }
+      continue;
+    }
+    int64_t n = std::min(left, pick->size);
+    std::vector<int32_t> toks(pick->size, 0), pos(pick->size);
+    for (int64_t i = 0; i < pick->size; ++i) {
+      // Padding continues the positions past the prompt: rows past a query's
+      // position are never read, and decode overwrites them later.
+      toks[i] = i < n ? prompt[done + i] : prompt[P - 1];
+      pos[i] = static_cast<int32_t>(done + i);
+    }
+    if (Error e = runChunk(pick->entry, toks, pos))
+      return reportError(std::move(e));
+    if (verbose)
+      errs() << "fusegraph: prompt tokens " << done << ".." << done + n - 1 << " through "
+             << pick->entry << (n < pick->size ? " (padded)" : "") << "\n";
+    done += n;
+    ++chunks;
+    if (done == P) {
+      Expected<int32_t> t = argmaxRow(*exec, *exec->entry(pick->entry), n - 1);
+      if (!t)
+        return reportError(t.takeError());
+      next = *t;
+    }
+  }
+  double promptMs = msSince(t0);
+
+  // --- greedy decoding -------------------------------------------------------
+  std::vector<int32_t> tokens = {next};
+  t0 = Clock::now();
+  for (int64_t s = 1; s < steps; ++s) {
+    int32_t pos = static_cast<int32_t>(P + s - 1);
+    if (Error e = runChunk("decode", tokens.back(), pos))
+      return reportError(std::move(e));
+    Expected<int32_t> t = argmaxRow(*exec, *decode, 0);
+    if (!t)
+      return reportError(t.takeError());
+    tokens.push_back(*t);
+  }
+  double decodeMs = msSince(t0);
+
+  outs() << "tokens: "
+         << join(llvm::map_range(tokens, [](int32_t t) { return std::to_string(t); }), " ")
+         << "\n";
+  outs() << "prefill: " << P << " tokens in " << chunks << (chunks == 1 ? " run, " : " runs, ")
+         << format("%.2f", promptMs) << " ms\n";
+  if (steps > 1)
+    outs() << "decode: " << steps - 1 << " steps, " << format("%.2f", decodeMs / (steps - 1))
+           << " ms/step\n";
+  return kOk;
+}
+
+} // namespace fg::cli

@@ -1,0 +1,70 @@
+//===- Run.cpp - `fusegraph run`: feed a prompt, decode greedily -----------===//
+#include "tools/Commands.h"
+
+using namespace llvm;
+
+namespace fg::cli {
+
+bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode) {
+  std::string device = f.get("device", "cpu");
+  if (device == "cpu")
+    opts.device = ExecOptions::Device::Cpu;
+  else if (device == "cuda")
+    opts.device = ExecOptions::Device::Cuda;
+  else {
+    exitCode = f.usageError("--device must be cpu or cuda, got '" + device + "'");
+    return false;
+  }
+  std::string mode = f.get("mode", "graph");
+  if (mode == "graph")
+    opts.mode = ExecOptions::Mode::Graph;
+  else if (mode == "eager")
+    opts.mode = ExecOptions::Mode::Eager;
+  else {
+    exitCode = f.usageError("--mode must be graph or eager, got '" + mode + "'");
+    return false;
+  }
+  opts.debugSync = f.has("debug-sync");
+  opts.log = stderrLog(f.has("verbose"));
+  return true;
+}
+
+int runRun(ArrayRef<const char *> args) {
+  Flags f("run", "run MODEL|X.plan --prompt-ids 1,2,3 [--steps N] [--device cpu|cuda]",
+          "Feeds the prompt (through prefill entries where they fit, else decode), then decodes\n"
+          "greedily and prints the token ids and the time per step. MODEL is compiled first.");
+  f.option("prompt-ids", "1,2,3", "prompt token ids");
+  f.option("steps", "N", "tokens to generate", "16");
+  f.option("device", "D", "cpu (reference interpreter) or cuda", "cpu");
+  f.option("mode", "M", "graph (CUDA graph replay) or eager", "graph");
+  f.flag("verify", "run the CPU reference beside the GPU and compare (CUDA only)");
+  f.flag("debug-sync", "synchronise after every launch (CUDA only)");
+  f.flag("verbose", "print what happens");
+  addCompileFlags(f);
+  int code;
+  if (!f.parse(args, code))
+    return code;
+  if (f.positional().size() != 1)
+    return f.usageError("'run' takes one MODEL or X.plan (see fusegraph run --help)");
+  std::vector<int64_t> ids;
+  int64_t steps;
+  ModelSettings ms;
+  CompileOptions co;
+  ExecOptions eo;
+  if (!f.getInts("prompt-ids", ids, code) || !f.getInt("steps", 16, steps, code) ||
+      !readCompileFlags(f, ms, co, code) || !parseExecFlags(f, eo, code))
+    return code;
+  if (ids.empty())
+    return f.usageError("'run' needs --prompt-ids 1,2,3");
+  if (f.has("verify") && eo.device == ExecOptions::Device::Cpu)
+    return f.usageError("--verify compares a GPU run with the CPU reference; use --device cuda");
+  co.log = ms.log = stderrLog(f.has("verbose"));
+
+  Expected<Plan> plan = planFor(f.positional()[0], ms, co);
+  if (!plan)
+    return reportError(plan.takeError());
+  std::vector<int32_t> prompt(ids.begin(), ids.end());
+  return generate(*plan, eo, prompt, steps, f.has("verbose"));
+}
+
+} // namespace fg::cli
