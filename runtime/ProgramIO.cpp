@@ -1,0 +1,334 @@
+#include "runtime/ProgramIO.h"
+
+#include "ir/Diag.h"
+
+#include <cstring>
+
+namespace fg {
+namespace {
+
+class Writer {
+public:
+  std::string out;
+  template <typename T> void pod(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    out.append(reinterpret_cast<const char *>(&v), sizeof v);
+  }
+  void u64(uint64_t v) { pod(v); }
+  void str(llvm::StringRef s) {
+    u64(s.size());
+    out.append(s.data(), s.size());
+  }
+  void bytes(const std::vector<uint8_t> &b) {
+    u64(b.size());
+    out.append(reinterpret_cast<const char *>(b.data()), b.size());
+  }
+  void type(const TensorType &t) {
+    pod(static_cast<uint8_t>(t.dtype));
+    u64(t.shape.size());
+    for (int64_t d : t.shape)
+      pod(d);
+  }
+  void ref(const BufferRef &r) {
+    pod(static_cast<uint8_t>(r.space));
+    pod(r.index);
+    pod(r.offset);
+  }
+  void init(const WeightInit &w) {
+    pod(static_cast<uint8_t>(w.kind));
+    pod(w.seed);
+    pod(w.mean);
+    pod(w.std);
+    pod(w.min);
+    pod(w.max);
+    pod(w.value);
+    str(w.file);
+    str(w.name);
+  }
+};
+
+class Reader {
+public:
+  explicit Reader(llvm::StringRef b) : data_(b) {}
+  bool failed() const { return failed_; }
+  size_t pos() const { return pos_; }
+
+  template <typename T> T pod() {
+    T v{};
+    if (!need(sizeof v))
+      return v;
+    std::memcpy(&v, data_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  uint64_t u64() { return pod<uint64_t>(); }
+  /// A count of items of at least `minItemBytes` each: refuses counts the
+  /// remaining bytes cannot hold (no huge allocations from corrupt input).
+  uint64_t count(size_t minItemBytes) {
+    uint64_t n = u64();
+    if (failed_ || n > (data_.size() - pos_) / std::max<size_t>(minItemBytes, 1)) {
+      failed_ = true;
+      return 0;
+    }
+    return n;
+  }
+  std::string str() {
+    uint64_t n = count(1);
+    if (!need(n))
+      return {};
+    std::string s(data_.data() + pos_, n);
+    pos_ += n;
+    return s;
+  }
+  std::vector<uint8_t> bytes() { return take(count(1)); }
+  /// The next `n` bytes (empty and failed when fewer remain).
+  std::vector<uint8_t> take(uint64_t n) {
+    if (!need(n))
+      return {};
+    std::vector<uint8_t> b(data_.bytes_begin() + pos_, data_.bytes_begin() + pos_ + n);
+    pos_ += n;
+    return b;
+  }
+  TensorType type() {
+    TensorType t;
+    auto dt = pod<uint8_t>();
+    if (dt > static_cast<uint8_t>(DType::Q6_K))
+      failed_ = true;
+    t.dtype = static_cast<DType>(dt);
+    uint64_t rank = count(8);
+    for (uint64_t i = 0; i < rank && !failed_; ++i) {
+      int64_t d = pod<int64_t>();
+      if (d < 0)
+        failed_ = true;
+      t.shape.push_back(d);
+    }
+    return t;
+  }
+  BufferRef ref() {
+    BufferRef r;
+    auto s = pod<uint8_t>();
+    if (s > static_cast<uint8_t>(BufferSpace::Workspace))
+      failed_ = true;
+    r.space = static_cast<BufferSpace>(s);
+    r.index = pod<uint32_t>();
+    r.offset = pod<uint64_t>();
+    return r;
+  }
+  WeightInit init() {
+    WeightInit w;
+    auto k = pod<uint8_t>();
+    if (k > static_cast<uint8_t>(WeightInit::Kind::Tensor))
+      failed_ = true;
+    w.kind = static_cast<WeightInit::Kind>(k);
+    w.seed = pod<uint64_t>();
+    w.mean = pod<double>();
+    w.std = pod<double>();
+    w.min = pod<double>();
+    w.max = pod<double>();
+    w.value = pod<double>();
+    w.file = str();
+    w.name = str();
+    return w;
+  }
+
+private:
+  bool need(uint64_t n) {
+    if (failed_ || n > data_.size() - pos_) {
+      failed_ = true;
+      return false;
+    }
+    return true;
+  }
+  llvm::StringRef data_;
+  size_t pos_ = 0;
+  bool failed_ = false;
+};
+
+constexpr uint32_t kProgramTag = 0x46475052; // "FGPR"
+
+void writeSlots(Writer &w, const std::vector<TensorSlot> &slots) {
+  w.u64(slots.size());
+  for (const TensorSlot &s : slots) {
+    w.str(s.name);
+    w.type(s.type);
+    w.init(s.init);
+    w.u64(s.bytes.size());
+  }
+}
+
+} // namespace
+
+EncodedProgram encodeProgram(const CompiledProgram &p) {
+  Writer w;
+  w.pod(kProgramTag);
+  w.str(p.arch);
+  w.pod(p.ctx);
+  w.u64(p.workspaceBytes);
+  w.u64(p.modules.size());
+  for (const KernelImage &m : p.modules) {
+    w.str(m.name);
+    w.bytes(m.cubin);
+    w.str(m.ptx);
+  }
+  writeSlots(w, p.weights);
+  writeSlots(w, p.state);
+  w.u64(p.entries.size());
+  for (const CompiledEntry &e : p.entries) {
+    w.str(e.name);
+    w.u64(e.arenaBytes);
+    for (const auto *list : {&e.inputs, &e.outputs}) {
+      w.u64(list->size());
+      for (const IoBinding &b : *list) {
+        w.str(b.name);
+        w.type(b.type);
+        w.ref(b.where);
+      }
+    }
+    w.u64(e.launches.size());
+    for (const Launch &l : e.launches) {
+      w.pod(static_cast<uint8_t>(l.kind));
+      w.pod(l.module);
+      w.str(l.symbol);
+      for (int i = 0; i < 3; ++i)
+        w.pod(l.grid[i]);
+      for (int i = 0; i < 3; ++i)
+        w.pod(l.block[i]);
+      w.pod(l.sharedBytes);
+      w.u64(l.args.size());
+      for (const BufferRef &r : l.args)
+        w.ref(r);
+      const GemmDesc &g = l.gemm;
+      w.pod(g.m);
+      w.pod(g.n);
+      w.pod(g.k);
+      w.pod(static_cast<uint8_t>(g.abType));
+      w.ref(g.a);
+      w.ref(g.b);
+      w.ref(g.c);
+      w.pod(g.lda);
+      w.pod(g.ldb);
+      w.pod(g.ldc);
+      w.u64(l.deps.size());
+      for (uint32_t d : l.deps)
+        w.pod(d);
+      w.str(l.what);
+    }
+  }
+  EncodedProgram out;
+  out.bulkOffset = w.out.size();
+  for (const TensorSlot &s : p.weights)
+    w.out.append(reinterpret_cast<const char *>(s.bytes.data()), s.bytes.size());
+  out.bytes = std::move(w.out);
+  return out;
+}
+
+llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
+  Reader r(bytes);
+  CompiledProgram p;
+  auto corrupt = [&](const char *what) {
+    return makeError(llvm::Twine("plan section 'program' is corrupt (") + what + " at byte " +
+                     llvm::Twine(r.pos()) + ")");
+  };
+  if (r.pod<uint32_t>() != kProgramTag || r.failed())
+    return corrupt("bad tag");
+  p.arch = r.str();
+  p.ctx = r.pod<int64_t>();
+  p.workspaceBytes = r.u64();
+  uint64_t nModules = r.count(24);
+  for (uint64_t i = 0; i < nModules && !r.failed(); ++i) {
+    KernelImage m;
+    m.name = r.str();
+    m.cubin = r.bytes();
+    m.ptx = r.str();
+    p.modules.push_back(std::move(m));
+  }
+  std::vector<uint64_t> weightBytes;
+  auto readSlots = [&](std::vector<TensorSlot> &slots, std::vector<uint64_t> *sizes) {
+    uint64_t n = r.count(16);
+    for (uint64_t i = 0; i < n && !r.failed(); ++i) {
+      TensorSlot s;
+      s.name = r.str();
+      s.type = r.type();
+      s.init = r.init();
+      uint64_t size = r.u64();
+      if (sizes)
+        sizes->push_back(size);
+      slots.push_back(std::move(s));
+    }
+  };
+  readSlots(p.weights, &weightBytes);
+  std::vector<uint64_t> ignored;
+  readSlots(p.state, &ignored);
+  uint64_t nEntries = r.count(16);
+  for (uint64_t i = 0; i < nEntries && !r.failed(); ++i) {
+    CompiledEntry e;
+    e.name = r.str();
+    e.arenaBytes = r.u64();
+    for (auto *list : {&e.inputs, &e.outputs}) {
+      uint64_t n = r.count(16);
+      for (uint64_t k = 0; k < n && !r.failed(); ++k) {
+        IoBinding b;
+        b.name = r.str();
+        b.type = r.type();
+        b.where = r.ref();
+        list->push_back(std::move(b));
+      }
+    }
+    uint64_t nLaunches = r.count(64);
+    for (uint64_t k = 0; k < nLaunches && !r.failed(); ++k) {
+      Launch l;
+      auto kind = r.pod<uint8_t>();
+      if (kind > static_cast<uint8_t>(Launch::Kind::Gemm))
+        return corrupt("bad launch kind");
+      l.kind = static_cast<Launch::Kind>(kind);
+      l.module = r.pod<uint32_t>();
+      l.symbol = r.str();
+      for (int d = 0; d < 3; ++d)
+        l.grid[d] = r.pod<uint32_t>();
+      for (int d = 0; d < 3; ++d)
+        l.block[d] = r.pod<uint32_t>();
+      l.sharedBytes = r.pod<uint32_t>();
+      uint64_t nArgs = r.count(13);
+      for (uint64_t a = 0; a < nArgs && !r.failed(); ++a)
+        l.args.push_back(r.ref());
+      GemmDesc &g = l.gemm;
+      g.m = r.pod<int64_t>();
+      g.n = r.pod<int64_t>();
+      g.k = r.pod<int64_t>();
+      g.abType = static_cast<DType>(r.pod<uint8_t>());
+      g.a = r.ref();
+      g.b = r.ref();
+      g.c = r.ref();
+      g.lda = r.pod<int64_t>();
+      g.ldb = r.pod<int64_t>();
+      g.ldc = r.pod<int64_t>();
+      uint64_t nDeps = r.count(4);
+      for (uint64_t d = 0; d < nDeps && !r.failed(); ++d) {
+        uint32_t dep = r.pod<uint32_t>();
+        if (dep >= k)
+          return corrupt("dependency on a later launch");
+        l.deps.push_back(dep);
+      }
+      l.what = r.str();
+      if (l.kind == Launch::Kind::Kernel && l.module >= nModules)
+        return corrupt("launch names a missing module");
+      e.launches.push_back(std::move(l));
+    }
+    p.entries.push_back(std::move(e));
+  }
+  if (r.failed())
+    return corrupt("truncated");
+  // Embedded weight bytes follow, in table order.
+  for (size_t i = 0; i < p.weights.size(); ++i) {
+    if (!weightBytes[i])
+      continue;
+    if (weightBytes[i] != static_cast<uint64_t>(p.weights[i].type.bytes()))
+      return corrupt("embedded weight size");
+    p.weights[i].bytes = r.take(weightBytes[i]);
+    if (r.failed())
+      return corrupt("truncated weights");
+  }
+  return p;
+}
+
+} // namespace fg
