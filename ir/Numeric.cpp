@@ -1,0 +1,240 @@
+//===- Numeric.cpp - storage conversions: f16, bf16, GGUF blocks ----------===//
+//
+// f16/bf16 conversions are bit-exact IEEE round-to-nearest-even (subnormals,
+// infinities and NaNs included), independent of the host's FPU flags except
+// for the default rounding mode. The GGUF block decoders follow ggml's
+// dequantize_row_* exactly (ggml-quants.c).
+//
+//===----------------------------------------------------------------------===//
+#include "ir/Numeric.h"
+
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+namespace fg {
+namespace {
+
+uint32_t floatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+float bitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint16_t load16(const uint8_t *p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+
+void store16(uint8_t *p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+
+template <typename T> T loadLE(const uint8_t *p) {
+  T v;
+  std::memcpy(&v, p, sizeof v); // the hosts we build for are little-endian, like GGUF
+  return v;
+}
+
+template <typename T> void storeLE(uint8_t *p, T v) { std::memcpy(p, &v, sizeof v); }
+
+// --- GGUF blocks (ggml-quants.c, dequantize_row_*) ------------------------------
+
+/// q8_0: f16 d; i8 q[32]. y = d·q.
+void decodeQ8_0(const uint8_t *b, float *y) {
+  float d = halfToFloat(load16(b));
+  for (int j = 0; j < 32; ++j)
+    y[j] = d * static_cast<float>(static_cast<int8_t>(b[2 + j]));
+}
+
+/// q4_0: f16 d; u8 qs[16]. Low nibbles are elements 0..15, high nibbles 16..31; y = d·(q − 8).
+void decodeQ4_0(const uint8_t *b, float *y) {
+  float d = halfToFloat(load16(b));
+  const uint8_t *qs = b + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * static_cast<float>((qs[j] & 0x0F) - 8);
+    y[j + 16] = d * static_cast<float>((qs[j] >> 4) - 8);
+  }
+}
+
+/// q4_1: f16 d, m; u8 qs[16]. Same nibble order as q4_0; y = d·q + m.
+void decodeQ4_1(const uint8_t *b, float *y) {
+  float d = halfToFloat(load16(b)), m = halfToFloat(load16(b + 2));
+  const uint8_t *qs = b + 4;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * static_cast<float>(qs[j] & 0x0F) + m;
+    y[j + 16] = d * static_cast<float>(qs[j] >> 4) + m;
+  }
+}
+
+/// ggml's get_scale_min_k4: sub-block j's 6-bit scale and min out of 12 bytes.
+void scaleMinK4(int j, const uint8_t *q, uint8_t &sc, uint8_t &m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+/// q4_k: f16 d, dmin; u8 scales[12]; u8 qs[128]. Four 64-element chunks; in
+/// each, the low nibbles of 32 bytes are sub-block 2c, the high nibbles 2c+1;
+/// y = d·sc·q − dmin·m.
+void decodeQ4_K(const uint8_t *b, float *y) {
+  float d = halfToFloat(load16(b)), dmin = halfToFloat(load16(b + 2));
+  const uint8_t *scales = b + 4, *q = b + 16;
+  for (int c = 0; c < 4; ++c, q += 32, y += 64) {
+    uint8_t sc, m;
+    scaleMinK4(2 * c, scales, sc, m);
+    float d1 = d * sc, m1 = dmin * m;
+    scaleMinK4(2 * c + 1, scales, sc, m);
+    float d2 = d * sc, m2 = dmin * m;
+    for (int l = 0; l < 32; ++l) {
+      y[l] = d1 * static_cast<float>(q[l] & 0xF) - m1;
+      y[l + 32] = d2 * static_cast<float>(q[l] >> 4) - m2;
+    }
+  }
+}
+
+/// q6_k: u8 ql[128], qh[64]; i8 scales[16]; f16 d. Two 128-element halves;
+/// y = d·sc·(q − 32) with q = 4 low bits from ql and 2 high bits from qh.
+void decodeQ6_K(const uint8_t *b, float *y) {
+  const uint8_t *ql = b, *qh = b + 128;
+  const int8_t *sc = reinterpret_cast<const int8_t *>(b + 192);
+  float d = halfToFloat(load16(b + 208));
+  for (int n = 0; n < 2; ++n, y += 128, ql += 64, qh += 32, sc += 8) {
+    for (int l = 0; l < 32; ++l) {
+      int is = l / 16;
+      int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      y[l] = d * static_cast<float>(sc[is] * q1);
+      y[l + 32] = d * static_cast<float>(sc[is + 2] * q2);
+      y[l + 64] = d * static_cast<float>(sc[is + 4] * q3);
+      y[l + 96] = d * static_cast<float>(sc[is + 6] * q4);
+    }
+  }
+}
+
+template <typename Fn>
+void decodeBlocks(DType t, const uint8_t *src, float *dst, int64_t n, Fn fn) {
+  const DTypeInfo &info = dtypeInfo(t);
+  assert(n % info.blockElems == 0 && "block types decode whole blocks");
+  for (int64_t b = 0, e = n / info.blockElems; b < e; ++b)
+    fn(src + b * info.blockBytes, dst + b * info.blockElems);
+}
+
+} // namespace
+
+float halfToFloat(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
+  if (exp == 0x1F) // inf / nan (payload kept)
+    return bitsFloat(sign | 0x7F800000 | (mant << 13));
+  if (exp == 0) { // zero / subnormal: mant · 2^-24, exact in f32
+    float v = static_cast<float>(mant) * 0x1p-24f;
+    return sign ? -v : v;
+  }
+  return bitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+uint16_t floatToHalf(float f) {
+  uint32_t x = floatBits(f);
+  uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  x &= 0x7FFFFFFF;
+  if (x > 0x7F800000) // nan: quiet, keep the top payload bits
+    return static_cast<uint16_t>(sign | 0x7E00 | ((x >> 13) & 0x3FF));
+  if (x >= 0x477FF000) // >= 65520 (halfway past 65504, odd mantissa): rounds to inf
+    return static_cast<uint16_t>(sign | 0x7C00);
+  if (x < 0x38800000) { // below 2^-14: subnormal half; |f|·2^24 rounded to an even integer
+    float scaled = bitsFloat(x) * 0x1p24f; // exact: a power-of-two scale of a small normal
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(scaled)));
+  }
+  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped bits to
+  // nearest even; a mantissa carry moves into the exponent as it should.
+  uint32_t rounded = x + 0xFFF + ((x >> 13) & 1);
+  return static_cast<uint16_t>(sign | ((rounded - (112u << 23)) >> 13));
+}
+
+float bf16ToFloat(uint16_t b) { return bitsFloat(static_cast<uint32_t>(b) << 16); }
+
+uint16_t floatToBf16(float f) {
+  uint32_t x = floatBits(f);
+  if ((x & 0x7FFFFFFF) > 0x7F800000) // nan: keep it a (quiet) nan
+    return static_cast<uint16_t>((x >> 16) | 0x40);
+  return static_cast<uint16_t>((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
+}
+
+void decodeRow(DType t, const uint8_t *src, float *dst, int64_t n) {
+  switch (t) {
+  case DType::F32:
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  case DType::F16:
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = halfToFloat(load16(src + 2 * i));
+    return;
+  case DType::BF16:
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = bf16ToFloat(load16(src + 2 * i));
+    return;
+  case DType::I32:
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<float>(loadLE<int32_t>(src + 4 * i));
+    return;
+  case DType::I64:
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<float>(loadLE<int64_t>(src + 8 * i));
+    return;
+  case DType::Q8_0:
+    return decodeBlocks(t, src, dst, n, decodeQ8_0);
+  case DType::Q4_0:
+    return decodeBlocks(t, src, dst, n, decodeQ4_0);
+  case DType::Q4_1:
+    return decodeBlocks(t, src, dst, n, decodeQ4_1);
+  case DType::Q4_K:
+    return decodeBlocks(t, src, dst, n, decodeQ4_K);
+  case DType::Q6_K:
+    return decodeBlocks(t, src, dst, n, decodeQ6_K);
+  }
+  assert(false && "unhandled dtype in decodeRow");
+}
+
+bool encodeRow(DType t, const float *src, uint8_t *dst, int64_t n) {
+  switch (t) {
+  case DType::F32:
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return true;
+  case DType::F16:
+    for (int64_t i = 0; i < n; ++i)
+      store16(dst + 2 * i, floatToHalf(src[i]));
+    return true;
+  case DType::BF16:
+    for (int64_t i = 0; i < n; ++i)
+      store16(dst + 2 * i, floatToBf16(src[i]));
+    return true;
+  case DType::I32:
+    for (int64_t i = 0; i < n; ++i)
+      storeLE<int32_t>(dst + 4 * i, static_cast<int32_t>(std::lround(src[i])));
+    return true;
+  case DType::I64:
+    for (int64_t i = 0; i < n; ++i)
+      storeLE<int64_t>(dst + 8 * i, static_cast<int64_t>(std::llround(src[i])));
+    return true;
+  case DType::Q8_0:
+  case DType::Q4_0:
+  case DType::Q4_1:
+  case DType::Q4_K:
+  case DType::Q6_K:
+    return false;
+  }
+  return false;
+}
+
+} // namespace fg
