@@ -33,8 +33,12 @@ WeightInit demoWeightInit(llvm::StringRef name, const TensorType &, unsigned ind
   uint64_t seed = index + 1;
   if (name.endswith("_norm"))
     return WeightInit::normal(seed, 0.1, 1.0);
+  // The embedding is a little larger than the matrices: with std 1 it drowns
+  // the layers' contributions to the residual stream and greedy decoding falls
+  // into a 2-cycle at once; with 0.02 it repeats tokens early; 0.05 gives
+  // varied greedy sequences (DemoNumericTest checks this).
   if (name == "token_embd")
-    return WeightInit::normal(seed, 1.0);
+    return WeightInit::normal(seed, 0.05);
   return WeightInit::normal(seed, 0.02);
 }
 

@@ -18,7 +18,7 @@ namespace fg {
 DecoderConfig demoConfig(int64_t ctx = 4096, DType kvDType = DType::F16);
 
 /// The demo's initialiser: normal(seed = index + 1, std = 0.02) for matrices,
-/// normal(seed, std = 0.1, mean = 1) for norm weights, std 1 for the embedding.
+/// normal(seed, std = 0.1, mean = 1) for norm weights, std 0.05 for the embedding.
 WeightInit demoWeightInit(llvm::StringRef name, const TensorType &type, unsigned index);
 
 /// The demo graph with entries `decode` and `prefill_N` for each bucket.

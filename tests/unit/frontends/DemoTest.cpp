@@ -112,12 +112,12 @@ TEST(Demo, OptionsShapeTheGraph) {
 }
 
 /// Initialisers: normal(seed = index + 1, std 0.02) for matrices, mean 1 / std 0.1
-/// for norms, std 1 for the embedding; every weight has one, every seed distinct.
+/// for norms, std 0.05 for the embedding; every weight has one, every seed distinct.
 TEST(Demo, WeightInitialisers) {
   Graph g = loadDemo();
   const Function &fn = *g.lookup("decode");
   const Argument *emb = fn.argumentOf(fn.lookup("token_embd"));
-  EXPECT_EQ(emb->init, WeightInit::normal(1, 1.0));
+  EXPECT_EQ(emb->init, WeightInit::normal(1, 0.05));
   EXPECT_EQ(fn.argumentOf(fn.lookup("blk.0.attn_norm"))->init, WeightInit::normal(2, 0.1, 1.0));
   EXPECT_EQ(fn.argumentOf(fn.lookup("blk.0.attn_q"))->init, WeightInit::normal(3, 0.02));
   EXPECT_EQ(fn.argumentOf(fn.lookup("blk.0.attn_k_norm"))->init,
