@@ -1,0 +1,79 @@
+//===- OverlapProof.cpp - byte ranges written vs. read, per launch ---------===//
+#include "passes/memory/OverlapProof.h"
+
+#include "ir/Diag.h"
+
+namespace fg {
+
+bool mayAliasResult(const Function &, const Node &node, unsigned operand, unsigned result) {
+  switch (node.kind) {
+  case OpKind::SetRows:
+    return operand == 0 && result == 0;
+  default:
+    // Any other in-place updater writes operand 0 as its result 0.
+    return node.info().has(kUpdatesState) && operand == 0 && result == 0;
+  }
+}
+
+bool needsOverlapProof(const Node &node, const OverlapOptions &opts) {
+  const OpInfo &info = node.info();
+  if (info.has(kViewLike))
+    return false; // launches nothing, writes nothing
+  return opts.allLaunches || info.has(kUpdatesState) || info.has(kFused);
+}
+
+static std::string bytesStr(const Placement &p) {
+  std::string where = p.loc == Location::Arena ? "" : std::string(locationName(p.loc)) + " ";
+  return where + "bytes [" + std::to_string(p.offset) + ", " + std::to_string(p.end()) + ")";
+}
+
+std::vector<OverlapViolation> proveNoOverlap(const Function &fn, const BufferPlan &plan,
+                                             const OverlapOptions &opts) {
+  std::vector<OverlapViolation> out;
+  for (NodeId n = 0; n < fn.numNodes(); ++n) {
+    const Node &node = fn.node(n);
+    if (!needsOverlapProof(node, opts))
+      continue;
+    for (unsigned r = 0; r < node.results.size(); ++r) {
+      ValueId w = node.results[r];
+      const Placement &wp = plan.values[w];
+      for (unsigned i = 0; i < node.operands.size(); ++i) {
+        ValueId op = node.operands[i];
+        if (op == kNoValue || !BufferPlan::overlaps(wp, plan.values[op]))
+          continue;
+        if (mayAliasResult(fn, node, i, r))
+          continue;
+        std::string reason = valueLabel(fn, op) + " (" + bytesStr(plan.values[op]) +
+                             ") overlaps the write of " + valueLabel(fn, w) + " (" +
+                             bytesStr(wp) + ")";
+        if (wp.loc != Location::Arena)
+          reason += " in " + valueLabel(fn, wp.buffer);
+        out.push_back({n, w, i, op, std::move(reason)});
+      }
+      // Two results of one node must not overlap each other either.
+      for (unsigned r2 = r + 1; r2 < node.results.size(); ++r2)
+        if (BufferPlan::overlaps(wp, plan.values[node.results[r2]]))
+          out.push_back({n, w, ~0u, node.results[r2],
+                         valueLabel(fn, node.results[r2]) + " (" +
+                             bytesStr(plan.values[node.results[r2]]) +
+                             ") overlaps the write of " + valueLabel(fn, w) + " (" +
+                             bytesStr(wp) + ")"});
+    }
+  }
+  return out;
+}
+
+llvm::Error checkNoOverlap(const Function &fn, const BufferPlan &plan,
+                           const OverlapOptions &opts) {
+  std::vector<OverlapViolation> v = proveNoOverlap(fn, plan, opts);
+  if (v.empty())
+    return llvm::Error::success();
+  std::string msg = "overlap proof of @" + fn.name().str() + " failed: ";
+  for (size_t i = 0; i < v.size() && i < 5; ++i)
+    msg += (i ? "; " : "") + std::string(mnemonic(fn.node(v[i].node).kind)) + ": " + v[i].reason;
+  if (v.size() > 5)
+    msg += "; and " + std::to_string(v.size() - 5) + " more";
+  return makeError(msg);
+}
+
+} // namespace fg
