@@ -13,8 +13,7 @@ namespace fg {
 
 namespace {
 
-/// `prefix` + `suffix`, or empty (an unnamed value) when there is no prefix
-/// and no suffix.
+/// `prefix` + `suffix` (a value name).
 std::string nameOf(llvm::StringRef prefix, llvm::StringRef suffix) {
   return (prefix + suffix).str();
 }
@@ -43,9 +42,9 @@ ValueId rmsNormMul(Builder &b, ValueId x, ValueId w, double eps, ValueId residua
 namespace {
 
 /// matmul → [add bias] → reshape [T, heads, dim] → [rms_norm → mul(norm)] → rope.
-ValueId projectRope(Builder &b, ValueId x, ValueId positions, ValueId w, ValueId bias,
-                    ValueId norm, ValueId freqFactors, int64_t heads, int64_t dim,
-                    const AttentionOptions &opt, llvm::StringRef p) {
+ValueId projectRope(Builder &b, ValueId x, ValueId positions, ValueId w, ValueId bias, ValueId norm,
+                    ValueId freqFactors, int64_t heads, int64_t dim, const AttentionOptions &opt,
+                    llvm::StringRef p) {
   if (b.failed())
     return kNoValue;
   int64_t tokens = b.type(x).rank() ? b.type(x).shape.front() : 1;
@@ -67,9 +66,9 @@ std::string stateName(Builder &b, ValueId v) {
 
 } // namespace
 
-AttentionResult attentionBlock(Builder &b, ValueId x, ValueId positions,
-                               const AttentionWeights &w, ValueId kCache, ValueId vCache,
-                               const AttentionOptions &opt, llvm::StringRef prefix) {
+AttentionResult attentionBlock(Builder &b, ValueId x, ValueId positions, const AttentionWeights &w,
+                               ValueId kCache, ValueId vCache, const AttentionOptions &opt,
+                               llvm::StringRef prefix) {
   AttentionResult r;
   if (b.failed())
     return r;
@@ -126,14 +125,14 @@ MoeRouting moeRouting(Builder &b, ValueId x, ValueId gateInp, ValueId selectionB
                     p + "router_probs");
     break;
   }
-  ValueId selection = present(selectionBias) ? b.add(probs, selectionBias, p + "router_select")
-                                             : probs;
+  ValueId selection =
+      present(selectionBias) ? b.add(probs, selectionBias, p + "router_select") : probs;
   r.ids = b.topK(selection, opt.nExpertsUsed, p + "expert_ids");
   ValueId weights = b.getRows(probs, r.ids, p + "expert_weights");
   if (opt.renormalize) {
     ValueId sum = b.sumRows(weights, p + "expert_weights_sum");
-    ValueId clamped =
-        b.clamp(sum, kMoeRenormMin, std::numeric_limits<double>::infinity(), p + "expert_weights_clamped");
+    ValueId clamped = b.clamp(sum, kMoeRenormMin, std::numeric_limits<double>::infinity(),
+                              p + "expert_weights_clamped");
     weights = b.div(weights, clamped, p + "expert_weights_norm");
   }
   if (opt.scale != 1)
@@ -153,8 +152,8 @@ ValueId gatedFfn(Builder &b, ValueId x, ValueId gate, ValueId up, ValueId down, 
   return b.matmul(act, down, p + "ffn_out");
 }
 
-ValueId gatedFfnExperts(Builder &b, ValueId x, ValueId gateExps, ValueId upExps,
-                        ValueId downExps, ValueId ids, GluKind kind, llvm::StringRef prefix) {
+ValueId gatedFfnExperts(Builder &b, ValueId x, ValueId gateExps, ValueId upExps, ValueId downExps,
+                        ValueId ids, GluKind kind, llvm::StringRef prefix) {
   if (b.failed())
     return kNoValue;
   std::string p = prefix.str();
@@ -180,8 +179,8 @@ ValueId moeWeightedSum(Builder &b, ValueId experts, ValueId weights, llvm::Strin
   ValueId weighted = b.mul(experts, w3, p + "ffn_exps_weighted");
   ValueId sum = kNoValue;
   for (int64_t j = 0; j < k; ++j) {
-    ValueId view = b.view(weighted, {t, n}, {k * n, 1}, j * n,
-                          p + "ffn_exps_slot" + std::to_string(j));
+    ValueId view =
+        b.view(weighted, {t, n}, {k * n, 1}, j * n, p + "ffn_exps_slot" + std::to_string(j));
     sum = j == 0 ? view : b.add(sum, view, p + "ffn_moe_sum");
   }
   return sum;
@@ -191,7 +190,9 @@ ValueId moeWeightedSum(Builder &b, ValueId experts, ValueId weights, llvm::Strin
 
 namespace {
 
-llvm::Error badConfig(const llvm::Twine &msg) { return makeError("invalid decoder config: " + msg); }
+llvm::Error badConfig(const llvm::Twine &msg) {
+  return makeError("invalid decoder config: " + msg);
+}
 
 std::string str(int64_t v) { return std::to_string(v); }
 

@@ -3,15 +3,19 @@
 // Every frontend lowers its model through these blocks, so each pattern the
 // fusion passes look for has exactly ONE spelling in the IR:
 //
-//   rms_norm·w        %n = rms_norm(%x) {eps}; %y = mul(%n, %w) [; add(%y, %residual)]
-//   q/k path          matmul → [add bias] → reshape [T, H, D] → [rms_norm → mul(norm [D])]
-//                     → rope(positions[, freq_factors])
-//   kv-cache write    set_rows(%k_cache, %k_rope, %positions)   (no view: [T, Hkv, D] is the row layout)
-//   attention         attention(q, k_cache', v_cache', positions[, sinks]) → reshape [T, H·Dv] → matmul(wo)
-//   top-k routing     matmul(gate_inp) → softmax | sigmoid | sqrt(softplus) → [add(bias)] → top_k
-//                     → get_rows(probs, ids) → [sum_rows → clamp(min) → div] → [scale]
-//   gated FFN         glu(matmul(x, gate), matmul(x, up)) → matmul(down)     (and the matmul_id form)
-//   MoE reduction     mul(experts, reshape(weights, [T, k, 1])) → k views → k−1 adds
+//   rms_norm·w      %n = rms_norm(%x) {eps}; %y = mul(%n, %w) [; add(%y, %residual)]
+//   q/k path        matmul → [add bias] → reshape [T, H, D]
+//                   → [rms_norm → mul(norm [D])] → rope(positions[, freq_factors])
+//   kv-cache write  set_rows(%k_cache, %k_rope, %positions)
+//                   (no view: [T, Hkv, D] already is the cache's row layout)
+//   attention       attention(q, k_cache', v_cache', positions[, sinks])
+//                   → reshape [T, H·Dv] → matmul(wo)
+//   top-k routing   matmul(gate_inp) → softmax | sigmoid | sqrt(softplus)
+//                   → [add(bias)] → top_k → get_rows(probs, ids)
+//                   → [sum_rows → clamp(min) → div] → [scale]
+//   gated FFN       glu(matmul(x, gate), matmul(x, up)) → matmul(down)
+//                   (and the same with matmul_id for experts)
+//   MoE reduction   mul(experts, reshape(weights, [T, k, 1])) → k views → k−1 adds
 //
 // Blocks never fail loudly: shape errors are recorded by the Builder (first
 // one wins) and reported by buildDecoderGraph / Builder::finish.
@@ -47,10 +51,10 @@ ValueId rmsNormMul(Builder &b, ValueId x, ValueId w, double eps, ValueId residua
 
 struct AttentionWeights {
   ValueId q = kNoValue, k = kNoValue, v = kNoValue, output = kNoValue; ///< [out, in]
-  ValueId qBias = kNoValue, kBias = kNoValue, vBias = kNoValue;         ///< optional [out]
-  ValueId qNorm = kNoValue, kNorm = kNoValue;                           ///< optional [head_dim]
-  ValueId freqFactors = kNoValue;                                       ///< optional [n_dims/2]
-  ValueId sinks = kNoValue;                                             ///< optional [n_heads]
+  ValueId qBias = kNoValue, kBias = kNoValue, vBias = kNoValue;        ///< optional [out]
+  ValueId qNorm = kNoValue, kNorm = kNoValue;                          ///< optional [head_dim]
+  ValueId freqFactors = kNoValue;                                      ///< optional [n_dims/2]
+  ValueId sinks = kNoValue;                                            ///< optional [n_heads]
 };
 
 struct AttentionOptions {
@@ -71,9 +75,9 @@ struct AttentionResult {
 
 /// Self-attention over the KV cache. `x` is the normalised input [T, n_embd];
 /// `prefix` names intermediates (`blk.0.` → `blk.0.q_rope`, ...).
-AttentionResult attentionBlock(Builder &b, ValueId x, ValueId positions,
-                               const AttentionWeights &w, ValueId kCache, ValueId vCache,
-                               const AttentionOptions &opt, llvm::StringRef prefix = {});
+AttentionResult attentionBlock(Builder &b, ValueId x, ValueId positions, const AttentionWeights &w,
+                               ValueId kCache, ValueId vCache, const AttentionOptions &opt,
+                               llvm::StringRef prefix = {});
 
 // --- MoE routing ------------------------------------------------------------------
 
@@ -107,8 +111,8 @@ ValueId gatedFfn(Builder &b, ValueId x, ValueId gate, ValueId up, ValueId down, 
 
 /// Expert-indexed: x [T, n] → reshape [T, 1, n]; glu(matmul_id(x, gate_exps, ids),
 /// matmul_id(x, up_exps, ids)) → matmul_id(·, down_exps, ids) → f32[T, k, n].
-ValueId gatedFfnExperts(Builder &b, ValueId x, ValueId gateExps, ValueId upExps,
-                        ValueId downExps, ValueId ids, GluKind kind, llvm::StringRef prefix = {});
+ValueId gatedFfnExperts(Builder &b, ValueId x, ValueId gateExps, ValueId upExps, ValueId downExps,
+                        ValueId ids, GluKind kind, llvm::StringRef prefix = {});
 
 /// Σ_j experts[t, j, :] · weights[t, j]: mul(experts [T, k, n], reshape(weights,
 /// [T, k, 1])) → k views ([T, n], strides [k·n, 1], offset j·n) → k−1 adds.
@@ -136,14 +140,14 @@ struct DecoderConfig {
   GluKind glu = GluKind::SwiGLU;
 
   double normEps = 1e-6;
-  Builder::RopeParams rope; ///< rope.nDims 0: the whole head
+  Builder::RopeParams rope;     ///< rope.nDims 0: the whole head
   bool ropeFreqFactors = false; ///< a shared `rope_freqs` [n_dims/2] weight
   bool qkNorm = false;          ///< blk.N.attn_q_norm / attn_k_norm [head_dim]
   bool qkvBias = false;         ///< blk.N.attn_{q,k,v}.bias
   double attnScale = 0;         ///< 0: 1/sqrt(head_dim)
   int64_t slidingWindow = 0;
   double attnSoftcap = 0;
-  bool attnSinks = false; ///< blk.N.attn_sinks [n_heads]
+  bool attnSinks = false;     ///< blk.N.attn_sinks [n_heads]
   bool tieEmbeddings = false; ///< logits use token_embd (no `output` weight)
 
   int64_t ctx = 4096;

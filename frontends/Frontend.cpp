@@ -55,17 +55,22 @@ llvm::Expected<Graph> loadModel(llvm::StringRef path, const ModelOptions &opts) 
     llvm::sys::path::append(config, "config.json");
     if (llvm::sys::fs::exists(config))
       return makeError("'" + path + "': GGUF/safetensors models are not supported yet");
-    return makeError("'" + path + "' is a folder without config.json; expected a .fg file, "
+    return makeError("'" + path +
+                     "' is a folder without config.json; expected a .fg file, "
                      "a .gguf file, a folder with config.json, or 'demo'");
   }
   llvm::StringRef ext = llvm::sys::path::extension(path);
   if (ext.equals_insensitive(".gguf"))
     return makeError("'" + path + "': GGUF/safetensors models are not supported yet");
   if (ext == ".fg") {
-    log(opts, LogLevel::Verbose, "parsing " + path);
+    log(opts, LogLevel::Verbose,
+        "parsing " + path +
+            " (its entries and cache sizes are its own; ctx, prefill and "
+            "kv dtype options do not apply)");
     return parseGraphFile(path);
   }
-  return makeError("'" + path + "': unknown model format (expected a .fg file, a .gguf file, a "
+  return makeError("'" + path +
+                   "': unknown model format (expected a .fg file, a .gguf file, a "
                    "folder with config.json, or 'demo')");
 }
 

@@ -21,7 +21,7 @@
 namespace fg {
 
 struct ModelOptions {
-  int64_t ctx = 4096;                 ///< KV cache rows
+  int64_t ctx = 4096;                  ///< KV cache rows
   std::vector<int64_t> prefill = {64}; ///< prefill buckets (entries `prefill_N`)
   DType kvDType = DType::F16;
   LogSink log; ///< optional; receives progress and verbose messages

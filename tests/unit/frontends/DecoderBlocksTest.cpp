@@ -21,8 +21,7 @@ const Node *def(const Function &fn, ValueId v, OpKind kind) {
   }
   const Node *n = fn.producer(v);
   if (!n) {
-    ADD_FAILURE() << "%" << fn.value(v).name << " is an argument, expected "
-                  << mnemonic(kind);
+    ADD_FAILURE() << "%" << fn.value(v).name << " is an argument, expected " << mnemonic(kind);
     return nullptr;
   }
   if (n->kind != kind) {
@@ -509,8 +508,9 @@ TEST(DecoderBlocks, ConfigErrors) {
   EXPECT_EQ(errorOf(c, entries), "invalid decoder config: ffn size = 24 is not a multiple of the "
                                  "q8_0 block size 32");
   c = tinyConfig(false);
-  EXPECT_EQ(errorOf(c, decoderEntries({32})),
-            "invalid decoder config: entry 'prefill_32' has 32 tokens; it must be in [1, ctx = 16]");
+  EXPECT_EQ(
+      errorOf(c, decoderEntries({32})),
+      "invalid decoder config: entry 'prefill_32' has 32 tokens; it must be in [1, ctx = 16]");
   EXPECT_EQ(errorOf(c, decoderEntries({4, 4})),
             "invalid decoder config: entry 'prefill_4' is listed twice");
   EXPECT_EQ(errorOf(c, {}), "invalid decoder config: no entries to build (expected at least "

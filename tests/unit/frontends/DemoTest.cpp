@@ -1,7 +1,7 @@
 // The built-in demo: entries, the decoder ABI (argument names, roles, types,
 // order), initialisers, and the shape of its MoE layers.
-#include "frontends/Frontend.h"
 #include "frontends/models/Demo.h"
+#include "frontends/Frontend.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
@@ -32,9 +32,9 @@ Graph loadDemo(const ModelOptions &opts = {}) {
 std::vector<std::string> expectedArgumentNames() {
   std::vector<std::string> names = {"tokens", "positions", "token_embd"};
   for (int l = 0; l < 2; ++l)
-    for (const char *w : {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm",
-                          "attn_k_norm", "ffn_norm", "ffn_gate_inp", "ffn_gate_exps",
-                          "ffn_up_exps", "ffn_down_exps"})
+    for (const char *w :
+         {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm",
+          "ffn_norm", "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"})
       names.push_back("blk." + std::to_string(l) + "." + w);
   names.push_back("output_norm");
   names.push_back("output");
@@ -73,7 +73,9 @@ TEST(Demo, AbiArguments) {
       const Argument &a = fn.arguments()[i];
       const Value &v = fn.value(a.value);
       EXPECT_EQ(v.name, names[i]) << "argument " << i << " of " << fn.name().str();
-      ArgRole role = i < 2 ? ArgRole::Input : i + 4 < names.size() ? ArgRole::Weight : ArgRole::State;
+      ArgRole role = i < 2                  ? ArgRole::Input
+                     : i + 4 < names.size() ? ArgRole::Weight
+                                            : ArgRole::State;
       EXPECT_EQ(a.role, role) << v.name;
     }
     EXPECT_EQ(fn.type(fn.lookup("tokens")), TensorType(DType::I32, {t}));
@@ -120,8 +122,7 @@ TEST(Demo, WeightInitialisers) {
   EXPECT_EQ(emb->init, WeightInit::normal(1, 0.05));
   EXPECT_EQ(fn.argumentOf(fn.lookup("blk.0.attn_norm"))->init, WeightInit::normal(2, 0.1, 1.0));
   EXPECT_EQ(fn.argumentOf(fn.lookup("blk.0.attn_q"))->init, WeightInit::normal(3, 0.02));
-  EXPECT_EQ(fn.argumentOf(fn.lookup("blk.0.attn_k_norm"))->init,
-            WeightInit::normal(8, 0.1, 1.0));
+  EXPECT_EQ(fn.argumentOf(fn.lookup("blk.0.attn_k_norm"))->init, WeightInit::normal(8, 0.1, 1.0));
   std::set<uint64_t> seeds;
   for (const Argument &a : fn.arguments()) {
     if (a.role != ArgRole::Weight)
@@ -146,7 +147,7 @@ TEST(Demo, LayerStructure) {
   EXPECT_EQ(counts[OpKind::Softmax], 2);
   EXPECT_EQ(counts[OpKind::MatMulId], 6);
   EXPECT_EQ(counts[OpKind::Glu], 2);
-  EXPECT_EQ(counts[OpKind::View], 4);    // k = 2 views per layer
+  EXPECT_EQ(counts[OpKind::View], 4); // k = 2 views per layer
   EXPECT_EQ(counts[OpKind::Rope], 4);
   EXPECT_EQ(counts[OpKind::RmsNorm], 9); // 2 × (attn, q, k, ffn) + output
   EXPECT_EQ(counts[OpKind::Clamp], 2);

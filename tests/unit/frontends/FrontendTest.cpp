@@ -76,11 +76,13 @@ TEST(Frontend, PathErrors) {
   std::string gguf = dir.file("m.gguf", "GGUF");
   EXPECT_EQ(loadError(gguf), "'" + gguf + "': GGUF/safetensors models are not supported yet");
   std::string txt = dir.file("m.txt", "hello");
-  EXPECT_EQ(loadError(txt), "'" + txt + "': unknown model format (expected a .fg file, a .gguf "
-                            "file, a folder with config.json, or 'demo')");
+  EXPECT_EQ(loadError(txt), "'" + txt +
+                                "': unknown model format (expected a .fg file, a .gguf "
+                                "file, a folder with config.json, or 'demo')");
   std::string folder(dir.path);
-  EXPECT_EQ(loadError(folder), "'" + folder + "' is a folder without config.json; expected a .fg "
-                               "file, a .gguf file, a folder with config.json, or 'demo'");
+  EXPECT_EQ(loadError(folder), "'" + folder +
+                                   "' is a folder without config.json; expected a .fg "
+                                   "file, a .gguf file, a folder with config.json, or 'demo'");
   dir.file("config.json", "{}");
   EXPECT_EQ(loadError(folder), "'" + folder + "': GGUF/safetensors models are not supported yet");
 }
