@@ -41,6 +41,15 @@ struct HostTensor {
 /// can generate the same bytes. Tensor and None initialisers are an error here.
 llvm::Error materializeInit(const WeightInit &init, const TensorType &type, HostTensor &out);
 
+/// Element `i` of a Normal, Uniform or Constant initialiser, before rounding to
+/// the weight's dtype (f32 first, then the dtype). With
+///   h  = splitmix64(seed ^ (0x9E3779B97F4A7C15 * i))   (the finaliser of splitmix64
+///        applied to its argument + 0x9E3779B97F4A7C15),
+///   u1 = ((h >> 32) + 0.5) / 2^32,  u2 = (h & 0xffffffff) / 2^32,
+/// normal  = mean + std * sqrt(-2 ln u1) * cos(2π u2)          (Box–Muller, in f64),
+/// uniform = min + (max - min) * (h >> 11) / 2^53.
+double initValue(const WeightInit &init, uint64_t i);
+
 class ReferenceInterpreter {
 public:
   /// `g` must outlive the interpreter.

@@ -1,0 +1,12 @@
+//===- Eval.h - pieces of the reference shared inside runtime/reference ----===//
+#pragma once
+
+#include "runtime/reference/Interpreter.h"
+
+namespace fg::ref {
+
+/// dst[idx[n]] = src[n] (converted to dst's dtype), in place. An index outside
+/// [0, rows of dst) is an error and leaves dst unchanged.
+llvm::Error setRowsInPlace(HostTensor &dst, const HostTensor &src, const HostTensor &idx);
+
+} // namespace fg::ref
