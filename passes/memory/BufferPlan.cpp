@@ -13,10 +13,14 @@ namespace fg {
 
 llvm::StringRef locationName(Location l) {
   switch (l) {
-  case Location::None: return "none";
-  case Location::Arena: return "arena";
-  case Location::Weight: return "weight";
-  case Location::State: return "state";
+  case Location::None:
+    return "none";
+  case Location::Arena:
+    return "arena";
+  case Location::Weight:
+    return "weight";
+  case Location::State:
+    return "state";
   }
   return "?";
 }
@@ -28,8 +32,7 @@ bool BufferPlan::sameBuffer(const Placement &a, const Placement &b) {
 }
 
 bool BufferPlan::overlaps(const Placement &a, const Placement &b) {
-  return sameBuffer(a, b) && a.size > 0 && b.size > 0 && a.offset < b.end() &&
-         b.offset < a.end();
+  return sameBuffer(a, b) && a.size > 0 && b.size > 0 && a.offset < b.end() && b.offset < a.end();
 }
 
 namespace {
@@ -132,8 +135,8 @@ Placement derivePlacement(const Function &fn, const Node &node, const Placement 
 struct Alloc {
   ValueId owner = kNoValue; ///< kNoValue for scratch
   NodeId scratchNode = ~0u;
-  int64_t size = 0;          ///< aligned
-  LaunchId def = kNoLaunch;  ///< the launch writing it (kNoLaunch: an input)
+  int64_t size = 0;                       ///< aligned
+  LaunchId def = kNoLaunch;               ///< the launch writing it (kNoLaunch: an input)
   llvm::SmallVector<LaunchId, 4> touches; ///< def and every reader
   bool pinned = false;
   int64_t offset = -1;
@@ -253,8 +256,8 @@ llvm::Expected<BufferPlan> planMemory(const Function &fn, const LaunchDag &dag,
     int64_t scratch = opts.scratchBytes ? opts.scratchBytes(fn, n) : 0;
     if (scratch < 0)
       return makeError("memory planning: negative scratch size for " +
-                       llvm::Twine(mnemonic(node.kind)) + " '" +
-                       valueLabel(fn, node.result()) + "'");
+                       llvm::Twine(mnemonic(node.kind)) + " '" + valueLabel(fn, node.result()) +
+                       "'");
     if (scratch > 0) {
       Alloc a;
       a.scratchNode = n;
@@ -320,7 +323,8 @@ llvm::Expected<BufferPlan> planMemory(const Function &fn, const LaunchDag &dag,
     if (numLaunches == 0)
       break;
     LaunchId first = a.pinned ? 0 : a.def;
-    LaunchId last = a.pinned ? numLaunches - 1 : *std::max_element(a.touches.begin(), a.touches.end());
+    LaunchId last =
+        a.pinned ? numLaunches - 1 : *std::max_element(a.touches.begin(), a.touches.end());
     delta[first] += a.size;
     delta[last + 1] -= a.size;
   }
@@ -421,8 +425,7 @@ llvm::Error verifyNoOverlap(const Function &fn, const BufferPlan &plan, const La
       if (a.size == 0 || b.size == 0 || a.offset >= b.offset + b.size ||
           b.offset >= a.offset + a.size)
         continue;
-      if (!a.pinned && !b.pinned &&
-          (allTouchesBefore(dag, a, b) || allTouchesBefore(dag, b, a)))
+      if (!a.pinned && !b.pinned && (allTouchesBefore(dag, a, b) || allTouchesBefore(dag, b, a)))
         continue;
       problems.push_back(a.label + " (bytes [" + std::to_string(a.offset) + ", " +
                          std::to_string(a.offset + a.size) + ")) and " + b.label + " (bytes [" +

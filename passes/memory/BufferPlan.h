@@ -56,7 +56,7 @@ struct Placement {
   Shape strides;
   bool addressable = true;
   bool contiguous = true; ///< addressable with row-major strides (size-1 dims ignored)
-  bool pinned = false; ///< arena slice of an input or result: live for the whole run
+  bool pinned = false;    ///< arena slice of an input or result: live for the whole run
 
   int64_t end() const { return offset + size; }
 };

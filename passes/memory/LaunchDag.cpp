@@ -53,7 +53,8 @@ llvm::Expected<LaunchDag> LaunchDag::build(const Function &fn) {
   for (NodeId n = 0; n < numNodes; ++n) {
     const Node &node = fn.node(n);
     for (ValueId r : node.results)
-      dag.producer_[r] = launchesWork(node) ? dag.launchOfNode_[n] : dag.producer_[node.operands[0]];
+      dag.producer_[r] =
+          launchesWork(node) ? dag.launchOfNode_[n] : dag.producer_[node.operands[0]];
   }
 
   // The value each updater consumes (after views), and which launch updates it.
@@ -111,9 +112,8 @@ llvm::Expected<LaunchDag> LaunchDag::build(const Function &fn) {
   for (LaunchId l = 0; l < numLaunches; ++l) {
     Launch &launch = dag.launches_[l];
     for (LaunchId p : preds[l]) {
-      bool implied = llvm::any_of(preds[l], [&](LaunchId q) {
-        return q != p && dag.ancestors_[q].test(p);
-      });
+      bool implied =
+          llvm::any_of(preds[l], [&](LaunchId q) { return q != p && dag.ancestors_[q].test(p); });
       if (!implied)
         launch.preds.push_back(p);
     }

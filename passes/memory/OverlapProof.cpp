@@ -44,8 +44,8 @@ std::vector<OverlapViolation> proveNoOverlap(const Function &fn, const BufferPla
         if (mayAliasResult(fn, node, i, r))
           continue;
         std::string reason = valueLabel(fn, op) + " (" + bytesStr(plan.values[op]) +
-                             ") overlaps the write of " + valueLabel(fn, w) + " (" +
-                             bytesStr(wp) + ")";
+                             ") overlaps the write of " + valueLabel(fn, w) + " (" + bytesStr(wp) +
+                             ")";
         if (wp.loc != Location::Arena)
           reason += " in " + valueLabel(fn, wp.buffer);
         out.push_back({n, w, i, op, std::move(reason)});
@@ -55,16 +55,14 @@ std::vector<OverlapViolation> proveNoOverlap(const Function &fn, const BufferPla
         if (BufferPlan::overlaps(wp, plan.values[node.results[r2]]))
           out.push_back({n, w, ~0u, node.results[r2],
                          valueLabel(fn, node.results[r2]) + " (" +
-                             bytesStr(plan.values[node.results[r2]]) +
-                             ") overlaps the write of " + valueLabel(fn, w) + " (" +
-                             bytesStr(wp) + ")"});
+                             bytesStr(plan.values[node.results[r2]]) + ") overlaps the write of " +
+                             valueLabel(fn, w) + " (" + bytesStr(wp) + ")"});
     }
   }
   return out;
 }
 
-llvm::Error checkNoOverlap(const Function &fn, const BufferPlan &plan,
-                           const OverlapOptions &opts) {
+llvm::Error checkNoOverlap(const Function &fn, const BufferPlan &plan, const OverlapOptions &opts) {
   std::vector<OverlapViolation> v = proveNoOverlap(fn, plan, opts);
   if (v.empty())
     return llvm::Error::success();

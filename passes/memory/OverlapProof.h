@@ -28,11 +28,11 @@
 namespace fg {
 
 struct OverlapViolation {
-  NodeId node;          ///< the writing node
-  ValueId written;      ///< its result whose bytes are written
-  unsigned operand;     ///< index of the operand read
-  ValueId read;         ///< that operand's value
-  std::string reason;   ///< "%x (bytes [a, b)) overlaps the write of %k_cache.0.1 (bytes [c, d))"
+  NodeId node;        ///< the writing node
+  ValueId written;    ///< its result whose bytes are written
+  unsigned operand;   ///< index of the operand read
+  ValueId read;       ///< that operand's value
+  std::string reason; ///< "%x (bytes [a, b)) overlaps the write of %k_cache.0.1 (bytes [c, d))"
 };
 
 struct OverlapOptions {

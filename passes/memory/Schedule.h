@@ -9,9 +9,9 @@ namespace fg {
 
 struct ScheduleSummary {
   size_t launches = 0;
-  size_t edges = 0;        ///< after transitive reduction
-  unsigned levels = 0;     ///< length of the longest dependency chain
-  unsigned maxWidth = 0;   ///< most launches on one level
+  size_t edges = 0;      ///< after transitive reduction
+  unsigned levels = 0;   ///< length of the longest dependency chain
+  unsigned maxWidth = 0; ///< most launches on one level
   /// Branches a CUDA graph forks beyond one stream: Σ over launches of
   /// (successors − 1) when positive, plus (sources − 1). 0 for a chain; 2 for
   /// Q, K, V projections of one input.

@@ -126,10 +126,10 @@ TEST(BufferPlan, StridedViewsKeepTheBaseRange) {
   Builder b(fn);
   ValueId x = b.input("x", f32({2, 3, 4}));
   ValueId a = b.unary(OpKind::Silu, x, "a");
-  ValueId t = b.transpose(a, "t");                     // [2, 4, 3]
-  ValueId p = b.permute(a, {2, 0, 1}, "p");            // [4, 2, 3]
-  ValueId sv = b.view(a, {2, 2}, {12, 1}, 1, "sv");    // strided slice
-  ValueId tv = b.view(t, {2}, {1}, 0, "tv");           // a view of a transposed value
+  ValueId t = b.transpose(a, "t");                  // [2, 4, 3]
+  ValueId p = b.permute(a, {2, 0, 1}, "p");         // [4, 2, 3]
+  ValueId sv = b.view(a, {2, 2}, {12, 1}, 1, "sv"); // strided slice
+  ValueId tv = b.view(t, {2}, {1}, 0, "tv");        // a view of a transposed value
   b.result(b.cont(t, "tc"));
   b.result(b.cont(p, "pc"));
   b.result(b.cont(sv, "svc"));
@@ -165,8 +165,8 @@ TEST(BufferPlan, WeightsAndStateOutsideTheArena) {
   ValueId kv = b.reshape(b.matmul(x, w, "k"), {1, 2, 8}, "k3");
   ValueId kc1 = b.setRows(kc, kv, pos, "k_cache.1");
   ValueId rows = b.view(kc1, {4, 2, 8}, {16, 8, 1}, 32, "rows");
-  ValueId att = b.attention(b.reshape(x, {1, 2, 8}, "q"), kc1, kc1, pos, {0.5, 0, 0},
-                            std::nullopt, "att");
+  ValueId att =
+      b.attention(b.reshape(x, {1, 2, 8}, "q"), kc1, kc1, pos, {0.5, 0, 0}, std::nullopt, "att");
   ValueId got = b.getRows(b.reshape(rows, {4, 16}, "rows2"), pos, "got");
   b.result(att);
   b.result(got);

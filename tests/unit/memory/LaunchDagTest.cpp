@@ -75,8 +75,8 @@ TEST(LaunchDag, StateWriteAfterRead) {
   ValueId x = b.input("x", f32({1, 2, 8}));
   ValueId kc = b.state("k_cache", {DType::F16, {16, 2, 8}});
   ValueId flat = b.reshape(kc, {16, 16}, "flat");
-  ValueId old = b.getRows(flat, pos, "old");                 // reads the old version
-  ValueId k = b.unary(OpKind::Silu, x, "k");                  // independent of the cache
+  ValueId old = b.getRows(flat, pos, "old"); // reads the old version
+  ValueId k = b.unary(OpKind::Silu, x, "k"); // independent of the cache
   ValueId kc1 = b.setRows(kc, k, pos, "k_cache.1");
   ValueId att = b.attention(x, kc1, kc1, pos, {0.5, 0, 0}, std::nullopt, "att");
   b.result(old);
@@ -108,8 +108,7 @@ TEST(LaunchDag, ReadAfterUpdateIsAnError) {
   auto dag = LaunchDag::build(fn);
   ASSERT_FALSE(static_cast<bool>(dag));
   std::string msg = llvm::toString(dag.takeError());
-  EXPECT_NE(msg.find("reads %k_cache after its in-place update by '%k_cache.1'"),
-            std::string::npos)
+  EXPECT_NE(msg.find("reads %k_cache after its in-place update by '%k_cache.1'"), std::string::npos)
       << msg;
 }
 
@@ -132,10 +131,10 @@ TEST(LaunchDag, LevelOrderIsTopological) {
   for (LaunchId id = 0; id < dag->size(); ++id)
     for (LaunchId p : dag->launch(id).preds)
       EXPECT_LT(pos[p], pos[id]);
-  EXPECT_EQ(dag->launch(dag->launchOf(1)).level, 1u); // l
-  EXPECT_EQ(dag->launch(dag->launchOf(2)).level, 1u); // r1
-  EXPECT_EQ(dag->launch(dag->launchOf(3)).level, 2u); // r2
-  EXPECT_EQ(dag->launch(dag->launchOf(4)).level, 3u); // d
+  EXPECT_EQ(dag->launch(dag->launchOf(1)).level, 1u);             // l
+  EXPECT_EQ(dag->launch(dag->launchOf(2)).level, 1u);             // r1
+  EXPECT_EQ(dag->launch(dag->launchOf(3)).level, 2u);             // r2
+  EXPECT_EQ(dag->launch(dag->launchOf(4)).level, 3u);             // d
   EXPECT_FALSE(dag->ordered(dag->launchOf(1), dag->launchOf(3))); // l ∥ r2
 }
 

@@ -39,8 +39,8 @@ inline Planned planOrDie(const Function &fn, const PlanOptions &opts = {}) {
 /// strictly before all touches of the other), and never pinned.
 struct BruteForce {
   const Function &fn;
-  std::vector<std::vector<bool>> before; // before[a][b]: node a happens-before node b
-  std::vector<ValueId> owner;            // storage owner of each value
+  std::vector<std::vector<bool>> before;    // before[a][b]: node a happens-before node b
+  std::vector<ValueId> owner;               // storage owner of each value
   std::vector<std::vector<NodeId>> touches; // by owner: launching nodes writing or reading it
 
   explicit BruteForce(const Function &f) : fn(f) {

@@ -83,10 +83,10 @@ TEST(OverlapProof, ForcedOverlapIsRefused) {
   ASSERT_EQ(v.size(), 1u); // c's write against its operand a
   EXPECT_EQ(v[0].written, c);
   EXPECT_EQ(v[0].read, a);
-  EXPECT_EQ(v[0].reason, "%a (bytes [" + std::to_string(plan.at(a).offset) + ", " +
-                             std::to_string(plan.at(a).end()) + ")) overlaps the write of %c (bytes [" +
-                             std::to_string(plan.at(c).offset) + ", " +
-                             std::to_string(plan.at(c).end()) + "))");
+  EXPECT_EQ(v[0].reason,
+            "%a (bytes [" + std::to_string(plan.at(a).offset) + ", " +
+                std::to_string(plan.at(a).end()) + ")) overlaps the write of %c (bytes [" +
+                std::to_string(plan.at(c).offset) + ", " + std::to_string(plan.at(c).end()) + "))");
   OverlapOptions narrow;
   narrow.allLaunches = false;
   EXPECT_TRUE(proveNoOverlap(fn, plan, narrow).empty());

@@ -19,7 +19,7 @@ struct RandomGraph {
   void build(Function &fn) {
     Builder b(fn);
     const int64_t R = 4, C = 16 * (1 + pick(4)); // [4, C] f32, C·16 bytes: some not 256-aligned
-    std::vector<ValueId> pool; // f32[R, C] values
+    std::vector<ValueId> pool;                   // f32[R, C] values
     int numInputs = 1 + pick(3);
     for (int i = 0; i < numInputs; ++i)
       pool.push_back(b.input("x" + std::to_string(i), {DType::F32, {R, C}}));
@@ -38,11 +38,21 @@ struct RandomGraph {
       std::string name = "n" + std::to_string(i);
       ValueId v = kNoValue;
       switch (pick(10)) {
-      case 0: v = b.unary(OpKind::Silu, recent(), name); break;
-      case 1: v = b.unary(OpKind::Exp, any(), name); break;
-      case 2: v = b.add(recent(), any(), name); break;
-      case 3: v = b.mul(any(), any(), name); break;
-      case 4: v = b.matmul(recent(), w, name); break;
+      case 0:
+        v = b.unary(OpKind::Silu, recent(), name);
+        break;
+      case 1:
+        v = b.unary(OpKind::Exp, any(), name);
+        break;
+      case 2:
+        v = b.add(recent(), any(), name);
+        break;
+      case 3:
+        v = b.mul(any(), any(), name);
+        break;
+      case 4:
+        v = b.matmul(recent(), w, name);
+        break;
       case 5: // a dense row slice of a value, re-expanded
         v = b.concat(b.view(recent(), {2, C}, {C, 1}, C * pick(3), name + "v"),
                      b.view(any(), {2, C}, {C, 1}, 0, name + "w"), 0, name);
@@ -62,7 +72,9 @@ struct RandomGraph {
           continue;
         }
         break;
-      default: v = b.rmsNorm(recent(), 1e-6, name); break;
+      default:
+        v = b.rmsNorm(recent(), 1e-6, name);
+        break;
       }
       pool.push_back(v);
     }
