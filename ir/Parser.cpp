@@ -7,10 +7,9 @@
 //   function  := 'graph' @name '(' [argument (',' argument)*] ')' '{' statement* return '}'
 //   argument  := ('input' | 'weight' | 'state') %name ':' type ['{' 'init' '=' init '}']
 //   init      := word '(' [field '=' value (',' field '=' value)*] ')'
-//   statement := %name (',' %name)* '=' op '(' [%name (',' %name)*] ')' [attrs] ':' type (',' type)*
-//   attrs     := '{' [name '=' value (',' name '=' value)*] '}'
-//   return    := 'return' [%name (',' %name)*]
-//   type      := dtype '[' [int (',' int)*] ']'
+//   statement := %name (',' %name)* '=' op '(' [%name (',' %name)*] ')' [attrs] ':' type (','
+//   type)* attrs     := '{' [name '=' value (',' name '=' value)*] '}' return    := 'return' [%name
+//   (',' %name)*] type      := dtype '[' [int (',' int)*] ']'
 //
 // Every node runs its op's type rule; the declared result types must equal
 // the inferred ones. The first error stops parsing and is reported as one
@@ -311,9 +310,7 @@ private:
     consume();
     return true;
   }
-  llvm::Error takeError() {
-    return makeError(err_ ? *err_ : std::string("internal parser error"));
-  }
+  llvm::Error takeError() { return makeError(err_ ? *err_ : std::string("internal parser error")); }
 
   // --- scalars -------------------------------------------------------------------
   bool parseInt(int64_t &out, const llvm::Twine &what) {
@@ -502,7 +499,7 @@ private:
       consume();
       if (!isWord("init"))
         return is(Tok::Ident) ? fail(tok_.loc, "unknown argument attribute '" + tok_.spelling +
-                                                    "', expected 'init'")
+                                                   "', expected 'init'")
                               : failExpected("'init'");
       consume();
       if (!expect(Tok::Equal, "'='") || !parseInit(init) || !expect(Tok::RBrace, "'}'"))
@@ -514,8 +511,8 @@ private:
 
   // --- statements ------------------------------------------------------------------
   bool parseAttrValue(const AttrSpec &spec, Attribute &a, StringRef op) {
-    std::string what = kindWords(spec) + " for attribute '" + std::string(spec.name) + "' of '" +
-                       op.str() + "'";
+    std::string what =
+        kindWords(spec) + " for attribute '" + std::string(spec.name) + "' of '" + op.str() + "'";
     switch (spec.kind) {
     case AttrKind::Int:
       return parseInt(a.i, what);
@@ -643,8 +640,8 @@ private:
     }
     for (size_t i = 0; i < info.attrs.size(); ++i)
       if (info.attrs[i].required && !given[i])
-        return fail(opLoc, "'" + op + "' requires attribute '" +
-                               std::string(info.attrs[i].name) + "'");
+        return fail(opLoc,
+                    "'" + op + "' requires attribute '" + std::string(info.attrs[i].name) + "'");
 
     if (!expect(Tok::Colon, "':'"))
       return false;
@@ -660,8 +657,8 @@ private:
     }
 
     if (names.size() != info.numResults)
-      return fail(loc, "'" + op + "' has " + std::to_string(info.numResults) +
-                           " result(s), got " + std::to_string(names.size()) + " name(s)");
+      return fail(loc, "'" + op + "' has " + std::to_string(info.numResults) + " result(s), got " +
+                           std::to_string(names.size()) + " name(s)");
     if (types.size() != names.size())
       return fail(typeLocs.front(), "expected " + std::to_string(names.size()) +
                                         " result type(s), got " + std::to_string(types.size()));

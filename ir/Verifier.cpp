@@ -111,15 +111,15 @@ private:
       const TensorType &t = fn_.type(a.value);
       for (int64_t d : t.shape)
         if (d < 0)
-          return error(a.loc, "argument " + describe(a.value) + " has a negative dimension in " +
-                                  t.str());
+          return error(a.loc,
+                       "argument " + describe(a.value) + " has a negative dimension in " + t.str());
       int64_t block = dtypeInfo(t.dtype).blockElems;
       if (block > 1 && t.rowLength() % block)
         return error(a.loc, "rows of " + describe(a.value) + ": " + t.str() +
                                 " are not whole blocks of " + std::to_string(block));
       if (a.role != ArgRole::Weight && a.init.kind != WeightInit::Kind::None)
-        return error(a.loc, "only weights take an initialiser, but " + describe(a.value) +
-                                " is " + roleName(a.role).str());
+        return error(a.loc, "only weights take an initialiser, but " + describe(a.value) + " is " +
+                                roleName(a.role).str());
       defined_[a.value] = true;
     }
     return llvm::Error::success();
@@ -141,8 +141,7 @@ private:
         int64_t v = node.attrs[i].i;
         bool bad = (spec.kind == AttrKind::Enum &&
                     (v < 0 || v >= static_cast<int64_t>(spec.words.size()))) ||
-                   (spec.kind == AttrKind::DType &&
-                    (v < 0 || v >= kNumDTypes));
+                   (spec.kind == AttrKind::DType && (v < 0 || v >= kNumDTypes));
         if (bad)
           return error(node.loc, op + " attribute '" + std::string(spec.name) +
                                      "' is out of range: " + std::to_string(v));
@@ -293,8 +292,7 @@ llvm::Error verifyGraph(const Graph &g, llvm::StringRef filename) {
       if (!sharedRole)
         continue;
       if (a.role != first.role)
-        return fail("'%" + name + "' is " + roleName(a.role) + " here but " +
-                    roleName(first.role));
+        return fail("'%" + name + "' is " + roleName(a.role) + " here but " + roleName(first.role));
       if (fn.type(a.value) != firstFn.type(first.value))
         return fail(std::string(roleName(a.role)) + " '%" + name + "' has type " +
                     fn.type(a.value).str() + " here but " + firstFn.type(first.value).str());

@@ -1,5 +1,5 @@
-#include "ir/Builder.h"
 #include "ir/Parser.h"
+#include "ir/Builder.h"
 #include "ir/Printer.h"
 
 #include <gtest/gtest.h>
@@ -139,7 +139,8 @@ TEST(Parser, NamesLocationsAndAttributes) {
   EXPECT_EQ(two.node(1).loc.col, 3u);
   EXPECT_EQ(two.arguments()[1].loc.line, 77u);
   EXPECT_EQ(two.arguments()[1].loc.col, 30u);
-  EXPECT_EQ(two.arguments()[1].init, WeightInit::constant(-std::numeric_limits<double>::infinity()));
+  EXPECT_EQ(two.arguments()[1].init,
+            WeightInit::constant(-std::numeric_limits<double>::infinity()));
   const Function &decode = *g->lookup("decode");
   EXPECT_EQ(decode.arguments()[4].init.seed, 18446744073709551615ull);
   EXPECT_EQ(decode.arguments()[6].init.file, "dir/model \"x\".gguf");
@@ -300,8 +301,9 @@ TEST(ParserErrors, MiscSyntax) {
             "t.fg:2:17: error: unexpected character '$'");
   EXPECT_EQ(parseError("graph @f(output %x: f32[4]) {\n  return\n}\n"),
             "t.fg:1:10: error: expected an argument role (input, weight or state), got 'output'");
-  EXPECT_EQ(parseError("graph @f(input %x: f32[4] {init = constant(value = 1.0)}) {\n  return\n}\n"),
-            "t.fg:1:27: error: only weights take an initialiser");
+  EXPECT_EQ(
+      parseError("graph @f(input %x: f32[4] {init = constant(value = 1.0)}) {\n  return\n}\n"),
+      "t.fg:1:27: error: only weights take an initialiser");
   EXPECT_EQ(parseError("graph @f(weight %x: f32[4] {init = zeros()}) {\n  return\n}\n"),
             "t.fg:1:36: error: unknown initialiser 'zeros', expected normal, uniform, constant or "
             "tensor");
@@ -309,8 +311,7 @@ TEST(ParserErrors, MiscSyntax) {
             "t.fg:1:51: error: normal() requires field 'std'");
   EXPECT_EQ(parseError(body("  %y, %z = sqrt(%x) : f32[4], f32[4]\n")),
             "t.fg:2:3: error: 'sqrt' has 1 result(s), got 2 name(s)");
-  EXPECT_EQ(parseError(body("  %y = sqrt(%x)\n")),
-            "t.fg:3:3: error: expected ':', got 'return'");
+  EXPECT_EQ(parseError(body("  %y = sqrt(%x)\n")), "t.fg:3:3: error: expected ':', got 'return'");
 }
 
 TEST(ParserErrors, FileThatCannotBeRead) {

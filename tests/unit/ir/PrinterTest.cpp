@@ -1,5 +1,5 @@
-#include "ir/Builder.h"
 #include "ir/Printer.h"
+#include "ir/Builder.h"
 
 #include <gtest/gtest.h>
 
@@ -23,18 +23,19 @@ TEST(Printer, CanonicalForm) {
   (void)kc1;
   b.result(s);
   ASSERT_FALSE(bool(b.finish()));
-  EXPECT_EQ(printToString(g), "graph @decode(\n"
-                              "    input %tokens: i32[1],\n"
-                              "    input %positions: i32[1],\n"
-                              "    weight %token_embd: f16[512, 256] {init = normal(seed = 1, std = 0.02)},\n"
-                              "    state %k_cache.0: f16[4096, 2, 128]) {\n"
-                              "  %x = get_rows(%token_embd, %tokens) : f32[1, 256]\n"
-                              "  %0 = rms_norm(%x) {eps = 1e-06} : f32[1, 256]\n"
-                              "  %1 = scale(%0) {scale = 0.5} : f32[1, 256]\n"
-                              "  %k = reshape(%1) {shape = [1, 2, 128]} : f32[1, 2, 128]\n"
-                              "  %k_cache.0.1 = set_rows(%k_cache.0, %k, %positions) : f16[4096, 2, 128]\n"
-                              "  return %1\n"
-                              "}\n");
+  EXPECT_EQ(printToString(g),
+            "graph @decode(\n"
+            "    input %tokens: i32[1],\n"
+            "    input %positions: i32[1],\n"
+            "    weight %token_embd: f16[512, 256] {init = normal(seed = 1, std = 0.02)},\n"
+            "    state %k_cache.0: f16[4096, 2, 128]) {\n"
+            "  %x = get_rows(%token_embd, %tokens) : f32[1, 256]\n"
+            "  %0 = rms_norm(%x) {eps = 1e-06} : f32[1, 256]\n"
+            "  %1 = scale(%0) {scale = 0.5} : f32[1, 256]\n"
+            "  %k = reshape(%1) {shape = [1, 2, 128]} : f32[1, 2, 128]\n"
+            "  %k_cache.0.1 = set_rows(%k_cache.0, %k, %positions) : f16[4096, 2, 128]\n"
+            "  return %1\n"
+            "}\n");
 }
 
 /// Two arguments stay on one line; entries are separated by a blank line;

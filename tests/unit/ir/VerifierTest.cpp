@@ -1,7 +1,7 @@
+#include "ir/Verifier.h"
 #include "ir/Builder.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
-#include "ir/Verifier.h"
 
 #include <gtest/gtest.h>
 
@@ -34,12 +34,13 @@ std::string kvGraph(llvm::StringRef stmts, llvm::StringRef ret = "%k_cache.0.1")
 
 /// Updating a version, then reading the new one, is linear and verifies.
 TEST(Verifier, LinearStateIsAccepted) {
-  auto g = parseGraph(kvGraph("  %k_cache.0.1 = set_rows(%k_cache.0, %k, %positions) : f16[8, 2, 4]\n"
-                              "  %k_cache.0.2 = set_rows(%k_cache.0.1, %k, %positions) : f16[8, 2, 4]\n"
-                              "  %a = attention(%k, %k_cache.0.2, %k_cache.0.2, %positions) "
-                              "{scale = 0.5} : f32[1, 2, 4]\n",
-                              "%a, %k_cache.0.2"),
-                      "v.fg");
+  auto g =
+      parseGraph(kvGraph("  %k_cache.0.1 = set_rows(%k_cache.0, %k, %positions) : f16[8, 2, 4]\n"
+                         "  %k_cache.0.2 = set_rows(%k_cache.0.1, %k, %positions) : f16[8, 2, 4]\n"
+                         "  %a = attention(%k, %k_cache.0.2, %k_cache.0.2, %positions) "
+                         "{scale = 0.5} : f32[1, 2, 4]\n",
+                         "%a, %k_cache.0.2"),
+                 "v.fg");
   ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
   const Function &fn = g->functions().front();
   ValueId root = fn.lookup("k_cache.0");
@@ -51,30 +52,34 @@ TEST(Verifier, LinearStateIsAccepted) {
 
 /// Reading the old version after set_rows updated it in place is an error.
 TEST(Verifier, StateReadAfterUpdate) {
-  EXPECT_EQ(parseError(kvGraph("  %k_cache.0.1 = set_rows(%k_cache.0, %k, %positions) : f16[8, 2, 4]\n"
-                               "  %a = attention(%k, %k_cache.0, %k_cache.0.1, %positions) "
-                               "{scale = 0.5} : f32[1, 2, 4]\n")),
-            "v.fg:6:3: error: state %k_cache.0 is read after its update at line 5");
+  EXPECT_EQ(
+      parseError(kvGraph("  %k_cache.0.1 = set_rows(%k_cache.0, %k, %positions) : f16[8, 2, 4]\n"
+                         "  %a = attention(%k, %k_cache.0, %k_cache.0.1, %positions) "
+                         "{scale = 0.5} : f32[1, 2, 4]\n")),
+      "v.fg:6:3: error: state %k_cache.0 is read after its update at line 5");
 }
 
 /// A view taken before the update aliases the old version: reading it after is an error.
 TEST(Verifier, StateReadThroughViewAfterUpdate) {
-  EXPECT_EQ(parseError(kvGraph("  %old = reshape(%k_cache.0) {shape = [8, 8]} : f16[8, 8]\n"
-                               "  %t = transpose(%old) : f16[8, 8]\n"
-                               "  %k_cache.0.1 = set_rows(%k_cache.0, %k, %positions) : f16[8, 2, 4]\n"
-                               "  %c = cont(%t) : f16[8, 8]\n")),
-            "v.fg:8:3: error: state %k_cache.0 is read after its update at line 7");
+  EXPECT_EQ(
+      parseError(kvGraph("  %old = reshape(%k_cache.0) {shape = [8, 8]} : f16[8, 8]\n"
+                         "  %t = transpose(%old) : f16[8, 8]\n"
+                         "  %k_cache.0.1 = set_rows(%k_cache.0, %k, %positions) : f16[8, 2, 4]\n"
+                         "  %c = cont(%t) : f16[8, 8]\n")),
+      "v.fg:8:3: error: state %k_cache.0 is read after its update at line 7");
   // Returning the old version (or a view of it) reads it after the update too.
-  EXPECT_EQ(parseError(kvGraph("  %k_cache.0.1 = set_rows(%k_cache.0, %k, %positions) : f16[8, 2, 4]\n",
-                               "%k_cache.0")),
-            "graph @decode: result %k_cache.0 reads state %k_cache.0 after its update at line 5");
+  EXPECT_EQ(
+      parseError(kvGraph("  %k_cache.0.1 = set_rows(%k_cache.0, %k, %positions) : f16[8, 2, 4]\n",
+                         "%k_cache.0")),
+      "graph @decode: result %k_cache.0 reads state %k_cache.0 after its update at line 5");
 }
 
 /// Each version is updated at most once.
 TEST(Verifier, DoubleUpdate) {
-  EXPECT_EQ(parseError(kvGraph("  %k_cache.0.1 = set_rows(%k_cache.0, %k, %positions) : f16[8, 2, 4]\n"
-                               "  %k_cache.0.2 = set_rows(%k_cache.0, %k, %positions) : f16[8, 2, 4]\n")),
-            "v.fg:6:3: error: state %k_cache.0 is updated twice (first at line 5)");
+  EXPECT_EQ(
+      parseError(kvGraph("  %k_cache.0.1 = set_rows(%k_cache.0, %k, %positions) : f16[8, 2, 4]\n"
+                         "  %k_cache.0.2 = set_rows(%k_cache.0, %k, %positions) : f16[8, 2, 4]\n")),
+      "v.fg:6:3: error: state %k_cache.0 is updated twice (first at line 5)");
 }
 
 /// Updaters only update state (or a version of it), never weights, inputs or temporaries.
@@ -102,36 +107,40 @@ TEST(Verifier, SetRowsIntoNonState) {
 
 /// Weights and state shared between entries agree on type, role and init.
 TEST(Verifier, SharedArgumentsAgree) {
-  const char *head = "graph @a(input %x: f32[4], weight %w: f32[4] {init = constant(value = 1.0)}) {\n"
-                     "  %y = mul(%x, %w) : f32[4]\n"
-                     "  return %y\n"
-                     "}\n\n";
-  EXPECT_EQ(parseError(std::string(head) +
-                       "graph @b(input %x: f32[8], weight %w: f32[8] {init = constant(value = 1.0)}) {\n"
-                       "  %y = mul(%x, %w) : f32[8]\n"
-                       "  return %y\n"
-                       "}\n"),
-            "v.fg:6:28: error: weight '%w' has type f32[8] here but f32[4] in @a");
-  EXPECT_EQ(parseError(std::string(head) +
-                       "graph @b(input %x: f32[4], weight %w: f32[4] {init = constant(value = 2.0)}) {\n"
-                       "  %y = mul(%x, %w) : f32[4]\n"
-                       "  return %y\n"
-                       "}\n"),
-            "v.fg:6:28: error: weight '%w' has init constant(value = 2.0) here but "
-            "constant(value = 1.0) in @a");
-  EXPECT_EQ(parseError(std::string(head) +
-                       "graph @b(input %x: f32[4], state %w: f32[4]) {\n"
-                       "  %y = mul(%x, %w) : f32[4]\n"
-                       "  return %y\n"
-                       "}\n"),
+  const char *head =
+      "graph @a(input %x: f32[4], weight %w: f32[4] {init = constant(value = 1.0)}) {\n"
+      "  %y = mul(%x, %w) : f32[4]\n"
+      "  return %y\n"
+      "}\n\n";
+  EXPECT_EQ(
+      parseError(std::string(head) +
+                 "graph @b(input %x: f32[8], weight %w: f32[8] {init = constant(value = 1.0)}) {\n"
+                 "  %y = mul(%x, %w) : f32[8]\n"
+                 "  return %y\n"
+                 "}\n"),
+      "v.fg:6:28: error: weight '%w' has type f32[8] here but f32[4] in @a");
+  EXPECT_EQ(
+      parseError(std::string(head) +
+                 "graph @b(input %x: f32[4], weight %w: f32[4] {init = constant(value = 2.0)}) {\n"
+                 "  %y = mul(%x, %w) : f32[4]\n"
+                 "  return %y\n"
+                 "}\n"),
+      "v.fg:6:28: error: weight '%w' has init constant(value = 2.0) here but "
+      "constant(value = 1.0) in @a");
+  EXPECT_EQ(parseError(std::string(head) + "graph @b(input %x: f32[4], state %w: f32[4]) {\n"
+                                           "  %y = mul(%x, %w) : f32[4]\n"
+                                           "  return %y\n"
+                                           "}\n"),
             "v.fg:6:28: error: '%w' is state here but weight in @a");
   // Inputs may differ per entry (decode vs prefill token counts).
-  EXPECT_EQ(parseError(std::string(head) +
-                       "graph @b(input %x: f32[2, 4], weight %w: f32[4] {init = constant(value = 1.0)}) {\n"
-                       "  %y = mul(%x, %w) : f32[2, 4]\n"
-                       "  return %y\n"
-                       "}\n"),
-            "");
+  EXPECT_EQ(
+      parseError(
+          std::string(head) +
+          "graph @b(input %x: f32[2, 4], weight %w: f32[4] {init = constant(value = 1.0)}) {\n"
+          "  %y = mul(%x, %w) : f32[2, 4]\n"
+          "  return %y\n"
+          "}\n"),
+      "");
 }
 
 /// Graphs built in C++ (no locations) get errors naming the entry and the value.
