@@ -176,7 +176,7 @@ int64_t bestFit(llvm::SmallVectorImpl<std::pair<int64_t, int64_t>> &busy, int64_
 } // namespace
 
 llvm::Expected<BufferPlan> planMemory(const Function &fn, const LaunchDag &dag,
-                                      const PlanOptions &opts) {
+                                      const MemoryPlanOptions &opts) {
   if (dag.numNodes() != fn.numNodes())
     return makeError("memory planning: the launch DAG was built from another function (" +
                      llvm::Twine(dag.numNodes()) + " nodes, @" + fn.name() + " has " +

@@ -66,7 +66,7 @@ struct ScratchSlice {
   int64_t size = 0;   ///< 0: the node asked for no scratch
 };
 
-struct PlanOptions {
+struct MemoryPlanOptions {
   int64_t alignment = 256; ///< of every arena offset and allocation size (a power of two)
   /// Scratch bytes a launching node needs for its duration (0: none).
   std::function<int64_t(const Function &, NodeId)> scratchBytes;
@@ -95,7 +95,7 @@ struct BufferPlan {
 
 /// Plans `fn` given its DAG (built from the same function).
 llvm::Expected<BufferPlan> planMemory(const Function &fn, const LaunchDag &dag,
-                                      const PlanOptions &opts = {});
+                                      const MemoryPlanOptions &opts = {});
 
 /// Checks, independently of the planner's bookkeeping, that every two arena
 /// allocations (values by storage root, and scratch) whose lifetimes are not

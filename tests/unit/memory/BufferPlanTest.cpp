@@ -223,7 +223,7 @@ TEST(BufferPlan, Alignment) {
   b.result(b.add(a, bb, "c"));
   ASSERT_FALSE(b.finish());
   for (int64_t align : {256, 1024}) {
-    PlanOptions opts;
+    MemoryPlanOptions opts;
     opts.alignment = align;
     auto [dag, plan] = planOrDie(fn, opts);
     for (ValueId v = 0; v < fn.numValues(); ++v) {
@@ -235,7 +235,7 @@ TEST(BufferPlan, Alignment) {
   }
   auto dag = LaunchDag::build(fn);
   ASSERT_TRUE(static_cast<bool>(dag));
-  PlanOptions bad;
+  MemoryPlanOptions bad;
   bad.alignment = 100;
   auto plan = planMemory(fn, *dag, bad);
   ASSERT_FALSE(static_cast<bool>(plan));
@@ -254,7 +254,7 @@ TEST(BufferPlan, ScratchLivesOnlyDuringItsNode) {
   ValueId e = b.unary(OpKind::Exp, s, "e");
   b.result(e);
   ASSERT_FALSE(b.finish());
-  PlanOptions opts;
+  MemoryPlanOptions opts;
   opts.scratchBytes = [](const Function &f, NodeId n) -> int64_t {
     return f.node(n).kind == OpKind::MatMul ? 1000 : 0;
   };

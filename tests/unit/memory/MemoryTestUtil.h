@@ -20,7 +20,7 @@ struct Planned {
   BufferPlan plan;
 };
 
-inline Planned planOrDie(const Function &fn, const PlanOptions &opts = {}) {
+inline Planned planOrDie(const Function &fn, const MemoryPlanOptions &opts = {}) {
   auto dag = LaunchDag::build(fn);
   EXPECT_TRUE(static_cast<bool>(dag)) << (dag ? "" : llvm::toString(dag.takeError()));
   if (!dag)

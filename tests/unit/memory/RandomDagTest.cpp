@@ -97,7 +97,7 @@ TEST(RandomDag, NoConcurrentOverlapIn200Graphs) {
     gen.build(fn);
     if (::testing::Test::HasFatalFailure())
       return;
-    PlanOptions opts;
+    MemoryPlanOptions opts;
     if (seed % 3 == 0)
       opts.scratchBytes = [seed](const Function &f, NodeId n) -> int64_t {
         return (n + seed) % 4 == 0 && f.node(n).kind != OpKind::SetRows ? 300 * (1 + n % 3) : 0;
