@@ -115,8 +115,8 @@ llvm::Error materializeInit(const WeightInit &init, const TensorType &type, Host
     break;
   }
   if (isQuantized(type.dtype))
-    return fail("cannot initialise block-quantised weight " + type.str() + " from " +
-                init.str() + ": bind its bytes instead");
+    return fail("cannot initialise block-quantised weight " + type.str() + " from " + init.str() +
+                ": bind its bytes instead");
   std::vector<float> values(static_cast<size_t>(type.numElements()));
   for (size_t i = 0; i < values.size(); ++i)
     values[i] = static_cast<float>(initValue(init, i));

@@ -49,7 +49,8 @@ llvm::Error ReferenceInterpreter::bindWeight(llvm::StringRef name, HostTensor t)
         declared = &fn.type(a.value);
   if (!declared)
     return fail("bindWeight: the graph has no weight named '" + name + "'");
-  if (llvm::Error e = checkTensor(t, *declared, "bindWeight: tensor bound to weight '" + name + "'"))
+  if (llvm::Error e =
+          checkTensor(t, *declared, "bindWeight: tensor bound to weight '" + name + "'"))
     return e;
   weights_[name] = std::move(t);
   return llvm::Error::success();
@@ -67,8 +68,8 @@ llvm::Error ReferenceInterpreter::prepare() {
       if (it == state_.end())
         state_[name] = HostTensor::zeros(type);
       else if (it->second.type != type)
-        return fail("state '" + name + "' is " + type.str() + " in entry '" + fn.name() +
-                    "' but " + it->second.type.str() + " elsewhere");
+        return fail("state '" + name + "' is " + type.str() + " in entry '" + fn.name() + "' but " +
+                    it->second.type.str() + " elsewhere");
     }
   for (const Function &fn : graph_.functions())
     for (const Argument &a : fn.arguments()) {

@@ -131,8 +131,7 @@ Error checkIndex(int64_t i, int64_t bound, llvm::StringRef what, int64_t where) 
 /// out element e = x element src(e) for scalar dtypes, moving bytes.
 template <typename SrcFn> Error gatherBytes(Ctx &c, const HostTensor &x, SrcFn src) {
   if (isQuantized(x.type.dtype))
-    return failf("the reference cannot rearrange elements of block-quantised {0}",
-                 x.type.str());
+    return failf("the reference cannot rearrange elements of block-quantised {0}", x.type.str());
   int64_t eb = elemBytes(x.type.dtype);
   HostTensor out = HostTensor::zeros(c.type());
   forEachIndex(c.type().shape, [&](ArrayRef<int64_t> idx, int64_t flat) {
@@ -260,10 +259,18 @@ template <typename Fn> Error binary(Ctx &c, Fn fn) {
   return c.emit(r);
 }
 
-Error evalAdd(Ctx &c) { return binary(c, [](float a, float b) { return a + b; }); }
-Error evalSub(Ctx &c) { return binary(c, [](float a, float b) { return a - b; }); }
-Error evalMul(Ctx &c) { return binary(c, [](float a, float b) { return a * b; }); }
-Error evalDiv(Ctx &c) { return binary(c, [](float a, float b) { return a / b; }); }
+Error evalAdd(Ctx &c) {
+  return binary(c, [](float a, float b) { return a + b; });
+}
+Error evalSub(Ctx &c) {
+  return binary(c, [](float a, float b) { return a - b; });
+}
+Error evalMul(Ctx &c) {
+  return binary(c, [](float a, float b) { return a * b; });
+}
+Error evalDiv(Ctx &c) {
+  return binary(c, [](float a, float b) { return a / b; });
+}
 
 Error evalAddId(Ctx &c) {
   std::vector<float> a = c.floats(0), b = c.floats(1);
@@ -300,14 +307,24 @@ Error evalClamp(Ctx &c) {
   double lo = c.node.f("min"), hi = c.node.f("max");
   return unary(c, [&](double x) { return std::max(std::min(x, hi), lo); });
 }
-Error evalSqrt(Ctx &c) { return unary(c, [](double x) { return std::sqrt(x); }); }
-Error evalSqr(Ctx &c) { return unary(c, [](double x) { return x * x; }); }
-Error evalExp(Ctx &c) { return unary(c, [](double x) { return std::exp(x); }); }
-Error evalTanh(Ctx &c) { return unary(c, [](double x) { return std::tanh(x); }); }
+Error evalSqrt(Ctx &c) {
+  return unary(c, [](double x) { return std::sqrt(x); });
+}
+Error evalSqr(Ctx &c) {
+  return unary(c, [](double x) { return x * x; });
+}
+Error evalExp(Ctx &c) {
+  return unary(c, [](double x) { return std::exp(x); });
+}
+Error evalTanh(Ctx &c) {
+  return unary(c, [](double x) { return std::tanh(x); });
+}
 Error evalSigmoid(Ctx &c) { return unary(c, sigmoid); }
 Error evalSilu(Ctx &c) { return unary(c, silu); }
 Error evalGelu(Ctx &c) { return unary(c, geluTanh); }
-Error evalRelu(Ctx &c) { return unary(c, [](double x) { return x > 0 ? x : 0.0; }); }
+Error evalRelu(Ctx &c) {
+  return unary(c, [](double x) { return x > 0 ? x : 0.0; });
+}
 Error evalSoftplus(Ctx &c) {
   return unary(c, [](double x) { return x > 20 ? x : std::log1p(std::exp(x)); });
 }
@@ -608,7 +625,8 @@ Error evalAttention(Ctx &c) {
   }
   // Only rows [0, maxPos] are ever visible.
   int64_t live = maxPos + 1;
-  std::vector<float> k(static_cast<size_t>(live * hkv * d)), v(static_cast<size_t>(live * hkv * dv));
+  std::vector<float> k(static_cast<size_t>(live * hkv * d)),
+      v(static_cast<size_t>(live * hkv * dv));
   if (Error e = decodeRange(kc, 0, live * hkv * d, k.data()))
     return e;
   if (Error e = decodeRange(vc, 0, live * hkv * dv, v.data()))
@@ -668,14 +686,12 @@ Error setRowsInPlace(HostTensor &dst, const HostTensor &src, const HostTensor &i
   if (isInteger(dst.type.dtype) && isInteger(src.type.dtype)) {
     HostTensor enc = HostTensor::fromInts({dst.type.dtype, src.type.shape}, src.toInts());
     for (size_t n = 0; n < rows.size(); ++n)
-      std::memcpy(dst.data.data() + rows[n] * rowBytes, enc.data.data() + n * rowBytes,
-                  rowBytes);
+      std::memcpy(dst.data.data() + rows[n] * rowBytes, enc.data.data() + n * rowBytes, rowBytes);
     return Error::success();
   }
   std::vector<float> values = src.toFloats();
   for (size_t n = 0; n < rows.size(); ++n)
-    encodeRow(dst.type.dtype, values.data() + n * cols, dst.data.data() + rows[n] * rowBytes,
-              cols);
+    encodeRow(dst.type.dtype, values.data() + n * cols, dst.data.data() + rows[n] * rowBytes, cols);
   return Error::success();
 }
 
@@ -704,8 +720,8 @@ Error evalNode(const Node &node, ArrayRef<const HostTensor *> operands,
   size_t before = results.size();
   auto dispatch = [&]() -> Error {
     switch (node.kind) {
-#define FG_OP(Kind, mnemonic)                                                                     \
-  case OpKind::Kind:                                                                              \
+#define FG_OP(Kind, mnemonic)                                                                      \
+  case OpKind::Kind:                                                                               \
     return eval##Kind(c);
 #include "ir/Ops.def"
     }

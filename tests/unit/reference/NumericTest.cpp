@@ -48,8 +48,8 @@ TEST(Half, EncodesWithRoundToNearestEven) {
 
 TEST(Half, EncodesOverflowAndSpecials) {
   EXPECT_EQ(floatToHalf(65504.0f), 0x7BFF);
-  EXPECT_EQ(floatToHalf(65519.0f), 0x7BFF);  // below the halfway point
-  EXPECT_EQ(floatToHalf(65520.0f), 0x7C00);  // halfway, 65504 has an odd mantissa: inf
+  EXPECT_EQ(floatToHalf(65519.0f), 0x7BFF); // below the halfway point
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7C00); // halfway, 65504 has an odd mantissa: inf
   EXPECT_EQ(floatToHalf(1e6f), 0x7C00);
   EXPECT_EQ(floatToHalf(-1e6f), 0xFC00);
   EXPECT_EQ(floatToHalf(kInf), 0x7C00);
@@ -63,10 +63,10 @@ TEST(Half, EncodesSubnormals) {
   const float ulp = std::ldexp(1.0f, -24); // one half subnormal step
   EXPECT_EQ(floatToHalf(ulp), 0x0001);
   EXPECT_EQ(floatToHalf(-ulp), 0x8001);
-  EXPECT_EQ(floatToHalf(ulp / 2), 0x0000);          // tie -> 0 (even)
+  EXPECT_EQ(floatToHalf(ulp / 2), 0x0000);           // tie -> 0 (even)
   EXPECT_EQ(floatToHalf(ulp / 2 * 1.0001f), 0x0001); // just above the tie
-  EXPECT_EQ(floatToHalf(1.5f * ulp), 0x0002);       // tie -> 2 (even)
-  EXPECT_EQ(floatToHalf(2.5f * ulp), 0x0002);       // tie -> 2 (even)
+  EXPECT_EQ(floatToHalf(1.5f * ulp), 0x0002);        // tie -> 2 (even)
+  EXPECT_EQ(floatToHalf(2.5f * ulp), 0x0002);        // tie -> 2 (even)
   EXPECT_EQ(floatToHalf(ulp / 4), 0x0000);
   EXPECT_EQ(floatToHalf(1e-30f), 0x0000);
   EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -14)), 0x0400);
@@ -164,8 +164,8 @@ TEST(Blocks, Q4_0) {
     b[2 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
   std::vector<float> y = decode(DType::Q4_0, b);
   for (int j = 0; j < 16; ++j) {
-    EXPECT_EQ(y[j], 2.0f * (j - 8)) << j;             // low nibbles: first 16
-    EXPECT_EQ(y[j + 16], 2.0f * (15 - j - 8)) << j;   // high nibbles: last 16
+    EXPECT_EQ(y[j], 2.0f * (j - 8)) << j;           // low nibbles: first 16
+    EXPECT_EQ(y[j + 16], 2.0f * (15 - j - 8)) << j; // high nibbles: last 16
   }
   EXPECT_EQ(y[0], -16.0f);
   EXPECT_EQ(y[16], 14.0f);
@@ -234,17 +234,17 @@ TEST(Blocks, Q6_K) {
       for (int part = 0; part < 4; ++part)
         expected[half * 128 + part * 32 + l] = 0.25f * sc[8 * half + l / 16 + 2 * part] * qv[part];
   // Individual overrides that pin the ql/qh positions:
-  b[0] = 0x0F;      // ql[0]: element 0 low = 15, element 64 high = 0
+  b[0] = 0x0F;       // ql[0]: element 0 low = 15, element 64 high = 0
   b[128 + 5] = 0x1B; // qh[5]: elements 5, 37, 69, 101 get high bits 3, 2, 1, 0
   b[64 + 10] = 0x5A; // second half ql[10]: element 138 low = 10, element 202 high = 5
-  expected[0] = 0.25f * 1 * (15 - 32);            // q = 15 | 0 << 4
-  expected[64] = 0.25f * 5 * (0 + 32 - 32);       // q = 0 | 2 << 4 = 32
-  expected[5] = 0.25f * 1 * (1 + 48 - 32);        // q = 1 | 3 << 4
-  expected[37] = 0.25f * 3 * (1 + 32 - 32);       // q = 1 | 2 << 4
-  expected[69] = 0.25f * 5 * (2 + 16 - 32);       // q = 2 | 1 << 4
-  expected[101] = 0.25f * -7 * (2 + 0 - 32);      // q = 2 | 0 << 4
-  expected[138] = 0.25f * 9 * (10 - 32);          // = -49.5
-  expected[202] = 0.25f * 13 * (5 + 32 - 32);     // = 16.25
+  expected[0] = 0.25f * 1 * (15 - 32);        // q = 15 | 0 << 4
+  expected[64] = 0.25f * 5 * (0 + 32 - 32);   // q = 0 | 2 << 4 = 32
+  expected[5] = 0.25f * 1 * (1 + 48 - 32);    // q = 1 | 3 << 4
+  expected[37] = 0.25f * 3 * (1 + 32 - 32);   // q = 1 | 2 << 4
+  expected[69] = 0.25f * 5 * (2 + 16 - 32);   // q = 2 | 1 << 4
+  expected[101] = 0.25f * -7 * (2 + 0 - 32);  // q = 2 | 0 << 4
+  expected[138] = 0.25f * 9 * (10 - 32);      // = -49.5
+  expected[202] = 0.25f * 13 * (5 + 32 - 32); // = 16.25
   EXPECT_EQ(expected[138], -49.5f);
   EXPECT_EQ(expected[202], 16.25f);
   std::vector<float> y = decode(DType::Q6_K, b);
