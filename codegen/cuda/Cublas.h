@@ -1,0 +1,59 @@
+//===- Cublas.h - a cuBLAS GEMM call, described as data ----------*- C++ -*-===//
+//
+// Matmuls above the GEMV token limit are not generated: the emitter returns
+// this descriptor and the runtime calls
+//
+//   cublasGemmEx(h, transA ? T : N, transB ? T : N, m, n, k, &alpha,
+//                A + a.byteOffset, cudaType(aType), lda,
+//                B + b.byteOffset, cudaType(bType), ldb, &beta,
+//                C + c.byteOffset, cudaType(cType), ldc,
+//                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+//
+// in cuBLAS's column-major terms. For y[M, N] = x[M, K] · W[N, K]ᵀ (row-major)
+// that is C(N×M) = op(A)·B with A = W (transA, lda = W's row stride),
+// B = x (ldb = x's row stride), ldc = N. aType and bType are always equal
+// (cublasGemmEx does not mix them): when x is not already in W's dtype and
+// dense, a conversion kernel earlier in the same launch list writes it into
+// the scratch buffer and `b` points there.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/DType.h"
+
+#include <cstdint>
+#include <string>
+
+namespace fg::cuda {
+
+/// A buffer a launch reads or writes: operand i, result i of the node, or the
+/// node's scratch buffer (one per node, shared by all of its launches, at
+/// least the largest scratchBytes of them; contents undefined on entry).
+struct Param {
+  enum class Kind : uint8_t { Operand, Result, Scratch };
+  Kind kind = Kind::Operand;
+  unsigned index = 0; ///< operand / result number; 0 for Scratch
+
+  static Param operand(unsigned i) { return {Kind::Operand, i}; }
+  static Param result(unsigned i) { return {Kind::Result, i}; }
+  static Param scratch() { return {Kind::Scratch, 0}; }
+  bool operator==(const Param &o) const { return kind == o.kind && index == o.index; }
+};
+
+struct GemmOperand {
+  Param param;
+  uint64_t byteOffset = 0; ///< added to the buffer's base address
+};
+
+struct CublasGemmSpec {
+  std::string name; ///< for logs and --debug-sync
+  bool transA = true, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+  DType aType = DType::F32, bType = DType::F32, cType = DType::F32;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  GemmOperand a, b, c;
+  float alpha = 1, beta = 0;
+  uint64_t scratchBytes = 0; ///< scratch this launch list needs (converted B)
+};
+
+} // namespace fg::cuda

@@ -1,0 +1,84 @@
+//===- EmitterCommon.h - shared pieces of the CUDA emitters (internal) -*- C++ -*-===//
+//
+// Not a public header: the emitter families (ElementwiseEmitter, RowEmitter,
+// GemvEmitter, AttentionEmitter) and Kernel.cpp share these helpers.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "codegen/cuda/Kernel.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
+
+#include <string>
+#include <vector>
+
+namespace fg::cuda::detail {
+
+/// Device helpers every kernel source starts with: fg_f16 / fg_bf16 storage
+/// types, fg_to_f / fg_from_f<T> conversions (round to nearest even), warp
+/// and block reductions.
+llvm::StringRef commonHeader();
+
+/// The device storage type of a scalar dtype: float, fg_f16, fg_bf16, int, long long.
+std::string ctype(DType t);
+/// A float literal that reads back to exactly `float(v)`: `0x1.99999ap-4f`,
+/// `FG_INF`, `(-FG_INF)`, `FG_NAN`.
+std::string flit(double v);
+/// `123LL`
+std::string ilit(int64_t v);
+
+/// `const long long <prefix>0 = ...;` lines unravelling the linear index
+/// `lin` over `shape` (row-major). Dims of size 1 get a literal 0.
+std::string unravel(llvm::StringRef lin, llvm::ArrayRef<int64_t> shape, llvm::StringRef prefix);
+/// `(offset + c0 * s0 + ...)` for `layout` with coordinate expressions
+/// `coords` (one per layout dim; empty string: the coordinate is 0).
+std::string offsetExpr(const Layout &layout, llvm::ArrayRef<std::string> coords);
+/// Coordinates of an operand of rank r broadcast to an output of rank R
+/// (numpy rules): out coordinate names `<prefix>i`, dims of size 1 read 0.
+std::vector<std::string> broadcastCoords(llvm::ArrayRef<int64_t> operandShape, size_t outRank,
+                                         llvm::StringRef prefix);
+/// Names `<prefix>0 .. <prefix>(n-1)`.
+std::vector<std::string> coordNames(size_t n, llvm::StringRef prefix);
+
+/// `fg_<mnemonic>_<16 hex digits of a hash of body>`.
+std::string kernelName(llvm::StringRef mnemonic, llvm::StringRef body);
+/// Puts the common header in front of `body`, where `body` uses the
+/// placeholder `KERNEL` for the entry's name; fills name and source.
+KernelSpec finishSpec(llvm::StringRef mnemonic, std::string body);
+
+/// "no CUDA kernel for '<op>' with <why>"
+llvm::Error unsupported(const Node &node, const llvm::Twine &why);
+/// Errors when an operand (or result) has a block-quantised dtype.
+llvm::Error rejectQuantized(const Function &fn, const Node &node);
+
+/// Grid size for a grid-stride loop over `n` items with `perBlock` each.
+unsigned gridFor(int64_t n, int64_t perBlock);
+/// Threads for a row of `len` elements: a multiple of 32, at most `maxThreads`.
+unsigned threadsForRow(int64_t len, unsigned maxThreads = 256);
+int64_t product(llvm::ArrayRef<int64_t> v);
+int64_t elemBytes(DType t);
+
+// The families (each in its own file).
+bool isElementwiseFamily(OpKind k);
+llvm::Expected<std::vector<Launch>> emitElementwise(const Function &fn, const Node &node,
+                                                    llvm::ArrayRef<Layout> layouts,
+                                                    const EmitOptions &options);
+bool isRowFamily(OpKind k);
+llvm::Expected<std::vector<Launch>> emitRow(const Function &fn, const Node &node,
+                                            llvm::ArrayRef<Layout> layouts,
+                                            const EmitOptions &options);
+llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &node,
+                                             llvm::ArrayRef<Layout> layouts,
+                                             const EmitOptions &options);
+llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node &node,
+                                                  llvm::ArrayRef<Layout> layouts,
+                                                  const EmitOptions &options);
+
+/// A dense copy of `src` (read through `layout`) converted to `to`, written to
+/// `dst` (used by the cuBLAS path to stage B). Param order: dst, src.
+KernelSpec emitCopyKernel(DType from, const Layout &layout, DType to, Param dst, Param src);
+
+} // namespace fg::cuda::detail

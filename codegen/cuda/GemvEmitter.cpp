@@ -1,0 +1,189 @@
+//===- GemvEmitter.cpp - matmul and matmul_id --------------------------------===//
+//
+// Decode-sized matmuls (at most EmitOptions::maxGemvTokens rows of x) become
+// a generated GEMV: one warp per output column, each lane striding over K,
+// f32 accumulation for every x row at once (so W is read once), a warp
+// reduction, lane 0 writes. matmul_id is the same with the expert row picked
+// by ids[t, j] read from device memory (one (t, j) pair per grid row).
+// Larger matmuls go to cuBLAS through a CublasGemmSpec.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/cuda/EmitterCommon.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+namespace fg::cuda::detail {
+namespace {
+
+constexpr unsigned kWarps = 4; ///< columns per block
+
+/// Element offsets of each row of x (all dims but the last), row-major.
+std::vector<int64_t> rowOffsets(const Layout &l) {
+  size_t r = l.shape.size();
+  Shape outer(l.shape.begin(), l.shape.end() - 1);
+  int64_t rows = product(outer);
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t rem = i, off = l.offset;
+    for (size_t d = r - 1; d-- > 0;) {
+      off += (rem % l.shape[d]) * l.strides[d];
+      rem /= l.shape[d];
+    }
+    out.push_back(off);
+  }
+  return out;
+}
+
+bool isGemmType(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+llvm::Expected<std::vector<Launch>> emitDenseGemv(const Function &fn, const Node &node,
+                                                  llvm::ArrayRef<Layout> ls) {
+  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+  const Layout &xl = ls[0], &wl = ls[1];
+  int64_t N = wt.shape[0], K = wt.shape[1];
+  std::vector<int64_t> xrows = rowOffsets(xl);
+  int64_t M = static_cast<int64_t>(xrows.size());
+  std::string xs = ilit(xl.strides.back()), ws = ilit(wl.strides[1]);
+
+  std::string b = "#define M " + std::to_string(M) + "\n";
+  b += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(32 * kWarps) +
+       ") KERNEL(float* y, const " + ctype(xt.dtype) + "* x, const " + ctype(wt.dtype) +
+       "* w) {\n";
+  b += "  const long long xrow[M] = {";
+  for (int64_t i = 0; i < M; ++i)
+    b += (i ? ", " : "") + ilit(xrows[i]);
+  b += "};\n";
+  b += "  const int lane = threadIdx.x & 31;\n";
+  b += "  for (long long n = (long long)blockIdx.x * " + std::to_string(kWarps) +
+       " + (threadIdx.x >> 5); n < " + ilit(N) + "; n += (long long)gridDim.x * " +
+       std::to_string(kWarps) + ") {\n";
+  b += "    float acc[M];\n#pragma unroll\n    for (int m = 0; m < M; ++m) acc[m] = 0.0f;\n";
+  b += "    const long long wrow = " + ilit(wl.offset) + " + n * " + ilit(wl.strides[0]) + ";\n";
+  b += "    for (long long k = lane; k < " + ilit(K) + "; k += 32) {\n";
+  b += "      const float wv = fg_to_f(w[wrow + k * " + ws + "]);\n";
+  b += "#pragma unroll\n      for (int m = 0; m < M; ++m) acc[m] += wv * fg_to_f(x[xrow[m] + k * " +
+       xs + "]);\n    }\n";
+  b += "#pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
+  b += "      const float s = fg_warp_sum(acc[m]);\n";
+  b += "      if (lane == 0) y[m * " + ilit(N) + " + n] = s;\n    }\n  }\n}\n";
+  KernelSpec k = finishSpec("matmul", b);
+  k.grid[0] = gridFor(N, kWarps);
+  k.block[0] = 32 * kWarps;
+  k.params = {Param::result(0), Param::operand(0), Param::operand(1)};
+  return std::vector<Launch>{std::move(k)};
+}
+
+/// True when the rows of `l` (all dims but the last) are evenly spaced by
+/// `rowStride` and the last dim is unit-stride.
+bool uniformRows(const Layout &l, int64_t &rowStride) {
+  size_t r = l.shape.size();
+  if (r == 0 || (l.shape[r - 1] != 1 && l.strides[r - 1] != 1))
+    return false;
+  rowStride = l.shape[r - 1];
+  bool first = true;
+  int64_t expect = 0;
+  for (size_t d = r - 1; d-- > 0;) {
+    if (l.shape[d] == 1)
+      continue;
+    if (first) {
+      rowStride = l.strides[d];
+      expect = rowStride * l.shape[d];
+      first = false;
+    } else {
+      if (l.strides[d] != expect)
+        return false;
+      expect *= l.shape[d];
+    }
+  }
+  return rowStride >= l.shape[r - 1];
+}
+
+llvm::Expected<std::vector<Launch>> emitCublas(const Function &fn, const Node &node,
+                                               llvm::ArrayRef<Layout> ls) {
+  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+  const Layout &xl = ls[0], &wl = ls[1];
+  if (!isGemmType(wt.dtype))
+    return unsupported(node, "weight dtype " + std::string(dtypeName(wt.dtype)) + " for cuBLAS");
+  if (wl.strides[1] != 1 || wl.strides[0] < wt.shape[1])
+    return unsupported(node, "a weight whose rows are not unit-stride (insert a cont)");
+  int64_t N = wt.shape[0], K = wt.shape[1], M = xt.numRows();
+  CublasGemmSpec g;
+  g.name = "matmul_cublas";
+  g.transA = true;
+  g.transB = false;
+  g.m = N;
+  g.n = M;
+  g.k = K;
+  g.aType = g.bType = wt.dtype;
+  g.cType = DType::F32;
+  g.lda = wl.strides[0];
+  g.a = {Param::operand(1), static_cast<uint64_t>(wl.offset * elemBytes(wt.dtype))};
+  g.c = {Param::result(0), 0};
+  g.ldc = N;
+  std::vector<Launch> out;
+  int64_t rowStride = 0;
+  if (xt.dtype == wt.dtype && uniformRows(xl, rowStride)) {
+    g.b = {Param::operand(0), static_cast<uint64_t>(xl.offset * elemBytes(xt.dtype))};
+    g.ldb = rowStride;
+  } else {
+    uint64_t bytes = static_cast<uint64_t>(M * K * elemBytes(wt.dtype));
+    KernelSpec cvt = emitCopyKernel(xt.dtype, xl, wt.dtype, Param::scratch(), Param::operand(0));
+    cvt.scratchBytes = bytes;
+    g.scratchBytes = bytes;
+    g.b = {Param::scratch(), 0};
+    g.ldb = K;
+    out.push_back(std::move(cvt));
+  }
+  out.push_back(std::move(g));
+  return out;
+}
+
+llvm::Expected<std::vector<Launch>> emitMatMulId(const Function &fn, const Node &node,
+                                                 llvm::ArrayRef<Layout> ls) {
+  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]),
+                   &it = fn.type(node.operands[2]);
+  const Layout &xl = ls[0], &wl = ls[1], &il = ls[2];
+  int64_t T = xt.shape[0], X = xt.shape[1], E = wt.shape[0], N = wt.shape[1], K = wt.shape[2];
+  int64_t kk = it.shape[1];
+  int64_t pairs = T * kk;
+  std::string b = "extern \"C\" __global__ void __launch_bounds__(" +
+                  std::to_string(32 * kWarps) + ") KERNEL(float* y, const " + ctype(xt.dtype) +
+                  "* x, const " + ctype(wt.dtype) + "* w, const " + ctype(it.dtype) + "* ids) {\n";
+  b += "  const int lane = threadIdx.x & 31;\n";
+  b += "  for (long long pr = blockIdx.y; pr < " + ilit(pairs) + "; pr += gridDim.y) {\n";
+  b += "    const long long t = pr / " + ilit(kk) + ", j = pr % " + ilit(kk) + ";\n";
+  b += "    const long long e = (long long)ids[" + offsetExpr(il, {"t", "j"}) + "];\n";
+  b += "    const long long xoff = " + offsetExpr(xl, {"t", X == 1 ? "" : "j", ""}) + ";\n";
+  b += "    for (long long n = (long long)blockIdx.x * " + std::to_string(kWarps) +
+       " + (threadIdx.x >> 5); n < " + ilit(N) + "; n += (long long)gridDim.x * " +
+       std::to_string(kWarps) + ") {\n";
+  b += "      float acc = 0.0f;\n";
+  b += "      if (e >= 0 && e < " + ilit(E) + ") {\n";
+  b += "        const long long wrow = " + offsetExpr(wl, {"e", "n", ""}) + ";\n";
+  b += "        for (long long k = lane; k < " + ilit(K) + "; k += 32)\n";
+  b += "          acc += fg_to_f(w[wrow + k * " + ilit(wl.strides[2]) + "]) * fg_to_f(x[xoff + k * " +
+       ilit(xl.strides[2]) + "]);\n      }\n";
+  b += "      acc = fg_warp_sum(acc);\n";
+  b += "      if (lane == 0) y[pr * " + ilit(N) + " + n] = acc;\n    }\n  }\n}\n";
+  KernelSpec k = finishSpec("matmul_id", b);
+  k.grid[0] = gridFor(N, kWarps);
+  k.grid[1] = static_cast<unsigned>(std::clamp<int64_t>(pairs, 1, 65535));
+  k.block[0] = 32 * kWarps;
+  k.params = {Param::result(0), Param::operand(0), Param::operand(1), Param::operand(2)};
+  return std::vector<Launch>{std::move(k)};
+}
+
+} // namespace
+
+llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &node,
+                                             llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
+  if (node.kind == OpKind::MatMulId)
+    return emitMatMulId(fn, node, ls);
+  if (fn.type(node.operands[0]).numRows() <= o.maxGemvTokens)
+    return emitDenseGemv(fn, node, ls);
+  return emitCublas(fn, node, ls);
+}
+
+} // namespace fg::cuda::detail

@@ -1,0 +1,86 @@
+//===- Kernel.h - what the CUDA emitters produce for one node ----*- C++ -*-===//
+//
+// emitKernel() turns one node of a Function into a short list of launches:
+// generated CUDA C++ kernels (KernelSpec) and cuBLAS calls (CublasGemmSpec).
+// Shapes, strides and attributes are baked into the source as constants (the
+// kernels are specialised); run-time values (positions, token ids, expert ids)
+// are read from device memory, so one CUDA graph serves every step.
+//
+// Kernel calling convention: every parameter is a pointer, in the order of
+// KernelSpec::params, to the START of the buffer (operand, result or scratch);
+// operand layouts (element strides and offset) are already in the source. Each
+// kernel is `extern "C" __global__`, named KernelSpec::name. Results are
+// written densely (row-major). Launches of one node run in list order on one
+// stream and share one scratch buffer.
+//
+// View-like ops (reshape, view, permute, transpose) produce no launch: their
+// result aliases the operand with the layout viewLayout() gives.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "codegen/cuda/Cublas.h"
+#include "ir/Graph.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace fg::cuda {
+
+/// How an operand lies in memory, in elements: element [i..] is at
+/// base[offset + Σ i_d·strides_d]. Views are not materialised; consumers read
+/// through this.
+struct Layout {
+  Shape shape, strides;
+  int64_t offset = 0;
+
+  static Layout contiguous(llvm::ArrayRef<int64_t> shape);
+  bool isContiguous() const; ///< dense row-major with offset 0
+  bool operator==(const Layout &o) const {
+    return shape == o.shape && strides == o.strides && offset == o.offset;
+  }
+};
+
+/// The layout of a view-like node's result given its operand's layout, or
+/// nullopt when it cannot be expressed with strides (reshape of a
+/// non-contiguous operand: insert a `cont`). Asserts the node is view-like.
+std::optional<Layout> viewLayout(const Node &node, const Layout &operand);
+
+struct KernelSpec {
+  std::string name;   ///< the kernel's entry symbol in `source`
+  std::string source; ///< complete CUDA C++ translation unit
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned sharedBytes = 0; ///< dynamic shared memory
+  std::vector<Param> params;
+  uint64_t scratchBytes = 0; ///< scratch this launch list needs
+};
+
+using Launch = std::variant<KernelSpec, CublasGemmSpec>;
+
+struct EmitOptions {
+  std::string arch = "sm_90";
+  /// matmul with at most this many rows of x uses the generated GEMV; above,
+  /// cuBLAS.
+  int64_t maxGemvTokens = 8;
+  /// Streaming multiprocessors of the target (H200: 132); sizes split grids.
+  unsigned smCount = 132;
+};
+
+/// The launches that compute `node`'s results. `operandLayouts` has one entry
+/// per operand (layout of the buffer each operand is read from). Errors say
+/// "no CUDA kernel for '<op>' with ..." for unsupported cases (quantised
+/// operands, head dims over 512, ...). View-like ops return an empty list.
+llvm::Expected<std::vector<Launch>> emitKernel(const Function &fn, const Node &node,
+                                               llvm::ArrayRef<Layout> operandLayouts,
+                                               const EmitOptions &options = {});
+
+/// Convenience: contiguous layouts of every operand.
+std::vector<Layout> contiguousLayouts(const Function &fn, const Node &node);
+
+} // namespace fg::cuda

@@ -1,0 +1,500 @@
+//===- EmitterTest.cpp - every op emits kernels that NVRTC compiles --------===//
+//
+// No GPU here: numerical checks against the CPU reference run in tests/gpu.
+// This builds small graphs for every op of ir/Ops.def over several shapes and
+// dtypes, emits each node, checks the launch descriptions, and compiles every
+// distinct kernel source for sm_90 (cache under the build tree).
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/cuda/Kernel.h"
+#include "codegen/cuda/Nvrtc.h"
+#include "ir/Builder.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+
+using namespace fg;
+using namespace fg::cuda;
+
+namespace {
+
+std::string testCacheDir() {
+  llvm::SmallString<256> p;
+  if (llvm::sys::fs::current_path(p))
+    p = "/tmp";
+  llvm::sys::path::append(p, "fg-kernel-cache");
+  return std::string(p.str());
+}
+
+/// Shared across the tests of this binary: distinct sources compiled so far.
+struct Compiled {
+  std::set<std::string> sources;
+  std::set<OpKind> covered;
+  unsigned compiles = 0;
+};
+Compiled &compiled() {
+  static Compiled c;
+  return c;
+}
+
+bool hasBytes(const std::vector<char> &blob, llvm::StringRef s) {
+  return llvm::StringRef(blob.data(), blob.size()).contains(s);
+}
+
+void checkAndCompile(const KernelSpec &k, size_t numOperands) {
+  SCOPED_TRACE(k.name);
+  EXPECT_TRUE(llvm::StringRef(k.name).startswith("fg_"));
+  EXPECT_NE(k.source.find("void __launch_bounds__"), std::string::npos);
+  EXPECT_NE(k.source.find(k.name + "("), std::string::npos);
+  EXPECT_EQ(k.source.find("KERNEL("), std::string::npos);
+  for (unsigned g : k.grid)
+    EXPECT_GE(g, 1u);
+  EXPECT_LE(k.grid[1], 65535u);
+  EXPECT_LE(k.grid[2], 65535u);
+  EXPECT_GE(k.block[0], 32u);
+  EXPECT_LE(k.block[0] * k.block[1] * k.block[2], 1024u);
+  EXPECT_LE(k.sharedBytes, 48u * 1024);
+  EXPECT_FALSE(k.params.empty());
+  for (const Param &p : k.params) {
+    if (p.kind == Param::Kind::Operand) {
+      EXPECT_LT(p.index, numOperands);
+    }
+    if (p.kind == Param::Kind::Scratch) {
+      EXPECT_GT(k.scratchBytes, 0u);
+    }
+  }
+  if (!compiled().sources.insert(k.source).second)
+    return;
+  ++compiled().compiles;
+  NvrtcOptions o;
+  o.cacheDir = testCacheDir();
+  auto m = compileCuda(k.source, k.name, "sm_90", o);
+  ASSERT_TRUE(static_cast<bool>(m)) << llvm::toString(m.takeError()) << "\n" << k.source;
+  EXPECT_FALSE(m->cubin.empty());
+  EXPECT_TRUE(hasBytes(m->cubin, k.name));
+}
+
+using BuildFn = std::function<void(Builder &)>;
+
+/// Builds a function, emits every node (contiguous operands unless `layouts`
+/// overrides the last node's) and compiles what comes out. Returns the
+/// launches of the last node.
+std::vector<Launch> emitAll(const BuildFn &build, std::vector<Layout> lastLayouts = {},
+                            EmitOptions opts = {}) {
+  Function fn("t");
+  Builder b(fn);
+  build(b);
+  if (llvm::Error e = b.finish()) {
+    ADD_FAILURE() << llvm::toString(std::move(e));
+    return {};
+  }
+  std::vector<Launch> last;
+  for (size_t n = 0; n < fn.numNodes(); ++n) {
+    const Node &node = fn.node(static_cast<NodeId>(n));
+    std::vector<Layout> ls = contiguousLayouts(fn, node);
+    if (n + 1 == fn.numNodes() && !lastLayouts.empty())
+      ls = lastLayouts;
+    auto launches = emitKernel(fn, node, ls, opts);
+    if (!launches) {
+      ADD_FAILURE() << mnemonic(node.kind) << ": " << llvm::toString(launches.takeError());
+      return {};
+    }
+    compiled().covered.insert(node.kind);
+    for (const Launch &l : *launches)
+      if (const auto *k = std::get_if<KernelSpec>(&l))
+        checkAndCompile(*k, node.operands.size());
+    last = std::move(*launches);
+  }
+  return last;
+}
+
+const KernelSpec &kernel(const std::vector<Launch> &ls, size_t i) {
+  return std::get<KernelSpec>(ls.at(i));
+}
+
+bool ok(llvm::Error e) {
+  if (!e)
+    return true;
+  ADD_FAILURE() << llvm::toString(std::move(e));
+  return false;
+}
+
+TensorType T(DType d, std::initializer_list<int64_t> s) { return TensorType(d, s); }
+
+const DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
+
+} // namespace
+
+TEST(CudaEmit, BinaryBroadcastAllFloatTypes) {
+  for (DType dt : kFloats)
+    for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div}) {
+      auto ls = emitAll([&](Builder &b) {
+        auto x = b.input("x", T(dt, {3, 37}));
+        auto y = b.input("y", T(dt, {37}));
+        b.result(b.create(k, {x, y}));
+      });
+      ASSERT_EQ(ls.size(), 1u);
+      EXPECT_EQ(kernel(ls, 0).params.size(), 3u);
+      // The broadcast operand is read without the row coordinate.
+      EXPECT_NE(kernel(ls, 0).source.find("in1[(0LL + c1 * 1LL)]"), std::string::npos);
+    }
+  // Broadcasting both ways, mixed dtypes (-> f32), integers.
+  emitAll([](Builder &b) {
+    auto x = b.input("x", T(DType::F32, {5, 1, 7}));
+    auto y = b.input("y", T(DType::F16, {1, 6, 7}));
+    b.result(b.mul(x, y));
+  });
+  emitAll([](Builder &b) {
+    auto x = b.input("x", T(DType::I32, {9}));
+    auto y = b.input("y", T(DType::I32, {9}));
+    b.result(b.add(b.div(x, y), y));
+  });
+}
+
+TEST(CudaEmit, MoreThan65535RowsUseAGridStrideLoop) {
+  auto ls = emitAll([](Builder &b) {
+    auto x = b.input("x", T(DType::F32, {70001, 33}));
+    auto y = b.input("y", T(DType::F32, {70001, 1}));
+    b.result(b.add(x, y));
+  });
+  ASSERT_EQ(ls.size(), 1u);
+  const KernelSpec &k = kernel(ls, 0);
+  EXPECT_EQ(k.grid[0], (70001u * 33 + 255) / 256);
+  EXPECT_NE(k.source.find("i < 2310033LL"), std::string::npos);
+  EXPECT_NE(k.source.find("long long i"), std::string::npos);
+
+  auto rn = emitAll([](Builder &b) {
+    b.result(b.rmsNorm(b.input("x", T(DType::F16, {70001, 65})), 1e-6));
+  });
+  ASSERT_EQ(rn.size(), 1u);
+  EXPECT_EQ(kernel(rn, 0).grid[0], 70001u);
+  EXPECT_EQ(kernel(rn, 0).block[0], 96u);
+  EXPECT_NE(kernel(rn, 0).source.find("row < 70001LL; row += gridDim.x"), std::string::npos);
+}
+
+TEST(CudaEmit, UnaryScaleClampGlu) {
+  for (OpKind k : {OpKind::Sqrt, OpKind::Sqr, OpKind::Exp, OpKind::Tanh, OpKind::Sigmoid,
+                   OpKind::Silu, OpKind::Gelu, OpKind::Relu, OpKind::Softplus})
+    emitAll([&](Builder &b) { b.result(b.unary(k, b.input("x", T(DType::F32, {37, 45})))); });
+  for (DType dt : {DType::F16, DType::BF16})
+    emitAll([&](Builder &b) {
+      b.result(b.unary(OpKind::Silu, b.input("x", T(dt, {37, 45}))));
+    });
+  auto sc = emitAll([](Builder &b) { b.result(b.scale(b.input("x", T(DType::F32, {100})), 0.1, 2)); });
+  // 0.1f and 2.0f as exact hex literals.
+  EXPECT_NE(kernel(sc, 0).source.find("0x1.99999ap-4f"), std::string::npos);
+  EXPECT_NE(kernel(sc, 0).source.find("0x1p+1f"), std::string::npos);
+  emitAll([](Builder &b) { b.result(b.clamp(b.input("x", T(DType::F16, {100})), -1, 1)); });
+  emitAll([](Builder &b) {
+    b.result(b.clamp(b.input("x", T(DType::F32, {100})), 6.103515625e-5,
+                     std::numeric_limits<double>::infinity()));
+  });
+  for (GluKind g : {GluKind::SwiGLU, GluKind::GeGLU, GluKind::SwiGLUOAI, GluKind::SwiGLUClamp})
+    emitAll([&](Builder &b) {
+      auto x = b.input("g", T(DType::F32, {3, 77}));
+      auto u = b.input("u", T(DType::F32, {3, 77}));
+      b.result(b.glu(x, u, g));
+    });
+}
+
+TEST(CudaEmit, ConvertContRepeatConcat) {
+  std::pair<DType, DType> pairs[] = {{DType::F32, DType::F16}, {DType::F16, DType::F32},
+                                     {DType::F32, DType::BF16}, {DType::BF16, DType::F16},
+                                     {DType::F32, DType::I32}, {DType::I32, DType::F32},
+                                     {DType::I32, DType::I64}};
+  for (auto [from, to] : pairs)
+    emitAll([&](Builder &b) { b.result(b.convert(b.input("x", T(from, {7, 45})), to)); });
+  // cont of a transposed operand reads through the strides.
+  Layout tr;
+  tr.shape = {37, 45};
+  tr.strides = {1, 37};
+  auto cont = emitAll(
+      [](Builder &b) { b.result(b.cont(b.input("x", T(DType::F16, {37, 45})))); }, {tr});
+  EXPECT_NE(kernel(cont, 0).source.find("c0 * 1LL + c1 * 37LL"), std::string::npos);
+  emitAll([](Builder &b) { b.result(b.repeat(b.input("x", T(DType::F32, {1, 5})), {3, 15})); });
+  for (int64_t axis : {0, 1})
+    emitAll([&](Builder &b) {
+      auto x = b.input("x", T(DType::F32, {3, 5}));
+      auto y = b.input("y", T(DType::F32, {3, 5}));
+      b.result(b.concat(x, y, axis));
+    });
+}
+
+TEST(CudaEmit, GetRowsSetRowsAddId) {
+  for (DType dt : kFloats)
+    emitAll([&](Builder &b) {
+      auto t = b.weight("emb", T(dt, {100, 67}));
+      b.result(b.getRows(t, b.input("tokens", T(DType::I32, {3}))));
+    });
+  emitAll([](Builder &b) { // batched, routing weights [T, E] by ids [T, k]
+    auto p = b.input("p", T(DType::F32, {5, 8}));
+    b.result(b.getRows(p, b.input("ids", T(DType::I32, {5, 2}))));
+  });
+  emitAll([](Builder &b) {
+    auto t = b.input("t", T(DType::I32, {2, 5, 3}));
+    b.result(b.getRows(t, b.input("ids", T(DType::I64, {2, 4}))));
+  });
+  for (DType cache : kFloats)
+    for (DType idx : {DType::I32, DType::I64}) {
+      auto ls = emitAll([&](Builder &b) {
+        auto k = b.state("k_cache.0", T(cache, {64, 2, 33}));
+        auto src = b.input("k", T(DType::F32, {3, 2, 33}));
+        b.result(b.setRows(k, src, b.input("positions", T(idx, {3}))));
+      });
+      ASSERT_EQ(ls.size(), 1u);
+      // In place: writes Result 0 (operand 0's buffer), reads source and indices.
+      EXPECT_EQ(kernel(ls, 0).params,
+                (std::vector<Param>{Param::result(0), Param::operand(1), Param::operand(2)}));
+      EXPECT_NE(kernel(ls, 0).source.find("row >= 64LL"), std::string::npos);
+    }
+  emitAll([](Builder &b) {
+    auto a = b.input("a", T(DType::F32, {3, 2, 45}));
+    auto bias = b.weight("b", T(DType::F32, {8, 45}));
+    b.result(b.addId(a, bias, b.input("ids", T(DType::I32, {3, 2}))));
+  });
+}
+
+TEST(CudaEmit, NormsReductionsSoftmax) {
+  for (DType dt : kFloats) {
+    emitAll([&](Builder &b) { b.result(b.rmsNorm(b.input("x", T(dt, {3, 100})), 1e-5)); });
+    emitAll([&](Builder &b) { b.result(b.layerNorm(b.input("x", T(dt, {3, 1000})), 1e-5)); });
+  }
+  emitAll([](Builder &b) { b.result(b.rmsNorm(b.input("x", T(DType::F32, {4096})), 1e-6)); });
+  emitAll([](Builder &b) { b.result(b.sumRows(b.input("x", T(DType::F32, {2, 3, 37})))); });
+  emitAll([](Builder &b) { b.result(b.mean(b.input("x", T(DType::F16, {5, 300})))); });
+  emitAll([](Builder &b) { b.result(b.softmax(b.input("x", T(DType::F32, {6, 45})))); });
+  emitAll([](Builder &b) {
+    b.result(b.softmax(b.input("x", T(DType::F32, {2, 4, 7, 45})),
+                       b.input("mask", T(DType::F16, {7, 45})), 0.125, 8.0));
+  });
+  auto sm = emitAll([](Builder &b) {
+    b.result(b.softmax(b.input("x", T(DType::F32, {6, 5, 45})),
+                       b.input("mask", T(DType::F32, {1, 5, 45})), 0.5));
+  });
+  EXPECT_EQ(kernel(sm, 0).params.size(), 3u);
+}
+
+TEST(CudaEmit, Rope) {
+  for (RopeMode mode : {RopeMode::Normal, RopeMode::Neox})
+    for (DType dt : {DType::F32, DType::F16}) {
+      Builder::RopeParams p;
+      p.mode = mode;
+      emitAll([&](Builder &b) {
+        auto x = b.input("x", T(dt, {3, 4, 64}));
+        b.result(b.rope(x, b.input("positions", T(DType::I32, {3})), p));
+      });
+    }
+  Builder::RopeParams yarn; // partial rotation, YaRN, freq factors
+  yarn.mode = RopeMode::Neox;
+  yarn.nDims = 32;
+  yarn.extFactor = 1;
+  yarn.freqScale = 0.25;
+  yarn.nCtxOrig = 4096;
+  yarn.theta = 1e6;
+  auto ls = emitAll([&](Builder &b) {
+    auto x = b.input("x", T(DType::F32, {5, 3, 80}));
+    auto ff = b.weight("rope_freqs", T(DType::F32, {16}));
+    b.result(b.rope(x, b.input("positions", T(DType::I64, {5})), yarn, ff));
+  });
+  ASSERT_EQ(ls.size(), 1u);
+  EXPECT_EQ(kernel(ls, 0).params.size(), 4u);
+  EXPECT_NE(kernel(ls, 0).source.find("ramp"), std::string::npos);
+  EXPECT_NE(kernel(ls, 0).source.find("c < 80LL"), std::string::npos); // pass-through
+}
+
+TEST(CudaEmit, ArgsortTopK) {
+  for (SortOrder o : {SortOrder::Asc, SortOrder::Desc})
+    emitAll([&](Builder &b) { b.result(b.argsort(b.input("x", T(DType::F32, {5, 37})), o)); });
+  auto big = emitAll([](Builder &b) {
+    b.result(b.argsort(b.input("x", T(DType::F32, {2, 20000})), SortOrder::Desc));
+  });
+  EXPECT_EQ(kernel(big, 0).sharedBytes, 0u); // row too long for shared memory
+  auto tk = emitAll([](Builder &b) { b.result(b.topK(b.input("x", T(DType::F16, {7, 128})), 5)); });
+  EXPECT_EQ(kernel(tk, 0).sharedBytes, 128u * 4);
+  EXPECT_NE(kernel(tk, 0).source.find("rank < 5LL"), std::string::npos);
+}
+
+TEST(CudaEmit, GemvForFewTokens) {
+  for (DType wt : kFloats)
+    for (int64_t M : {1, 5}) {
+      auto ls = emitAll([&](Builder &b) {
+        auto x = b.input("x", T(DType::F32, {M, 100}));
+        b.result(b.matmul(x, b.weight("w", T(wt, {77, 100}))));
+      });
+      ASSERT_EQ(ls.size(), 1u);
+      EXPECT_EQ(kernel(ls, 0).grid[0], (77u + 3) / 4);
+    }
+  emitAll([](Builder &b) { // 3-D x, 6 rows, f16 x
+    auto x = b.input("x", T(DType::F16, {2, 3, 64}));
+    b.result(b.matmul(x, b.weight("w", T(DType::F16, {33, 64}))));
+  });
+  for (int64_t X : {1, 3})
+    emitAll([&](Builder &b) {
+      auto x = b.input("x", T(DType::F32, {2, X, 64}));
+      auto w = b.weight("w", T(DType::F16, {8, 45, 64}));
+      b.result(b.matmulId(x, w, b.input("ids", T(DType::I32, {2, 3}))));
+    });
+}
+
+TEST(CudaEmit, LargeMatmulGoesToCublas) {
+  // f32 x and f32 W: cuBLAS reads x directly.
+  auto ls = emitAll([](Builder &b) {
+    auto x = b.input("x", T(DType::F32, {2, 10, 96}));
+    b.result(b.matmul(x, b.weight("w", T(DType::F32, {50, 96}))));
+  });
+  ASSERT_EQ(ls.size(), 1u);
+  const auto &g = std::get<CublasGemmSpec>(ls[0]);
+  EXPECT_TRUE(g.transA);
+  EXPECT_FALSE(g.transB);
+  EXPECT_EQ(g.m, 50);
+  EXPECT_EQ(g.n, 20);
+  EXPECT_EQ(g.k, 96);
+  EXPECT_EQ(g.lda, 96);
+  EXPECT_EQ(g.ldb, 96);
+  EXPECT_EQ(g.ldc, 50);
+  EXPECT_EQ(g.a.param, Param::operand(1));
+  EXPECT_EQ(g.b.param, Param::operand(0));
+  EXPECT_EQ(g.c.param, Param::result(0));
+  EXPECT_EQ(g.aType, DType::F32);
+  EXPECT_EQ(g.scratchBytes, 0u);
+
+  // f16 W: x is converted to f16 into scratch first.
+  auto ls2 = emitAll([](Builder &b) {
+    auto x = b.input("x", T(DType::F32, {9, 96}));
+    b.result(b.matmul(x, b.weight("w", T(DType::F16, {50, 96}))));
+  });
+  ASSERT_EQ(ls2.size(), 2u);
+  const KernelSpec &cvt = kernel(ls2, 0);
+  EXPECT_EQ(cvt.params, (std::vector<Param>{Param::scratch(), Param::operand(0)}));
+  EXPECT_EQ(cvt.scratchBytes, 9u * 96 * 2);
+  const auto &g2 = std::get<CublasGemmSpec>(ls2[1]);
+  EXPECT_EQ(g2.b.param, Param::scratch());
+  EXPECT_EQ(g2.bType, DType::F16);
+  EXPECT_EQ(g2.n, 9);
+  EXPECT_EQ(g2.scratchBytes, 9u * 96 * 2);
+
+  // A larger GEMV limit keeps it generated.
+  EmitOptions o;
+  o.maxGemvTokens = 16;
+  auto ls3 = emitAll(
+      [](Builder &b) {
+        auto x = b.input("x", T(DType::F32, {9, 96}));
+        b.result(b.matmul(x, b.weight("w", T(DType::F16, {50, 96}))));
+      },
+      {}, o);
+  ASSERT_EQ(ls3.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<KernelSpec>(ls3[0]));
+}
+
+TEST(CudaEmit, AttentionFlashDecoding) {
+  struct Case {
+    int64_t T, D, window;
+    double softcap;
+    bool sinks;
+    DType cache;
+  };
+  Case cases[] = {{1, 64, 0, 0, false, DType::F16},   {1, 128, 0, 0, false, DType::F16},
+                  {1, 256, 0, 0, false, DType::BF16}, {5, 128, 16, 0, true, DType::F16},
+                  {3, 64, 0, 30.0, false, DType::F32}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.D);
+    auto ls = emitAll([&](Builder &b) {
+      auto q = b.input("q", T(DType::F32, {c.T, 8, c.D}));
+      auto k = b.state("k_cache.0", TensorType(c.cache, {1000, 2, c.D}));
+      auto v = b.state("v_cache.0", TensorType(c.cache, {1000, 2, c.D}));
+      auto pos = b.input("positions", T(DType::I32, {c.T}));
+      std::optional<ValueId> sinks;
+      if (c.sinks)
+        sinks = b.weight("sinks", T(DType::F32, {8}));
+      b.result(b.attention(q, k, v, pos, {0.125, c.window, c.softcap}, sinks));
+    });
+    ASSERT_EQ(ls.size(), 2u);
+    const KernelSpec &split = kernel(ls, 0), &comb = kernel(ls, 1);
+    EXPECT_EQ(split.grid[1], 8u);
+    unsigned S = split.grid[0] / c.T;
+    EXPECT_EQ(split.grid[0], S * c.T);
+    EXPECT_GE(S, 1u);
+    EXPECT_EQ(split.scratchBytes, uint64_t(c.T) * 8 * S * (c.D + 2) * 4);
+    EXPECT_EQ(comb.scratchBytes, split.scratchBytes);
+    EXPECT_EQ(comb.params.front(), Param::result(0));
+    EXPECT_EQ(comb.params.size(), c.sinks ? 3u : 2u);
+    EXPECT_NE(split.source.find("min(p, 999LL)"), std::string::npos);
+    if (c.window) {
+      EXPECT_NE(split.source.find("p - 16LL + 1"), std::string::npos);
+    }
+  }
+}
+
+TEST(CudaEmit, ViewsEmitNothingAndComposeLayouts) {
+  Function fn("v");
+  Builder b(fn);
+  auto x = b.input("x", T(DType::F32, {2, 3, 4}));
+  auto r = b.reshape(x, {6, 4});
+  auto p = b.permute(x, {2, 0, 1});
+  auto t = b.transpose(x);
+  auto v = b.view(x, {3, 2}, {4, 12}, 1);
+  b.result(r);
+  b.result(p);
+  b.result(t);
+  b.result(v);
+  ASSERT_TRUE(ok(b.finish()));
+  Layout in = Layout::contiguous({2, 3, 4});
+  EXPECT_EQ(in.strides, (Shape{12, 4, 1}));
+  for (size_t n = 0; n < fn.numNodes(); ++n) {
+    auto ls = emitKernel(fn, fn.node(n), contiguousLayouts(fn, fn.node(n)));
+    ASSERT_TRUE(static_cast<bool>(ls));
+    EXPECT_TRUE(ls->empty());
+    compiled().covered.insert(fn.node(n).kind);
+  }
+  EXPECT_EQ(viewLayout(fn.node(0), in)->strides, (Shape{4, 1}));
+  EXPECT_EQ(viewLayout(fn.node(1), in)->strides, (Shape{1, 12, 4}));
+  EXPECT_EQ(viewLayout(fn.node(1), in)->shape, (Shape{4, 2, 3}));
+  EXPECT_EQ(viewLayout(fn.node(2), in)->strides, (Shape{12, 1, 4}));
+  auto vl = viewLayout(fn.node(3), in);
+  EXPECT_EQ(vl->strides, (Shape{4, 12}));
+  EXPECT_EQ(vl->offset, 1);
+  // Reshape of a transposed (non-dense) operand needs a cont.
+  EXPECT_FALSE(viewLayout(fn.node(0), *viewLayout(fn.node(2), in)).has_value());
+  EXPECT_FALSE(viewLayout(fn.node(2), in)->isContiguous());
+}
+
+TEST(CudaEmit, UnsupportedCasesSayWhy) {
+  Function fn("u");
+  Builder b(fn);
+  auto x = b.input("x", T(DType::F32, {1, 64}));
+  b.result(b.matmul(x, b.weight("w", T(DType::Q4_0, {32, 64}))));
+  auto q = b.input("q", T(DType::F32, {1, 1, 640}));
+  auto k = b.state("k", T(DType::F16, {16, 1, 640}));
+  b.result(b.attention(q, k, k, b.input("pos", T(DType::I32, {1})), {1.0, 0, 0}));
+  ASSERT_TRUE(ok(b.finish()));
+  auto e0 = emitKernel(fn, fn.node(0), contiguousLayouts(fn, fn.node(0)));
+  ASSERT_FALSE(static_cast<bool>(e0));
+  std::string m0 = llvm::toString(e0.takeError());
+  EXPECT_NE(m0.find("no CUDA kernel for 'matmul' with"), std::string::npos) << m0;
+  EXPECT_NE(m0.find("q4_0"), std::string::npos) << m0;
+  auto e1 = emitKernel(fn, fn.node(1), contiguousLayouts(fn, fn.node(1)));
+  ASSERT_FALSE(static_cast<bool>(e1));
+  EXPECT_NE(llvm::toString(e1.takeError()).find("no CUDA kernel for 'attention'"),
+            std::string::npos);
+  auto e2 = emitKernel(fn, fn.node(0), {});
+  EXPECT_FALSE(static_cast<bool>(e2));
+  llvm::consumeError(e2.takeError());
+}
+
+/// Runs last (gtest runs tests in declaration order within a binary): every op
+/// of ir/Ops.def was emitted by some test above, and compile count stays small.
+TEST(CudaEmit, ZZEveryOpIsCovered) {
+  if (compiled().covered.empty())
+    GTEST_SKIP() << "run the whole binary to check coverage";
+  for (const OpInfo &op : allOps())
+    EXPECT_TRUE(compiled().covered.count(op.kind)) << "no test emits '" << op.mnemonic << "'";
+  EXPECT_LE(compiled().compiles, 150u);
+}
