@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/reference/Eval.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
@@ -194,7 +195,8 @@ llvm::Error ReferenceInterpreter::run(llvm::StringRef entry,
       ops.push_back(env[v]);
     }
     ValueId dst = node.operands.empty() ? kNoValue : node.operands[0];
-    bool inPlace = node.kind == OpKind::SetRows && env[dst] == &owned[dst] && lastUse[dst] == i;
+    bool inPlace = node.kind == OpKind::SetRows && env[dst] == &owned[dst] && lastUse[dst] == i &&
+                   llvm::count(node.operands, dst) == 1; // never move out a value read here too
     if (inPlace) {
       // Same checks as evalNode, then write into the old version's storage.
       llvm::SmallVector<TensorType, 3> types;

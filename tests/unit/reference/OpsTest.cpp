@@ -586,6 +586,19 @@ TEST(RefOps, AttentionSinglePositionIsThatValue) {
     }
 }
 
+TEST(RefOps, AttentionWindowOfOneSeesOnlyItsOwnRow) {
+  // window 1: j <= 3 and j > 3 - 1, so only row 3 is visible.
+  Builder::AttentionParams p;
+  p.scale = 2;
+  p.window = 1;
+  std::vector<float> r = attentionOf({3, 3}, p).toFloats();
+  for (int t = 0; t < 2; ++t)
+    for (int h = 0; h < 4; ++h) {
+      EXPECT_FLOAT_EQ(r[(t * 4 + h) * 2], kV[(3 * 2 + h / 2) * 2]);
+      EXPECT_FLOAT_EQ(r[(t * 4 + h) * 2 + 1], kV[(3 * 2 + h / 2) * 2 + 1]);
+    }
+}
+
 TEST(RefOps, AttentionPositionPastTheCacheIsAnError) {
   OneOp t;
   ValueId q = t.in(f32({2, 4, 2}, kQ)), k = t.in(f32({4, 2, 2}, kK)), v = t.in(f32({4, 2, 2}, kV));
