@@ -56,7 +56,7 @@ std::string convertExpr(DType from, DType to, const std::string &raw) {
   if (isInteger(from))
     return "fg_from_f<" + ctype(to) + ">((float)(" + raw + "))";
   if (isInteger(to))
-    return "(" + ctype(to) + ")fg_to_f(" + raw + ")";
+    return "fg_from_f<" + ctype(to) + ">(fg_to_f(" + raw + "))";
   return "fg_from_f<" + ctype(to) + ">(fg_to_f(" + raw + "))";
 }
 

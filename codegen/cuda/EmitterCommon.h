@@ -27,6 +27,8 @@ std::string ctype(DType t);
 /// A float literal that reads back to exactly `float(v)`: `0x1.99999ap-4f`,
 /// `FG_INF`, `(-FG_INF)`, `FG_NAN`.
 std::string flit(double v);
+/// A double literal that reads back to exactly `v`: `0x1.999999999999ap-4`, `(double)FG_INF`.
+std::string dlit(double v);
 /// `123LL`
 std::string ilit(int64_t v);
 

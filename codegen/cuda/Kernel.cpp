@@ -141,9 +141,10 @@ template <> struct fg_conv<fg_bf16> {
     fg_bf16 r; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.b) : "f"(f)); return r;
   }
 };
-template <> struct fg_conv<int> { static __device__ __forceinline__ int from(float f) { return (int)f; } };
+// float -> integer rounds half away from zero (std::lround, as the CPU reference).
+template <> struct fg_conv<int> { static __device__ __forceinline__ int from(float f) { return (int)llroundf(f); } };
 template <> struct fg_conv<long long> {
-  static __device__ __forceinline__ long long from(float f) { return (long long)f; }
+  static __device__ __forceinline__ long long from(float f) { return llroundf(f); }
 };
 template <class T> static __device__ __forceinline__ T fg_from_f(float f) { return fg_conv<T>::from(f); }
 static __device__ __forceinline__ float fg_warp_sum(float v) {
@@ -210,6 +211,16 @@ std::string flit(double v) {
   if (s.find('p') == std::string::npos) // "0x0p+0" always has p; paranoia
     s += "p+0";
   return "(" + s + "f)";
+}
+
+std::string dlit(double v) {
+  if (std::isnan(v))
+    return "((double)FG_NAN)";
+  if (std::isinf(v))
+    return v > 0 ? "((double)FG_INF)" : "(-(double)FG_INF)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return "(" + std::string(buf) + ")";
 }
 
 std::string ilit(int64_t v) { return std::to_string(v) + "LL"; }

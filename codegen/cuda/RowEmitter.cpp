@@ -151,9 +151,9 @@ KernelSpec emitSoftmax(const Function &fn, const Node &node, llvm::ArrayRef<Layo
   return rowSpec(node, b, r, nt, ps);
 }
 
-/// ggml_rope_yarn_corr_dim, in float like ggml.
-float corrDim(int64_t nDims, int64_t nCtxOrig, float beta, float base) {
-  return nDims * std::log(static_cast<float>(nCtxOrig) / (beta * 2 * static_cast<float>(M_PI))) /
+/// ggml_rope_yarn_corr_dim (in double, like the CPU reference).
+double corrDim(int64_t nDims, int64_t nCtxOrig, double beta, double base) {
+  return static_cast<double>(nDims) * std::log(static_cast<double>(nCtxOrig) / (beta * 2 * M_PI)) /
          (2 * std::log(base));
 }
 
@@ -161,22 +161,17 @@ KernelSpec emitRope(const Function &fn, const Node &node, llvm::ArrayRef<Layout>
   const TensorType &xt = fn.type(node.operands[0]);
   DType rt = fn.type(node.result()).dtype;
   bool hasFF = node.operands.size() > 2;
-  int64_t T = xt.shape[0], H = xt.shape[1], D = xt.shape[2];
+  int64_t D = xt.shape[2];
   int64_t nDims = node.i("n_dims");
   bool neox = node.e<RopeMode>("mode") == RopeMode::Neox;
-  float base = static_cast<float>(node.f("theta"));
-  float freqScale = static_cast<float>(node.f("freq_scale"));
-  float ext = static_cast<float>(node.f("ext_factor"));
-  float attn = static_cast<float>(node.f("attn_factor"));
+  double base = node.f("theta"), freqScale = node.f("freq_scale"), ext = node.f("ext_factor");
   int64_t nCtx = node.i("n_ctx_orig");
-  float low = std::max(0.0f, std::floor(corrDim(nDims, nCtx, static_cast<float>(node.f("beta_fast")),
-                                                base)));
-  float high = std::min(static_cast<float>(nDims - 1),
-                        std::ceil(corrDim(nDims, nCtx, static_cast<float>(node.f("beta_slow")), base)));
-  float thetaScale = std::pow(base, -2.0f / static_cast<float>(nDims));
-  float mscale = attn;
-  if (ext != 0.0f)
-    mscale *= 1.0f + 0.1f * std::log(1.0f / freqScale);
+  double low = std::max(0.0, std::floor(corrDim(nDims, nCtx, node.f("beta_fast"), base)));
+  double high = std::min(static_cast<double>(nDims - 1),
+                         std::ceil(corrDim(nDims, nCtx, node.f("beta_slow"), base)));
+  double mscale = node.f("attn_factor");
+  if (ext != 0)
+    mscale *= 1.0 + 0.1 * std::log(1.0 / freqScale);
 
   Rows r(xt.shape); // rows = T * H
   unsigned nt = threadsForRow(std::max<int64_t>(nDims / 2, D - nDims), 256);
@@ -190,20 +185,21 @@ KernelSpec emitRope(const Function &fn, const Node &node, llvm::ArrayRef<Layout>
     return "fg_to_f(x[" + offsetExpr(ls[0], {"r0", "r1", col}) + "])";
   };
   std::string ob = "row * " + ilit(D);
-  b += "    const float p = (float)" + std::string("pos[") + offsetExpr(ls[1], {"r0"}) + "];\n";
+  // Angles in double (like the CPU reference): positions reach 1e5 and more.
+  b += "    const double p = (double)" + std::string("pos[") + offsetExpr(ls[1], {"r0"}) + "];\n";
   b += "    for (long long i = threadIdx.x; i < " + ilit(nDims / 2) + "; i += NT) {\n";
-  b += "      float theta = p * powf(" + flit(thetaScale) + ", (float)i);\n";
+  b += "      double theta = p * pow(" + dlit(base) + ", -2.0 * (double)i / " + dlit(nDims) + ");\n";
   if (hasFF)
-    b += "      theta = theta / fg_to_f(ff[" + offsetExpr(ls[2], {"i"}) + "]);\n";
-  b += "      float th = " + flit(freqScale) + " * theta;\n";
-  if (ext != 0.0f) {
-    b += "      const float y = ((float)i - " + flit(low) + ") / fmaxf(0.001f, " + flit(high) +
-         " - " + flit(low) + ");\n";
-    b += "      const float ramp = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * " + flit(ext) + ";\n";
+    b += "      theta = theta / (double)fg_to_f(ff[" + offsetExpr(ls[2], {"i"}) + "]);\n";
+  b += "      double th = " + dlit(freqScale) + " * theta;\n";
+  if (ext != 0) {
+    b += "      const double y = ((double)i - " + dlit(low) + ") / fmax(0.001, " + dlit(high) +
+         " - " + dlit(low) + ");\n";
+    b += "      const double ramp = (1.0 - fmin(1.0, fmax(0.0, y))) * " + dlit(ext) + ";\n";
     b += "      th = th * (1.0f - ramp) + theta * ramp;\n";
   }
-  b += "      const float cs = cosf(th) * " + flit(mscale) + ", sn = sinf(th) * " + flit(mscale) +
-       ";\n";
+  b += "      const float cs = (float)(cos(th) * " + dlit(mscale) + "), sn = (float)(sin(th) * " +
+       dlit(mscale) + ");\n";
   std::string i0 = neox ? "i" : "2 * i", i1 = neox ? "i + " + ilit(nDims / 2) : "2 * i + 1";
   b += "      const long long i0 = " + i0 + ", i1 = " + i1 + ";\n";
   b += "      const float a = " + xAt("i0") + ", bb = " + xAt("i1") + ";\n";
@@ -214,8 +210,6 @@ KernelSpec emitRope(const Function &fn, const Node &node, llvm::ArrayRef<Layout>
     b += "    for (long long c = " + ilit(nDims) + " + threadIdx.x; c < " + ilit(D) +
          "; c += NT) out[" + ob + " + c] = fg_from_f<" + ctype(rt) + ">(" + xAt("c") + ");\n";
   b += "  }\n}\n";
-  (void)T;
-  (void)H;
   std::vector<Param> ps{Param::result(0), Param::operand(0), Param::operand(1)};
   if (hasFF)
     ps.push_back(Param::operand(2));
