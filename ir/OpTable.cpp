@@ -290,16 +290,18 @@ Error repeatRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
   if (static_cast<int64_t>(shape.size()) != x.rank() || !allPositive(shape))
     return failf("repeat shape {0} must be positive with x's rank {1}", shapeStr(shape), x.rank());
   for (int64_t d = 0; d < x.rank(); ++d)
-    if (shape[d] % x.shape[d])
+    if (x.shape[d] == 0 || shape[d] % x.shape[d])
       return failf("repeat shape {0} is not a multiple of {1}", shapeStr(shape), x.str());
   r.push_back({x.dtype, Shape(shape.begin(), shape.end())});
   return Error::success();
 }
 
+/// The product of `v`, or -1 when it overflows int64.
 int64_t product(ArrayRef<int64_t> v) {
   int64_t n = 1;
   for (int64_t d : v)
-    n *= d;
+    if (__builtin_mul_overflow(n, d, &n))
+      return -1;
   return n;
 }
 
@@ -323,8 +325,10 @@ Error viewRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
     return failf("view shape {0} must be positive", shapeStr(shape));
   int64_t lo = offset, hi = offset;
   for (size_t d = 0; d < shape.size(); ++d) {
-    int64_t span = (shape[d] - 1) * strides[d];
-    (span < 0 ? lo : hi) += span;
+    int64_t span = 0;
+    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &span) ||
+        __builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi))
+      return failf("view strides {0} overflow", shapeStr(strides));
   }
   if (lo < 0 || hi >= s.operands[0].numElements())
     return failf("view reads elements [{0}, {1}] outside {2}", lo, hi, s.operands[0].str());

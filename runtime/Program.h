@@ -41,17 +41,19 @@ struct KernelImage {
   std::string ptx;
 };
 
-/// Row-major C[m, n] (f32) = A[m, k] · B[n, k]ᵀ through cublasGemmEx with f32
-/// compute. A and B have the same dtype (f32, f16 or bf16); lda/ldb/ldc are
-/// row strides in elements.
+/// One cublasGemmEx call in cuBLAS's own (column-major) terms:
+///   C = alpha·op(A)·op(B) + beta·C,  op = transpose when trans*, f32 compute.
+/// Buffer offsets already include each operand's byte offset.
 struct GemmDesc {
+  bool transA = true, transB = false;
   int64_t m = 0, n = 0, k = 0;
-  DType abType = DType::F32;
-  BufferRef a, b, c;
+  DType aType = DType::F32, bType = DType::F32, cType = DType::F32;
   int64_t lda = 0, ldb = 0, ldc = 0;
+  BufferRef a, b, c;
+  float alpha = 1, beta = 0;
 };
 
-struct Launch {
+struct LaunchRecord {
   enum class Kind : uint8_t { Kernel, Gemm };
   Kind kind = Kind::Kernel;
   // Kernel
@@ -80,7 +82,7 @@ struct CompiledEntry {
   std::string name;
   uint64_t arenaBytes = 0;
   std::vector<IoBinding> inputs, outputs;
-  std::vector<Launch> launches;
+  std::vector<LaunchRecord> launches;
 };
 
 /// A weight or state tensor shared by every entry.

@@ -185,7 +185,7 @@ EncodedProgram encodeProgram(const CompiledProgram &p) {
       }
     }
     w.u64(e.launches.size());
-    for (const Launch &l : e.launches) {
+    for (const LaunchRecord &l : e.launches) {
       w.pod(static_cast<uint8_t>(l.kind));
       w.pod(l.module);
       w.str(l.symbol);
@@ -198,16 +198,22 @@ EncodedProgram encodeProgram(const CompiledProgram &p) {
       for (const BufferRef &r : l.args)
         w.ref(r);
       const GemmDesc &g = l.gemm;
+      w.pod(static_cast<uint8_t>(g.transA));
+      w.pod(static_cast<uint8_t>(g.transB));
       w.pod(g.m);
       w.pod(g.n);
       w.pod(g.k);
-      w.pod(static_cast<uint8_t>(g.abType));
-      w.ref(g.a);
-      w.ref(g.b);
-      w.ref(g.c);
+      w.pod(static_cast<uint8_t>(g.aType));
+      w.pod(static_cast<uint8_t>(g.bType));
+      w.pod(static_cast<uint8_t>(g.cType));
       w.pod(g.lda);
       w.pod(g.ldb);
       w.pod(g.ldc);
+      w.ref(g.a);
+      w.ref(g.b);
+      w.ref(g.c);
+      w.pod(g.alpha);
+      w.pod(g.beta);
       w.u64(l.deps.size());
       for (uint32_t d : l.deps)
         w.pod(d);
@@ -276,11 +282,11 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
     }
     uint64_t nLaunches = r.count(64);
     for (uint64_t k = 0; k < nLaunches && !r.failed(); ++k) {
-      Launch l;
+      LaunchRecord l;
       auto kind = r.pod<uint8_t>();
-      if (kind > static_cast<uint8_t>(Launch::Kind::Gemm))
+      if (kind > static_cast<uint8_t>(LaunchRecord::Kind::Gemm))
         return corrupt("bad launch kind");
-      l.kind = static_cast<Launch::Kind>(kind);
+      l.kind = static_cast<LaunchRecord::Kind>(kind);
       l.module = r.pod<uint32_t>();
       l.symbol = r.str();
       for (int d = 0; d < 3; ++d)
@@ -292,16 +298,25 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
       for (uint64_t a = 0; a < nArgs && !r.failed(); ++a)
         l.args.push_back(r.ref());
       GemmDesc &g = l.gemm;
+      g.transA = r.pod<uint8_t>() != 0;
+      g.transB = r.pod<uint8_t>() != 0;
       g.m = r.pod<int64_t>();
       g.n = r.pod<int64_t>();
       g.k = r.pod<int64_t>();
-      g.abType = static_cast<DType>(r.pod<uint8_t>());
-      g.a = r.ref();
-      g.b = r.ref();
-      g.c = r.ref();
+      for (DType *t : {&g.aType, &g.bType, &g.cType}) {
+        auto v = r.pod<uint8_t>();
+        if (v > static_cast<uint8_t>(DType::BF16))
+          return corrupt("bad gemm dtype");
+        *t = static_cast<DType>(v);
+      }
       g.lda = r.pod<int64_t>();
       g.ldb = r.pod<int64_t>();
       g.ldc = r.pod<int64_t>();
+      g.a = r.ref();
+      g.b = r.ref();
+      g.c = r.ref();
+      g.alpha = r.pod<float>();
+      g.beta = r.pod<float>();
       uint64_t nDeps = r.count(4);
       for (uint64_t d = 0; d < nDeps && !r.failed(); ++d) {
         uint32_t dep = r.pod<uint32_t>();
@@ -310,7 +325,7 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
         l.deps.push_back(dep);
       }
       l.what = r.str();
-      if (l.kind == Launch::Kind::Kernel && l.module >= nModules)
+      if (l.kind == LaunchRecord::Kind::Kernel && l.module >= nModules)
         return corrupt("launch names a missing module");
       e.launches.push_back(std::move(l));
     }

@@ -46,7 +46,7 @@ llvm::Expected<LaunchDag> LaunchDag::build(const Function &fn) {
     if (!launchesWork(node))
       continue;
     dag.launchOfNode_[n] = static_cast<LaunchId>(dag.launches_.size());
-    dag.launches_.push_back(Launch{n, {}, {}, 0});
+    dag.launches_.push_back(LaunchNode{n, {}, {}, 0});
   }
   // Who writes the bytes each value reads: its launch, or for a view the
   // producer of its operand (program order: operands come first).
@@ -110,7 +110,7 @@ llvm::Expected<LaunchDag> LaunchDag::build(const Function &fn) {
   }
   // Transitive reduction: drop p when another pred q already has p as ancestor.
   for (LaunchId l = 0; l < numLaunches; ++l) {
-    Launch &launch = dag.launches_[l];
+    LaunchNode &launch = dag.launches_[l];
     for (LaunchId p : preds[l]) {
       bool implied =
           llvm::any_of(preds[l], [&](LaunchId q) { return q != p && dag.ancestors_[q].test(p); });
@@ -132,7 +132,7 @@ llvm::Expected<LaunchDag> LaunchDag::build(const Function &fn) {
     return dag.launches_[a].level < dag.launches_[b].level;
   });
   std::vector<unsigned> width(dag.numLevels_, 0);
-  for (const Launch &launch : dag.launches_)
+  for (const LaunchNode &launch : dag.launches_)
     dag.maxWidth_ = std::max(dag.maxWidth_, ++width[launch.level]);
   return dag;
 }

@@ -35,7 +35,7 @@ namespace fg {
 using LaunchId = uint32_t;
 constexpr LaunchId kNoLaunch = ~0u;
 
-struct Launch {
+struct LaunchNode {
   NodeId node;                          ///< the node this launch executes
   llvm::SmallVector<LaunchId, 4> preds; ///< direct dependencies (transitively reduced)
   llvm::SmallVector<LaunchId, 4> succs; ///< launches that depend directly on this one
@@ -60,8 +60,8 @@ public:
   static llvm::Expected<LaunchDag> build(const Function &fn);
 
   size_t size() const { return launches_.size(); }
-  const Launch &launch(LaunchId l) const { return launches_[l]; }
-  llvm::ArrayRef<Launch> launches() const { return launches_; }
+  const LaunchNode &launch(LaunchId l) const { return launches_[l]; }
+  llvm::ArrayRef<LaunchNode> launches() const { return launches_; }
   /// The launch executing node `n`, or kNoLaunch for a view-like node.
   LaunchId launchOf(NodeId n) const { return launchOfNode_[n]; }
   /// The launch that writes the bytes `v` reads from (views followed), or
@@ -84,7 +84,7 @@ public:
   unsigned maxLevelWidth() const { return maxWidth_; }
 
 private:
-  std::vector<Launch> launches_;
+  std::vector<LaunchNode> launches_;
   std::vector<LaunchId> launchOfNode_;
   std::vector<LaunchId> producer_;
   std::vector<llvm::BitVector> ancestors_;

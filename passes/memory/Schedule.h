@@ -25,7 +25,7 @@ inline ScheduleSummary summarizeSchedule(const LaunchDag &dag) {
   s.levels = dag.numLevels();
   s.maxWidth = dag.maxLevelWidth();
   unsigned sources = 0;
-  for (const Launch &l : dag.launches()) {
+  for (const LaunchNode &l : dag.launches()) {
     if (l.succs.size() > 1)
       s.parallelBranches += static_cast<unsigned>(l.succs.size()) - 1;
     sources += l.preds.empty();

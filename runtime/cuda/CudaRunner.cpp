@@ -122,25 +122,24 @@ struct CudaRunner::Impl {
     return makeError("no entry '" + name + "' in this plan (entries: " + known + ")");
   }
 
-  llvm::Error launchGemm(const Launch &l, cudaStream_t s) {
+  llvm::Error launchGemm(const LaunchRecord &l, cudaStream_t s) {
     const GemmDesc &g = l.gemm;
-    float alpha = 1, beta = 0;
-    cudaDataType t = cudaTypeOf(g.abType);
     if (auto e = cublasCheck(cublasSetStream(cublas, s), "cublasSetStream"))
       return e;
-    // Row-major C[m,n] = A[m,k]·B[n,k]ᵀ is column-major Cᵀ[n,m] = Bᵀ·A.
-    return cublasCheck(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(g.n),
-                                    static_cast<int>(g.m), static_cast<int>(g.k), &alpha,
-                                    address(g.b), t, static_cast<int>(g.ldb), address(g.a), t,
-                                    static_cast<int>(g.lda), &beta, address(g.c), CUDA_R_32F,
-                                    static_cast<int>(g.ldc), CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT),
-                       l.what);
+    return cublasCheck(
+        cublasGemmEx(cublas, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N,
+                     g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.m),
+                     static_cast<int>(g.n), static_cast<int>(g.k), &g.alpha, address(g.a),
+                     cudaTypeOf(g.aType), static_cast<int>(g.lda), address(g.b),
+                     cudaTypeOf(g.bType), static_cast<int>(g.ldb), &g.beta, address(g.c),
+                     cudaTypeOf(g.cType), static_cast<int>(g.ldc), CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT),
+        l.what);
   }
 
   llvm::Error launch(EntryState &es, size_t i, cudaStream_t s) {
-    const Launch &l = es.entry->launches[i];
-    if (l.kind == Launch::Kind::Gemm)
+    const LaunchRecord &l = es.entry->launches[i];
+    if (l.kind == LaunchRecord::Kind::Gemm)
       return launchGemm(l, s);
     std::vector<void *> ptrs(l.args.size());
     std::vector<void *> argv(l.args.size());
@@ -162,11 +161,11 @@ struct CudaRunner::Impl {
     const auto &launches = es.entry->launches;
     std::vector<cudaGraphNode_t> nodes(launches.size());
     for (size_t i = 0; i < launches.size(); ++i) {
-      const Launch &l = launches[i];
+      const LaunchRecord &l = launches[i];
       std::vector<cudaGraphNode_t> deps;
       for (uint32_t d : l.deps)
         deps.push_back(nodes[d]);
-      if (l.kind == Launch::Kind::Gemm) {
+      if (l.kind == LaunchRecord::Kind::Gemm) {
         cudaGraph_t child = nullptr;
         if (auto e = cudaCheck(cudaStreamBeginCapture(captureStream, cudaStreamCaptureModeThreadLocal),
                                "capture of " + l.what))
@@ -312,9 +311,9 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
   for (const CompiledEntry &ce : prog.entries) {
     EntryState es;
     es.entry = &ce;
-    for (const Launch &l : ce.launches) {
+    for (const LaunchRecord &l : ce.launches) {
       void *k = nullptr;
-      if (l.kind == Launch::Kind::Kernel) {
+      if (l.kind == LaunchRecord::Kind::Kernel) {
         if (l.module >= m.libraries.size())
           return makeError("launch " + l.what + " names a missing kernel module");
         cudaKernel_t kernel = nullptr;

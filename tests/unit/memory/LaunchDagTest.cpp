@@ -56,7 +56,7 @@ TEST(LaunchDag, TransitiveReductionAndViews) {
   EXPECT_EQ(dag->launchOf(1), kNoLaunch); // the reshape
   EXPECT_EQ(dag->producer(r), dag->launchOf(0));
   EXPECT_EQ(dag->producer(x), kNoLaunch);
-  const Launch &lc = dag->launch(dag->launchOf(3));
+  const LaunchNode &lc = dag->launch(dag->launchOf(3));
   ASSERT_EQ(lc.preds.size(), 1u);
   EXPECT_EQ(lc.preds[0], dag->launchOf(2));
   EXPECT_TRUE(dag->happensBefore(dag->launchOf(0), dag->launchOf(3)));
