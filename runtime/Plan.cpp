@@ -25,11 +25,9 @@ namespace fg {
 namespace {
 
 constexpr size_t kHeaderSize = 32;
-constexpr size_t kEntrySize = 32;
-constexpr size_t kIdSize = 12;
+constexpr size_t kEntrySize = 40;
+constexpr size_t kIdSize = 16;
 constexpr size_t kCrcOffset = 24;
-/// Sections with this flag (bulk weight bytes) are left out of the checksum.
-constexpr uint32_t kSectionBulk = 1;
 
 void put16(std::string &s, uint16_t v) {
   char b[2];
@@ -49,12 +47,6 @@ void put64(std::string &s, uint64_t v) {
 uint16_t get16(StringRef s, size_t at) { return support::endian::read16le(s.data() + at); }
 uint32_t get32(StringRef s, size_t at) { return support::endian::read32le(s.data() + at); }
 uint64_t get64(StringRef s, size_t at) { return support::endian::read64le(s.data() + at); }
-
-struct Section {
-  std::string id;
-  uint32_t flags = 0;
-  std::string bytes;
-};
 
 template <typename T> std::string joinInts(ArrayRef<T> v) {
   std::string s;
@@ -147,9 +139,24 @@ bool PlanOptions::operator==(const PlanOptions &o) const {
 }
 
 Plan::Plan(Graph graph, PlanOptions options, std::vector<PlanPassRecord> passes,
-           uint32_t cudaRuntimeVersion, uint32_t nvrtcVersion)
+           uint32_t cudaRuntimeVersion, uint32_t nvrtcVersion, std::vector<PlanSection> sections)
     : graph_(std::move(graph)), options_(std::move(options)), passes_(std::move(passes)),
-      cudaRuntimeVersion_(cudaRuntimeVersion), nvrtcVersion_(nvrtcVersion) {}
+      cudaRuntimeVersion_(cudaRuntimeVersion), nvrtcVersion_(nvrtcVersion),
+      sections_(std::move(sections)) {
+  for (const PlanSection &s : sections_) {
+    assert(s.id != "ir" && s.id != "meta" && "ir and meta are written by the plan itself");
+    assert(s.id.size() < kIdSize && "section ids are short");
+    assert(s.checked <= s.bytes.size() && "the checked prefix lies inside the section");
+    (void)s;
+  }
+}
+
+const PlanSection *Plan::section(StringRef id) const {
+  for (const PlanSection &s : sections_)
+    if (s.id == id)
+      return &s;
+  return nullptr;
+}
 
 std::vector<std::string> Plan::entries() const {
   std::vector<std::string> names;
@@ -159,9 +166,11 @@ std::vector<std::string> Plan::entries() const {
 }
 
 std::string Plan::serialize() const {
-  std::vector<Section> sections;
-  sections.push_back({"ir", 0, printToString(graph_)});
-  sections.push_back({"meta", 0, writeMeta(options_, passes_)});
+  std::vector<PlanSection> sections;
+  std::string ir = printToString(graph_), meta = writeMeta(options_, passes_);
+  sections.push_back({"ir", ir, ir.size()});
+  sections.push_back({"meta", meta, meta.size()});
+  sections.insert(sections.end(), sections_.begin(), sections_.end());
 
   std::string out;
   out.append(kMagic, sizeof(kMagic));
@@ -175,27 +184,25 @@ std::string Plan::serialize() const {
   assert(out.size() == kHeaderSize && "header layout");
 
   uint64_t offset = kHeaderSize + kEntrySize * sections.size();
-  for (const Section &s : sections) {
+  for (const PlanSection &s : sections) {
     assert(s.id.size() < kIdSize && "section ids are short");
     std::string id = s.id;
     id.resize(kIdSize, '\0');
     out += id;
-    put32(out, s.flags);
     put64(out, offset);
     put64(out, s.bytes.size());
+    put64(out, s.checked);
     offset += s.bytes.size();
   }
-  for (const Section &s : sections)
+  size_t tableEnd = out.size();
+  for (const PlanSection &s : sections)
     out += s.bytes;
 
-  // The checksum covers everything but bulk sections (none yet).
-  uint32_t crc = 0;
-  size_t tableEnd = kHeaderSize + kEntrySize * sections.size();
-  crc = crc32(crc, arrayRefFromStringRef(StringRef(out).take_front(tableEnd)));
+  // Header and table, then each section's checked prefix, in file order.
+  uint32_t crc = crc32(0, arrayRefFromStringRef(StringRef(out).take_front(tableEnd)));
   size_t at = tableEnd;
-  for (const Section &s : sections) {
-    if (!(s.flags & kSectionBulk))
-      crc = crc32(crc, arrayRefFromStringRef(StringRef(out).substr(at, s.bytes.size())));
+  for (const PlanSection &s : sections) {
+    crc = crc32(crc, arrayRefFromStringRef(StringRef(out).substr(at, s.checked)));
     at += s.bytes.size();
   }
   char b[4];
@@ -261,17 +268,23 @@ Expected<Plan> Plan::deserialize(StringRef bytes, StringRef name) {
 
   struct Entry {
     std::string id;
-    uint32_t flags;
-    uint64_t offset, size;
+    uint64_t offset, size, checked;
   };
   std::vector<Entry> table;
   for (uint32_t i = 0; i < count; ++i) {
     size_t at = kHeaderSize + kEntrySize * i;
     StringRef id = bytes.substr(at, kIdSize);
     id = id.take_until([](char c) { return c == '\0'; });
-    Entry e{id.str(), get32(bytes, at + 12), get64(bytes, at + 16), get64(bytes, at + 24)};
+    Entry e{id.str(), get64(bytes, at + 16), get64(bytes, at + 24), get64(bytes, at + 32)};
     if (e.offset < tableEnd || e.offset > bytes.size() || e.size > bytes.size() - e.offset)
-      return makeError(name + ": truncated plan (section '" + e.id + "' runs past the end of the file)");
+      return makeError(name + ": truncated plan (section '" + e.id +
+                       "' runs past the end of the file)");
+    for (const Entry &prev : table)
+      if (prev.id == e.id)
+        return makeError(name + ": corrupt plan (two sections named '" + e.id + "')");
+    if (e.checked > e.size)
+      return makeError(name + ": corrupt plan (section '" + e.id +
+                       "' checks more bytes than it holds)");
     table.push_back(std::move(e));
   }
 
@@ -285,8 +298,7 @@ Expected<Plan> Plan::deserialize(StringRef bytes, StringRef name) {
   std::sort(order.begin(), order.end(),
             [](const Entry *a, const Entry *b) { return a->offset < b->offset; });
   for (const Entry *e : order)
-    if (!(e->flags & kSectionBulk))
-      crc = crc32(crc, arrayRefFromStringRef(bytes.substr(e->offset, e->size)));
+    crc = crc32(crc, arrayRefFromStringRef(bytes.substr(e->offset, e->checked)));
   if (crc != storedCrc)
     return makeError(name + ": corrupt plan (checksum mismatch: stored " +
                      utohexstr(storedCrc) + ", computed " + utohexstr(crc) + ")");
@@ -312,7 +324,12 @@ Expected<Plan> Plan::deserialize(StringRef bytes, StringRef name) {
   std::vector<PlanPassRecord> passes;
   if (Error e = readMeta(*meta, name, options, passes))
     return e;
-  return Plan(std::move(*graph), std::move(options), std::move(passes), cudart, nvrtc);
+  std::vector<PlanSection> extra;
+  for (const Entry &e : table)
+    if (e.id != "ir" && e.id != "meta")
+      extra.push_back({e.id, bytes.substr(e.offset, e.size).str(), e.checked});
+  return Plan(std::move(*graph), std::move(options), std::move(passes), cudart, nvrtc,
+              std::move(extra));
 }
 
 std::string cudaVersionStr(uint32_t v) {

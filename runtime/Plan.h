@@ -9,15 +9,17 @@
 //
 //   header   (32 bytes)  "FGPLAN\0\0", u16 major, u16 minor, u32 cudart version,
 //                        u32 nvrtc version, u32 section count, u32 crc32, u32 reserved
-//   table    (32 bytes per section)  char id[12] (NUL padded), u32 flags,
-//                        u64 offset, u64 size
+//   table    (40 bytes per section)  char id[16] (NUL padded), u64 offset,
+//                        u64 size, u64 checked (leading bytes under the checksum)
 //   sections "ir": the printed Graph (re-parsed and verified on load)
 //            "meta": compile options and pass records, `key value` lines
+//            others (e.g. "program" from codegen) are carried as bytes
 //
-// The crc32 covers the header (with the crc field zeroed), the table and every
-// section not flagged kSectionBulk (bulk weight bytes, later). A reader
-// refuses a newer major version; it ignores sections it does not know, so a
-// newer minor version stays readable.
+// The crc32 covers the header (with the crc field zeroed), the table and the
+// first `checked` bytes of every section: a section ending in bulk weight
+// bytes sets checked to where they start. A reader refuses a newer major
+// version; it keeps sections it does not know as bytes, so a newer minor
+// version stays readable.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -60,6 +62,13 @@ struct PlanPassRecord {
   }
 };
 
+/// A section other than "ir" and "meta", kept as bytes.
+struct PlanSection {
+  std::string id;       ///< at most 15 characters
+  std::string bytes;
+  uint64_t checked = 0; ///< leading bytes covered by the checksum (the rest is bulk)
+};
+
 class Plan {
 public:
   static constexpr uint16_t kFormatMajor = 1;
@@ -68,7 +77,8 @@ public:
 
   /// Builds a plan (codegen/cuda/Compile.cpp does this; tests may too).
   Plan(Graph graph, PlanOptions options, std::vector<PlanPassRecord> passes = {},
-       uint32_t cudaRuntimeVersion = 0, uint32_t nvrtcVersion = 0);
+       uint32_t cudaRuntimeVersion = 0, uint32_t nvrtcVersion = 0,
+       std::vector<PlanSection> sections = {});
 
   const Graph &graph() const { return graph_; }
   const PlanOptions &options() const { return options_; }
@@ -77,6 +87,10 @@ public:
   /// with; 0 when unknown.
   uint32_t cudaRuntimeVersion() const { return cudaRuntimeVersion_; }
   uint32_t nvrtcVersion() const { return nvrtcVersion_; }
+  /// Extra sections (codegen's "program", ...), in file order.
+  llvm::ArrayRef<PlanSection> sections() const { return sections_; }
+  /// The extra section `id`, or null.
+  const PlanSection *section(llvm::StringRef id) const;
   /// Entry names in graph order (`decode`, `prefill_64`, ...).
   std::vector<std::string> entries() const;
 
@@ -97,6 +111,7 @@ private:
   std::vector<PlanPassRecord> passes_;
   uint32_t cudaRuntimeVersion_ = 0;
   uint32_t nvrtcVersion_ = 0;
+  std::vector<PlanSection> sections_;
 };
 
 /// "13.0" for 13000; "unknown" for 0.

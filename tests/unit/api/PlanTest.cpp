@@ -206,6 +206,34 @@ TEST(Plan, NewerMajorRefused) {
   EXPECT_EQ(errorText(p), "new.plan: plan format 2.x is newer than this fusegraph (1.x)");
 }
 
+/// Extra sections (codegen's program) round-trip as bytes; their bulk tail is
+/// outside the checksum, their checked head inside it.
+TEST(Plan, ExtraSectionWithBulkTail) {
+  Plan small = smallPlan();
+  Plan p(small.graph(), small.options(), {}, 0, 0,
+         {{"program", std::string("HEAD") + std::string(64, 'w'), 4}});
+  std::string bytes = p.serialize();
+  Expected<Plan> q = Plan::deserialize(bytes, "p.plan");
+  ASSERT_TRUE(bool(q)) << errorText(q);
+  ASSERT_EQ(q->sections().size(), 1u);
+  const PlanSection *s = q->section("program");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->bytes, std::string("HEAD") + std::string(64, 'w'));
+  EXPECT_EQ(s->checked, 4u);
+  EXPECT_EQ(q->section("kernels"), nullptr);
+  EXPECT_EQ(q->serialize(), bytes);
+
+  size_t head = bytes.find("HEAD");
+  ASSERT_NE(head, std::string::npos);
+  std::string bulkFlip = bytes;
+  bulkFlip[head + 10] = 'x'; // weight bytes: not checksummed
+  EXPECT_TRUE(bool(Plan::deserialize(bulkFlip, "p.plan")));
+  std::string headFlip = bytes;
+  headFlip[head + 1] = 'x';
+  Expected<Plan> bad = Plan::deserialize(headFlip, "p.plan");
+  EXPECT_NE(errorText(bad).find("checksum mismatch"), std::string::npos);
+}
+
 /// Another file type is refused by its magic.
 TEST(Plan, WrongMagicRefused) {
   std::string bytes = smallPlan().serialize();

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Fresh Debian 12 machine -> ./build/fusegraph and every test binary.
+#   bash scripts/build.sh            (BUILD_DIR=build, JOBS=number of cores)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${BUILD_DIR:-build}"
+jobs="${JOBS:-$(nproc)}"
+cuda="${CUDA_HOME:-/usr/local/cuda}"
+
+bash "$root/scripts/setup-deps.sh"
+cd "$root"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCUDAToolkit_ROOT="$cuda" >/dev/null
+cmake --build "$build" -j "$jobs"
