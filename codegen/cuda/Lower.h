@@ -1,0 +1,42 @@
+//===- Lower.h - Graph -> CompiledProgram (kernels, buffers, launch DAG) ---===//
+//
+// For every entry: layouts of every value (views compose strides, never
+// copy), kernels emitted per node, memory planned over the launch DAG (with
+// each node's scratch), then every launch's pointer arguments resolved to
+// (space, index, byte offset) and its dependencies taken from the DAG. Each
+// unique kernel source is compiled once with NVRTC (disk-cached) into its
+// own module; weights and state become the program's tables, shared by name.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "codegen/cuda/Kernel.h"
+#include "codegen/cuda/Nvrtc.h"
+#include "ir/Diag.h"
+#include "ir/Graph.h"
+#include "runtime/Program.h"
+
+#include "llvm/Support/Error.h"
+
+namespace fg::cuda {
+
+struct LowerOptions {
+  EmitOptions emit;
+  NvrtcOptions nvrtc;
+  /// KV rows; positions at or past it are refused before launch. 0: taken
+  /// from the first state tensor's rows.
+  int64_t ctx = 0;
+  uint64_t cublasWorkspaceBytes = 32ull << 20;
+  LogSink log;
+};
+
+/// What lowering did, for `inspect` and logs.
+struct LowerStats {
+  unsigned kernels = 0, gemms = 0, modules = 0, cacheHits = 0;
+  uint64_t arenaBytes = 0, peakLiveBytes = 0;
+};
+
+llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &opts,
+                                           LowerStats *stats = nullptr);
+
+} // namespace fg::cuda
