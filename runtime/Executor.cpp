@@ -50,8 +50,7 @@ Expected<Executor> Executor::create(const Plan &plan, const ExecOptions &opts) {
   e.entries_ = plan.entries();
   if (opts.log)
     opts.log(LogLevel::Verbose, "executor: cpu reference interpreter, ctx " +
-                                    std::to_string(e.ctx_) + ", entries " +
-                                    join(e.entries_, ", "));
+                                    std::to_string(e.ctx_) + ", entries " + join(e.entries_, ", "));
   if (Error err = e.interp_->prepare())
     return err;
   return e;
@@ -97,8 +96,8 @@ Error Executor::run(StringRef name) {
       return makeError("entry '" + name + "' needs input '" + v.name + "', which is not set");
     const std::vector<int32_t> &vals = it->second;
     if (static_cast<int64_t>(vals.size()) != v.type.numElements())
-      return makeError("input '" + v.name + "' has " + Twine(vals.size()) + " elements but entry '" +
-                       name + "' takes " + v.type.str());
+      return makeError("input '" + v.name + "' has " + Twine(vals.size()) +
+                       " elements but entry '" + name + "' takes " + v.type.str());
     if (v.name == "positions") {
       for (int32_t p : vals) {
         if (p < 0)

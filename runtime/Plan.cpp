@@ -78,7 +78,8 @@ std::string writeMeta(const PlanOptions &o, ArrayRef<PlanPassRecord> passes) {
   return os.str();
 }
 
-Error readMeta(StringRef text, StringRef file, PlanOptions &o, std::vector<PlanPassRecord> &passes) {
+Error readMeta(StringRef text, StringRef file, PlanOptions &o,
+               std::vector<PlanPassRecord> &passes) {
   auto bad = [&](StringRef line) {
     return makeError(file + ": corrupt plan: bad meta line '" + line + "'");
   };
@@ -246,8 +247,7 @@ Expected<Plan> Plan::load(StringRef path) {
 
 Expected<Plan> Plan::deserialize(StringRef bytes, StringRef name) {
   StringRef magic(kMagic, sizeof(kMagic));
-  if (!bytes.startswith(magic.take_front(std::min(bytes.size(), magic.size()))) ||
-      bytes.empty())
+  if (!bytes.startswith(magic.take_front(std::min(bytes.size(), magic.size()))) || bytes.empty())
     return makeError(name + ": not a fusegraph plan (bad magic)");
   if (bytes.size() < kHeaderSize)
     return makeError(name + ": truncated plan (" + Twine(bytes.size()) +
@@ -300,8 +300,8 @@ Expected<Plan> Plan::deserialize(StringRef bytes, StringRef name) {
   for (const Entry *e : order)
     crc = crc32(crc, arrayRefFromStringRef(bytes.substr(e->offset, e->checked)));
   if (crc != storedCrc)
-    return makeError(name + ": corrupt plan (checksum mismatch: stored " +
-                     utohexstr(storedCrc) + ", computed " + utohexstr(crc) + ")");
+    return makeError(name + ": corrupt plan (checksum mismatch: stored " + utohexstr(storedCrc) +
+                     ", computed " + utohexstr(crc) + ")");
 
   auto section = [&](StringRef id) -> Expected<StringRef> {
     for (const Entry &e : table)
@@ -318,8 +318,8 @@ Expected<Plan> Plan::deserialize(StringRef bytes, StringRef name) {
 
   Expected<Graph> graph = parseGraph(*ir, (name + ":ir").str());
   if (!graph)
-    return makeError(name + ": corrupt plan (its IR does not parse: " +
-                     toString(graph.takeError()) + ")");
+    return makeError(name +
+                     ": corrupt plan (its IR does not parse: " + toString(graph.takeError()) + ")");
   PlanOptions options;
   std::vector<PlanPassRecord> passes;
   if (Error e = readMeta(*meta, name, options, passes))

@@ -39,14 +39,14 @@ namespace fg {
 /// What the plan was compiled with (recorded so `inspect` can show it and a
 /// runtime can check what it was given).
 struct PlanOptions {
-  int64_t ctx = 4096;                 ///< KV cache rows (positions must be < ctx)
-  std::vector<int64_t> prefill;       ///< prefill bucket sizes (entries prefill_N)
-  std::string arch = "sm_90";         ///< target GPU architecture
-  bool fusion = true;                 ///< fusion passes enabled
+  int64_t ctx = 4096;                     ///< KV cache rows (positions must be < ctx)
+  std::vector<int64_t> prefill;           ///< prefill bucket sizes (entries prefill_N)
+  std::string arch = "sm_90";             ///< target GPU architecture
+  bool fusion = true;                     ///< fusion passes enabled
   std::vector<std::string> disableFusion; ///< fusion patterns turned off by name
-  std::string kvDtype = "f16";        ///< KV cache element type
-  bool lastLogitsOnly = false;        ///< prefill returns only the last row
-  std::string source;                 ///< the model path or name it came from
+  std::string kvDtype = "f16";            ///< KV cache element type
+  bool lastLogitsOnly = false;            ///< prefill returns only the last row
+  std::string source;                     ///< the model path or name it came from
 
   bool operator==(const PlanOptions &o) const;
   bool operator!=(const PlanOptions &o) const { return !(*this == o); }
@@ -64,7 +64,7 @@ struct PlanPassRecord {
 
 /// A section other than "ir" and "meta", kept as bytes.
 struct PlanSection {
-  std::string id;       ///< at most 15 characters
+  std::string id; ///< at most 15 characters
   std::string bytes;
   uint64_t checked = 0; ///< leading bytes covered by the checksum (the rest is bulk)
 };

@@ -1,9 +1,9 @@
 //===- Commands.h - the fusegraph subcommands --------------------*- C++ -*-===//
 #pragma once
 
+#include "codegen/cuda/Compile.h"
 #include "ir/Diag.h"
 #include "ir/Graph.h"
-#include "codegen/cuda/Compile.h"
 #include "runtime/Executor.h"
 #include "runtime/Plan.h"
 #include "tools/Flags.h"
@@ -39,8 +39,7 @@ struct ModelSettings {
 /// `--arch`, `--no-fusion`, dump flags, ...) to a subcommand.
 void addCompileFlags(Flags &f);
 /// Reads them back. Returns false (with `exitCode` set) on a usage error.
-bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &compile,
-                      int &exitCode);
+bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &compile, int &exitCode);
 /// Reads `--device`, `--mode`, `--debug-sync`, `--verbose` (declared by the caller).
 bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode);
 /// MODEL or X.plan -> a Plan (loading and compiling a model as needed).

@@ -37,8 +37,8 @@ int runCompile(ArrayRef<const char *> args) {
   size_t ops = 0;
   for (const Function &fn : plan->graph().functions())
     ops += fn.numNodes();
-  outs() << "wrote " << out << ": " << plan->entries().size() << " entries, " << ops
-         << " ops, ctx " << plan->options().ctx << "\n";
+  outs() << "wrote " << out << ": " << plan->entries().size() << " entries, " << ops << " ops, ctx "
+         << plan->options().ctx << "\n";
   return kOk;
 }
 

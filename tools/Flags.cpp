@@ -100,8 +100,8 @@ bool Flags::getInt(StringRef name, int64_t def, int64_t &out, int &exitCode) con
     return true;
   std::string v = get(name);
   if (StringRef(v).getAsInteger(10, out)) {
-    exitCode = usageError("flag --" + name + " of '" + command_ + "' expects an integer, got '" +
-                          v + "'");
+    exitCode =
+        usageError("flag --" + name + " of '" + command_ + "' expects an integer, got '" + v + "'");
     return false;
   }
   return true;

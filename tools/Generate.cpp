@@ -75,7 +75,8 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   std::vector<Bucket> buckets;
   for (const std::string &name : exec->entries()) {
     int64_t n;
-    if (StringRef(name).startswith("prefill_") && !StringRef(name).drop_front(8).getAsInteger(10, n))
+    if (StringRef(name).startswith("prefill_") &&
+        !StringRef(name).drop_front(8).getAsInteger(10, n))
       buckets.push_back({n, name});
   }
   llvm::sort(buckets, [](const Bucket &a, const Bucket &b) { return a.size < b.size; });
@@ -83,8 +84,8 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   outs() << "device: "
          << (opts.device == ExecOptions::Device::Cpu ? "cpu (reference interpreter)" : "cuda")
          << "\n";
-  outs() << "prompt: " << join(llvm::map_range(prompt, [](int32_t t) { return std::to_string(t); }), ",")
-         << "\n";
+  outs() << "prompt: "
+         << join(llvm::map_range(prompt, [](int32_t t) { return std::to_string(t); }), ",") << "\n";
 
   // --- the prompt --------------------------------------------------------------
   auto runChunk = [&](const std::string &entry, ArrayRef<int32_t> toks,
@@ -165,8 +166,7 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   double decodeMs = msSince(t0);
 
   outs() << "tokens: "
-         << join(llvm::map_range(tokens, [](int32_t t) { return std::to_string(t); }), " ")
-         << "\n";
+         << join(llvm::map_range(tokens, [](int32_t t) { return std::to_string(t); }), " ") << "\n";
   outs() << "prefill: " << P << " tokens in " << chunks << (chunks == 1 ? " run, " : " runs, ")
          << format("%.2f", promptMs) << " ms\n";
   if (steps > 1)

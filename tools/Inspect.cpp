@@ -87,17 +87,16 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
   else
     os << "model: " << path << " (compiled in memory)\n";
   os << "options: ctx " << o.ctx << ", prefill "
-     << (o.prefill.empty() ? std::string("none")
-                           : join(map_range(o.prefill, [](int64_t n) { return std::to_string(n); }),
-                                  ","))
+     << (o.prefill.empty()
+             ? std::string("none")
+             : join(map_range(o.prefill, [](int64_t n) { return std::to_string(n); }), ","))
      << ", arch " << o.arch << ", fusion " << (o.fusion ? "on" : "off") << ", kv " << o.kvDtype;
   if (!o.disableFusion.empty())
     os << ", disabled fusions " << join(o.disableFusion, ",");
   os << "\n";
   os << "entries:\n";
   for (const EntrySummary &e : s.entries) {
-    os << "  " << e.name << "(" << join(e.inputs, ", ") << ") -> " << join(e.results, ", ")
-       << "\n";
+    os << "  " << e.name << "(" << join(e.inputs, ", ") << ") -> " << join(e.results, ", ") << "\n";
     os << "    ops: " << e.ops << " (";
     bool first = true;
     for (const auto &[name, count] : e.opCounts) {

@@ -28,7 +28,8 @@ int runOpt(ArrayRef<const char *> args) {
   Flags f("opt", "opt FILE.fg [--passes=a,b,...] [-o OUT]",
           "Parses and verifies FILE.fg ('-' reads stdin), runs the passes in order and prints the\n"
           "resulting IR to stdout (or OUT). Dumps, statistics and timing go to stderr.\n"
-          "Passes: " + join(registeredPasses(), ", "));
+          "Passes: " +
+              join(registeredPasses(), ", "));
   f.option("passes", "a,b,...", "passes to run, in order");
   f.flag("print-ir-after-all", "print the IR after every pass");
   f.flag("print-ir-before-all", "print the IR before every pass");

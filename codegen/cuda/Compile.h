@@ -30,11 +30,11 @@ struct CompileOptions {
   int64_t ctx = 0;
   std::string kvDtype = "f16";
   bool lastLogitsOnly = false;
-  std::string source;                     ///< model path or name, recorded in the plan
+  std::string source; ///< model path or name, recorded in the plan
   /// The pipeline; empty: passes/Passes.h defaultPipeline().
   std::string pipeline;
-  PassOptions passOptions;                ///< IR dumps, stats, timing
-  LogSink log;                            ///< verbose messages; may be empty
+  PassOptions passOptions; ///< IR dumps, stats, timing
+  LogSink log;             ///< verbose messages; may be empty
 };
 
 llvm::Expected<Plan> compile(const Graph &g, const CompileOptions &opts);

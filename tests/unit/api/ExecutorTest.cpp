@@ -1,7 +1,7 @@
 //===- ExecutorTest.cpp - running plans on the CPU reference --------------===//
+#include "runtime/Executor.h"
 #include "codegen/cuda/Compile.h"
 #include "frontends/Frontend.h"
-#include "runtime/Executor.h"
 #include "runtime/reference/Interpreter.h"
 
 #include <gtest/gtest.h>

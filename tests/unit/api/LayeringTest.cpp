@@ -51,7 +51,8 @@ TEST(Layering, RepositoryIncludesPointDown) {
 TEST(Layering, ViolationsAreReported) {
   SmallString<128> root;
   ASSERT_FALSE(sys::fs::createUniqueDirectory("fg-layering", root));
-  writeFile(root, "ir/A.h", "#include \"ir/B.h\"\n#include <vector>\n#include \"runtime/Plan.h\"\n");
+  writeFile(root, "ir/A.h",
+            "#include \"ir/B.h\"\n#include <vector>\n#include \"runtime/Plan.h\"\n");
   writeFile(root, "runtime/R.cpp", "#include \"ir/Graph.h\"\n#include \"passes/Passes.h\"\n");
   writeFile(root, "codegen/cuda/C.cpp",
             "#include \"passes/Passes.h\"\n#include \"llvm/Support/Error.h\"\n"

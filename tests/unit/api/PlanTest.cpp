@@ -1,8 +1,8 @@
 //===- PlanTest.cpp - plan files: round trip and refusals -----------------===//
+#include "runtime/Plan.h"
 #include "codegen/cuda/Compile.h"
 #include "frontends/Frontend.h"
 #include "ir/Printer.h"
-#include "runtime/Plan.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -58,11 +58,11 @@ Plan smallPlan() {
   ValueId emb = fn.addArgument("emb", TensorType(DType::F32, {8, 4}), ArgRole::Weight,
                                WeightInit::normal(3, 0.5));
   SmallVector<TensorType, 1> rt;
-  Error e = inferResultTypes(OpKind::GetRows,
-                             {fn.type(emb), fn.type(tokens)}, defaultAttrs(OpKind::GetRows), rt);
+  Error e = inferResultTypes(OpKind::GetRows, {fn.type(emb), fn.type(tokens)},
+                             defaultAttrs(OpKind::GetRows), rt);
   EXPECT_FALSE(bool(e)) << toString(std::move(e));
-  NodeId n = fn.addNode(OpKind::GetRows, {emb, tokens}, defaultAttrs(OpKind::GetRows), rt,
-                        {"logits"});
+  NodeId n =
+      fn.addNode(OpKind::GetRows, {emb, tokens}, defaultAttrs(OpKind::GetRows), rt, {"logits"});
   fn.addResult(fn.node(n).result());
   PlanOptions po;
   po.ctx = 16;
@@ -116,7 +116,7 @@ TEST(Plan, HeaderLayout) {
   std::string bytes = smallPlan().serialize();
   ASSERT_GE(bytes.size(), 32u);
   EXPECT_EQ(bytes.substr(0, 8), std::string("FGPLAN\0\0", 8));
-  EXPECT_EQ(bytes[8], 1);  // major, little-endian
+  EXPECT_EQ(bytes[8], 1); // major, little-endian
   EXPECT_EQ(bytes[9], 0);
   EXPECT_EQ(bytes[10], 0); // minor
   EXPECT_EQ(uint8_t(bytes[12]) | uint8_t(bytes[13]) << 8, 12040);
