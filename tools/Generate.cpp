@@ -60,8 +60,8 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   // but the last, P..P+steps-2.
   int64_t lastPos = P + steps - 2;
   if (lastPos >= ctx)
-    return reportError(makeError("the prompt (" + Twine(P) + " tokens) plus " + Twine(steps) +
-                                 " steps needs " + Twine(lastPos + 1) +
+    return reportError(makeError("the prompt (" + Twine(P) + (P == 1 ? " token" : " tokens") +
+                                 ") plus " + Twine(steps) + " steps needs " + Twine(lastPos + 1) +
                                  " positions but the plan's ctx is " + Twine(ctx) +
                                  "; compile with a larger --ctx or use fewer --steps"));
 
@@ -72,6 +72,9 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   if (!decode)
     return reportError(makeError("the plan has no 'decode' entry; its entries are: " +
                                  join(exec->entries(), ", ")));
+  if (logitRows(*decode) == 0)
+    return reportError(makeError("entry 'decode' has no 'logits' result; run drives decoder plans "
+                                 "(inputs tokens and positions, result logits)"));
   std::vector<Bucket> buckets;
   for (const std::string &name : exec->entries()) {
     int64_t n;
