@@ -78,6 +78,18 @@ std::string humanBytes(double b) {
                 : formatv("{0:f2} {1}", b, units[u]).str();
 }
 
+std::string humanFlops(double f) {
+  if (f < 1e3)
+    return formatv("{0} flop", static_cast<int64_t>(f)).str();
+  const char *units[] = {"kflop", "Mflop", "Gflop", "Tflop"};
+  int u = -1;
+  while (f >= 1e3 && u < 3) {
+    f /= 1e3;
+    ++u;
+  }
+  return formatv("{0:f2} {1}", f, units[u]).str();
+}
+
 void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, raw_ostream &os) {
   const PlanOptions &o = plan.options();
   if (isPlan)
@@ -104,8 +116,8 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
       first = false;
     }
     os << ")\n";
-    os << "    cost: " << formatv("{0:f3}", e.cost.flops / 1e9) << " GFLOP, "
-       << humanBytes(e.cost.bytes) << " moved\n";
+    os << "    cost: " << humanFlops(e.cost.flops) << ", " << humanBytes(e.cost.bytes)
+       << " moved\n";
   }
   os << "weights: " << s.weights.values << " values, " << humanBytes(s.weights.bytes) << "\n";
   os << "state: " << s.state.values << " values, " << humanBytes(s.state.bytes) << "\n";
