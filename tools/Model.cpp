@@ -1,13 +1,8 @@
 //===- Model.cpp - MODEL arguments: .fg, .gguf, HF folders, demo -----------===//
 #include "tools/Commands.h"
 
-#include "ir/Diag.h"
-#include "ir/Parser.h"
-
-#if __has_include("frontends/Frontend.h")
 #include "frontends/Frontend.h"
-#define FG_HAVE_FRONTENDS 1
-#endif
+#include "ir/Diag.h"
 
 using namespace llvm;
 
@@ -16,7 +11,6 @@ namespace fg::cli {
 bool isPlanFile(StringRef path) { return path.endswith(".plan"); }
 
 Expected<Graph> loadModelGraph(StringRef model, const ModelSettings &s) {
-#ifdef FG_HAVE_FRONTENDS
   ModelOptions mo;
   mo.ctx = s.ctx;
   mo.prefill = s.prefill;
@@ -26,13 +20,6 @@ Expected<Graph> loadModelGraph(StringRef model, const ModelSettings &s) {
   mo.kvDType = *kv;
   mo.log = s.log;
   return loadModel(model, mo);
-#else
-  (void)s;
-  if (model.endswith(".fg"))
-    return parseGraphFile(model);
-  return makeError("cannot load '" + model +
-                   "': model frontends are not built yet (only .fg files load)");
-#endif
 }
 
 } // namespace fg::cli

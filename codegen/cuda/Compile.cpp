@@ -3,16 +3,12 @@
 
 #include "ir/Verifier.h"
 
-#if __has_include("passes/Passes.h")
 #include "passes/Passes.h"
-#define FG_HAVE_DEFAULT_PIPELINE 1
-#endif
 
 #include <cuda_runtime_api.h>
 #include <nvrtc.h>
 
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/Chrono.h"
 
 using namespace llvm;
 
@@ -31,11 +27,7 @@ uint32_t buildNvrtcVersion() {
 std::string compilePipeline(const CompileOptions &opts) {
   if (!opts.pipeline.empty())
     return opts.pipeline;
-#ifdef FG_HAVE_DEFAULT_PIPELINE
   return defaultPipeline().str();
-#else
-  return "";
-#endif
 }
 
 namespace {
