@@ -1,6 +1,9 @@
 //===- Executor.cpp - runs a Plan's entries -------------------------------===//
 #include "runtime/Executor.h"
 
+#include "runtime/ProgramIO.h"
+#include "runtime/cuda/CudaRunner.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -34,20 +37,40 @@ StringRef deviceName(ExecOptions::Device d) {
   return d == ExecOptions::Device::Cpu ? "cpu" : "cuda";
 }
 
+bool cudaDeviceAvailable() { return CudaRunner::deviceAvailable(); }
+
 Executor::Executor(Executor &&) noexcept = default;
 Executor &Executor::operator=(Executor &&) noexcept = default;
 Executor::~Executor() = default;
 
 Expected<Executor> Executor::create(const Plan &plan, const ExecOptions &opts) {
-  if (opts.device == ExecOptions::Device::Cuda)
-    return makeError("CUDA backend not built yet; run with --device cpu (the reference "
-                     "interpreter)");
   Executor e;
   e.opts_ = opts;
   e.graph_ = std::make_unique<Graph>(plan.graph());
-  e.interp_ = std::make_unique<ReferenceInterpreter>(*e.graph_);
   e.ctx_ = plan.options().ctx;
   e.entries_ = plan.entries();
+  if (opts.device == ExecOptions::Device::Cuda) {
+    const PlanSection *section = plan.section("program");
+    if (!section)
+      return makeError("this plan has no CUDA program (it was compiled without CUDA code "
+                       "generation); recompile it, or run with --device cpu");
+    Expected<CompiledProgram> prog = decodeProgram(section->bytes);
+    if (!prog)
+      return prog.takeError();
+    e.program_ = std::make_unique<CompiledProgram>(std::move(*prog));
+    if (opts.log)
+      opts.log(LogLevel::Verbose, "executor: cuda, " + std::to_string(e.program_->modules.size()) +
+                                      " kernel modules loaded from the plan (no NVRTC work), "
+                                      "mode " + (opts.mode == ExecOptions::Mode::Graph
+                                                     ? "graph"
+                                                     : "eager"));
+    auto runner = CudaRunner::create(*e.program_, opts.log);
+    if (!runner)
+      return runner.takeError();
+    e.cuda_ = std::move(*runner);
+    return e;
+  }
+  e.interp_ = std::make_unique<ReferenceInterpreter>(*e.graph_);
   if (opts.log)
     opts.log(LogLevel::Verbose, "executor: cpu reference interpreter, ctx " +
                                     std::to_string(e.ctx_) + ", entries " + join(e.entries_, ", "));
@@ -110,6 +133,22 @@ Error Executor::run(StringRef name) {
     inputs[v.name] = HostTensor::fromInts(v.type, std::vector<int64_t>(vals.begin(), vals.end()));
   }
 
+  if (cuda_) {
+    for (const auto &kv : inputs)
+      if (Error e = cuda_->setInput(name, kv.getKey(), kv.getValue().data.data(),
+                                    kv.getValue().data.size()))
+        return e;
+    Error e = opts_.debugSync ? cuda_->runDebugSync(name)
+                              : cuda_->run(name, opts_.mode == ExecOptions::Mode::Graph);
+    if (e)
+      return e;
+    outputs_.clear();
+    floatOutputs_.clear();
+    lastEntry_ = name.str();
+    outputsStale_ = true;
+    return Error::success();
+  }
+
   std::vector<std::pair<std::string, HostTensor>> results;
   if (Error e = interp_->run(name, inputs, results))
     return e;
@@ -123,7 +162,30 @@ Error Executor::run(StringRef name) {
   return Error::success();
 }
 
+/// Copies every output of the last CUDA run to the host (once per run).
+Error Executor::fetchCudaOutputs() const {
+  if (!cuda_ || !outputsStale_)
+    return Error::success();
+  outputsStale_ = false;
+  const Function *fn = graph_->lookup(lastEntry_);
+  for (ValueId r : fn->results()) {
+    const Value &v = fn->value(r);
+    HostTensor t;
+    t.type = v.type;
+    if (Error e = cuda_->readOutput(lastEntry_, v.name, t.data))
+      return e;
+    if (t.type.dtype == DType::F32)
+      floatOutputs_[v.name] = t.toFloats();
+    outputs_[v.name] = std::move(t);
+  }
+  return Error::success();
+}
+
+float Executor::lastGpuMs() const { return cuda_ ? cuda_->lastGpuMs() : 0.0f; }
+
 Expected<HostTensor> Executor::output(StringRef name) const {
+  if (Error e = fetchCudaOutputs())
+    return e;
   auto it = outputs_.find(name);
   if (it == outputs_.end()) {
     if (outputs_.empty())
@@ -138,6 +200,8 @@ Expected<HostTensor> Executor::output(StringRef name) const {
 }
 
 Expected<ArrayRef<float>> Executor::outputFloats(StringRef name) const {
+  if (Error e = fetchCudaOutputs())
+    return e;
   auto it = floatOutputs_.find(name);
   if (it != floatOutputs_.end())
     return ArrayRef<float>(it->second);
@@ -147,6 +211,13 @@ Expected<ArrayRef<float>> Executor::outputFloats(StringRef name) const {
   return makeError("output '" + name + "' is " + t->type.str() + ", not f32");
 }
 
-void Executor::resetState() { interp_->resetState(); }
+void Executor::resetState() {
+  if (cuda_) {
+    // A failure here resurfaces at the next run.
+    consumeError(cuda_->resetState());
+    return;
+  }
+  interp_->resetState();
+}
 
 } // namespace fg

@@ -7,14 +7,16 @@
 //
 // One Executor per stream of work; not thread-safe. State (the KV cache)
 // persists across runs until resetState(). The CPU device runs the reference
-// interpreter; the CUDA device (arena, kernels, CUDA graph replay) comes in a
-// later issue.
+// interpreter; the CUDA device runs the plan's "program" section through
+// CudaRunner (arena, NVRTC kernels, one CUDA graph per entry, replayed).
+// Outputs of a CUDA run stay on the device until output() asks for them.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include "ir/Diag.h"
 #include "runtime/Plan.h"
+#include "runtime/Program.h"
 #include "runtime/reference/Interpreter.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -68,19 +70,31 @@ public:
   /// The function of entry `name`, or null.
   const Function *entry(llvm::StringRef name) const;
 
+  /// GPU time of the last CUDA run from CUDA events, in ms (0 on the CPU).
+  float lastGpuMs() const;
+
 private:
   Executor() = default;
+  llvm::Error runCuda(const Function &fn);
+  llvm::Error fetchCudaOutputs() const;
 
   std::unique_ptr<Graph> graph_; ///< owned copy; the interpreter points into it
-  std::unique_ptr<ReferenceInterpreter> interp_;
+  std::unique_ptr<ReferenceInterpreter> interp_; ///< Device::Cpu
+  std::unique_ptr<CompiledProgram> program_;     ///< Device::Cuda
+  std::unique_ptr<class CudaRunner> cuda_;       ///< Device::Cuda
+  std::string lastEntry_;                        ///< Device::Cuda: outputs fetched lazily
+  mutable bool outputsStale_ = false;
   ExecOptions opts_;
   int64_t ctx_ = 0;
   std::vector<std::string> entries_;
   llvm::StringMap<std::vector<int32_t>> inputs_;
-  llvm::StringMap<HostTensor> outputs_;
-  llvm::StringMap<std::vector<float>> floatOutputs_;
+  mutable llvm::StringMap<HostTensor> outputs_;
+  mutable llvm::StringMap<std::vector<float>> floatOutputs_;
 };
 
 llvm::StringRef deviceName(ExecOptions::Device d);
+
+/// True when a CUDA device can be used by this process.
+bool cudaDeviceAvailable();
 
 } // namespace fg

@@ -41,7 +41,9 @@ void addCompileFlags(Flags &f);
 /// Reads them back. Returns false (with `exitCode` set) on a usage error.
 bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &compile, int &exitCode);
 /// Reads `--device`, `--mode`, `--debug-sync`, `--verbose` (declared by the caller).
-bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode);
+/// `--device` (cpu|cuda; "auto" and no flag mean `defaultDevice`), `--mode`, `--debug-sync`.
+bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode,
+                    llvm::StringRef defaultDevice = "cpu");
 /// MODEL or X.plan -> a Plan (loading and compiling a model as needed).
 llvm::Expected<Plan> planFor(llvm::StringRef modelOrPlan, const ModelSettings &model,
                              const CompileOptions &compile);

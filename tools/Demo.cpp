@@ -15,7 +15,8 @@ int runDemo(ArrayRef<const char *> args) {
           "feeds a fixed prompt and decodes greedily.");
   f.option("steps", "N", "tokens to generate", "16");
   f.flag("print-ir", "print the compiled IR");
-  f.option("device", "D", "cpu (reference interpreter) or cuda", "cpu");
+  f.option("device", "D", "cpu (reference interpreter) or cuda; default: cuda when a GPU is present",
+           "auto");
   f.option("mode", "M", "graph (CUDA graph replay) or eager", "graph");
   f.option("ctx", "N", "KV cache rows", "4096");
   f.flag("verbose", "print what happens");
@@ -28,7 +29,7 @@ int runDemo(ArrayRef<const char *> args) {
   ModelSettings ms;
   ExecOptions eo;
   if (!f.getInt("steps", 16, steps, code) || !f.getInt("ctx", 4096, ms.ctx, code) ||
-      !parseExecFlags(f, eo, code))
+      !parseExecFlags(f, eo, code, cudaDeviceAvailable() ? "cuda" : "cpu"))
     return code;
   ms.log = stderrLog(f.has("verbose"));
 
@@ -39,6 +40,7 @@ int runDemo(ArrayRef<const char *> args) {
   co.ctx = ms.ctx;
   co.source = "demo";
   co.log = ms.log;
+  co.cuda = eo.device == ExecOptions::Device::Cuda;
   Expected<Plan> plan = compile(*g, co);
   if (!plan)
     return reportError(plan.takeError());

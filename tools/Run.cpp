@@ -5,8 +5,11 @@ using namespace llvm;
 
 namespace fg::cli {
 
-bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode) {
-  std::string device = f.get("device", "cpu");
+bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode,
+                    llvm::StringRef defaultDevice) {
+  std::string device = f.get("device", defaultDevice.str());
+  if (device == "auto")
+    device = defaultDevice.str();
   if (device == "cpu")
     opts.device = ExecOptions::Device::Cpu;
   else if (device == "cuda")
@@ -59,6 +62,8 @@ int runRun(ArrayRef<const char *> args) {
   if (f.has("verify") && eo.device == ExecOptions::Device::Cpu)
     return f.usageError("--verify compares a GPU run with the CPU reference; use --device cuda");
   co.log = ms.log = stderrLog(f.has("verbose"));
+  // CUDA code is generated only for a run that needs it (or --verify).
+  co.cuda = eo.device == ExecOptions::Device::Cuda;
 
   Expected<Plan> plan = planFor(f.positional()[0], ms, co);
   if (!plan)

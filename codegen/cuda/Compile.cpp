@@ -1,7 +1,9 @@
 //===- Compile.cpp - Graph -> Plan ----------------------------------------===//
 #include "codegen/cuda/Compile.h"
 
+#include "codegen/cuda/Lower.h"
 #include "ir/Verifier.h"
+#include "runtime/ProgramIO.h"
 
 #include "passes/Passes.h"
 
@@ -92,8 +94,30 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   std::vector<PlanPassRecord> records;
   for (const PassRecord &r : pm.records())
     records.push_back({r.name, r.changed, r.seconds});
+
+  std::vector<PlanSection> sections;
+  if (opts.cuda) {
+    cuda::LowerOptions lo;
+    lo.emit.arch = opts.arch;
+    lo.nvrtc.cacheDir = opts.kernelCacheDir;
+    lo.ctx = po.ctx;
+    lo.log = opts.log;
+    cuda::LowerStats stats;
+    Expected<CompiledProgram> prog = cuda::lowerGraph(work, lo, &stats);
+    if (!prog)
+      return prog.takeError();
+    if (opts.log)
+      opts.log(LogLevel::Verbose,
+               "codegen: " + std::to_string(stats.kernels) + " kernel launches, " +
+                   std::to_string(stats.gemms) + " cuBLAS calls, " +
+                   std::to_string(stats.modules) + " modules (" +
+                   std::to_string(stats.cacheHits) + " from the kernel cache), arena " +
+                   std::to_string(stats.arenaBytes) + " bytes");
+    EncodedProgram enc = encodeProgram(*prog);
+    sections.push_back({"program", std::move(enc.bytes), enc.bulkOffset});
+  }
   return Plan(std::move(work), std::move(po), std::move(records), buildCudaRuntimeVersion(),
-              buildNvrtcVersion());
+              buildNvrtcVersion(), std::move(sections));
 }
 
 } // namespace fg

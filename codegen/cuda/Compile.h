@@ -34,6 +34,11 @@ struct CompileOptions {
   /// The pipeline; empty: passes/Passes.h defaultPipeline().
   std::string pipeline;
   PassOptions passOptions; ///< IR dumps, stats, timing
+  /// Generate CUDA code (kernels through NVRTC, buffer plan, launch DAG) into
+  /// the plan's "program" section. Off: a plan only the CPU reference runs.
+  bool cuda = true;
+  /// NVRTC kernel cache folder; empty: $FG_KERNEL_CACHE or ~/.cache/fusegraph/kernels.
+  std::string kernelCacheDir;
   LogSink log;             ///< verbose messages; may be empty
 };
 
