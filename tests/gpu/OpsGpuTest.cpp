@@ -25,13 +25,6 @@ struct OpCase {
   std::function<double(Builder &, Inputs &)> build;
 };
 
-std::vector<int32_t> iota(int32_t n, int32_t start = 0, int32_t step = 1) {
-  std::vector<int32_t> v(n);
-  for (int32_t i = 0; i < n; ++i)
-    v[i] = start + i * step;
-  return v;
-}
-
 std::vector<int32_t> randomIds(size_t n, int32_t bound) {
   std::mt19937 rng(static_cast<uint32_t>(baseSeed() + n * 31 + bound));
   std::vector<int32_t> v(n);
