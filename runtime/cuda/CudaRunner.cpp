@@ -126,6 +126,12 @@ struct CudaRunner::Impl {
     const GemmDesc &g = l.gemm;
     if (auto e = cublasCheck(cublasSetStream(cublas, s), "cublasSetStream"))
       return e;
+    // cublasSetStream drops a user workspace; without one cuBLAS allocates
+    // inside the capture, which a child graph node refuses.
+    if (workspace)
+      if (auto e = cublasCheck(cublasSetWorkspace(cublas, workspace, prog.workspaceBytes),
+                               "cublasSetWorkspace"))
+        return e;
     return cublasCheck(
         cublasGemmEx(cublas, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N,
                      g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.m),

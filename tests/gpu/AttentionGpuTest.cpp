@@ -42,7 +42,7 @@ void runCase(const AttnCase &c) {
   Inputs in;
   for (int64_t t = 0; t < c.tokens; ++t)
     in["positions"].push_back(static_cast<int32_t>(c.live - c.tokens + t));
-  expectMatchesReference(g, in, 1e-5);
+  expectMatchesReference(g, in, 1e-5, "main", /*eager=*/false, kCtx);
 }
 
 class GpuAttention : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};

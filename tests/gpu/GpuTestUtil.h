@@ -66,8 +66,10 @@ using Inputs = std::map<std::string, std::vector<int32_t>>;
 /// CPU reference with the same inputs, and checks every result within `tol`.
 /// Integer results must match exactly.
 inline void expectMatchesReference(const Graph &g, const Inputs &inputs, double tol,
-                                   llvm::StringRef entry = "main", bool eager = false) {
+                                   llvm::StringRef entry = "main", bool eager = false,
+                                   int64_t ctx = 0) {
   CompileOptions co;
+  co.ctx = ctx;
   co.pipeline = "canonicalize,cse,dce";
   auto plan = compile(g, co);
   ASSERT_TRUE(bool(plan)) << errString(plan.takeError());
