@@ -100,6 +100,11 @@ struct CompiledProgram {
   std::vector<CompiledEntry> entries;
   uint64_t workspaceBytes = 0; ///< cuBLAS workspace, allocated once
   int64_t ctx = 0;             ///< KV rows; positions at or past it are refused
+  /// Module holding `fg_init_<dtype>(void *out, u64 n, int kind, u64 seed,
+  /// double a, double b)`: generates initialised weights on the device with
+  /// the reference's formula (runtime/reference initValue); -1: none (weights
+  /// are materialised on the host).
+  int32_t initModule = -1;
 };
 
 } // namespace fg

@@ -163,6 +163,7 @@ EncodedProgram encodeProgram(const CompiledProgram &p) {
   w.pod(kProgramTag);
   w.str(p.arch);
   w.pod(p.ctx);
+  w.pod(p.initModule);
   w.u64(p.workspaceBytes);
   w.u64(p.modules.size());
   for (const KernelImage &m : p.modules) {
@@ -239,6 +240,7 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
     return corrupt("bad tag");
   p.arch = r.str();
   p.ctx = r.pod<int64_t>();
+  p.initModule = r.pod<int32_t>();
   p.workspaceBytes = r.u64();
   uint64_t nModules = r.count(24);
   for (uint64_t i = 0; i < nModules && !r.failed(); ++i) {
@@ -248,6 +250,8 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
     m.ptx = r.str();
     p.modules.push_back(std::move(m));
   }
+  if (p.initModule < -1 || p.initModule >= static_cast<int64_t>(nModules))
+    return corrupt("bad init module");
   std::vector<uint64_t> weightBytes;
   auto readSlots = [&](std::vector<TensorSlot> &slots, std::vector<uint64_t> *sizes) {
     uint64_t n = r.count(16);

@@ -259,6 +259,49 @@ llvm::Error EntryLowering::run(CompiledEntry &out,
   return llvm::Error::success();
 }
 
+/// Device-side weight initialisation: the same formula as the reference's
+/// initValue (splitmix64, Box–Muller in f64), rounded to the weight's dtype.
+constexpr const char *kInitSource = R"cuda(
+typedef unsigned long long u64;
+__device__ __forceinline__ u64 splitmix64(u64 x) {
+  u64 z = x + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+// kind: 1 normal(a = mean, b = std), 2 uniform(a = min, b = max), 3 constant(a)
+__device__ __forceinline__ float initValue(int kind, u64 seed, double a, double b, u64 i) {
+  u64 h = splitmix64(seed ^ (0x9E3779B97F4A7C15ull * i));
+  if (kind == 1) {
+    double u1 = ((double)(h >> 32) + 0.5) * 0x1p-32;
+    double u2 = (double)(h & 0xFFFFFFFFull) * 0x1p-32;
+    double z = sqrt(-2.0 * log(u1)) * cos(2.0 * 3.141592653589793 * u2);
+    return (float)(a + b * z);
+  }
+  if (kind == 2)
+    return (float)(a + (b - a) * ((double)(h >> 11) * 0x1p-53));
+  return (float)a;
+}
+extern "C" __global__ void fg_init_f32(float *out, u64 n, int kind, u64 seed, double a, double b) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    out[i] = initValue(kind, seed, a, b, i);
+}
+extern "C" __global__ void fg_init_f16(unsigned short *out, u64 n, int kind, u64 seed, double a, double b) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(initValue(kind, seed, a, b, i)));
+    out[i] = h;
+  }
+}
+extern "C" __global__ void fg_init_bf16(unsigned short *out, u64 n, int kind, u64 seed, double a, double b) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(initValue(kind, seed, a, b, i)));
+    out[i] = h;
+  }
+}
+)cuda";
+
 } // namespace
 
 llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &opts,
@@ -282,6 +325,18 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
     if (auto e = lowering.run(entry, sources, sourceOfLaunch, stats))
       return e;
     prog.entries.push_back(std::move(entry));
+  }
+
+  // Weights with an initialiser are generated on the device by one more module.
+  bool anyInit = false;
+  for (const TensorSlot &w : prog.weights)
+    anyInit |= w.init.kind == WeightInit::Kind::Normal ||
+               w.init.kind == WeightInit::Kind::Uniform ||
+               w.init.kind == WeightInit::Kind::Constant;
+  size_t initSource = ~size_t(0);
+  if (anyInit) {
+    initSource = sources.size();
+    sources.emplace_back("fg_init", kInitSource);
   }
 
   // Dedupe sources; compile each unique one (in parallel) into a module.
@@ -340,6 +395,8 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
         launches[l].module = moduleOfSourceIndex[sourceOfLaunch[e][l]];
   }
 
+  if (initSource != ~size_t(0))
+    prog.initModule = static_cast<int32_t>(moduleOfSourceIndex[initSource]);
   prog.ctx = opts.ctx;
   if (!prog.ctx && !prog.state.empty() && prog.state.front().type.rank() > 0)
     prog.ctx = prog.state.front().type.shape[0];

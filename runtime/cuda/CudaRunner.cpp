@@ -241,6 +241,37 @@ struct CudaRunner::Impl {
   }
 };
 
+/// Generates an initialised weight on the device (program.initModule).
+/// Returns false when it cannot (no module, quantised dtype): then the host
+/// materialises it.
+static llvm::Expected<bool> initOnDevice(CudaRunner::Impl &m, const TensorSlot &slot, void *p) {
+  int kind = slot.init.kind == WeightInit::Kind::Normal    ? 1
+             : slot.init.kind == WeightInit::Kind::Uniform ? 2
+             : slot.init.kind == WeightInit::Kind::Constant ? 3
+                                                            : 0;
+  const char *symbol = slot.type.dtype == DType::F32    ? "fg_init_f32"
+                       : slot.type.dtype == DType::F16  ? "fg_init_f16"
+                       : slot.type.dtype == DType::BF16 ? "fg_init_bf16"
+                                                        : nullptr;
+  if (m.prog.initModule < 0 || !kind || !symbol)
+    return false;
+  cudaKernel_t kernel = nullptr;
+  if (auto e = cudaCheck(cudaLibraryGetKernel(&kernel, m.libraries[m.prog.initModule], symbol),
+                         "looking up kernel " + llvm::Twine(symbol)))
+    return std::move(e);
+  unsigned long long n = static_cast<unsigned long long>(slot.type.numElements());
+  unsigned long long seed = slot.init.seed;
+  double a = kind == 1 ? slot.init.mean : kind == 2 ? slot.init.min : slot.init.value;
+  double b = kind == 1 ? slot.init.std : slot.init.max;
+  void *args[] = {&p, &n, &kind, &seed, &a, &b};
+  unsigned blocks = static_cast<unsigned>(std::min<unsigned long long>((n + 255) / 256, 65535));
+  if (auto e = cudaCheck(cudaLaunchKernel(reinterpret_cast<void *>(kernel), dim3(std::max(blocks, 1u)),
+                                          dim3(256), args, 0, m.stream),
+                         "initialising " + slot.name))
+    return std::move(e);
+  return true;
+}
+
 bool CudaRunner::deviceAvailable() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
@@ -288,6 +319,8 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
     if (!slot.bytes.empty())
       return cudaCheck(cudaMemcpy(p, slot.bytes.data(), bytes, cudaMemcpyHostToDevice),
                        "uploading " + slot.name);
+    if (auto onDevice = initOnDevice(m, slot, p))
+      return *onDevice ? llvm::Error::success() : onDevice.takeError();
     HostTensor t;
     if (auto e = materializeInit(slot.init, slot.type, t))
       return e;
