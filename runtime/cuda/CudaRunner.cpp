@@ -258,7 +258,7 @@ static llvm::Expected<bool> initOnDevice(CudaRunner::Impl &m, const TensorSlot &
   cudaKernel_t kernel = nullptr;
   if (auto e = cudaCheck(cudaLibraryGetKernel(&kernel, m.libraries[m.prog.initModule], symbol),
                          "looking up kernel " + llvm::Twine(symbol)))
-    return std::move(e);
+    return e;
   unsigned long long n = static_cast<unsigned long long>(slot.type.numElements());
   unsigned long long seed = slot.init.seed;
   double a = kind == 1 ? slot.init.mean : kind == 2 ? slot.init.min : slot.init.value;
@@ -268,7 +268,7 @@ static llvm::Expected<bool> initOnDevice(CudaRunner::Impl &m, const TensorSlot &
   if (auto e = cudaCheck(cudaLaunchKernel(reinterpret_cast<void *>(kernel), dim3(std::max(blocks, 1u)),
                                           dim3(256), args, 0, m.stream),
                          "initialising " + slot.name))
-    return std::move(e);
+    return e;
   return true;
 }
 
