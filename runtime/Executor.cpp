@@ -182,6 +182,7 @@ Error Executor::fetchCudaOutputs() const {
 }
 
 float Executor::lastGpuMs() const { return cuda_ ? cuda_->lastGpuMs() : 0.0f; }
+double Executor::lastHostLaunchMs() const { return cuda_ ? cuda_->lastHostLaunchMs() : 0.0; }
 
 Expected<HostTensor> Executor::output(StringRef name) const {
   if (Error e = fetchCudaOutputs())

@@ -72,6 +72,8 @@ public:
 
   /// GPU time of the last CUDA run from CUDA events, in ms (0 on the CPU).
   float lastGpuMs() const;
+  /// Host time of the last CUDA run until everything was enqueued, in ms.
+  double lastHostLaunchMs() const;
 
 private:
   Executor() = default;

@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstring>
 #include <map>
 
@@ -412,6 +413,7 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
   if (useGraph && !es.exec)
     if (auto e = m.buildGraph(es))
       return e;
+  auto hostStart = std::chrono::steady_clock::now();
   if (auto e = m.copyInputs(es))
     return e;
   if (auto e = cudaCheck(cudaEventRecord(m.start, m.stream), "event"))
@@ -426,6 +428,8 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
   }
   if (auto e = cudaCheck(cudaEventRecord(m.stop, m.stream), "event"))
     return e;
+  lastHostLaunchMs_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - hostStart).count();
   if (auto e = cudaCheck(cudaStreamSynchronize(m.stream),
                          "running entry " + entry + " (rerun with --debug-sync to name the kernel)"))
     return e;

@@ -47,6 +47,9 @@ public:
 
   /// Device time of the last run, from CUDA events (ms).
   float lastGpuMs() const { return lastGpuMs_; }
+  /// Host time of the last run from entry to "everything enqueued" (input
+  /// copies and the graph launch or every eager launch), in ms.
+  double lastHostLaunchMs() const { return lastHostLaunchMs_; }
 
   struct Impl;
 
@@ -54,6 +57,7 @@ private:
   explicit CudaRunner(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
   float lastGpuMs_ = 0;
+  double lastHostLaunchMs_ = 0;
 };
 
 } // namespace fg
