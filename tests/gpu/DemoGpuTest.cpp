@@ -140,3 +140,46 @@ TEST(GpuDemo, PositionPastCtxIsRefusedBeforeLaunch) {
 }
 
 } // namespace
+
+namespace {
+
+/// Every computed (non-view, non-state) value of `entry` becomes a result, and
+/// each is compared with the reference: names the first op that goes wrong.
+void compareEveryValue(llvm::StringRef entry, int32_t tokens, bool eager) {
+  ModelOptions mo;
+  mo.ctx = 2048;
+  auto g = loadModel("demo", mo);
+  ASSERT_TRUE(bool(g));
+  Graph one;
+  Function &fn = one.addFunction(entry.str());
+  fn = *g->lookup(entry);
+  llvm::SmallVector<ValueId, 64> results;
+  for (const Node &n : fn.nodes()) {
+    if (n.info().has(kViewLike) || n.info().has(kUpdatesState))
+      continue;
+    for (ValueId r : n.results)
+      results.push_back(r);
+  }
+  fn.setResults(results);
+  Inputs in;
+  for (int32_t i = 0; i < tokens; ++i) {
+    in["tokens"].push_back((i * 37 + 11) % 512);
+    in["positions"].push_back(i);
+  }
+  expectMatchesReference(one, in, 1e-4, entry, eager);
+}
+
+TEST(GpuDemoDiag, PrefillEveryValueGraph) {
+  FG_REQUIRE_GPU();
+  compareEveryValue("prefill_64", 64, false);
+}
+TEST(GpuDemoDiag, PrefillEveryValueEager) {
+  FG_REQUIRE_GPU();
+  compareEveryValue("prefill_64", 64, true);
+}
+TEST(GpuDemoDiag, DecodeEveryValue) {
+  FG_REQUIRE_GPU();
+  compareEveryValue("decode", 1, false);
+}
+
+} // namespace
