@@ -200,6 +200,7 @@ bool isKvDType(DType t) { return t == DType::F16 || t == DType::BF16 || t == DTy
 
 struct LayerWeights {
   ValueId attnNorm = kNoValue, ffnNorm = kNoValue;
+  ValueId postAttnNorm = kNoValue, postFfwNorm = kNoValue; ///< gemma3
   AttentionWeights attn;
   ValueId ffnGate = kNoValue, ffnUp = kNoValue, ffnDown = kNoValue;
   ValueId gateInp = kNoValue, selectionBias = kNoValue;
@@ -213,7 +214,7 @@ class WeightDeclarer {
 public:
   WeightDeclarer(Builder &b, const DecoderConfig &c) : b_(b), c_(c) {}
   ValueId operator()(const std::string &name, DType dt, llvm::ArrayRef<int64_t> shape) {
-    TensorType t(dt, shape);
+    TensorType t(c_.weightDTypeOf ? c_.weightDTypeOf(name, dt) : dt, shape);
     WeightInit init = c_.init ? c_.init(name, t, index_) : WeightInit();
     ++index_;
     return b_.weight(name, t, init);
@@ -257,6 +258,14 @@ llvm::Error validateDecoderConfig(const DecoderConfig &c) {
     return badConfig("norm eps must be >= 0");
   if (c.slidingWindow < 0 || c.attnSoftcap < 0)
     return badConfig("sliding window and attention softcap must be >= 0");
+  if (!c.slidingLayers.empty() && static_cast<int64_t>(c.slidingLayers.size()) != c.nLayers)
+    return badConfig("sliding layer pattern lists " +
+                     str(static_cast<int64_t>(c.slidingLayers.size())) +
+                     " layers but the model has " + str(c.nLayers));
+  if (c.ropeSliding && c.ropeSliding->theta <= 0)
+    return badConfig("sliding-layer rope theta must be > 0");
+  if (!(c.embdScale > 0))
+    return badConfig("embedding scale must be > 0");
   if (c.ffn == DecoderConfig::FfnKind::Dense) {
     if (!positive(c.nFf))
       return badConfig("dense ffn size must be >= 1, got " + str(c.nFf));
@@ -337,6 +346,8 @@ llvm::Error buildDecoderFunction(const DecoderConfig &c, int64_t tokens, Functio
     if (c.attnSinks)
       L.attn.sinks = weight(p + "attn_sinks", f32, {c.nHeads});
     L.attn.freqFactors = ropeFreqs;
+    if (c.postNorms)
+      L.postAttnNorm = weight(p + "post_attention_norm", f32, {c.nEmbd});
     L.ffnNorm = weight(p + "ffn_norm", f32, {c.nEmbd});
     if (!moe) {
       L.ffnGate = weight(p + "ffn_gate", wt, {c.nFf, c.nEmbd});
@@ -350,6 +361,8 @@ llvm::Error buildDecoderFunction(const DecoderConfig &c, int64_t tokens, Functio
       L.upExps = weight(p + "ffn_up_exps", wt, {c.nExperts, c.expertFf, c.nEmbd});
       L.downExps = weight(p + "ffn_down_exps", wt, {c.nExperts, c.nEmbd, c.expertFf});
     }
+    if (c.postNorms)
+      L.postFfwNorm = weight(p + "post_ffw_norm", f32, {c.nEmbd});
   }
   ValueId outputNorm = weight("output_norm", f32, {c.nEmbd});
   ValueId output = c.tieEmbeddings ? tokenEmbd : weight("output", wt, {c.vocab, c.nEmbd});
@@ -374,13 +387,24 @@ llvm::Error buildDecoderFunction(const DecoderConfig &c, int64_t tokens, Functio
   ro.renormalize = c.renormalizeExperts;
   ro.scale = c.expertWeightsScale;
 
-  ValueId x = b.getRows(tokenEmbd, tokenIds, "x");
+  ValueId x = b.getRows(tokenEmbd, tokenIds, c.embdScale != 1 ? "x_unscaled" : "x");
+  if (c.embdScale != 1)
+    x = b.scale(x, c.embdScale, 0, "x");
   for (int64_t il = 0; il < c.nLayers; ++il) {
     const LayerWeights &L = layers[il];
     std::string p = "blk." + str(il) + ".";
+    AttentionOptions lao = ao;
+    if (!c.isSlidingLayer(il))
+      lao.window = 0;
+    else if (c.ropeSliding) {
+      lao.rope = *c.ropeSliding;
+      lao.rope.nDims = nDims;
+    }
     ValueId h = rmsNormMul(b, x, L.attnNorm, c.normEps, kNoValue, p + "attn_in");
-    AttentionResult a = attentionBlock(b, h, positions, L.attn, L.kCache, L.vCache, ao, p);
-    ValueId ffnInp = b.add(a.out, x, p + "ffn_inp");
+    AttentionResult a = attentionBlock(b, h, positions, L.attn, L.kCache, L.vCache, lao, p);
+    ValueId ffnInp = present(L.postAttnNorm)
+                         ? rmsNormMul(b, a.out, L.postAttnNorm, c.normEps, x, p + "ffn_inp")
+                         : b.add(a.out, x, p + "ffn_inp");
     ValueId f = rmsNormMul(b, ffnInp, L.ffnNorm, c.normEps, kNoValue, p + "ffn_in");
     ValueId ffnOut = kNoValue;
     if (!moe) {
@@ -390,7 +414,8 @@ llvm::Error buildDecoderFunction(const DecoderConfig &c, int64_t tokens, Functio
       ValueId experts = gatedFfnExperts(b, f, L.gateExps, L.upExps, L.downExps, r.ids, c.glu, p);
       ffnOut = moeWeightedSum(b, experts, r.weights, p);
     }
-    x = b.add(ffnOut, ffnInp, p + "out");
+    x = present(L.postFfwNorm) ? rmsNormMul(b, ffnOut, L.postFfwNorm, c.normEps, ffnInp, p + "out")
+                               : b.add(ffnOut, ffnInp, p + "out");
   }
   ValueId norm = rmsNormMul(b, x, outputNorm, c.normEps, kNoValue, "result_norm");
   b.result(b.matmul(norm, output, "logits"));

@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,20 @@ struct DecoderConfig {
   double attnSoftcap = 0;
   bool attnSinks = false;     ///< blk.N.attn_sinks [n_heads]
   bool tieEmbeddings = false; ///< logits use token_embd (no `output` weight)
+  /// Which layers attend through `slidingWindow`; empty: every layer (when
+  /// slidingWindow > 0). gemma3 interleaves sliding layers with global ones.
+  std::vector<bool> slidingLayers;
+  /// The rope of the sliding layers when it differs (gemma3's local base);
+  /// none: `rope` for every layer.
+  std::optional<Builder::RopeParams> ropeSliding;
+  double embdScale = 1;   ///< x = get_rows(token_embd) · embdScale (gemma: √n_embd)
+  bool postNorms = false; ///< gemma3: blk.N.post_attention_norm / post_ffw_norm
+                          ///< normalise the attention and FFN outputs before the residual add
+
+  /// Per-weight storage dtype (a model file's own), from the weight's name and
+  /// the default chosen here (weightDType for matrices and the embedding, f32
+  /// for norms, biases, the router and rope factors); null: the defaults.
+  std::function<DType(llvm::StringRef name, DType dflt)> weightDTypeOf;
 
   int64_t ctx = 4096;
   DType kvDType = DType::F16;
@@ -156,6 +171,12 @@ struct DecoderConfig {
   WeightInitFn init;              ///< null: weights are bound by the caller (WeightInit::None)
 
   int64_t resolvedHeadDim() const { return headDim ? headDim : (nHeads ? nEmbd / nHeads : 0); }
+  /// Whether layer `il` attends through the sliding window.
+  bool isSlidingLayer(int64_t il) const {
+    return slidingWindow > 0 &&
+           (slidingLayers.empty() || (il < static_cast<int64_t>(slidingLayers.size()) &&
+                                      slidingLayers[static_cast<size_t>(il)]));
+  }
 };
 
 /// Clear errors for configurations that cannot build (sizes, divisibility,

@@ -38,40 +38,70 @@ llvm::Error validateModelOptions(const ModelOptions &opts) {
   return llvm::Error::success();
 }
 
-llvm::Expected<Graph> loadModel(llvm::StringRef path, const ModelOptions &opts) {
+llvm::Expected<LoadedModel> loadModelWithWeights(llvm::StringRef path, const ModelOptions &opts) {
   if (auto e = validateModelOptions(opts))
     return e;
+  auto wrap = [](llvm::Expected<Graph> g) -> llvm::Expected<LoadedModel> {
+    if (!g)
+      return g.takeError();
+    LoadedModel m;
+    m.graph = std::move(*g);
+    return m;
+  };
   if (path == "demo") {
     log(opts, LogLevel::Verbose, "building the built-in demo decoder");
-    return buildDemoGraph(opts.ctx, opts.prefill, opts.kvDType);
+    return wrap(buildDemoGraph(opts.ctx, opts.prefill, opts.kvDType));
   }
   if (path.empty())
     return makeError("no model given: expected a .fg file, a .gguf file, a folder with "
                      "config.json, or 'demo'");
   if (!llvm::sys::fs::exists(path))
     return makeError("model '" + path + "' does not exist");
+  DecoderBuildOptions bo;
+  bo.ctx = opts.ctx;
+  bo.prefill = opts.prefill;
+  bo.kvDType = opts.kvDType;
+  auto report = [&](llvm::Expected<LoadedModel> m) -> llvm::Expected<LoadedModel> {
+    if (!m)
+      return m.takeError();
+    size_t embedded = 0;
+    for (const WeightEntry &w : m->weights.entries())
+      embedded += w.isEmbedded();
+    log(opts, LogLevel::Verbose,
+        "loaded a " + familyName(m->family) + " decoder from " + path + ": " +
+            llvm::Twine(m->weights.size()) + " weights, " + llvm::Twine(embedded) +
+            " transformed and embedded (" + llvm::Twine(m->weights.embeddedBytes()) + " bytes)");
+    return m;
+  };
   if (llvm::sys::fs::is_directory(path)) {
     llvm::SmallString<256> config(path);
     llvm::sys::path::append(config, "config.json");
     if (llvm::sys::fs::exists(config))
-      return makeError("'" + path + "': GGUF/safetensors models are not supported yet");
+      return report(loadHfModel(path, bo));
     return makeError("'" + path +
                      "' is a folder without config.json; expected a .fg file, "
                      "a .gguf file, a folder with config.json, or 'demo'");
   }
   llvm::StringRef ext = llvm::sys::path::extension(path);
   if (ext.equals_insensitive(".gguf"))
-    return makeError("'" + path + "': GGUF/safetensors models are not supported yet");
+    return report(loadGgufModel(path, bo));
   if (ext == ".fg") {
     log(opts, LogLevel::Verbose,
         "parsing " + path +
             " (its entries and cache sizes are its own; ctx, prefill and "
             "kv dtype options do not apply)");
-    return parseGraphFile(path);
+    return wrap(parseGraphFile(path));
   }
   return makeError("'" + path +
                    "': unknown model format (expected a .fg file, a .gguf file, a "
                    "folder with config.json, or 'demo')");
+}
+
+llvm::Expected<Graph> loadModel(llvm::StringRef path, const ModelOptions &opts) {
+  auto m = loadModelWithWeights(path, opts);
+  if (!m)
+    return m.takeError();
+  return std::move(m->graph);
 }
 
 } // namespace fg

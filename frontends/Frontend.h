@@ -3,11 +3,16 @@
 // The one entry point the CLI, benchmarks and tests use to get a Graph:
 //   "demo"           the built-in demo decoder (frontends/models/Demo.h)
 //   *.fg             IR text (ir/Parser.h); its entries and ctx are its own
-//   *.gguf, a folder with config.json: not supported yet (a clear error)
+//   *.gguf           GGUF v2/v3 (frontends/gguf/), llama, qwen2, qwen3, qwen3moe, gemma3
+//   a folder         Hugging Face: config.json + *.safetensors (frontends/safetensors/)
+// Model files also give a weight table (frontends/ModelWeights.h): use
+// loadModelWithWeights to get it; loadModel keeps only the graph (whose mapped
+// weights carry WeightInit::tensor(file, name); embedded ones have no init).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "frontends/models/ModelLoader.h"
 #include "ir/DType.h"
 #include "ir/Diag.h"
 #include "ir/Graph.h"
@@ -30,7 +35,11 @@ struct ModelOptions {
 /// Checks ctx >= 1, every prefill size in [1, ctx] and listed once, and the KV dtype.
 llvm::Error validateModelOptions(const ModelOptions &opts);
 
-/// Loads `path` ("demo", a .fg file; GGUF and safetensors later) as a Graph.
+/// Loads `path` ("demo", a .fg file, a .gguf file or a Hugging Face folder) as a Graph.
 llvm::Expected<Graph> loadModel(llvm::StringRef path, const ModelOptions &opts);
+
+/// Like loadModel, with the weight table of a model file (empty for "demo"
+/// and .fg, whose weights carry their own initialisers).
+llvm::Expected<LoadedModel> loadModelWithWeights(llvm::StringRef path, const ModelOptions &opts);
 
 } // namespace fg

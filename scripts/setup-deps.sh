@@ -23,6 +23,15 @@ if ((${#missing[@]} > 0)); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# Python packages the model-frontend tests write their model files with
+# (tests/models/gen_models.py; the tests skip with a message without them).
+if ! python3 -c "import gguf, numpy, safetensors" >/dev/null 2>&1; then
+  echo "setup-deps: pip-installing gguf numpy safetensors"
+  python3 -m pip install --quiet gguf numpy safetensors ||
+    python3 -m pip install --quiet --break-system-packages gguf numpy safetensors ||
+    echo "setup-deps: could not install gguf numpy safetensors; model-file tests will skip" >&2
+fi
+
 cuda="${CUDA_HOME:-/usr/local/cuda}"
 if [[ ! -x "$cuda/bin/nvcc" || ! -f "$cuda/include/nvrtc.h" ]]; then
   echo "setup-deps: no CUDA toolkit at $cuda (need bin/nvcc and include/nvrtc.h);" \

@@ -66,15 +66,17 @@ TEST(Frontend, OptionErrors) {
   EXPECT_EQ(g->functions()[0].name(), "decode");
 }
 
-/// Missing files are named; GGUF and HF folders are "not supported yet"; unknown
-/// formats and folders without config.json say what is expected.
+/// Missing files are named; broken GGUF files and HF folders name the file and
+/// what is wrong (tests/unit/models covers every case); unknown formats and
+/// folders without config.json say what is expected.
 TEST(Frontend, PathErrors) {
   EXPECT_EQ(loadError("/no/such/model.fg"), "model '/no/such/model.fg' does not exist");
   EXPECT_EQ(loadError(""), "no model given: expected a .fg file, a .gguf file, a folder with "
                            "config.json, or 'demo'");
   TempDir dir;
   std::string gguf = dir.file("m.gguf", "GGUF");
-  EXPECT_EQ(loadError(gguf), "'" + gguf + "': GGUF/safetensors models are not supported yet");
+  EXPECT_EQ(loadError(gguf), gguf + ": error: truncated file: version at offset 4 runs past the "
+                                    "end (4 bytes)");
   std::string txt = dir.file("m.txt", "hello");
   EXPECT_EQ(loadError(txt), "'" + txt +
                                 "': unknown model format (expected a .fg file, a .gguf "
@@ -84,7 +86,8 @@ TEST(Frontend, PathErrors) {
                                    "' is a folder without config.json; expected a .fg "
                                    "file, a .gguf file, a folder with config.json, or 'demo'");
   dir.file("config.json", "{}");
-  EXPECT_EQ(loadError(folder), "'" + folder + "': GGUF/safetensors models are not supported yet");
+  EXPECT_EQ(loadError(folder), folder + ": error: no model.safetensors or "
+                                        "model.safetensors.index.json in the folder");
 }
 
 /// A .fg file goes through the parser: a syntax error comes back with file:line:col.

@@ -1,0 +1,320 @@
+//===- Canonical.cpp - one canonical weight layout for both formats -------===//
+#include "frontends/models/Canonical.h"
+
+#include "frontends/gguf/GgufFile.h"
+#include "frontends/safetensors/Safetensors.h"
+#include "ir/Diag.h"
+#include "ir/Numeric.h"
+
+#include <cstring>
+
+namespace fg {
+
+TensorSource::~TensorSource() = default;
+
+int64_t permutedRowSource(int64_t row, int64_t headDim) {
+  int64_t head = row / headDim, r = row % headDim, half = headDim / 2;
+  return head * headDim + (r % 2) * half + r / 2;
+}
+
+namespace {
+
+/// A tensor as stored in a file (or assembled from several).
+struct RawTensor {
+  std::string file, tensor; ///< where it is, for messages and mapped weights
+  DType dtype = DType::F32;
+  Shape shape;
+  uint64_t offset = 0;
+  llvm::ArrayRef<uint8_t> data;
+  std::shared_ptr<const llvm::MemoryBuffer> mapping; ///< null: assembled, not mappable
+  std::vector<uint8_t> owned;                        ///< bytes of an assembled tensor
+};
+
+enum class Transform { None, PermuteRows, AddOne };
+
+/// Converts `raw` to `type` (checking its shape), applies `tf`, and adds it to
+/// `out`: mapped when nothing changed, embedded otherwise.
+llvm::Error addWeight(llvm::StringRef name, const TensorType &type, const RawTensor &raw,
+                      Transform tf, int64_t headDim, ModelWeights &out) {
+  if (raw.shape != type.shape)
+    return makeError(raw.file, Loc{},
+                     "tensor '" + raw.tensor + "' has shape " + shapeStr(raw.shape) + " but " +
+                         name + " needs " + shapeStr(type.shape) +
+                         " from the model's hyperparameters (config and weights disagree)");
+  if (raw.dtype == type.dtype && tf == Transform::None && raw.mapping) {
+    out.addMapped(name.str(), type, raw.file, raw.tensor, raw.offset, raw.mapping);
+    return llvm::Error::success();
+  }
+  std::vector<uint8_t> bytes;
+  std::string what;
+  if (raw.dtype == type.dtype) {
+    bytes.assign(raw.data.begin(), raw.data.end());
+  } else {
+    if (isQuantized(type.dtype) || !isFloat(type.dtype))
+      return makeError(raw.file, Loc{},
+                       "tensor '" + raw.tensor + "' is " + std::string(dtypeName(raw.dtype)) +
+                           " but " + name + " must be " + std::string(dtypeName(type.dtype)));
+    std::vector<float> f(static_cast<size_t>(type.numElements()));
+    decodeRow(raw.dtype, raw.data.data(), f.data(), type.numElements());
+    bytes.resize(static_cast<size_t>(type.bytes()));
+    encodeRow(type.dtype, f.data(), bytes.data(), type.numElements());
+    what = std::string(dtypeName(raw.dtype)) + " -> " + std::string(dtypeName(type.dtype));
+  }
+  auto note = [&](llvm::StringRef s) { what = what.empty() ? s.str() : what + ", " + s.str(); };
+  switch (tf) {
+  case Transform::None:
+    break;
+  case Transform::PermuteRows: {
+    int64_t rows = type.shape[0];
+    size_t rowBytes = bytes.size() / static_cast<size_t>(rows);
+    std::vector<uint8_t> permuted(bytes.size());
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(permuted.data() + r * rowBytes,
+                  bytes.data() + permutedRowSource(r, headDim) * rowBytes, rowBytes);
+    bytes = std::move(permuted);
+    note("rows permuted for the normal rope");
+    break;
+  }
+  case Transform::AddOne: {
+    assert(type.dtype == DType::F32 && "norm weights are f32 in the graph");
+    std::vector<float> f(static_cast<size_t>(type.numElements()));
+    std::memcpy(f.data(), bytes.data(), bytes.size());
+    for (float &v : f)
+      v += 1.0f;
+    std::memcpy(bytes.data(), f.data(), bytes.size());
+    note("+1 folded in");
+    break;
+  }
+  }
+  if (!raw.mapping)
+    note("assembled");
+  out.addEmbedded(name.str(), type, std::move(bytes), what);
+  return llvm::Error::success();
+}
+
+// --- GGUF: the canonical layout ---------------------------------------------------------
+
+class GgufSource : public TensorSource {
+public:
+  GgufSource(const GgufFile &f) : f_(f) {}
+
+  static std::string fileName(llvm::StringRef name) {
+    return name.endswith(".bias") ? name.str() : name.str() + ".weight";
+  }
+
+  std::optional<DType> storedDType(llvm::StringRef name) const override {
+    const GgufTensorInfo *t = f_.tensor(fileName(name));
+    return t ? std::optional<DType>(t->dtype) : std::nullopt;
+  }
+
+  llvm::Error provide(llvm::StringRef name, const TensorType &type,
+                      ModelWeights &out) const override {
+    std::string tn = fileName(name);
+    const GgufTensorInfo *t = f_.tensor(tn);
+    if (!t)
+      return f_.error("missing tensor '" + tn + "'");
+    RawTensor raw;
+    raw.file = f_.path().str();
+    raw.tensor = tn;
+    raw.dtype = t->dtype;
+    raw.shape = t->shape;
+    raw.offset = t->offset;
+    raw.data = f_.data(*t);
+    raw.mapping = f_.mapping();
+    return addWeight(name, type, raw, Transform::None, 0, out);
+  }
+
+private:
+  const GgufFile &f_;
+};
+
+// --- Hugging Face: every transformation -------------------------------------------------
+
+class HfSource : public TensorSource {
+public:
+  HfSource(const HfCheckpoint &ck, const ModelHParams &hp) : ck_(ck), hp_(hp) {
+    for (llvm::StringRef p : {"model.", "model.language_model.", "language_model.model."})
+      if (ck.tensor((p + "embed_tokens.weight").str())) {
+        prefix_ = p.str();
+        break;
+      }
+    lmHead_ = ck.tensor("language_model.lm_head.weight") ? "language_model.lm_head.weight"
+                                                         : "lm_head.weight";
+  }
+
+  /// The HF tensor(s) behind a canonical name and what to do with them.
+  struct Mapping {
+    std::string hfName;    ///< one tensor, or the per-expert pattern with "{}"
+    bool stacked = false;  ///< experts: hfName has "{}" for the expert index
+    bool computed = false; ///< rope_freqs
+    Transform tf = Transform::None;
+  };
+
+  Mapping map(llvm::StringRef name) const {
+    const bool gemma = hp_.family == ModelFamily::Gemma3;
+    Mapping m;
+    auto norm = [&](std::string n) {
+      m.hfName = std::move(n);
+      if (gemma)
+        m.tf = Transform::AddOne;
+      return m;
+    };
+    if (name == "token_embd") {
+      m.hfName = prefix_ + "embed_tokens.weight";
+      return m;
+    }
+    if (name == "output") {
+      m.hfName = lmHead_;
+      return m;
+    }
+    if (name == "output_norm")
+      return norm(prefix_ + "norm.weight");
+    if (name == "rope_freqs") {
+      m.computed = true;
+      return m;
+    }
+    if (!name.consume_front("blk."))
+      return m;
+    auto [layer, rest] = name.split('.');
+    std::string L = prefix_ + "layers." + layer.str() + ".";
+    std::string A = L + "self_attn.", F = L + "mlp.";
+    bool llama = hp_.family == ModelFamily::Llama;
+    if (rest == "attn_norm")
+      return norm(L + "input_layernorm.weight");
+    if (rest == "attn_q" || rest == "attn_k") {
+      m.hfName = A + (rest == "attn_q" ? "q_proj.weight" : "k_proj.weight");
+      if (llama)
+        m.tf = Transform::PermuteRows;
+      return m;
+    }
+    if (rest == "attn_v")
+      m.hfName = A + "v_proj.weight";
+    else if (rest == "attn_output")
+      m.hfName = A + "o_proj.weight";
+    else if (rest == "attn_q.bias" || rest == "attn_k.bias" || rest == "attn_v.bias")
+      m.hfName = A + rest.substr(5, 1).str() + "_proj.bias";
+    else if (rest == "attn_q_norm")
+      return norm(A + "q_norm.weight");
+    else if (rest == "attn_k_norm")
+      return norm(A + "k_norm.weight");
+    else if (rest == "post_attention_norm")
+      return norm(L + "post_attention_layernorm.weight");
+    else if (rest == "ffn_norm")
+      return norm(L +
+                  (gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
+    else if (rest == "post_ffw_norm")
+      return norm(L + "post_feedforward_layernorm.weight");
+    else if (rest == "ffn_gate" || rest == "ffn_up" || rest == "ffn_down")
+      m.hfName = F + rest.substr(4).str() + "_proj.weight";
+    else if (rest == "ffn_gate_inp")
+      m.hfName = F + "gate.weight";
+    else if (rest == "ffn_gate_exps" || rest == "ffn_up_exps" || rest == "ffn_down_exps") {
+      llvm::StringRef which = rest.substr(4).drop_back(5); // gate, up, down
+      m.hfName = F + "experts.{}." + which.str() + "_proj.weight";
+      m.stacked = true;
+    }
+    return m;
+  }
+
+  std::optional<DType> storedDType(llvm::StringRef name) const override {
+    Mapping m = map(name);
+    if (m.computed)
+      return DType::F32;
+    std::string n = m.stacked ? expertName(m.hfName, 0) : m.hfName;
+    const SafetensorsTensor *t = ck_.tensor(n);
+    return t ? std::optional<DType>(t->dtype) : std::nullopt;
+  }
+
+  llvm::Error provide(llvm::StringRef name, const TensorType &type,
+                      ModelWeights &out) const override {
+    Mapping m = map(name);
+    if (m.computed) {
+      assert(hp_.llama3Rope && "rope_freqs only with Llama-3 scaling");
+      std::vector<float> f = llama3RopeFactors(*hp_.llama3Rope, hp_.ropeTheta, hp_.headDim);
+      std::vector<uint8_t> bytes(f.size() * 4);
+      std::memcpy(bytes.data(), f.data(), bytes.size());
+      if (static_cast<int64_t>(bytes.size()) != type.bytes())
+        return ck_.config().error("rope_freqs: " + llvm::Twine(f.size()) +
+                                  " factors computed but " + type.str() + " is needed");
+      out.addEmbedded(name.str(), type, std::move(bytes), "computed from rope_scaling (llama3)");
+      return llvm::Error::success();
+    }
+    if (m.hfName.empty())
+      return makeError(ck_.folder(), Loc{}, "no Hugging Face tensor for weight '" + name + "'");
+    RawTensor raw;
+    if (m.stacked) {
+      if (auto e = stack(m.hfName, type, raw))
+        return e;
+    } else {
+      const SafetensorsTensor *t = ck_.tensor(m.hfName);
+      if (!t)
+        return makeError(ck_.folder(), Loc{},
+                         "missing tensor '" + m.hfName + "' (for " + name + ")");
+      raw.file = t->file;
+      raw.tensor = t->name;
+      raw.dtype = t->dtype;
+      raw.shape = t->shape;
+      raw.offset = t->offset;
+      raw.data = t->data();
+      raw.mapping = t->mapping;
+    }
+    return addWeight(name, type, raw, m.tf, hp_.headDim, out);
+  }
+
+private:
+  static std::string expertName(const std::string &pattern, int64_t e) {
+    size_t at = pattern.find("{}");
+    return pattern.substr(0, at) + std::to_string(e) + pattern.substr(at + 2);
+  }
+
+  /// Stacks experts 0..E-1 into one [E, out, in] tensor.
+  llvm::Error stack(const std::string &pattern, const TensorType &type, RawTensor &raw) const {
+    int64_t experts = type.shape[0];
+    raw.file = ck_.folder().str();
+    raw.tensor =
+        pattern.substr(0, pattern.find("{}")) + "*" + pattern.substr(pattern.find("{}") + 2);
+    for (int64_t e = 0; e < experts; ++e) {
+      std::string n = expertName(pattern, e);
+      const SafetensorsTensor *t = ck_.tensor(n);
+      if (!t)
+        return makeError(ck_.folder(), Loc{},
+                         "missing tensor '" + n + "' (expert " + llvm::Twine(e) + " of " +
+                             llvm::Twine(experts) + ")");
+      Shape want(type.shape.begin() + 1, type.shape.end());
+      if (t->shape != want)
+        return makeError(t->file, Loc{},
+                         "tensor '" + n + "' has shape " + shapeStr(t->shape) + " but " +
+                             shapeStr(want) +
+                             " is needed from the model's hyperparameters (config and weights "
+                             "disagree)");
+      if (e == 0)
+        raw.dtype = t->dtype;
+      else if (t->dtype != raw.dtype)
+        return makeError(t->file, Loc{},
+                         "tensor '" + n + "' is " + std::string(dtypeName(t->dtype)) +
+                             " but expert 0 is " + std::string(dtypeName(raw.dtype)));
+      llvm::ArrayRef<uint8_t> d = t->data();
+      raw.owned.insert(raw.owned.end(), d.begin(), d.end());
+    }
+    raw.shape = type.shape;
+    raw.data = raw.owned;
+    return llvm::Error::success();
+  }
+
+  const HfCheckpoint &ck_;
+  ModelHParams hp_;
+  std::string prefix_ = "model.";
+  std::string lmHead_;
+};
+
+} // namespace
+
+std::unique_ptr<TensorSource> makeGgufSource(const GgufFile &f, const ModelHParams &) {
+  return std::make_unique<GgufSource>(f);
+}
+
+std::unique_ptr<TensorSource> makeHfSource(const HfCheckpoint &ck, const ModelHParams &hp) {
+  return std::make_unique<HfSource>(ck, hp);
+}
+
+} // namespace fg

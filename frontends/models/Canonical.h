@@ -1,0 +1,52 @@
+//===- Canonical.h - one canonical weight layout for both formats -*- C++ -*-===//
+//
+// The canonical layout is GGUF's, as llama.cpp's converter writes it, so GGUF
+// tensors are used as they are (mapped) and every transformation lives in the
+// Hugging Face source (embedded, with a note of what was done):
+//   llama q/k      HF rows are permuted like convert_hf_to_gguf.py's permute()
+//                  so the canonical rope is the normal (interleaved) one
+//   gemma3 norms   HF's (1 + w) is folded into the weight: w + 1 (in f32)
+//   qwen3moe       HF's per-expert matrices are stacked into [E, out, in]
+//   rope_freqs     Llama-3 scaling factors computed from config.json
+//   dtypes         norms, biases, the router and rope factors are f32 in the
+//                  graph; other dtypes are converted (matrices stay as stored)
+// Names are GGUF's without ".weight" (`blk.3.attn_norm`; biases keep ".bias").
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "frontends/ModelWeights.h"
+#include "frontends/models/Families.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <optional>
+
+namespace fg {
+
+class GgufFile;
+class HfCheckpoint;
+
+class TensorSource {
+public:
+  virtual ~TensorSource();
+  /// How canonical weight `name` is stored (for matrices, whose graph dtype is
+  /// the file's), or nullopt when the file does not have it.
+  virtual std::optional<DType> storedDType(llvm::StringRef name) const = 0;
+  /// Adds canonical weight `name` of graph type `type` to `out`; an error
+  /// naming the file and tensor when it is missing or mis-shaped.
+  virtual llvm::Error provide(llvm::StringRef name, const TensorType &type,
+                              ModelWeights &out) const = 0;
+};
+
+std::unique_ptr<TensorSource> makeGgufSource(const GgufFile &f, const ModelHParams &hp);
+std::unique_ptr<TensorSource> makeHfSource(const HfCheckpoint &ck, const ModelHParams &hp);
+
+/// Row r of the canonical (permuted) q/k matrix is row permutedRowSource(r) of
+/// HF's: within each head of `headDim` rows, canonical row 2i + j is HF row
+/// j·headDim/2 + i (convert_hf_to_gguf.py's permute).
+int64_t permutedRowSource(int64_t row, int64_t headDim);
+
+} // namespace fg
