@@ -4,6 +4,7 @@
 #include "passes/memory/LaunchDag.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <future>
@@ -176,6 +177,9 @@ llvm::Error EntryLowering::run(CompiledEntry &out,
   // 4. Launch records, with DAG dependencies: a node's first launch waits for
   // the last launch of each predecessor node; its own launches run in order.
   std::vector<int64_t> lastRecordOfLaunch(dag_->launches().size(), -1);
+  // cuBLAS calls share the one workspace: they must not run concurrently, so
+  // each waits for the previous one (an extra edge, never a missing one).
+  int64_t lastGemm = -1;
   for (LaunchId lid = 0; lid < dag_->launches().size(); ++lid) {
     const LaunchNode &ln = dag_->launch(lid);
     const Node &n = fn_.node(ln.node);
@@ -245,6 +249,9 @@ llvm::Error EntryLowering::run(CompiledEntry &out,
         }
         sourceOfLaunch.back().push_back(~size_t(0));
         ++stats.gemms;
+        if (lastGemm >= 0 && !llvm::is_contained(rec.deps, static_cast<uint32_t>(lastGemm)))
+          rec.deps.push_back(static_cast<uint32_t>(lastGemm));
+        lastGemm = static_cast<int64_t>(out.launches.size());
       }
       out.launches.push_back(std::move(rec));
       deps = {static_cast<uint32_t>(out.launches.size() - 1)};
