@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "ir/OpTable.h"
 
+#include "ir/Decomposition.h"
+
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cassert>
@@ -511,8 +513,153 @@ const std::string_view kAttentionOps[] = {"q", "k_cache", "v_cache", "positions"
 
 ArrayRef<AttrSpec> none() { return {}; }
 
+// --- fused ops: rows whose semantics is their decomposition (ir/Decomposition.h) ---
+
+template <OpKind K> Error fusedRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
+  return inferFusedTypes(K, s, r);
+}
+template <OpKind K> Cost fusedCostRule(const OpSignature &s, ArrayRef<TensorType> res) {
+  return fusedCost(K, s, res);
+}
+
+const std::string_view kTopkGatings[] = {"softmax", "sigmoid", "sqrt_softplus", "delayed_softmax"};
+const std::string_view kUnaryMulActs[] = {"silu", "sigmoid", "softplus"};
+
+const AttrSpec kNormRopeAttrs[] = {req("eps", AttrKind::Float),  optEnum("mode", 0, kRopeModes),
+                                   req("n_dims", AttrKind::Int), optFloat("theta", 10000.0),
+                                   optFloat("freq_scale", 1.0),  optFloat("ext_factor", 0.0),
+                                   optFloat("attn_factor", 1.0), optFloat("beta_fast", 32.0),
+                                   optFloat("beta_slow", 1.0),   optInt("n_ctx_orig", 0)};
+const AttrSpec kTopkMoeAttrs[] = {optEnum("gating", 0, kTopkGatings), req("k", AttrKind::Int),
+                                  optInt("renorm", 0), optFloat("clamp_min", 6.103515625e-05),
+                                  optFloat("scale", 1.0)};
+const AttrSpec kUnaryMulAttrs[] = {optEnum("act", 0, kUnaryMulActs)};
+const AttrSpec kSoftcapAttrs[] = {optFloat("in_scale", 1.0), optFloat("out_scale", 1.0)};
+
+const std::string_view kNormMulOps[] = {"x", "w"};
+const std::string_view kNormMulAddOps[] = {"x", "w", "residual"};
+const std::string_view kNormMulRopeOps[] = {"x", "w", "positions", "freq_factors"};
+const std::string_view kNormMulRopeSetRowsOps[] = {"dest",      "x",       "w",
+                                                   "positions", "indices", "freq_factors"};
+const std::string_view kRopeSetRowsOps[] = {"dest", "x", "positions", "indices", "freq_factors"};
+const std::string_view kTopkMoeOps[] = {"logits", "bias"};
+const std::string_view kGatedMatmulOps[] = {"x", "w_gate", "w_up", "b_gate", "b_up"};
+const std::string_view kGatedMatmulIdOps[] = {"x", "w_gate", "w_up", "ids", "b_gate", "b_up"};
+const std::string_view kMoeSumOps[] = {"experts", "weights", "expert_scale"};
+const std::string_view kUnaryMulOps[] = {"x", "b"};
+const std::string_view kChainOps[] = {"x", "b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7"};
+
+#define FG_ROPE_ATTRS                                                                              \
+  "{$mode, $n_dims, $theta, $freq_scale, $ext_factor, $attn_factor, $beta_fast, $beta_slow, "     \
+  "$n_ctx_orig}"
+
+// The decompositions: each fused op means exactly this program of unfused ops.
+constexpr std::string_view kRmsNormMulDec = R"(
+  %n = rms_norm(%x) {$eps}
+  %y = mul(%n, %w)
+  return %y)";
+constexpr std::string_view kRmsNormMulAddDec = R"(
+  %n = rms_norm(%x) {$eps}
+  %m = mul(%n, %w)
+  %y = add(%m, %residual)
+  return %y)";
+constexpr std::string_view kRmsNormMulRopeDec = R"(
+  %n = rms_norm(%x) {$eps}
+  %m = mul(%n, %w)
+  %y = rope(%m, %positions, %freq_factors) )" FG_ROPE_ATTRS R"(
+  return %y)";
+constexpr std::string_view kRmsNormMulRopeSetRowsDec = R"(
+  %n = rms_norm(%x) {$eps}
+  %m = mul(%n, %w)
+  %r = rope(%m, %positions, %freq_factors) )" FG_ROPE_ATTRS R"(
+  %y = set_rows(%dest, %r, %indices)
+  return %y)";
+constexpr std::string_view kRopeSetRowsDec = R"(
+  %r = rope(%x, %positions, %freq_factors) )" FG_ROPE_ATTRS R"(
+  %y = set_rows(%dest, %r, %indices)
+  return %y)";
+// The bias steers the selection only; the weights are the unbiased p.
+constexpr std::string_view kTopkMoeDec = R"(
+  [gating == softmax] %p = softmax(%logits)
+  [gating == sigmoid] %p = sigmoid(%logits)
+  [gating == sqrt_softplus] %sp = softplus(%logits)
+  [gating == sqrt_softplus] %p = sqrt(%sp)
+  [has bias] %sel = add(%p, %bias)
+  %ids = top_k(%sel) {$k}
+  %w = get_rows(%p, %ids)
+  [gating == delayed_softmax] %w = softmax(%w)
+  [renorm] %sum = sum_rows(%w)
+  [renorm] %clamped = clamp(%sum) {min = $clamp_min}
+  [renorm] %w = div(%w, %clamped)
+  [scale != 1] %w = scale(%w) {$scale}
+  return %ids, %w)";
+constexpr std::string_view kGatedMatmulDec = R"(
+  %g = matmul(%x, %w_gate)
+  [has b_gate] %g = add(%g, %b_gate)
+  %u = matmul(%x, %w_up)
+  [has b_up] %u = add(%u, %b_up)
+  %y = glu(%g, %u) {$kind, $alpha, $limit}
+  return %y)";
+constexpr std::string_view kGatedMatmulIdDec = R"(
+  %g = matmul_id(%x, %w_gate, %ids)
+  [has b_gate] %g = add_id(%g, %b_gate, %ids)
+  %u = matmul_id(%x, %w_up, %ids)
+  [has b_up] %u = add_id(%u, %b_up, %ids)
+  %y = glu(%g, %u) {$kind, $alpha, $limit}
+  return %y)";
+// out[t] = Σ_j experts[t, j] (· expert_scale[t, j]) · weights[t, j], summed in slot order.
+constexpr std::string_view kMoeWeightedSumDec = R"(
+  [has expert_scale] %e = mul(%experts, %expert_scale)
+  %y = mul(%e, %weights)
+  for $j in 0 .. dim(%y, 1) {
+    %v = view(%y) {shape = [dim(%y, 0), dim(%y, 2)], strides = [dim(%y, 1) * dim(%y, 2), 1], offset = $j * dim(%y, 2)}
+    [$j > 0] %s = add(%v, %s)
+  }
+  return %s)";
+constexpr std::string_view kAddChainDec = R"(
+  %y = add(%x, %b0)
+  %y = add(%y, %b1)
+  [has b2] %y = add(%y, %b2)
+  [has b3] %y = add(%y, %b3)
+  [has b4] %y = add(%y, %b4)
+  [has b5] %y = add(%y, %b5)
+  [has b6] %y = add(%y, %b6)
+  [has b7] %y = add(%y, %b7)
+  return %y)";
+constexpr std::string_view kMulChainDec = R"(
+  %y = mul(%x, %b0)
+  %y = mul(%y, %b1)
+  [has b2] %y = mul(%y, %b2)
+  [has b3] %y = mul(%y, %b3)
+  [has b4] %y = mul(%y, %b4)
+  [has b5] %y = mul(%y, %b5)
+  [has b6] %y = mul(%y, %b6)
+  [has b7] %y = mul(%y, %b7)
+  return %y)";
+constexpr std::string_view kUnaryMulDec = R"(
+  [act == silu] %a = silu(%x)
+  [act == sigmoid] %a = sigmoid(%x)
+  [act == softplus] %a = softplus(%x)
+  %y = mul(%a, %b)
+  return %y)";
+constexpr std::string_view kReluSqrDec = R"(
+  %r = relu(%x)
+  %y = sqr(%r)
+  return %y)";
+constexpr std::string_view kSoftcapDec = R"(
+  %a = scale(%x) {scale = $in_scale}
+  %t = tanh(%a)
+  %y = scale(%t) {scale = $out_scale}
+  return %y)";
+#undef FG_ROPE_ATTRS
+
 #define ROW(K, ops, opt, traits, attrs, rule, cost)                            \
   OpInfo { OpKind::K, {}, ops, opt, 1, traits, attrs, rule, cost }
+#define FUSED(K, ops, opt, nres, traits, attrs, dec)                                              \
+  OpInfo {                                                                                         \
+    OpKind::K, {}, ops, opt, nres, (traits) | kFused, attrs, fusedRule<OpKind::K>,                 \
+        fusedCostRule<OpKind::K>, dec                                                              \
+  }
 
 const OpInfo kOps[] = {
     ROW(GetRows, kGetRowsOps, 0, kNoTraits, none(), getRowsRule, nullptr),
@@ -553,8 +700,26 @@ const OpInfo kOps[] = {
     ROW(Cont, kUnaryOps, 0, kNoTraits, none(), contRule, nullptr),
     ROW(Convert, kUnaryOps, 0, kElementwise, kConvertAttrs, convertRule, nullptr),
     ROW(Attention, kAttentionOps, 1, kNoTraits, kAttentionAttrs, attentionRule, attentionCost),
+    FUSED(FusedRmsNormMul, kNormMulOps, 0, 1, kRowWise, kEpsAttrs, kRmsNormMulDec),
+    FUSED(FusedRmsNormMulAdd, kNormMulAddOps, 0, 1, kRowWise, kEpsAttrs, kRmsNormMulAddDec),
+    FUSED(FusedRmsNormMulRope, kNormMulRopeOps, 1, 1, kRowWise, kNormRopeAttrs,
+          kRmsNormMulRopeDec),
+    FUSED(FusedRmsNormMulRopeSetRows, kNormMulRopeSetRowsOps, 1, 1, kRowWise | kUpdatesState,
+          kNormRopeAttrs, kRmsNormMulRopeSetRowsDec),
+    FUSED(FusedRopeSetRows, kRopeSetRowsOps, 1, 1, kRowWise | kUpdatesState, kRopeAttrs,
+          kRopeSetRowsDec),
+    FUSED(FusedTopkMoe, kTopkMoeOps, 1, 2, kRowWise, kTopkMoeAttrs, kTopkMoeDec),
+    FUSED(FusedGatedMatmul, kGatedMatmulOps, 2, 1, kNoTraits, kGluAttrs, kGatedMatmulDec),
+    FUSED(FusedGatedMatmulId, kGatedMatmulIdOps, 2, 1, kNoTraits, kGluAttrs, kGatedMatmulIdDec),
+    FUSED(FusedMoeWeightedSum, kMoeSumOps, 1, 1, kNoTraits, none(), kMoeWeightedSumDec),
+    FUSED(FusedAddChain, kChainOps, 6, 1, kElementwise, none(), kAddChainDec),
+    FUSED(FusedMulChain, kChainOps, 6, 1, kElementwise, none(), kMulChainDec),
+    FUSED(FusedUnaryMul, kUnaryMulOps, 0, 1, kElementwise, kUnaryMulAttrs, kUnaryMulDec),
+    FUSED(FusedReluSqr, kUnaryOps, 0, 1, kElementwise, none(), kReluSqrDec),
+    FUSED(FusedSoftcap, kUnaryOps, 0, 1, kElementwise, kSoftcapAttrs, kSoftcapDec),
 };
 #undef ROW
+#undef FUSED
 
 const std::string_view kMnemonics[] = {
 #define FG_OP(Kind, mnemonic) mnemonic,

@@ -60,6 +60,9 @@ struct OpInfo {
   llvm::ArrayRef<AttrSpec> attrs;
   TypeRule inferTypes; ///< shape inference and the op's own checks
   CostRule cost;       ///< null: the default (1 flop per output element, bytes in + out)
+  /// kFused ops: the decomposition that defines them, as data (the template
+  /// language of ir/Decomposition.h); empty for every other op.
+  std::string_view decomposition = {};
 
   unsigned minOperands() const {
     return static_cast<unsigned>(operandNames.size()) - numOptional;

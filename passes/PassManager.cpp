@@ -39,6 +39,7 @@ const RegistryEntry kRegistry[] = {
     {"canonicalize", createCanonicalizePass},
     {"cse", createCSEPass},
     {"dce", createDCEPass},
+    {"fuse", createFusePass},
 };
 
 std::string knownPassList() { return llvm::join(registeredPasses(), ", "); }
@@ -58,6 +59,8 @@ public:
       for (auto &p : passes_) {
         PassContext inner;
         inner.log = ctx.log;
+        inner.fusionOptions = ctx.fusionOptions;
+        inner.fusionReport = ctx.fusionReport;
         llvm::Expected<bool> c = p->run(fn, inner);
         if (!c)
           return c.takeError();
@@ -210,6 +213,8 @@ llvm::Error PassManager::run(Graph &g) {
 
       PassContext local;
       local.log = opts_.sink;
+      local.fusionOptions = opts_.fusionOptions;
+      local.fusionReport = opts_.fusionReport;
       auto start = std::chrono::steady_clock::now();
       llvm::Expected<bool> changed = pass->run(fn, local);
       record.seconds +=

@@ -22,12 +22,18 @@
 
 namespace fg {
 
+struct FusionOptions; // passes/fusion/FusionReport.h
+struct FusionReport;
+
 /// What a pass may record while running: named counters shown by --stats.
 class PassContext {
 public:
   void stat(llvm::StringRef name, int64_t delta = 1) { stats_[name] += delta; }
   const llvm::StringMap<int64_t> &stats() const { return stats_; }
   LogSink log; ///< may be empty
+  /// The `fuse` pass's options and report (null: defaults, report dropped).
+  const FusionOptions *fusionOptions = nullptr;
+  FusionReport *fusionReport = nullptr;
 
 private:
   llvm::StringMap<int64_t> stats_;
@@ -65,6 +71,10 @@ struct PassOptions {
   bool verifyEach = true;                 ///< verify the input and the IR after each pass
   /// Receives printed IR, statistics and timing (LogLevel::Info).
   LogSink sink;
+  /// Handed to every pass's context: options of `fuse` (--no-fusion,
+  /// --disable-fusion, --debug-fusion) and where it reports (for `inspect`).
+  const FusionOptions *fusionOptions = nullptr;
+  FusionReport *fusionReport = nullptr;
 };
 
 struct PassRecord {

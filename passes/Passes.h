@@ -24,6 +24,12 @@ std::unique_ptr<Pass> createCSEPass();
 /// reshapes, views, permutes and conts.
 std::unique_ptr<Pass> createCanonicalizePass();
 
+// --- fusion ----------------------------------------------------------------------
+/// `fuse`: rewrites op chains into fused ops (passes/fusion/), larger
+/// patterns first, then plans memory and splits back any fused node the
+/// overlap proof refuses. Options and report come through the PassContext.
+std::unique_ptr<Pass> createFusePass();
+
 /// The cleanup pipeline run before fusion: "canonicalize,cse,dce".
 llvm::StringRef defaultPipeline();
 

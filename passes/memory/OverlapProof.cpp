@@ -5,10 +5,14 @@
 
 namespace fg {
 
-bool mayAliasResult(const Function &, const Node &node, unsigned operand, unsigned result) {
+bool mayAliasResult(const Function &fn, const Node &node, unsigned operand, unsigned result) {
   switch (node.kind) {
   case OpKind::SetRows:
     return operand == 0 && result == 0;
+  case OpKind::FusedTopkMoe:
+    // One block of rows (4) reads its logits whole before writing ids and
+    // weights; only the logits may alias (FUSIONS.md S4).
+    return operand == 0 && fn.type(node.operands[0]).numRows() <= 4;
   default:
     // Any other in-place updater writes operand 0 as its result 0.
     return node.info().has(kUpdatesState) && operand == 0 && result == 0;

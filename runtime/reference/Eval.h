@@ -9,4 +9,9 @@ namespace fg::ref {
 /// [0, rows of dst) is an error and leaves dst unchanged.
 llvm::Error setRowsInPlace(HostTensor &dst, const HostTensor &src, const HostTensor &idx);
 
+/// Evaluates a fused node (kFused) through its decomposition, step by step
+/// with evalNode (runtime/reference/Decompose.cpp).
+llvm::Error evalDecomposed(const Node &node, llvm::ArrayRef<const HostTensor *> operands,
+                           llvm::SmallVectorImpl<HostTensor> &results);
+
 } // namespace fg::ref

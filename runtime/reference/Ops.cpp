@@ -723,6 +723,9 @@ Error evalNode(const Node &node, ArrayRef<const HostTensor *> operands,
 #define FG_OP(Kind, mnemonic)                                                                      \
   case OpKind::Kind:                                                                               \
     return eval##Kind(c);
+#define FG_FUSED_OP(Kind, mnemonic)                                                                \
+  case OpKind::Kind:                                                                               \
+    return ref::evalDecomposed(node, operands, results);
 #include "ir/Ops.def"
     }
     return fail("unknown op kind");

@@ -1,0 +1,59 @@
+//===- FusionReport.h - what fusion did, and why it declined ------*- C++ -*-===//
+//
+// Options of the `fuse` pass (--no-fusion, --disable-fusion=a,b,
+// --debug-fusion=NAME) and its report: fusions applied per entry and pattern,
+// and every candidate declined with its reason (legality, or the overlap
+// proof after planning). `fusegraph inspect` prints the report.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fg {
+
+struct FusionOptions {
+  bool enabled = true;               ///< false: --no-fusion
+  std::vector<std::string> disabled; ///< pattern names (--disable-fusion)
+  std::vector<std::string> debug;    ///< patterns whose every candidate is logged
+  /// Plan memory after fusing and split back fused nodes whose writes overlap
+  /// what they read (FUSIONS.md §1.4), until a fixed point.
+  bool overlapProof = true;
+
+  bool isEnabled(llvm::StringRef pattern) const;
+  bool isDebugged(llvm::StringRef pattern) const;
+};
+
+struct FusionReport {
+  struct Applied {
+    std::string entry, pattern;
+    int64_t count = 0;
+  };
+  struct Refusal {
+    std::string entry, pattern;
+    std::string root;   ///< `%name` of the candidate's root value
+    std::string reason; ///< why it did not fuse
+  };
+  std::vector<Applied> applied; ///< in order of first application
+  std::vector<Refusal> refused; ///< candidates declined for good (deduplicated)
+  int64_t splitBack = 0;        ///< fused nodes the overlap proof split back
+
+  void addApplied(llvm::StringRef entry, llvm::StringRef pattern, int64_t delta = 1);
+  void addRefusal(Refusal r);
+  /// Fusions of `pattern` applied in `entry` (every entry when empty).
+  int64_t count(llvm::StringRef pattern, llvm::StringRef entry = {}) const;
+  int64_t total(llvm::StringRef entry = {}) const;
+  /// Human-readable: one line per (entry, pattern) applied, then one per refusal.
+  void print(llvm::raw_ostream &os) const;
+};
+
+/// Every pattern name (= file name under passes/fusion/ = `--disable-fusion`
+/// name = fused op mnemonic without "fused."), by decreasing benefit.
+std::vector<std::string> fusionPatternNames();
+
+} // namespace fg

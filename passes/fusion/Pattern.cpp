@@ -1,0 +1,362 @@
+//===- Pattern.cpp - tree matching, legality helpers, the registry ---------===//
+#include "passes/fusion/Pattern.h"
+
+#include "passes/fusion/FusionReport.h"
+#include "passes/memory/LaunchDag.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+namespace fg::fusion {
+
+namespace {
+
+/// Binds `name` to `v` in `m`; false when it is bound to another value.
+bool bindCapture(Match &m, const std::string &name, ValueId v) {
+  if (name.empty())
+    return true;
+  auto [it, inserted] = m.values.try_emplace(name, v);
+  return inserted || it->second == v;
+}
+
+} // namespace
+
+void Pat::matchAll(const Function &fn, ValueId v, const Match &in,
+                   llvm::SmallVectorImpl<Match> &out) const {
+  if (kind_ != Kind::Op) {
+    Match m = in;
+    if (bindCapture(m, name_, v))
+      out.push_back(std::move(m));
+    return;
+  }
+  const Node *node = fn.producer(v);
+  if (!node || node->kind != op_ || node->result() != v)
+    return;
+  if (pred_ && !pred_(fn, *node))
+    return;
+  Match m = in;
+  if (!bindCapture(m, name_, v))
+    return;
+  NodeId id = fn.value(v).def;
+  if (!m.absorbs(id))
+    m.nodes.push_back(id);
+  if (single_)
+    m.singleUse.push_back(v);
+  matchOperands(fn, *node, /*swap=*/false, m, out);
+  if (commutative_ && node->operands.size() >= 2 && node->operands[0] != node->operands[1])
+    matchOperands(fn, *node, /*swap=*/true, m, out);
+}
+
+void Pat::matchOperands(const Function &fn, const Node &node, bool swap, const Match &in,
+                        llvm::SmallVectorImpl<Match> &out) const {
+  if (node.operands.size() > children_.size())
+    return;
+  llvm::SmallVector<Match, 4> states{in};
+  for (size_t i = 0; i < children_.size() && !states.empty(); ++i) {
+    size_t slot = swap && i < 2 ? 1 - i : i;
+    llvm::SmallVector<Match, 4> next;
+    for (const Match &s : states) {
+      if (slot < node.operands.size()) {
+        children_[i].matchAll(fn, node.operands[slot], s, next);
+      } else if (children_[i].kind_ == Kind::Optional) {
+        Match m = s;
+        if (bindCapture(m, children_[i].name_, kNoValue))
+          next.push_back(std::move(m));
+      }
+    }
+    states = std::move(next);
+  }
+  for (Match &s : states)
+    out.push_back(std::move(s));
+}
+
+void TreePattern::match(const Function &fn, NodeId root, llvm::SmallVectorImpl<Match> &out) const {
+  const Node &node = fn.node(root);
+  if (node.results.empty())
+    return;
+  for (const Variant &variant : variants_) {
+    if (variant.pat.opKind() != node.kind)
+      continue;
+    Match start;
+    start.root = root;
+    llvm::SmallVector<Match, 4> found;
+    variant.pat.matchAll(fn, node.result(), start, found);
+    for (Match &m : found) {
+      m.variant = variant.name;
+      for (const std::string &o : variant.outputs)
+        m.outputs.push_back(o.empty() ? node.result() : m.get(o));
+      m.benefit = static_cast<unsigned>(m.nodes.size());
+      out.push_back(std::move(m));
+    }
+  }
+}
+
+// --- legality helpers ----------------------------------------------------------------
+
+std::string label(const Function &fn, ValueId v) { return valueLabel(fn, v); }
+
+namespace {
+
+/// Strides equal the dense ones, ignoring dimensions of size 1.
+bool denseStrides(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> strides) {
+  Shape dense = contiguousStrides(shape);
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1 && strides[d] != dense[d])
+      return false;
+  return true;
+}
+
+/// A permutation that keeps every dimension larger than 1 in order.
+bool keepsOrder(const Function &fn, const Node &n, llvm::ArrayRef<int64_t> perm) {
+  const TensorType &in = fn.type(n.operands[0]);
+  int64_t last = -1;
+  for (int64_t p : perm) {
+    if (in.shape[p] == 1)
+      continue;
+    if (p < last)
+      return false;
+    last = p;
+  }
+  return true;
+}
+
+} // namespace
+
+bool isContiguous(const Function &fn, ValueId v) {
+  const Node *n = fn.producer(v);
+  if (!n || !n->info().has(kViewLike))
+    return true;
+  switch (n->kind) {
+  case OpKind::View:
+    if (!denseStrides(n->ints("shape"), n->ints("strides")))
+      return false;
+    break;
+  case OpKind::Permute:
+    if (!keepsOrder(fn, *n, n->ints("perm")))
+      return false;
+    break;
+  case OpKind::Transpose: {
+    const TensorType &t = fn.type(v);
+    if (t.rank() >= 2 && t.shape[t.rank() - 1] != 1 && t.shape[t.rank() - 2] != 1)
+      return false;
+    break;
+  }
+  default:
+    break;
+  }
+  return isContiguous(fn, n->operands[0]);
+}
+
+bool hasContiguousRows(const Function &fn, ValueId v) {
+  if (isContiguous(fn, v))
+    return true;
+  const Node *n = fn.producer(v);
+  const TensorType &t = fn.type(v);
+  if (t.rowLength() == 1)
+    return true;
+  switch (n->kind) {
+  case OpKind::View:
+    return n->ints("strides").back() == 1 && hasContiguousRows(fn, n->operands[0]);
+  case OpKind::Permute:
+    return n->ints("perm").back() == t.rank() - 1 && hasContiguousRows(fn, n->operands[0]);
+  default:
+    return false;
+  }
+}
+
+Decision expectDType(const Function &fn, ValueId v, llvm::ArrayRef<DType> allowed,
+                     llvm::StringRef what) {
+  DType t = fn.type(v).dtype;
+  if (llvm::is_contained(allowed, t))
+    return Decision::yes();
+  std::string names;
+  for (DType a : allowed)
+    names += (names.empty() ? "" : "/") + std::string(dtypeName(a));
+  return Decision::no(what + " " + label(fn, v) + " is " + std::string(dtypeName(t)) +
+                      ", the fused kernel takes " + names);
+}
+
+Decision expectBroadcastsInto(const Function &fn, ValueId side, ValueId full,
+                              llvm::StringRef what) {
+  const TensorType &s = fn.type(side), &f = fn.type(full);
+  auto b = broadcastShapes(s.shape, f.shape);
+  if (b && *b == f.shape)
+    return Decision::yes();
+  return Decision::no(what + " " + label(fn, side) + " " + s.str() + " does not broadcast into " +
+                      label(fn, full) + " " + f.str());
+}
+
+AttrList copyAttrs(OpKind k, llvm::ArrayRef<const Node *> from) {
+  const OpInfo &info = opInfo(k);
+  AttrList out = defaultAttrs(k);
+  for (size_t i = 0; i < info.attrs.size(); ++i)
+    for (const Node *n : from) {
+      std::optional<unsigned> j = n->info().findAttr(info.attrs[i].name);
+      if (j && n->info().attrs[*j].kind == info.attrs[i].kind) {
+        out[i] = n->attrs[*j];
+        break;
+      }
+    }
+  return out;
+}
+
+void setAttr(OpKind k, AttrList &attrs, std::string_view name, Attribute value) {
+  attrs[opInfo(k).attrIndex(name)] = std::move(value);
+}
+
+// --- the rms_norm / rope / set_rows family --------------------------------------------
+
+Pat normMulPat() {
+  return m::Mul(m::RmsNorm(m::Any("x")).bind("norm").singleUse(), m::Any("w"))
+      .commutative()
+      .bind("mul");
+}
+
+Decision checkNormMul(const Function &fn, const Match &m) {
+  ValueId x = m.get("x"), w = m.get("w");
+  for (auto [v, what] :
+       {std::pair<ValueId, const char *>{x, "input"}, {w, "weight"}, {m.get("mul"), "product"}})
+    if (Decision d = expectDType(fn, v, {DType::F32}, what); !d)
+      return d;
+  if (!hasContiguousRows(fn, x) || !hasContiguousRows(fn, w))
+    return Decision::no("the rows of " + label(fn, x) + " and " + label(fn, w) + " must be packed");
+  if (fn.type(m.get("mul")).shape != fn.type(x).shape)
+    return Decision::no("weight " + label(fn, w) + " " + fn.type(w).str() +
+                        " does not broadcast into " + label(fn, x) + " " + fn.type(x).str());
+  return Decision::yes();
+}
+
+Pat ropePat(Pat inner) {
+  return m::Op(OpKind::Rope, {std::move(inner), m::Any("positions"), m::Opt("freq_factors")})
+      .bind("rope");
+}
+
+Decision checkRope(const Function &fn, const Node &rope) {
+  const TensorType &x = fn.type(rope.operands[0]);
+  if (x.rowLength() % 2)
+    return Decision::no("rope head dim " + llvm::Twine(x.rowLength()) + " of " +
+                        label(fn, rope.operands[0]) + " is odd");
+  if (!hasContiguousRows(fn, rope.operands[0]))
+    return Decision::no("the rows of rope input " + label(fn, rope.operands[0]) +
+                        " must be packed");
+  return Decision::yes();
+}
+
+Pat setRowsPat(Pat inner) {
+  return m::Op(OpKind::SetRows, {m::Any("dest"), std::move(inner), m::Any("indices")})
+      .bind("set_rows");
+}
+
+Decision checkSetRows(const Function &fn, const Node &setRows) {
+  DType cache = fn.type(setRows.result()).dtype, src = fn.type(setRows.operands[1]).dtype;
+  if (Decision d =
+          expectDType(fn, setRows.result(), {DType::F32, DType::F16, DType::BF16}, "cache");
+      !d)
+    return d;
+  if (Decision d = expectDType(fn, setRows.operands[1], {DType::F32, DType::F16}, "rows"); !d)
+    return d;
+  if (src == DType::F16 && cache != DType::F16)
+    return Decision::no("f16 rows " + label(fn, setRows.operands[1]) +
+                        " may only be written to an "
+                        "f16 cache, not " +
+                        std::string(dtypeName(cache)));
+  return Decision::yes();
+}
+
+AttrList ropeAttrs(OpKind k, const Node &rope, const Node *norm) {
+  llvm::SmallVector<const Node *, 2> from{&rope};
+  if (norm)
+    from.push_back(norm);
+  return copyAttrs(k, from);
+}
+
+// --- the registry ------------------------------------------------------------------------
+
+std::vector<std::unique_ptr<FusionPattern>> fusionPatterns() {
+  std::vector<std::unique_ptr<FusionPattern>> p;
+  p.push_back(createTopkMoePattern());
+  p.push_back(createMoeWeightedSumPattern());
+  p.push_back(createGatedMatmulIdPattern());
+  p.push_back(createGatedMatmulPattern());
+  p.push_back(createRmsNormMulRopeSetRowsPattern());
+  p.push_back(createRmsNormMulRopePattern());
+  p.push_back(createRmsNormMulAddPattern());
+  p.push_back(createAddChainPattern());
+  p.push_back(createMulChainPattern());
+  p.push_back(createSoftcapPattern());
+  p.push_back(createRopeSetRowsPattern());
+  p.push_back(createRmsNormMulPattern());
+  p.push_back(createUnaryMulPattern());
+  p.push_back(createReluSqrPattern());
+  return p;
+}
+
+} // namespace fg::fusion
+
+namespace fg {
+
+std::vector<std::string> fusionPatternNames() {
+  std::vector<std::string> names;
+  for (const auto &p : fusion::fusionPatterns())
+    names.push_back(p->name().str());
+  return names;
+}
+
+bool FusionOptions::isEnabled(llvm::StringRef pattern) const {
+  return enabled && !llvm::is_contained(disabled, pattern.str());
+}
+
+bool FusionOptions::isDebugged(llvm::StringRef pattern) const {
+  return llvm::is_contained(debug, pattern.str()) || llvm::is_contained(debug, "all");
+}
+
+void FusionReport::addApplied(llvm::StringRef entry, llvm::StringRef pattern, int64_t delta) {
+  for (Applied &a : applied)
+    if (a.entry == entry && a.pattern == pattern) {
+      a.count += delta;
+      return;
+    }
+  applied.push_back({entry.str(), pattern.str(), delta});
+}
+
+void FusionReport::addRefusal(Refusal r) {
+  for (const Refusal &o : refused)
+    if (o.entry == r.entry && o.pattern == r.pattern && o.root == r.root && o.reason == r.reason)
+      return;
+  refused.push_back(std::move(r));
+}
+
+int64_t FusionReport::count(llvm::StringRef pattern, llvm::StringRef entry) const {
+  int64_t n = 0;
+  for (const Applied &a : applied)
+    if (a.pattern == pattern && (entry.empty() || a.entry == entry))
+      n += a.count;
+  return n;
+}
+
+int64_t FusionReport::total(llvm::StringRef entry) const {
+  int64_t n = 0;
+  for (const Applied &a : applied)
+    if (entry.empty() || a.entry == entry)
+      n += a.count;
+  return n;
+}
+
+void FusionReport::print(llvm::raw_ostream &os) const {
+  os << "fusions applied:";
+  if (applied.empty())
+    os << " none";
+  os << "\n";
+  for (const Applied &a : applied)
+    if (a.count)
+      os << "  @" << a.entry << "  " << a.pattern << " x" << a.count << "\n";
+  if (splitBack)
+    os << "  (" << splitBack << " split back by the overlap proof)\n";
+  os << "fusion candidates refused:";
+  if (refused.empty())
+    os << " none";
+  os << "\n";
+  for (const Refusal &r : refused)
+    os << "  @" << r.entry << "  " << r.pattern << " at " << r.root << ": " << r.reason << "\n";
+}
+
+} // namespace fg

@@ -1,0 +1,146 @@
+//===- topk_moe.cpp - MoE routing -> fused.topk_moe (ids, weights) ---------===//
+//
+//   %p = softmax(%logits) : f32[1, 8]              // or sigmoid, or sqrt(softplus)
+//   %sel = add(%p, %bias) : f32[1, 8]              // optional: steers selection only
+//   %ids = top_k(%sel) {k = 2} : i32[1, 2]
+//   %w = get_rows(%p, %ids) : f32[1, 2]            // the unbiased probabilities
+//   %s = sum_rows(%w) ; %c = clamp(%s) {min = m} ; %wn = div(%w, %c)   // optional
+//   %ws = scale(%wn) {scale = 2.5}                 // optional
+// becomes
+//   %ids, %ws = fused.topk_moe(%logits, %bias) {k = 2, renorm = 1, scale = 2.5} : i32[1, 2], f32[1,
+//   2]
+//
+// and the delayed form, top_k of the raw logits then softmax of the k chosen:
+//   %ids = top_k(%logits) ; %w = get_rows(%logits, %ids) ; %ws = softmax(%w) [; scale]
+//   -> fused.topk_moe(%logits) {gating = delayed_softmax, k = 2}
+//
+// Variants come from one factory (gating x bias x renorm x scale). Legality
+// (FUSIONS.md F1/F2): f32 logits [T, E] with E a power of two <= 512, a f32
+// bias [E], plain softmaxes (scale 1, no max_bias, no mask), a clamp with no
+// upper bound, a scale with no bias.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/fusion/Pattern.h"
+
+namespace fg::fusion {
+namespace {
+
+enum class Gating { Softmax, Sigmoid, SqrtSoftplus, DelayedSoftmax };
+const char *const kGatingNames[] = {"softmax", "sigmoid", "sqrt_softplus", "delayed_softmax"};
+
+Pat gate(Gating g) {
+  Pat logits = m::Any("logits");
+  switch (g) {
+  case Gating::Softmax:
+    return m::Softmax(logits).bind("p");
+  case Gating::Sigmoid:
+    return m::Sigmoid(logits).bind("p");
+  default:
+    return m::Sqrt(m::Softplus(logits)).bind("p");
+  }
+}
+
+/// The routing weights chain for one variant; ids are captured as "ids".
+Pat routing(Gating g, bool bias, bool renorm, bool scale) {
+  Pat w = g == Gating::DelayedSoftmax
+              ? m::Softmax(m::GetRows(m::Any("logits"), m::TopK(m::Any("logits")).bind("ids")))
+                    .bind("delayed")
+              : m::GetRows(gate(g),
+                           m::TopK(bias ? m::Add(gate(g), m::Any("bias")).commutative() : gate(g))
+                               .bind("ids"));
+  if (renorm) {
+    w.bind("unnormed");
+    w = m::Div(w, m::Clamp(m::SumRows(w)).bind("clamp"));
+  }
+  if (scale)
+    w = m::Scale(w).bind("scale");
+  return w;
+}
+
+class TopkMoe : public TreePattern {
+public:
+  TopkMoe() {
+    for (Gating g :
+         {Gating::Softmax, Gating::Sigmoid, Gating::SqrtSoftplus, Gating::DelayedSoftmax})
+      for (bool bias : {false, true})
+        for (bool renorm : {false, true})
+          for (bool scale : {false, true}) {
+            if (g == Gating::DelayedSoftmax && (bias || renorm))
+              continue; // the bias and renormalisation belong to early gating
+            std::string name = std::string(kGatingNames[int(g)]) + (bias ? "+bias" : "") +
+                               (renorm ? "+renorm" : "") + (scale ? "+scale" : "");
+            addVariant(name, routing(g, bias, renorm, scale), {"ids", ""});
+          }
+  }
+  llvm::StringRef name() const override { return "topk_moe"; }
+
+  static bool isPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+  static Decision plainSoftmax(const Function &fn, const Node &s) {
+    if (s.f("scale") != 1 || s.f("max_bias") != 0)
+      return Decision::no("softmax " + label(fn, s.result()) +
+                          " has a scale or max_bias; the fused kernel takes a plain softmax");
+    return Decision::yes();
+  }
+
+  Decision check(const Function &fn, const Match &m) const override {
+    ValueId logits = m.get("logits");
+    const TensorType &lt = fn.type(logits);
+    if (Decision d = expectDType(fn, logits, {DType::F32}, "logits"); !d)
+      return d;
+    if (lt.rank() != 2)
+      return Decision::no("logits " + label(fn, logits) + " " + lt.str() + " must be [T, E]");
+    if (!isPowerOfTwo(lt.shape[1]) || lt.shape[1] > 512)
+      return Decision::no(llvm::Twine(lt.shape[1]) +
+                          " experts: the fused kernel takes a power of two up to 512");
+    if (!isContiguous(fn, logits))
+      return Decision::no("logits " + label(fn, logits) + " must be contiguous");
+    if (m.has("p") && m.node(fn, "p").kind == OpKind::Softmax)
+      if (Decision d = plainSoftmax(fn, m.node(fn, "p")); !d)
+        return d;
+    if (m.has("delayed"))
+      if (Decision d = plainSoftmax(fn, m.node(fn, "delayed")); !d)
+        return d;
+    if (m.has("bias")) {
+      ValueId b = m.get("bias");
+      if (Decision d = expectDType(fn, b, {DType::F32}, "selection bias"); !d)
+        return d;
+      if (fn.type(b).numElements() != lt.shape[1] || fn.type(b).rowLength() != lt.shape[1])
+        return Decision::no("selection bias " + label(fn, b) + " " + fn.type(b).str() +
+                            " must hold one value per expert");
+    }
+    if (m.has("clamp") && m.node(fn, "clamp").f("max") != std::numeric_limits<double>::infinity())
+      return Decision::no("renormalisation clamp " + label(fn, m.get("clamp")) +
+                          " has an upper bound");
+    if (m.has("scale") && m.node(fn, "scale").f("bias") != 0)
+      return Decision::no("weights scale " + label(fn, m.get("scale")) + " has a bias");
+    return Decision::yes();
+  }
+
+  FusedOp rewrite(const Function &fn, const Match &m) const override {
+    const OpKind k = OpKind::FusedTopkMoe;
+    FusedOp op{k, {m.get("logits")}, defaultAttrs(k)};
+    if (m.has("bias"))
+      op.operands.push_back(m.get("bias"));
+    int64_t gating = int64_t(Gating::DelayedSoftmax);
+    if (m.has("p"))
+      gating = m.node(fn, "p").kind == OpKind::Softmax   ? int64_t(Gating::Softmax)
+               : m.node(fn, "p").kind == OpKind::Sigmoid ? int64_t(Gating::Sigmoid)
+                                                         : int64_t(Gating::SqrtSoftplus);
+    setAttr(k, op.attrs, "gating", Attribute::ofEnum(gating));
+    setAttr(k, op.attrs, "k", Attribute::ofInt(m.node(fn, "ids").i("k")));
+    if (m.has("clamp")) {
+      setAttr(k, op.attrs, "renorm", Attribute::ofInt(1));
+      setAttr(k, op.attrs, "clamp_min", Attribute::ofFloat(m.node(fn, "clamp").f("min")));
+    }
+    if (m.has("scale"))
+      setAttr(k, op.attrs, "scale", Attribute::ofFloat(m.node(fn, "scale").f("scale")));
+    return op;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<FusionPattern> createTopkMoePattern() { return std::make_unique<TopkMoe>(); }
+
+} // namespace fg::fusion
