@@ -236,7 +236,9 @@ llvm::Expected<ModelHParams> hparamsFromGguf(const GgufFile &f) {
     hp.nExperts = ne;
     hp.nExpertsUsed = nu;
     hp.expertFf = eff;
-    hp.normTopkProb = true; // llama.cpp's qwen3moe always renormalises
+    // llama.cpp's qwen3moe renormalises unless the file says otherwise.
+    FG_TRY(norm, f.optInt(k.key("expert_weights_norm")));
+    hp.normTopkProb = norm.value_or(1) != 0;
   } else {
     FG_TRY(ff, k.i("feed_forward_length"));
     hp.nFf = ff;
@@ -271,6 +273,9 @@ llvm::Expected<ModelHParams> hparamsFromGguf(const GgufFile &f) {
     hp.queryPreAttnScalar = hp.nLayers == 62 && hp.nHeads > 0
                                 ? static_cast<double>(hp.nEmbd / hp.nHeads)
                                 : static_cast<double>(hp.headDim);
+    FG_TRY(scale, k.d("attention.scale", 0)); // written by newer converters
+    if (scale > 0)
+      hp.queryPreAttnScalar = 1 / (scale * scale);
     FG_TRY(softcap, k.d("attn_logit_softcapping", 0));
     hp.attnSoftcap = softcap;
     if (auto fs = f.optFloat(k.key("final_logit_softcapping")); !fs)
