@@ -54,7 +54,7 @@ LogSink stderrLog(bool verbose);
 /// Feeds `prompt` (prefill entries where they fit, else decode), then decodes
 /// greedily until `steps` tokens are generated; prints the tokens and timing.
 int generate(const Plan &plan, const ExecOptions &opts, llvm::ArrayRef<int32_t> prompt,
-             int64_t steps, bool verbose);
+             int64_t steps, bool verbose, bool verify = false);
 
 /// Loads MODEL (`.fg`, `.gguf`, an HF folder or `demo`) into a Graph.
 llvm::Expected<Graph> loadModelGraph(llvm::StringRef model, const ModelSettings &s);

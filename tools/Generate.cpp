@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <optional>
 
 using namespace llvm;
 
@@ -48,8 +50,30 @@ struct Bucket {
 
 } // namespace
 
+/// ‖a − b‖ / ‖b‖; NaN never passes.
+double normalizedError(ArrayRef<float> a, ArrayRef<float> b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i]))
+      return INFINITY;
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return a.size() != b.size() ? INFINITY : den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+/// --verify's threshold: 1e-3 when every weight is f32, else 1e-2 (f16/bf16
+/// and quantised operands).
+double verifyThreshold(const Plan &plan) {
+  for (const Function &fn : plan.graph().functions())
+    for (const Argument &a : fn.arguments())
+      if (a.role == ArgRole::Weight && fn.type(a.value).dtype != DType::F32)
+        return 1e-2;
+  return 1e-3;
+}
+
 int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt, int64_t steps,
-             bool verbose) {
+             bool verbose, bool verify) {
   if (prompt.empty())
     return reportError(makeError("the prompt is empty (give --prompt-ids 1,2,3)"));
   if (steps < 1)
@@ -68,6 +92,18 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   Expected<Executor> exec = Executor::create(plan, opts);
   if (!exec)
     return reportError(exec.takeError());
+  // --verify: the CPU reference runs every chunk beside the device, with the
+  // same inputs; the largest normalised error per output is reported.
+  std::optional<Executor> oracle;
+  StringMap<double> worst;
+  if (verify) {
+    ExecOptions cpu;
+    cpu.device = ExecOptions::Device::Cpu;
+    Expected<Executor> o = Executor::create(plan, cpu);
+    if (!o)
+      return reportError(o.takeError());
+    oracle.emplace(std::move(*o));
+  }
   const Function *decode = exec->entry("decode");
   if (!decode)
     return reportError(makeError("the plan has no 'decode' entry; its entries are: " +
@@ -97,7 +133,27 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
       return e;
     if (Error e = exec->setInput("positions", pos))
       return e;
-    return exec->run(entry);
+    if (Error e = exec->run(entry))
+      return e;
+    if (!oracle)
+      return Error::success();
+    if (Error e = oracle->setInput("tokens", toks))
+      return e;
+    if (Error e = oracle->setInput("positions", pos))
+      return e;
+    if (Error e = oracle->run(entry))
+      return e;
+    for (ValueId r : exec->entry(entry)->results()) {
+      const std::string &name = exec->entry(entry)->value(r).name;
+      Expected<HostTensor> a = exec->output(name), b = oracle->output(name);
+      if (!a)
+        return a.takeError();
+      if (!b)
+        return b.takeError();
+      double err = normalizedError(a->toFloats(), b->toFloats());
+      worst[name] = std::max(worst.lookup(name), err);
+    }
+    return Error::success();
   };
   Clock::time_point t0 = Clock::now();
   int64_t done = 0, chunks = 0;
@@ -175,6 +231,19 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   if (steps > 1)
     outs() << "decode: " << steps - 1 << " steps, " << format("%.2f", decodeMs / (steps - 1))
            << " ms/step\n";
+  if (verify) {
+    double threshold = verifyThreshold(plan);
+    bool ok = true;
+    for (const auto &kv : worst) {
+      bool pass = kv.getValue() <= threshold;
+      ok &= pass;
+      outs() << "verify: " << kv.getKey() << " largest normalised error "
+             << format("%.3g", kv.getValue()) << (pass ? " <= " : " > ")
+             << format("%.0e", threshold) << (pass ? " ok" : " FAILED") << "\n";
+    }
+    if (!ok)
+      return 1;
+  }
   return kOk;
 }
 

@@ -69,7 +69,7 @@ int runRun(ArrayRef<const char *> args) {
   if (!plan)
     return reportError(plan.takeError());
   std::vector<int32_t> prompt(ids.begin(), ids.end());
-  return generate(*plan, eo, prompt, steps, f.has("verbose"));
+  return generate(*plan, eo, prompt, steps, f.has("verbose"), f.has("verify"));
 }
 
 } // namespace fg::cli
