@@ -80,7 +80,7 @@ std::string chomp(std::string s) {
 /// Every registered name creates a pass of that name; unknown names list the known ones.
 TEST(PassRegistry, CreatesByName) {
   std::vector<std::string> names = registeredPasses();
-  EXPECT_EQ(names, (std::vector<std::string>{"canonicalize", "cse", "dce"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"canonicalize", "cse", "dce", "fuse"}));
   for (const std::string &n : names) {
     auto p = createPass(n);
     ASSERT_TRUE(bool(p)) << n;
@@ -89,7 +89,7 @@ TEST(PassRegistry, CreatesByName) {
   auto bad = createPass("dse");
   ASSERT_FALSE(bool(bad));
   EXPECT_EQ(llvm::toString(bad.takeError()),
-            "unknown pass 'dse'; known passes: canonicalize, cse, dce");
+            "unknown pass 'dse'; known passes: canonicalize, cse, dce, fuse");
 }
 
 /// A list parses in order; a bad list adds nothing.
@@ -97,8 +97,8 @@ TEST(PassManager, AddPipeline) {
   PassManager pm;
   ASSERT_FALSE(bool(pm.addPipeline("dce, cse,canonicalize")));
   EXPECT_EQ(pm.pipeline(), (std::vector<std::string>{"dce", "cse", "canonicalize"}));
-  EXPECT_EQ(errorText(pm.addPipeline("dce,fuse")),
-            "unknown pass 'fuse'; known passes: canonicalize, cse, dce");
+  EXPECT_EQ(errorText(pm.addPipeline("dce,fusion")),
+            "unknown pass 'fusion'; known passes: canonicalize, cse, dce, fuse");
   EXPECT_EQ(pm.pipeline().size(), 3u);
 
   PassManager def;
@@ -230,7 +230,7 @@ TEST(PassManager, UnknownPrintPassIsAnError) {
   PassManager pm(opts);
   ASSERT_FALSE(bool(pm.addPipeline("cse")));
   EXPECT_EQ(errorText(pm.run(g)),
-            "unknown pass 'cse2' in --print-ir-after; known passes: canonicalize, cse, dce");
+            "unknown pass 'cse2' in --print-ir-after; known passes: canonicalize, cse, dce, fuse");
 }
 
 // --- dumps, stats, timing ---------------------------------------------------------------
