@@ -81,6 +81,7 @@ struct IoBinding {
 struct CompiledEntry {
   std::string name;
   uint64_t arenaBytes = 0;
+  uint64_t peakLiveBytes = 0; ///< the planner's peak of simultaneously live arena bytes
   std::vector<IoBinding> inputs, outputs;
   std::vector<LaunchRecord> launches;
 };

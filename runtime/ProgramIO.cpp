@@ -177,6 +177,7 @@ EncodedProgram encodeProgram(const CompiledProgram &p) {
   for (const CompiledEntry &e : p.entries) {
     w.str(e.name);
     w.u64(e.arenaBytes);
+    w.u64(e.peakLiveBytes);
     for (const auto *list : {&e.inputs, &e.outputs}) {
       w.u64(list->size());
       for (const IoBinding &b : *list) {
@@ -274,6 +275,7 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
     CompiledEntry e;
     e.name = r.str();
     e.arenaBytes = r.u64();
+    e.peakLiveBytes = r.u64();
     for (auto *list : {&e.inputs, &e.outputs}) {
       uint64_t n = r.count(16);
       for (uint64_t k = 0; k < n && !r.failed(); ++k) {

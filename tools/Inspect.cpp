@@ -1,6 +1,8 @@
 //===- Inspect.cpp - `fusegraph inspect`: what a model or plan holds -------===//
 #include "tools/Commands.h"
 
+#include "runtime/ProgramIO.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -121,7 +123,29 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
   }
   os << "weights: " << s.weights.values << " values, " << humanBytes(s.weights.bytes) << "\n";
   os << "state: " << s.state.values << " values, " << humanBytes(s.state.bytes) << "\n";
-  os << "fusions: none (fusion passes not built yet)\n";
+  if (const PlanSection *p = plan.section("program")) {
+    Expected<CompiledProgram> prog = decodeProgram(p->bytes);
+    if (!prog) {
+      os << "cuda: " << toString(prog.takeError()) << "\n";
+      return;
+    }
+    unsigned gemms = 0, kernels = 0;
+    for (const CompiledEntry &e : prog->entries)
+      for (const LaunchRecord &l : e.launches)
+        (l.kind == LaunchRecord::Kind::Gemm ? gemms : kernels) += 1;
+    os << "cuda: " << prog->arch << ", " << prog->modules.size() << " kernel modules, "
+       << kernels << " kernel launches, " << gemms << " cuBLAS calls\n";
+    for (const CompiledEntry &e : prog->entries)
+      os << "  " << e.name << ": " << e.launches.size() << " launches, arena "
+         << humanBytes(static_cast<double>(e.arenaBytes)) << ", peak live "
+         << humanBytes(static_cast<double>(e.peakLiveBytes)) << "\n";
+  } else {
+    os << "cuda: no program in this plan (compiled without CUDA code generation)\n";
+  }
+  if (const PlanSection *f = plan.section("fusion"))
+    os << "fusions:\n" << (f->bytes.empty() ? std::string("  none\n") : f->bytes);
+  else
+    os << "fusions: not recorded in this plan\n";
   os << "passes:";
   if (plan.passes().empty())
     os << " none";

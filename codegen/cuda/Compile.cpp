@@ -6,6 +6,7 @@
 #include "runtime/ProgramIO.h"
 
 #include "passes/Passes.h"
+#include "passes/fusion/FusionReport.h"
 
 #include <cuda_runtime_api.h>
 #include <nvrtc.h>
@@ -29,7 +30,9 @@ uint32_t buildNvrtcVersion() {
 std::string compilePipeline(const CompileOptions &opts) {
   if (!opts.pipeline.empty())
     return opts.pipeline;
-  return defaultPipeline().str();
+  // Cleanup, then fusion (which plans memory and proves its groups safe),
+  // then a last dce for what fusion left unused. `fuse` honours --no-fusion.
+  return defaultPipeline().str() + ",fuse,dce";
 }
 
 namespace {
@@ -72,6 +75,13 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   PassOptions passOpts = opts.passOptions;
   if (!passOpts.sink)
     passOpts.sink = opts.log;
+  FusionOptions fusion;
+  fusion.enabled = opts.fusion;
+  fusion.disabled = opts.disableFusion;
+  fusion.debug = opts.debugFusion;
+  FusionReport report;
+  passOpts.fusionOptions = &fusion;
+  passOpts.fusionReport = &report;
   PassManager pm(std::move(passOpts));
   if (!pipeline.empty())
     if (Error e = pm.addPipeline(pipeline))
@@ -96,6 +106,14 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     records.push_back({r.name, r.changed, r.seconds});
 
   std::vector<PlanSection> sections;
+  {
+    // What fusion did, for `inspect` (text: one line per pattern, then refusals).
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    report.print(os);
+    sections.push_back({"fusion", std::move(os.str()), 0});
+    sections.back().checked = sections.back().bytes.size();
+  }
   if (opts.cuda) {
     cuda::LowerOptions lo;
     lo.emit.arch = opts.arch;

@@ -152,6 +152,7 @@ llvm::Error EntryLowering::run(CompiledEntry &out,
   plan_.emplace(std::move(*plan));
   out.name = fn_.name().str();
   out.arenaBytes = static_cast<uint64_t>(plan_->arenaBytes);
+  out.peakLiveBytes = static_cast<uint64_t>(plan_->peakLiveBytes);
   stats.arenaBytes = std::max<uint64_t>(stats.arenaBytes, out.arenaBytes);
   stats.peakLiveBytes = std::max<uint64_t>(stats.peakLiveBytes, plan_->peakLiveBytes);
 
