@@ -30,6 +30,7 @@ const Plan &demoPlan() {
       ADD_FAILURE() << toString(g.takeError());
     CompileOptions co;
     co.ctx = 16;
+    co.cuda = false; // the CPU executor needs no kernels
     Expected<Plan> p = compile(*g, co);
     if (!p)
       ADD_FAILURE() << toString(p.takeError());
