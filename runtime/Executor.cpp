@@ -2,6 +2,7 @@
 #include "runtime/Executor.h"
 
 #include "runtime/ProgramIO.h"
+#include "runtime/WeightLoad.h"
 #include "runtime/cuda/CudaRunner.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -29,6 +30,39 @@ const Argument *findInput(const Function &fn, StringRef name) {
     return nullptr;
   const Argument *a = fn.argumentOf(v);
   return a && a->role == ArgRole::Input ? a : nullptr;
+}
+
+/// Binds the weights a plan takes from a model file (its "weights" section,
+/// else the CUDA program's weight table) into the CPU reference.
+Error bindPlanWeights(const Plan &plan, ReferenceInterpreter &interp, const LogSink &log) {
+  std::vector<TensorSlot> slots;
+  if (const PlanSection *w = plan.section("weights")) {
+    Expected<std::vector<TensorSlot>> t = decodeWeightTable(w->bytes);
+    if (!t)
+      return t.takeError();
+    slots = std::move(*t);
+  } else if (const PlanSection *p = plan.section("program")) {
+    Expected<CompiledProgram> prog = decodeProgram(p->bytes);
+    if (!prog)
+      return prog.takeError();
+    slots = std::move(prog->weights);
+  }
+  size_t mapped = 0, embedded = 0;
+  for (const TensorSlot &s : slots) {
+    if (!s.hasSource())
+      continue;
+    Expected<std::vector<uint8_t>> bytes = loadSlotBytes(s);
+    if (!bytes)
+      return bytes.takeError();
+    if (Error e = interp.bindWeight(s.name, HostTensor{s.type, std::move(*bytes)}))
+      return e;
+    ++(s.file.empty() ? embedded : mapped);
+  }
+  if (log && mapped + embedded)
+    log(LogLevel::Verbose, "executor: " + std::to_string(mapped) +
+                               " weights read from model files, " + std::to_string(embedded) +
+                               " embedded in the plan");
+  return Error::success();
 }
 
 } // namespace
@@ -68,9 +102,12 @@ Expected<Executor> Executor::create(const Plan &plan, const ExecOptions &opts) {
     if (!runner)
       return runner.takeError();
     e.cuda_ = std::move(*runner);
+    e.cuda_->setProfileLaunches(opts.profileLaunches);
     return e;
   }
   e.interp_ = std::make_unique<ReferenceInterpreter>(*e.graph_);
+  if (Error err = bindPlanWeights(plan, *e.interp_, opts.log))
+    return err;
   if (opts.log)
     opts.log(LogLevel::Verbose, "executor: cpu reference interpreter, ctx " +
                                     std::to_string(e.ctx_) + ", entries " + join(e.entries_, ", "));
@@ -183,6 +220,22 @@ Error Executor::fetchCudaOutputs() const {
 
 float Executor::lastGpuMs() const { return cuda_ ? cuda_->lastGpuMs() : 0.0f; }
 double Executor::lastHostLaunchMs() const { return cuda_ ? cuda_->lastHostLaunchMs() : 0.0; }
+
+std::vector<Executor::LaunchTime> Executor::lastLaunchTimes() const {
+  std::vector<LaunchTime> out;
+  if (!cuda_ || !program_)
+    return out;
+  const std::vector<float> &ms = cuda_->lastLaunchMs();
+  for (const CompiledEntry &ce : program_->entries) {
+    if (ce.name != lastEntry_ || ce.launches.size() != ms.size())
+      continue;
+    for (size_t i = 0; i < ms.size(); ++i) {
+      const LaunchRecord &l = ce.launches[i];
+      out.push_back({l.what, l.symbol, l.kind == LaunchRecord::Kind::Gemm, ms[i]});
+    }
+  }
+  return out;
+}
 
 Expected<HostTensor> Executor::output(StringRef name) const {
   if (Error e = fetchCudaOutputs())

@@ -12,6 +12,7 @@
 #include "ir/Graph.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,10 +89,42 @@ struct CompiledEntry {
 
 /// A weight or state tensor shared by every entry.
 struct TensorSlot {
+  TensorSlot() = default;
+  TensorSlot(std::string name, TensorType type, WeightInit init = {},
+             std::vector<uint8_t> bytes = {})
+      : name(std::move(name)), type(std::move(type)), init(std::move(init)),
+        bytes(std::move(bytes)) {}
+
   std::string name;
   TensorType type;
   WeightInit init;            ///< how to produce the bytes when `bytes` is empty
   std::vector<uint8_t> bytes; ///< embedded bytes (transformed weights), or empty
+  // A weight from a model file (CompileOptions::weights); see loadSlotBytes.
+  std::string file;      ///< mapped: the bytes lie in this file (absolute path) at `offset`
+  uint64_t offset = 0;   ///< mapped: byte offset of the data in `file`
+  uint64_t fileSize = 0; ///< mapped: the file's size when compiled (a changed file is refused)
+  std::string tensor;    ///< the tensor's name in the model file, for messages
+  /// The dtype of the file's or embedded bytes when it differs from
+  /// type.dtype (a quantised weight the GPU program sees as f16): dequantised
+  /// at load time. Embedded bytes are then of this dtype.
+  std::optional<DType> stored;
+
+  bool hasSource() const { return !file.empty() || !bytes.empty(); }
+  /// The type of the bytes in the file or `bytes` (type, or stored's dtype).
+  TensorType storedType() const { return {stored.value_or(type.dtype), type.shape}; }
+};
+
+/// A weight whose bytes a model frontend provides (CompileOptions::weights):
+/// mapped ones name the file and offset where they lie as they are (`bytes`
+/// empty); embedded ones (transformed by the frontend) carry their bytes.
+struct ExternalWeight {
+  std::string name;           ///< the graph's weight value name
+  TensorType type;            ///< dtype and shape of the bytes
+  std::string file;           ///< mapped: the model file (absolute path); empty when embedded
+  std::string tensor;         ///< the tensor's name in the file, for messages
+  uint64_t offset = 0;        ///< mapped: byte offset of the data in `file`
+  uint64_t fileSize = 0;      ///< mapped: the file's size now
+  std::vector<uint8_t> bytes; ///< embedded: type.bytes() bytes
 };
 
 struct CompiledProgram {

@@ -51,6 +51,7 @@ class Reader {
 public:
   explicit Reader(llvm::StringRef b) : data_(b) {}
   bool failed() const { return failed_; }
+  void fail() { failed_ = true; }
   size_t pos() const { return pos_; }
 
   template <typename T> T pod() {
@@ -144,7 +145,10 @@ private:
   bool failed_ = false;
 };
 
-constexpr uint32_t kProgramTag = 0x46475052; // "FGPR"
+constexpr uint32_t kProgramTagV1 = 0x46475052; // "FGPR": slots without a file source
+constexpr uint32_t kProgramTag = 0x46475053;   // "FGPS"
+constexpr uint32_t kWeightsTag = 0x46475754;   // "FGWT"
+constexpr uint8_t kNoStored = 0xff;
 
 void writeSlots(Writer &w, const std::vector<TensorSlot> &slots) {
   w.u64(slots.size());
@@ -153,7 +157,57 @@ void writeSlots(Writer &w, const std::vector<TensorSlot> &slots) {
     w.type(s.type);
     w.init(s.init);
     w.u64(s.bytes.size());
+    w.str(s.file);
+    w.u64(s.offset);
+    w.u64(s.fileSize);
+    w.str(s.tensor);
+    w.pod(s.stored ? static_cast<uint8_t>(*s.stored) : kNoStored);
   }
+}
+
+/// Reads what writeSlots wrote; `sizes` gets each slot's embedded byte count.
+void readSlots(Reader &r, std::vector<TensorSlot> &slots, std::vector<uint64_t> &sizes) {
+  uint64_t n = r.count(16);
+  for (uint64_t i = 0; i < n && !r.failed(); ++i) {
+    TensorSlot s;
+    s.name = r.str();
+    s.type = r.type();
+    s.init = r.init();
+    sizes.push_back(r.u64());
+    s.file = r.str();
+    s.offset = r.u64();
+    s.fileSize = r.u64();
+    s.tensor = r.str();
+    auto stored = r.pod<uint8_t>();
+    if (stored != kNoStored) {
+      if (stored > static_cast<uint8_t>(DType::Q6_K))
+        r.fail();
+      else
+        s.stored = static_cast<DType>(stored);
+    }
+    slots.push_back(std::move(s));
+  }
+}
+
+/// Appends the embedded bytes of `slots` (the bulk part).
+void writeBulk(Writer &w, const std::vector<TensorSlot> &slots) {
+  for (const TensorSlot &s : slots)
+    w.out.append(reinterpret_cast<const char *>(s.bytes.data()), s.bytes.size());
+}
+
+/// Reads the embedded bytes of `slots` (sizes from readSlots); a message on error.
+const char *readBulk(Reader &r, std::vector<TensorSlot> &slots,
+                     const std::vector<uint64_t> &sizes) {
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (!sizes[i])
+      continue;
+    if (sizes[i] != static_cast<uint64_t>(slots[i].storedType().bytes()))
+      return "embedded weight size";
+    slots[i].bytes = r.take(sizes[i]);
+    if (r.failed())
+      return "truncated weights";
+  }
+  return nullptr;
 }
 
 } // namespace
@@ -224,10 +278,38 @@ EncodedProgram encodeProgram(const CompiledProgram &p) {
   }
   EncodedProgram out;
   out.bulkOffset = w.out.size();
-  for (const TensorSlot &s : p.weights)
-    w.out.append(reinterpret_cast<const char *>(s.bytes.data()), s.bytes.size());
+  writeBulk(w, p.weights);
   out.bytes = std::move(w.out);
   return out;
+}
+
+EncodedProgram encodeWeightTable(const std::vector<TensorSlot> &weights) {
+  Writer w;
+  w.pod(kWeightsTag);
+  writeSlots(w, weights);
+  EncodedProgram out;
+  out.bulkOffset = w.out.size();
+  writeBulk(w, weights);
+  out.bytes = std::move(w.out);
+  return out;
+}
+
+llvm::Expected<std::vector<TensorSlot>> decodeWeightTable(llvm::StringRef bytes) {
+  Reader r(bytes);
+  auto corrupt = [&](const char *what) {
+    return makeError(llvm::Twine("plan section 'weights' is corrupt (") + what + " at byte " +
+                     llvm::Twine(r.pos()) + ")");
+  };
+  if (r.pod<uint32_t>() != kWeightsTag || r.failed())
+    return corrupt("bad tag");
+  std::vector<TensorSlot> slots;
+  std::vector<uint64_t> sizes;
+  readSlots(r, slots, sizes);
+  if (r.failed())
+    return corrupt("truncated");
+  if (const char *what = readBulk(r, slots, sizes))
+    return corrupt(what);
+  return slots;
 }
 
 llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
@@ -237,7 +319,11 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
     return makeError(llvm::Twine("plan section 'program' is corrupt (") + what + " at byte " +
                      llvm::Twine(r.pos()) + ")");
   };
-  if (r.pod<uint32_t>() != kProgramTag || r.failed())
+  uint32_t tag = r.pod<uint32_t>();
+  if (tag == kProgramTagV1)
+    return makeError("this plan's CUDA program was written by an older fusegraph (weight table "
+                     "without model-file references); recompile the model");
+  if (tag != kProgramTag || r.failed())
     return corrupt("bad tag");
   p.arch = r.str();
   p.ctx = r.pod<int64_t>();
@@ -254,22 +340,9 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
   if (p.initModule < -1 || p.initModule >= static_cast<int64_t>(nModules))
     return corrupt("bad init module");
   std::vector<uint64_t> weightBytes;
-  auto readSlots = [&](std::vector<TensorSlot> &slots, std::vector<uint64_t> *sizes) {
-    uint64_t n = r.count(16);
-    for (uint64_t i = 0; i < n && !r.failed(); ++i) {
-      TensorSlot s;
-      s.name = r.str();
-      s.type = r.type();
-      s.init = r.init();
-      uint64_t size = r.u64();
-      if (sizes)
-        sizes->push_back(size);
-      slots.push_back(std::move(s));
-    }
-  };
-  readSlots(p.weights, &weightBytes);
+  readSlots(r, p.weights, weightBytes);
   std::vector<uint64_t> ignored;
-  readSlots(p.state, &ignored);
+  readSlots(r, p.state, ignored);
   uint64_t nEntries = r.count(16);
   for (uint64_t i = 0; i < nEntries && !r.failed(); ++i) {
     CompiledEntry e;
@@ -340,15 +413,8 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
   if (r.failed())
     return corrupt("truncated");
   // Embedded weight bytes follow, in table order.
-  for (size_t i = 0; i < p.weights.size(); ++i) {
-    if (!weightBytes[i])
-      continue;
-    if (weightBytes[i] != static_cast<uint64_t>(p.weights[i].type.bytes()))
-      return corrupt("embedded weight size");
-    p.weights[i].bytes = r.take(weightBytes[i]);
-    if (r.failed())
-      return corrupt("truncated weights");
-  }
+  if (const char *what = readBulk(r, p.weights, weightBytes))
+    return corrupt(what);
   return p;
 }
 

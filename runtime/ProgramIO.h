@@ -15,6 +15,7 @@
 #include "llvm/Support/Error.h"
 
 #include <string>
+#include <vector>
 
 namespace fg {
 
@@ -25,5 +26,10 @@ struct EncodedProgram {
 
 EncodedProgram encodeProgram(const CompiledProgram &p);
 llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes);
+
+/// The weight table of a plan without a CUDA program (section "weights"):
+/// the CPU reference binds these (model-file references and embedded bytes).
+EncodedProgram encodeWeightTable(const std::vector<TensorSlot> &weights);
+llvm::Expected<std::vector<TensorSlot>> decodeWeightTable(llvm::StringRef bytes);
 
 } // namespace fg

@@ -51,13 +51,32 @@ llvm::Expected<Plan> planFor(llvm::StringRef modelOrPlan, const ModelSettings &m
 /// `verbose`).
 LogSink stderrLog(bool verbose);
 
+/// What `run` adds to greedy decoding, to compare logits with another
+/// implementation.
+struct GenerateExtras {
+  /// Fed at decode steps 1, 2, ... instead of the greedy tokens (steps - 1 of
+  /// them are needed).
+  std::vector<int32_t> teacherForced;
+  /// Writes every logits row (one per prompt token, then one per decode step)
+  /// as f32: a .npy file [rows, vocab] when the name ends in .npy, else raw
+  /// little-endian rows.
+  std::string dumpLogits;
+};
+
+/// Writes rows × vocab f32 values as .npy (path ends in .npy) or raw f32.
+llvm::Error writeLogits(llvm::StringRef path, llvm::ArrayRef<float> values, int64_t rows,
+                        int64_t vocab);
+
 /// Feeds `prompt` (prefill entries where they fit, else decode), then decodes
 /// greedily until `steps` tokens are generated; prints the tokens and timing.
 int generate(const Plan &plan, const ExecOptions &opts, llvm::ArrayRef<int32_t> prompt,
-             int64_t steps, bool verbose, bool verify = false);
+             int64_t steps, bool verbose, bool verify = false,
+             const GenerateExtras &extras = {});
 
-/// Loads MODEL (`.fg`, `.gguf`, an HF folder or `demo`) into a Graph.
-llvm::Expected<Graph> loadModelGraph(llvm::StringRef model, const ModelSettings &s);
+/// Loads MODEL (`.fg`, `.gguf`, an HF folder or `demo`) into a Graph; with
+/// `weights`, also the model file's weight table (for CompileOptions::weights).
+llvm::Expected<Graph> loadModelGraph(llvm::StringRef model, const ModelSettings &s,
+                                     std::vector<ExternalWeight> *weights = nullptr);
 bool isPlanFile(llvm::StringRef path);
 
 } // namespace fg::cli

@@ -72,10 +72,10 @@ Expected<Plan> planFor(StringRef modelOrPlan, const ModelSettings &model,
                        const CompileOptions &compile) {
   if (isPlanFile(modelOrPlan))
     return Plan::load(modelOrPlan);
-  Expected<Graph> g = loadModelGraph(modelOrPlan, model);
+  CompileOptions co = compile;
+  Expected<Graph> g = loadModelGraph(modelOrPlan, model, &co.weights);
   if (!g)
     return g.takeError();
-  CompileOptions co = compile;
   co.source = modelOrPlan.str();
   // A .fg file brings its own ctx: take it from the graph.
   if (modelOrPlan.endswith(".fg"))

@@ -2,6 +2,7 @@
 #include "tools/Commands.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -72,12 +73,41 @@ double verifyThreshold(const Plan &plan) {
   return 1e-3;
 }
 
+Error writeLogits(StringRef path, ArrayRef<float> values, int64_t rows, int64_t vocab) {
+  assert(static_cast<int64_t>(values.size()) == rows * vocab && "rows x vocab values");
+  std::error_code ec;
+  raw_fd_ostream os(path, ec, sys::fs::OF_None);
+  if (ec)
+    return makeError(path, Loc{}, "cannot write the logits: " + ec.message());
+  if (path.endswith(".npy")) {
+    // NPY 1.0: magic, version, u16 header length, a dict padded to 64 bytes.
+    std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(rows) + ", " + std::to_string(vocab) + "), }";
+    size_t total = 10 + dict.size() + 1;
+    dict.append((64 - total % 64) % 64, ' ');
+    dict += '\n';
+    os << "\x93NUMPY" << '\x01' << '\x00';
+    uint16_t len = static_cast<uint16_t>(dict.size());
+    os << static_cast<char>(len & 0xff) << static_cast<char>(len >> 8) << dict;
+  }
+  os.write(reinterpret_cast<const char *>(values.data()), values.size() * sizeof(float));
+  os.close();
+  if (os.has_error())
+    return makeError(path, Loc{}, "cannot write the logits: " + os.error().message());
+  return Error::success();
+}
+
 int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt, int64_t steps,
-             bool verbose, bool verify) {
+             bool verbose, bool verify, const GenerateExtras &extras) {
   if (prompt.empty())
     return reportError(makeError("the prompt is empty (give --prompt-ids 1,2,3)"));
   if (steps < 1)
     return reportError(makeError("--steps must be at least 1, got " + Twine(steps)));
+  const std::vector<int32_t> &teacher = extras.teacherForced;
+  if (!teacher.empty() && static_cast<int64_t>(teacher.size()) < steps - 1)
+    return reportError(makeError("--teacher-forced gives " + Twine(teacher.size()) +
+                                 " tokens but " + Twine(steps) + " steps feed " +
+                                 Twine(steps - 1) + "; give more tokens or fewer --steps"));
   int64_t ctx = plan.options().ctx;
   int64_t P = static_cast<int64_t>(prompt.size());
   // Positions used: the prompt's 0..P-1, then one decode per generated token
@@ -111,6 +141,22 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   if (logitRows(*decode) == 0)
     return reportError(makeError("entry 'decode' has no 'logits' result; run drives decoder plans "
                                  "(inputs tokens and positions, result logits)"));
+  // --dump-logits: every row, one per prompt token and decode step.
+  const bool dump = !extras.dumpLogits.empty();
+  const int64_t vocab = decode->type(decode->lookup("logits")).rowLength();
+  std::vector<float> dumped;
+  auto keepRows = [&](int64_t n) -> Error {
+    if (!dump)
+      return Error::success();
+    Expected<ArrayRef<float>> logits = exec->outputFloats("logits");
+    if (!logits)
+      return logits.takeError();
+    if (static_cast<int64_t>(logits->size()) < n * vocab)
+      return makeError("--dump-logits needs the logits of every prompt row, but this plan's "
+                       "prefill returns only the last (compiled with --last-logits-only)");
+    dumped.insert(dumped.end(), logits->begin(), logits->begin() + n * vocab);
+    return Error::success();
+  };
   std::vector<Bucket> buckets;
   for (const std::string &name : exec->entries()) {
     int64_t n;
@@ -168,11 +214,14 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
         break;
       }
     bool fits = pick && done + pick->size <= ctx;
-    if (fits && pick->size > left && logitRows(*exec->entry(pick->entry)) != pick->size)
-      fits = false; // a padded chunk needs the logits of a row before its end
+    if (fits && (pick->size > left || dump) &&
+        logitRows(*exec->entry(pick->entry)) != pick->size)
+      fits = false; // a padded chunk (or --dump-logits) needs rows before the end
     if (!fits) {
       // Decode one token at a time.
       if (Error e = runChunk("decode", prompt[done], static_cast<int32_t>(done)))
+        return reportError(std::move(e));
+      if (Error e = keepRows(1))
         return reportError(std::move(e));
       if (verbose)
         errs() << "fusegraph: prompt token " << done << " through decode\n";
@@ -196,6 +245,8 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
     }
     if (Error e = runChunk(pick->entry, toks, pos))
       return reportError(std::move(e));
+    if (Error e = keepRows(n))
+      return reportError(std::move(e));
     if (verbose)
       errs() << "fusegraph: prompt tokens " << done << ".." << done + n - 1 << " through "
              << pick->entry << (n < pick->size ? " (padded)" : "") << "\n";
@@ -215,7 +266,10 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   t0 = Clock::now();
   for (int64_t s = 1; s < steps; ++s) {
     int32_t pos = static_cast<int32_t>(P + s - 1);
-    if (Error e = runChunk("decode", tokens.back(), pos))
+    int32_t feed = teacher.empty() ? tokens.back() : teacher[s - 1];
+    if (Error e = runChunk("decode", feed, pos))
+      return reportError(std::move(e));
+    if (Error e = keepRows(1))
       return reportError(std::move(e));
     Expected<int32_t> t = argmaxRow(*exec, *decode, 0);
     if (!t)
@@ -224,8 +278,15 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   }
   double decodeMs = msSince(t0);
 
-  outs() << "tokens: "
+  outs() << (teacher.empty() ? "tokens: " : "tokens (greedy, teacher-forced inputs): ")
          << join(llvm::map_range(tokens, [](int32_t t) { return std::to_string(t); }), " ") << "\n";
+  if (dump) {
+    int64_t rows = static_cast<int64_t>(dumped.size()) / vocab;
+    if (Error e = writeLogits(extras.dumpLogits, dumped, rows, vocab))
+      return reportError(std::move(e));
+    outs() << "logits: " << rows << " rows x " << vocab << " f32 written to " << extras.dumpLogits
+           << "\n";
+  }
   outs() << "prefill: " << P << " tokens in " << chunks << (chunks == 1 ? " run, " : " runs, ")
          << format("%.2f", promptMs) << " ms\n";
   if (steps > 1)

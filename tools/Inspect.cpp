@@ -92,6 +92,54 @@ std::string humanFlops(double f) {
   return formatv("{0:f2} {1}", f, units[u]).str();
 }
 
+/// Where a model's weights come from: mapped from model files (by path and
+/// offset), embedded in the plan, dequantised at load time.
+void printWeightSources(raw_ostream &os, const Plan &plan) {
+  std::vector<TensorSlot> slots;
+  if (const PlanSection *w = plan.section("weights")) {
+    Expected<std::vector<TensorSlot>> t = decodeWeightTable(w->bytes);
+    if (!t) {
+      os << "  " << toString(t.takeError()) << "\n";
+      return;
+    }
+    slots = std::move(*t);
+  } else if (const PlanSection *p = plan.section("program")) {
+    Expected<CompiledProgram> prog = decodeProgram(p->bytes);
+    if (!prog) {
+      consumeError(prog.takeError()); // reported with the cuda line
+      return;
+    }
+    slots = std::move(prog->weights);
+  }
+  unsigned mapped = 0, embedded = 0, dequantised = 0;
+  double embeddedBytes = 0;
+  std::vector<std::string> files;
+  for (const TensorSlot &t : slots) {
+    if (!t.hasSource())
+      continue;
+    if (t.file.empty()) {
+      ++embedded;
+      embeddedBytes += static_cast<double>(t.bytes.size());
+    } else {
+      ++mapped;
+      if (!is_contained(files, t.file))
+        files.push_back(t.file);
+    }
+    dequantised += t.stored.has_value();
+  }
+  if (!mapped && !embedded)
+    return;
+  os << "  from the model: " << mapped << " mapped";
+  if (!files.empty())
+    os << " (" << files.front()
+       << (files.size() > 1 ? " and " + std::to_string(files.size() - 1) + " more files" : "")
+       << ")";
+  os << ", " << embedded << " embedded in the plan (" << humanBytes(embeddedBytes) << ")";
+  if (dequantised)
+    os << ", " << dequantised << " quantised ones dequantised to f16 at load time";
+  os << "\n";
+}
+
 void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, raw_ostream &os) {
   const PlanOptions &o = plan.options();
   if (isPlan)
@@ -122,6 +170,7 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
        << " moved\n";
   }
   os << "weights: " << s.weights.values << " values, " << humanBytes(s.weights.bytes) << "\n";
+  printWeightSources(os, plan);
   os << "state: " << s.state.values << " values, " << humanBytes(s.state.bytes) << "\n";
   if (const PlanSection *p = plan.section("program")) {
     Expected<CompiledProgram> prog = decodeProgram(p->bytes);

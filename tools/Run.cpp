@@ -43,19 +43,27 @@ int runRun(ArrayRef<const char *> args) {
   f.flag("verify", "run the CPU reference beside the GPU and compare (CUDA only)");
   f.flag("debug-sync", "synchronise after every launch (CUDA only)");
   f.flag("verbose", "print what happens");
+  f.option("dump-logits", "FILE", "write every logits row as f32 (.npy, else raw rows)");
+  f.option("teacher-forced", "1,2,3",
+           "feed these tokens at the decode steps instead of the greedy ones (--steps defaults "
+           "to their count + 1)");
   addCompileFlags(f);
   int code;
   if (!f.parse(args, code))
     return code;
   if (f.positional().size() != 1)
     return f.usageError("'run' takes one MODEL or X.plan (see fusegraph run --help)");
-  std::vector<int64_t> ids;
+  std::vector<int64_t> ids, teacher;
   int64_t steps;
   ModelSettings ms;
   CompileOptions co;
   ExecOptions eo;
-  if (!f.getInts("prompt-ids", ids, code) || !f.getInt("steps", 16, steps, code) ||
-      !readCompileFlags(f, ms, co, code) || !parseExecFlags(f, eo, code))
+  if (!f.getInts("prompt-ids", ids, code) ||
+      (f.has("teacher-forced") && !f.getInts("teacher-forced", teacher, code)))
+    return code;
+  int64_t defaultSteps = teacher.empty() ? 16 : static_cast<int64_t>(teacher.size()) + 1;
+  if (!f.getInt("steps", defaultSteps, steps, code) || !readCompileFlags(f, ms, co, code) ||
+      !parseExecFlags(f, eo, code))
     return code;
   if (ids.empty())
     return f.usageError("'run' needs --prompt-ids 1,2,3");
@@ -69,7 +77,10 @@ int runRun(ArrayRef<const char *> args) {
   if (!plan)
     return reportError(plan.takeError());
   std::vector<int32_t> prompt(ids.begin(), ids.end());
-  return generate(*plan, eo, prompt, steps, f.has("verbose"), f.has("verify"));
+  GenerateExtras extras;
+  extras.teacherForced.assign(teacher.begin(), teacher.end());
+  extras.dumpLogits = f.get("dump-logits");
+  return generate(*plan, eo, prompt, steps, f.has("verbose"), f.has("verify"), extras);
 }
 
 } // namespace fg::cli

@@ -11,7 +11,9 @@
 #include <cuda_runtime_api.h>
 #include <nvrtc.h>
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 
 using namespace llvm;
 
@@ -60,6 +62,50 @@ std::vector<int64_t> graphPrefill(const Graph &g) {
   return buckets;
 }
 
+/// Retypes the quantised weights that `external` provides to f16 (and the
+/// views of them): the GPU program dequantises them at load time (native
+/// quantised kernels come later). Returns the retyped weight names.
+std::vector<std::string> retypeQuantisedWeights(Graph &g,
+                                                const StringMap<const ExternalWeight *> &external) {
+  std::vector<std::string> names;
+  for (Function &fn : g.functions()) {
+    std::vector<bool> retyped(fn.numValues(), false);
+    for (const Argument &a : fn.arguments()) {
+      Value &v = fn.value(a.value);
+      if (a.role != ArgRole::Weight || !isQuantized(v.type.dtype) || !external.count(v.name))
+        continue;
+      v.type.dtype = DType::F16;
+      retyped[a.value] = true;
+      if (!is_contained(names, v.name))
+        names.push_back(v.name);
+    }
+    for (const Node &n : fn.nodes())
+      if (n.info().has(kViewLike) && !n.operands.empty() && retyped[n.operands[0]])
+        for (ValueId r : n.results) {
+          fn.value(r).type.dtype = DType::F16;
+          retyped[r] = true;
+        }
+  }
+  return names;
+}
+
+/// Points weight slot `s` at its external bytes; an error when they do not fit.
+Error fillWeightSlot(TensorSlot &s, const ExternalWeight &w) {
+  if (w.type.shape != s.type.shape ||
+      (w.type.dtype != s.type.dtype && !(isQuantized(w.type.dtype) && s.type.dtype == DType::F16)))
+    return makeError("weight '" + s.name + "' is " + s.type.str() + " in the graph but its " +
+                     (w.file.empty() ? "embedded bytes are " : "tensor in '" + w.file + "' is ") +
+                     w.type.str());
+  if (w.type.dtype != s.type.dtype)
+    s.stored = w.type.dtype;
+  s.file = w.file;
+  s.offset = w.offset;
+  s.fileSize = w.fileSize;
+  s.tensor = w.tensor;
+  s.bytes = w.bytes;
+  return Error::success();
+}
+
 } // namespace
 
 Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
@@ -71,6 +117,23 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
                      Twine(opts.ctx) + " was requested; build the model with that ctx");
 
   Graph work = g;
+  StringMap<const ExternalWeight *> external;
+  for (const ExternalWeight &w : opts.weights)
+    external[w.name] = &w;
+  if (opts.cuda) {
+    std::vector<std::string> retyped = retypeQuantisedWeights(work, external);
+    if (!retyped.empty() && opts.log)
+      opts.log(LogLevel::Verbose,
+               "compile: " + std::to_string(retyped.size()) +
+                   " quantised weights are dequantised to f16 for the GPU at load time "
+                   "(native quantised kernels come later): " +
+                   join(retyped.begin(), retyped.begin() + std::min<size_t>(retyped.size(), 4),
+                        ", ") +
+                   (retyped.size() > 4 ? ", ..." : ""));
+    if (!retyped.empty())
+      if (Error e = verifyGraph(work))
+        return e;
+  }
   std::string pipeline = compilePipeline(opts);
   PassOptions passOpts = opts.passOptions;
   if (!passOpts.sink)
@@ -124,6 +187,10 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     Expected<CompiledProgram> prog = cuda::lowerGraph(work, lo, &stats);
     if (!prog)
       return prog.takeError();
+    for (TensorSlot &s : prog->weights)
+      if (const ExternalWeight *w = external.lookup(s.name))
+        if (Error e = fillWeightSlot(s, *w))
+          return e;
     if (opts.log)
       opts.log(LogLevel::Verbose,
                "codegen: " + std::to_string(stats.kernels) + " kernel launches, " +
@@ -133,6 +200,22 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
                    std::to_string(stats.arenaBytes) + " bytes");
     EncodedProgram enc = encodeProgram(*prog);
     sections.push_back({"program", std::move(enc.bytes), enc.bulkOffset});
+  } else if (!external.empty()) {
+    // No CUDA program: the CPU reference reads the weight table from here.
+    std::vector<TensorSlot> slots;
+    StringMap<bool> seen;
+    for (const Function &fn : work.functions())
+      for (const Argument &a : fn.arguments()) {
+        const Value &v = fn.value(a.value);
+        const ExternalWeight *w = external.lookup(v.name);
+        if (a.role != ArgRole::Weight || !w || !seen.insert({v.name, true}).second)
+          continue;
+        slots.push_back({v.name, v.type, a.init, {}});
+        if (Error e = fillWeightSlot(slots.back(), *w))
+          return e;
+      }
+    EncodedProgram enc = encodeWeightTable(slots);
+    sections.push_back({"weights", std::move(enc.bytes), enc.bulkOffset});
   }
   return Plan(std::move(work), std::move(po), std::move(records), buildCudaRuntimeVersion(),
               buildNvrtcVersion(), std::move(sections));

@@ -12,6 +12,7 @@
 #include "ir/Graph.h"
 #include "passes/PassManager.h"
 #include "runtime/Plan.h"
+#include "runtime/Program.h"
 
 #include "llvm/Support/Error.h"
 
@@ -40,6 +41,13 @@ struct CompileOptions {
   /// NVRTC kernel cache folder; empty: $FG_KERNEL_CACHE or ~/.cache/fusegraph/kernels.
   std::string kernelCacheDir;
   LogSink log;             ///< verbose messages; may be empty
+  /// Weights a model frontend provides (mapped: file + offset; embedded:
+  /// bytes), by the graph's weight name. The plan refers to mapped ones by
+  /// file and offset and stores embedded ones (bulk bytes, outside the
+  /// checksum): in the CUDA program's weight table, else in a "weights"
+  /// section the CPU reference reads. With `cuda`, quantised ones become f16
+  /// weights in the plan's graph, dequantised at load time.
+  std::vector<ExternalWeight> weights;
 };
 
 llvm::Expected<Plan> compile(const Graph &g, const CompileOptions &opts);

@@ -386,7 +386,12 @@ llvm::Expected<ModelHParams> hparamsFromHf(const HfCheckpoint &ck) {
   hp.tieEmbeddings = tie ? *tie : tieRoot.value_or(gemma);
 
   if (hp.family == ModelFamily::Qwen3Moe) {
-    FG_TRY(ne, c.getInt("num_experts"));
+    // transformers 5 writes num_local_experts; earlier versions num_experts.
+    FG_TRY(neOld, c.optInt("num_experts"));
+    FG_TRY(neNew, c.optInt("num_local_experts"));
+    if (!neOld && !neNew)
+      return c.error("missing key 'num_experts' (or 'num_local_experts')");
+    int64_t ne = neOld ? *neOld : *neNew;
     FG_TRY(nu, c.getInt("num_experts_per_tok"));
     FG_TRY(eff, c.getInt("moe_intermediate_size"));
     FG_TRY(norm, c.optBool("norm_topk_prob"));
