@@ -60,6 +60,14 @@ std::string convertExpr(DType from, DType to, const std::string &raw) {
   return "fg_from_f<" + ctype(to) + ">(fg_to_f(" + raw + "))";
 }
 
+/// `v` (a float expression) rounded through dtype `t` (identity for f32), as a
+/// value the reference stores in `t` and reads back.
+std::string roundTo(DType t, const std::string &v) {
+  if (t == DType::F32)
+    return "(" + v + ")";
+  return "fg_to_f(fg_from_f<" + ctype(t) + ">(" + v + "))";
+}
+
 std::string unaryExpr(OpKind k, const Node &node, const std::string &x) {
   switch (k) {
   case OpKind::Scale:
@@ -171,26 +179,61 @@ llvm::Expected<KernelSpec> emitMap(const Ctx &c) {
   }
   case OpKind::Glu: {
     std::string body = "    const float g = " + c.realB(0) + ";\n    const float u = " + c.realB(1) +
-                       ";\n    float y;\n";
-    double alpha = n.f("alpha"), limit = n.f("limit");
-    switch (n.e<GluKind>("kind")) {
-    case GluKind::SwiGLU:
-      body += "    y = g / (1.0f + expf(-g)) * u;\n";
-      break;
-    case GluKind::GeGLU:
-      body += "    y = " + unaryExpr(OpKind::Gelu, n, "g") + ";\n    y *= u;\n";
-      break;
-    case GluKind::SwiGLUOAI:
-      body += "    const float gc = fminf(g, " + flit(limit) + ");\n    const float uc = fminf(fmaxf(u, " +
-              flit(-limit) + "), " + flit(limit) + ");\n    y = gc / (1.0f + expf(-" + flit(alpha) +
-              " * gc)) * (uc + 1.0f);\n";
-      break;
-    case GluKind::SwiGLUClamp:
-      body += "    const float gc = fminf(g, " + flit(limit) + ");\n    const float uc = fminf(fmaxf(u, " +
-              flit(-limit) + "), " + flit(limit) + ");\n    y = gc / (1.0f + expf(-gc)) * uc;\n";
-      break;
-    }
+                       ";\n    float y;\n" + gluStatements(n, "g", "u", "y");
     body += "    out[i] = fg_from_f<" + st + ">(y);\n";
+    return makeSpec(n, loopKernel(params, out, body), out, ps);
+  }
+  case OpKind::FusedAddChain:
+  case OpKind::FusedMulChain: {
+    // Each link rounds to its own result dtype (binary rule: equal dtypes keep
+    // theirs, mixed floats give f32), exactly as the decomposition stores it.
+    const char *op = k == OpKind::FusedAddChain ? " + " : " * ";
+    DType t = c.opType(0);
+    std::string body = "    float a = " + c.realB(0) + ";\n";
+    for (unsigned i = 1; i < nIn; ++i) {
+      t = t == c.opType(i) ? t : DType::F32;
+      body += "    a = " + roundTo(t, "a" + std::string(op) + c.realB(i)) + ";\n";
+    }
+    body += "    out[i] = fg_from_f<" + st + ">(a);\n";
+    return makeSpec(n, loopKernel(params, out, body), out, ps);
+  }
+  case OpKind::FusedUnaryMul: {
+    static constexpr OpKind kActs[] = {OpKind::Silu, OpKind::Sigmoid, OpKind::Softplus};
+    OpKind act = kActs[n.i("act")];
+    std::string body = "    const float x = " + c.realB(0) + ";\n";
+    body += "    const float a = " + roundTo(c.opType(0), unaryExpr(act, n, "x")) + ";\n";
+    body += "    out[i] = fg_from_f<" + st + ">(a * " + c.realB(1) + ");\n";
+    return makeSpec(n, loopKernel(params, out, body), out, ps);
+  }
+  case OpKind::FusedReluSqr: {
+    // relu is exact in every float type; sqr rounds once.
+    std::string body = "    const float r = fmaxf(" + c.realB(0) + ", 0.0f);\n";
+    body += "    out[i] = fg_from_f<" + st + ">(r * r);\n";
+    return makeSpec(n, loopKernel(params, out, body), out, ps);
+  }
+  case OpKind::FusedSoftcap: {
+    std::string body = "    const float a = " + roundTo(c.opType(0), c.realB(0) + " * " +
+                                                              flit(n.f("in_scale")) + " + 0.0f") +
+                       ";\n";
+    body += "    const float t = " + roundTo(c.opType(0), "tanhf(a)") + ";\n";
+    body += "    out[i] = fg_from_f<" + st + ">(t * " + flit(n.f("out_scale")) + " + 0.0f);\n";
+    return makeSpec(n, loopKernel(params, out, body), out, ps);
+  }
+  case OpKind::FusedMoeWeightedSum: {
+    // out[t, n] = Σ_j (experts[t, j, n] (· scale[t, j])) · weights[t, j], in
+    // slot order (the decomposition's adds: slot j is added to the sum so far).
+    const Layout &el = c.layouts[0];
+    int64_t kk = el.shape[1];
+    bool hasScale = nIn > 2;
+    auto slotVec = [&](unsigned op) { return "fg_to_f(" + c.elem(op, {"c0", "j", ""}) + ")"; };
+    std::string body = "    float s = 0.0f;\n";
+    body += "    for (long long j = 0; j < " + ilit(kk) + "; ++j) {\n";
+    body += "      float e = fg_to_f(" + c.elem(0, {"c0", "j", "c1"}) + ");\n";
+    if (hasScale)
+      body += "      e = e * " + slotVec(2) + ";\n";
+    body += "      const float y = e * " + slotVec(1) + ";\n";
+    body += "      s = j == 0 ? y : y + s;\n    }\n";
+    body += "    out[i] = fg_from_f<" + st + ">(s);\n";
     return makeSpec(n, loopKernel(params, out, body), out, ps);
   }
   case OpKind::Convert:
@@ -283,6 +326,12 @@ bool isElementwiseFamily(OpKind k) {
   case OpKind::GetRows:
   case OpKind::SetRows:
   case OpKind::AddId:
+  case OpKind::FusedAddChain:
+  case OpKind::FusedMulChain:
+  case OpKind::FusedUnaryMul:
+  case OpKind::FusedReluSqr:
+  case OpKind::FusedSoftcap:
+  case OpKind::FusedMoeWeightedSum:
     return true;
   default:
     return isUnary(k);
@@ -299,6 +348,30 @@ llvm::Expected<std::vector<Launch>> emitElementwise(const Function &fn, const No
   if (!k)
     return k.takeError();
   return std::vector<Launch>{std::move(*k)};
+}
+
+std::string gluStatements(const Node &n, llvm::StringRef g, llvm::StringRef u, llvm::StringRef y) {
+  std::string G = g.str(), U = u.str(), Y = y.str(), s;
+  double alpha = n.f("alpha"), limit = n.f("limit");
+  switch (n.e<GluKind>("kind")) {
+  case GluKind::SwiGLU:
+    s += "    " + Y + " = " + G + " / (1.0f + expf(-" + G + ")) * " + U + ";\n";
+    break;
+  case GluKind::GeGLU:
+    s += "    " + Y + " = " + unaryExpr(OpKind::Gelu, n, G) + ";\n    " + Y + " *= " + U + ";\n";
+    break;
+  case GluKind::SwiGLUOAI:
+    s += "    { const float gc = fminf(" + G + ", " + flit(limit) + ");\n      const float uc = fminf(fmaxf(" +
+         U + ", " + flit(-limit) + "), " + flit(limit) + ");\n      " + Y + " = gc / (1.0f + expf(-" +
+         flit(alpha) + " * gc)) * (uc + 1.0f); }\n";
+    break;
+  case GluKind::SwiGLUClamp:
+    s += "    { const float gc = fminf(" + G + ", " + flit(limit) + ");\n      const float uc = fminf(fmaxf(" +
+         U + ", " + flit(-limit) + "), " + flit(limit) + ");\n      " + Y +
+         " = gc / (1.0f + expf(-gc)) * uc; }\n";
+    break;
+  }
+  return s;
 }
 
 KernelSpec emitCopyKernel(DType from, const Layout &layout, DType to, Param dst, Param src) {

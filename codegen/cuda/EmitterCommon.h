@@ -63,6 +63,19 @@ unsigned threadsForRow(int64_t len, unsigned maxThreads = 256);
 int64_t product(llvm::ArrayRef<int64_t> v);
 int64_t elemBytes(DType t);
 
+/// Statements computing `float y` (declared by the caller) = glu(g, u) for the
+/// `kind`, `alpha` and `limit` attributes of `node` (glu, fused.gated_matmul(_id)):
+/// `g` and `u` are float expressions evaluated once each.
+std::string gluStatements(const Node &node, llvm::StringRef g, llvm::StringRef u,
+                          llvm::StringRef y);
+/// Statements for rope pair `i` (a `long long` in scope) at position `p` (a
+/// `double` in scope), for the rope attributes of `node` (rope and the fused
+/// rope rows): defines `const float cs, sn` (cos/sin with the attention/YaRN
+/// magnitude) and `const long long i0, i1` (the rotated channels). `ffElem`
+/// reads freq factor `i` as a float, or is empty.
+std::string ropePairStatements(const Node &node, llvm::StringRef ffElem,
+                               llvm::StringRef indent = "      ");
+
 // The families (each in its own file).
 bool isElementwiseFamily(OpKind k);
 llvm::Expected<std::vector<Launch>> emitElementwise(const Function &fn, const Node &node,
@@ -72,6 +85,15 @@ bool isRowFamily(OpKind k);
 llvm::Expected<std::vector<Launch>> emitRow(const Function &fn, const Node &node,
                                             llvm::ArrayRef<Layout> layouts,
                                             const EmitOptions &options);
+/// Row-wise anchors with epilogues (FusedRowEmitter.cpp): fused.rms_norm_mul,
+/// rms_norm_mul_add, rms_norm_mul_rope, rms_norm_mul_rope_set_rows,
+/// rope_set_rows, topk_moe.
+bool isFusedRowFamily(OpKind k);
+llvm::Expected<std::vector<Launch>> emitFusedRow(const Function &fn, const Node &node,
+                                                 llvm::ArrayRef<Layout> layouts,
+                                                 const EmitOptions &options);
+/// matmul, matmul_id, and the GEMV anchor with a glu epilogue:
+/// fused.gated_matmul(_id).
 llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &node,
                                              llvm::ArrayRef<Layout> layouts,
                                              const EmitOptions &options);

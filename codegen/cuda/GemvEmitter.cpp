@@ -7,6 +7,10 @@
 // by ids[t, j] read from device memory (one (t, j) pair per grid row).
 // Larger matmuls go to cuBLAS through a CublasGemmSpec.
 //
+// The GEMV anchor takes a glu epilogue: fused.gated_matmul(_id) keeps a gate
+// and an up accumulator per x row, reads x once for both, and lane 0 adds the
+// biases and writes act(gate)·up for the node's glu kind, alpha and limit.
+//
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/EmitterCommon.h"
 
@@ -175,10 +179,145 @@ llvm::Expected<std::vector<Launch>> emitMatMulId(const Function &fn, const Node 
   return std::vector<Launch>{std::move(k)};
 }
 
+/// Most x rows the dense gated GEMV keeps accumulators for (2 per row per lane).
+constexpr int64_t kMaxGatedRows = 16;
+
+/// fused.gated_matmul(x [.., K], w_gate [N, K], w_up [N, K], b_gate?, b_up?):
+/// the dense GEMV with two accumulators per x row, so x is read once for both
+/// lanes; lane 0 adds the biases and writes glu(gate, up).
+llvm::Expected<std::vector<Launch>> emitGatedGemv(const Function &fn, const Node &node,
+                                                  llvm::ArrayRef<Layout> ls) {
+  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]),
+                   &ut = fn.type(node.operands[2]);
+  const Layout &xl = ls[0], &gl = ls[1], &ul = ls[2];
+  bool bias = node.operands.size() > 3;
+  int64_t N = wt.shape[0], K = wt.shape[1];
+  std::vector<int64_t> xrows = rowOffsets(xl);
+  int64_t M = static_cast<int64_t>(xrows.size());
+  if (M > kMaxGatedRows)
+    return unsupported(node, llvm::formatv("{0} rows of x (the fused GEMV takes at most {1})", M,
+                                           kMaxGatedRows)
+                                 .str());
+  std::string xs = ilit(xl.strides.back());
+  std::string params = "float* y, const " + ctype(xt.dtype) + "* x, const " + ctype(wt.dtype) +
+                       "* wg, const " + ctype(ut.dtype) + "* wu";
+  if (bias)
+    params += ", const " + ctype(fn.type(node.operands[3]).dtype) + "* bg, const " +
+              ctype(fn.type(node.operands[4]).dtype) + "* bu";
+  std::string b = "#define M " + std::to_string(M) + "\n";
+  b += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(32 * kWarps) +
+       ") KERNEL(" + params + ") {\n";
+  b += "  const long long xrow[M] = {";
+  for (int64_t i = 0; i < M; ++i)
+    b += (i ? ", " : "") + ilit(xrows[i]);
+  b += "};\n";
+  b += "  const int lane = threadIdx.x & 31;\n";
+  b += "  for (long long n = (long long)blockIdx.x * " + std::to_string(kWarps) +
+       " + (threadIdx.x >> 5); n < " + ilit(N) + "; n += (long long)gridDim.x * " +
+       std::to_string(kWarps) + ") {\n";
+  b += "    float ag[M], au[M];\n#pragma unroll\n    for (int m = 0; m < M; ++m) { ag[m] = 0.0f; "
+       "au[m] = 0.0f; }\n";
+  b += "    const long long grow = " + ilit(gl.offset) + " + n * " + ilit(gl.strides[0]) +
+       ", urow = " + ilit(ul.offset) + " + n * " + ilit(ul.strides[0]) + ";\n";
+  b += "    for (long long k = lane; k < " + ilit(K) + "; k += 32) {\n";
+  b += "      const float gv = fg_to_f(wg[grow + k * " + ilit(gl.strides[1]) +
+       "]), uv = fg_to_f(wu[urow + k * " + ilit(ul.strides[1]) + "]);\n";
+  b += "#pragma unroll\n      for (int m = 0; m < M; ++m) {\n";
+  b += "        const float xv = fg_to_f(x[xrow[m] + k * " + xs + "]);\n";
+  b += "        ag[m] += gv * xv;\n        au[m] += uv * xv;\n      }\n    }\n";
+  b += "#pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
+  b += "      float g = fg_warp_sum(ag[m]), u = fg_warp_sum(au[m]);\n";
+  b += "      if (lane == 0) {\n";
+  if (bias) {
+    const Layout &bgl = ls[3], &bul = ls[4];
+    b += "        g = g + fg_to_f(bg[" + ilit(bgl.offset) + " + n * " + ilit(bgl.strides.back()) +
+         "]);\n";
+    b += "        u = u + fg_to_f(bu[" + ilit(bul.offset) + " + n * " + ilit(bul.strides.back()) +
+         "]);\n";
+  }
+  b += "        float r;\n" + gluStatements(node, "g", "u", "r");
+  b += "        y[m * " + ilit(N) + " + n] = r;\n      }\n    }\n  }\n}\n";
+  KernelSpec k = finishSpec(node.info().mnemonic, b);
+  k.grid[0] = gridFor(N, kWarps);
+  k.block[0] = 32 * kWarps;
+  k.params = {Param::result(0), Param::operand(0), Param::operand(1), Param::operand(2)};
+  if (bias) {
+    k.params.push_back(Param::operand(3));
+    k.params.push_back(Param::operand(4));
+  }
+  return std::vector<Launch>{std::move(k)};
+}
+
+/// fused.gated_matmul_id(x [T, X, K], w_gate [E, N, K], w_up [E, N, K], ids
+/// [T, k], b_gate [E, N]?, b_up [E, N]?): matmul_id with two accumulators;
+/// each (t, j) pair reads its x row once for both lanes.
+llvm::Expected<std::vector<Launch>> emitGatedMatMulId(const Function &fn, const Node &node,
+                                                      llvm::ArrayRef<Layout> ls) {
+  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]),
+                   &ut = fn.type(node.operands[2]), &it = fn.type(node.operands[3]);
+  const Layout &xl = ls[0], &gl = ls[1], &ul = ls[2], &il = ls[3];
+  bool bias = node.operands.size() > 4;
+  int64_t T = xt.shape[0], X = xt.shape[1], E = wt.shape[0], N = wt.shape[1], K = wt.shape[2];
+  int64_t kk = it.shape[1];
+  int64_t pairs = T * kk;
+  std::string params = "float* y, const " + ctype(xt.dtype) + "* x, const " + ctype(wt.dtype) +
+                       "* wg, const " + ctype(ut.dtype) + "* wu, const " + ctype(it.dtype) +
+                       "* ids";
+  if (bias)
+    params += ", const " + ctype(fn.type(node.operands[4]).dtype) + "* bg, const " +
+              ctype(fn.type(node.operands[5]).dtype) + "* bu";
+  std::string b = "extern \"C\" __global__ void __launch_bounds__(" +
+                  std::to_string(32 * kWarps) + ") KERNEL(" + params + ") {\n";
+  b += "  const int lane = threadIdx.x & 31;\n";
+  b += "  for (long long pr = blockIdx.y; pr < " + ilit(pairs) + "; pr += gridDim.y) {\n";
+  b += "    const long long t = pr / " + ilit(kk) + ", j = pr % " + ilit(kk) + ";\n";
+  b += "    const long long e = (long long)ids[" + offsetExpr(il, {"t", "j"}) + "];\n";
+  b += "    const long long xoff = " + offsetExpr(xl, {"t", X == 1 ? "" : "j", ""}) + ";\n";
+  b += "    for (long long n = (long long)blockIdx.x * " + std::to_string(kWarps) +
+       " + (threadIdx.x >> 5); n < " + ilit(N) + "; n += (long long)gridDim.x * " +
+       std::to_string(kWarps) + ") {\n";
+  b += "      float ag = 0.0f, au = 0.0f;\n";
+  b += "      const bool valid = e >= 0 && e < " + ilit(E) + ";\n";
+  b += "      if (valid) {\n";
+  b += "        const long long grow = " + offsetExpr(gl, {"e", "n", ""}) +
+       ", urow = " + offsetExpr(ul, {"e", "n", ""}) + ";\n";
+  b += "        for (long long k = lane; k < " + ilit(K) + "; k += 32) {\n";
+  b += "          const float xv = fg_to_f(x[xoff + k * " + ilit(xl.strides[2]) + "]);\n";
+  b += "          ag += fg_to_f(wg[grow + k * " + ilit(gl.strides[2]) + "]) * xv;\n";
+  b += "          au += fg_to_f(wu[urow + k * " + ilit(ul.strides[2]) + "]) * xv;\n";
+  b += "        }\n      }\n";
+  b += "      float g = fg_warp_sum(ag), u = fg_warp_sum(au);\n";
+  b += "      if (lane == 0) {\n";
+  if (bias) {
+    // add_id adds 0 for an out-of-range expert, like the unfused kernel.
+    b += "        if (valid) {\n";
+    b += "          g = g + fg_to_f(bg[" + offsetExpr(ls[4], {"e", "n"}) + "]);\n";
+    b += "          u = u + fg_to_f(bu[" + offsetExpr(ls[5], {"e", "n"}) + "]);\n";
+    b += "        } else { g = g + 0.0f; u = u + 0.0f; }\n";
+  }
+  b += "        float r;\n" + gluStatements(node, "g", "u", "r");
+  b += "        y[pr * " + ilit(N) + " + n] = r;\n      }\n    }\n  }\n}\n";
+  KernelSpec k = finishSpec(node.info().mnemonic, b);
+  k.grid[0] = gridFor(N, kWarps);
+  k.grid[1] = static_cast<unsigned>(std::clamp<int64_t>(pairs, 1, 65535));
+  k.block[0] = 32 * kWarps;
+  k.params = {Param::result(0), Param::operand(0), Param::operand(1), Param::operand(2),
+              Param::operand(3)};
+  if (bias) {
+    k.params.push_back(Param::operand(4));
+    k.params.push_back(Param::operand(5));
+  }
+  return std::vector<Launch>{std::move(k)};
+}
+
 } // namespace
 
 llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &node,
                                              llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
+  if (node.kind == OpKind::FusedGatedMatmul)
+    return emitGatedGemv(fn, node, ls);
+  if (node.kind == OpKind::FusedGatedMatmulId)
+    return emitGatedMatMulId(fn, node, ls);
   if (node.kind == OpKind::MatMulId)
     return emitMatMulId(fn, node, ls);
   if (fn.type(node.operands[0]).numRows() <= o.maxGemvTokens)

@@ -99,10 +99,13 @@ llvm::Expected<std::vector<Launch>> emitKernel(const Function &fn, const Node &n
     return std::vector<Launch>{};
   if (llvm::Error e = detail::rejectQuantized(fn, node))
     return e;
-  if (node.kind == OpKind::MatMul || node.kind == OpKind::MatMulId)
+  if (node.kind == OpKind::MatMul || node.kind == OpKind::MatMulId ||
+      node.kind == OpKind::FusedGatedMatmul || node.kind == OpKind::FusedGatedMatmulId)
     return detail::emitGemv(fn, node, layouts, options);
   if (node.kind == OpKind::Attention)
     return detail::emitAttention(fn, node, layouts, options);
+  if (detail::isFusedRowFamily(node.kind))
+    return detail::emitFusedRow(fn, node, layouts, options);
   if (detail::isRowFamily(node.kind))
     return detail::emitRow(fn, node, layouts, options);
   if (detail::isElementwiseFamily(node.kind))

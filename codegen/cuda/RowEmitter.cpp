@@ -163,15 +163,6 @@ KernelSpec emitRope(const Function &fn, const Node &node, llvm::ArrayRef<Layout>
   bool hasFF = node.operands.size() > 2;
   int64_t D = xt.shape[2];
   int64_t nDims = node.i("n_dims");
-  bool neox = node.e<RopeMode>("mode") == RopeMode::Neox;
-  double base = node.f("theta"), freqScale = node.f("freq_scale"), ext = node.f("ext_factor");
-  int64_t nCtx = node.i("n_ctx_orig");
-  double low = std::max(0.0, std::floor(corrDim(nDims, nCtx, node.f("beta_fast"), base)));
-  double high = std::min(static_cast<double>(nDims - 1),
-                         std::ceil(corrDim(nDims, nCtx, node.f("beta_slow"), base)));
-  double mscale = node.f("attn_factor");
-  if (ext != 0)
-    mscale *= 1.0 + 0.1 * std::log(1.0 / freqScale);
 
   Rows r(xt.shape); // rows = T * H
   unsigned nt = threadsForRow(std::max<int64_t>(nDims / 2, D - nDims), 256);
@@ -188,20 +179,7 @@ KernelSpec emitRope(const Function &fn, const Node &node, llvm::ArrayRef<Layout>
   // Angles in double (like the CPU reference): positions reach 1e5 and more.
   b += "    const double p = (double)" + std::string("pos[") + offsetExpr(ls[1], {"r0"}) + "];\n";
   b += "    for (long long i = threadIdx.x; i < " + ilit(nDims / 2) + "; i += NT) {\n";
-  b += "      double theta = p * pow(" + dlit(base) + ", -2.0 * (double)i / " + dlit(nDims) + ");\n";
-  if (hasFF)
-    b += "      theta = theta / (double)fg_to_f(ff[" + offsetExpr(ls[2], {"i"}) + "]);\n";
-  b += "      double th = " + dlit(freqScale) + " * theta;\n";
-  if (ext != 0) {
-    b += "      const double y = ((double)i - " + dlit(low) + ") / fmax(0.001, " + dlit(high) +
-         " - " + dlit(low) + ");\n";
-    b += "      const double ramp = (1.0 - fmin(1.0, fmax(0.0, y))) * " + dlit(ext) + ";\n";
-    b += "      th = th * (1.0f - ramp) + theta * ramp;\n";
-  }
-  b += "      const float cs = (float)(cos(th) * " + dlit(mscale) + "), sn = (float)(sin(th) * " +
-       dlit(mscale) + ");\n";
-  std::string i0 = neox ? "i" : "2 * i", i1 = neox ? "i + " + ilit(nDims / 2) : "2 * i + 1";
-  b += "      const long long i0 = " + i0 + ", i1 = " + i1 + ";\n";
+  b += ropePairStatements(node, hasFF ? "fg_to_f(ff[" + offsetExpr(ls[2], {"i"}) + "])" : "");
   b += "      const float a = " + xAt("i0") + ", bb = " + xAt("i1") + ";\n";
   b += "      out[" + ob + " + i0] = fg_from_f<" + ctype(rt) + ">(a * cs - bb * sn);\n";
   b += "      out[" + ob + " + i1] = fg_from_f<" + ctype(rt) + ">(a * sn + bb * cs);\n";
@@ -256,6 +234,35 @@ KernelSpec emitSort(const Function &fn, const Node &node, llvm::ArrayRef<Layout>
 }
 
 } // namespace
+
+std::string ropePairStatements(const Node &node, llvm::StringRef ffElem, llvm::StringRef ind) {
+  int64_t nDims = node.i("n_dims");
+  bool neox = node.e<RopeMode>("mode") == RopeMode::Neox;
+  double base = node.f("theta"), freqScale = node.f("freq_scale"), ext = node.f("ext_factor");
+  int64_t nCtx = node.i("n_ctx_orig");
+  double low = std::max(0.0, std::floor(corrDim(nDims, nCtx, node.f("beta_fast"), base)));
+  double high = std::min(static_cast<double>(nDims - 1),
+                         std::ceil(corrDim(nDims, nCtx, node.f("beta_slow"), base)));
+  double mscale = node.f("attn_factor");
+  if (ext != 0)
+    mscale *= 1.0 + 0.1 * std::log(1.0 / freqScale);
+  std::string in = ind.str(), b;
+  b += in + "double theta = p * pow(" + dlit(base) + ", -2.0 * (double)i / " + dlit(nDims) + ");\n";
+  if (!ffElem.empty())
+    b += in + "theta = theta / (double)" + ffElem.str() + ";\n";
+  b += in + "double th = " + dlit(freqScale) + " * theta;\n";
+  if (ext != 0) {
+    b += in + "const double y = ((double)i - " + dlit(low) + ") / fmax(0.001, " + dlit(high) +
+         " - " + dlit(low) + ");\n";
+    b += in + "const double ramp = (1.0 - fmin(1.0, fmax(0.0, y))) * " + dlit(ext) + ";\n";
+    b += in + "th = th * (1.0f - ramp) + theta * ramp;\n";
+  }
+  b += in + "const float cs = (float)(cos(th) * " + dlit(mscale) + "), sn = (float)(sin(th) * " +
+       dlit(mscale) + ");\n";
+  std::string i0 = neox ? "i" : "2 * i", i1 = neox ? "i + " + ilit(nDims / 2) : "2 * i + 1";
+  b += in + "const long long i0 = " + i0 + ", i1 = " + i1 + ";\n";
+  return b;
+}
 
 bool isRowFamily(OpKind k) {
   switch (k) {
