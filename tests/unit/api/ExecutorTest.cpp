@@ -108,7 +108,8 @@ TEST(Executor, NoOutputYetAndNoCuda) {
   ExecOptions cuda;
   cuda.device = ExecOptions::Device::Cuda;
   Expected<Executor> c = Executor::create(demoPlan(), cuda);
-  EXPECT_NE(errorText(c).find("CUDA backend not built yet"), std::string::npos);
+  // The plan was compiled without CUDA code generation (on any machine).
+  EXPECT_NE(errorText(c).find("this plan has no CUDA program"), std::string::npos);
 }
 
 /// The executor computes what the reference interpreter computes.
