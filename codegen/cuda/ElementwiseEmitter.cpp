@@ -2,7 +2,10 @@
 //
 // Every op whose output element depends on a fixed set of input elements:
 // binary arithmetic with numpy broadcasting, scale, clamp, unary math, glu,
-// convert, cont, repeat, concat, get_rows, set_rows, add_id. The kernel is a
+// convert, cont, repeat, concat, get_rows, set_rows, add_id, and the fused
+// elementwise ops (add/mul chains, unary_mul, relu_sqr, softcap,
+// moe_weighted_sum: each step rounds to the dtype its decomposition stores,
+// so the fused kernel equals the unfused chain). The kernel is a
 // grid-stride loop over the iteration space (the output, or the source rows
 // for set_rows); each index is unravelled with constant divisors and every
 // operand is read through its own strides, so views are never materialised.

@@ -1,0 +1,444 @@
+//===- FusedGpuTest.cpp - every fused kernel vs unfused and the CPU reference ===//
+//
+// Each case builds the UNFUSED canonical form (frontends/DecoderBlocks.h
+// blocks, or the same ops with the Builder where a block has no knob for the
+// case), compiles it twice — fusion on (the default pipeline: cleanup, fuse,
+// dce) and off — checks that the fused op is in the fused plan's graph and in
+// no node of the unfused one, runs both plans on the GPU and the unfused plan
+// on the CPU reference with the same inputs, and compares every result:
+// fused GPU vs reference, unfused GPU vs reference, fused vs unfused GPU
+// (‖a−b‖/‖b‖ ≤ 1e-5 for f32 operands, ≤ 1e-2 for f16/bf16; integer results,
+// e.g. expert ids, exactly).
+//
+// Grid (issue 4): f32/f16/bf16 where legal; rope normal and neox (partial,
+// freq factors, YaRN); every cache dtype; gating softmax / sigmoid /
+// sqrt-softplus / delayed softmax, with and without bias, renormalisation and
+// scale; k ∈ {1, 2, 4, 8}; experts ∈ {8, 32, 128, 256}; every glu kind with
+// and without bias; 1-8 tokens for the GEMVs; row counts not a multiple of 32.
+//
+//===----------------------------------------------------------------------===//
+#include "GpuTestUtil.h"
+
+#include "frontends/DecoderBlocks.h"
+#include "ir/OpTable.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <set>
+
+using namespace fg;
+using namespace fg::gputest;
+
+namespace {
+
+struct FusedCase {
+  std::string name;
+  OpKind fused;
+  /// Builds the unfused graph body; fills inputs; returns the tolerance.
+  std::function<double(Builder &, Inputs &)> build;
+};
+
+std::vector<FusedCase> &cases() {
+  static std::vector<FusedCase> all;
+  return all;
+}
+
+void add(std::string name, OpKind fused, std::function<double(Builder &, Inputs &)> build) {
+  cases().push_back({std::move(name), fused, std::move(build)});
+}
+
+std::string dt(DType t) { return std::string(dtypeName(t)); }
+
+std::vector<int32_t> randomIds(size_t n, int32_t bound, uint64_t salt) {
+  std::mt19937 rng(static_cast<uint32_t>(baseSeed() + n * 31 + bound + salt * 7));
+  std::vector<int32_t> v(n);
+  for (auto &x : v)
+    x = static_cast<int32_t>(rng() % bound);
+  return v;
+}
+
+/// Distinct cache rows in [0, ctx) for `n` tokens.
+std::vector<int32_t> distinctPositions(size_t n, int32_t ctx) {
+  std::vector<int32_t> all(ctx);
+  for (int32_t i = 0; i < ctx; ++i)
+    all[i] = i;
+  std::mt19937 rng(static_cast<uint32_t>(baseSeed() + n));
+  std::shuffle(all.begin(), all.end(), rng);
+  all.resize(n);
+  return all;
+}
+
+Builder::RopeParams ropeParams(RopeMode mode, int64_t nDims, bool yarn) {
+  Builder::RopeParams p;
+  p.mode = mode;
+  p.nDims = nDims;
+  p.theta = yarn ? 1e6 : 10000;
+  if (yarn) {
+    p.freqScale = 0.25;
+    p.extFactor = 1.0;
+    p.nCtxOrig = 4096;
+  }
+  return p;
+}
+
+void registerRowCases() {
+  // rms_norm → mul(w) [→ add(r)], rows not a multiple of 32.
+  for (int64_t rows : {1, 5, 37})
+    for (int64_t D : {64, 1000, 4096}) {
+      std::string sz = std::to_string(rows) + "x" + std::to_string(D);
+      add("rms_norm_mul_" + sz, OpKind::FusedRmsNormMul, [=](Builder &b, Inputs &) {
+        auto x = b.weight("x", {DType::F32, {rows, D}}, randn(2.0));
+        auto w = b.weight("attn_norm", {DType::F32, {D}}, randn(1.0, 1.0));
+        b.result(rmsNormMul(b, x, w, 1e-6, kNoValue, "y"));
+        return 1e-5;
+      });
+      if (D == 1000)
+        continue;
+      add("rms_norm_mul_add_" + sz, OpKind::FusedRmsNormMulAdd, [=](Builder &b, Inputs &) {
+        auto x = b.weight("x", {DType::F32, {rows, D}}, randn(2.0));
+        auto w = b.weight("post_norm", {DType::F32, {D}}, randn(1.0, 1.0));
+        auto r = b.weight("residual", {DType::F32, {rows, D}}, randn());
+        b.result(rmsNormMul(b, x, w, 1e-6, r, "y"));
+        return 1e-5;
+      });
+    }
+
+  // q-norm → rope (the q path of attentionBlock: [T, H, D] → rms_norm → mul → rope).
+  struct RopeCase {
+    const char *name;
+    RopeMode mode;
+    int64_t nDims, D;
+    bool ff, yarn;
+  };
+  const RopeCase ropes[] = {{"normal", RopeMode::Normal, 64, 64, false, false},
+                            {"neox", RopeMode::Neox, 128, 128, false, false},
+                            {"neox_partial_ff", RopeMode::Neox, 32, 80, true, false},
+                            {"normal_yarn", RopeMode::Normal, 64, 64, false, true},
+                            {"neox_yarn_partial", RopeMode::Neox, 64, 96, false, true}};
+  for (const RopeCase &rc : ropes)
+    add(std::string("rms_norm_mul_rope_") + rc.name, OpKind::FusedRmsNormMulRope,
+        [=](Builder &b, Inputs &in) {
+          auto q = b.weight("q", {DType::F32, {5, 6, rc.D}}, randn(2.0));
+          auto qn = b.weight("attn_q_norm", {DType::F32, {rc.D}}, randn(1.0, 1.0));
+          auto pos = b.input("positions", {DType::I32, {5}});
+          in["positions"] = {0, 1, 17, 1000, 4095};
+          std::optional<ValueId> ff;
+          if (rc.ff)
+            ff = b.weight("rope_freqs", {DType::F32, {rc.nDims / 2}}, randu(1.0, 8.0));
+          auto n = b.mul(b.rmsNorm(q, 1e-6), qn);
+          b.result(b.rope(n, pos, ropeParams(rc.mode, rc.nDims, rc.yarn), ff, "q_rope"));
+          return 1e-5;
+        });
+
+  // k-norm → rope → KV-cache write, every cache dtype; and rope → KV-cache write
+  // (f32 rows into every cache dtype, f16 rows into an f16 cache).
+  constexpr int32_t kCtx = 64;
+  for (DType cache : {DType::F16, DType::BF16, DType::F32})
+    for (RopeMode mode : {RopeMode::Normal, RopeMode::Neox}) {
+      std::string m = mode == RopeMode::Neox ? "neox" : "normal";
+      add("rms_norm_mul_rope_set_rows_" + m + "_" + dt(cache), OpKind::FusedRmsNormMulRopeSetRows,
+          [=](Builder &b, Inputs &in) {
+            auto kc = b.state("k_cache.0", {cache, {kCtx, 2, 64}});
+            auto k = b.weight("k", {DType::F32, {3, 2, 64}}, randn(2.0));
+            auto kn = b.weight("attn_k_norm", {DType::F32, {64}}, randn(1.0, 1.0));
+            auto pos = b.input("positions", {DType::I32, {3}});
+            in["positions"] = distinctPositions(3, kCtx);
+            auto r = b.rope(b.mul(b.rmsNorm(k, 1e-6), kn), pos,
+                            ropeParams(mode, mode == RopeMode::Neox ? 32 : 64, false));
+            b.result(b.cont(b.setRows(kc, r, pos), "k_cache_out"));
+            return tolFor(cache);
+          });
+    }
+  for (auto [x, cache] : {std::pair{DType::F32, DType::F16}, std::pair{DType::F32, DType::BF16},
+                          std::pair{DType::F32, DType::F32}, std::pair{DType::F16, DType::F16}})
+    for (RopeMode mode : {RopeMode::Normal, RopeMode::Neox}) {
+      std::string m = mode == RopeMode::Neox ? "neox" : "normal";
+      add("rope_set_rows_" + m + "_" + dt(x) + "_" + dt(cache), OpKind::FusedRopeSetRows,
+          [=](Builder &b, Inputs &in) {
+            auto kc = b.state("k_cache.0", {cache, {kCtx, 4, 64}});
+            auto k = b.weight("k", {x, {7, 4, 64}}, randn(2.0));
+            auto pos = b.input("positions", {DType::I32, {7}});
+            in["positions"] = distinctPositions(7, kCtx);
+            std::optional<ValueId> ff;
+            if (mode == RopeMode::Neox)
+              ff = b.weight("rope_freqs", {DType::F32, {32}}, randu(1.0, 4.0));
+            auto r = b.rope(k, pos, ropeParams(mode, 64, mode == RopeMode::Normal), ff);
+            b.result(b.cont(b.setRows(kc, r, pos), "k_cache_out"));
+            return x == DType::F32 ? tolFor(cache) : 1e-2;
+          });
+    }
+}
+
+/// The routing chain of moeRouting (DecoderBlocks.cpp), from a logits weight
+/// (so GPU and CPU rank identical logits), plus the delayed-softmax form.
+enum class Gate { Softmax, Sigmoid, SqrtSoftplus, Delayed };
+
+void registerTopkCases() {
+  const char *gateNames[] = {"softmax", "sigmoid", "sqrt_softplus", "delayed_softmax"};
+  const int64_t experts[] = {8, 32, 128, 256};
+  const int64_t ks[] = {1, 2, 4, 8};
+  int i = 0;
+  for (Gate g : {Gate::Softmax, Gate::Sigmoid, Gate::SqrtSoftplus, Gate::Delayed})
+    for (bool bias : {false, true})
+      for (bool renorm : {false, true})
+        for (bool scale : {false, true}) {
+          if (g == Gate::Delayed && (bias || renorm))
+            continue;
+          int64_t E = experts[i % 4], k = std::min<int64_t>(ks[(i / 4 + i) % 4], E);
+          int64_t T = i % 3 == 0 ? 1 : (i % 3 == 1 ? 3 : 37);
+          ++i;
+          std::string name = std::string("topk_moe_") + gateNames[int(g)] + (bias ? "_bias" : "") +
+                             (renorm ? "_renorm" : "") + (scale ? "_scale" : "") + "_E" +
+                             std::to_string(E) + "_k" + std::to_string(k) + "_T" +
+                             std::to_string(T);
+          add(name, OpKind::FusedTopkMoe, [=](Builder &b, Inputs &) {
+            auto logits = b.weight("router_logits", {DType::F32, {T, E}}, randn(2.0));
+            ValueId ids, w;
+            if (g == Gate::Delayed) {
+              ids = b.topK(logits, k, "expert_ids");
+              w = b.softmax(b.getRows(logits, ids), std::nullopt, 1, 0, "expert_weights");
+            } else {
+              ValueId p = g == Gate::Softmax ? b.softmax(logits, std::nullopt, 1, 0)
+                          : g == Gate::Sigmoid
+                              ? b.unary(OpKind::Sigmoid, logits)
+                              : b.unary(OpKind::Sqrt, b.unary(OpKind::Softplus, logits));
+              ValueId selection =
+                  bias ? b.add(p, b.weight("exp_probs_b", {DType::F32, {E}}, randn(0.5))) : p;
+              ids = b.topK(selection, k, "expert_ids");
+              w = b.getRows(p, ids, "expert_weights");
+              if (renorm)
+                w = b.div(w, b.clamp(b.sumRows(w), kMoeRenormMin,
+                                     std::numeric_limits<double>::infinity()));
+            }
+            if (scale)
+              w = b.scale(w, 2.5, 0, "expert_weights_scaled");
+            b.result(ids);
+            b.result(w);
+            return 1e-5;
+          });
+        }
+}
+
+void registerGemvCases() {
+  const std::pair<GluKind, const char *> glus[] = {{GluKind::SwiGLU, "swiglu"},
+                                                   {GluKind::GeGLU, "geglu"},
+                                                   {GluKind::SwiGLUOAI, "swiglu_oai"},
+                                                   {GluKind::SwiGLUClamp, "swiglu_clamp"}};
+  const DType wts[] = {DType::F32, DType::F16, DType::BF16};
+  int i = 0;
+  for (auto [kind, kname] : glus)
+    for (bool bias : {false, true}) {
+      DType wt = wts[i % 3];
+      int64_t T = (i % 4 == 0) ? 1 : (i % 4 == 1 ? 3 : (i % 4 == 2 ? 8 : 5));
+      ++i;
+      std::string sfx = std::string(kname) + (bias ? "_bias" : "") + "_" + dt(wt) + "_t" +
+                        std::to_string(T);
+      // Dense: glu(matmul(x, gate) [+ b], matmul(x, up) [+ b]) → matmul(down), as gatedFfn.
+      add("gated_matmul_" + sfx, OpKind::FusedGatedMatmul, [=](Builder &b, Inputs &) {
+        auto x = b.weight("x", {DType::F32, {T, 300}}, randn());
+        auto wg = b.weight("ffn_gate", {wt, {200, 300}}, randn(0.1));
+        auto wu = b.weight("ffn_up", {wt, {200, 300}}, randn(0.1));
+        auto wd = b.weight("ffn_down", {wt, {64, 200}}, randn(0.1));
+        ValueId g = b.matmul(x, wg), u = b.matmul(x, wu);
+        if (bias) {
+          g = b.add(g, b.weight("ffn_gate_b", {DType::F32, {200}}, randn()));
+          u = b.add(b.weight("ffn_up_b", {DType::F32, {200}}, randn()), u); // commuted
+        }
+        b.result(b.matmul(b.glu(g, u, kind, 1.5, 3.0), wd, "ffn_out"));
+        return tolFor(wt);
+      });
+      // Expert-indexed, as gatedFfnExperts (x [T, n] → [T, 1, n]), with add_id biases.
+      add("gated_matmul_id_" + sfx, OpKind::FusedGatedMatmulId, [=](Builder &b, Inputs &in) {
+        const int64_t E = 8, k = 2;
+        auto x = b.weight("x", {DType::F32, {T, 96}}, randn());
+        auto ids = b.input("ids", {DType::I32, {T, k}});
+        in["ids"] = randomIds(T * k, E, static_cast<uint64_t>(kind));
+        auto wg = b.weight("ffn_gate_exps", {wt, {E, 130, 96}}, randn(0.1));
+        auto wu = b.weight("ffn_up_exps", {wt, {E, 130, 96}}, randn(0.1));
+        auto x3 = b.reshape(x, {T, 1, 96});
+        ValueId g = b.matmulId(x3, wg, ids), u = b.matmulId(x3, wu, ids);
+        if (bias) {
+          g = b.addId(g, b.weight("ffn_gate_exps_b", {DType::F32, {E, 130}}, randn()), ids);
+          u = b.addId(u, b.weight("ffn_up_exps_b", {DType::F32, {E, 130}}, randn()), ids);
+        }
+        b.result(b.glu(g, u, kind, 1.5, 3.0, "ffn_exps_act"));
+        return tolFor(wt);
+      });
+    }
+  // The whole expert block of a decoder through the canonical blocks (swiglu).
+  add("gated_matmul_id_block_t4", OpKind::FusedGatedMatmulId, [](Builder &b, Inputs &in) {
+    auto x = b.weight("x", {DType::F32, {4, 64}}, randn());
+    auto ids = b.input("ids", {DType::I32, {4, 4}});
+    in["ids"] = randomIds(16, 32, 99);
+    auto wg = b.weight("ffn_gate_exps", {DType::F16, {32, 48, 64}}, randn(0.1));
+    auto wu = b.weight("ffn_up_exps", {DType::F16, {32, 48, 64}}, randn(0.1));
+    auto wd = b.weight("ffn_down_exps", {DType::F16, {32, 64, 48}}, randn(0.1));
+    b.result(gatedFfnExperts(b, x, wg, wu, wd, ids, GluKind::SwiGLU, "blk.0."));
+    return 1e-2;
+  });
+}
+
+void registerElementwiseCases() {
+  for (OpKind chain : {OpKind::FusedAddChain, OpKind::FusedMulChain})
+    for (DType t : {DType::F32, DType::F16})
+      for (int links : {2, 4, 8}) {
+        std::string name = std::string(chain == OpKind::FusedAddChain ? "add" : "mul") +
+                           "_chain_" + std::to_string(links) + "_" + dt(t);
+        add(name, chain, [=](Builder &b, Inputs &) {
+          ValueId y = b.weight("x", {t, {5, 77}}, randn());
+          for (int i = 0; i < links; ++i) {
+            auto o = b.weight("b" + std::to_string(i), {t, {5, 77}},
+                              chain == OpKind::FusedMulChain ? randu(0.5, 1.5) : randn());
+            y = chain == OpKind::FusedAddChain ? b.add(y, o) : b.mul(y, o);
+          }
+          b.result(b.cont(y, "y"));
+          return tolFor(t);
+        });
+      }
+  for (OpKind act : {OpKind::Silu, OpKind::Sigmoid, OpKind::Softplus})
+    for (DType t : {DType::F32, DType::F16})
+      add("unary_mul_" + std::string(mnemonic(act)) + "_" + dt(t), OpKind::FusedUnaryMul,
+          [=](Builder &b, Inputs &) {
+            auto x = b.weight("x", {t, {7, 130}}, randn(3.0));
+            auto g = b.weight("g", {t, {7, 130}}, randn());
+            b.result(b.mul(g, b.unary(act, x), "y")); // commuted
+            return tolFor(t);
+          });
+  for (DType t : {DType::F32, DType::F16})
+    add("relu_sqr_" + dt(t), OpKind::FusedReluSqr, [=](Builder &b, Inputs &) {
+      auto x = b.weight("x", {t, {33, 65}}, randn(2.0));
+      b.result(b.unary(OpKind::Sqr, b.unary(OpKind::Relu, x), "y"));
+      return tolFor(t);
+    });
+  add("softcap_f32", OpKind::FusedSoftcap, [](Builder &b, Inputs &) {
+    auto x = b.weight("x", {DType::F32, {3, 1001}}, randn(40.0));
+    b.result(b.scale(b.unary(OpKind::Tanh, b.scale(x, 1.0 / 30)), 30.0, 0, "y"));
+    return 1e-5;
+  });
+  // MoE weighted reduction through the canonical block, any k, with and without
+  // an expert scale (a per-slot factor applied to the experts first).
+  for (int64_t k : {1, 2, 4, 8})
+    for (bool scale : {false, true}) {
+      int64_t T = k == 8 ? 5 : (k == 1 ? 1 : 3);
+      add("moe_weighted_sum_k" + std::to_string(k) + (scale ? "_scale" : "") + "_T" +
+              std::to_string(T),
+          OpKind::FusedMoeWeightedSum, [=](Builder &b, Inputs &) {
+            ValueId e = b.weight("experts", {DType::F32, {T, k, 200}}, randn());
+            if (scale)
+              e = b.mul(e, b.weight("expert_scale", {DType::F32, {T, k, 1}}, randu(0.5, 2)));
+            auto w = b.weight("weights", {DType::F32, {T, k}}, randu(0, 1));
+            b.result(b.cont(moeWeightedSum(b, e, w, "blk.0."), "y"));
+            return 1e-5;
+          });
+    }
+}
+
+std::vector<size_t> caseIndices() {
+  if (cases().empty()) {
+    registerRowCases();
+    registerTopkCases();
+    registerGemvCases();
+    registerElementwiseCases();
+  }
+  std::vector<size_t> idx(cases().size());
+  for (size_t i = 0; i < idx.size(); ++i)
+    idx[i] = i;
+  return idx;
+}
+
+size_t countKind(const Plan &plan, OpKind k) {
+  size_t n = 0;
+  for (const Function &fn : plan.graph().functions())
+    for (const Node &node : fn.nodes())
+      n += node.kind == k;
+  return n;
+}
+
+size_t countFused(const Plan &plan) {
+  size_t n = 0;
+  for (const Function &fn : plan.graph().functions())
+    for (const Node &node : fn.nodes())
+      n += node.info().has(kFused);
+  return n;
+}
+
+class GpuFused : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(GpuFused, EqualsUnfusedAndReference) {
+  // Compiling needs no GPU (NVRTC only): without one, the case still checks
+  // that the pattern fires and every kernel of both plans compiles.
+  const FusedCase &c = cases()[GetParam()];
+  Graph g;
+  Function &fn = g.addFunction("main");
+  Builder b(fn);
+  Inputs inputs;
+  double tol = c.build(b, inputs);
+  ASSERT_FALSE(bool(b.finish()));
+
+  CompileOptions on;
+  on.fusion = true; // the default pipeline: cleanup, fuse (with the overlap proof), dce
+  CompileOptions off = on;
+  off.fusion = false;
+  auto fusedPlan = compile(g, on);
+  ASSERT_TRUE(bool(fusedPlan)) << errString(fusedPlan.takeError());
+  auto plainPlan = compile(g, off);
+  ASSERT_TRUE(bool(plainPlan)) << errString(plainPlan.takeError());
+  EXPECT_GE(countKind(*fusedPlan, c.fused), 1u)
+      << mnemonic(c.fused) << " is not in the fused plan";
+  EXPECT_EQ(countFused(*plainPlan), 0u) << "fusion off still fused";
+  FG_REQUIRE_GPU();
+
+  ExecOptions gpuOpts, cpuOpts;
+  gpuOpts.device = ExecOptions::Device::Cuda;
+  auto fusedGpu = Executor::create(*fusedPlan, gpuOpts);
+  ASSERT_TRUE(bool(fusedGpu)) << errString(fusedGpu.takeError());
+  auto plainGpu = Executor::create(*plainPlan, gpuOpts);
+  ASSERT_TRUE(bool(plainGpu)) << errString(plainGpu.takeError());
+  auto cpu = Executor::create(*plainPlan, cpuOpts);
+  ASSERT_TRUE(bool(cpu)) << errString(cpu.takeError());
+  for (Executor *e : {&*fusedGpu, &*plainGpu, &*cpu})
+    for (const auto &[name, vals] : inputs)
+      ASSERT_FALSE(bool(e->setInput(name, vals))) << name;
+  ASSERT_FALSE(bool(fusedGpu->run("main"))) << "fused gpu run";
+  ASSERT_FALSE(bool(plainGpu->run("main"))) << "unfused gpu run";
+  ASSERT_FALSE(bool(cpu->run("main"))) << "cpu run";
+
+  const Function *ref = plainPlan->graph().lookup("main");
+  ASSERT_NE(ref, nullptr);
+  for (ValueId r : ref->results()) {
+    const std::string &name = ref->value(r).name;
+    auto f = fusedGpu->output(name);
+    auto u = plainGpu->output(name);
+    auto want = cpu->output(name);
+    ASSERT_TRUE(bool(f)) << errString(f.takeError());
+    ASSERT_TRUE(bool(u)) << errString(u.takeError());
+    ASSERT_TRUE(bool(want)) << errString(want.takeError());
+    if (isInteger(want->type.dtype)) {
+      EXPECT_EQ(f->toInts(), want->toInts()) << "fused %" << name;
+      EXPECT_EQ(u->toInts(), want->toInts()) << "unfused %" << name;
+      continue;
+    }
+    std::vector<float> fv = f->toFloats(), uv = u->toFloats(), rv = want->toFloats();
+    EXPECT_LE(normalizedError(fv, rv), tol) << "fused vs reference, %" << name;
+    EXPECT_LE(normalizedError(uv, rv), tol) << "unfused vs reference, %" << name;
+    EXPECT_LE(normalizedError(fv, uv), tol) << "fused vs unfused, %" << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fused, GpuFused, ::testing::ValuesIn(caseIndices()),
+                         [](const auto &info) { return cases()[info.param].name; });
+
+/// Every fused op of the table has at least one case.
+TEST(GpuFusedCoverage, EveryFusedOpHasACase) {
+  std::set<OpKind> covered;
+  for (const FusedCase &c : cases())
+    covered.insert(c.fused);
+  for (const OpInfo &row : allOps()) {
+    if (row.has(kFused)) {
+      EXPECT_TRUE(covered.count(row.kind)) << "no GPU case for " << row.mnemonic;
+    }
+  }
+}
+
+} // namespace
