@@ -2,6 +2,7 @@
 #include "frontends/Frontend.h"
 
 #include "frontends/models/Demo.h"
+#include "frontends/models/Workloads.h"
 #include "ir/Parser.h"
 
 #include "llvm/ADT/SmallSet.h"
@@ -51,6 +52,14 @@ llvm::Expected<LoadedModel> loadModelWithWeights(llvm::StringRef path, const Mod
   if (path == "demo") {
     log(opts, LogLevel::Verbose, "building the built-in demo decoder");
     return wrap(buildDemoGraph(opts.ctx, opts.prefill, opts.kvDType));
+  }
+  if (isWorkloadName(path)) { // benchmark shapes, random weights made on the device
+    log(opts, LogLevel::Verbose, "building benchmark workload " + path);
+    WorkloadOptions wo;
+    wo.ctx = opts.ctx;
+    wo.prefill = opts.prefill;
+    wo.kvDType = opts.kvDType;
+    return wrap(buildWorkload(path, wo));
   }
   if (path.empty())
     return makeError("no model given: expected a .fg file, a .gguf file, a folder with "

@@ -2,6 +2,7 @@
 //
 // The one entry point the CLI, benchmarks and tests use to get a Graph:
 //   "demo"           the built-in demo decoder (frontends/models/Demo.h)
+//   "w-dense", ...   a benchmark workload (frontends/models/Workloads.h)
 //   *.fg             IR text (ir/Parser.h); its entries and ctx are its own
 //   *.gguf           GGUF v2/v3 (frontends/gguf/), llama, qwen2, qwen3, qwen3moe, gemma3
 //   a folder         Hugging Face: config.json + *.safetensors (frontends/safetensors/)

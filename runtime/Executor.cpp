@@ -102,6 +102,7 @@ Expected<Executor> Executor::create(const Plan &plan, const ExecOptions &opts) {
     if (!runner)
       return runner.takeError();
     e.cuda_ = std::move(*runner);
+    e.cuda_->setProfileLaunches(opts.profileLaunches);
     return e;
   }
   e.interp_ = std::make_unique<ReferenceInterpreter>(*e.graph_);
@@ -219,6 +220,22 @@ Error Executor::fetchCudaOutputs() const {
 
 float Executor::lastGpuMs() const { return cuda_ ? cuda_->lastGpuMs() : 0.0f; }
 double Executor::lastHostLaunchMs() const { return cuda_ ? cuda_->lastHostLaunchMs() : 0.0; }
+
+std::vector<Executor::LaunchTime> Executor::lastLaunchTimes() const {
+  std::vector<LaunchTime> out;
+  if (!cuda_ || !program_)
+    return out;
+  const std::vector<float> &ms = cuda_->lastLaunchMs();
+  for (const CompiledEntry &ce : program_->entries) {
+    if (ce.name != lastEntry_ || ce.launches.size() != ms.size())
+      continue;
+    for (size_t i = 0; i < ms.size(); ++i) {
+      const LaunchRecord &l = ce.launches[i];
+      out.push_back({l.what, l.symbol, l.kind == LaunchRecord::Kind::Gemm, ms[i]});
+    }
+  }
+  return out;
+}
 
 Expected<HostTensor> Executor::output(StringRef name) const {
   if (Error e = fetchCudaOutputs())

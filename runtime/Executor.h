@@ -37,6 +37,9 @@ struct ExecOptions {
   Device device = Device::Cpu;
   Mode mode = Mode::Graph; ///< CUDA only: replay a CUDA graph, or launch eagerly
   bool debugSync = false;  ///< CUDA only: synchronise after every launch
+  /// CUDA eager only: time every launch with CUDA events (lastLaunchTimes());
+  /// adds host time per launch, so profiled steps are not timed steps.
+  bool profileLaunches = false;
   LogSink log;             ///< verbose messages; may be empty
 };
 
@@ -74,6 +77,19 @@ public:
   float lastGpuMs() const;
   /// Host time of the last CUDA run until everything was enqueued, in ms.
   double lastHostLaunchMs() const;
+
+  /// One launch of a profiled run: what it computes (the launch record's
+  /// `what`, "%q.3 = rope (line 12)"), its kernel symbol (empty for a cuBLAS
+  /// call) and its device time.
+  struct LaunchTime {
+    std::string what;
+    std::string symbol;
+    bool gemm = false;
+    float ms = 0;
+  };
+  /// Per-launch device times of the last run, in launch order; empty unless it
+  /// was a CUDA eager run with ExecOptions::profileLaunches.
+  std::vector<LaunchTime> lastLaunchTimes() const;
 
 private:
   Executor() = default;

@@ -8,6 +8,10 @@
 using namespace llvm;
 using namespace fg::cli;
 
+namespace fg::cli {
+int runBench(ArrayRef<const char *> args); // tools/Bench.cpp
+} // namespace fg::cli
+
 namespace {
 
 struct Command {
@@ -22,6 +26,7 @@ const Command kCommands[] = {
     {"opt", runOpt, "IR in, IR out: run passes over a .fg file"},
     {"inspect", runInspect, "entries, ops, weights, state and cost of a model or plan"},
     {"demo", runDemo, "build, compile and run the built-in demo decoder"},
+    {"bench", runBench, "time decode steps: fused/unfused, eager/graph, vs the roofline"},
 };
 
 void printUsage(raw_ostream &os) {

@@ -58,6 +58,7 @@ struct CudaRunner::Impl {
   cudaStream_t captureStream = nullptr;
   cublasHandle_t cublas = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
+  std::vector<cudaEvent_t> launchEvents; ///< profiled eager runs: one per launch boundary
   std::vector<cudaLibrary_t> libraries;
   std::vector<void *> weights, state;
   void *arena = nullptr;
@@ -89,6 +90,8 @@ struct CudaRunner::Impl {
       cudaEventDestroy(start);
     if (stop)
       cudaEventDestroy(stop);
+    for (cudaEvent_t ev : launchEvents)
+      cudaEventDestroy(ev);
     if (stream)
       cudaStreamDestroy(stream);
     if (captureStream)
@@ -419,6 +422,15 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
   if (useGraph && !es.exec)
     if (auto e = m.buildGraph(es))
       return e;
+  lastLaunchMs_.clear();
+  size_t nLaunches = es.entry->launches.size();
+  bool profile = profileLaunches_ && !useGraph;
+  while (profile && m.launchEvents.size() < nLaunches + 1) {
+    cudaEvent_t ev = nullptr;
+    if (auto e = cudaCheck(cudaEventCreate(&ev), "event"))
+      return e;
+    m.launchEvents.push_back(ev);
+  }
   auto hostStart = std::chrono::steady_clock::now();
   if (auto e = m.copyInputs(es))
     return e;
@@ -428,9 +440,16 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
     if (auto e = cudaCheck(cudaGraphLaunch(es.exec, m.stream), "graph launch of " + entry))
       return e;
   } else {
-    for (size_t i = 0; i < es.entry->launches.size(); ++i)
+    if (profile)
+      if (auto e = cudaCheck(cudaEventRecord(m.launchEvents[0], m.stream), "event"))
+        return e;
+    for (size_t i = 0; i < nLaunches; ++i) {
       if (auto e = m.launch(es, i, m.stream))
         return e;
+      if (profile)
+        if (auto e = cudaCheck(cudaEventRecord(m.launchEvents[i + 1], m.stream), "event"))
+          return e;
+    }
   }
   if (auto e = cudaCheck(cudaEventRecord(m.stop, m.stream), "event"))
     return e;
@@ -440,10 +459,16 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
                          "running entry " + entry + " (rerun with --debug-sync to name the kernel)"))
     return e;
   cudaEventElapsedTime(&lastGpuMs_, m.start, m.stop);
+  if (profile) {
+    lastLaunchMs_.assign(nLaunches, 0.0f);
+    for (size_t i = 0; i < nLaunches; ++i)
+      cudaEventElapsedTime(&lastLaunchMs_[i], m.launchEvents[i], m.launchEvents[i + 1]);
+  }
   return llvm::Error::success();
 }
 
 llvm::Error CudaRunner::runDebugSync(llvm::StringRef entry) {
+  lastLaunchMs_.clear();
   auto esOr = impl_->lookup(entry);
   if (!esOr)
     return esOr.takeError();

@@ -51,6 +51,14 @@ public:
   /// copies and the graph launch or every eager launch), in ms.
   double lastHostLaunchMs() const { return lastHostLaunchMs_; }
 
+  /// Eager runs record a CUDA event before the first launch and after each
+  /// launch (this adds host time: for per-kernel breakdowns, not for timing
+  /// steps). Graph runs and debug-sync runs ignore it.
+  void setProfileLaunches(bool on) { profileLaunches_ = on; }
+  /// Device time of each launch of the last profiled eager run, in launch
+  /// order (ms); empty after any other run.
+  const std::vector<float> &lastLaunchMs() const { return lastLaunchMs_; }
+
   struct Impl;
 
 private:
@@ -58,6 +66,8 @@ private:
   std::unique_ptr<Impl> impl_;
   float lastGpuMs_ = 0;
   double lastHostLaunchMs_ = 0;
+  bool profileLaunches_ = false;
+  std::vector<float> lastLaunchMs_;
 };
 
 } // namespace fg

@@ -1,0 +1,138 @@
+//===- BenchLoop.h - timed decode steps, ideal bytes, kernel families -*- C++ -*-===//
+//
+// What bench/ and `fusegraph bench` share (DESIGN "Benchmarks"):
+//
+//   * the timed step: set the step's inputs (tokens, positions), run the
+//     entry (copy in, launch, synchronise); wall time around all of it, GPU
+//     time from the executor's CUDA events, host time to enqueue;
+//   * the ideal bytes of a step: what it must move at least (weights actually
+//     used, the KV rows attention reads, the KV rows written, inputs and
+//     results), for the roofline `ideal ms = bytes / measured bandwidth`;
+//   * the per-kernel-family breakdown of a profiled eager step, with each
+//     family's bytes under the same access rules.
+//
+// Access rules (per operand, after following views and in-place state updates
+// to the storage they alias): a weight read by get_rows reads only the indexed
+// rows; a weight read by an expert-indexed op (an `ids` operand: matmul_id,
+// add_id, fused.gated_matmul_id) reads min(E, |ids|) of its E experts (an
+// upper bound: ids may repeat); a KV cache read reads `kvRows` rows; a state
+// updater (set_rows and its fusions) writes |indices| rows; every other
+// operand and result is read or written whole. A weight used several times
+// counts once in the ideal (the largest fraction), once per use in the
+// families.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Graph.h"
+#include "runtime/Executor.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fg {
+
+/// Bytes one run of an entry must move at least.
+struct StepBytes {
+  double weights = 0; ///< weight bytes read (the used fraction of each weight)
+  double kvRead = 0;  ///< KV cache rows read by attention
+  double kvWrite = 0; ///< KV cache rows written
+  double io = 0;      ///< inputs read and results written
+  double total() const { return weights + kvRead + kvWrite + io; }
+};
+
+/// The ideal bytes of one run of `fn` with `kvRows` rows of every KV cache read.
+StepBytes idealStepBytes(const Function &fn, int64_t kvRows);
+
+/// Bytes node `n` of `fn` reads and writes (0 for view-like nodes, which launch nothing).
+double nodeBytes(const Function &fn, const Node &n, int64_t kvRows);
+
+/// How a timed step loop runs an entry.
+struct StepLoopOptions {
+  std::string entry = "decode";
+  int64_t warmup = 20;
+  int64_t steps = 100;
+  /// The first position; each step advances by the entry's token count and
+  /// wraps back here before passing the executor's ctx.
+  int64_t startPosition = 1024;
+};
+
+/// One timed step.
+struct StepSample {
+  double wallMs = 0;       ///< inputs in, launch, synchronise (what a user sees)
+  double gpuMs = 0;        ///< CUDA events around the launches (0 on the CPU)
+  double hostLaunchMs = 0; ///< host time until everything was enqueued
+};
+
+/// Drives an executor step by step: integer inputs are set from the position
+/// (`tokens` = a small deterministic id, `positions` = consecutive rows, any
+/// other integer input 0, 1, 2, ... in row-major order: distinct indices, e.g.
+/// expert ids).
+class StepDriver {
+public:
+  /// Checks the entry exists and its inputs can be fed.
+  static llvm::Expected<StepDriver> create(Executor &exec, const StepLoopOptions &opts);
+  /// Runs `opts.warmup` untimed steps (graph instantiation, caches).
+  llvm::Error warmup();
+  /// Runs one timed step.
+  llvm::Expected<StepSample> step();
+  /// Tokens the entry takes per step.
+  int64_t tokensPerStep() const { return tokens_; }
+
+private:
+  StepDriver(Executor &exec, StepLoopOptions opts) : exec_(&exec), opts_(std::move(opts)) {}
+  llvm::Error setInputs();
+
+  Executor *exec_;
+  StepLoopOptions opts_;
+  int64_t tokens_ = 1;
+  int64_t vocab_ = 1; ///< rows of token_embd, to keep token ids valid
+  int64_t pos_ = 0;
+  std::vector<std::string> otherInputs_;
+  std::vector<int64_t> otherSizes_;
+};
+
+/// Medians of a run of timed steps.
+struct StepSummary {
+  double wallMs = 0, gpuMs = 0, hostLaunchMs = 0;
+  double wallMinMs = 0, wallMaxMs = 0;
+  int64_t steps = 0;
+};
+
+/// The median (upper median for even counts); 0 when empty.
+double median(std::vector<double> values);
+StepSummary summarize(llvm::ArrayRef<StepSample> samples);
+
+/// Warm-up then `opts.steps` timed steps.
+llvm::Expected<std::vector<StepSample>> timeSteps(Executor &exec, const StepLoopOptions &opts);
+
+/// One kernel family of a profiled step: launches grouped by op mnemonic
+/// (cuBLAS calls apart: "matmul [cublas]").
+struct FamilyTime {
+  std::string family;
+  int64_t launches = 0;
+  double ms = 0;    ///< summed device time of its launches
+  double bytes = 0; ///< summed nodeBytes of the nodes behind its launches
+};
+
+/// The family of a launch: the mnemonic in its `what` ("%q = rope (line 3)" -> "rope").
+std::string launchFamily(llvm::StringRef what, bool gemm);
+
+/// Groups per-launch times (averaged over the runs given) by family, largest
+/// time first. `fn` is the entry the launches came from (the plan's final IR).
+std::vector<FamilyTime> familyBreakdown(const Function &fn,
+                                        llvm::ArrayRef<std::vector<Executor::LaunchTime>> runs,
+                                        int64_t kvRows);
+
+/// Runs `opts.warmup` steps and then `runs` profiled steps on an executor
+/// created with ExecOptions::profileLaunches and eager mode, and groups them.
+llvm::Expected<std::vector<FamilyTime>> profileFamilies(Executor &exec,
+                                                        const StepLoopOptions &opts, int runs,
+                                                        int64_t kvRows);
+
+} // namespace fg

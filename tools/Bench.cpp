@@ -1,0 +1,360 @@
+//===- Bench.cpp - `fusegraph bench`: decode steps against the roofline ----===//
+//
+// Compiles the variants asked for (fused / unfused), runs each in the modes
+// asked for (eager / graph) and prints one table: wall ms per step (median),
+// GPU ms (CUDA events), host launch ms, the ideal ms (bytes a step must move
+// ÷ the read bandwidth measured in the same run) and % of that roofline.
+// Without a CUDA device it prints a skip line and exits 0 (CI).
+//
+//===----------------------------------------------------------------------===//
+#include "tools/Commands.h"
+
+#include "codegen/cuda/Bandwidth.h"
+#include "frontends/models/Workloads.h"
+#include "runtime/BenchLoop.h"
+#include "runtime/ProgramIO.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+namespace fg::cli {
+
+namespace {
+
+struct Row {
+  std::string fusion; ///< "fused", "unfused" or "plan"
+  std::string mode;   ///< "eager" or "graph"
+  std::string skipped;
+  StepSummary s;
+  double idealMs = 0;
+  int64_t launches = 0;
+};
+
+struct Variant {
+  std::string fusion;
+  std::optional<Plan> plan;
+  std::string error;
+  StepBytes ideal;
+  int64_t launches = 0;
+  std::vector<FamilyTime> families;
+  std::string familiesError;
+};
+
+int64_t countLaunches(const Plan &plan, StringRef entry) {
+  const PlanSection *s = plan.section("program");
+  if (!s)
+    return 0;
+  Expected<CompiledProgram> p = decodeProgram(s->bytes);
+  if (!p) {
+    consumeError(p.takeError());
+    return 0;
+  }
+  for (const CompiledEntry &e : p->entries)
+    if (e.name == entry)
+      return static_cast<int64_t>(e.launches.size());
+  return 0;
+}
+
+std::string firstLine(std::string s) {
+  size_t nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+} // namespace
+
+int runBench(ArrayRef<const char *> args) {
+  Flags f("bench",
+          "bench MODEL|X.plan|--workload NAME [--compare fused,unfused,eager,graph] [--steps N] "
+          "[--json FILE]",
+          "Times decode steps (inputs in, launch, synchronise) of the variants compared and\n"
+          "prints wall, GPU and host-launch medians beside the ideal time: the bytes a step\n"
+          "must move (weights used, KV rows read and written, inputs and logits) divided by\n"
+          "the read bandwidth measured in the same run. Workloads (no files): w-dense,\n"
+          "w-moe-12, w-moe-48, w-tiny (add -bf16 for bf16 weights). Without a GPU it says so\n"
+          "and exits 0.");
+  f.option("workload", "NAME", "a benchmark workload instead of MODEL");
+  f.option("compare", "LIST", "variants: fused, unfused (compiled), eager, graph (modes)",
+           "fused,unfused,eager,graph");
+  f.option("steps", "N", "timed steps per variant (median reported)", "100");
+  f.option("warmup", "N", "untimed steps first", "20");
+  f.option("kv", "N", "tokens already in the KV cache: steps start at this position", "1024");
+  f.option("ctx", "N", "KV cache rows the model is built for", "2048");
+  f.option("weight-dtype", "T", "workload weights: f16 or bf16", "f16");
+  f.option("arch", "SM", "GPU architecture to compile kernels for", "sm_90");
+  f.option("json", "FILE", "also write the figures as JSON");
+  f.flag("breakdown", "time every launch of an eager step and print time per kernel family");
+  f.flag("verbose", "print what happens");
+  int code;
+  if (!f.parse(args, code))
+    return code;
+  std::string model = f.get("workload");
+  if (!model.empty() && !f.positional().empty())
+    return f.usageError("give either MODEL or --workload, not both");
+  if (model.empty()) {
+    if (f.positional().size() != 1)
+      return f.usageError("'bench' takes one MODEL, X.plan or --workload NAME");
+    model = f.positional()[0];
+  } else if (!isWorkloadName(model)) {
+    return f.usageError("unknown workload '" + model + "' (workloads: w-dense, w-moe-12, " +
+                        "w-moe-48, w-tiny)");
+  }
+  std::string wdt = f.get("weight-dtype", "f16");
+  if (wdt != "f16" && wdt != "bf16")
+    return f.usageError("--weight-dtype must be f16 or bf16, got '" + wdt + "'");
+  if (wdt == "bf16" && isWorkloadName(model) && !StringRef(model).endswith("-bf16"))
+    model += "-bf16";
+  bool isPlan = isPlanFile(model);
+
+  bool wantFused = false, wantUnfused = false, wantEager = false, wantGraph = false;
+  for (const std::string &c : f.list("compare")) {
+    if (c == "fused")
+      wantFused = true;
+    else if (c == "unfused")
+      wantUnfused = true;
+    else if (c == "eager")
+      wantEager = true;
+    else if (c == "graph")
+      wantGraph = true;
+    else if (c != "all")
+      return f.usageError("--compare takes fused, unfused, eager, graph; got '" + c + "'");
+  }
+  if (!wantFused && !wantUnfused)
+    wantFused = wantUnfused = true;
+  if (!wantEager && !wantGraph)
+    wantEager = wantGraph = true;
+  // A plan is timed as compiled: fused/unfused do not apply to it.
+
+  int64_t steps, warmup, kv, ctx;
+  if (!f.getInt("steps", 100, steps, code) || !f.getInt("warmup", 20, warmup, code) ||
+      !f.getInt("kv", 1024, kv, code) || !f.getInt("ctx", 2048, ctx, code))
+    return code;
+  if (steps < 1 || warmup < 0 || kv < 0)
+    return f.usageError("--steps must be >= 1, --warmup and --kv >= 0");
+  if (!isPlan && kv + 1 > ctx)
+    return f.usageError("--kv " + Twine(kv) + " needs --ctx > " + Twine(kv));
+  bool verbose = f.has("verbose");
+
+  if (isPlan && !sys::fs::exists(model))
+    return reportError(makeError("plan '" + model + "' does not exist"));
+  if (!cudaDeviceAvailable()) {
+    outs() << "bench " << model << ": skipped: no CUDA device available\n";
+    return kOk;
+  }
+
+  Expected<cuda::Bandwidth> bw = cuda::measureBandwidth();
+  if (!bw)
+    return reportError(bw.takeError());
+  double bwBytesPerMs = bw->readGBs * 1e6;
+
+  // Compile the variants.
+  std::vector<Variant> variants;
+  if (isPlan) {
+    Variant v;
+    v.fusion = "plan";
+    Expected<Plan> p = Plan::load(model);
+    if (!p)
+      return reportError(p.takeError());
+    v.plan.emplace(std::move(*p));
+    variants.push_back(std::move(v));
+  } else {
+    for (bool fused : {false, true}) {
+      if ((fused && !wantFused) || (!fused && !wantUnfused))
+        continue;
+      Variant v;
+      v.fusion = fused ? "fused" : "unfused";
+      ModelSettings ms;
+      ms.ctx = ctx;
+      ms.prefill = {};
+      ms.log = stderrLog(verbose);
+      CompileOptions co;
+      co.ctx = ctx;
+      co.fusion = fused;
+      co.arch = f.get("arch", "sm_90");
+      co.log = ms.log;
+      if (verbose)
+        errs() << "fusegraph: compiling " << model << " (" << v.fusion << ")\n";
+      Expected<Plan> p = planFor(model, ms, co);
+      if (!p)
+        v.error = firstLine(toString(p.takeError()));
+      else
+        v.plan.emplace(std::move(*p));
+      variants.push_back(std::move(v));
+    }
+  }
+
+  StepLoopOptions lo;
+  lo.steps = steps;
+  lo.warmup = warmup;
+  lo.startPosition = kv;
+  std::vector<Row> rows;
+  for (Variant &v : variants) {
+    if (v.plan) {
+      const Function *fn = v.plan->graph().lookup("decode");
+      if (fn)
+        v.ideal = idealStepBytes(*fn, kv);
+      v.launches = countLaunches(*v.plan, "decode");
+    }
+    for (bool graph : {false, true}) {
+      if ((graph && !wantGraph) || (!graph && !wantEager))
+        continue;
+      Row r;
+      r.fusion = v.fusion;
+      r.mode = graph ? "graph" : "eager";
+      r.idealMs = v.ideal.total() / bwBytesPerMs;
+      r.launches = v.launches;
+      if (!v.plan) {
+        r.skipped = v.error;
+        rows.push_back(std::move(r));
+        continue;
+      }
+      ExecOptions eo;
+      eo.device = ExecOptions::Device::Cuda;
+      eo.mode = graph ? ExecOptions::Mode::Graph : ExecOptions::Mode::Eager;
+      eo.log = stderrLog(verbose);
+      Expected<Executor> ex = Executor::create(*v.plan, eo);
+      if (!ex) {
+        r.skipped = firstLine(toString(ex.takeError()));
+      } else {
+        Expected<std::vector<StepSample>> samples = timeSteps(*ex, lo);
+        if (!samples)
+          r.skipped = firstLine(toString(samples.takeError()));
+        else
+          r.s = summarize(*samples);
+      }
+      rows.push_back(std::move(r));
+    }
+    if (f.has("breakdown") && v.plan) {
+      ExecOptions eo;
+      eo.device = ExecOptions::Device::Cuda;
+      eo.mode = ExecOptions::Mode::Eager;
+      eo.profileLaunches = true;
+      Expected<Executor> ex = Executor::create(*v.plan, eo);
+      if (!ex) {
+        v.familiesError = firstLine(toString(ex.takeError()));
+      } else {
+        StepLoopOptions po = lo;
+        po.warmup = std::min<int64_t>(lo.warmup, 5);
+        auto fams = profileFamilies(*ex, po, 10, kv);
+        if (!fams)
+          v.familiesError = firstLine(toString(fams.takeError()));
+        else
+          v.families = std::move(*fams);
+      }
+    }
+  }
+
+  // The table.
+  raw_ostream &os = outs();
+  os << "bench " << model << ": decode, KV " << kv << ", median of " << steps << " steps after "
+     << warmup << " warm-up\n";
+  os << "device " << bw->device << ": read " << format("%.0f", bw->readGBs) << " GB/s, D2D copy "
+     << format("%.0f", bw->copyGBs) << " GB/s (" << (bw->bytes >> 20) << " MiB)\n";
+  for (const Variant &v : variants)
+    if (v.plan)
+      os << "ideal (" << v.fusion << "): " << format("%.1f", v.ideal.total() / 1e6)
+         << " MB/step (weights " << format("%.1f", v.ideal.weights / 1e6) << ", KV read "
+         << format("%.1f", v.ideal.kvRead / 1e6) << ", KV write "
+         << format("%.3f", v.ideal.kvWrite / 1e6) << ", io " << format("%.3f", v.ideal.io / 1e6)
+         << ") = " << format("%.4f", v.ideal.total() / bwBytesPerMs) << " ms; " << v.launches
+         << " launches\n";
+  auto cs = [](const char *x) { return x; }; // llvm::format takes pointers, not arrays
+  os << format("%-16s %10s %10s %10s %10s %10s\n", cs("mode"), cs("wall ms"), cs("GPU ms"),
+               cs("host ms"), cs("ideal ms"), cs("% roofline"));
+  for (const Row &r : rows) {
+    std::string name = r.mode + "-" + r.fusion;
+    if (!r.skipped.empty()) {
+      os << format("%-16s ", name.c_str()) << "skipped: " << r.skipped << "\n";
+      continue;
+    }
+    double pct = r.s.wallMs > 0 ? 100.0 * r.idealMs / r.s.wallMs : 0;
+    os << format("%-16s %10.4f %10.4f %10.4f %10.4f %9.1f%%\n", name.c_str(), r.s.wallMs,
+                 r.s.gpuMs, r.s.hostLaunchMs, r.idealMs, pct);
+  }
+  for (const Variant &v : variants) {
+    if (!f.has("breakdown") || !v.plan)
+      continue;
+    os << "\nper kernel family, eager " << v.fusion << " (CUDA events around each launch, mean of "
+       << "10 steps):\n";
+    if (!v.familiesError.empty()) {
+      os << "  skipped: " << v.familiesError << "\n";
+      continue;
+    }
+    double totalMs = 0;
+    for (const FamilyTime &fam : v.families)
+      totalMs += fam.ms;
+    os << format("  %-34s %8s %10s %7s %10s %10s %8s\n", cs("family"), cs("launches"), cs("ms"),
+                 cs("share"), cs("MB"), cs("ideal ms"), cs("% ideal"));
+    for (const FamilyTime &fam : v.families) {
+      double ideal = fam.bytes / bwBytesPerMs;
+      os << format("  %-34s %8lld %10.4f %6.1f%% %10.2f %10.4f %7.1f%%\n", fam.family.c_str(),
+                   static_cast<long long>(fam.launches), fam.ms,
+                   totalMs > 0 ? 100 * fam.ms / totalMs : 0.0, fam.bytes / 1e6, ideal,
+                   fam.ms > 0 ? 100 * ideal / fam.ms : 0.0);
+    }
+  }
+
+  if (f.has("json")) {
+    json::Array jrows;
+    for (const Row &r : rows) {
+      json::Object o{{"mode", r.mode + "-" + r.fusion}, {"fusion", r.fusion},
+                     {"exec", r.mode}, {"ideal_ms", r.idealMs}, {"launches", r.launches}};
+      if (!r.skipped.empty()) {
+        o["skipped"] = r.skipped;
+      } else {
+        o["wall_ms_median"] = r.s.wallMs;
+        o["wall_ms_min"] = r.s.wallMinMs;
+        o["wall_ms_max"] = r.s.wallMaxMs;
+        o["gpu_ms_median"] = r.s.gpuMs;
+        o["host_launch_ms_median"] = r.s.hostLaunchMs;
+        o["roofline_pct"] = r.s.wallMs > 0 ? 100.0 * r.idealMs / r.s.wallMs : 0.0;
+        o["steps"] = r.s.steps;
+      }
+      jrows.push_back(std::move(o));
+    }
+    json::Object variantsJ;
+    for (const Variant &v : variants) {
+      json::Object vj{{"ideal_bytes", v.ideal.total()},
+                      {"ideal_weight_bytes", v.ideal.weights},
+                      {"ideal_kv_read_bytes", v.ideal.kvRead},
+                      {"ideal_kv_write_bytes", v.ideal.kvWrite},
+                      {"ideal_io_bytes", v.ideal.io},
+                      {"launches", v.launches}};
+      if (!v.error.empty())
+        vj["error"] = v.error;
+      if (!v.familiesError.empty())
+        vj["families_error"] = v.familiesError;
+      json::Array fams;
+      for (const FamilyTime &fam : v.families)
+        fams.push_back(json::Object{{"family", fam.family},
+                                    {"launches", fam.launches},
+                                    {"ms", fam.ms},
+                                    {"bytes", fam.bytes},
+                                    {"ideal_ms", fam.bytes / bwBytesPerMs}});
+      if (!v.families.empty())
+        vj["families"] = std::move(fams);
+      variantsJ[v.fusion] = std::move(vj);
+    }
+    json::Object root{{"model", model},
+                      {"kv", kv},
+                      {"steps", steps},
+                      {"warmup", warmup},
+                      {"device", bw->device},
+                      {"read_gbs", bw->readGBs},
+                      {"copy_gbs", bw->copyGBs},
+                      {"rows", std::move(jrows)},
+                      {"variants", std::move(variantsJ)}};
+    std::error_code ec;
+    raw_fd_ostream out(f.get("json"), ec);
+    if (ec)
+      return reportError(makeError("cannot write '" + f.get("json") + "': " + ec.message()));
+    out << formatv("{0:2}", json::Value(std::move(root))) << "\n";
+  }
+  return kOk;
+}
+
+} // namespace fg::cli
