@@ -208,8 +208,10 @@ void registerTopkCases() {
               ids = b.topK(selection, k, "expert_ids");
               w = b.getRows(p, ids, "expert_weights");
               if (renorm)
-                w = b.div(w, b.clamp(b.sumRows(w), kMoeRenormMin,
-                                     std::numeric_limits<double>::infinity()));
+                w = b.div(w,
+                          b.clamp(b.sumRows(w), kMoeRenormMin,
+                                  std::numeric_limits<double>::infinity()),
+                          "expert_weights_norm");
             }
             if (scale)
               w = b.scale(w, 2.5, 0, "expert_weights_scaled");
