@@ -36,9 +36,6 @@ ValueId Builder::state(llvm::StringRef name, TensorType type) {
 void Builder::result(ValueId v) {
   if (failed() || v == kNoValue)
     return;
-  // Results are addressed by name (Executor::output): an unnamed one gets one.
-  if (fn_.value(v).name.empty())
-    fn_.setValueName(v, fn_.uniqueName("result"));
   fn_.addResult(v);
 }
 

@@ -37,8 +37,6 @@ public:
   ValueId input(llvm::StringRef name, TensorType type);
   ValueId weight(llvm::StringRef name, TensorType type, WeightInit init = {});
   ValueId state(llvm::StringRef name, TensorType type);
-  /// Appends a result; an unnamed value is named "result" (made unique), since
-  /// results are addressed by name.
   void result(ValueId v);
 
   // --- generic creation ----------------------------------------------------------

@@ -146,15 +146,6 @@ std::vector<unsigned> Function::useCounts() const {
   return uses;
 }
 
-void Function::setValueName(ValueId v, std::string name) {
-  assert((name.empty() || !byName_.count(name)) && "value names are unique");
-  if (!values_[v].name.empty())
-    byName_.erase(values_[v].name);
-  values_[v].name = std::move(name);
-  if (!values_[v].name.empty())
-    byName_[values_[v].name] = v;
-}
-
 std::string Function::uniqueName(llvm::StringRef base) const {
   if (base.empty())
     return "";

@@ -160,8 +160,6 @@ public:
   void eraseNodes(llvm::ArrayRef<bool> dead);
   /// Use counts of every value (operands of nodes, plus 1 per result slot).
   std::vector<unsigned> useCounts() const;
-  /// Names an unnamed value (or renames one); `name` must be unused.
-  void setValueName(ValueId v, std::string name);
   /// Unique name for a new value derived from `base` ("x" -> "x", "x.1", ...).
   std::string uniqueName(llvm::StringRef base) const;
 
