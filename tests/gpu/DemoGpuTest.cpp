@@ -183,3 +183,54 @@ TEST(GpuDemoDiag, DecodeEveryValue) {
 }
 
 } // namespace
+
+namespace {
+
+/// The demo's fused and unfused plans give teacher-forced logits within 1e-3
+/// over 64 steps, and the same greedy token wherever the top-2 margin (as a
+/// fraction of the logits' norm) exceeds that error.
+TEST(GpuDemo, FusedEqualsUnfused64Steps) {
+  FG_REQUIRE_GPU();
+  ModelOptions mo;
+  mo.ctx = 2048;
+  auto g = loadModel("demo", mo);
+  ASSERT_TRUE(bool(g));
+  CompileOptions fusedOpts, plainOpts;
+  plainOpts.fusion = false;
+  auto fused = compile(*g, fusedOpts);
+  auto plain = compile(*g, plainOpts);
+  ASSERT_TRUE(bool(fused)) << errString(fused.takeError());
+  ASSERT_TRUE(bool(plain)) << errString(plain.takeError());
+  size_t fusedOps = 0;
+  for (const Node &n : fused->graph().lookup("decode")->nodes())
+    fusedOps += n.info().has(kFused);
+  EXPECT_GT(fusedOps, 0u) << "the fused plan has no fused op";
+  Executor a = make(*fused, ExecOptions::Device::Cuda);
+  Executor b = make(*plain, ExecOptions::Device::Cuda);
+  std::mt19937 rng(static_cast<uint32_t>(baseSeed() + 1));
+  double worst = 0;
+  int compared = 0, agreed = 0;
+  for (int32_t p = 0; p < 64; ++p) {
+    int32_t tok = static_cast<int32_t>(rng() % 512);
+    auto x = step(a, tok, p), y = step(b, tok, p);
+    double err = normalizedError(x, y);
+    worst = std::max(worst, err);
+    EXPECT_LE(err, 1e-3) << "step " << p;
+    // Greedy agreement where the reference's top-2 margin is clear.
+    std::vector<float> s = y;
+    std::partial_sort(s.begin(), s.begin() + 2, s.end(), std::greater<float>());
+    double norm = 0;
+    for (float v : y)
+      norm += double(v) * v;
+    if ((s[0] - s[1]) / std::sqrt(norm / y.size()) <= 1e-3)
+      continue;
+    ++compared;
+    auto am = [](const std::vector<float> &v) { return std::max_element(v.begin(), v.end()) - v.begin(); };
+    agreed += am(x) == am(y);
+  }
+  EXPECT_EQ(agreed, compared);
+  std::printf("[demo] fused vs unfused over 64 steps: worst normalised error %.3g, greedy %d/%d\n",
+              worst, agreed, compared);
+}
+
+} // namespace
