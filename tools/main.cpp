@@ -56,6 +56,6 @@ int main(int argc, char **argv) {
     if (cmd == c.name)
       return c.run(ArrayRef<const char *>(argv + 2, argv + argc));
   errs() << "fusegraph: error: unknown command '" << cmd
-         << "' (commands: compile, run, opt, inspect, demo)\n";
+         << "' (commands: compile, run, opt, inspect, demo, bench)\n";
   return kUsage;
 }

@@ -1,9 +1,10 @@
 //===- Compile.h - Graph -> Plan ----------------------------------*- C++ -*-===//
 //
-// fg::compile runs the pass pipeline over a copy of the graph and packs the
-// result into an immutable Plan. CUDA code generation (kernels, buffer plan,
-// launch list) joins in a later issue; the options for it are accepted and
-// recorded in the plan already.
+// fg::compile runs the pass pipeline (cleanup, fusion with its overlap
+// proof, dce) over a copy of the graph and packs the result into an immutable
+// Plan; with `cuda` on it also lowers the graph (codegen/cuda/Lower.h:
+// kernels through NVRTC, buffer plan, launch DAG) into the plan's "program"
+// section, and stores the fusion report in its "fusion" section.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
