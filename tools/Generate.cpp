@@ -291,7 +291,7 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
          << format("%.2f", promptMs) << " ms\n";
   if (steps > 1)
     outs() << "decode: " << steps - 1 << " steps, " << format("%.2f", decodeMs / (steps - 1))
-           << " ms/step\n";
+           << " ms/step (" << format("%.1f", (steps - 1) * 1000.0 / decodeMs) << " tokens/s)\n";
   if (verify) {
     double threshold = verifyThreshold(plan);
     bool ok = true;
