@@ -17,6 +17,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace fg::cuda::detail {
 namespace {
@@ -40,6 +41,57 @@ std::vector<int64_t> rowOffsets(const Layout &l) {
   return out;
 }
 
+/// One weight stream of a GEMV's K loop: element k of its row is
+/// `ptr[row + k * stride]`, and `step` is the statement that consumes the
+/// weight value `wv` at index expression `k` (it may read x[... k ...]).
+struct WStream {
+  std::string ptr, row;
+  int64_t stride;
+  /// Element offsets whose sum is the row start (all must be multiples of the
+  /// vector width for 16-byte loads).
+  std::vector<int64_t> rowTerms;
+  std::function<std::string(const std::string &wv, const std::string &k)> step;
+};
+
+/// The K loop of a GEMV lane. When every stream is unit-stride with 16-byte
+/// aligned rows and K is a multiple of the vector width, each lane loads 16
+/// bytes of each weight row per step (8 f16/bf16 or 4 f32 values), unrolled
+/// for several loads in flight; otherwise one element per lane per step.
+std::string kLoop(DType wtype, int64_t K, const std::vector<WStream> &streams,
+                  const std::string &indent, bool sameDTypes = true) {
+  int64_t vec = 16 / elemBytes(wtype);
+  bool vectorised = sameDTypes && K % vec == 0;
+  for (const WStream &w : streams) {
+    vectorised &= w.stride == 1;
+    for (int64_t t : w.rowTerms)
+      vectorised &= t % vec == 0;
+  }
+  std::string b;
+  if (!vectorised) {
+    b += indent + "for (long long k = lane; k < " + ilit(K) + "; k += 32) {\n";
+    for (const WStream &w : streams)
+      b += indent + "  " +
+           w.step("fg_to_f(" + w.ptr + "[" + w.row + " + k * " + ilit(w.stride) + "])", "k") + "\n";
+    return b + indent + "}\n";
+  }
+  std::string ct = ctype(wtype), V = std::to_string(vec);
+  b += indent + "#pragma unroll 4\n";
+  b += indent + "for (long long k0 = (long long)lane * " + V + "; k0 < " + ilit(K) + "; k0 += " +
+       std::to_string(32 * vec) + ") {\n";
+  for (size_t i = 0; i < streams.size(); ++i)
+    b += indent + "  const uint4 raw" + std::to_string(i) + " = __ldg(reinterpret_cast<const uint4 *>(" +
+         streams[i].ptr + " + " + streams[i].row + " + k0));\n";
+  b += indent + "#pragma unroll\n" + indent + "  for (int e = 0; e < " + V + "; ++e) {\n";
+  b += indent + "    const long long k = k0 + e;\n";
+  for (size_t i = 0; i < streams.size(); ++i)
+    b += indent + "    " +
+         streams[i].step("fg_to_f(reinterpret_cast<const " + ct + " *>(&raw" + std::to_string(i) +
+                             ")[e])",
+                         "k") +
+         "\n";
+  return b + indent + "  }\n" + indent + "}\n";
+}
+
 bool isGemmType(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
 llvm::Expected<std::vector<Launch>> emitDenseGemv(const Function &fn, const Node &node,
@@ -49,7 +101,7 @@ llvm::Expected<std::vector<Launch>> emitDenseGemv(const Function &fn, const Node
   int64_t N = wt.shape[0], K = wt.shape[1];
   std::vector<int64_t> xrows = rowOffsets(xl);
   int64_t M = static_cast<int64_t>(xrows.size());
-  std::string xs = ilit(xl.strides.back()), ws = ilit(wl.strides[1]);
+  std::string xs = ilit(xl.strides.back());
 
   std::string b = "#define M " + std::to_string(M) + "\n";
   b += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(32 * kWarps) +
@@ -65,10 +117,13 @@ llvm::Expected<std::vector<Launch>> emitDenseGemv(const Function &fn, const Node
        std::to_string(kWarps) + ") {\n";
   b += "    float acc[M];\n#pragma unroll\n    for (int m = 0; m < M; ++m) acc[m] = 0.0f;\n";
   b += "    const long long wrow = " + ilit(wl.offset) + " + n * " + ilit(wl.strides[0]) + ";\n";
-  b += "    for (long long k = lane; k < " + ilit(K) + "; k += 32) {\n";
-  b += "      const float wv = fg_to_f(w[wrow + k * " + ws + "]);\n";
-  b += "#pragma unroll\n      for (int m = 0; m < M; ++m) acc[m] += wv * fg_to_f(x[xrow[m] + k * " +
-       xs + "]);\n    }\n";
+  WStream ws{"w", "wrow", wl.strides[1], {wl.offset, wl.strides[0]},
+             [&](const std::string &wv, const std::string &k) {
+               return "{ const float wv = " + wv +
+                      ";\n#pragma unroll\n      for (int m = 0; m < M; ++m) acc[m] += wv * "
+                      "fg_to_f(x[xrow[m] + " + k + " * " + xs + "]); }";
+             }};
+  b += kLoop(wt.dtype, K, {ws}, "    ");
   b += "#pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
   b += "      const float s = fg_warp_sum(acc[m]);\n";
   b += "      if (lane == 0) y[m * " + ilit(N) + " + n] = s;\n    }\n  }\n}\n";
@@ -166,9 +221,13 @@ llvm::Expected<std::vector<Launch>> emitMatMulId(const Function &fn, const Node 
   b += "      float acc = 0.0f;\n";
   b += "      if (e >= 0 && e < " + ilit(E) + ") {\n";
   b += "        const long long wrow = " + offsetExpr(wl, {"e", "n", ""}) + ";\n";
-  b += "        for (long long k = lane; k < " + ilit(K) + "; k += 32)\n";
-  b += "          acc += fg_to_f(w[wrow + k * " + ilit(wl.strides[2]) + "]) * fg_to_f(x[xoff + k * " +
-       ilit(xl.strides[2]) + "]);\n      }\n";
+  std::string xs2 = ilit(xl.strides[2]);
+  WStream ws{"w", "wrow", wl.strides[2], {wl.offset, wl.strides[0], wl.strides[1]},
+             [&](const std::string &wv, const std::string &k) {
+               return "acc += " + wv + " * fg_to_f(x[xoff + " + k + " * " + xs2 + "]);";
+             }};
+  b += kLoop(wt.dtype, K, {ws}, "        ");
+  b += "      }\n";
   b += "      acc = fg_warp_sum(acc);\n";
   b += "      if (lane == 0) y[pr * " + ilit(N) + " + n] = acc;\n    }\n  }\n}\n";
   KernelSpec k = finishSpec("matmul_id", b);
@@ -219,12 +278,17 @@ llvm::Expected<std::vector<Launch>> emitGatedGemv(const Function &fn, const Node
        "au[m] = 0.0f; }\n";
   b += "    const long long grow = " + ilit(gl.offset) + " + n * " + ilit(gl.strides[0]) +
        ", urow = " + ilit(ul.offset) + " + n * " + ilit(ul.strides[0]) + ";\n";
-  b += "    for (long long k = lane; k < " + ilit(K) + "; k += 32) {\n";
-  b += "      const float gv = fg_to_f(wg[grow + k * " + ilit(gl.strides[1]) +
-       "]), uv = fg_to_f(wu[urow + k * " + ilit(ul.strides[1]) + "]);\n";
-  b += "#pragma unroll\n      for (int m = 0; m < M; ++m) {\n";
-  b += "        const float xv = fg_to_f(x[xrow[m] + k * " + xs + "]);\n";
-  b += "        ag[m] += gv * xv;\n        au[m] += uv * xv;\n      }\n    }\n";
+  // Both streams in one loop, so x is read once for gate and up.
+  WStream gs{"wg", "grow", gl.strides[1], {gl.offset, gl.strides[0]},
+             [](const std::string &wv, const std::string &) { return "const float gv = " + wv + ";"; }};
+  WStream us{"wu", "urow", ul.strides[1], {ul.offset, ul.strides[0]},
+             [&](const std::string &wv, const std::string &k) {
+               return "{ const float uv = " + wv +
+                      ";\n#pragma unroll\n      for (int m = 0; m < M; ++m) { const float xv = "
+                      "fg_to_f(x[xrow[m] + " + k + " * " + xs +
+                      "]); ag[m] += gv * xv; au[m] += uv * xv; } }";
+             }};
+  b += kLoop(wt.dtype, K, {gs, us}, "    ", wt.dtype == ut.dtype);
   b += "#pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
   b += "      float g = fg_warp_sum(ag[m]), u = fg_warp_sum(au[m]);\n";
   b += "      if (lane == 0) {\n";
@@ -281,11 +345,16 @@ llvm::Expected<std::vector<Launch>> emitGatedMatMulId(const Function &fn, const 
   b += "      if (valid) {\n";
   b += "        const long long grow = " + offsetExpr(gl, {"e", "n", ""}) +
        ", urow = " + offsetExpr(ul, {"e", "n", ""}) + ";\n";
-  b += "        for (long long k = lane; k < " + ilit(K) + "; k += 32) {\n";
-  b += "          const float xv = fg_to_f(x[xoff + k * " + ilit(xl.strides[2]) + "]);\n";
-  b += "          ag += fg_to_f(wg[grow + k * " + ilit(gl.strides[2]) + "]) * xv;\n";
-  b += "          au += fg_to_f(wu[urow + k * " + ilit(ul.strides[2]) + "]) * xv;\n";
-  b += "        }\n      }\n";
+  std::string xs2 = ilit(xl.strides[2]);
+  WStream gs{"wg", "grow", gl.strides[2], {gl.offset, gl.strides[0], gl.strides[1]},
+             [](const std::string &wv, const std::string &) { return "const float gv = " + wv + ";"; }};
+  WStream us{"wu", "urow", ul.strides[2], {ul.offset, ul.strides[0], ul.strides[1]},
+             [&](const std::string &wv, const std::string &k) {
+               return "{ const float uv = " + wv + ", xv = fg_to_f(x[xoff + " + k + " * " + xs2 +
+                      "]); ag += gv * xv; au += uv * xv; }";
+             }};
+  b += kLoop(wt.dtype, K, {gs, us}, "        ", wt.dtype == ut.dtype);
+  b += "      }\n";
   b += "      float g = fg_warp_sum(ag), u = fg_warp_sum(au);\n";
   b += "      if (lane == 0) {\n";
   if (bias) {
