@@ -57,8 +57,16 @@ struct WStream {
 /// aligned rows and K is a multiple of the vector width, each lane loads 16
 /// bytes of each weight row per step (8 f16/bf16 or 4 f32 values), unrolled
 /// for several loads in flight; otherwise one element per lane per step.
+/// Dense GEMVs read x through the macro XV(m, k). `xPreload` (an f32 x with
+/// unit stride whose rows start 16-byte aligned, at most 8 rows) lets the
+/// vectorised loop load each lane's x values as float4s once per step, so x
+/// reads stay as wide and coalesced as the weight reads.
+struct XPreload {
+  bool enabled = false;
+};
+
 std::string kLoop(DType wtype, int64_t K, const std::vector<WStream> &streams,
-                  const std::string &indent, bool sameDTypes = true) {
+                  const std::string &indent, bool sameDTypes = true, XPreload xp = {}) {
   int64_t vec = 16 / elemBytes(wtype);
   bool vectorised = sameDTypes && K % vec == 0;
   for (const WStream &w : streams) {
@@ -81,6 +89,17 @@ std::string kLoop(DType wtype, int64_t K, const std::vector<WStream> &streams,
   for (size_t i = 0; i < streams.size(); ++i)
     b += indent + "  const uint4 raw" + std::to_string(i) + " = __ldg(reinterpret_cast<const uint4 *>(" +
          streams[i].ptr + " + " + streams[i].row + " + k0));\n";
+  if (xp.enabled && vec % 4 == 0) {
+    b += indent + "  float xa[M][" + V + "];\n";
+    b += indent + "#pragma unroll\n" + indent + "  for (int m = 0; m < M; ++m)\n";
+    b += indent + "#pragma unroll\n" + indent + "    for (int q = 0; q < " + std::to_string(vec / 4) +
+         "; ++q) {\n";
+    b += indent + "      const float4 t = __ldg(reinterpret_cast<const float4 *>(x + xrow[m] + k0) + q);\n";
+    b += indent + "      xa[m][4 * q] = t.x; xa[m][4 * q + 1] = t.y; xa[m][4 * q + 2] = t.z; "
+                  "xa[m][4 * q + 3] = t.w;\n";
+    b += indent + "    }\n";
+    b += "#undef XV\n#define XV(m, k) xa[m][(k) - k0]\n";
+  }
   b += indent + "#pragma unroll\n" + indent + "  for (int e = 0; e < " + V + "; ++e) {\n";
   b += indent + "    const long long k = k0 + e;\n";
   for (size_t i = 0; i < streams.size(); ++i)
@@ -90,6 +109,15 @@ std::string kLoop(DType wtype, int64_t K, const std::vector<WStream> &streams,
                          "k") +
          "\n";
   return b + indent + "  }\n" + indent + "}\n";
+}
+
+/// Whether x can be preloaded as float4s (see XPreload).
+XPreload xPreload(DType xt, const Layout &xl, const std::vector<int64_t> &xrows) {
+  XPreload p;
+  p.enabled = xt == DType::F32 && xl.strides.back() == 1 && xrows.size() <= 8;
+  for (int64_t r : xrows)
+    p.enabled &= r % 4 == 0;
+  return p;
 }
 
 bool isGemmType(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
@@ -117,13 +145,14 @@ llvm::Expected<std::vector<Launch>> emitDenseGemv(const Function &fn, const Node
        std::to_string(kWarps) + ") {\n";
   b += "    float acc[M];\n#pragma unroll\n    for (int m = 0; m < M; ++m) acc[m] = 0.0f;\n";
   b += "    const long long wrow = " + ilit(wl.offset) + " + n * " + ilit(wl.strides[0]) + ";\n";
+  b += "#define XV(m, k) fg_to_f(x[xrow[m] + (k) * " + xs + "])\n";
   WStream ws{"w", "wrow", wl.strides[1], {wl.offset, wl.strides[0]},
              [&](const std::string &wv, const std::string &k) {
                return "{ const float wv = " + wv +
-                      ";\n#pragma unroll\n      for (int m = 0; m < M; ++m) acc[m] += wv * "
-                      "fg_to_f(x[xrow[m] + " + k + " * " + xs + "]); }";
+                      ";\n#pragma unroll\n      for (int m = 0; m < M; ++m) acc[m] += wv * XV(m, " +
+                      k + "); }";
              }};
-  b += kLoop(wt.dtype, K, {ws}, "    ");
+  b += kLoop(wt.dtype, K, {ws}, "    ", true, xPreload(xt.dtype, xl, xrows));
   b += "#pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
   b += "      const float s = fg_warp_sum(acc[m]);\n";
   b += "      if (lane == 0) y[m * " + ilit(N) + " + n] = s;\n    }\n  }\n}\n";
@@ -281,14 +310,14 @@ llvm::Expected<std::vector<Launch>> emitGatedGemv(const Function &fn, const Node
   // Both streams in one loop, so x is read once for gate and up.
   WStream gs{"wg", "grow", gl.strides[1], {gl.offset, gl.strides[0]},
              [](const std::string &wv, const std::string &) { return "const float gv = " + wv + ";"; }};
+  b += "#define XV(m, k) fg_to_f(x[xrow[m] + (k) * " + xs + "])\n";
   WStream us{"wu", "urow", ul.strides[1], {ul.offset, ul.strides[0]},
              [&](const std::string &wv, const std::string &k) {
                return "{ const float uv = " + wv +
                       ";\n#pragma unroll\n      for (int m = 0; m < M; ++m) { const float xv = "
-                      "fg_to_f(x[xrow[m] + " + k + " * " + xs +
-                      "]); ag[m] += gv * xv; au[m] += uv * xv; } }";
+                      "XV(m, " + k + "); ag[m] += gv * xv; au[m] += uv * xv; } }";
              }};
-  b += kLoop(wt.dtype, K, {gs, us}, "    ", wt.dtype == ut.dtype);
+  b += kLoop(wt.dtype, K, {gs, us}, "    ", wt.dtype == ut.dtype, xPreload(xt.dtype, xl, xrows));
   b += "#pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
   b += "      float g = fg_warp_sum(ag[m]), u = fg_warp_sum(au[m]);\n";
   b += "      if (lane == 0) {\n";
