@@ -145,6 +145,24 @@ const Pattern kPatterns[] = {
        ValueId u = b.weight("u", {DType::F32, {T, 14336}}, act(2));
        b.result(b.mul(b.unary(OpKind::Silu, g, "silu_g"), u, "y"));
      }},
+    {"mul_chain",
+     [](Builder &b, int64_t T) {
+       ValueId a = b.weight("a", {DType::F32, {T, 4096}}, act(1));
+       ValueId c = b.weight("c", {DType::F32, {T, 4096}}, act(2));
+       ValueId d = b.weight("d", {DType::F32, {T, 4096}}, act(3));
+       b.result(b.mul(b.mul(a, c, "ac"), d, "acd"));
+     }},
+    {"relu_sqr",
+     [](Builder &b, int64_t T) {
+       ValueId x = b.weight("x", {DType::F32, {T, 14336}}, act(1));
+       b.result(b.unary(OpKind::Sqr, b.unary(OpKind::Relu, x, "r"), "y"));
+     }},
+    {"softcap",
+     [](Builder &b, int64_t T) {
+       // Gemma-style logit softcap over a vocabulary row: 30·tanh(x / 30).
+       ValueId x = b.weight("x", {DType::F32, {T, 256000}}, act(1));
+       b.result(b.scale(b.unary(OpKind::Tanh, b.scale(x, 1.0 / 30, 0, "s"), "t"), 30, 0, "y"));
+     }},
 };
 
 std::string fusedMnemonic(const char *pattern) { return std::string("fused.") + pattern; }
