@@ -11,7 +11,8 @@
 //      to scratch.
 //   2. combine: grid (T, Hq); merges the S partials (and the sink logit, which
 //      only adds to the denominator) and writes out[t, h, :].
-// S is sized from ctx, T·Hq and the SM count.
+// S is sized from ctx, T·Hq and the SM count (16 blocks per SM, chunks of at
+// least 32 keys).
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/EmitterCommon.h"
@@ -43,9 +44,12 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   int64_t window = node.i("window");
   double softcap = node.f("softcap");
 
-  // Splits: enough blocks to fill the GPU, each at least 64 keys.
-  int64_t target = static_cast<int64_t>(o.smCount) * 4;
-  int64_t S = std::clamp<int64_t>((target + T * Hq - 1) / (T * Hq), 1, (ctx + 63) / 64);
+  // Splits: each block's warps walk their keys one at a time (a warp-wide dot
+  // product per key), so a block is latency-bound and short chunks win: aim
+  // for 16 blocks per SM over the whole cache (only the live part launches
+  // work), each at least 32 keys (8 per warp).
+  int64_t target = static_cast<int64_t>(o.smCount) * 16;
+  int64_t S = std::clamp<int64_t>((target + T * Hq - 1) / (T * Hq), 1, (ctx + 31) / 32);
   S = std::min<int64_t>(S, 256);
   int64_t chunk = (ctx + S - 1) / S;
   S = (ctx + chunk - 1) / chunk;
