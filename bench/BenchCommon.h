@@ -76,4 +76,33 @@ inline bool needDevice(benchmark::State &state) {
   return false;
 }
 
+/// Which clock a case reports as the benchmark's manual time.
+enum class StepClock { Wall, Gpu };
+
+/// The timed loop shared by the programs: a StepDriver over `exec` (warm-up,
+/// then one step per benchmark iteration, manual time from `clock`). Returns
+/// the samples, or nothing after skipping the case with the first error line.
+inline std::optional<std::vector<StepSample>> timeSteps(benchmark::State &state, Executor &exec,
+                                                        const StepLoopOptions &lo,
+                                                        StepClock clock) {
+  auto skip = [&](llvm::Error e, const char *what) {
+    state.SkipWithError((what + firstLine(llvm::toString(std::move(e)))).c_str());
+    return std::nullopt;
+  };
+  auto driver = StepDriver::create(exec, lo);
+  if (!driver)
+    return skip(driver.takeError(), "");
+  if (auto e = driver->warmup())
+    return skip(std::move(e), "warm-up: ");
+  std::vector<StepSample> samples;
+  for (auto _ : state) {
+    auto s = driver->step();
+    if (!s)
+      return skip(s.takeError(), "");
+    state.SetIterationTime((clock == StepClock::Gpu ? s->gpuMs : s->wallMs) / 1e3);
+    samples.push_back(*s);
+  }
+  return samples;
+}
+
 } // namespace fg::bench

@@ -234,26 +234,10 @@ void patternCase(benchmark::State &state, const Pattern *p, int64_t T, bool fuse
   StepLoopOptions lo;
   lo.warmup = 20;
   lo.startPosition = 1024;
-  auto driver = StepDriver::create(*exec, lo);
-  if (!driver) {
-    state.SkipWithError(firstLine(llvm::toString(driver.takeError())).c_str());
+  auto samples = timeSteps(state, *exec, lo, StepClock::Gpu);
+  if (!samples)
     return;
-  }
-  if (auto e = driver->warmup()) {
-    state.SkipWithError(firstLine(llvm::toString(std::move(e))).c_str());
-    return;
-  }
-  std::vector<StepSample> samples;
-  for (auto _ : state) {
-    auto s = driver->step();
-    if (!s) {
-      state.SkipWithError(firstLine(llvm::toString(s.takeError())).c_str());
-      return;
-    }
-    state.SetIterationTime(s->gpuMs / 1e3);
-    samples.push_back(*s);
-  }
-  StepSummary sum = summarize(samples);
+  StepSummary sum = summarize(*samples);
   double bytes = idealStepBytes(*cp.plan->graph().lookup("decode"), 1024).total();
   double gbs = sum.gpuMs > 0 ? bytes / (sum.gpuMs * 1e-3) / 1e9 : 0;
   const cuda::Bandwidth *bw = bandwidth();

@@ -64,26 +64,10 @@ void modelStep(benchmark::State &state, const std::string &name, bool fused, boo
   StepLoopOptions lo;
   lo.warmup = kWarmup;
   lo.startPosition = kKv;
-  auto driver = StepDriver::create(*exec, lo);
-  if (!driver) {
-    state.SkipWithError(firstLine(llvm::toString(driver.takeError())).c_str());
+  auto samples = timeSteps(state, *exec, lo, StepClock::Wall);
+  if (!samples)
     return;
-  }
-  if (auto e = driver->warmup()) {
-    state.SkipWithError(("warm-up: " + firstLine(llvm::toString(std::move(e)))).c_str());
-    return;
-  }
-  std::vector<StepSample> samples;
-  for (auto _ : state) {
-    auto s = driver->step();
-    if (!s) {
-      state.SkipWithError(firstLine(llvm::toString(s.takeError())).c_str());
-      return;
-    }
-    state.SetIterationTime(s->wallMs / 1e3);
-    samples.push_back(*s);
-  }
-  StepSummary sum = summarize(samples);
+  StepSummary sum = summarize(*samples);
   StepBytes ideal = idealStepBytes(*cp.plan->graph().lookup("decode"), kKv);
   double idealMs = bytesPerMs() > 0 ? ideal.total() / bytesPerMs() : 0;
   state.counters["wall_ms_median"] = sum.wallMs;

@@ -1,6 +1,8 @@
 //===- Generate.cpp - prompt feeding and greedy decoding (run, demo) -------===//
 #include "tools/Commands.h"
 
+#include "runtime/Compare.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
@@ -50,18 +52,6 @@ struct Bucket {
 };
 
 } // namespace
-
-/// ‖a − b‖ / ‖b‖; NaN never passes.
-double normalizedError(ArrayRef<float> a, ArrayRef<float> b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    if (std::isnan(a[i]) || std::isnan(b[i]))
-      return INFINITY;
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return a.size() != b.size() ? INFINITY : den == 0 ? std::sqrt(num) : std::sqrt(num / den);
-}
 
 /// --verify's threshold: 1e-3 when every weight is f32, else 1e-2 (f16/bf16
 /// and quantised operands).

@@ -111,6 +111,35 @@ std::string kLoop(DType wtype, int64_t K, const std::vector<WStream> &streams,
   return b + indent + "  }\n" + indent + "}\n";
 }
 
+/// Opens a dense GEMV body: the constant row offsets of x, the lane, and the
+/// loop of this warp over output columns n (closed by the caller).
+std::string denseLoopOpen(const std::vector<int64_t> &xrows, int64_t N) {
+  std::string b = "  const long long xrow[M] = {";
+  for (size_t i = 0; i < xrows.size(); ++i)
+    b += (i ? ", " : "") + ilit(xrows[i]);
+  b += "};\n";
+  b += "  const int lane = threadIdx.x & 31;\n";
+  b += "  for (long long n = (long long)blockIdx.x * " + std::to_string(kWarps) +
+       " + (threadIdx.x >> 5); n < " + ilit(N) + "; n += (long long)gridDim.x * " +
+       std::to_string(kWarps) + ") {\n";
+  return b;
+}
+
+/// Opens an expert-indexed GEMV body: the loop over (token t, slot j) pairs
+/// (grid y), the expert e = ids[t, j] read from device memory, the x row
+/// offset, and the warp's loop over output columns n (both closed by the caller).
+std::string expertLoopOpen(const Layout &il, const Layout &xl, int64_t X, int64_t kk, int64_t N) {
+  std::string b = "  const int lane = threadIdx.x & 31;\n";
+  b += "  for (long long pr = blockIdx.y; pr < " + ilit(xl.shape[0] * kk) + "; pr += gridDim.y) {\n";
+  b += "    const long long t = pr / " + ilit(kk) + ", j = pr % " + ilit(kk) + ";\n";
+  b += "    const long long e = (long long)ids[" + offsetExpr(il, {"t", "j"}) + "];\n";
+  b += "    const long long xoff = " + offsetExpr(xl, {"t", X == 1 ? "" : "j", ""}) + ";\n";
+  b += "    for (long long n = (long long)blockIdx.x * " + std::to_string(kWarps) +
+       " + (threadIdx.x >> 5); n < " + ilit(N) + "; n += (long long)gridDim.x * " +
+       std::to_string(kWarps) + ") {\n";
+  return b;
+}
+
 /// Whether x can be preloaded as float4s (see XPreload).
 XPreload xPreload(DType xt, const Layout &xl, const std::vector<int64_t> &xrows) {
   XPreload p;
@@ -135,14 +164,7 @@ llvm::Expected<std::vector<Launch>> emitDenseGemv(const Function &fn, const Node
   b += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(32 * kWarps) +
        ") KERNEL(float* y, const " + ctype(xt.dtype) + "* x, const " + ctype(wt.dtype) +
        "* w) {\n";
-  b += "  const long long xrow[M] = {";
-  for (int64_t i = 0; i < M; ++i)
-    b += (i ? ", " : "") + ilit(xrows[i]);
-  b += "};\n";
-  b += "  const int lane = threadIdx.x & 31;\n";
-  b += "  for (long long n = (long long)blockIdx.x * " + std::to_string(kWarps) +
-       " + (threadIdx.x >> 5); n < " + ilit(N) + "; n += (long long)gridDim.x * " +
-       std::to_string(kWarps) + ") {\n";
+  b += denseLoopOpen(xrows, N);
   b += "    float acc[M];\n#pragma unroll\n    for (int m = 0; m < M; ++m) acc[m] = 0.0f;\n";
   b += "    const long long wrow = " + ilit(wl.offset) + " + n * " + ilit(wl.strides[0]) + ";\n";
   b += "#define XV(m, k) fg_to_f(x[xrow[m] + (k) * " + xs + "])\n";
@@ -239,14 +261,7 @@ llvm::Expected<std::vector<Launch>> emitMatMulId(const Function &fn, const Node 
   std::string b = "extern \"C\" __global__ void __launch_bounds__(" +
                   std::to_string(32 * kWarps) + ") KERNEL(float* y, const " + ctype(xt.dtype) +
                   "* x, const " + ctype(wt.dtype) + "* w, const " + ctype(it.dtype) + "* ids) {\n";
-  b += "  const int lane = threadIdx.x & 31;\n";
-  b += "  for (long long pr = blockIdx.y; pr < " + ilit(pairs) + "; pr += gridDim.y) {\n";
-  b += "    const long long t = pr / " + ilit(kk) + ", j = pr % " + ilit(kk) + ";\n";
-  b += "    const long long e = (long long)ids[" + offsetExpr(il, {"t", "j"}) + "];\n";
-  b += "    const long long xoff = " + offsetExpr(xl, {"t", X == 1 ? "" : "j", ""}) + ";\n";
-  b += "    for (long long n = (long long)blockIdx.x * " + std::to_string(kWarps) +
-       " + (threadIdx.x >> 5); n < " + ilit(N) + "; n += (long long)gridDim.x * " +
-       std::to_string(kWarps) + ") {\n";
+  b += expertLoopOpen(il, xl, X, kk, N);
   b += "      float acc = 0.0f;\n";
   b += "      if (e >= 0 && e < " + ilit(E) + ") {\n";
   b += "        const long long wrow = " + offsetExpr(wl, {"e", "n", ""}) + ";\n";
@@ -295,14 +310,7 @@ llvm::Expected<std::vector<Launch>> emitGatedGemv(const Function &fn, const Node
   std::string b = "#define M " + std::to_string(M) + "\n";
   b += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(32 * kWarps) +
        ") KERNEL(" + params + ") {\n";
-  b += "  const long long xrow[M] = {";
-  for (int64_t i = 0; i < M; ++i)
-    b += (i ? ", " : "") + ilit(xrows[i]);
-  b += "};\n";
-  b += "  const int lane = threadIdx.x & 31;\n";
-  b += "  for (long long n = (long long)blockIdx.x * " + std::to_string(kWarps) +
-       " + (threadIdx.x >> 5); n < " + ilit(N) + "; n += (long long)gridDim.x * " +
-       std::to_string(kWarps) + ") {\n";
+  b += denseLoopOpen(xrows, N);
   b += "    float ag[M], au[M];\n#pragma unroll\n    for (int m = 0; m < M; ++m) { ag[m] = 0.0f; "
        "au[m] = 0.0f; }\n";
   b += "    const long long grow = " + ilit(gl.offset) + " + n * " + ilit(gl.strides[0]) +
@@ -361,14 +369,7 @@ llvm::Expected<std::vector<Launch>> emitGatedMatMulId(const Function &fn, const 
               ctype(fn.type(node.operands[5]).dtype) + "* bu";
   std::string b = "extern \"C\" __global__ void __launch_bounds__(" +
                   std::to_string(32 * kWarps) + ") KERNEL(" + params + ") {\n";
-  b += "  const int lane = threadIdx.x & 31;\n";
-  b += "  for (long long pr = blockIdx.y; pr < " + ilit(pairs) + "; pr += gridDim.y) {\n";
-  b += "    const long long t = pr / " + ilit(kk) + ", j = pr % " + ilit(kk) + ";\n";
-  b += "    const long long e = (long long)ids[" + offsetExpr(il, {"t", "j"}) + "];\n";
-  b += "    const long long xoff = " + offsetExpr(xl, {"t", X == 1 ? "" : "j", ""}) + ";\n";
-  b += "    for (long long n = (long long)blockIdx.x * " + std::to_string(kWarps) +
-       " + (threadIdx.x >> 5); n < " + ilit(N) + "; n += (long long)gridDim.x * " +
-       std::to_string(kWarps) + ") {\n";
+  b += expertLoopOpen(il, xl, X, kk, N);
   b += "      float ag = 0.0f, au = 0.0f;\n";
   b += "      const bool valid = e >= 0 && e < " + ilit(E) + ";\n";
   b += "      if (valid) {\n";

@@ -3,6 +3,7 @@
 
 #include "codegen/cuda/Compile.h"
 #include "ir/Builder.h"
+#include "runtime/Compare.h"
 #include "runtime/Executor.h"
 
 #include <gtest/gtest.h>
@@ -41,21 +42,6 @@ inline WeightInit randn(double std = 1.0, double mean = 0.0) {
 inline WeightInit randu(double lo, double hi) {
   static uint64_t counter = 0;
   return WeightInit::uniform(baseSeed() * 7919 + ++counter, lo, hi);
-}
-
-/// ‖a − b‖ / ‖b‖ (NaN anywhere gives +inf).
-inline double normalizedError(llvm::ArrayRef<float> out, llvm::ArrayRef<float> ref) {
-  if (out.size() != ref.size())
-    return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (std::isnan(out[i]) || std::isnan(ref[i]))
-      return INFINITY;
-    double d = static_cast<double>(out[i]) - ref[i];
-    num += d * d;
-    den += static_cast<double>(ref[i]) * ref[i];
-  }
-  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
 }
 
 inline std::string errString(llvm::Error e) { return llvm::toString(std::move(e)); }

@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "ModelFiles.h"
 
+#include "runtime/Compare.h"
+
 #include "frontends/Frontend.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
@@ -37,16 +39,6 @@ std::vector<float> readFloats(const std::string &path) {
   std::vector<float> f(b.size() / 4);
   std::memcpy(f.data(), b.data(), f.size() * 4);
   return f;
-}
-
-double normalisedError(llvm::ArrayRef<float> got, llvm::ArrayRef<float> want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / den);
 }
 
 const std::vector<int64_t> kPrompt = {3, 17, 42, 5, 77, 9, 31, 60};
@@ -139,12 +131,12 @@ TEST_P(FamilyTest, BothFormatsGiveTheSameGraphWeightsAndLogits) {
   ASSERT_EQ(a.size(), want.size());
   ASSERT_EQ(b.size(), want.size());
   // The same bytes give the same logits (up to rope_freqs' last bits).
-  EXPECT_LT(normalisedError(a, b), 1e-6) << "the formats disagree";
-  EXPECT_LT(normalisedError(a, want), 1e-4) << "vs the numpy forward pass (HF semantics)";
+  EXPECT_LT(normalizedError(a, b), 1e-6) << "the formats disagree";
+  EXPECT_LT(normalizedError(a, want), 1e-4) << "vs the numpy forward pass (HF semantics)";
   // Per row too, so the decode step is checked on its own.
   size_t vocab = want.size() / kPrompt.size();
   llvm::ArrayRef<float> lastA(a.data() + 7 * vocab, vocab), lastW(want.data() + 7 * vocab, vocab);
-  EXPECT_LT(normalisedError(lastA, lastW), 1e-4) << "decode step";
+  EXPECT_LT(normalizedError(lastA, lastW), 1e-4) << "decode step";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, FamilyTest,
