@@ -1,28 +1,25 @@
-//===- GemvEmitter.cpp - matmul and matmul_id --------------------------------===//
+//===- GemvEmitter.cpp - matmul, matmul_id, fused.gated_matmul(_id) --------===//
 //
-// Decode-sized matmuls (at most EmitOptions::maxGemvTokens rows of x) become
-// a generated GEMV: one warp per output column, each lane striding over K,
-// f32 accumulation for every x row at once (so W is read once), a warp
-// reduction, lane 0 writes. matmul_id is the same with the expert row picked
-// by ids[t, j] read from device memory (one (t, j) pair per grid row).
-// Larger matmuls go to cuBLAS through a CublasGemmSpec.
-//
-// The GEMV anchor takes a glu epilogue: fused.gated_matmul(_id) keeps a gate
-// and an up accumulator per x row, reads x once for both, and lane 0 adds the
-// biases and writes act(gate)·up for the node's glu kind, alpha and limit.
+// Decode-sized matmuls (at most EmitOptions::maxGemvTokens rows of x) run the
+// GEMV template of kernels/gemv.cuh. This file only chooses: it describes
+// the shapes and layouts as a constexpr parameter struct, picks the policies
+// (weight decoder per stream, epilogue, dense or expert-indexed) and the
+// work split (warps per block, k-steps per chunk), and writes an `extern "C"`
+// entry that calls the template. Larger matmuls go to cuBLAS through a
+// CublasGemmSpec.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/EmitterCommon.h"
+#include "codegen/cuda/KernelSources.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
-#include <functional>
+#include <bit>
+#include <cstring>
 
 namespace fg::cuda::detail {
 namespace {
-
-constexpr unsigned kWarps = 4; ///< columns per block
 
 /// Element offsets of each row of x (all dims but the last), row-major.
 std::vector<int64_t> rowOffsets(const Layout &l) {
@@ -41,149 +38,7 @@ std::vector<int64_t> rowOffsets(const Layout &l) {
   return out;
 }
 
-/// One weight stream of a GEMV's K loop: element k of its row is
-/// `ptr[row + k * stride]`, and `step` is the statement that consumes the
-/// weight value `wv` at index expression `k` (it may read x[... k ...]).
-struct WStream {
-  std::string ptr, row;
-  int64_t stride;
-  /// Element offsets whose sum is the row start (all must be multiples of the
-  /// vector width for 16-byte loads).
-  std::vector<int64_t> rowTerms;
-  std::function<std::string(const std::string &wv, const std::string &k)> step;
-};
-
-/// The K loop of a GEMV lane. When every stream is unit-stride with 16-byte
-/// aligned rows and K is a multiple of the vector width, each lane loads 16
-/// bytes of each weight row per step (8 f16/bf16 or 4 f32 values), unrolled
-/// for several loads in flight; otherwise one element per lane per step.
-/// Dense GEMVs read x through the macro XV(m, k). `xPreload` (an f32 x with
-/// unit stride whose rows start 16-byte aligned, at most 8 rows) lets the
-/// vectorised loop load each lane's x values as float4s once per step, so x
-/// reads stay as wide and coalesced as the weight reads.
-struct XPreload {
-  bool enabled = false;
-};
-
-std::string kLoop(DType wtype, int64_t K, const std::vector<WStream> &streams,
-                  const std::string &indent, bool sameDTypes = true, XPreload xp = {}) {
-  int64_t vec = 16 / elemBytes(wtype);
-  bool vectorised = sameDTypes && K % vec == 0;
-  for (const WStream &w : streams) {
-    vectorised &= w.stride == 1;
-    for (int64_t t : w.rowTerms)
-      vectorised &= t % vec == 0;
-  }
-  std::string b;
-  if (!vectorised) {
-    b += indent + "for (long long k = lane; k < " + ilit(K) + "; k += 32) {\n";
-    for (const WStream &w : streams)
-      b += indent + "  " +
-           w.step("fg_to_f(" + w.ptr + "[" + w.row + " + k * " + ilit(w.stride) + "])", "k") + "\n";
-    return b + indent + "}\n";
-  }
-  std::string ct = ctype(wtype), V = std::to_string(vec);
-  b += indent + "#pragma unroll 4\n";
-  b += indent + "for (long long k0 = (long long)lane * " + V + "; k0 < " + ilit(K) + "; k0 += " +
-       std::to_string(32 * vec) + ") {\n";
-  for (size_t i = 0; i < streams.size(); ++i)
-    b += indent + "  const uint4 raw" + std::to_string(i) + " = __ldg(reinterpret_cast<const uint4 *>(" +
-         streams[i].ptr + " + " + streams[i].row + " + k0));\n";
-  if (xp.enabled && vec % 4 == 0) {
-    b += indent + "  float xa[M][" + V + "];\n";
-    b += indent + "#pragma unroll\n" + indent + "  for (int m = 0; m < M; ++m)\n";
-    b += indent + "#pragma unroll\n" + indent + "    for (int q = 0; q < " + std::to_string(vec / 4) +
-         "; ++q) {\n";
-    b += indent + "      const float4 t = __ldg(reinterpret_cast<const float4 *>(x + xrow[m] + k0) + q);\n";
-    b += indent + "      xa[m][4 * q] = t.x; xa[m][4 * q + 1] = t.y; xa[m][4 * q + 2] = t.z; "
-                  "xa[m][4 * q + 3] = t.w;\n";
-    b += indent + "    }\n";
-    b += "#undef XV\n#define XV(m, k) xa[m][(k) - k0]\n";
-  }
-  b += indent + "#pragma unroll\n" + indent + "  for (int e = 0; e < " + V + "; ++e) {\n";
-  b += indent + "    const long long k = k0 + e;\n";
-  for (size_t i = 0; i < streams.size(); ++i)
-    b += indent + "    " +
-         streams[i].step("fg_to_f(reinterpret_cast<const " + ct + " *>(&raw" + std::to_string(i) +
-                             ")[e])",
-                         "k") +
-         "\n";
-  return b + indent + "  }\n" + indent + "}\n";
-}
-
-/// Opens a dense GEMV body: the constant row offsets of x, the lane, and the
-/// loop of this warp over output columns n (closed by the caller).
-std::string denseLoopOpen(const std::vector<int64_t> &xrows, int64_t N) {
-  std::string b = "  const long long xrow[M] = {";
-  for (size_t i = 0; i < xrows.size(); ++i)
-    b += (i ? ", " : "") + ilit(xrows[i]);
-  b += "};\n";
-  b += "  const int lane = threadIdx.x & 31;\n";
-  b += "  for (long long n = (long long)blockIdx.x * " + std::to_string(kWarps) +
-       " + (threadIdx.x >> 5); n < " + ilit(N) + "; n += (long long)gridDim.x * " +
-       std::to_string(kWarps) + ") {\n";
-  return b;
-}
-
-/// Opens an expert-indexed GEMV body: the loop over (token t, slot j) pairs
-/// (grid y), the expert e = ids[t, j] read from device memory, the x row
-/// offset, and the warp's loop over output columns n (both closed by the caller).
-std::string expertLoopOpen(const Layout &il, const Layout &xl, int64_t X, int64_t kk, int64_t N) {
-  std::string b = "  const int lane = threadIdx.x & 31;\n";
-  b += "  for (long long pr = blockIdx.y; pr < " + ilit(xl.shape[0] * kk) + "; pr += gridDim.y) {\n";
-  b += "    const long long t = pr / " + ilit(kk) + ", j = pr % " + ilit(kk) + ";\n";
-  b += "    const long long e = (long long)ids[" + offsetExpr(il, {"t", "j"}) + "];\n";
-  b += "    const long long xoff = " + offsetExpr(xl, {"t", X == 1 ? "" : "j", ""}) + ";\n";
-  b += "    for (long long n = (long long)blockIdx.x * " + std::to_string(kWarps) +
-       " + (threadIdx.x >> 5); n < " + ilit(N) + "; n += (long long)gridDim.x * " +
-       std::to_string(kWarps) + ") {\n";
-  return b;
-}
-
-/// Whether x can be preloaded as float4s (see XPreload).
-XPreload xPreload(DType xt, const Layout &xl, const std::vector<int64_t> &xrows) {
-  XPreload p;
-  p.enabled = xt == DType::F32 && xl.strides.back() == 1 && xrows.size() <= 8;
-  for (int64_t r : xrows)
-    p.enabled &= r % 4 == 0;
-  return p;
-}
-
 bool isGemmType(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-
-llvm::Expected<std::vector<Launch>> emitDenseGemv(const Function &fn, const Node &node,
-                                                  llvm::ArrayRef<Layout> ls) {
-  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
-  const Layout &xl = ls[0], &wl = ls[1];
-  int64_t N = wt.shape[0], K = wt.shape[1];
-  std::vector<int64_t> xrows = rowOffsets(xl);
-  int64_t M = static_cast<int64_t>(xrows.size());
-  std::string xs = ilit(xl.strides.back());
-
-  std::string b = "#define M " + std::to_string(M) + "\n";
-  b += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(32 * kWarps) +
-       ") KERNEL(float* y, const " + ctype(xt.dtype) + "* x, const " + ctype(wt.dtype) +
-       "* w) {\n";
-  b += denseLoopOpen(xrows, N);
-  b += "    float acc[M];\n#pragma unroll\n    for (int m = 0; m < M; ++m) acc[m] = 0.0f;\n";
-  b += "    const long long wrow = " + ilit(wl.offset) + " + n * " + ilit(wl.strides[0]) + ";\n";
-  b += "#define XV(m, k) fg_to_f(x[xrow[m] + (k) * " + xs + "])\n";
-  WStream ws{"w", "wrow", wl.strides[1], {wl.offset, wl.strides[0]},
-             [&](const std::string &wv, const std::string &k) {
-               return "{ const float wv = " + wv +
-                      ";\n#pragma unroll\n      for (int m = 0; m < M; ++m) acc[m] += wv * XV(m, " +
-                      k + "); }";
-             }};
-  b += kLoop(wt.dtype, K, {ws}, "    ", true, xPreload(xt.dtype, xl, xrows));
-  b += "#pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
-  b += "      const float s = fg_warp_sum(acc[m]);\n";
-  b += "      if (lane == 0) y[m * " + ilit(N) + " + n] = s;\n    }\n  }\n}\n";
-  KernelSpec k = finishSpec("matmul", b);
-  k.grid[0] = gridFor(N, kWarps);
-  k.block[0] = 32 * kWarps;
-  k.params = {Param::result(0), Param::operand(0), Param::operand(1)};
-  return std::vector<Launch>{std::move(k)};
-}
 
 /// True when the rows of `l` (all dims but the last) are evenly spaced by
 /// `rowStride` and the last dim is unit-stride.
@@ -250,177 +105,278 @@ llvm::Expected<std::vector<Launch>> emitCublas(const Function &fn, const Node &n
   return out;
 }
 
-llvm::Expected<std::vector<Launch>> emitMatMulId(const Function &fn, const Node &node,
-                                                 llvm::ArrayRef<Layout> ls) {
-  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]),
-                   &it = fn.type(node.operands[2]);
-  const Layout &xl = ls[0], &wl = ls[1], &il = ls[2];
-  int64_t T = xt.shape[0], X = xt.shape[1], E = wt.shape[0], N = wt.shape[1], K = wt.shape[2];
-  int64_t kk = it.shape[1];
-  int64_t pairs = T * kk;
-  std::string b = "extern \"C\" __global__ void __launch_bounds__(" +
-                  std::to_string(32 * kWarps) + ") KERNEL(float* y, const " + ctype(xt.dtype) +
-                  "* x, const " + ctype(wt.dtype) + "* w, const " + ctype(it.dtype) + "* ids) {\n";
-  b += expertLoopOpen(il, xl, X, kk, N);
-  b += "      float acc = 0.0f;\n";
-  b += "      if (e >= 0 && e < " + ilit(E) + ") {\n";
-  b += "        const long long wrow = " + offsetExpr(wl, {"e", "n", ""}) + ";\n";
-  std::string xs2 = ilit(xl.strides[2]);
-  WStream ws{"w", "wrow", wl.strides[2], {wl.offset, wl.strides[0], wl.strides[1]},
-             [&](const std::string &wv, const std::string &k) {
-               return "acc += " + wv + " * fg_to_f(x[xoff + " + k + " * " + xs2 + "]);";
-             }};
-  b += kLoop(wt.dtype, K, {ws}, "        ");
-  b += "      }\n";
-  b += "      acc = fg_warp_sum(acc);\n";
-  b += "      if (lane == 0) y[pr * " + ilit(N) + " + n] = acc;\n    }\n  }\n}\n";
-  KernelSpec k = finishSpec("matmul_id", b);
-  k.grid[0] = gridFor(N, kWarps);
-  k.grid[1] = static_cast<unsigned>(std::clamp<int64_t>(pairs, 1, 65535));
-  k.block[0] = 32 * kWarps;
-  k.params = {Param::result(0), Param::operand(0), Param::operand(1), Param::operand(2)};
-  return std::vector<Launch>{std::move(k)};
+
+/// One weight stream: element (e, n, k) at w[off + e·es + n·ld + k·ks].
+struct WeightStream {
+  DType dtype;
+  int64_t off = 0, ld = 0, ks = 1, es = 0;
+};
+
+/// Everything the emitter decides for one GEMV launch.
+struct GemvDesc {
+  std::string mnemonic;
+  DType x = DType::F32;
+  int64_t N = 0, K = 0, M = 1;
+  std::vector<int64_t> xRows;  ///< dense: element offset of each x row
+  int64_t xKs = 1;             ///< stride of x along K
+  std::vector<WeightStream> w; ///< 1 or 2 streams
+  // expert-indexed
+  bool expert = false;
+  DType ids = DType::I32;
+  int64_t E = 0, pairs = 1, kk = 1, idsOff = 0, idsSt = 0, idsSj = 0, xOff = 0, xSt = 0, xSj = 0;
+  // bias (two-stream only), element (e, n) at b[off + e·se + n·sn]
+  bool bias = false;
+  DType b0 = DType::F32, b1 = DType::F32;
+  int64_t b0Off = 0, b0Sn = 0, b0Se = 0, b1Off = 0, b1Sn = 0, b1Se = 0;
+  std::string epilogue = "fg::EpiStore";
+};
+
+const char *decoderName(DType t) {
+  switch (t) {
+  case DType::F16:
+    return "fg::DecF16";
+  case DType::BF16:
+    return "fg::DecBF16";
+  default:
+    return "fg::DecF32";
+  }
 }
 
-/// Most x rows the dense gated GEMV keeps accumulators for (2 per row per lane).
-constexpr int64_t kMaxGatedRows = 16;
+bool isGemvWeightType(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
-/// fused.gated_matmul(x [.., K], w_gate [N, K], w_up [N, K], b_gate?, b_up?):
-/// the dense GEMV with two accumulators per x row, so x is read once for both
-/// lanes; lane 0 adds the biases and writes glu(gate, up).
-llvm::Expected<std::vector<Launch>> emitGatedGemv(const Function &fn, const Node &node,
-                                                  llvm::ArrayRef<Layout> ls) {
-  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]),
-                   &ut = fn.type(node.operands[2]);
-  const Layout &xl = ls[0], &gl = ls[1], &ul = ls[2];
-  bool bias = node.operands.size() > 3;
-  int64_t N = wt.shape[0], K = wt.shape[1];
-  std::vector<int64_t> xrows = rowOffsets(xl);
-  int64_t M = static_cast<int64_t>(xrows.size());
-  if (M > kMaxGatedRows)
-    return unsupported(node, llvm::formatv("{0} rows of x (the fused GEMV takes at most {1})", M,
-                                           kMaxGatedRows)
+int32_t floatBits(double v) {
+  float f = static_cast<float>(v);
+  int32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+/// `fg::EpiGlu<kind, alpha bits, limit bits>` for a node with glu attributes.
+std::string gluEpilogue(const Node &node) {
+  return llvm::formatv("fg::EpiGlu<{0}, {1}, {2}>", static_cast<int>(node.e<GluKind>("kind")),
+                       floatBits(node.f("alpha")), floatBits(node.f("limit")))
+      .str();
+}
+
+/// Work split: enough warps on the chip to keep ~24 warps' loads in flight
+/// per SM, K split over the warps of a block in chunks of kUnroll k-steps.
+struct GemvSplit {
+  int warps = 4, unroll = 4;
+};
+GemvSplit chooseSplit(int64_t N, int64_t K, int64_t pairs, unsigned smCount) {
+  GemvSplit s;
+  int64_t steps = (K + 31) / 32;
+  s.unroll = steps >= 64 ? 4 : (steps >= 8 ? 2 : 1);
+  int64_t chunks = (steps + s.unroll - 1) / s.unroll;
+  int64_t blocks = (N + 15) / 16 * pairs;
+  int64_t want = static_cast<int64_t>(smCount) * 24;
+  int64_t w = 1;
+  while (w < 16 && blocks * w < want)
+    w *= 2;
+  while (w > 1 && w > chunks)
+    w /= 2;
+  s.warps = static_cast<int>(std::max<int64_t>(w, 1));
+  return s;
+}
+
+std::string lit(int64_t v) { return ilit(v); }
+
+/// The parameter struct, the entry and the launch for `d`.
+KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
+  GemvSplit sp = chooseSplit(d.N, d.K, d.pairs, o.smCount);
+  const WeightStream &w0 = d.w[0];
+  const WeightStream &w1 = d.w.size() > 1 ? d.w[1] : d.w[0];
+  bool two = d.w.size() > 1;
+  // 16-byte weight loads: unit stride along K and every row start aligned.
+  auto vecOk = [&](const WeightStream &w) {
+    int64_t v = 16 / elemBytes(w.dtype) >= 8 ? 8 : 4;
+    return w.ks == 1 && d.K % 8 == 0 && w.off % v == 0 && w.ld % v == 0 && w.es % v == 0;
+  };
+  bool wVec = vecOk(w0) && (!two || vecOk(w1));
+  bool xVec = d.x == DType::F32 && d.xKs == 1 && d.K % 8 == 0;
+  for (int64_t r : d.xRows)
+    xVec &= r % 4 == 0;
+  if (d.expert)
+    xVec &= d.xOff % 4 == 0 && d.xSt % 4 == 0 && d.xSj % 4 == 0;
+
+  std::string xr = "0LL";
+  for (size_t m = d.xRows.size(); m-- > 0;)
+    xr = m + 1 == d.xRows.size() ? lit(d.xRows[m])
+                                  : "m == " + std::to_string(m) + " ? " + lit(d.xRows[m]) + " : " + xr;
+  std::string c;
+  c += "struct Cfg {\n";
+  c += "  using X = " + ctype(d.x) + ";\n";
+  c += std::string("  using Dec0 = ") + decoderName(w0.dtype) + ";\n";
+  c += std::string("  using Dec1 = ") + decoderName(w1.dtype) + ";\n";
+  c += "  using Ids = " + ctype(d.expert ? d.ids : DType::I32) + ";\n";
+  c += "  using B0 = " + ctype(d.b0) + ";\n  using B1 = " + ctype(d.b1) + ";\n";
+  c += "  using Pro = fg::ProNone;\n  using Epi = " + d.epilogue + ";\n";
+  c += llvm::formatv("  static constexpr int M = {0}, kWarps = {1}, kUnroll = {2};\n", d.M,
+                     sp.warps, sp.unroll)
+           .str();
+  c += "  static constexpr long long N = " + lit(d.N) + ", K = " + lit(d.K) + ", E = " + lit(d.E) +
+       ", kPairs = " + lit(d.pairs) + ", kk = " + lit(d.kk) + ";\n";
+  c += std::string("  static constexpr bool kExpert = ") + (d.expert ? "true" : "false") +
+       ", kBias = " + (d.bias ? "true" : "false") + ", kWVec = " + (wVec ? "true" : "false") +
+       ", kXVec = " + (xVec ? "true" : "false") + ";\n";
+  c += "  static constexpr long long w0_off = " + lit(w0.off) + ", w0_ld = " + lit(w0.ld) +
+       ", w0_ks = " + lit(w0.ks) + ", w0_es = " + lit(w0.es) + ";\n";
+  c += "  static constexpr long long w1_off = " + lit(w1.off) + ", w1_ld = " + lit(w1.ld) +
+       ", w1_ks = " + lit(w1.ks) + ", w1_es = " + lit(w1.es) + ";\n";
+  c += "  static constexpr long long b0_off = " + lit(d.b0Off) + ", b0_sn = " + lit(d.b0Sn) +
+       ", b0_se = " + lit(d.b0Se) + ", b1_off = " + lit(d.b1Off) + ", b1_sn = " + lit(d.b1Sn) +
+       ", b1_se = " + lit(d.b1Se) + ";\n";
+  c += "  static constexpr long long x_ks = " + lit(d.xKs) + ", x_off = " + lit(d.xOff) +
+       ", x_st = " + lit(d.xSt) + ", x_sj = " + lit(d.xSj) + ";\n";
+  c += "  static constexpr long long ids_off = " + lit(d.idsOff) + ", ids_st = " + lit(d.idsSt) +
+       ", ids_sj = " + lit(d.idsSj) + ";\n";
+  c += "  static __device__ __forceinline__ long long xRow(int m) { return " + xr + "; }\n";
+  c += "};\n";
+  // The entry: exactly the pointers this launch passes.
+  std::string params = "float* y, const Cfg::X* x, const Cfg::Dec0::T* w0";
+  std::string args = "y, x, w0, ";
+  args += two ? "w1" : "nullptr";
+  if (two)
+    params += ", const Cfg::Dec1::T* w1";
+  if (d.expert) {
+    params += ", const Cfg::Ids* ids";
+    args += ", ids";
+  } else {
+    args += ", nullptr";
+  }
+  if (d.bias) {
+    params += ", const Cfg::B0* b0, const Cfg::B1* b1";
+    args += ", b0, b1";
+  } else {
+    args += ", nullptr, nullptr";
+  }
+  c += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(32 * sp.warps) +
+       ") KERNEL(" + params + ") {\n  fg::gemv<Cfg>(fg::GemvArgs<Cfg>{" + args + "});\n}\n";
+
+  KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() + c);
+  k.grid[0] = static_cast<unsigned>((d.N + 15) / 16);
+  k.grid[1] = static_cast<unsigned>(std::clamp<int64_t>(d.pairs, 1, 65535));
+  k.grid[2] = static_cast<unsigned>(d.expert ? 1 : (d.M + 7) / 8); // groups of 8 rows of x
+  k.block[0] = 32 * sp.warps;
+  k.params = {Param::result(0), Param::operand(0), Param::operand(1)};
+  unsigned next = 2;
+  if (two)
+    k.params.push_back(Param::operand(next++));
+  if (d.expert)
+    k.params.push_back(Param::operand(next++));
+  if (d.bias) {
+    k.params.push_back(Param::operand(next++));
+    k.params.push_back(Param::operand(next++));
+  }
+  return k;
+}
+
+/// Checks the weight dtypes a GEMV can decode.
+llvm::Error checkWeights(const Node &node, const GemvDesc &d) {
+  for (const WeightStream &w : d.w)
+    if (!isGemvWeightType(w.dtype))
+      return unsupported(node, "weight dtype " + std::string(dtypeName(w.dtype)) + " in the GEMV");
+  if (d.w.size() == 2 && (d.w[0].dtype == DType::F32) != (d.w[1].dtype == DType::F32))
+    return unsupported(node, "an f32 and a 16-bit weight in one gated GEMV");
+  return llvm::Error::success();
+}
+
+/// Dense: x [.., K] (rows = all dims but the last), w [N, K] (1 or 2 of them),
+/// optional biases [N].
+llvm::Expected<std::vector<Launch>> emitDense(const Function &fn, const Node &node,
+                                              llvm::ArrayRef<Layout> ls, unsigned streams,
+                                              const EmitOptions &o) {
+  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+  GemvDesc d;
+  d.mnemonic = node.info().mnemonic;
+  d.x = xt.dtype;
+  d.N = wt.shape[0];
+  d.K = wt.shape[1];
+  d.xRows = rowOffsets(ls[0]);
+  d.M = static_cast<int64_t>(d.xRows.size());
+  d.xKs = ls[0].strides.back();
+  if (streams == 2 && d.M > o.maxGemvTokens)
+    return unsupported(node, llvm::formatv("{0} rows of x (the GEMV takes at most {1})", d.M,
+                                           o.maxGemvTokens)
                                  .str());
-  std::string xs = ilit(xl.strides.back());
-  std::string params = "float* y, const " + ctype(xt.dtype) + "* x, const " + ctype(wt.dtype) +
-                       "* wg, const " + ctype(ut.dtype) + "* wu";
-  if (bias)
-    params += ", const " + ctype(fn.type(node.operands[3]).dtype) + "* bg, const " +
-              ctype(fn.type(node.operands[4]).dtype) + "* bu";
-  std::string b = "#define M " + std::to_string(M) + "\n";
-  b += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(32 * kWarps) +
-       ") KERNEL(" + params + ") {\n";
-  b += denseLoopOpen(xrows, N);
-  b += "    float ag[M], au[M];\n#pragma unroll\n    for (int m = 0; m < M; ++m) { ag[m] = 0.0f; "
-       "au[m] = 0.0f; }\n";
-  b += "    const long long grow = " + ilit(gl.offset) + " + n * " + ilit(gl.strides[0]) +
-       ", urow = " + ilit(ul.offset) + " + n * " + ilit(ul.strides[0]) + ";\n";
-  // Both streams in one loop, so x is read once for gate and up.
-  WStream gs{"wg", "grow", gl.strides[1], {gl.offset, gl.strides[0]},
-             [](const std::string &wv, const std::string &) { return "const float gv = " + wv + ";"; }};
-  b += "#define XV(m, k) fg_to_f(x[xrow[m] + (k) * " + xs + "])\n";
-  WStream us{"wu", "urow", ul.strides[1], {ul.offset, ul.strides[0]},
-             [&](const std::string &wv, const std::string &k) {
-               return "{ const float uv = " + wv +
-                      ";\n#pragma unroll\n      for (int m = 0; m < M; ++m) { const float xv = "
-                      "XV(m, " + k + "); ag[m] += gv * xv; au[m] += uv * xv; } }";
-             }};
-  b += kLoop(wt.dtype, K, {gs, us}, "    ", wt.dtype == ut.dtype, xPreload(xt.dtype, xl, xrows));
-  b += "#pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
-  b += "      float g = fg_warp_sum(ag[m]), u = fg_warp_sum(au[m]);\n";
-  b += "      if (lane == 0) {\n";
-  if (bias) {
-    const Layout &bgl = ls[3], &bul = ls[4];
-    b += "        g = g + fg_to_f(bg[" + ilit(bgl.offset) + " + n * " + ilit(bgl.strides.back()) +
-         "]);\n";
-    b += "        u = u + fg_to_f(bu[" + ilit(bul.offset) + " + n * " + ilit(bul.strides.back()) +
-         "]);\n";
+  for (unsigned s = 0; s < streams; ++s) {
+    const Layout &wl = ls[1 + s];
+    d.w.push_back({fn.type(node.operands[1 + s]).dtype, wl.offset, wl.strides[0], wl.strides[1], 0});
   }
-  b += "        float r;\n" + gluStatements(node, "g", "u", "r");
-  b += "        y[m * " + ilit(N) + " + n] = r;\n      }\n    }\n  }\n}\n";
-  KernelSpec k = finishSpec(node.info().mnemonic, b);
-  k.grid[0] = gridFor(N, kWarps);
-  k.block[0] = 32 * kWarps;
-  k.params = {Param::result(0), Param::operand(0), Param::operand(1), Param::operand(2)};
-  if (bias) {
-    k.params.push_back(Param::operand(3));
-    k.params.push_back(Param::operand(4));
+  if (streams == 2) {
+    d.epilogue = gluEpilogue(node);
+    if (node.operands.size() > 3) {
+      d.bias = true;
+      d.b0 = fn.type(node.operands[3]).dtype;
+      d.b1 = fn.type(node.operands[4]).dtype;
+      d.b0Off = ls[3].offset, d.b0Sn = ls[3].strides.back();
+      d.b1Off = ls[4].offset, d.b1Sn = ls[4].strides.back();
+    }
   }
-  return std::vector<Launch>{std::move(k)};
+  if (llvm::Error e = checkWeights(node, d))
+    return e;
+  return std::vector<Launch>{gemvKernel(d, o)};
 }
 
-/// fused.gated_matmul_id(x [T, X, K], w_gate [E, N, K], w_up [E, N, K], ids
-/// [T, k], b_gate [E, N]?, b_up [E, N]?): matmul_id with two accumulators;
-/// each (t, j) pair reads its x row once for both lanes.
-llvm::Expected<std::vector<Launch>> emitGatedMatMulId(const Function &fn, const Node &node,
-                                                      llvm::ArrayRef<Layout> ls) {
-  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]),
-                   &ut = fn.type(node.operands[2]), &it = fn.type(node.operands[3]);
-  const Layout &xl = ls[0], &gl = ls[1], &ul = ls[2], &il = ls[3];
-  bool bias = node.operands.size() > 4;
-  int64_t T = xt.shape[0], X = xt.shape[1], E = wt.shape[0], N = wt.shape[1], K = wt.shape[2];
-  int64_t kk = it.shape[1];
-  int64_t pairs = T * kk;
-  std::string params = "float* y, const " + ctype(xt.dtype) + "* x, const " + ctype(wt.dtype) +
-                       "* wg, const " + ctype(ut.dtype) + "* wu, const " + ctype(it.dtype) +
-                       "* ids";
-  if (bias)
-    params += ", const " + ctype(fn.type(node.operands[4]).dtype) + "* bg, const " +
-              ctype(fn.type(node.operands[5]).dtype) + "* bu";
-  std::string b = "extern \"C\" __global__ void __launch_bounds__(" +
-                  std::to_string(32 * kWarps) + ") KERNEL(" + params + ") {\n";
-  b += expertLoopOpen(il, xl, X, kk, N);
-  b += "      float ag = 0.0f, au = 0.0f;\n";
-  b += "      const bool valid = e >= 0 && e < " + ilit(E) + ";\n";
-  b += "      if (valid) {\n";
-  b += "        const long long grow = " + offsetExpr(gl, {"e", "n", ""}) +
-       ", urow = " + offsetExpr(ul, {"e", "n", ""}) + ";\n";
-  std::string xs2 = ilit(xl.strides[2]);
-  WStream gs{"wg", "grow", gl.strides[2], {gl.offset, gl.strides[0], gl.strides[1]},
-             [](const std::string &wv, const std::string &) { return "const float gv = " + wv + ";"; }};
-  WStream us{"wu", "urow", ul.strides[2], {ul.offset, ul.strides[0], ul.strides[1]},
-             [&](const std::string &wv, const std::string &k) {
-               return "{ const float uv = " + wv + ", xv = fg_to_f(x[xoff + " + k + " * " + xs2 +
-                      "]); ag += gv * xv; au += uv * xv; }";
-             }};
-  b += kLoop(wt.dtype, K, {gs, us}, "        ", wt.dtype == ut.dtype);
-  b += "      }\n";
-  b += "      float g = fg_warp_sum(ag), u = fg_warp_sum(au);\n";
-  b += "      if (lane == 0) {\n";
-  if (bias) {
-    // add_id adds 0 for an out-of-range expert, like the unfused kernel.
-    b += "        if (valid) {\n";
-    b += "          g = g + fg_to_f(bg[" + offsetExpr(ls[4], {"e", "n"}) + "]);\n";
-    b += "          u = u + fg_to_f(bu[" + offsetExpr(ls[5], {"e", "n"}) + "]);\n";
-    b += "        } else { g = g + 0.0f; u = u + 0.0f; }\n";
+/// Expert-indexed: x [T, X, K] (X = 1: every slot reads its token's row),
+/// w [E, N, K] (1 or 2 of them), ids [T, k], optional biases [E, N].
+llvm::Expected<std::vector<Launch>> emitExpert(const Function &fn, const Node &node,
+                                               llvm::ArrayRef<Layout> ls, unsigned streams,
+                                               const EmitOptions &o) {
+  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+  unsigned idsAt = 1 + streams;
+  const TensorType &it = fn.type(node.operands[idsAt]);
+  const Layout &xl = ls[0], &il = ls[idsAt];
+  GemvDesc d;
+  d.mnemonic = node.info().mnemonic;
+  d.expert = true;
+  d.x = xt.dtype;
+  d.ids = it.dtype;
+  d.E = wt.shape[0];
+  d.N = wt.shape[1];
+  d.K = wt.shape[2];
+  d.kk = it.shape[1];
+  d.pairs = xt.shape[0] * d.kk;
+  d.xKs = xl.strides[2];
+  d.xOff = xl.offset, d.xSt = xl.strides[0], d.xSj = xt.shape[1] == 1 ? 0 : xl.strides[1];
+  d.idsOff = il.offset, d.idsSt = il.strides[0], d.idsSj = il.strides[1];
+  for (unsigned s = 0; s < streams; ++s) {
+    const Layout &wl = ls[1 + s];
+    d.w.push_back({fn.type(node.operands[1 + s]).dtype, wl.offset, wl.strides[1], wl.strides[2],
+                   wl.strides[0]});
   }
-  b += "        float r;\n" + gluStatements(node, "g", "u", "r");
-  b += "        y[pr * " + ilit(N) + " + n] = r;\n      }\n    }\n  }\n}\n";
-  KernelSpec k = finishSpec(node.info().mnemonic, b);
-  k.grid[0] = gridFor(N, kWarps);
-  k.grid[1] = static_cast<unsigned>(std::clamp<int64_t>(pairs, 1, 65535));
-  k.block[0] = 32 * kWarps;
-  k.params = {Param::result(0), Param::operand(0), Param::operand(1), Param::operand(2),
-              Param::operand(3)};
-  if (bias) {
-    k.params.push_back(Param::operand(4));
-    k.params.push_back(Param::operand(5));
+  if (streams == 2) {
+    d.epilogue = gluEpilogue(node);
+    if (node.operands.size() > idsAt + 1) {
+      d.bias = true;
+      const Layout &bg = ls[idsAt + 1], &bu = ls[idsAt + 2];
+      d.b0 = fn.type(node.operands[idsAt + 1]).dtype;
+      d.b1 = fn.type(node.operands[idsAt + 2]).dtype;
+      d.b0Off = bg.offset, d.b0Se = bg.strides[0], d.b0Sn = bg.strides[1];
+      d.b1Off = bu.offset, d.b1Se = bu.strides[0], d.b1Sn = bu.strides[1];
+    }
   }
-  return std::vector<Launch>{std::move(k)};
+  if (llvm::Error e = checkWeights(node, d))
+    return e;
+  return std::vector<Launch>{gemvKernel(d, o)};
 }
 
 } // namespace
 
 llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &node,
                                              llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
-  if (node.kind == OpKind::FusedGatedMatmul)
-    return emitGatedGemv(fn, node, ls);
-  if (node.kind == OpKind::FusedGatedMatmulId)
-    return emitGatedMatMulId(fn, node, ls);
-  if (node.kind == OpKind::MatMulId)
-    return emitMatMulId(fn, node, ls);
+  switch (node.kind) {
+  case OpKind::FusedGatedMatmul:
+    return emitDense(fn, node, ls, 2, o);
+  case OpKind::FusedGatedMatmulId:
+    return emitExpert(fn, node, ls, 2, o);
+  case OpKind::MatMulId:
+    return emitExpert(fn, node, ls, 1, o);
+  default:
+    break;
+  }
   if (fn.type(node.operands[0]).numRows() <= o.maxGemvTokens)
-    return emitDenseGemv(fn, node, ls);
+    return emitDense(fn, node, ls, 1, o);
   return emitCublas(fn, node, ls);
 }
 

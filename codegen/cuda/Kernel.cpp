@@ -1,6 +1,7 @@
 //===- Kernel.cpp - emitKernel dispatch, layouts, shared emitter helpers ---===//
 #include "codegen/cuda/Kernel.h"
 #include "codegen/cuda/EmitterCommon.h"
+#include "codegen/cuda/KernelSources.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -117,72 +118,7 @@ llvm::Expected<std::vector<Launch>> emitKernel(const Function &fn, const Node &n
 
 namespace detail {
 
-llvm::StringRef commonHeader() {
-  return R"CUDA(// fusegraph generated kernel
-#define FG_INF __int_as_float(0x7f800000)
-#define FG_NAN __int_as_float(0x7fffffff)
-struct fg_f16 { unsigned short b; };
-struct fg_bf16 { unsigned short b; };
-static __device__ __forceinline__ float fg_to_f(float x) { return x; }
-static __device__ __forceinline__ float fg_to_f(fg_f16 x) {
-  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.b)); return f;
-}
-static __device__ __forceinline__ float fg_to_f(fg_bf16 x) {
-  return __uint_as_float(((unsigned)x.b) << 16);
-}
-static __device__ __forceinline__ float fg_to_f(int x) { return (float)x; }
-static __device__ __forceinline__ float fg_to_f(long long x) { return (float)x; }
-template <class T> struct fg_conv;
-template <> struct fg_conv<float> { static __device__ __forceinline__ float from(float f) { return f; } };
-template <> struct fg_conv<fg_f16> {
-  static __device__ __forceinline__ fg_f16 from(float f) {
-    fg_f16 r; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.b) : "f"(f)); return r;
-  }
-};
-template <> struct fg_conv<fg_bf16> {
-  static __device__ __forceinline__ fg_bf16 from(float f) {
-    fg_bf16 r; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.b) : "f"(f)); return r;
-  }
-};
-// float -> integer rounds half away from zero (std::lround, as the CPU reference).
-template <> struct fg_conv<int> { static __device__ __forceinline__ int from(float f) { return (int)llroundf(f); } };
-template <> struct fg_conv<long long> {
-  static __device__ __forceinline__ long long from(float f) { return llroundf(f); }
-};
-template <class T> static __device__ __forceinline__ T fg_from_f(float f) { return fg_conv<T>::from(f); }
-static __device__ __forceinline__ float fg_warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-static __device__ __forceinline__ float fg_warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-// Every thread of the block gets the total. NT: threads per block (multiple of 32).
-template <int NT> static __device__ __forceinline__ float fg_block_sum(float v) {
-  v = fg_warp_sum(v);
-  if (NT == 32) return v;
-  __shared__ float sh[32];
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  v = (threadIdx.x & 31) < (NT / 32) ? sh[threadIdx.x & 31] : 0.0f;
-  return fg_warp_sum(v);
-}
-template <int NT> static __device__ __forceinline__ float fg_block_max(float v) {
-  v = fg_warp_max(v);
-  if (NT == 32) return v;
-  __shared__ float sh[32];
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  v = (threadIdx.x & 31) < (NT / 32) ? sh[threadIdx.x & 31] : -FG_INF;
-  return fg_warp_max(v);
-}
-)CUDA";
-}
+llvm::StringRef commonHeader() { return kernelSource("common.cuh"); }
 
 std::string ctype(DType t) {
   switch (t) {

@@ -131,6 +131,8 @@ TensorType T(DType d, std::initializer_list<int64_t> s) { return TensorType(d, s
 
 const DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
 
+bool contains(const KernelSpec &k, llvm::StringRef s) { return llvm::StringRef(k.source).contains(s); }
+
 } // namespace
 
 TEST(CudaEmit, BinaryBroadcastAllFloatTypes) {
@@ -330,7 +332,10 @@ TEST(CudaEmit, GemvForFewTokens) {
         b.result(b.matmul(x, b.weight("w", T(wt, {77, 100}))));
       });
       ASSERT_EQ(ls.size(), 1u);
-      EXPECT_EQ(kernel(ls, 0).grid[0], (77u + 3) / 4);
+      // One block per tile of 16 output rows; the template with M tokens.
+      EXPECT_EQ(kernel(ls, 0).grid[0], (77u + 15) / 16);
+      EXPECT_TRUE(contains(kernel(ls, 0), "static constexpr int M = " + std::to_string(M)));
+      EXPECT_TRUE(contains(kernel(ls, 0), "fg::gemv<Cfg>"));
     }
   emitAll([](Builder &b) { // 3-D x, 6 rows, f16 x
     auto x = b.input("x", T(DType::F16, {2, 3, 64}));
@@ -501,7 +506,6 @@ const KernelSpec &only(const std::vector<Launch> &ls) {
   return kernel(ls, 0);
 }
 
-bool contains(const KernelSpec &k, llvm::StringRef s) { return llvm::StringRef(k.source).contains(s); }
 
 } // namespace
 
@@ -697,10 +701,9 @@ TEST(CudaEmit, FusedGatedGemvEveryGluKind) {
       });
       const KernelSpec &k = only(ls);
       EXPECT_EQ(k.params.size(), bias ? 6u : 4u);
-      // swiglu_oai and swiglu_clamp honour their own limit (3) — and oai its alpha (1.5).
-      EXPECT_EQ(contains(k, "0x1.8p+1f"), kind >= 2);
-      EXPECT_EQ(contains(k, "0x1.8p+0f"), kind == 2);
-      EXPECT_TRUE(contains(k, "#define M " + std::to_string(M)));
+      // The GLU epilogue carries the kind, alpha (1.5f) and limit (3.0f) as float bits.
+      EXPECT_TRUE(contains(k, "fg::EpiGlu<" + std::to_string(kind) + ", 1069547520, 1077936128>"));
+      EXPECT_TRUE(contains(k, "static constexpr int M = " + std::to_string(M)));
     }
   for (int kind = 0; kind < 4; ++kind)
     for (bool bias : {false, true}) {

@@ -1,0 +1,384 @@
+//===- gemv.cuh - decode matmuls: y[m, n] = epi(Σ_k x[m, k] · W[n, k]) ------===//
+//
+// One template for every decode-sized matmul (at most 8 rows of x): dense
+// (matmul), expert-indexed (matmul_id: the weight matrix of each (token,
+// slot) pair is picked by ids[t, j] read from device memory), and two weight
+// streams at once (fused.gated_matmul(_id): gate and up share the x reads,
+// the epilogue applies the GLU). The emitter (GemvEmitter.cpp) writes a
+// parameter struct `Cfg` of constexpr shapes and layouts and names the
+// policies; it never writes kernel code. The policy axes:
+//
+//   Cfg::Dec0/Dec1  weight decoder of each stream: DecF16, DecBF16 run on the
+//                   tensor cores, DecF32 on the CUDA cores (quantised types
+//                   are decoders to come: they hand 8 weights as 4 packed
+//                   half2 registers to the same main loop)
+//   Cfg::M          tokens (rows of x); groups of 8 go to blockIdx.z
+//   Cfg::Pro        prologue applied to x: ProNone (rms_norm: to come)
+//   Cfg::Epi        epilogue: EpiStore, EpiGlu<kind> (two streams); bias
+//                   (Cfg::kBias) is added before it
+//   Cfg::kExpert    dense, or expert-indexed with one x row per pair
+//
+// Work split. A block owns one tile of 16 output rows (blockIdx.x) of one
+// pair (blockIdx.y, expert-indexed only); its warps split K in chunks of
+// kUnroll k-steps of 32 elements, so each thread has 2 rows x kUnroll x
+// streams 16-byte loads in flight before the first use. Partial sums meet
+// in shared memory and are added in warp order (deterministic: replays are
+// bit-exact).
+//
+// Tensor-core path (mma.sync.m16n8k16, f32 accumulate). Within one k-step a
+// thread (g = lane / 4, t = lane % 4) loads 8 consecutive weights of rows g
+// and g + 8 at k = 8t .. 8t + 7. A dot product does not care in which order
+// k is visited, so the k positions of the mma are permuted: for the two mmas
+// j = 0, 1 of a step, the fragment slots {2t, 2t+1 | 2t+8, 2t+9} are the
+// weights {8t + 4j + 0, 1 | 2, 3}; the x fragment (column g = token g) is
+// loaded with the same permutation. Every load is a plain 16-byte load and no
+// weight goes through shared memory. x is f32: it is split into hi + lo in
+// the weight's 16-bit type and both halves are multiplied (two mmas), so the
+// product keeps about 22 bits of x, like the CUDA-core path. Tokens beyond M
+// are zero columns.
+//
+// CUDA-core path (f32 weights): the same mapping, 4 + 4 floats per row per
+// step, FMAs into per-token sums, reduced over the 4 lanes of a row.
+//
+//===----------------------------------------------------------------------===//
+
+namespace fg {
+
+// --- weight decoders -----------------------------------------------------------
+
+struct DecF16 {
+  using T = fg_f16;
+  static constexpr bool kMma = true;
+  /// float pair -> packed half2 (lo in the low 16 bits), and back.
+  static __device__ __forceinline__ unsigned pack(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+  }
+  static __device__ __forceinline__ void unpack(unsigned v, float &lo, float &hi) {
+    asm("{ .reg .f16 a, b; mov.b32 {a, b}, %2; cvt.f32.f16 %0, a; cvt.f32.f16 %1, b; }"
+        : "=f"(lo), "=f"(hi) : "r"(v));
+  }
+  static __device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                             unsigned b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+struct DecBF16 {
+  using T = fg_bf16;
+  static constexpr bool kMma = true;
+  static __device__ __forceinline__ unsigned pack(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+  }
+  static __device__ __forceinline__ void unpack(unsigned v, float &lo, float &hi) {
+    lo = __uint_as_float(v << 16);
+    hi = __uint_as_float(v & 0xffff0000u);
+  }
+  static __device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                             unsigned b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+struct DecF32 {
+  using T = float;
+  static constexpr bool kMma = false;
+};
+
+// --- prologues and epilogues ----------------------------------------------------
+
+/// x as it is.
+struct ProNone {};
+
+/// y = acc (+ bias).
+struct EpiStore {
+  static constexpr int kStreams = 1;
+  static __device__ __forceinline__ float apply(const float (&v)[2]) { return v[0]; }
+};
+
+enum GluKindDev { kGluSwiGLU = 0, kGluGeGLU = 1, kGluSwiGLUOAI = 2, kGluSwiGLUClamp = 3 };
+
+/// y = glu(gate, up) (the CPU reference's formulas, in float).
+template <int Kind, int AlphaBits, int LimitBits> struct EpiGlu {
+  static constexpr int kStreams = 2;
+  static __device__ __forceinline__ float apply(const float (&v)[2]) {
+    const float g = v[0], u = v[1];
+    const float alpha = __int_as_float(AlphaBits), limit = __int_as_float(LimitBits);
+    if (Kind == kGluSwiGLU)
+      return g / (1.0f + expf(-g)) * u;
+    if (Kind == kGluGeGLU)
+      return 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g))) * u;
+    const float gc = fminf(g, limit), uc = fminf(fmaxf(u, -limit), limit);
+    if (Kind == kGluSwiGLUOAI)
+      return gc / (1.0f + expf(-alpha * gc)) * (uc + 1.0f);
+    return gc / (1.0f + expf(-gc)) * uc;
+  }
+};
+
+// --- loads ------------------------------------------------------------------------
+
+/// 16 bytes of weights, streamed (not kept in L1: every byte is read once).
+static __device__ __forceinline__ uint4 gemvLoadStream(const void *p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+
+/// 8 consecutive weights (k0 .. k0 + 7) of one row as 16 bytes (two rows'
+/// worth of uint4 for f32: `half` selects the first or second four).
+template <class Dec, long long K, long long KS, bool Vec, bool Guard>
+static __device__ __forceinline__ void gemvLoadW(const typename Dec::T *row, long long k0,
+                                                 uint4 (&out)[sizeof(typename Dec::T) == 4 ? 2 : 1]) {
+  using T = typename Dec::T;
+  constexpr int kParts = sizeof(T) == 4 ? 2 : 1;
+  if (Vec) {
+#pragma unroll
+    for (int p = 0; p < kParts; ++p)
+      out[p] = (!Guard || k0 < K) ? gemvLoadStream(row + k0 + 4 * p) : make_uint4(0, 0, 0, 0);
+    return;
+  }
+  union {
+    T v[8];
+    uint4 u[kParts];
+  } r;
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    r.v[e] = (!Guard || k0 + e < K) ? row[(k0 + e) * KS] : T{};
+#pragma unroll
+  for (int p = 0; p < kParts; ++p)
+    out[p] = r.u[p];
+}
+
+/// x[k0 .. k0 + 7] of one x row as floats (zeros past K).
+template <class C, bool Guard>
+static __device__ __forceinline__ void gemvLoadX(const typename C::X *xr, long long k0,
+                                                 float (&v)[8]) {
+  if (C::kXVec) {
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      float4 t = (!Guard || k0 < C::K) ? __ldg(reinterpret_cast<const float4 *>(xr + k0) + q)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+      v[4 * q] = t.x, v[4 * q + 1] = t.y, v[4 * q + 2] = t.z, v[4 * q + 3] = t.w;
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    v[e] = (!Guard || k0 + e < C::K) ? fg_to_f(xr[(k0 + e) * C::x_ks]) : 0.0f;
+}
+
+// --- the kernel body ---------------------------------------------------------------
+
+/// The pointers of one launch; unused ones are null.
+template <class C> struct GemvArgs {
+  float *y;
+  const typename C::X *x;
+  const typename C::Dec0::T *w0;
+  const typename C::Dec1::T *w1;
+  const typename C::Ids *ids;
+  const typename C::B0 *b0;
+  const typename C::B1 *b1;
+};
+
+template <class C> struct GemvShared {
+  float part[C::kWarps][C::Epi::kStreams][16][8];
+};
+
+/// One k-step on the tensor cores: x (8 values of this lane's token) split
+/// into hi + lo in the weight's type, two mmas (j = 0, 1) for each half.
+template <class Dec>
+static __device__ __forceinline__ void gemvMmaStep(const float (&xv)[8], const uint4 &wa,
+                                                   const uint4 &wb, float (&cc)[4]) {
+  unsigned hi[4], lo[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    hi[i] = Dec::pack(xv[2 * i], xv[2 * i + 1]);
+    float h0, h1;
+    Dec::unpack(hi[i], h0, h1);
+    lo[i] = Dec::pack(xv[2 * i] - h0, xv[2 * i + 1] - h1);
+  }
+  const unsigned ra[4] = {wa.x, wa.y, wa.z, wa.w}, rb[4] = {wb.x, wb.y, wb.z, wb.w};
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const unsigned frag[4] = {ra[2 * j], rb[2 * j], ra[2 * j + 1], rb[2 * j + 1]};
+    Dec::mma(cc, frag, hi[2 * j], hi[2 * j + 1]);
+    Dec::mma(cc, frag, lo[2 * j], lo[2 * j + 1]);
+  }
+}
+
+/// Accumulates chunk c (k-steps c·U .. c·U + U - 1) of this warp: all of its
+/// weight loads first, then the arithmetic. Guard: the chunk runs past K.
+template <class C, bool Guard>
+static __device__ __forceinline__ void gemvChunk(const GemvArgs<C> &a, long long c,
+                                                 const typename C::Dec0::T *r0a,
+                                                 const typename C::Dec0::T *r0b,
+                                                 const typename C::Dec1::T *r1a,
+                                                 const typename C::Dec1::T *r1b,
+                                                 const typename C::X *xr, bool xLive, int t, int m0,
+                                                 float (&acc)[2][4], float (&fac)[2][2][8]) {
+  constexpr int S = C::Epi::kStreams, U = C::kUnroll;
+  using D0 = typename C::Dec0;
+  using D1 = typename C::Dec1;
+  constexpr int P0 = sizeof(typename D0::T) == 4 ? 2 : 1;
+  constexpr int P1 = sizeof(typename D1::T) == 4 ? 2 : 1;
+  uint4 wa0[U][P0], wb0[U][P0], wa1[U][P1], wb1[U][P1];
+  // Every load of the chunk first, then the arithmetic.
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long long k0 = (c * U + u) * 32 + 8 * t;
+    gemvLoadW<D0, C::K, C::w0_ks, C::kWVec, Guard>(r0a, k0, wa0[u]);
+    gemvLoadW<D0, C::K, C::w0_ks, C::kWVec, Guard>(r0b, k0, wb0[u]);
+    if (S == 2) {
+      gemvLoadW<D1, C::K, C::w1_ks, C::kWVec, Guard>(r1a, k0, wa1[u]);
+      gemvLoadW<D1, C::K, C::w1_ks, C::kWVec, Guard>(r1b, k0, wb1[u]);
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long long k0 = (c * U + u) * 32 + 8 * t;
+    if constexpr (D0::kMma) {
+      // This lane's x column is token g: 8 values, split into hi + lo.
+      float xv[8];
+      if (xLive)
+        gemvLoadX<C, Guard>(xr, k0, xv);
+      else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          xv[e] = 0.0f;
+      }
+      gemvMmaStep<D0>(xv, wa0[u][0], wb0[u][0], acc[0]);
+      if constexpr (S == 2)
+        gemvMmaStep<D1>(xv, wa1[u][0], wb1[u][0], acc[1]);
+    } else {
+      // CUDA cores: every token's x against this lane's 8 weights of rows g, g + 8.
+      const float *fa0 = reinterpret_cast<const float *>(wa0[u]);
+      const float *fb0 = reinterpret_cast<const float *>(wb0[u]);
+      const float *fa1 = reinterpret_cast<const float *>(wa1[u]);
+      const float *fb1 = reinterpret_cast<const float *>(wb1[u]);
+#pragma unroll
+      for (int m = 0; m < (C::M < 8 ? C::M : 8); ++m) {
+        if (m0 + m >= C::M)
+          break;
+        float xv[8];
+        gemvLoadX<C, Guard>(C::kExpert ? xr : a.x + C::xRow(m0 + m), k0, xv);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          fac[0][0][m] += fa0[e] * xv[e];
+          fac[0][1][m] += fb0[e] * xv[e];
+          if (S == 2) {
+            fac[1][0][m] += fa1[e] * xv[e];
+            fac[1][1][m] += fb1[e] * xv[e];
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class C>
+static __device__ __forceinline__ void gemv(const GemvArgs<C> &a) {
+  static_assert(C::M >= 1, "at least one row of x");
+  static_assert(C::Dec0::kMma == C::Dec1::kMma, "both streams on the same unit");
+  constexpr int S = C::Epi::kStreams, W = C::kWarps, U = C::kUnroll;
+  constexpr long long kSteps = (C::K + 31) / 32, kChunks = (kSteps + U - 1) / U;
+  constexpr bool kExact = C::K % (32 * U) == 0; // no chunk needs a bounds check
+  __shared__ GemvShared<C> sh;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long n0 = (long long)blockIdx.x * 16;
+  const int m0 = 8 * blockIdx.z; // this block's group of (up to) 8 rows of x
+  const long long ra = min(n0 + g, C::N - 1), rb = min(n0 + g + 8, C::N - 1);
+
+  for (long long pr = blockIdx.y; pr < C::kPairs; pr += gridDim.y) {
+    // The weight matrix (expert) and x row of this pair.
+    long long e = 0, xoff = 0;
+    bool valid = true;
+    if constexpr (C::kExpert) {
+      const long long tok = pr / C::kk, j = pr % C::kk;
+      e = (long long)a.ids[C::ids_off + tok * C::ids_st + j * C::ids_sj];
+      valid = e >= 0 && e < C::E;
+      if (!valid)
+        e = 0;
+      xoff = C::x_off + tok * C::x_st + j * C::x_sj;
+    }
+    const typename C::Dec0::T *r0a = a.w0 + C::w0_off + e * C::w0_es + ra * C::w0_ld;
+    const typename C::Dec0::T *r0b = a.w0 + C::w0_off + e * C::w0_es + rb * C::w0_ld;
+    const typename C::Dec1::T *r1a = a.w1, *r1b = a.w1;
+    if constexpr (S == 2) {
+      r1a = a.w1 + C::w1_off + e * C::w1_es + ra * C::w1_ld;
+      r1b = a.w1 + C::w1_off + e * C::w1_es + rb * C::w1_ld;
+    }
+    // The tensor-core path gives lane (g, t) the x row of token g (the CUDA-core
+    // path reads every token's row; expert-indexed: the pair's row).
+    const bool xLive = C::kExpert ? g == 0 : m0 + g < C::M;
+    const typename C::X *xr = a.x + (C::kExpert ? xoff : C::xRow(xLive ? m0 + g : 0));
+
+    float acc[2][4] = {};
+    float fac[2][2][8] = {};
+    if (valid) {
+      constexpr long long kFull = kExact ? kChunks : kChunks - 1;
+      for (long long c = warp; c < kFull; c += W)
+        gemvChunk<C, false>(a, c, r0a, r0b, r1a, r1b, xr, xLive, t, m0, acc, fac);
+      if (!kExact && (kChunks - 1) % W == warp)
+        gemvChunk<C, true>(a, kChunks - 1, r0a, r0b, r1a, r1b, xr, xLive, t, m0, acc, fac);
+    }
+
+    // This warp's partial sums of the 16 x 8 tile into shared memory.
+    if constexpr (C::Dec0::kMma) {
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        sh.part[warp][s][g][2 * t] = acc[s][0];
+        sh.part[warp][s][g][2 * t + 1] = acc[s][1];
+        sh.part[warp][s][g + 8][2 * t] = acc[s][2];
+        sh.part[warp][s][g + 8][2 * t + 1] = acc[s][3];
+      }
+    } else {
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int m = 0; m < (C::M < 8 ? C::M : 8); ++m) {
+            float v = fac[s][h][m];
+            v += __shfl_xor_sync(0xffffffffu, v, 1);
+            v += __shfl_xor_sync(0xffffffffu, v, 2);
+            if (t == 0)
+              sh.part[warp][s][g + 8 * h][m] = v;
+          }
+    }
+    __syncthreads();
+
+    // Sum over warps in order, bias, epilogue, store.
+    for (int o = threadIdx.x; o < 16 * 8; o += 32 * W) {
+      const int row = o >> 3, m = o & 7;
+      const long long n = n0 + row;
+      if ((C::kExpert ? m < 1 : m0 + m < C::M) && n < C::N) {
+        float v[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int s = 0; s < S; ++s)
+          for (int w = 0; w < W; ++w)
+            v[s] += sh.part[w][s][row][m];
+        if constexpr (C::kBias) {
+          if (valid) {
+            v[0] = v[0] + fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
+            if (S == 2)
+              v[1] = v[1] + fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
+          }
+        }
+        a.y[(C::kExpert ? pr : m0 + m) * C::N + n] = C::Epi::apply(v);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+} // namespace fg
