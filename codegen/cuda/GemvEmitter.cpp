@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <cstdlib> // EXPERIMENT-ONLY
 
 namespace fg::cuda::detail {
 namespace {
@@ -158,24 +159,56 @@ std::string gluEpilogue(const Node &node) {
       .str();
 }
 
-/// Work split: enough warps on the chip to keep ~24 warps' loads in flight
-/// per SM, K split over the warps of a block in chunks of kUnroll k-steps.
+/// Rows of x from which the 16-bit weights go to the tensor cores (below, the
+/// lanes-over-K path streams them with fully coalesced loads on the CUDA cores).
+constexpr int64_t kTensorCoreMinRows = 3;
+
+/// How a GEMV launch splits its work (see kernels/gemv.cuh).
 struct GemvSplit {
-  int warps = 4, unroll = 4;
+  bool tensorCores = false;
+  int warps = 4, unroll = 4, rows = 16;
 };
-GemvSplit chooseSplit(int64_t N, int64_t K, int64_t pairs, unsigned smCount) {
+
+/// Lanes over K: 4 output rows per block (2 with two streams), 2 steps of 512
+/// bytes per row and chunk, up to 8 warps splitting K evenly (measured on the
+/// H200: see bench/RESULTS.md). Tensor cores: 16 rows per block, enough warps (K split) for ~24 warps per SM.
+GemvSplit chooseSplit(bool tensorCores, int64_t N, int64_t K, int64_t pairs, int streams,
+                      int64_t perLoad, unsigned smCount) {
   GemvSplit s;
-  int64_t steps = (K + 31) / 32;
-  s.unroll = steps >= 64 ? 4 : (steps >= 8 ? 2 : 1);
-  int64_t chunks = (steps + s.unroll - 1) / s.unroll;
-  int64_t blocks = (N + 15) / 16 * pairs;
-  int64_t want = static_cast<int64_t>(smCount) * 24;
-  int64_t w = 1;
-  while (w < 16 && blocks * w < want)
-    w *= 2;
-  while (w > 1 && w > chunks)
-    w /= 2;
-  s.warps = static_cast<int>(std::max<int64_t>(w, 1));
+  s.tensorCores = tensorCores;
+  if (!tensorCores) {
+    // x is shared by a warp's rows, so rows cost fewer registers than steps:
+    // 4 rows (2 with two streams) x 2 steps = 8 loads of 16 bytes in flight.
+    s.rows = streams == 2 ? 2 : 4;
+    if (const char *e = getenv("FG_GEMV_ROWS")) // EXPERIMENT-ONLY
+      s.rows = atoi(e);
+    int64_t steps = (K + 32 * perLoad - 1) / (32 * perLoad);
+    s.unroll = static_cast<int>(std::clamp<int64_t>(8 / (s.rows * streams), 1, steps));
+    int64_t chunks = (steps + s.unroll - 1) / s.unroll;
+    // The most warps (≤ 8) that split the chunks evenly.
+    s.warps = 1;
+    for (int64_t w = std::min<int64_t>(8, chunks); w >= 1; --w)
+      if (chunks % w == 0) {
+        s.warps = static_cast<int>(w);
+        break;
+      }
+  } else {
+    int64_t steps = (K + 31) / 32;
+    s.unroll = steps >= 64 ? 4 : (steps >= 8 ? 2 : 1);
+    int64_t chunks = (steps + s.unroll - 1) / s.unroll;
+    int64_t blocks = (N + 15) / 16 * pairs;
+    int64_t want = static_cast<int64_t>(smCount) * 24;
+    int64_t w = 1;
+    while (w < 16 && blocks * w < want)
+      w *= 2;
+    while (w > 1 && w > chunks)
+      w /= 2;
+    s.warps = static_cast<int>(std::max<int64_t>(w, 1));
+  }
+  if (const char *e = getenv("FG_GEMV_WARPS")) // EXPERIMENT-ONLY
+    s.warps = atoi(e);
+  if (const char *e = getenv("FG_GEMV_UNROLL")) // EXPERIMENT-ONLY
+    s.unroll = atoi(e);
   return s;
 }
 
@@ -183,14 +216,17 @@ std::string lit(int64_t v) { return ilit(v); }
 
 /// The parameter struct, the entry and the launch for `d`.
 KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
-  GemvSplit sp = chooseSplit(d.N, d.K, d.pairs, o.smCount);
   const WeightStream &w0 = d.w[0];
   const WeightStream &w1 = d.w.size() > 1 ? d.w[1] : d.w[0];
   bool two = d.w.size() > 1;
+  int64_t perLoad = 16 / elemBytes(w0.dtype); // weights in one 16-byte load
+  bool tensorCores = w0.dtype != DType::F32 && w1.dtype != DType::F32 &&
+                     (d.expert ? false : d.M >= kTensorCoreMinRows);
+  GemvSplit sp = chooseSplit(tensorCores, d.N, d.K, d.pairs, two ? 2 : 1, perLoad, o.smCount);
   // 16-byte weight loads: unit stride along K and every row start aligned.
   auto vecOk = [&](const WeightStream &w) {
-    int64_t v = 16 / elemBytes(w.dtype) >= 8 ? 8 : 4;
-    return w.ks == 1 && d.K % 8 == 0 && w.off % v == 0 && w.ld % v == 0 && w.es % v == 0;
+    int64_t v = 16 / elemBytes(w.dtype);
+    return w.ks == 1 && d.K % v == 0 && w.off % v == 0 && w.ld % v == 0 && w.es % v == 0;
   };
   bool wVec = vecOk(w0) && (!two || vecOk(w1));
   bool xVec = d.x == DType::F32 && d.xKs == 1 && d.K % 8 == 0;
@@ -211,9 +247,11 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   c += "  using Ids = " + ctype(d.expert ? d.ids : DType::I32) + ";\n";
   c += "  using B0 = " + ctype(d.b0) + ";\n  using B1 = " + ctype(d.b1) + ";\n";
   c += "  using Pro = fg::ProNone;\n  using Epi = " + d.epilogue + ";\n";
-  c += llvm::formatv("  static constexpr int M = {0}, kWarps = {1}, kUnroll = {2};\n", d.M,
-                     sp.warps, sp.unroll)
+  c += llvm::formatv("  static constexpr int M = {0}, kWarps = {1}, kUnroll = {2}, kRows = {3};\n",
+                     d.M, sp.warps, sp.unroll, sp.rows)
            .str();
+  c += std::string("  static constexpr bool kTensorCores = ") + (sp.tensorCores ? "true" : "false") +
+       ";\n";
   c += "  static constexpr long long N = " + lit(d.N) + ", K = " + lit(d.K) + ", E = " + lit(d.E) +
        ", kPairs = " + lit(d.pairs) + ", kk = " + lit(d.kk) + ";\n";
   c += std::string("  static constexpr bool kExpert = ") + (d.expert ? "true" : "false") +
@@ -254,7 +292,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
        ") KERNEL(" + params + ") {\n  fg::gemv<Cfg>(fg::GemvArgs<Cfg>{" + args + "});\n}\n";
 
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() + c);
-  k.grid[0] = static_cast<unsigned>((d.N + 15) / 16);
+  k.grid[0] = static_cast<unsigned>((d.N + sp.rows - 1) / sp.rows);
   k.grid[1] = static_cast<unsigned>(std::clamp<int64_t>(d.pairs, 1, 65535));
   k.grid[2] = static_cast<unsigned>(d.expert ? 1 : (d.M + 7) / 8); // groups of 8 rows of x
   k.block[0] = 32 * sp.warps;

@@ -49,6 +49,13 @@ namespace fg {
 struct DecF16 {
   using T = fg_f16;
   static constexpr bool kMma = true;
+  static constexpr int kPerLoad = 8; ///< weights in one 16-byte load
+  static __device__ __forceinline__ void decode(const uint4 &r, float (&w)[8]) {
+    const unsigned u[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      unpack(u[i], w[2 * i], w[2 * i + 1]);
+  }
   /// float pair -> packed half2 (lo in the low 16 bits), and back.
   static __device__ __forceinline__ unsigned pack(float lo, float hi) {
     unsigned r;
@@ -71,6 +78,13 @@ struct DecF16 {
 struct DecBF16 {
   using T = fg_bf16;
   static constexpr bool kMma = true;
+  static constexpr int kPerLoad = 8;
+  static __device__ __forceinline__ void decode(const uint4 &r, float (&w)[8]) {
+    const unsigned u[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      unpack(u[i], w[2 * i], w[2 * i + 1]);
+  }
   static __device__ __forceinline__ unsigned pack(float lo, float hi) {
     unsigned r;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
@@ -92,6 +106,11 @@ struct DecBF16 {
 struct DecF32 {
   using T = float;
   static constexpr bool kMma = false;
+  static constexpr int kPerLoad = 4;
+  static __device__ __forceinline__ void decode(const uint4 &r, float (&w)[4]) {
+    w[0] = __uint_as_float(r.x), w[1] = __uint_as_float(r.y);
+    w[2] = __uint_as_float(r.z), w[3] = __uint_as_float(r.w);
+  }
 };
 
 // --- prologues and epilogues ----------------------------------------------------
@@ -286,7 +305,7 @@ static __device__ __forceinline__ void gemvChunk(const GemvArgs<C> &a, long long
 }
 
 template <class C>
-static __device__ __forceinline__ void gemv(const GemvArgs<C> &a) {
+static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a) {
   static_assert(C::M >= 1, "at least one row of x");
   static_assert(C::Dec0::kMma == C::Dec1::kMma, "both streams on the same unit");
   constexpr int S = C::Epi::kStreams, W = C::kWarps, U = C::kUnroll;
@@ -379,6 +398,203 @@ static __device__ __forceinline__ void gemv(const GemvArgs<C> &a) {
     }
     __syncthreads();
   }
+}
+
+// --- lanes over K (CUDA cores) ----------------------------------------------------
+
+/// kPerLoad consecutive weights of one row: vectorised, `row` already points
+/// at this lane's first weight and `k` is the step's first k (the weights are
+/// k + lane·P ..); the strided fallback reads element (kk + e) · KS of the
+/// row start. Zeros past K.
+template <class Dec, long long K, long long KS, bool Vec, bool Guard>
+static __device__ __forceinline__ uint4 gemvLoadLane(const typename Dec::T *row, long long k,
+                                                     long long kk) {
+  using T = typename Dec::T;
+  constexpr int P = Dec::kPerLoad;
+  if (Vec)
+    return (!Guard || kk < K) ? gemvLoadStream(row + k) : make_uint4(0, 0, 0, 0);
+  union {
+    T v[P];
+    uint4 u;
+  } r;
+#pragma unroll
+  for (int e = 0; e < P; ++e)
+    r.v[e] = (!Guard || kk + e < K) ? row[(kk + e) * KS] : T{};
+  return r.u;
+}
+
+/// x[kk .. kk + P - 1] of one x row as floats (zeros past K); vectorised,
+/// `xr` already points at this lane's first value and `k` is the step's k.
+template <class C, int P, bool Guard>
+static __device__ __forceinline__ void gemvLoadXLane(const typename C::X *xr, long long k,
+                                                     long long kk, float (&v)[P]) {
+  if (C::kXVec) {
+#pragma unroll
+    for (int q = 0; q < P / 4; ++q) {
+      float4 t = (!Guard || kk < C::K) ? __ldg(reinterpret_cast<const float4 *>(xr + k) + q)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+      v[4 * q] = t.x, v[4 * q + 1] = t.y, v[4 * q + 2] = t.z, v[4 * q + 3] = t.w;
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < P; ++e)
+    v[e] = (!Guard || kk + e < C::K) ? fg_to_f(xr[(kk + e) * C::x_ks]) : 0.0f;
+}
+
+/// One chunk (kUnroll steps) of a warp: every weight load first (rows x
+/// steps x streams, 16 bytes each, 512 contiguous bytes of one row per warp
+/// instruction), then the FMAs against x. Pointers already include this
+/// lane's offset; `kc` is the chunk's first k, `kl` this lane's k in a step.
+template <class C, bool Guard, int MG>
+static __device__ __forceinline__ void gemvLanesChunk(
+    long long kc, int kl, const typename C::Dec0::T *const (&p0)[C::kRows],
+    const typename C::Dec1::T *const (&p1)[C::kRows], const typename C::X *const (&px)[MG],
+    float (&acc)[C::Epi::kStreams][C::kRows][MG]) {
+  using D0 = typename C::Dec0;
+  using D1 = typename C::Dec1;
+  constexpr int S = C::Epi::kStreams, U = C::kUnroll, R = C::kRows, P = D0::kPerLoad;
+  constexpr int kStep = 32 * P; // weights of one row per warp instruction
+  static_assert(D0::kPerLoad == D1::kPerLoad, "streams of one width");
+  uint4 w0[U][R], w1[U][S == 2 ? R : 1];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long long k = kc + u * kStep; // this lane reads k + kl .. k + kl + P - 1
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      w0[u][r] = gemvLoadLane<D0, C::K, C::w0_ks, C::kWVec, Guard>(p0[r], k, k + kl);
+      if constexpr (S == 2)
+        w1[u][r] = gemvLoadLane<D1, C::K, C::w1_ks, C::kWVec, Guard>(p1[r], k, k + kl);
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long long k = kc + u * kStep;
+    float xv[MG][P];
+#pragma unroll
+    for (int m = 0; m < MG; ++m)
+      gemvLoadXLane<C, P, Guard>(px[m], k, k + kl, xv[m]);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float wf[P];
+      D0::decode(w0[u][r], wf);
+#pragma unroll
+      for (int m = 0; m < MG; ++m)
+#pragma unroll
+        for (int e = 0; e < P; ++e)
+          acc[0][r][m] = fmaf(wf[e], xv[m][e], acc[0][r][m]);
+      if constexpr (S == 2) {
+        D1::decode(w1[u][r], wf);
+#pragma unroll
+        for (int m = 0; m < MG; ++m)
+#pragma unroll
+          for (int e = 0; e < P; ++e)
+            acc[S - 1][r][m] = fmaf(wf[e], xv[m][e], acc[S - 1][r][m]);
+      }
+    }
+  }
+}
+
+/// Lanes over K: a block owns kRows output rows (blockIdx.x) of one pair
+/// (blockIdx.y) and one group of 8 x rows (blockIdx.z); its warps split K in
+/// chunks of kUnroll steps of 32 x kPerLoad weights. Sums: warp shuffles,
+/// then shared memory in warp order (deterministic).
+template <class C>
+static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a) {
+  constexpr int S = C::Epi::kStreams, W = C::kWarps, U = C::kUnroll, R = C::kRows;
+  constexpr int P = C::Dec0::kPerLoad;
+  constexpr int MG = C::kExpert ? 1 : (C::M < 8 ? C::M : 8);
+  constexpr long long kSteps = (C::K + 32 * P - 1) / (32 * P);
+  constexpr long long kChunks = (kSteps + U - 1) / U;
+  constexpr bool kExact = C::K % (32 * P * U) == 0;
+  __shared__ float part[W][S][R][MG];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kl = lane * P;
+  const long long n0 = (long long)blockIdx.x * R;
+  const int m0 = 8 * blockIdx.z;
+
+  for (long long pr = blockIdx.y; pr < C::kPairs; pr += gridDim.y) {
+    long long e = 0, xoff = 0;
+    bool valid = true;
+    if constexpr (C::kExpert) {
+      const long long tok = pr / C::kk, j = pr % C::kk;
+      e = (long long)a.ids[C::ids_off + tok * C::ids_st + j * C::ids_sj];
+      valid = e >= 0 && e < C::E;
+      if (!valid)
+        e = 0;
+      xoff = C::x_off + tok * C::x_st + j * C::x_sj;
+    }
+    // Row and x pointers with this lane's offset folded in (vectorised rows
+    // are unit-stride; the strided fallback offsets by k · stride itself).
+    constexpr long long kLaneW0 = C::kWVec ? 1 : 0, kLaneX = C::kXVec ? 1 : 0;
+    const typename C::Dec0::T *p0[R];
+    const typename C::Dec1::T *p1[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const long long n = min(n0 + r, C::N - 1);
+      p0[r] = a.w0 + C::w0_off + e * C::w0_es + n * C::w0_ld + kLaneW0 * kl;
+      p1[r] = S == 2 ? a.w1 + C::w1_off + e * C::w1_es + n * C::w1_ld + kLaneW0 * kl : a.w1;
+    }
+    const typename C::X *px[MG];
+#pragma unroll
+    for (int m = 0; m < MG; ++m)
+      px[m] = a.x + (C::kExpert ? xoff : C::xRow(m0 + m < C::M ? m0 + m : 0)) + kLaneX * kl;
+
+    float acc[S][R][MG];
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int m = 0; m < MG; ++m)
+          acc[s][r][m] = 0.0f;
+    if (valid) {
+      constexpr long long kFull = kExact ? kChunks : kChunks - 1;
+      for (long long c = warp; c < kFull; c += W)
+        gemvLanesChunk<C, false, MG>(c * U * 32 * P, kl, p0, p1, px, acc);
+      if (!kExact && (kChunks - 1) % W == warp)
+        gemvLanesChunk<C, true, MG>((kChunks - 1) * U * 32 * P, kl, p0, p1, px, acc);
+    }
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int m = 0; m < MG; ++m) {
+          const float v = fg_warp_sum(acc[s][r][m]);
+          if (lane == 0)
+            part[warp][s][r][m] = v;
+        }
+    __syncthreads();
+    for (int o = threadIdx.x; o < R * MG; o += 32 * W) {
+      const int r = o / MG, m = o % MG;
+      const long long n = n0 + r;
+      if ((C::kExpert || m0 + m < C::M) && n < C::N) {
+        float v[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int s = 0; s < S; ++s)
+          for (int w = 0; w < W; ++w)
+            v[s] += part[w][s][r][m];
+        if constexpr (C::kBias) {
+          if (valid) {
+            v[0] = v[0] + fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
+            if (S == 2)
+              v[1] = v[1] + fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
+          }
+        }
+        a.y[(C::kExpert ? pr : m0 + m) * C::N + n] = C::Epi::apply(v);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+/// The GEMV: the work split the emitter chose (Cfg::kTensorCores).
+template <class C>
+static __device__ __forceinline__ void gemv(const GemvArgs<C> &a) {
+  if constexpr (C::kTensorCores)
+    gemvTensorCores<C>(a);
+  else
+    gemvLanes<C>(a);
 }
 
 } // namespace fg
