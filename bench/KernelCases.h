@@ -35,7 +35,15 @@
 
 namespace fg::bench {
 
-enum class KernelFamily { Matmul, GatedMatmul, MatmulId, GatedMatmulId, Attention, RmsNorm, RmsNormMul };
+enum class KernelFamily {
+  Matmul,
+  GatedMatmul,
+  MatmulId,
+  GatedMatmulId,
+  Attention,
+  RmsNorm,
+  RmsNormMul
+};
 
 inline const char *familyName(KernelFamily f) {
   switch (f) {
@@ -60,16 +68,16 @@ inline const char *familyName(KernelFamily f) {
 /// One timed kernel: a family at one shape, dtype and token count.
 struct KernelCase {
   KernelFamily family = KernelFamily::Matmul;
-  std::string workload; ///< w-dense, w-moe, w-tiny
-  std::string shape;    ///< q+o, gate_up, kv1024, h4096, ...
+  std::string workload;     ///< w-dense, w-moe, w-tiny
+  std::string shape;        ///< q+o, gate_up, kv1024, h4096, ...
   DType dtype = DType::F16; ///< weights (matmul families), KV (attention), f32 (rows)
   int64_t T = 1;            ///< tokens (rows of x, query rows)
   bool smoke = false;       ///< part of the --smoke subset
 
-  int64_t n = 0, k = 0;                                     ///< matmul: W [n, k] (per expert)
-  int64_t experts = 0, topK = 0;                            ///< expert families
-  int64_t heads = 0, kvHeads = 0, headDim = 0, kvLen = 0;   ///< attention
-  int64_t hidden = 0;                                       ///< row kernels
+  int64_t n = 0, k = 0;                                   ///< matmul: W [n, k] (per expert)
+  int64_t experts = 0, topK = 0;                          ///< expert families
+  int64_t heads = 0, kvHeads = 0, headDim = 0, kvLen = 0; ///< attention
+  int64_t hidden = 0;                                     ///< row kernels
   double eps = 1e-6;
 
   bool isExpert() const {
@@ -282,8 +290,7 @@ inline llvm::Error buildCaseFunction(const KernelCase &c, Function &fn) {
       ValueId g = b.weight("w_gate_exps", {c.dtype, {c.experts, c.n, c.k}});
       ValueId u = b.weight("w_up_exps", {c.dtype, {c.experts, c.n, c.k}});
       b.result(b.create(OpKind::FusedGatedMatmulId, {x, g, u, ids},
-                        {{"kind", Attribute::ofEnum(static_cast<int64_t>(GluKind::SwiGLU))}},
-                        "y"));
+                        {{"kind", Attribute::ofEnum(static_cast<int64_t>(GluKind::SwiGLU))}}, "y"));
     }
     break;
   }

@@ -115,8 +115,8 @@ struct DevBuf {
   }
   llvm::Error allocate(uint64_t n, const llvm::Twine &what) {
     bytes = std::max<uint64_t>(n, 256);
-    return cudaCheck(cudaMalloc(&ptr, bytes), "allocating " + what + " (" +
-                                                 llvm::Twine(bytes >> 20) + " MiB)");
+    return cudaCheck(cudaMalloc(&ptr, bytes),
+                     "allocating " + what + " (" + llvm::Twine(bytes >> 20) + " MiB)");
   }
   char *at(uint64_t offset) const { return static_cast<char *>(ptr) + offset; }
 };
@@ -161,9 +161,8 @@ void compileAll(const std::vector<std::pair<std::string, std::string>> &sources,
     modules().emplace(todo[i].second, std::move(results[i]));
 }
 
-llvm::Expected<const cuda::CompiledModule *> moduleFor(const std::string &name,
-                                                       const std::string &source,
-                                                       const std::string &arch) {
+llvm::Expected<const cuda::CompiledModule *>
+moduleFor(const std::string &name, const std::string &source, const std::string &arch) {
   if (!modules().count(source))
     compileAll({{name, source}}, arch);
   const ModuleResult &r = modules().at(source);
@@ -257,8 +256,12 @@ struct Device {
       if (!e)
         e = cublasCheck(cublasSetWorkspace(d->cublas, d->workspace.ptr, d->workspace.bytes),
                         "cublasSetWorkspace");
-      if (e)
+      if (e) { // no cuBLAS figures; the kernels still run
         d->cublasError = firstLine(llvm::toString(std::move(e)));
+        if (d->cublas)
+          cublasDestroy(d->cublas);
+        d->cublas = nullptr;
+      }
     } else {
       d->cublasError = "--no-cublas";
     }
@@ -267,14 +270,15 @@ struct Device {
       return mod.takeError();
     const void *code = (*mod)->cubin.empty() ? static_cast<const void *>((*mod)->ptx.c_str())
                                              : static_cast<const void *>((*mod)->cubin.data());
-    if (auto e = cudaCheck(cudaLibraryLoadData(&d->fillLib, code, nullptr, nullptr, 0, nullptr,
-                                               nullptr, 0),
-                           "loading the fill kernels"))
+    if (auto e = cudaCheck(
+            cudaLibraryLoadData(&d->fillLib, code, nullptr, nullptr, 0, nullptr, nullptr, 0),
+            "loading the fill kernels"))
       return e;
     for (auto [sym, k] : {std::pair{"fg_kbench_fill_f32", &d->fillF32},
                           std::pair{"fg_kbench_fill_f16", &d->fillF16},
                           std::pair{"fg_kbench_fill_bf16", &d->fillBF16}})
-      if (auto e = cudaCheck(cudaLibraryGetKernel(k, d->fillLib, sym), "looking up " + llvm::Twine(sym)))
+      if (auto e =
+              cudaCheck(cudaLibraryGetKernel(k, d->fillLib, sym), "looking up " + llvm::Twine(sym)))
         return e;
     return d;
   }
@@ -284,12 +288,12 @@ struct Device {
     cudaKernel_t k = dtype == DType::F16 ? fillF16 : dtype == DType::BF16 ? fillBF16 : fillF32;
     if (dtype != DType::F16 && dtype != DType::BF16 && dtype != DType::F32)
       return makeError("no fill kernel for " + std::string(dtypeName(dtype)));
-    unsigned blocks = static_cast<unsigned>(
-        std::clamp<uint64_t>((elems + 255) / 256, 1, static_cast<uint64_t>(prop.multiProcessorCount) * 16));
+    unsigned blocks = static_cast<unsigned>(std::clamp<uint64_t>(
+        (elems + 255) / 256, 1, static_cast<uint64_t>(prop.multiProcessorCount) * 16));
     void *args[] = {&p, &elems, &seed};
-    return cudaCheck(cudaLaunchKernel(reinterpret_cast<void *>(k), dim3(blocks), dim3(256), args, 0,
-                                      stream),
-                     "launch of the fill kernel");
+    return cudaCheck(
+        cudaLaunchKernel(reinterpret_cast<void *>(k), dim3(blocks), dim3(256), args, 0, stream),
+        "launch of the fill kernel");
   }
 
   llvm::Error sync(const llvm::Twine &what) {
@@ -335,9 +339,10 @@ struct NodeBuffers {
     }
     return nullptr;
   }
-  static llvm::Expected<std::unique_ptr<NodeBuffers>>
-  create(Device &dev, const KernelCase &c, const Function &fn, const Rotation &rot,
-         uint64_t scratchBytes) {
+  static llvm::Expected<std::unique_ptr<NodeBuffers>> create(Device &dev, const KernelCase &c,
+                                                             const Function &fn,
+                                                             const Rotation &rot,
+                                                             uint64_t scratchBytes) {
     auto b = std::make_unique<NodeBuffers>();
     b->c = &c;
     b->fn = &fn;
@@ -368,9 +373,9 @@ struct NodeBuffers {
           return makeError("index operand " + name + " must be i32");
         if (auto e = o.buf.allocate(o.stride * static_cast<uint64_t>(o.copies), name))
           return e;
-        if (auto e = cudaCheck(cudaMemcpy(o.buf.ptr, host.data(), host.size() * 4,
-                                          cudaMemcpyHostToDevice),
-                               "uploading " + name))
+        if (auto e = cudaCheck(
+                cudaMemcpy(o.buf.ptr, host.data(), host.size() * 4, cudaMemcpyHostToDevice),
+                "uploading " + name))
           return e;
       } else {
         o.copies = rot.copiesOf(c, fn, i);
@@ -501,8 +506,9 @@ struct LaunchList {
       const void *code = (*mod)->cubin.empty() ? static_cast<const void *>((*mod)->ptx.c_str())
                                                : static_cast<const void *>((*mod)->cubin.data());
       cudaLibrary_t lib = nullptr;
-      if (auto e = cudaCheck(cudaLibraryLoadData(&lib, code, nullptr, nullptr, 0, nullptr, nullptr, 0),
-                             "loading " + k->name))
+      if (auto e =
+              cudaCheck(cudaLibraryLoadData(&lib, code, nullptr, nullptr, 0, nullptr, nullptr, 0),
+                        "loading " + k->name))
         return e;
       out->libs.push_back(lib);
       cudaKernel_t kernel = nullptr;
@@ -547,14 +553,14 @@ struct LaunchList {
     auto at = [&](const cuda::GemmOperand &o) {
       return static_cast<char *>(b.param(o.param, slot)) + o.byteOffset;
     };
-    return cublasCheck(
-        cublasGemmEx(dev.cublas, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N,
-                     g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.m),
-                     static_cast<int>(g.n), static_cast<int>(g.k), &g.alpha, at(g.a),
-                     cudaTypeOf(g.aType), static_cast<int>(g.lda), at(g.b), cudaTypeOf(g.bType),
-                     static_cast<int>(g.ldb), &g.beta, at(g.c), cudaTypeOf(g.cType),
-                     static_cast<int>(g.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-        g.name);
+    return cublasCheck(cublasGemmEx(dev.cublas, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.m),
+                                    static_cast<int>(g.n), static_cast<int>(g.k), &g.alpha, at(g.a),
+                                    cudaTypeOf(g.aType), static_cast<int>(g.lda), at(g.b),
+                                    cudaTypeOf(g.bType), static_cast<int>(g.ldb), &g.beta, at(g.c),
+                                    cudaTypeOf(g.cType), static_cast<int>(g.ldc),
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       g.name);
   }
 
   /// Leading kernels before the first cuBLAS call (the conversion of x), which
@@ -690,7 +696,8 @@ llvm::Expected<double> timeExpertCublas(Device &dev, const Prepared &p, const No
     for (int64_t j = 0; j < batch; ++j) {
       int64_t pr = j % pairs;
       unsigned wOperand = gated && j >= pairs ? 2 : 1;
-      uint64_t e = static_cast<uint64_t>(b.idsHost[static_cast<size_t>(s)][static_cast<size_t>(pr)]);
+      uint64_t e =
+          static_cast<uint64_t>(b.idsHost[static_cast<size_t>(s)][static_cast<size_t>(pr)]);
       A[j] = static_cast<char *>(b.operand(wOperand, s)) + e * expertBytes;
       B[j] = xh.at(static_cast<uint64_t>((down ? pr : pr / c.topK) * c.k) * eb);
       C[j] = y.at(static_cast<uint64_t>(j * c.n) * 4);
@@ -698,21 +705,22 @@ llvm::Expected<double> timeExpertCublas(Device &dev, const Prepared &p, const No
   }
   if (auto e = ptrs.allocate(host.size() * sizeof(void *), "cuBLAS pointer arrays"))
     return e;
-  if (auto e = cudaCheck(cudaMemcpy(ptrs.ptr, host.data(), host.size() * sizeof(void *),
-                                    cudaMemcpyHostToDevice),
-                         "uploading cuBLAS pointer arrays"))
+  if (auto e = cudaCheck(
+          cudaMemcpy(ptrs.ptr, host.data(), host.size() * sizeof(void *), cudaMemcpyHostToDevice),
+          "uploading cuBLAS pointer arrays"))
     return e;
   if (auto e = dev.sync("preparing cuBLAS"))
     return e;
   const float alpha = 1, beta = 0;
   auto g = TimedGraph::capture(dev, b.rot.launches, [&](int64_t n) -> llvm::Error {
     int64_t s = n % b.rot.slots;
-    auto **A = reinterpret_cast<const void **>(ptrs.at(static_cast<uint64_t>(s * batch * 3) * sizeof(void *)));
+    auto **A = reinterpret_cast<const void **>(
+        ptrs.at(static_cast<uint64_t>(s * batch * 3) * sizeof(void *)));
     return cublasCheck(cublasGemmBatchedEx(dev.cublas, CUBLAS_OP_T, CUBLAS_OP_N,
                                            static_cast<int>(c.n), 1, static_cast<int>(c.k), &alpha,
-                                           A, cudaTypeOf(c.dtype), static_cast<int>(c.k),
-                                           A + batch, cudaTypeOf(c.dtype), static_cast<int>(c.k),
-                                           &beta, const_cast<void **>(A + 2 * batch), CUDA_R_32F,
+                                           A, cudaTypeOf(c.dtype), static_cast<int>(c.k), A + batch,
+                                           cudaTypeOf(c.dtype), static_cast<int>(c.k), &beta,
+                                           const_cast<void **>(A + 2 * batch), CUDA_R_32F,
                                            static_cast<int>(c.n), static_cast<int>(batch),
                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                        "cublasGemmBatchedEx");
@@ -842,14 +850,13 @@ std::string table() {
   for (const Row &r : rows()) {
     const KernelCase &c = r.p->c;
     bool ran = r.us > 0;
-    out += "| " + std::string(familyName(c.family)) + " | " + c.workload + " | " + c.shape +
-           " | " + c.dims() + " | " + std::string(dtypeName(c.dtype)) + " | " +
-           std::to_string(c.T) + " | " + (ran ? fmt("%.2f", r.us) : "—") + " | " +
-           fmt("%.2f", r.p->bytes / 1e6) + " | " + (ran ? fmt("%.0f", r.gbs) : "—") + " | " +
+    out += "| " + std::string(familyName(c.family)) + " | " + c.workload + " | " + c.shape + " | " +
+           c.dims() + " | " + std::string(dtypeName(c.dtype)) + " | " + std::to_string(c.T) +
+           " | " + (ran ? fmt("%.2f", r.us) : "—") + " | " + fmt("%.2f", r.p->bytes / 1e6) + " | " +
+           (ran ? fmt("%.0f", r.gbs) : "—") + " | " +
            (ran && r.bwPct > 0 ? fmt("%.1f%%", r.bwPct) : "—") + " | " +
            (r.cublasUs > 0 ? fmt("%.2f", r.cublasUs) : "—") + " | " +
-           (ran && r.cublasUs > 0 ? fmt("%.2f", r.us / r.cublasUs) : "—") + " | " + r.note +
-           " |\n";
+           (ran && r.cublasUs > 0 ? fmt("%.2f", r.us / r.cublasUs) : "—") + " | " + r.note + " |\n";
   }
   return out;
 }
@@ -1000,8 +1007,8 @@ int main(int argc, char **argv) {
         if (const auto *k = std::get_if<KernelSpec>(&l))
           sources.emplace_back(k->name, k->source);
   }
-  std::fprintf(stderr, "fg_bench_kernels: compiling kernels of %zu cases for %s\n",
-               cases.size(), gDevice->arch.c_str());
+  std::fprintf(stderr, "fg_bench_kernels: compiling kernels of %zu cases for %s\n", cases.size(),
+               gDevice->arch.c_str());
   compileAll(sources, gDevice->arch);
 
   rows().resize(prepared.size());

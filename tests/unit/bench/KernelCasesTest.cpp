@@ -92,10 +92,10 @@ TEST(KernelCases, FamiliesTokensAndSmokeSubset) {
   }
   // matmul: (5 + 4 + 4 shapes) x f16/bf16 + the f32 router, x 4 T.
   EXPECT_EQ(perFamily[KernelFamily::Matmul], (13 * 2 + 1) * 4);
-  EXPECT_EQ(perFamily[KernelFamily::GatedMatmul], 2 * 2 * 4);   // w-dense, w-tiny
-  EXPECT_EQ(perFamily[KernelFamily::MatmulId], 2 * 2 * 4);      // gate_up, down
+  EXPECT_EQ(perFamily[KernelFamily::GatedMatmul], 2 * 2 * 4); // w-dense, w-tiny
+  EXPECT_EQ(perFamily[KernelFamily::MatmulId], 2 * 2 * 4);    // gate_up, down
   EXPECT_EQ(perFamily[KernelFamily::GatedMatmulId], 1 * 2 * 4);
-  EXPECT_EQ(perFamily[KernelFamily::Attention], 2 * 3 * 4);     // w-dense, w-moe x 3 KV
+  EXPECT_EQ(perFamily[KernelFamily::Attention], 2 * 3 * 4); // w-dense, w-moe x 3 KV
   EXPECT_EQ(perFamily[KernelFamily::RmsNorm], 3 * 4);
   EXPECT_EQ(perFamily[KernelFamily::RmsNormMul], 3 * 4);
   EXPECT_EQ(smoke, 30u);
