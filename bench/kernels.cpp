@@ -21,7 +21,7 @@
 // graph; the fused gated GEMV against one GEMM over gate|up stacked [2N, K]),
 // and cublasGemmBatchedEx over the T·k selected experts for matmul_id.
 //
-//   fg_bench_kernels [--smoke] [--list] [--json FILE] [--table FILE]
+//   fg_bench_kernels [--smoke] [--list] [--compile-only] [--json FILE] [--table FILE]
 //                    [--reps N] [--no-cublas] [--benchmark_filter=REGEX]
 //
 // Without a device it prints one skip line and exits 0.
@@ -44,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 
 using namespace fg;
@@ -58,7 +59,7 @@ namespace {
 // --- settings ------------------------------------------------------------------------
 
 struct Settings {
-  bool smoke = false, list = false, cublas = true;
+  bool smoke = false, list = false, compileOnly = false, cublas = true;
   int reps = 10;  ///< timed replays (benchmark iterations)
   int warmup = 2; ///< untimed replays first
   std::string tablePath;
@@ -592,6 +593,8 @@ struct LaunchList {
 
 // --- the cases -------------------------------------------------------------------------------
 
+bool selectedByFilter(const std::string &filter, const std::string &name);
+
 /// A case, emitted: the node's launches, and the cuBLAS comparison's.
 struct Prepared {
   KernelCase c;
@@ -635,6 +638,25 @@ std::unique_ptr<Prepared> prepare(const KernelCase &c, const cuda::EmitOptions &
     p->cublasLaunches = std::move(*cl);
   }
   return p;
+}
+
+/// Emits `cases` into `out`; returns the distinct kernel sources of those the
+/// benchmark filter selects (the others compile on demand, if they run).
+std::vector<std::pair<std::string, std::string>>
+prepareAll(const std::vector<KernelCase> &cases, const cuda::EmitOptions &eo,
+           const std::string &filter, std::vector<std::unique_ptr<Prepared>> &out) {
+  std::vector<std::pair<std::string, std::string>> sources;
+  std::set<std::string> seen;
+  for (const KernelCase &c : cases) {
+    out.push_back(prepare(c, eo));
+    if (!selectedByFilter(filter, c.name()))
+      continue;
+    for (const auto *ls : {&out.back()->launches, &out.back()->cublasLaunches})
+      for (const Launch &l : *ls)
+        if (const auto *k = std::get_if<KernelSpec>(&l); k && seen.insert(k->source).second)
+          sources.emplace_back(k->name, k->source);
+  }
+  return sources;
 }
 
 /// One line of the final table.
@@ -891,17 +913,20 @@ bool selectedByFilter(const std::string &filter, const std::string &name) {
 }
 
 int usage(const char *argv0) {
-  std::fprintf(stderr,
-               "usage: %s [--smoke] [--list] [--json FILE] [--table FILE] [--reps N] "
-               "[--no-cublas] [Google Benchmark flags]\n"
-               "  --smoke       T 1 and 8, f16, one shape per family and workload (~20 s)\n"
-               "  --list        print the cases (shapes, bytes, rotation) and exit; no GPU needed\n"
-               "  --json FILE   Google Benchmark JSON with the counters (= --benchmark_out=FILE "
-               "--benchmark_out_format=json)\n"
-               "  --table FILE  also write the markdown table to FILE\n"
-               "  --reps N      timed graph replays per case (default 10; smoke 3)\n"
-               "  --no-cublas   skip the cuBLAS figures\n",
-               argv0);
+  std::fprintf(
+      stderr,
+      "usage: %s [--smoke] [--list] [--compile-only] [--json FILE] [--table FILE] [--reps N] "
+      "[--no-cublas] [Google Benchmark flags]\n"
+      "  --smoke       T 1 and 8, f16, one shape per family and workload (~20 s)\n"
+      "  --list        print the cases (shapes, bytes, rotation) and exit; no GPU needed\n"
+      "  --compile-only  emit and compile every selected case's kernels for sm_90; no "
+      "GPU needed\n"
+      "  --json FILE   Google Benchmark JSON with the counters (= --benchmark_out=FILE "
+      "--benchmark_out_format=json)\n"
+      "  --table FILE  also write the markdown table to FILE\n"
+      "  --reps N      timed graph replays per case (default 10; smoke 3)\n"
+      "  --no-cublas   skip the cuBLAS figures\n",
+      argv0);
   return 2;
 }
 
@@ -926,6 +951,8 @@ int main(int argc, char **argv) {
       s.smoke = true;
     } else if (a == "--list") {
       s.list = true;
+    } else if (a == "--compile-only") {
+      s.compileOnly = true;
     } else if (a == "--no-cublas") {
       s.cublas = false;
     } else if (a == "--help" || a == "-h") {
@@ -973,6 +1000,29 @@ int main(int argc, char **argv) {
     return 0;
   }
 
+  if (s.compileOnly) {
+    // No device needed: every selected case emitted and compiled for sm_90.
+    cuda::EmitOptions eo;
+    std::vector<std::unique_ptr<Prepared>> prepared;
+    auto sources = prepareAll(cases, eo, filter, prepared);
+    sources.emplace_back("fg_kbench_fill", kFillSource);
+    compileAll(sources, eo.arch);
+    int failures = 0;
+    for (const auto &p : prepared)
+      if (!p->error.empty()) {
+        ++failures;
+        std::printf("%s: %s\n", p->c.name().c_str(), p->error.c_str());
+      }
+    for (const auto &[name, source] : sources)
+      if (const ModuleResult &m = modules().at(source); !m.module) {
+        ++failures;
+        std::printf("%s: %s\n", name.c_str(), m.error.c_str());
+      }
+    std::printf("fg_bench_kernels: %zu cases, %zu kernel sources compiled for %s, %d failures\n",
+                prepared.size(), sources.size(), eo.arch.c_str(), failures);
+    return failures ? 1 : 0;
+  }
+
   int count = 0;
   cudaError_t probe = cudaGetDeviceCount(&count);
   if (probe != cudaSuccess || count == 0) {
@@ -997,17 +1047,8 @@ int main(int argc, char **argv) {
   cuda::EmitOptions eo;
   eo.arch = gDevice->arch;
   std::vector<std::unique_ptr<Prepared>> prepared;
-  std::vector<std::pair<std::string, std::string>> sources;
-  for (const KernelCase &c : cases) {
-    prepared.push_back(prepare(c, eo));
-    if (!selectedByFilter(filter, c.name()))
-      continue;
-    for (const auto *ls : {&prepared.back()->launches, &prepared.back()->cublasLaunches})
-      for (const Launch &l : *ls)
-        if (const auto *k = std::get_if<KernelSpec>(&l))
-          sources.emplace_back(k->name, k->source);
-  }
-  std::fprintf(stderr, "fg_bench_kernels: compiling kernels of %zu cases for %s\n", cases.size(),
+  auto sources = prepareAll(cases, eo, filter, prepared);
+  std::fprintf(stderr, "fg_bench_kernels: compiling %zu kernel sources for %s\n", sources.size(),
                gDevice->arch.c_str());
   compileAll(sources, gDevice->arch);
 
