@@ -912,9 +912,10 @@ bool selectedByFilter(const std::string &filter, const std::string &name) {
   return re.match(name) != negate;
 }
 
-int usage(const char *argv0) {
+/// Prints the flags; returns `code` (0 for --help, 2 for a bad flag).
+int usage(const char *argv0, int code = 2) {
   std::fprintf(
-      stderr,
+      code ? stderr : stdout,
       "usage: %s [--smoke] [--list] [--compile-only] [--json FILE] [--table FILE] [--reps N] "
       "[--no-cublas] [Google Benchmark flags]\n"
       "  --smoke       T 1 and 8, f16, one shape per family and workload (~20 s)\n"
@@ -927,7 +928,7 @@ int usage(const char *argv0) {
       "  --reps N      timed graph replays per case (default 10; smoke 3)\n"
       "  --no-cublas   skip the cuBLAS figures\n",
       argv0);
-  return 2;
+  return code;
 }
 
 } // namespace
@@ -956,7 +957,7 @@ int main(int argc, char **argv) {
     } else if (a == "--no-cublas") {
       s.cublas = false;
     } else if (a == "--help" || a == "-h") {
-      return usage(argv[0]);
+      return usage(argv[0], 0);
     } else if (a.rfind("--json", 0) == 0) {
       auto v = value("--json");
       if (!v)
@@ -974,6 +975,9 @@ int main(int argc, char **argv) {
         return usage(argv[0]);
       s.reps = std::atoi(v->c_str());
       repsGiven = true;
+    } else if (a.rfind("--benchmark_", 0) != 0 && a.rfind("--v=", 0) != 0) {
+      std::fprintf(stderr, "fg_bench_kernels: unknown flag '%s'\n", a.c_str());
+      return usage(argv[0]);
     } else {
       if (a.rfind("--benchmark_filter=", 0) == 0)
         filter = a.substr(std::strlen("--benchmark_filter="));
