@@ -22,7 +22,8 @@
 // and cublasGemmBatchedEx over the T·k selected experts for matmul_id.
 //
 //   fg_bench_kernels [--smoke] [--list] [--compile-only] [--json FILE] [--table FILE]
-//                    [--reps N] [--no-cublas] [--benchmark_filter=REGEX]
+//                    [--reps N] [--no-cublas] [--gemv-tc-min N] [--gemv-rows N]
+//                    [--gemv-warps N] [--gemv-unroll N] [--benchmark_filter=REGEX]
 //
 // Without a device it prints one skip line and exits 0.
 //
@@ -64,6 +65,7 @@ struct Settings {
   int warmup = 2; ///< untimed replays first
   std::string tablePath;
   RotationOptions rotation;
+  cuda::EmitOptions emit; ///< with the --gemv-* overrides
 };
 
 Settings &settings() {
@@ -926,7 +928,9 @@ int usage(const char *argv0, int code = 2) {
       "--benchmark_out_format=json)\n"
       "  --table FILE  also write the markdown table to FILE\n"
       "  --reps N      timed graph replays per case (default 10; smoke 3)\n"
-      "  --no-cublas   skip the cuBLAS figures\n",
+      "  --no-cublas   skip the cuBLAS figures\n"
+      "  --gemv-tc-min N, --gemv-rows N, --gemv-warps N, --gemv-unroll N\n"
+      "                GEMV variant overrides (EmitOptions::gemv*) for tuning\n",
       argv0);
   return code;
 }
@@ -975,6 +979,23 @@ int main(int argc, char **argv) {
         return usage(argv[0]);
       s.reps = std::atoi(v->c_str());
       repsGiven = true;
+    } else if (a.rfind("--gemv-", 0) == 0) {
+      // GEMV variant overrides (EmitOptions::gemv*), for tuning the rule.
+      std::string f = a.substr(0, a.find('='));
+      auto v = value(f.c_str());
+      int n = v ? std::atoi(v->c_str()) : -1;
+      if (n < 1)
+        return usage(argv[0]);
+      if (f == "--gemv-tc-min")
+        s.emit.gemvTensorCoreMinRows = n;
+      else if (f == "--gemv-rows")
+        s.emit.gemvRows = n;
+      else if (f == "--gemv-warps")
+        s.emit.gemvWarps = n;
+      else if (f == "--gemv-unroll")
+        s.emit.gemvUnroll = n;
+      else
+        return usage(argv[0]);
     } else if (a.rfind("--benchmark_", 0) != 0 && a.rfind("--v=", 0) != 0) {
       std::fprintf(stderr, "fg_bench_kernels: unknown flag '%s'\n", a.c_str());
       return usage(argv[0]);
@@ -1006,7 +1027,7 @@ int main(int argc, char **argv) {
 
   if (s.compileOnly) {
     // No device needed: every selected case emitted and compiled for sm_90.
-    cuda::EmitOptions eo;
+    cuda::EmitOptions eo = s.emit;
     std::vector<std::unique_ptr<Prepared>> prepared;
     auto sources = prepareAll(cases, eo, filter, prepared);
     sources.emplace_back("fg_kbench_fill", kFillSource);
@@ -1048,7 +1069,7 @@ int main(int argc, char **argv) {
 
   // Emit every case as the compiler would (default options, this device's
   // arch), then compile the selected ones' kernels in parallel.
-  cuda::EmitOptions eo;
+  cuda::EmitOptions eo = s.emit;
   eo.arch = gDevice->arch;
   std::vector<std::unique_ptr<Prepared>> prepared;
   auto sources = prepareAll(cases, eo, filter, prepared);

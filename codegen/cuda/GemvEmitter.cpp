@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <cstdlib> // EXPERIMENT-ONLY
 
 namespace fg::cuda::detail {
 namespace {
@@ -173,15 +172,15 @@ struct GemvSplit {
 /// bytes per row and chunk, up to 8 warps splitting K evenly (measured on the
 /// H200: see bench/RESULTS.md). Tensor cores: 16 rows per block, enough warps (K split) for ~24 warps per SM.
 GemvSplit chooseSplit(bool tensorCores, int64_t N, int64_t K, int64_t pairs, int streams,
-                      int64_t perLoad, unsigned smCount) {
+                      int64_t perLoad, const EmitOptions &o) {
   GemvSplit s;
   s.tensorCores = tensorCores;
   if (!tensorCores) {
     // x is shared by a warp's rows, so rows cost fewer registers than steps:
     // 4 rows (2 with two streams) x 2 steps = 8 loads of 16 bytes in flight.
     s.rows = streams == 2 ? 2 : 4;
-    if (const char *e = getenv("FG_GEMV_ROWS")) // EXPERIMENT-ONLY
-      s.rows = atoi(e);
+    if (o.gemvRows > 0)
+      s.rows = o.gemvRows;
     int64_t steps = (K + 32 * perLoad - 1) / (32 * perLoad);
     s.unroll = static_cast<int>(std::clamp<int64_t>(8 / (s.rows * streams), 1, steps));
     int64_t chunks = (steps + s.unroll - 1) / s.unroll;
@@ -197,7 +196,7 @@ GemvSplit chooseSplit(bool tensorCores, int64_t N, int64_t K, int64_t pairs, int
     s.unroll = steps >= 64 ? 4 : (steps >= 8 ? 2 : 1);
     int64_t chunks = (steps + s.unroll - 1) / s.unroll;
     int64_t blocks = (N + 15) / 16 * pairs;
-    int64_t want = static_cast<int64_t>(smCount) * 24;
+    int64_t want = static_cast<int64_t>(o.smCount) * 24;
     int64_t w = 1;
     while (w < 16 && blocks * w < want)
       w *= 2;
@@ -205,10 +204,10 @@ GemvSplit chooseSplit(bool tensorCores, int64_t N, int64_t K, int64_t pairs, int
       w /= 2;
     s.warps = static_cast<int>(std::max<int64_t>(w, 1));
   }
-  if (const char *e = getenv("FG_GEMV_WARPS")) // EXPERIMENT-ONLY
-    s.warps = atoi(e);
-  if (const char *e = getenv("FG_GEMV_UNROLL")) // EXPERIMENT-ONLY
-    s.unroll = atoi(e);
+  if (o.gemvWarps > 0)
+    s.warps = o.gemvWarps;
+  if (o.gemvUnroll > 0)
+    s.unroll = o.gemvUnroll;
   return s;
 }
 
@@ -221,8 +220,10 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   bool two = d.w.size() > 1;
   int64_t perLoad = 16 / elemBytes(w0.dtype); // weights in one 16-byte load
   bool tensorCores = w0.dtype != DType::F32 && w1.dtype != DType::F32 &&
-                     (d.expert ? false : d.M >= kTensorCoreMinRows);
-  GemvSplit sp = chooseSplit(tensorCores, d.N, d.K, d.pairs, two ? 2 : 1, perLoad, o.smCount);
+                     (d.expert ? false
+                               : d.M >= (o.gemvTensorCoreMinRows > 0 ? o.gemvTensorCoreMinRows
+                                                                     : kTensorCoreMinRows));
+  GemvSplit sp = chooseSplit(tensorCores, d.N, d.K, d.pairs, two ? 2 : 1, perLoad, o);
   // 16-byte weight loads: unit stride along K and every row start aligned.
   auto vecOk = [&](const WeightStream &w) {
     int64_t v = 16 / elemBytes(w.dtype);

@@ -70,6 +70,12 @@ struct EmitOptions {
   int64_t maxGemvTokens = 8;
   /// Streaming multiprocessors of the target (H200: 132); sizes split grids.
   unsigned smCount = 132;
+  /// GEMV variant overrides for tuning (fg_bench_kernels --gemv-*); 0 keeps
+  /// the rule of GemvEmitter.cpp. Rows of x from which 16-bit weights use the
+  /// tensor cores; output rows per block (lanes path); warps per block;
+  /// k-steps per chunk.
+  int64_t gemvTensorCoreMinRows = 0;
+  int gemvRows = 0, gemvWarps = 0, gemvUnroll = 0;
 };
 
 /// The launches that compute `node`'s results. `operandLayouts` has one entry
