@@ -286,6 +286,27 @@ template <class C> static __device__ __forceinline__ void attention(const AttnAr
   const typename DV::T *vbase = a.v + C::v_off + hk * C::v_sh;
   float *part = a.scratch + C::kPartOff + ((tok * C::kHB + hb) * C::kSmax) * C::kPart;
 
+  // The first tile's loads go out before q is staged (short KV: the two
+  // latencies overlap).
+  uint4 rk[U][NCK][DK::kParts], rv[U][NCV][DV::kParts];
+  auto loadTile = [&](int tile, long long dvs) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const long long j = kb + (long long)(tile * U + u) * 8 + g;
+      const bool live = j < ke;
+      const typename DK::T *krow = kbase + j * C::k_sj;
+      const typename DV::T *vrow = vbase + j * C::v_sj;
+#pragma unroll
+      for (int c = 0; c < NCK; ++c)
+        attnLoad8<DK, C::D, C::k_sd, C::kVecK>(krow, 32 * c + 8 * t4, live, rk[u][c]);
+#pragma unroll
+      for (int c = 0; c < NCV; ++c)
+        attnLoad8<DV, C::Dv, C::v_sd, C::kVecV>(vrow, dvs + 32 * c + 8 * t4, live, rv[u][c]);
+    }
+  };
+  if (warp < ntiles)
+    loadTile(warp, 0);
+
   // q · scale, split hi/lo in K's mma type, as A fragments.
   for (int i = threadIdx.x; i < NCK * 64; i += W * 32) {
     const int c = i >> 6, j = (i >> 5) & 1, ln = i & 31, gg = ln >> 2, tt = ln & 3;
@@ -318,21 +339,9 @@ template <class C> static __device__ __forceinline__ void attention(const AttnAr
           acc[c][b][e] = 0.0f;
 
     for (int tile = warp; tile < ntiles; tile += W) {
-      // Every load of the tile first.
-      uint4 rk[U][NCK][DK::kParts], rv[U][NCV][DV::kParts];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const long long j = kb + (long long)(tile * U + u) * 8 + g;
-        const bool live = j < ke;
-        const typename DK::T *krow = kbase + j * C::k_sj;
-        const typename DV::T *vrow = vbase + j * C::v_sj;
-#pragma unroll
-        for (int c = 0; c < NCK; ++c)
-          attnLoad8<DK, C::D, C::k_sd, C::kVecK>(krow, 32 * c + 8 * t4, live, rk[u][c]);
-#pragma unroll
-        for (int c = 0; c < NCV; ++c)
-          attnLoad8<DV, C::Dv, C::v_sd, C::kVecV>(vrow, dvs + 32 * c + 8 * t4, live, rv[u][c]);
-      }
+      // Every load of the tile first (the first one is already on its way).
+      if (sl != 0 || tile != warp)
+        loadTile(tile, dvs);
       // Scores of head g, keys 2t4, 2t4 + 1 of each step.
       float sc[U][2];
 #pragma unroll
