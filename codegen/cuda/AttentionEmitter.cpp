@@ -110,8 +110,11 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   if (!isKvType(kt.dtype) || !isKvType(vt.dtype))
     return unsupported(node, "cache dtype " + std::string(dtypeName(kt.dtype)) + "/" +
                                  std::string(dtypeName(vt.dtype)) + " (f16, bf16 or f32)");
-  if (!isFloatType(qt.dtype) || (hasSinks && !isFloatType(fn.type(node.operands[4]).dtype)))
-    return unsupported(node, "q or sinks of dtype " + std::string(dtypeName(qt.dtype)));
+  if (!isFloatType(qt.dtype))
+    return unsupported(node, "q of dtype " + std::string(dtypeName(qt.dtype)));
+  if (hasSinks && !isFloatType(fn.type(node.operands[4]).dtype))
+    return unsupported(node, "sinks of dtype " +
+                                 std::string(dtypeName(fn.type(node.operands[4]).dtype)));
   AttnPlan p = plan(T, Hq, Hkv, D, Dv, ctx, kt.dtype, vt.dtype, o.smCount);
   if (p.HB > 65535 || T > 65535)
     return unsupported(node, llvm::formatv("{0} tokens x {1} head blocks (at most 65535 each)", T,

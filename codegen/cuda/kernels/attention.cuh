@@ -44,16 +44,26 @@
 //
 // Bytes in flight. Each lane issues kU · (⌈D/32⌉ + DVS/32) 16-byte loads
 // before it touches any of them (kU = 2 at D = 128: 16 loads, 8 KB per
-// warp), and the first tile is issued before q is staged. The emitter sizes
-// kSmax so that the whole grid has ≥ 4 blocks per SM at long KV, e.g. W-dense
-// (8 kv heads, T = 1): 66 splits → 528 blocks of 128 threads.
+// warp), and the first tile is issued before q is staged. At D = 128 the
+// kernel takes 202 registers, so 2 blocks (8 warps, 64 KB of loads) are
+// resident per SM — about twice what Little's law asks at 4.8 TB/s and
+// ~1 µs of loaded latency. The emitter sizes kSmax for ≥ 4 blocks per SM
+// over the grid (W-dense, T = 1: 66 splits × 8 kv heads = 528 blocks) and a
+// split is at least one round of the block's warps (kMinChunk = 64 keys):
+//   KV 1024:  16 splits × 8 = 128 blocks, one 16-key tile per warp, 32 KB
+//             each; the time is launch + one load round trip + the merge of
+//             16 partials (plus the counter-clearing launch before it).
+//   KV 8192:  64 splits of 128 keys (512 blocks, 2 waves of 264);
+//   KV 32768: 66 splits of 504 keys; the merge reads 66 partials from L2.
 //
 // The merge, in the same launch. A block merges its warps (in warp order)
 // and writes (m, l, o[Dv]) per head to its split's slot in scratch; then
 // __threadfence() and one atomicAdd on the (token, head block) counter. The
 // block that sees nsplit − 1 is the last: it merges the nsplit partials in
-// split order (deterministic: replays are bit-identical; no float atomics),
-// adds the sink, writes y, and resets the counter to 0.
+// a fixed order (max and denominator: lanes over splits, then a fixed warp
+// butterfly; o: a sequential sum in split order), so the result depends only
+// on the inputs — replays are bit-identical, no float atomics — adds the
+// sink to the denominator, writes y, and resets the counter to 0.
 //
 // Counter initialisation. Scratch lives in the arena, shared with other
 // nodes' temporaries, so its contents are undefined at every step, not only
