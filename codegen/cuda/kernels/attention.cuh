@@ -38,7 +38,9 @@
 //             `movmatrix.trans` per word yields exactly the B fragment of
 //             n-tile (c, b), whose output column n is dv = 32c + 8(n/2) + 2b
 //             + n%2. Lane (g, t) thus ends with O[head g][32c + 8t + 0..7].
-// f32 caches are split into f16 hi + lo words (two mmas per fragment).
+// f32 caches are split into f16 hi + lo words (two mmas per fragment). With
+// f16 and f32 caches, q · scale and the cache values must lie within the f16
+// range (|x| < 65504); bf16 caches have the f32 range.
 // Masked keys (outside the block's range) load zeros and score −inf; padding
 // beyond D / Dv loads zeros, so nothing undefined enters an mma.
 //
