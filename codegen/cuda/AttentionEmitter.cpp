@@ -72,7 +72,11 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   p.HB = Hkv * p.HC;
   p.NCK = ceilDiv(D, 32);
   int64_t dvPad = roundUp(Dv, 32);
-  p.DVS = std::min<int64_t>(dvPad, D <= 256 && Dv <= 256 ? 256 : 128);
+  // Dv slices: the accumulators take DVS / 2 registers a lane; 256 columns
+  // fit beside the loads of 16-bit caches up to D = 256 (226 registers at
+  // D = Dv = 256, no spills), 128 otherwise (f32 caches load twice the bytes).
+  bool wide = D <= 256 && Dv <= 256 && elemBytes(kt) == 2 && elemBytes(vt) == 2;
+  p.DVS = std::min<int64_t>(dvPad, wide ? 256 : 128);
   p.NSL = ceilDiv(dvPad, p.DVS);
   p.DvP = roundUp(Dv, 4);
   // Keys per warp tile: as many 8-key steps as keep ~16 16-byte loads per

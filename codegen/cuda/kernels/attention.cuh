@@ -76,7 +76,8 @@
 // is private.
 //
 // Head dims: any D, Dv ≤ 512. Dv is processed in slices of DVS columns
-// (DVS = Dv rounded to 32 up to 256, 128 above): each slice recomputes S
+// (DVS = Dv rounded to 32 up to 256 for 16-bit caches with D ≤ 256, else up
+// to 128, so the accumulators never spill): each slice recomputes S
 // (K re-read, from L2) — the slower path for Dv > 256. 16-byte loads when
 // rows are unit-stride and 16-byte aligned, else element loads.
 //
