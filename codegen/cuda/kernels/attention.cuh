@@ -481,10 +481,20 @@ template <class C> static __device__ __forceinline__ void attention(const AttnAr
   // Per head (one warp each): M, L and each split's weight e_s / L. The
   // lanes take splits lane, lane + 32, ...; the warp reductions have a fixed
   // order, so the result depends only on nsplit (replays are bit-identical).
+  constexpr int kPerLane = (C::kSmax + 31) / 32;
   for (int hh = warp; hh < C::kGB; hh += W) {
+    // Every m and l of this head in one round trip (at most 8 splits a lane).
+    float mq[kPerLane], lq[kPerLane];
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int q = lane + 32 * k;
+      mq[k] = q < r.nsplit ? __ldcg(ps + (long long)q * C::kPart + hh) : -FG_INF;
+      lq[k] = q < r.nsplit ? __ldcg(ps + (long long)q * C::kPart + 8 + hh) : 0.0f;
+    }
     float M = -FG_INF;
-    for (int q = lane; q < r.nsplit; q += 32)
-      M = fmaxf(M, __ldcg(ps + (long long)q * C::kPart + hh));
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k)
+      M = fmaxf(M, mq[k]);
     M = fg_warp_max(M);
     float sink = -FG_INF;
     if constexpr (C::kSinks) {
@@ -493,23 +503,24 @@ template <class C> static __device__ __forceinline__ void attention(const AttnAr
         M = fmaxf(M, sink);
       }
     }
-    float L = 0.0f;
-    for (int q = lane; q < r.nsplit; q += 32) {
-      const float mq = __ldcg(ps + (long long)q * C::kPart + hh);
-      const float e = mq == -FG_INF ? 0.0f : expf(mq - M);
-      sh.u.c.e[q][hh] = e;
-      L += __ldcg(ps + (long long)q * C::kPart + 8 + hh) * e;
+    float L = 0.0f, e[kPerLane];
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      e[k] = mq[k] == -FG_INF ? 0.0f : expf(mq[k] - M);
+      L += lq[k] * e[k];
     }
     L = fg_warp_sum(L);
     if (sink != -FG_INF)
       L += expf(sink - M);
     const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    for (int q = lane; q < r.nsplit; q += 32)
-      sh.u.c.e[q][hh] *= inv;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k)
+      if (lane + 32 * k < r.nsplit)
+        sh.u.c.e[lane + 32 * k][hh] = e[k] * inv;
   }
   __syncthreads();
-  // y = Σ_s o_s · e_s, in split order; 4 columns per thread, 8 splits' loads
-  // in flight.
+  // y = Σ_s o_s · e_s, in split order; 4 columns per thread, 16 splits'
+  // loads in flight.
   constexpr int kV4 = (C::Dv + 3) / 4;
   for (int i = threadIdx.x; i < C::kGB * kV4; i += W * 32) {
     const int hh = i / kV4, dv = 4 * (i % kV4);
@@ -517,7 +528,7 @@ template <class C> static __device__ __forceinline__ void attention(const AttnAr
       continue;
     float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const float *src = ps + 16 + hh * C::DvP + dv;
-#pragma unroll 8
+#pragma unroll 16
     for (int q = 0; q < r.nsplit; ++q) {
       const float4 x = __ldcg(reinterpret_cast<const float4 *>(src + (long long)q * C::kPart));
       const float e = sh.u.c.e[q][hh];
