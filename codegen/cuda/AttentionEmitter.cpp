@@ -1,21 +1,23 @@
-//===- AttentionEmitter.cpp - flash-decoding attention ---------------------===//
+//===- AttentionEmitter.cpp - flash-decoding attention with GQA -------------===//
 //
 // attention(q [T, Hq, D], k [ctx, Hkv, D], v [ctx, Hkv, Dv], pos [T], sinks [Hq]?)
-// in two launches:
-//   1. split: grid (T·S, Hq); block (t, s, h) covers key rows
-//      [s·chunk, (s+1)·chunk) ∩ visible(t), where visible(t) = [lo, pos[t]]
-//      (lo = pos[t] − window + 1 with a window, else 0), read from device
-//      memory so one graph serves every step; blocks past the live rows exit
-//      at once. Each warp runs an online softmax over its keys (lane-parallel
-//      dot products); the block merges its warps and writes (max, sum, acc[Dv])
-//      to scratch.
-//   2. combine: grid (T, Hq); merges the S partials (and the sink logit, which
-//      only adds to the denominator) and writes out[t, h, :].
-// S is sized from ctx, T·Hq and the SM count (16 blocks per SM, chunks of at
-// least 32 keys).
+// runs the template of kernels/attention.cuh (the design is in its banner):
+// one block per (split, kv head × head chunk, token) computing every query
+// head of the group from the same K/V rows on the tensor cores, splits sized
+// at run time from the live length, and the merge done by the last split
+// block of each (token, head block). This file only chooses: head chunks,
+// dv slices, keys in flight per warp, the most splits the grid holds, the
+// scratch layout; it describes them as a parameter struct `Cfg` and writes
+// the entries. Two launches: a one-block kernel that zeroes the split
+// counters (scratch is arena memory, undefined at every step), then the
+// attention kernel.
+//
+// Scratch: [T · HB] unsigned counters, padded to 256 bytes, then per
+// (token, head block, split) kPart floats: m[8], l[8], o[GB][DvP].
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/EmitterCommon.h"
+#include "codegen/cuda/KernelSources.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -23,8 +25,79 @@
 
 namespace fg::cuda::detail {
 namespace {
-constexpr unsigned kWarps = 4;
+
 constexpr int64_t kMaxHeadDim = 512;
+constexpr int kWarps = 4;
+constexpr int64_t kMaxSplits = 256;
+/// Blocks per SM the grid aims for at long KV (bytes in flight per SM).
+constexpr int64_t kBlocksPerSm = 4;
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
+
+const char *kvDecoder(DType t) {
+  switch (t) {
+  case DType::F16:
+    return "fg::AttnF16";
+  case DType::BF16:
+    return "fg::AttnBF16";
+  default:
+    return "fg::AttnF32";
+  }
+}
+
+bool isKvType(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32; }
+bool isFloatType(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32; }
+
+/// 16-byte loads of 8 elements: unit stride along the head dim and every row
+/// start aligned (8 elements for 16-bit types, 4 floats for f32).
+bool vectorRows(const Layout &l, DType t, int64_t dim) {
+  int64_t v = elemBytes(t) == 4 ? 4 : 8;
+  return l.strides[2] == 1 && dim % 8 == 0 && l.offset % v == 0 && l.strides[0] % v == 0 &&
+         l.strides[1] % v == 0;
+}
+
+/// Everything chosen for one node.
+struct AttnPlan {
+  int64_t G, HC, GB, HB, NCK, DVS, NSL, DvP, U, minChunk, smax, partOff, part, counters;
+  uint64_t scratchBytes;
+};
+
+AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t ctx, DType kt,
+              DType vt, unsigned smCount) {
+  AttnPlan p;
+  p.G = Hq / Hkv;
+  p.HC = ceilDiv(p.G, 8); // rows 8-15 of the mma hold the lo halves: 8 heads a block
+  p.GB = ceilDiv(p.G, p.HC);
+  p.HB = Hkv * p.HC;
+  p.NCK = ceilDiv(D, 32);
+  int64_t dvPad = roundUp(Dv, 32);
+  // Dv slices: the accumulators take DVS / 2 registers a lane; 256 columns
+  // fit beside the loads of 16-bit caches up to D = 256 (226 registers at
+  // D = Dv = 256, no spills), 128 otherwise (f32 caches load twice the bytes).
+  bool wide = D <= 256 && Dv <= 256 && elemBytes(kt) == 2 && elemBytes(vt) == 2;
+  p.DVS = std::min<int64_t>(dvPad, wide ? 256 : 128);
+  p.NSL = ceilDiv(dvPad, p.DVS);
+  p.DvP = roundUp(Dv, 4);
+  // Keys per warp tile: as many 8-key steps as keep ~16 16-byte loads per
+  // lane in flight (256 bytes of registers), 1 to 4.
+  int64_t loadsPerStep = p.NCK * (elemBytes(kt) == 4 ? 2 : 1) +
+                         p.DVS / 32 * (elemBytes(vt) == 4 ? 2 : 1);
+  p.U = std::clamp<int64_t>(16 / loadsPerStep, 1, 4);
+  p.minChunk = kWarps * p.U * 8; // one round of the block's warps
+  int64_t target = static_cast<int64_t>(smCount) * kBlocksPerSm;
+  p.smax = std::clamp<int64_t>(ceilDiv(target, T * p.HB), 1,
+                               std::min(kMaxSplits, ceilDiv(ctx, p.minChunk)));
+  p.counters = T * p.HB;
+  p.partOff = roundUp(p.counters, 64); // 256 bytes
+  p.part = 16 + p.GB * p.DvP;
+  p.scratchBytes = static_cast<uint64_t>(p.partOff + T * p.HB * p.smax * p.part) * 4;
+  return p;
+}
+
+std::string lit(int64_t v) { return ilit(v); }
+std::string flag(bool b) { return b ? "true" : "false"; }
+
 } // namespace
 
 llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node &node,
@@ -38,123 +111,88 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   if (D > kMaxHeadDim || Dv > kMaxHeadDim)
     return unsupported(node, llvm::formatv("head dim {0}/{1} (at most {2})", D, Dv, kMaxHeadDim)
                                  .str());
-  if (Hq > 65535)
-    return unsupported(node, llvm::formatv("{0} query heads (at most 65535)", Hq).str());
-  int64_t group = Hq / Hkv;
-  int64_t window = node.i("window");
+  if (!isKvType(kt.dtype) || !isKvType(vt.dtype))
+    return unsupported(node, "cache dtype " + std::string(dtypeName(kt.dtype)) + "/" +
+                                 std::string(dtypeName(vt.dtype)) + " (f16, bf16 or f32)");
+  if (!isFloatType(qt.dtype))
+    return unsupported(node, "q of dtype " + std::string(dtypeName(qt.dtype)));
+  if (hasSinks && !isFloatType(fn.type(node.operands[4]).dtype))
+    return unsupported(node, "sinks of dtype " +
+                                 std::string(dtypeName(fn.type(node.operands[4]).dtype)));
+  AttnPlan p = plan(T, Hq, Hkv, D, Dv, ctx, kt.dtype, vt.dtype, o.smCount);
+  if (p.HB > 65535 || T > 65535)
+    return unsupported(node, llvm::formatv("{0} tokens x {1} head blocks (at most 65535 each)", T,
+                                           p.HB)
+                                 .str());
   double softcap = node.f("softcap");
-
-  // Splits: each block's warps walk their keys one at a time (a warp-wide dot
-  // product per key), so a block is latency-bound and short chunks win: aim
-  // for 16 blocks per SM over the whole cache (only the live part launches
-  // work), each at least 32 keys (8 per warp).
-  int64_t target = static_cast<int64_t>(o.smCount) * 16;
-  int64_t S = std::clamp<int64_t>((target + T * Hq - 1) / (T * Hq), 1, (ctx + 31) / 32);
-  S = std::min<int64_t>(S, 256);
-  int64_t chunk = (ctx + S - 1) / S;
-  S = (ctx + chunk - 1) / chunk;
-  int64_t UQ = (D + 31) / 32, UV = (Dv + 31) / 32;
-  int64_t part = Dv + 2;
-  uint64_t scratch = static_cast<uint64_t>(T * Hq * S * part) * 4;
-
   const Layout &ql = ls[0], &kl = ls[1], &vl = ls[2], &pl = ls[3];
-  std::string b = "#define NW " + std::to_string(kWarps) + "\n#define UQ " + std::to_string(UQ) +
-                  "\n#define UV " + std::to_string(UV) + "\n";
-  b += "extern \"C\" __global__ void __launch_bounds__(NW * 32) KERNEL(float* part, const " +
-       ctype(qt.dtype) + "* q, const " + ctype(kt.dtype) + "* kc, const " + ctype(vt.dtype) +
-       "* vc, const " + ctype(pt.dtype) + "* pos) {\n";
-  b += "  const long long t = blockIdx.x / " + ilit(S) + ", s = blockIdx.x % " + ilit(S) + ";\n";
-  b += "  const long long h = blockIdx.y, hk = h / " + ilit(group) + ";\n";
-  b += "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n";
-  b += "  const long long p = (long long)pos[" + offsetExpr(pl, {"t"}) + "];\n";
-  b += "  long long j0 = s * " + ilit(chunk) + ", j1 = min(j0 + " + ilit(chunk) + ", " +
-       ilit(ctx) + ") - 1;\n";
-  b += "  j1 = min(j1, min(p, " + ilit(ctx - 1) + "));\n";
-  if (window > 0)
-    b += "  j0 = max(j0, p - " + ilit(window) + " + 1);\n";
-  b += "  float qr[UQ];\n#pragma unroll\n  for (int u = 0; u < UQ; ++u) {\n";
-  b += "    const long long d = lane + 32 * u;\n";
-  b += "    qr[u] = d < " + ilit(D) + " ? fg_to_f(q[" + offsetExpr(ql, {"t", "h", "d"}) +
-       "]) : 0.0f;\n  }\n";
-  b += "  float m = -FG_INF, l = 0.0f, acc[UV];\n#pragma unroll\n  for (int u = 0; u < UV; ++u) "
-       "acc[u] = 0.0f;\n";
-  b += "  for (long long j = j0 + warp; j <= j1; j += NW) {\n";
-  b += "    float dot = 0.0f;\n#pragma unroll\n    for (int u = 0; u < UQ; ++u) {\n";
-  b += "      const long long d = lane + 32 * u;\n";
-  b += "      if (d < " + ilit(D) + ") dot += qr[u] * fg_to_f(kc[" +
-       offsetExpr(kl, {"j", "hk", "d"}) + "]);\n    }\n";
-  b += "    float sc = fg_warp_sum(dot) * " + flit(node.f("scale")) + ";\n";
-  if (softcap > 0)
-    b += "    sc = " + flit(softcap) + " * tanhf(sc / " + flit(softcap) + ");\n";
-  b += "    const float mn = fmaxf(m, sc);\n";
-  b += "    const float corr = expf(m - mn), pe = expf(sc - mn);\n";
-  b += "    l = l * corr + pe;\n";
-  b += "#pragma unroll\n    for (int u = 0; u < UV; ++u) {\n";
-  b += "      const long long d = lane + 32 * u;\n";
-  b += "      const float vv = d < " + ilit(Dv) + " ? fg_to_f(vc[" +
-       offsetExpr(vl, {"j", "hk", "d"}) + "]) : 0.0f;\n";
-  b += "      acc[u] = acc[u] * corr + pe * vv;\n    }\n";
-  b += "    m = mn;\n  }\n";
-  // Merge the warps of this block.
-  b += "  __shared__ float sm[NW], sl[NW], sacc[NW][UV * 32];\n";
-  b += "  if (lane == 0) { sm[warp] = m; sl[warp] = l; }\n";
-  b += "#pragma unroll\n  for (int u = 0; u < UV; ++u) sacc[warp][lane + 32 * u] = acc[u];\n";
-  b += "  __syncthreads();\n";
-  b += "  float M = -FG_INF;\n  for (int w = 0; w < NW; ++w) M = fmaxf(M, sm[w]);\n";
-  b += "  float* out = part + ((t * " + ilit(Hq) + " + h) * " + ilit(S) + " + s) * " + ilit(part) +
-       ";\n";
-  b += "  float L = 0.0f;\n  for (int w = 0; w < NW; ++w) L += sm[w] == -FG_INF ? 0.0f : sl[w] * "
-       "expf(sm[w] - M);\n";
-  b += "  if (threadIdx.x == 0) { out[0] = M; out[1] = L; }\n";
-  b += "  for (int d = threadIdx.x; d < " + ilit(Dv) + "; d += NW * 32) {\n";
-  b += "    float a = 0.0f;\n";
-  b += "    for (int w = 0; w < NW; ++w) a += sm[w] == -FG_INF ? 0.0f : sacc[w][d] * expf(sm[w] - "
-       "M);\n";
-  b += "    out[2 + d] = a;\n  }\n}\n";
-  KernelSpec split = finishSpec("attention_split", b);
-  split.grid[0] = static_cast<unsigned>(T * S);
-  split.grid[1] = static_cast<unsigned>(Hq);
-  split.block[0] = 32 * kWarps;
-  split.params = {Param::scratch(), Param::operand(0), Param::operand(1), Param::operand(2),
-                  Param::operand(3)};
-  split.scratchBytes = scratch;
+  Layout sl = hasSinks ? ls[4] : Layout::contiguous({Hq});
 
-  // Combine.
-  unsigned nt = threadsForRow(Dv, 256);
-  std::string c = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(nt) +
-                  ") KERNEL(float* y, const float* part";
+  std::string c;
+  c += "struct Cfg {\n";
+  c += "  using Q = " + ctype(qt.dtype) + ";\n";
+  c += std::string("  using DecK = ") + kvDecoder(kt.dtype) + ";\n";
+  c += std::string("  using DecV = ") + kvDecoder(vt.dtype) + ";\n";
+  c += "  using Pos = " + ctype(pt.dtype) + ";\n";
+  c += "  using Sink = " + ctype(hasSinks ? fn.type(node.operands[4]).dtype : DType::F32) + ";\n";
+  c += llvm::formatv("  static constexpr int kW = {0}, kU = {1}, kGB = {2}, kHC = {3}, kSmax = {4}, "
+                     "NCK = {5}, DVS = {6}, NSL = {7};\n",
+                     kWarps, p.U, p.GB, p.HC, p.smax, p.NCK, p.DVS, p.NSL)
+           .str();
+  c += "  static constexpr long long T = " + lit(T) + ", Hq = " + lit(Hq) + ", G = " + lit(p.G) +
+       ", kHB = " + lit(p.HB) + ", D = " + lit(D) + ", Dv = " + lit(Dv) + ", DvP = " + lit(p.DvP) +
+       ", ctx = " + lit(ctx) + ", window = " + lit(node.i("window")) + ", kMinChunk = " +
+       lit(p.minChunk) + ";\n";
+  c += "  static constexpr long long kPartOff = " + lit(p.partOff) + ", kPart = " + lit(p.part) +
+       ";\n";
+  c += "  static constexpr bool kSinks = " + flag(hasSinks) + ", kSoftcap = " + flag(softcap > 0) +
+       ", kVecK = " + flag(vectorRows(kl, kt.dtype, D)) +
+       ", kVecV = " + flag(vectorRows(vl, vt.dtype, Dv)) + ";\n";
+  c += "  static constexpr long long q_off = " + lit(ql.offset) + ", q_st = " + lit(ql.strides[0]) +
+       ", q_sh = " + lit(ql.strides[1]) + ", q_sd = " + lit(ql.strides[2]) + ";\n";
+  c += "  static constexpr long long k_off = " + lit(kl.offset) + ", k_sj = " + lit(kl.strides[0]) +
+       ", k_sh = " + lit(kl.strides[1]) + ", k_sd = " + lit(kl.strides[2]) + ";\n";
+  c += "  static constexpr long long v_off = " + lit(vl.offset) + ", v_sj = " + lit(vl.strides[0]) +
+       ", v_sh = " + lit(vl.strides[1]) + ", v_sd = " + lit(vl.strides[2]) + ";\n";
+  c += "  static constexpr long long pos_off = " + lit(pl.offset) +
+       ", pos_st = " + lit(pl.strides[0]) + ", sink_off = " + lit(sl.offset) +
+       ", sink_sh = " + lit(sl.strides[0]) + ";\n";
+  c += "  static __device__ __forceinline__ float scale() { return " + flit(node.f("scale")) +
+       "; }\n";
+  c += "  static __device__ __forceinline__ float softcap() { return " +
+       flit(softcap > 0 ? softcap : 1.0) + "; }\n";
+  c += "};\n";
+  std::string params = "float* y, float* scratch, const Cfg::Q* q, const Cfg::DecK::T* k, "
+                       "const Cfg::DecV::T* v, const Cfg::Pos* pos";
   if (hasSinks)
-    c += ", const " + ctype(fn.type(node.operands[4]).dtype) + "* sinks";
-  c += ") {\n";
-  c += "  for (long long t = blockIdx.x; t < " + ilit(T) + "; t += gridDim.x) {\n";
-  c += "    const long long h = blockIdx.y;\n";
-  c += "    const float* pp = part + (t * " + ilit(Hq) + " + h) * " + ilit(S * part) + ";\n";
-  c += "    float M = -FG_INF;\n";
-  c += "    for (int s = 0; s < " + ilit(S) + "; ++s) M = fmaxf(M, pp[s * " + ilit(part) + "]);\n";
-  if (hasSinks) {
-    c += "    const float sink = fg_to_f(sinks[" + offsetExpr(ls[4], {"h"}) + "]);\n";
-    c += "    M = fmaxf(M, sink);\n";
-  }
-  c += "    float L = 0.0f;\n";
-  c += "    for (int s = 0; s < " + ilit(S) + "; ++s) { const float ms = pp[s * " + ilit(part) +
-       "]; L += ms == -FG_INF ? 0.0f : pp[s * " + ilit(part) + " + 1] * expf(ms - M); }\n";
+    params += ", const Cfg::Sink* sinks";
+  c += llvm::formatv("extern \"C\" __global__ void __launch_bounds__({0}) KERNEL({1}) {{\n"
+                     "  fg::attention<Cfg>(fg::AttnArgs<Cfg>{{y, scratch, q, k, v, pos, {2}});\n"
+                     "}\n",
+                     32 * kWarps, params, hasSinks ? "sinks" : "nullptr")
+           .str();
+  KernelSpec main = finishSpec("attention", kernelSource("attention.cuh").str() + c);
+  main.grid[0] = static_cast<unsigned>(p.smax);
+  main.grid[1] = static_cast<unsigned>(p.HB);
+  main.grid[2] = static_cast<unsigned>(T);
+  main.block[0] = 32 * kWarps;
+  main.params = {Param::result(0),  Param::scratch(),  Param::operand(0),
+                 Param::operand(1), Param::operand(2), Param::operand(3)};
   if (hasSinks)
-    c += "    L += expf(sink - M);\n";
-  c += "    const float inv = L > 0.0f ? 1.0f / L : 0.0f;\n";
-  c += "    for (int d = threadIdx.x; d < " + ilit(Dv) + "; d += " + std::to_string(nt) + ") {\n";
-  c += "      float a = 0.0f;\n";
-  c += "      for (int s = 0; s < " + ilit(S) + "; ++s) { const float ms = pp[s * " + ilit(part) +
-       "]; if (ms != -FG_INF) a += pp[s * " + ilit(part) + " + 2 + d] * expf(ms - M); }\n";
-  c += "      y[(t * " + ilit(Hq) + " + h) * " + ilit(Dv) + " + d] = a * inv;\n    }\n  }\n}\n";
-  KernelSpec comb = finishSpec("attention_combine", c);
-  comb.grid[0] = static_cast<unsigned>(std::clamp<int64_t>(T, 1, int64_t(1) << 20));
-  comb.grid[1] = static_cast<unsigned>(Hq);
-  comb.block[0] = nt;
-  comb.params = {Param::result(0), Param::scratch()};
-  if (hasSinks)
-    comb.params.push_back(Param::operand(4));
-  comb.scratchBytes = scratch;
-  return std::vector<Launch>{std::move(split), std::move(comb)};
+    main.params.push_back(Param::operand(4));
+  main.scratchBytes = p.scratchBytes;
+
+  unsigned zt = p.counters >= 256 ? 256 : 32;
+  std::string z = llvm::formatv("extern \"C\" __global__ void __launch_bounds__({0}) "
+                                "KERNEL(unsigned* counters) {{\n"
+                                "  fg::attnClearCounters<{1}LL>(counters);\n}\n",
+                                zt, p.counters)
+                      .str();
+  KernelSpec zero = finishSpec("attention_zero", kernelSource("attention.cuh").str() + z);
+  zero.block[0] = zt;
+  zero.params = {Param::scratch()};
+  zero.scratchBytes = p.scratchBytes;
+  return std::vector<Launch>{std::move(zero), std::move(main)};
 }
 
 } // namespace fg::cuda::detail

@@ -1,10 +1,18 @@
 //===- AttentionGpuTest.cpp - decode/prefill attention vs the reference ----===//
 //
-// Live lengths {1, 1023, 1024, 4097, ctx} × head dims {64, 128, 256}, GQA
-// 4:2, f16 caches; plus window 8, softcap and sinks, and a prefill chunk.
+// The flash-decoding kernel (codegen/cuda/kernels/attention.cuh) against the
+// CPU reference: KV lengths {1, 33, 1024, 5000} × head dims {64, 128, 256} ×
+// GQA groups {1, 4, 8} × f16 and f32 caches at T = 1; then T = 5 (a prefill
+// chunk, causal by position), windows, softcap, sinks, bf16, Dv ≠ D, head
+// dims that are not multiples of 32 or 8 (element loads), a group of 12 (two
+// head chunks), D = 512 (dv slices), and replays of one graph: bit-identical
+// outputs, also after a step with another split count in between (the
+// split counters are cleared and reset every run).
 //
 //===----------------------------------------------------------------------===//
 #include "GpuTestUtil.h"
+
+#include <cstring>
 
 using namespace fg;
 using namespace fg::gputest;
@@ -16,69 +24,234 @@ constexpr int64_t kCtx = 8192;
 struct AttnCase {
   int64_t live;     ///< rows visible to the last query (its position + 1)
   int64_t headDim;
+  int64_t group = 4; ///< query heads per kv head
+  DType cache = DType::F16;
   int64_t tokens = 1;
   int64_t window = 0;
   double softcap = 0;
   bool sinks = false;
+  int64_t valueDim = 0; ///< 0: = headDim
+  int64_t kvHeads = 2;
 };
 
-void runCase(const AttnCase &c) {
+Graph buildGraph(const AttnCase &c) {
   Graph g;
   Function &fn = g.addFunction("main");
   Builder b(fn);
-  auto q = b.weight("q", {DType::F32, {c.tokens, 4, c.headDim}}, randn());
-  auto k = b.weight("k", {DType::F16, {kCtx, 2, c.headDim}}, randn());
-  auto v = b.weight("v", {DType::F16, {kCtx, 2, c.headDim}}, randn());
+  int64_t hq = c.kvHeads * c.group, dv = c.valueDim ? c.valueDim : c.headDim;
+  auto q = b.weight("q", {DType::F32, {c.tokens, hq, c.headDim}}, randn());
+  auto k = b.weight("k", {c.cache, {kCtx, c.kvHeads, c.headDim}}, randn());
+  auto v = b.weight("v", {c.cache, {kCtx, c.kvHeads, dv}}, randn());
   auto pos = b.input("positions", {DType::I32, {c.tokens}});
   std::optional<ValueId> sinks;
   if (c.sinks)
-    sinks = b.weight("sinks", {DType::F32, {4}}, randn());
+    sinks = b.weight("sinks", {DType::F32, {hq}}, randn());
   Builder::AttentionParams p;
   p.scale = 1.0 / std::sqrt(static_cast<double>(c.headDim));
   p.window = c.window;
   p.softcap = c.softcap;
   b.result(b.attention(q, k, v, pos, p, sinks, "out"));
-  ASSERT_FALSE(bool(b.finish()));
-  Inputs in;
-  for (int64_t t = 0; t < c.tokens; ++t)
-    in["positions"].push_back(static_cast<int32_t>(c.live - c.tokens + t));
-  expectMatchesReference(g, in, 1e-5, "main", /*eager=*/false, kCtx);
+  EXPECT_FALSE(bool(b.finish()));
+  return g;
 }
 
-class GpuAttention : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
+Inputs positionsFor(const AttnCase &c, int64_t live) {
+  Inputs in;
+  for (int64_t t = 0; t < c.tokens; ++t)
+    in["positions"].push_back(static_cast<int32_t>(std::max<int64_t>(live - c.tokens + t, 0)));
+  return in;
+}
 
-TEST_P(GpuAttention, LiveLengthByHeadDim) {
+double tolerance(DType cache) { return cache == DType::BF16 ? 1e-3 : 5e-5; }
+
+void runCase(const AttnCase &c) {
+  Graph g = buildGraph(c);
+  expectMatchesReference(g, positionsFor(c, c.live), tolerance(c.cache), "main", /*eager=*/false,
+                         kCtx);
+}
+
+using GridParam = std::tuple<int64_t, int64_t, int64_t, DType>;
+class GpuAttention : public ::testing::TestWithParam<GridParam> {};
+
+/// T = 1 over KV lengths × head dims × GQA groups × cache dtypes.
+TEST_P(GpuAttention, DecodeStep) {
   FG_REQUIRE_GPU();
-  auto [live, hd] = GetParam();
-  runCase({live, hd});
+  auto [live, hd, group, cache] = GetParam();
+  runCase({live, hd, group, cache});
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuAttention,
-                         ::testing::Combine(::testing::Values(1, 1023, 1024, 4097, kCtx),
-                                            ::testing::Values(64, 128, 256)),
+                         ::testing::Combine(::testing::Values(1, 33, 1024, 5000),
+                                            ::testing::Values(64, 128, 256),
+                                            ::testing::Values(1, 4, 8),
+                                            ::testing::Values(DType::F16, DType::F32)),
                          [](const auto &info) {
                            return "live" + std::to_string(std::get<0>(info.param)) + "_d" +
-                                  std::to_string(std::get<1>(info.param));
+                                  std::to_string(std::get<1>(info.param)) + "_g" +
+                                  std::to_string(std::get<2>(info.param)) + "_" +
+                                  std::string(dtypeName(std::get<3>(info.param)));
+                         });
+
+/// T = 5 (a prefill chunk: query t sees rows <= live - 5 + t) over the same
+/// lengths and head dims, group 4.
+class GpuAttentionPrefill
+    : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, DType>> {};
+
+TEST_P(GpuAttentionPrefill, FiveTokens) {
+  FG_REQUIRE_GPU();
+  auto [live, hd, cache] = GetParam();
+  AttnCase c{live, hd, 4, cache};
+  c.tokens = 5;
+  runCase(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, GpuAttentionPrefill,
+                         ::testing::Combine(::testing::Values(5, 33, 1024, 5000),
+                                            ::testing::Values(64, 128, 256),
+                                            ::testing::Values(DType::F16, DType::F32)),
+                         [](const auto &info) {
+                           return "live" + std::to_string(std::get<0>(info.param)) + "_d" +
+                                  std::to_string(std::get<1>(info.param)) + "_" +
+                                  std::string(dtypeName(std::get<2>(info.param)));
                          });
 
 TEST(GpuAttentionOptions, Window8) {
   FG_REQUIRE_GPU();
-  runCase({1500, 128, 1, 8});
+  AttnCase c{1500, 128};
+  c.window = 8;
+  runCase(c);
+}
+
+TEST(GpuAttentionOptions, Window100LongKvF32) {
+  FG_REQUIRE_GPU();
+  AttnCase c{5000, 64, 8, DType::F32};
+  c.window = 100;
+  runCase(c);
 }
 
 TEST(GpuAttentionOptions, Window8Prefill) {
   FG_REQUIRE_GPU();
-  runCase({40, 64, 12, 8});
+  AttnCase c{40, 64};
+  c.tokens = 12;
+  c.window = 8;
+  runCase(c);
 }
 
 TEST(GpuAttentionOptions, SoftcapAndSinks) {
   FG_REQUIRE_GPU();
-  runCase({777, 128, 1, 0, 30.0, true});
+  AttnCase c{777, 128};
+  c.softcap = 30.0;
+  c.sinks = true;
+  runCase(c);
+}
+
+TEST(GpuAttentionOptions, SinksPrefillFiveTokensGroup8) {
+  FG_REQUIRE_GPU();
+  AttnCase c{5000, 256, 8};
+  c.tokens = 5;
+  c.sinks = true;
+  c.softcap = 50.0;
+  runCase(c);
+}
+
+TEST(GpuAttentionOptions, SinkOnlyKvLength1) {
+  FG_REQUIRE_GPU();
+  AttnCase c{1, 128, 1, DType::F32};
+  c.sinks = true;
+  runCase(c);
 }
 
 TEST(GpuAttentionOptions, PrefillChunkCausal) {
   FG_REQUIRE_GPU();
-  runCase({100, 128, 64});
+  AttnCase c{100, 128};
+  c.tokens = 64;
+  runCase(c);
+}
+
+TEST(GpuAttentionOptions, Bf16Cache) {
+  FG_REQUIRE_GPU();
+  for (int64_t live : {33, 5000})
+    runCase({live, 128, 8, DType::BF16});
+}
+
+TEST(GpuAttentionOptions, ValueDimDiffers) {
+  FG_REQUIRE_GPU();
+  AttnCase c{1024, 192, 4};
+  c.valueDim = 128;
+  runCase(c);
+  c.cache = DType::F32;
+  c.live = 33;
+  runCase(c);
+}
+
+TEST(GpuAttentionOptions, HeadDimsNotMultiplesOf32) {
+  FG_REQUIRE_GPU();
+  runCase({1024, 80, 4});               // 16-byte loads, a partial 32-chunk
+  runCase({33, 36, 4});                 // element loads
+  runCase({1024, 36, 4, DType::F32});
+}
+
+TEST(GpuAttentionOptions, Group12TwoHeadChunks) {
+  FG_REQUIRE_GPU();
+  runCase({1024, 64, 12});
+  AttnCase c{5000, 128, 12};
+  c.sinks = true;
+  runCase(c);
+}
+
+TEST(GpuAttentionOptions, HeadDim512DvSlices) {
+  FG_REQUIRE_GPU();
+  runCase({1024, 512, 4});
+  runCase({33, 320, 2, DType::F32});
+}
+
+TEST(GpuAttentionOptions, WDenseShape) {
+  FG_REQUIRE_GPU();
+  AttnCase c{1024, 128, 4};
+  c.kvHeads = 8;
+  runCase(c);
+  c.live = kCtx;
+  runCase(c);
+}
+
+/// One graph replayed: bit-identical outputs for the same positions, also
+/// after a step with another split count (the counters start at 0 every run).
+TEST(GpuAttentionReplay, BitIdentical) {
+  FG_REQUIRE_GPU();
+  for (DType cache : {DType::F16, DType::F32}) {
+    AttnCase c{5000, 128, 4, cache};
+    c.sinks = true;
+    Graph g = buildGraph(c);
+    CompileOptions co;
+    co.ctx = kCtx;
+    co.pipeline = "canonicalize,cse,dce";
+    auto plan = compile(g, co);
+    ASSERT_TRUE(bool(plan)) << errString(plan.takeError());
+    ExecOptions eo;
+    eo.device = ExecOptions::Device::Cuda;
+    eo.mode = ExecOptions::Mode::Graph;
+    auto gpu = Executor::create(*plan, eo);
+    ASSERT_TRUE(bool(gpu)) << errString(gpu.takeError());
+    auto step = [&](int64_t live) -> std::vector<uint8_t> {
+      Inputs in = positionsFor(c, live);
+      EXPECT_FALSE(bool(gpu->setInput("positions", in["positions"])));
+      if (auto e = gpu->run("main")) {
+        ADD_FAILURE() << errString(std::move(e));
+        return {};
+      }
+      auto out = gpu->output("out");
+      if (!out) {
+        ADD_FAILURE() << errString(out.takeError());
+        return {};
+      }
+      return out->data;
+    };
+    std::vector<uint8_t> a = step(5000), b = step(5000), mid = step(33), d = step(5000);
+    ASSERT_FALSE(a.empty());
+    EXPECT_EQ(a, b) << "two replays differ (" << dtypeName(cache) << ")";
+    EXPECT_EQ(a, d) << "a replay after another length differs";
+    EXPECT_NE(a, mid);
+  }
 }
 
 } // namespace

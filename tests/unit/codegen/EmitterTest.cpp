@@ -11,6 +11,7 @@
 #include "ir/Builder.h"
 
 #include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
@@ -401,43 +402,121 @@ TEST(CudaEmit, LargeMatmulGoesToCublas) {
   EXPECT_TRUE(std::holds_alternative<KernelSpec>(ls3[0]));
 }
 
+/// Attention is two launches: a one-block kernel that clears the split
+/// counters, then the flash-decoding kernel over (splits, kv heads × head
+/// chunks, tokens). Every variant (head dims, GQA groups, KV dtypes, windows,
+/// softcap, sinks, tokens) compiles, and the scratch holds the counters and
+/// every split's partial.
 TEST(CudaEmit, AttentionFlashDecoding) {
   struct Case {
-    int64_t T, D, window;
+    int64_t T, Hq, Hkv, D, Dv, window;
     double softcap;
     bool sinks;
     DType cache;
+    int64_t ctx = 1000;
   };
-  Case cases[] = {{1, 64, 0, 0, false, DType::F16},   {1, 128, 0, 0, false, DType::F16},
-                  {1, 256, 0, 0, false, DType::BF16}, {5, 128, 16, 0, true, DType::F16},
-                  {3, 64, 0, 30.0, false, DType::F32}};
+  Case cases[] = {
+      {1, 8, 2, 64, 64, 0, 0, false, DType::F16},
+      {1, 32, 8, 128, 128, 0, 0, false, DType::F16, 8192}, // W-dense
+      {1, 8, 8, 128, 128, 0, 0, false, DType::F16},        // group 1
+      {1, 16, 2, 128, 128, 0, 0, false, DType::F16},       // group 8
+      {1, 24, 2, 64, 64, 0, 0, false, DType::F16},         // group 12: two head chunks of 6
+      {1, 8, 2, 256, 256, 0, 0, false, DType::BF16},
+      {5, 8, 2, 128, 128, 16, 0, true, DType::F16},
+      {3, 8, 2, 64, 64, 0, 30.0, false, DType::F32},
+      {1, 8, 2, 128, 128, 0, 0, true, DType::F32},
+      {2, 4, 1, 96, 80, 0, 0, false, DType::F16},  // Dv != D
+      {1, 4, 2, 40, 40, 0, 0, false, DType::BF16}, // D not a multiple of 32
+      {1, 4, 2, 36, 36, 0, 0, false, DType::F16},  // ... nor of 8: element loads
+      {1, 4, 1, 512, 512, 0, 0, false, DType::F16}, // slower path: dv slices
+      {1, 4, 1, 320, 288, 0, 0, false, DType::F32},
+  };
   for (const Case &c : cases) {
-    SCOPED_TRACE(c.D);
+    SCOPED_TRACE(llvm::formatv("T={0} Hq={1} Hkv={2} D={3} Dv={4} {5}", c.T, c.Hq, c.Hkv, c.D,
+                               c.Dv, std::string(dtypeName(c.cache)))
+                     .str());
     auto ls = emitAll([&](Builder &b) {
-      auto q = b.input("q", T(DType::F32, {c.T, 8, c.D}));
-      auto k = b.state("k_cache.0", TensorType(c.cache, {1000, 2, c.D}));
-      auto v = b.state("v_cache.0", TensorType(c.cache, {1000, 2, c.D}));
+      auto q = b.input("q", T(DType::F32, {c.T, c.Hq, c.D}));
+      auto k = b.state("k_cache.0", TensorType(c.cache, {c.ctx, c.Hkv, c.D}));
+      auto v = b.state("v_cache.0", TensorType(c.cache, {c.ctx, c.Hkv, c.Dv}));
       auto pos = b.input("positions", T(DType::I32, {c.T}));
       std::optional<ValueId> sinks;
       if (c.sinks)
-        sinks = b.weight("sinks", T(DType::F32, {8}));
+        sinks = b.weight("sinks", T(DType::F32, {c.Hq}));
       b.result(b.attention(q, k, v, pos, {0.125, c.window, c.softcap}, sinks));
     });
     ASSERT_EQ(ls.size(), 2u);
-    const KernelSpec &split = kernel(ls, 0), &comb = kernel(ls, 1);
-    EXPECT_EQ(split.grid[1], 8u);
-    unsigned S = split.grid[0] / c.T;
-    EXPECT_EQ(split.grid[0], S * c.T);
+    const KernelSpec &zero = kernel(ls, 0), &attn = kernel(ls, 1);
+    int64_t G = c.Hq / c.Hkv, HC = (G + 7) / 8, GB = (G + HC - 1) / HC;
+    // The counters are cleared before every run (scratch is arena memory).
+    EXPECT_EQ(zero.params, (std::vector<Param>{Param::scratch()}));
+    EXPECT_EQ(zero.grid[0] * zero.grid[1] * zero.grid[2], 1u);
+    EXPECT_TRUE(contains(zero, llvm::formatv("attnClearCounters<{0}LL>", c.T * c.Hkv * HC).str()));
+    // One block per (split, kv head × head chunk, token).
+    unsigned S = attn.grid[0];
     EXPECT_GE(S, 1u);
-    EXPECT_EQ(split.scratchBytes, uint64_t(c.T) * 8 * S * (c.D + 2) * 4);
-    EXPECT_EQ(comb.scratchBytes, split.scratchBytes);
-    EXPECT_EQ(comb.params.front(), Param::result(0));
-    EXPECT_EQ(comb.params.size(), c.sinks ? 3u : 2u);
-    EXPECT_NE(split.source.find("min(p, 999LL)"), std::string::npos);
-    if (c.window) {
-      EXPECT_NE(split.source.find("p - 16LL + 1"), std::string::npos);
+    EXPECT_EQ(attn.grid[1], unsigned(c.Hkv * HC));
+    EXPECT_EQ(attn.grid[2], unsigned(c.T));
+    EXPECT_EQ(attn.block[0], 128u);
+    EXPECT_LE(S, (c.ctx + 7) / 8);
+    // Enough blocks for 132 SMs × 4 at a full cache, unless the cache is short.
+    if (c.ctx >= 8192) {
+      EXPECT_GE(uint64_t(S) * attn.grid[1] * attn.grid[2], 132u * 4);
     }
+    EXPECT_TRUE(contains(attn, llvm::formatv("kGB = {0}, kHC = {1}, kSmax = {2}", GB, HC, S).str()));
+    // Scratch: counters (256-byte aligned), then m[8], l[8], o[GB][Dv rounded to 4] per split.
+    uint64_t counters = uint64_t(c.T * c.Hkv * HC);
+    uint64_t partOff = (counters + 63) / 64 * 64;
+    uint64_t part = 16 + GB * ((c.Dv + 3) / 4 * 4);
+    EXPECT_EQ(attn.scratchBytes, (partOff + counters * S * part) * 4);
+    EXPECT_EQ(zero.scratchBytes, attn.scratchBytes);
+    std::vector<Param> params = {Param::result(0),  Param::scratch(),  Param::operand(0),
+                                 Param::operand(1), Param::operand(2), Param::operand(3)};
+    if (c.sinks)
+      params.push_back(Param::operand(4));
+    EXPECT_EQ(attn.params, params);
+    EXPECT_TRUE(contains(attn, "window = " + std::to_string(c.window) + "LL"));
+    EXPECT_TRUE(contains(attn, std::string("kSoftcap = ") + (c.softcap > 0 ? "true" : "false")));
+    bool vec = c.D % 8 == 0 && c.Dv % 8 == 0;
+    EXPECT_TRUE(contains(attn, std::string("kVecK = ") + (vec ? "true" : "false")));
+    EXPECT_TRUE(contains(attn, "fg::attention<Cfg>("));
   }
+}
+
+/// The splits a grid holds shrink as tokens × heads fill the GPU; a strided
+/// q and caches whose rows are not 16-byte aligned take element loads.
+TEST(CudaEmit, AttentionSplitsAndLayouts) {
+  auto build = [](int64_t tokens) {
+    return [tokens](Builder &b) {
+      auto q = b.input("q", T(DType::F32, {tokens, 32, 128}));
+      auto k = b.state("k_cache.0", TensorType(DType::F16, {32768, 8, 128}));
+      auto v = b.state("v_cache.0", TensorType(DType::F16, {32768, 8, 128}));
+      b.result(b.attention(q, k, v, b.input("positions", T(DType::I32, {tokens})), {0.1, 0, 0}));
+    };
+  };
+  unsigned s1 = kernel(emitAll(build(1)), 1).grid[0];
+  unsigned s8 = kernel(emitAll(build(8)), 1).grid[0];
+  unsigned s64 = kernel(emitAll(build(64)), 1).grid[0];
+  EXPECT_EQ(s1, 66u); // 132 SMs × 4 blocks / 8 kv heads
+  EXPECT_EQ(s8, 9u);
+  EXPECT_EQ(s64, 2u);
+
+  // q read through a transposed view, k/v rows at an odd element offset.
+  Layout q{{1, 8, 64}, {1, 1, 8}, 0};
+  Layout kv{{100, 2, 64}, {128, 64, 1}, 3};
+  Layout pos = Layout::contiguous({1});
+  auto ls = emitAll(
+      [](Builder &b) {
+        auto qv = b.input("q", T(DType::F32, {1, 8, 64}));
+        auto k = b.state("k_cache.0", TensorType(DType::F16, {100, 2, 64}));
+        auto v = b.state("v_cache.0", TensorType(DType::F16, {100, 2, 64}));
+        b.result(b.attention(qv, k, v, b.input("positions", T(DType::I32, {1})), {0.1, 0, 0}));
+      },
+      {q, kv, kv, pos});
+  ASSERT_EQ(ls.size(), 2u);
+  EXPECT_TRUE(contains(kernel(ls, 1), "kVecK = false, kVecV = false"));
+  EXPECT_TRUE(contains(kernel(ls, 1), "q_sd = 8LL"));
+  EXPECT_TRUE(contains(kernel(ls, 1), "k_off = 3LL"));
 }
 
 TEST(CudaEmit, ViewsEmitNothingAndComposeLayouts) {

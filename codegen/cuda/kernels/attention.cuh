@@ -1,0 +1,547 @@
+//===- attention.cuh - decode attention: flash-decoding with GQA --------------===//
+//
+// attention(q [T, Hq, D], k [ctx, Hkv, D], v [ctx, Hkv, Dv], pos [T], sinks [Hq]?)
+//   y[t, h, :] = softmax_j(cap(scale · q[t, h] · k[j, h / G])) · v[j, h / G]
+// over the visible rows j ∈ [lo(t), pos[t]] (lo = pos − window + 1 with a
+// sliding window, else 0; causal by position, so prefill chunks work too);
+// a sink logit only adds to the denominator. The emitter
+// (AttentionEmitter.cpp) writes a parameter struct `Cfg` of constexpr shapes,
+// layouts and policies and a one-line entry; it writes no kernel code.
+//
+// Work split. Grid (kSmax, Hkv · kHC, T): one block per (split, kv head
+// [× head chunk], token). The block computes ALL the query heads of its kv
+// head's group (up to 8; larger groups are cut into kHC chunks of kGB) from
+// the same K/V rows, so every KV byte is read once per kv head. The number
+// of live splits is decided at run time from pos[t] read from device memory
+// (one graph serves every step): nsplit = min(kSmax, ⌈live / kMinChunk⌉),
+// chunk = ⌈live / nsplit⌉ rounded up to 8 keys; blocks with s ≥ nsplit exit
+// at once. Inside a block, warp w takes tiles w, w + kW, ... of kU·8 keys.
+//
+// Tensor cores (mma.sync, f32 accumulate), no shared memory for K or V:
+//   S = Q·Kᵀ  m16n8k16, M = 16 rows = 8 heads' q rounded to the mma type
+//             (rows 0-7, "hi") and the rounding remainders (rows 8-15, "lo"),
+//             so S = C[g] + C[g + 8] keeps ~22 bits of q (16 for bf16); N =
+//             8 keys (lane g = lane / 4 owns key g of the step), K = 16 of D.
+//             Lane (g, t = lane % 4) loads 16 bytes of its key's row at d =
+//             32c + 8t: the mma does not care in which order d is visited, so
+//             fragment slots {2t, 2t+1 | 2t+8, 2t+9} of mma j = 0, 1 are d =
+//             8t + 4j + {0, 1 | 2, 3}; the q fragments (in shared memory, one
+//             uint4 per lane and mma) use the same permutation. q is
+//             multiplied by `scale` before rounding.
+//   O += P·V  m16n8k8, M = P rounded (rows 0-7) and its remainder (rows
+//             8-15), K = the 8 keys of the step; the S accumulator layout
+//             (head g, keys 2t, 2t+1) is already P's A-fragment layout. V's
+//             B fragment wants (keys 2t, 2t+1; dv = n) per lane, but lane
+//             (g, t) loaded 16 bytes of key g at dv = 32c + 8t; word b of
+//             those is element (row g, cols 2t, 2t+1) of the 8×8 matrix
+//             M_b[key][c] = V[key][32c + 8(c/2) + 2b + c%2], so one
+//             `movmatrix.trans` per word yields exactly the B fragment of
+//             n-tile (c, b), whose output column n is dv = 32c + 8(n/2) + 2b
+//             + n%2. Lane (g, t) thus ends with O[head g][32c + 8t + 0..7].
+// f32 caches are split into f16 hi + lo words (two mmas per fragment). With
+// f16 and f32 caches, q · scale and the cache values must lie within the f16
+// range (|x| < 65504); bf16 caches have the f32 range.
+// Masked keys (outside the block's range) load zeros and score −inf; padding
+// beyond D / Dv loads zeros, so nothing undefined enters an mma.
+//
+// Bytes in flight. Each lane issues kU · (⌈D/32⌉ + DVS/32) 16-byte loads
+// before it touches any of them (kU = 2 at D = 128: 16 loads, 8 KB per
+// warp), and the first tile is issued before q is staged. At D = 128 the
+// kernel takes 202 registers, so 2 blocks (8 warps, 64 KB of loads) are
+// resident per SM — about twice what Little's law asks at 4.8 TB/s and
+// ~1 µs of loaded latency. The emitter sizes kSmax for ≥ 4 blocks per SM
+// over the grid (W-dense, T = 1: 66 splits × 8 kv heads = 528 blocks) and a
+// split is at least one round of the block's warps (kMinChunk = 64 keys):
+//   KV 1024:  16 splits × 8 = 128 blocks, one 16-key tile per warp, 32 KB
+//             each; the time is launch + one load round trip + the merge of
+//             16 partials (plus the counter-clearing launch before it).
+//   KV 8192:  64 splits of 128 keys (512 blocks, 2 waves of 264);
+//   KV 32768: 66 splits of 504 keys; the merge reads 66 partials from L2.
+//
+// The merge, in the same launch. A block merges its warps (in warp order)
+// and writes (m, l, o[Dv]) per head to its split's slot in scratch; then
+// __threadfence() and one atomicAdd on the (token, head block) counter. The
+// block that sees nsplit − 1 is the last: it merges the nsplit partials in
+// a fixed order (max and denominator: lanes over splits, then a fixed warp
+// butterfly; o: a sequential sum in split order), so the result depends only
+// on the inputs — replays are bit-identical, no float atomics — adds the
+// sink to the denominator, writes y, and resets the counter to 0.
+//
+// Counter initialisation. Scratch lives in the arena, shared with other
+// nodes' temporaries, so its contents are undefined at every step, not only
+// the first: a self-resetting counter alone is not enough. The node's launch
+// list therefore starts with a tiny zeroing kernel (attnZeroCounters, one
+// block) that clears the counters before the attention kernel; the reset by
+// the last block is kept so a run without it is still correct when scratch
+// is private.
+//
+// Head dims: any D, Dv ≤ 512. Dv is processed in slices of DVS columns
+// (DVS = Dv rounded to 32 up to 256 for 16-bit caches with D ≤ 256, else up
+// to 128, so the accumulators never spill): each slice recomputes S
+// (K re-read, from L2) — the slower path for Dv > 256. 16-byte loads when
+// rows are unit-stride and 16-byte aligned, else element loads.
+//
+//===----------------------------------------------------------------------===//
+
+namespace fg {
+
+// --- KV element decoders --------------------------------------------------------
+
+/// 16-bit caches: 8 elements = one uint4, used as they are.
+struct AttnF16 {
+  using T = fg_f16;
+  static constexpr int kParts = 1, kTerms = 1;
+  static constexpr bool kBf16 = false;
+};
+struct AttnBF16 {
+  using T = fg_bf16;
+  static constexpr int kParts = 1, kTerms = 1;
+  static constexpr bool kBf16 = true;
+};
+/// f32 caches: 8 elements = two uint4, split into f16 hi + lo words.
+struct AttnF32 {
+  using T = float;
+  static constexpr int kParts = 2, kTerms = 2;
+  static constexpr bool kBf16 = false;
+};
+
+/// mma.sync in f16 or bf16, f32 accumulate.
+template <bool Bf16> struct AttnMma;
+template <> struct AttnMma<false> {
+  static __device__ __forceinline__ unsigned pack(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+  }
+  static __device__ __forceinline__ void unpack(unsigned v, float &lo, float &hi) {
+    asm("{ .reg .f16 a, b; mov.b32 {a, b}, %2; cvt.f32.f16 %0, a; cvt.f32.f16 %1, b; }"
+        : "=f"(lo), "=f"(hi) : "r"(v));
+  }
+  static __device__ __forceinline__ void mmaK16(float (&c)[4], const uint4 &a, unsigned b0,
+                                                unsigned b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ void mmaK8(float (&c)[4], unsigned a0, unsigned a1,
+                                               unsigned b) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5}, {%6}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(b));
+  }
+};
+template <> struct AttnMma<true> {
+  static __device__ __forceinline__ unsigned pack(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+  }
+  static __device__ __forceinline__ void unpack(unsigned v, float &lo, float &hi) {
+    lo = __uint_as_float(v << 16);
+    hi = __uint_as_float(v & 0xffff0000u);
+  }
+  static __device__ __forceinline__ void mmaK16(float (&c)[4], const uint4 &a, unsigned b0,
+                                                unsigned b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ void mmaK8(float (&c)[4], unsigned a0, unsigned a1,
+                                               unsigned b) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5}, {%6}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(b));
+  }
+};
+
+/// (x0, x1) rounded to the mma type (hi) and the remainders (lo).
+template <bool Bf16>
+static __device__ __forceinline__ void attnSplit(float x0, float x1, unsigned &hi, unsigned &lo) {
+  hi = AttnMma<Bf16>::pack(x0, x1);
+  float h0, h1;
+  AttnMma<Bf16>::unpack(hi, h0, h1);
+  lo = AttnMma<Bf16>::pack(x0 - h0, x1 - h1);
+}
+
+/// Transposes an 8×8 matrix of 16-bit values held one row per 4 lanes.
+static __device__ __forceinline__ unsigned attnTranspose(unsigned a) {
+  unsigned d;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a));
+  return d;
+}
+
+/// 16 bytes, streamed (KV rows are read once per kv head).
+static __device__ __forceinline__ uint4 attnLoadStream(const void *p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+
+/// Elements d0 .. d0 + 7 of one row (element d at row[d · SD]); zeros for a
+/// masked key or past N.
+template <class Dec, long long N, long long SD, bool Vec>
+static __device__ __forceinline__ void attnLoad8(const typename Dec::T *row, long long d0,
+                                                 bool live, uint4 (&out)[Dec::kParts]) {
+  using T = typename Dec::T;
+  if constexpr (Vec) {
+#pragma unroll
+    for (int p = 0; p < Dec::kParts; ++p)
+      out[p] = live && d0 < N ? attnLoadStream(row + d0 + 4 * p) : make_uint4(0, 0, 0, 0);
+  } else {
+    union {
+      T v[8];
+      uint4 u[Dec::kParts];
+    } r;
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      r.v[e] = live && d0 + e < N ? row[(d0 + e) * SD] : T{};
+#pragma unroll
+    for (int p = 0; p < Dec::kParts; ++p)
+      out[p] = r.u[p];
+  }
+}
+
+/// The 4 mma words (elements 2i, 2i + 1) of 8 loaded elements: hi, and for
+/// two-term decoders lo.
+template <class Dec>
+static __device__ __forceinline__ void attnWords(const uint4 (&raw)[Dec::kParts], unsigned (&hi)[4],
+                                                 unsigned (&lo)[4]) {
+  if constexpr (Dec::kTerms == 1) {
+    hi[0] = raw[0].x, hi[1] = raw[0].y, hi[2] = raw[0].z, hi[3] = raw[0].w;
+    lo[0] = lo[1] = lo[2] = lo[3] = 0u;
+  } else {
+    const float *f = reinterpret_cast<const float *>(raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      attnSplit<Dec::kBf16>(f[2 * i], f[2 * i + 1], hi[i], lo[i]);
+  }
+}
+
+// --- the kernel ------------------------------------------------------------------
+
+template <class C> struct AttnArgs {
+  float *y;
+  float *scratch;
+  const typename C::Q *q;
+  const typename C::DecK::T *k;
+  const typename C::DecV::T *v;
+  const typename C::Pos *pos;
+  const typename C::Sink *sinks;
+};
+
+template <class C> struct AttnShared {
+  uint4 qf[C::NCK][2][32]; ///< q fragments: [32-chunk of D][mma j][lane]
+  union {
+    struct {
+      float o[C::kW][8][C::DVS];
+      float m[C::kW][8], l[C::kW][8];
+    } w; ///< per-warp partials of one dv slice
+    struct {
+      float e[C::kSmax][8]; ///< merge weight of each split (exp(m_s − M) / L)
+    } c;
+  } u;
+  int last;
+};
+
+/// The visible keys of query t and how they are split.
+struct AttnRange {
+  long long lo, live, chunk;
+  int nsplit;
+};
+template <class C> static __device__ __forceinline__ AttnRange attnRange(long long p) {
+  AttnRange r;
+  const long long hi = p < C::ctx - 1 ? p : C::ctx - 1;
+  r.lo = C::window > 0 ? (p - C::window + 1 > 0 ? p - C::window + 1 : 0) : 0;
+  r.live = hi - r.lo + 1 > 0 ? hi - r.lo + 1 : 0;
+  long long ns = (r.live + C::kMinChunk - 1) / C::kMinChunk;
+  ns = ns < 1 ? 1 : (ns > C::kSmax ? C::kSmax : ns);
+  r.chunk = ((r.live + ns - 1) / ns + 7) / 8 * 8;
+  if (r.chunk < 8)
+    r.chunk = 8;
+  r.nsplit = r.live > 0 ? (int)((r.live + r.chunk - 1) / r.chunk) : 1;
+  return r;
+}
+
+/// Clears the N counters at the start of scratch (the node's first launch;
+/// see the banner).
+template <long long N> static __device__ __forceinline__ void attnClearCounters(unsigned *cnt) {
+  for (long long i = threadIdx.x; i < N; i += blockDim.x)
+    cnt[i] = 0u;
+}
+
+template <class C> static __device__ __forceinline__ void attention(const AttnArgs<C> &a) {
+  using DK = typename C::DecK;
+  using DV = typename C::DecV;
+  using MK = AttnMma<DK::kBf16>;
+  using MV = AttnMma<DV::kBf16>;
+  constexpr int W = C::kW, U = C::kU, NCK = C::NCK, NCV = C::DVS / 32;
+  static_assert(C::kGB >= 1 && C::kGB <= 8, "at most 8 heads per block (rows 8-15 hold lo)");
+  static_assert(C::DVS % 32 == 0, "dv slices are whole 32-column chunks");
+  __shared__ AttnShared<C> sh;
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+  const int s = blockIdx.x;
+  const long long hb = blockIdx.y, tok = blockIdx.z;
+  const long long hk = hb / C::kHC, h0 = hk * C::G + (hb % C::kHC) * C::kGB; // first q head
+  const long long p = (long long)a.pos[C::pos_off + tok * C::pos_st];
+  const AttnRange r = attnRange<C>(p);
+  if (s >= r.nsplit)
+    return; // past the live rows (the whole block leaves before any barrier)
+  const long long kb = r.lo + s * r.chunk;
+  const long long ke = kb + r.chunk < r.lo + r.live ? kb + r.chunk : r.lo + r.live;
+  const int nsteps = (int)((ke - kb + 7) / 8), ntiles = (nsteps + U - 1) / U;
+  const typename DK::T *kbase = a.k + C::k_off + hk * C::k_sh;
+  const typename DV::T *vbase = a.v + C::v_off + hk * C::v_sh;
+  float *part = a.scratch + C::kPartOff + ((tok * C::kHB + hb) * C::kSmax) * C::kPart;
+
+  // The first tile's loads go out before q is staged (short KV: the two
+  // latencies overlap).
+  uint4 rk[U][NCK][DK::kParts], rv[U][NCV][DV::kParts];
+  auto loadTile = [&](int tile, long long dvs) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const long long j = kb + (long long)(tile * U + u) * 8 + g;
+      const bool live = j < ke;
+      const typename DK::T *krow = kbase + j * C::k_sj;
+      const typename DV::T *vrow = vbase + j * C::v_sj;
+#pragma unroll
+      for (int c = 0; c < NCK; ++c)
+        attnLoad8<DK, C::D, C::k_sd, C::kVecK>(krow, 32 * c + 8 * t4, live, rk[u][c]);
+#pragma unroll
+      for (int c = 0; c < NCV; ++c)
+        attnLoad8<DV, C::Dv, C::v_sd, C::kVecV>(vrow, dvs + 32 * c + 8 * t4, live, rv[u][c]);
+    }
+  };
+  if (warp < ntiles)
+    loadTile(warp, 0);
+
+  // q · scale, split hi/lo in K's mma type, as A fragments.
+  for (int i = threadIdx.x; i < NCK * 64; i += W * 32) {
+    const int c = i >> 6, j = (i >> 5) & 1, ln = i & 31, gg = ln >> 2, tt = ln & 3;
+    const long long h = h0 + gg, d0 = 32 * c + 8 * tt + 4 * j;
+    const bool hv = gg < C::kGB && (hb % C::kHC) * C::kGB + gg < C::G;
+    float x[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      x[e] = hv && d0 + e < C::D
+                 ? fg_to_f(a.q[C::q_off + tok * C::q_st + h * C::q_sh + (d0 + e) * C::q_sd]) *
+                       C::scale()
+                 : 0.0f;
+    uint4 f;
+    attnSplit<DK::kBf16>(x[0], x[1], f.x, f.y);
+    attnSplit<DK::kBf16>(x[2], x[3], f.z, f.w);
+    sh.qf[c][j][ln] = f;
+  }
+  __syncthreads();
+
+  for (int sl = 0; sl < C::NSL; ++sl) {
+    const long long dvs = (long long)sl * C::DVS;
+    float m = -FG_INF, l = 0.0f;
+    float acc[NCV][4][4];
+#pragma unroll
+    for (int c = 0; c < NCV; ++c)
+#pragma unroll
+      for (int b = 0; b < 4; ++b)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          acc[c][b][e] = 0.0f;
+
+    for (int tile = warp; tile < ntiles; tile += W) {
+      // Every load of the tile first (the first one is already on its way).
+      if (sl != 0 || tile != warp)
+        loadTile(tile, dvs);
+      // Scores of head g, keys 2t4, 2t4 + 1 of each step.
+      float sc[U][2];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        float c4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int c = 0; c < NCK; ++c) {
+          unsigned kh[4], kl[4];
+          attnWords<DK>(rk[u][c], kh, kl);
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const uint4 qa = sh.qf[c][j][lane];
+            MK::mmaK16(c4, qa, kh[2 * j], kh[2 * j + 1]);
+            if constexpr (DK::kTerms == 2)
+              MK::mmaK16(c4, qa, kl[2 * j], kl[2 * j + 1]);
+          }
+        }
+        const long long j0 = kb + (long long)(tile * U + u) * 8 + 2 * t4;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float x = c4[e] + c4[2 + e];
+          if constexpr (C::kSoftcap)
+            x = C::softcap() * tanhf(x / C::softcap());
+          sc[u][e] = j0 + e < ke ? x : -FG_INF;
+        }
+      }
+      // Online softmax over the tile (per head g: the 4 lanes t4 share it).
+      float mx = -FG_INF;
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        mx = fmaxf(mx, fmaxf(sc[u][0], sc[u][1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mn = fmaxf(m, mx);
+      const float corr = mn == -FG_INF ? 1.0f : expf(m - mn);
+      float pr[U][2];
+      l *= corr;
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          pr[u][e] = sc[u][e] == -FG_INF ? 0.0f : expf(sc[u][e] - mn);
+          l += pr[u][e];
+        }
+      m = mn;
+#pragma unroll
+      for (int c = 0; c < NCV; ++c)
+#pragma unroll
+        for (int b = 0; b < 4; ++b)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            acc[c][b][e] *= corr;
+      // O += P · V, one m16n8k8 per (step, 8 dv columns, V term).
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        unsigned pa, pb;
+        attnSplit<DV::kBf16>(pr[u][0], pr[u][1], pa, pb);
+#pragma unroll
+        for (int c = 0; c < NCV; ++c) {
+          unsigned vh[4], vl[4];
+          attnWords<DV>(rv[u][c], vh, vl);
+#pragma unroll
+          for (int b = 0; b < 4; ++b) {
+            MV::mmaK8(acc[c][b], pa, pb, attnTranspose(vh[b]));
+            if constexpr (DV::kTerms == 2)
+              MV::mmaK8(acc[c][b], pa, pb, attnTranspose(vl[b]));
+          }
+        }
+      }
+    }
+
+    // This warp's (m, l, o) of heads 0..7 into shared memory.
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (t4 == 0) {
+      sh.u.w.m[warp][g] = m;
+      sh.u.w.l[warp][g] = l;
+    }
+#pragma unroll
+    for (int c = 0; c < NCV; ++c)
+#pragma unroll
+      for (int b = 0; b < 4; ++b)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          sh.u.w.o[warp][g][32 * c + 8 * t4 + 2 * b + e] = acc[c][b][e] + acc[c][b][2 + e];
+    __syncthreads();
+
+    // Merge the warps (in warp order) and write this split's partial.
+    for (int i = threadIdx.x; i < C::kGB * C::DVS; i += W * 32) {
+      const int hh = i / C::DVS, dv = i % C::DVS;
+      float M = -FG_INF;
+#pragma unroll
+      for (int w = 0; w < W; ++w)
+        M = fmaxf(M, sh.u.w.m[w][hh]);
+      float L = 0.0f, o = 0.0f;
+#pragma unroll
+      for (int w = 0; w < W; ++w) {
+        const float f = sh.u.w.m[w][hh] == -FG_INF ? 0.0f : expf(sh.u.w.m[w][hh] - M);
+        L += sh.u.w.l[w][hh] * f;
+        o += sh.u.w.o[w][hh][dv] * f;
+      }
+      float *ps = part + (long long)s * C::kPart;
+      if (sl == 0 && dv == 0) {
+        ps[hh] = M;
+        ps[8 + hh] = L;
+      }
+      if (dvs + dv < C::Dv)
+        ps[16 + hh * C::DvP + dvs + dv] = o;
+    }
+    __syncthreads();
+  }
+
+  // Publish the partial; the last split block of (token, head block) merges.
+  __threadfence();
+  __syncthreads();
+  unsigned *cnt = reinterpret_cast<unsigned *>(a.scratch) + tok * C::kHB + hb;
+  if (threadIdx.x == 0)
+    sh.last = atomicAdd(cnt, 1u) == (unsigned)(r.nsplit - 1);
+  __syncthreads();
+  if (!sh.last)
+    return;
+  __threadfence();
+  const float *ps = part;
+  // Per head (one warp each): M, L and each split's weight e_s / L. The
+  // lanes take splits lane, lane + 32, ...; the warp reductions have a fixed
+  // order, so the result depends only on nsplit (replays are bit-identical).
+  constexpr int kPerLane = (C::kSmax + 31) / 32;
+  for (int hh = warp; hh < C::kGB; hh += W) {
+    // Every m and l of this head in one round trip (at most 8 splits a lane).
+    float mq[kPerLane], lq[kPerLane];
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int q = lane + 32 * k;
+      mq[k] = q < r.nsplit ? __ldcg(ps + (long long)q * C::kPart + hh) : -FG_INF;
+      lq[k] = q < r.nsplit ? __ldcg(ps + (long long)q * C::kPart + 8 + hh) : 0.0f;
+    }
+    float M = -FG_INF;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k)
+      M = fmaxf(M, mq[k]);
+    M = fg_warp_max(M);
+    float sink = -FG_INF;
+    if constexpr (C::kSinks) {
+      if ((hb % C::kHC) * C::kGB + hh < C::G) {
+        sink = fg_to_f(a.sinks[C::sink_off + (h0 + hh) * C::sink_sh]);
+        M = fmaxf(M, sink);
+      }
+    }
+    float L = 0.0f, e[kPerLane];
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      e[k] = mq[k] == -FG_INF ? 0.0f : expf(mq[k] - M);
+      L += lq[k] * e[k];
+    }
+    L = fg_warp_sum(L);
+    if (sink != -FG_INF)
+      L += expf(sink - M);
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k)
+      if (lane + 32 * k < r.nsplit)
+        sh.u.c.e[lane + 32 * k][hh] = e[k] * inv;
+  }
+  __syncthreads();
+  // y = Σ_s o_s · e_s, in split order; 4 columns per thread, 16 splits'
+  // loads in flight.
+  constexpr int kV4 = (C::Dv + 3) / 4;
+  for (int i = threadIdx.x; i < C::kGB * kV4; i += W * 32) {
+    const int hh = i / kV4, dv = 4 * (i % kV4);
+    if ((hb % C::kHC) * C::kGB + hh >= C::G)
+      continue;
+    float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const float *src = ps + 16 + hh * C::DvP + dv;
+#pragma unroll 16
+    for (int q = 0; q < r.nsplit; ++q) {
+      const float4 x = __ldcg(reinterpret_cast<const float4 *>(src + (long long)q * C::kPart));
+      const float e = sh.u.c.e[q][hh];
+      o[0] += x.x * e, o[1] += x.y * e, o[2] += x.z * e, o[3] += x.w * e;
+    }
+    float *yr = a.y + (tok * C::Hq + h0 + hh) * C::Dv + dv;
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (dv + e < C::Dv)
+        yr[e] = o[e];
+  }
+  if (threadIdx.x == 0)
+    *cnt = 0u; // ready for the next replay
+}
+
+} // namespace fg
