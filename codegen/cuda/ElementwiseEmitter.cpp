@@ -200,10 +200,10 @@ llvm::Expected<KernelSpec> emitMap(const Ctx &c) {
     return ewKernel(c.mapDesc((isInteger(rt) ? "fg::EwBinaryInt<" : "fg::EwBinary<") +
                               std::string(binOp(k)) + ">"));
   case OpKind::Glu:
-    return ewKernel(c.mapDesc(llvm::formatv("fg::EwGlu<{0}, {1}, {2}>",
-                                            static_cast<int>(n.e<GluKind>("kind")),
-                                            bitsOf(n.f("alpha")), bitsOf(n.f("limit")))
-                                  .str()));
+    return ewKernel(
+        c.mapDesc(llvm::formatv("fg::EwGlu<{0}, {1}, {2}>", static_cast<int>(n.e<GluKind>("kind")),
+                                bitsOf(n.f("alpha")), bitsOf(n.f("limit")))
+                      .str()));
   case OpKind::FusedAddChain:
   case OpKind::FusedMulChain: {
     // Each link rounds to its own result dtype (binary rule: equal dtypes keep
@@ -261,9 +261,9 @@ llvm::Expected<KernelSpec> emitMap(const Ctx &c) {
   }
   case OpKind::Concat: {
     int64_t axis = n.i("axis");
-    return ewKernel(c.mapDesc(llvm::formatv("fg::EwConcat<{0}, {1}>", axis + kMaxDims - R,
-                                            ilit(c.layouts[0].shape[axis]))
-                                  .str()));
+    return ewKernel(c.mapDesc(
+        llvm::formatv("fg::EwConcat<{0}, {1}>", axis + kMaxDims - R, ilit(c.layouts[0].shape[axis]))
+            .str()));
   }
   case OpKind::GetRows: {
     // out [B.., N, C..]; idx [B.., N]; table [B.., R, C..]: out dim d reads table
@@ -272,9 +272,9 @@ llvm::Expected<KernelSpec> emitMap(const Ctx &c) {
     size_t batch = il.shape.size() - 1;
     DimMap tm = leadingMap(tl.shape.size());
     tm[batch] = -1;
-    EwDesc d = c.mapDesc(llvm::formatv("fg::EwGetRows<{0}, {1}>", ilit(tl.shape[batch]),
-                                       ilit(strideOf(tl, batch)))
-                             .str());
+    EwDesc d = c.mapDesc(
+        llvm::formatv("fg::EwGetRows<{0}, {1}>", ilit(tl.shape[batch]), ilit(strideOf(tl, batch)))
+            .str());
     d.ins = {ewOp(tl, c.opType(0), R, tm), ewOp(il, c.opType(1), R, leadingMap(il.shape.size()))};
     return ewKernel(d);
   }

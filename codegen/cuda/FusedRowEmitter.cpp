@@ -136,8 +136,9 @@ llvm::Expected<std::string> ropeCfg(const Node &node, bool freqFactors) {
                        "    static constexpr bool kNeox = {1}, kFF = {2}, kYarn = {3};\n"
                        "    static constexpr double kTheta = {4}, kFreqScale = {5}, kExt = {6}, "
                        "kLow = {7}, kHigh = {8}, kMScale = {9};\n  };\n",
-                       ilit(nDims), neox ? "true" : "false", freqFactors ? "true" : "false", ext != 0 ? "true" : "false",
-                       dlit(base), dlit(freqScale), dlit(ext), dlit(low), dlit(high), dlit(mscale))
+                       ilit(nDims), neox ? "true" : "false", freqFactors ? "true" : "false",
+                       ext != 0 ? "true" : "false", dlit(base), dlit(freqScale), dlit(ext),
+                       dlit(low), dlit(high), dlit(mscale))
       .str();
 }
 
@@ -303,8 +304,8 @@ llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &
   unsigned nt = threadsForRow(E, 512);
   const Layout &ll = ls[0];
   std::string c = "struct Cfg {\n";
-  c += "  using Logit = " + ctype(lt.dtype) + ";\n  using Bias = " +
-       ctype(hasBias ? fn.type(node.operands[1]).dtype : DType::F32) + ";\n";
+  c += "  using Logit = " + ctype(lt.dtype) +
+       ";\n  using Bias = " + ctype(hasBias ? fn.type(node.operands[1]).dtype : DType::F32) + ";\n";
   c += std::string("  using Gate = ") + *gate + ";\n";
   c += llvm::formatv("  static constexpr int kThreads = {0}, E = {1}, K = {2}, RPB = {3};\n", nt, E,
                      K, rpb)

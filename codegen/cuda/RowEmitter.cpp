@@ -117,8 +117,8 @@ RowSplit chooseRowSplit(int64_t rows, int64_t statUnits, int64_t workUnits, unsi
   int64_t items = std::max<int64_t>(rows, 1) * s.split;
   int64_t perBlock = s.group == 32 ? std::clamp<int64_t>(items, 1, 8) : 1;
   s.threads = s.group * static_cast<unsigned>(perBlock);
-  s.grid = static_cast<unsigned>(std::clamp<int64_t>((items + perBlock - 1) / perBlock, 1,
-                                                     int64_t(1) << 20));
+  s.grid = static_cast<unsigned>(
+      std::clamp<int64_t>((items + perBlock - 1) / perBlock, 1, int64_t(1) << 20));
   return s;
 }
 
@@ -165,8 +165,9 @@ llvm::Expected<KernelSpec> emitSum(const Function &fn, const Node &node, llvm::A
   RowOperand x = rowOperand(ls[0], xt.dtype, r->rank);
   int vx = vecWidth(x, r->len);
   RowSplit sp = chooseRowSplit(r->count, r->len / vx, 0, 256, /*canSplit=*/false, o);
-  std::string c = "  using X = " + rowOpType(x) + ";\n  using Out = " +
-                  ctype(fn.type(node.result()).dtype) + ";\n" + rowCfgShape(*r, sp);
+  std::string c = "  using X = " + rowOpType(x) +
+                  ";\n  using Out = " + ctype(fn.type(node.result()).dtype) + ";\n" +
+                  rowCfgShape(*r, sp);
   c += llvm::formatv("  static constexpr int kVX = {0};\n  static constexpr bool kMean = {1};\n",
                      vx, node.kind == OpKind::Mean ? "true" : "false")
            .str();
@@ -203,8 +204,8 @@ llvm::Expected<KernelSpec> emitSoftmax(const Function &fn, const Node &node,
     m0 = std::pow(2.0f, -static_cast<float>(maxBias) / n2);
     m1 = std::pow(2.0f, -(static_cast<float>(maxBias) / 2.0f) / n2);
   }
-  std::string c = "  using X = " + rowOpType(x) + ";\n  using Mask = " +
-                  (hasMask ? rowOpType(mask) : std::string("fg::NoRowOp")) +
+  std::string c = "  using X = " + rowOpType(x) +
+                  ";\n  using Mask = " + (hasMask ? rowOpType(mask) : std::string("fg::NoRowOp")) +
                   ";\n  using Out = " + ctype(rt) + ";\n" + rowCfgShape(*r, sp);
   c += llvm::formatv("  static constexpr int kV = {0}, kScaleBits = {1}, kM0Bits = {2}, kM1Bits = "
                      "{3};\n  static constexpr long long kAlibiN2 = {4};\n"
@@ -244,10 +245,9 @@ llvm::Expected<KernelSpec> emitSort(const Function &fn, const Node &node, llvm::
                      "kShared = {2};\n",
                      ilit(outLen), desc ? "true" : "false", inShared ? "true" : "false")
            .str();
-  return rowKernel(node, c, "int* out, const Cfg::X::T* x",
-                   "fg::rankRows<Cfg>(fg::RankArgs<Cfg>{out, x});", sp,
-                   {Param::result(0), Param::operand(0)},
-                   inShared ? static_cast<unsigned>(r->len * 4) : 0);
+  return rowKernel(
+      node, c, "int* out, const Cfg::X::T* x", "fg::rankRows<Cfg>(fg::RankArgs<Cfg>{out, x});", sp,
+      {Param::result(0), Param::operand(0)}, inShared ? static_cast<unsigned>(r->len * 4) : 0);
 }
 
 } // namespace

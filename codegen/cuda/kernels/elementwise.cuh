@@ -55,9 +55,7 @@ struct EwOp {
 
 template <class... Ops> struct EwList {};
 template <int K, class L> struct EwAt;
-template <class H, class... R> struct EwAt<0, EwList<H, R...>> {
-  using type = H;
-};
+template <class H, class... R> struct EwAt<0, EwList<H, R...>> { using type = H; };
 template <int K, class H, class... R> struct EwAt<K, EwList<H, R...>> {
   using type = typename EwAt<K - 1, EwList<R...>>::type;
 };
@@ -85,21 +83,11 @@ template <class R> static __device__ __forceinline__ float ewRound(float v) {
   return fg_to_f(fg_from_f<R>(v));
 }
 
-template <class T> struct EwIsInt {
-  static constexpr bool value = false;
-};
-template <> struct EwIsInt<int> {
-  static constexpr bool value = true;
-};
-template <> struct EwIsInt<long long> {
-  static constexpr bool value = true;
-};
-template <class A, class B> struct EwSame {
-  static constexpr bool value = false;
-};
-template <class A> struct EwSame<A, A> {
-  static constexpr bool value = true;
-};
+template <class T> struct EwIsInt { static constexpr bool value = false; };
+template <> struct EwIsInt<int> { static constexpr bool value = true; };
+template <> struct EwIsInt<long long> { static constexpr bool value = true; };
+template <class A, class B> struct EwSame { static constexpr bool value = false; };
+template <class A> struct EwSame<A, A> { static constexpr bool value = true; };
 
 /// A stored value of `From` converted to `To` (integers through float, like the reference).
 template <class To, class From> static __device__ __forceinline__ To ewConvert(From v) {

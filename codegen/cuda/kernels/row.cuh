@@ -87,8 +87,7 @@ template <> struct FgWord<2> { using T = unsigned short; };
 
 /// V consecutive elements at p as floats (V > 1: one aligned load of
 /// V·sizeof(T) <= 16 bytes through the read-only path).
-template <int V, class T>
-static __device__ __forceinline__ void fgLoad(const T *p, float (&v)[V]) {
+template <int V, class T> static __device__ __forceinline__ void fgLoad(const T *p, float (&v)[V]) {
   if constexpr (V == 1) {
     v[0] = fg_to_f(p[0]);
   } else {
@@ -144,7 +143,8 @@ template <int G> static __device__ __forceinline__ float fgGroupMax(float v) {
 /// of V elements g, g + G, ..., up to 8 loads in flight before they are used.
 /// `row` points at element 0 of the row; V > 1 needs unit column stride.
 template <class Op, long long L, int V, int G, class F>
-static __device__ __forceinline__ float fgRowFold(const typename Op::T *row, int g, float acc, F f) {
+static __device__ __forceinline__ float fgRowFold(const typename Op::T *row, int g, float acc,
+                                                  F f) {
   constexpr long long N = L / V, kIters = (N + G - 1) / G;
   constexpr int U = kIters < 8 ? (int)kIters : 8;
   for (long long i0 = 0; i0 < kIters; i0 += U) {
@@ -197,8 +197,7 @@ struct RowStats {
 
 /// No statistics: y = x (rope, rope_set_rows).
 struct StatNone {
-  template <class C>
-  static __device__ __forceinline__ RowStats run(const typename C::X::T *, int) {
+  template <class C> static __device__ __forceinline__ RowStats run(const typename C::X::T *, int) {
     return {0.0f, 1.0f};
   }
   static __device__ __forceinline__ float apply(float x, const RowStats &) { return x; }
@@ -221,8 +220,8 @@ template <int EpsBits> struct StatLayerNorm {
   template <class C>
   static __device__ __forceinline__ RowStats run(const typename C::X::T *row, int g) {
     using X = typename C::X;
-    float s = fgRowFold<X, C::L, C::kVX, C::kGroup>(row, g, 0.0f,
-                                                    [](float a, float v) { return a + v; });
+    float s =
+        fgRowFold<X, C::L, C::kVX, C::kGroup>(row, g, 0.0f, [](float a, float v) { return a + v; });
     const float mean = fgGroupSum<C::kGroup>(s) / (float)C::L;
     float q = fgRowFold<X, C::L, C::kVX, C::kGroup>(row, g, 0.0f, [mean](float a, float v) {
       const float d = v - mean;
@@ -380,8 +379,7 @@ template <class C> static __device__ __forceinline__ void normRows(const NormArg
         return;
     }
     const typename C::X::T *xr = a.x + C::X::base(p);
-    RowValues<C, C::kV> val{xr, a.w + C::W::base(p),
-                                                    a.res + C::Res::base(p), {}};
+    RowValues<C, C::kV> val{xr, a.w + C::W::base(p), a.res + C::Res::base(p), {}};
     val.st = C::Stat::template run<C>(xr, g);
     C::Map::template run<C>(a, val, row, p, drow, part, g);
   });
@@ -404,14 +402,15 @@ template <class C> static __device__ __forceinline__ void softmaxRows(const Soft
     float slope = 1.0f;
     if constexpr (C::kAlibi) {
       const long long h = p.r1;
-      slope = h < C::kAlibiN2 ? powf(__int_as_float(C::kM0Bits), (float)(h + 1))
-                              : powf(__int_as_float(C::kM1Bits), (float)(2 * (h - C::kAlibiN2) + 1));
+      slope = h < C::kAlibiN2
+                  ? powf(__int_as_float(C::kM0Bits), (float)(h + 1))
+                  : powf(__int_as_float(C::kM1Bits), (float)(2 * (h - C::kAlibiN2) + 1));
     }
     const typename C::X::T *xr = a.x + C::X::base(p);
     const typename C::Mask::T *mr = a.mask + C::Mask::base(p);
     const float scale = __int_as_float(C::kScaleBits);
     // v(c) for V columns from c.
-    auto vals = [&](long long c, float (&v)[V]) {
+    auto vals = [&](long long c, float(&v)[V]) {
       fgLoad<V>(xr + c * C::X::kSc, v);
       if constexpr (C::kMask) {
         float m[V];
