@@ -27,8 +27,9 @@
 // 16 KB (+16 KB) against 2-3 launches moving 80-128 KB, and the fused launch
 // has the same work split as the unfused norm, so its critical path (one
 // statistics pass of up to 8 16-byte loads in flight per thread, one block
-// reduction, one write pass) is the norm's plus one load of w per thread,
-// issued together with the load of x. The rope forms save the [T, H, D]
+// reduction, one write pass) is the norm's plus the loads of w (and the
+// residual), which are prefetched into L1 before the statistics pass, so
+// their latency hides behind it. The rope forms save the [T, H, D]
 // round trip of the normalised rows and, with set_rows, of the rotated ones.
 //
 // fused.topk_moe(logits [T, E], bias [E]?) -> ids i32[T, k], weights f32[T, k]:

@@ -18,8 +18,10 @@
 //
 // Loads. The statistics pass reads Cfg::kVX elements per 16-byte (or smaller)
 // load and keeps up to 8 loads per thread in flight before it adds them; the
-// write pass moves Cfg::kV elements of every operand per step. A width above
-// 1 needs unit column stride and aligned rows (the emitter checks).
+// write pass moves Cfg::kV elements of every operand per step; the thread's
+// first units of w and the residual are prefetched into L1 before the
+// statistics, so their latency hides behind them. A width above 1 needs unit
+// column stride and aligned rows (the emitter checks).
 //
 // normRows<Cfg> (rms_norm, layer_norm, rope and the fused row anchors) is
 // assembled from policies:
@@ -294,6 +296,25 @@ template <class C, int V> struct RowValues {
 
 /// Every column on its own, kV at a time; this slice's share of the L / kV vectors.
 struct MapPlain {
+  /// Prefetches this thread's first slice units of w and the residual into L1
+  /// while the statistics run: the write pass needs them right after.
+  template <class C>
+  static __device__ __forceinline__ void prefetch(const RowValues<C, C::kV> &val, long long part,
+                                                  int g) {
+    constexpr int V = C::kV;
+    using Sl = FgSlice<C::L / V, C::kSplit>;
+    const long long end = Sl::end(part);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const long long j = Sl::begin(part) + g + (long long)u * C::kGroup;
+      if (j < end) {
+        if constexpr (C::kMul)
+          fg_prefetch_l1(val.w + j * V * C::W::kSc);
+        if constexpr (C::kAdd)
+          fg_prefetch_l1(val.res + j * V * C::Res::kSc);
+      }
+    }
+  }
   template <class C, class A>
   static __device__ __forceinline__ void run(const A &a, const RowValues<C, C::kV> &val,
                                              long long row, const RowPos &p, long long drow,
@@ -315,6 +336,9 @@ struct MapPlain {
 /// pos · theta^(-2i/n) [/ ff[i]] with YaRN's ramp, all in f64; channels past
 /// kNDims pass through. Work units: the pairs, then the pass-through channels.
 template <class R> struct MapRope {
+  /// Nothing: rope rows are short (a head), w is read with x.
+  template <class C>
+  static __device__ __forceinline__ void prefetch(const RowValues<C, C::kV> &, long long, int) {}
   template <class C, class A>
   static __device__ __forceinline__ void run(const A &a, const RowValues<C, C::kV> &val,
                                              long long row, const RowPos &p, long long drow,
@@ -380,6 +404,7 @@ template <class C> static __device__ __forceinline__ void normRows(const NormArg
     }
     const typename C::X::T *xr = a.x + C::X::base(p);
     RowValues<C, C::kV> val{xr, a.w + C::W::base(p), a.res + C::Res::base(p), {}};
+    C::Map::template prefetch<C>(val, part, g);
     val.st = C::Stat::template run<C>(xr, g);
     C::Map::template run<C>(a, val, row, p, drow, part, g);
   });
