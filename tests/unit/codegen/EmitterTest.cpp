@@ -567,6 +567,23 @@ TEST(CudaEmit, UnsupportedCasesSayWhy) {
   llvm::consumeError(e2.takeError());
 }
 
+/// Row and elementwise kernels take at most four dims (like ggml); more is a
+/// refusal that says so.
+TEST(CudaEmit, FiveDimsAreRefusedWithAReason) {
+  Function fn("five");
+  Builder b(fn);
+  auto x = b.input("x", T(DType::F32, {2, 2, 2, 2, 8}));
+  b.result(b.rmsNorm(x, 1e-6));
+  b.result(b.add(x, x));
+  ASSERT_TRUE(ok(b.finish()));
+  for (NodeId n : {NodeId(0), NodeId(1)}) {
+    auto e = emitKernel(fn, fn.node(n), contiguousLayouts(fn, fn.node(n)));
+    ASSERT_FALSE(static_cast<bool>(e));
+    std::string m = llvm::toString(e.takeError());
+    EXPECT_NE(m.find("at most"), std::string::npos) << m;
+  }
+}
+
 // --- fused ops: the three families ------------------------------------------------
 
 namespace {
