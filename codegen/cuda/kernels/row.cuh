@@ -31,12 +31,12 @@
 //   Cfg::Map    MapPlain (every column on its own, kV at a time) or
 //               MapRope<R> (pairs (i0, i1) rotated in registers, angles in
 //               f64 like the CPU reference; channels past n_dims pass through)
-//   Cfg::Store  StoreDense (result row-major) or StoreSetRows<Dest, Round>
+//   Cfg::Store  StoreDense (result row-major) or StoreSetRows<rows, layout, Round>
 //               (cache row dest[idx[t], h, :], in place; the value rounds
 //               through Round, the rope's own dtype, before the cache's)
 //
 // Each value is computed in the order and precision of the op's
-// decomposition: y = ((x - shift) · scale) · w + residual, in f32.
+// decomposition: y = ((x - shift) · scale) · w + residual in f32 (rms: shift 0).
 //
 //===----------------------------------------------------------------------===//
 
