@@ -63,19 +63,6 @@ unsigned threadsForRow(int64_t len, unsigned maxThreads = 256);
 int64_t product(llvm::ArrayRef<int64_t> v);
 int64_t elemBytes(DType t);
 
-/// Statements computing `float y` (declared by the caller) = glu(g, u) for the
-/// `kind`, `alpha` and `limit` attributes of `node` (glu, fused.gated_matmul(_id)):
-/// `g` and `u` are float expressions evaluated once each.
-std::string gluStatements(const Node &node, llvm::StringRef g, llvm::StringRef u,
-                          llvm::StringRef y);
-/// Statements for rope pair `i` (a `long long` in scope) at position `p` (a
-/// `double` in scope), for the rope attributes of `node` (rope and the fused
-/// rope rows): defines `const float cs, sn` (cos/sin with the attention/YaRN
-/// magnitude) and `const long long i0, i1` (the rotated channels). `ffElem`
-/// reads freq factor `i` as a float, or is empty.
-std::string ropePairStatements(const Node &node, llvm::StringRef ffElem,
-                               llvm::StringRef indent = "      ");
-
 // The families (each in its own file).
 bool isElementwiseFamily(OpKind k);
 llvm::Expected<std::vector<Launch>> emitElementwise(const Function &fn, const Node &node,

@@ -1,38 +1,53 @@
-//===- FusedRowEmitter.cpp - row-wise anchors with epilogues ---------------===//
+//===- FusedRowEmitter.cpp - norm/rope rows with epilogues, MoE routing ----===//
 //
-// One block per row (a grid-stride loop over rows), like RowEmitter, with the
-// fused op's steps composed into one kernel:
+// The norm/rope row generator (emitNormRows) describes one launch of
+// kernels/row.cuh normRows<Cfg> with the fused op's steps as policies:
 //
-//   anchor     [rms_norm: block sum of squares → scale]
-//   epilogue   [· w] [+ residual] [rope: pair (i0, i1) rotated in registers]
-//   store      dense result row, or [set_rows: dest[indices[t], h, :] in the
-//              dest's dtype, in place: Result 0 is operand 0's buffer]
+//   anchor     Stat: rms_norm (Σx² → scale), layer_norm (mean, variance), none
+//   epilogue   kMul [· w], kAdd [+ residual], Map: plain or rope (pair (i0, i1)
+//              rotated in registers, angles in f64)
+//   store      Store: dense result row, or set_rows: dest[indices[t], h, :] in
+//              the dest's dtype, in place (Result 0 is operand 0's buffer)
 //
-// fused.rms_norm_mul, rms_norm_mul_add, rms_norm_mul_rope,
-// rms_norm_mul_rope_set_rows and rope_set_rows are that one generator with
-// different steps switched on. Each value is computed in the order and
-// precision of the op's decomposition (f32, rope angles in f64; the rope
-// result rounds to its dtype before the cache conversion). Positions and
-// row indices are read from device memory, so one graph serves every step.
+// rms_norm, layer_norm and rope (RowEmitter) and fused.rms_norm_mul,
+// rms_norm_mul_add, rms_norm_mul_rope, rms_norm_mul_rope_set_rows and
+// rope_set_rows are that one generator with different policies. Each value is
+// computed in the order and precision of the op's decomposition (f32, rope
+// angles in f64; the rope result rounds to its dtype before the cache
+// conversion). Positions and row indices are read from device memory, so one
+// graph serves every step. The work split (chooseRowSplit, RowEmitter.cpp)
+// gives few long rows several blocks each.
+//
+// Why a fused row is never slower than the ops it replaces. Unfused,
+// rms_norm → mul (→ add) is 2 (3) launches of the same row machinery: the
+// norm reads x twice (statistics, then its slice) and writes y; the mul reads
+// y and w and writes z; the add reads z and the residual and writes again.
+// Fused, one launch reads x twice, w and the residual once and writes once:
+// for one row of 4096 f32 that is 16 KB (+16 KB L2-hot re-read per block) +
+// 16 KB (+16 KB) against 2-3 launches moving 80-128 KB, and the fused launch
+// has the same work split as the unfused norm, so its critical path (one
+// statistics pass of up to 8 16-byte loads in flight per thread, one block
+// reduction, one write pass) is the norm's plus the loads of w (and the
+// residual), which are prefetched into L1 before the statistics pass, so
+// their latency hides behind it. The rope forms save the [T, H, D]
+// round trip of the normalised rows and, with set_rows, of the rotated ones.
 //
 // fused.topk_moe(logits [T, E], bias [E]?) -> ids i32[T, k], weights f32[T, k]:
-// the block stages its rows' logits in shared memory, computes the gate
-// (softmax, sigmoid or sqrt(softplus), in f64 like the reference, rounded to
-// f32), adds the selection bias, ranks every expert by counting (value, then
-// lower index first: top_k's order), and the k winners gather the unbiased
-// probabilities; one thread then applies the delayed softmax over the k,
-// renormalisation (Σ → clamp(min) → div) and the scale. When T <= 4 one block
-// takes every row and reads all logits before writing any result, which is
-// what passes/memory/OverlapProof.cpp declares for this op (the results may
+// kernels/topk.cuh topkMoe<Cfg> with a gate policy (softmax, sigmoid,
+// sqrt(softplus), delayed softmax over the k); see there. When T <= 4 one
+// block takes every row and reads all logits before writing any result, which
+// is what passes/memory/OverlapProof.cpp declares for this op (the results may
 // share the logits' bytes).
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/cuda/EmitterCommon.h"
+#include "codegen/cuda/KernelSources.h"
+#include "codegen/cuda/RowKernels.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 
 namespace fg::cuda::detail {
 namespace {
@@ -48,6 +63,13 @@ Roles rolesOf(const Node &n) {
   int count = static_cast<int>(n.operands.size());
   auto opt = [&](int i) { return i < count ? i : -1; };
   switch (n.kind) {
+  case OpKind::RmsNorm:
+  case OpKind::LayerNorm:
+    r.x = 0;
+    break;
+  case OpKind::Rope:
+    r.x = 0, r.positions = 1, r.ff = opt(2), r.rope = true;
+    break;
   case OpKind::FusedRmsNormMul:
     r.x = 0, r.w = 1;
     break;
@@ -64,121 +86,198 @@ Roles rolesOf(const Node &n) {
     r.dest = 0, r.x = 1, r.positions = 2, r.indices = 3, r.ff = opt(4), r.rope = true;
     break;
   default:
-    assert(false && "not a fused norm/rope row");
+    assert(false && "not a norm/rope row");
   }
   return r;
 }
 
-/// Offset of element `col` of the current row (coordinates r0..) of an
-/// operand with layout `l`, broadcast against a row space of rank `rank`.
-std::string rowElem(const Layout &l, size_t rank, const std::string &col) {
-  std::vector<std::string> co = broadcastCoords(l.shape, rank, "r");
-  if (!co.empty() && !co.back().empty())
-    co.back() = col;
-  return offsetExpr(l, co);
+/// The statistics of the anchor.
+enum class RowStat { None, Rms, LayerNorm };
+
+RowStat statOf(const Node &n) {
+  switch (n.kind) {
+  case OpKind::RmsNorm:
+  case OpKind::FusedRmsNormMul:
+  case OpKind::FusedRmsNormMulAdd:
+  case OpKind::FusedRmsNormMulRope:
+  case OpKind::FusedRmsNormMulRopeSetRows:
+    return RowStat::Rms;
+  case OpKind::LayerNorm:
+    return RowStat::LayerNorm;
+  default:
+    return RowStat::None;
+  }
 }
 
-llvm::Expected<std::vector<Launch>> emitNormRope(const Function &fn, const Node &node,
-                                                 llvm::ArrayRef<Layout> ls) {
+/// ggml_rope_yarn_corr_dim (in double, like the CPU reference).
+double corrDim(int64_t nDims, int64_t nCtxOrig, double beta, double base) {
+  return static_cast<double>(nDims) * std::log(static_cast<double>(nCtxOrig) / (beta * 2 * M_PI)) /
+         (2 * std::log(base));
+}
+
+/// `struct Rope { ... };` for MapRope: the rope attributes of `node` as
+/// constants (YaRN's ramp bounds and magnitude precomputed in double).
+llvm::Expected<std::string> ropeCfg(const Node &node, bool freqFactors) {
+  int64_t nDims = node.i("n_dims");
+  bool neox = node.e<RopeMode>("mode") == RopeMode::Neox;
+  double base = node.f("theta"), freqScale = node.f("freq_scale"), ext = node.f("ext_factor");
+  int64_t nCtx = node.i("n_ctx_orig");
+  double low = 0, high = 0;
+  double mscale = node.f("attn_factor");
+  if (ext != 0) {
+    low = std::max(0.0, std::floor(corrDim(nDims, nCtx, node.f("beta_fast"), base)));
+    high = std::min(static_cast<double>(nDims - 1),
+                    std::ceil(corrDim(nDims, nCtx, node.f("beta_slow"), base)));
+    mscale *= 1.0 + 0.1 * std::log(1.0 / freqScale);
+  }
+  for (double v : {base, freqScale, ext, low, high, mscale})
+    if (!std::isfinite(v))
+      return unsupported(node, "rope attributes that are not finite");
+  return llvm::formatv("  struct Rope {\n    static constexpr long long kNDims = {0};\n"
+                       "    static constexpr bool kNeox = {1}, kFF = {2}, kYarn = {3};\n"
+                       "    static constexpr double kTheta = {4}, kFreqScale = {5}, kExt = {6}, "
+                       "kLow = {7}, kHigh = {8}, kMScale = {9};\n  };\n",
+                       ilit(nDims), neox ? "true" : "false", freqFactors ? "true" : "false",
+                       ext != 0 ? "true" : "false", dlit(base), dlit(freqScale), dlit(ext),
+                       dlit(low), dlit(high), dlit(mscale))
+      .str();
+}
+
+/// Element (k, c) strides of a layout with dims of size 1 read at index 0.
+int64_t strideOf(const Layout &l, size_t d) { return l.shape[d] == 1 ? 0 : l.strides[d]; }
+
+} // namespace
+
+llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node &node,
+                                                 llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
   Roles ro = rolesOf(node);
   const TensorType &xt = fn.type(node.operands[ro.x]);
-  size_t rank = xt.shape.size();
-  if (rank == 0)
-    return unsupported(node, "a scalar input");
-  if (ro.rope && rank != 3)
+  auto rs = rowShape(node, xt.shape);
+  if (!rs)
+    return rs.takeError();
+  const RowShape &r = *rs;
+  if (ro.rope && r.rank != 3)
     return unsupported(node, "a rope input that is not [T, H, D]");
-  Shape outer(xt.shape.begin(), xt.shape.end() - 1);
-  int64_t rows = product(outer), len = xt.shape.back();
   int64_t nDims = ro.rope ? node.i("n_dims") : 0;
+  if (ro.rope && (nDims < 2 || nDims > r.len || nDims % 2 != 0))
+    return unsupported(node, llvm::formatv("n_dims = {0} of {1} channels", nDims, r.len).str());
+  RowStat stat = statOf(node);
   DType st = ro.dest >= 0 ? fn.type(node.operands[ro.dest]).dtype : fn.type(node.result()).dtype;
   // The rope's own result dtype (its input's): the value rounds to it before
   // a cache store converts it (f16 rows only go to an f16 cache).
   DType ropeT = ro.w >= 0 ? DType::F32 : xt.dtype;
+  DType round = ro.rope && ro.dest >= 0 && ropeT != st ? ropeT : DType::F32;
 
-  unsigned nt = ro.rope ? threadsForRow(std::max<int64_t>(nDims / 2, len - nDims), 256)
-                        : threadsForRow(len, 256);
+  auto op = [&](int i) { return rowOperand(ls[i], fn.type(node.operands[i]).dtype, r.rank); };
+  RowOperand x = op(ro.x);
+  int vx = vecWidth(x, r.len);
+  // The write pass moves kV columns of every operand per step (rope: pairs).
+  int v = 1;
+  if (!ro.rope && ro.dest < 0) {
+    v = std::min({vecWidth(x, r.len), denseVecWidth(st, r.len), 4});
+    if (ro.w >= 0)
+      v = std::min(v, vecWidth(op(ro.w), r.len));
+    if (ro.residual >= 0)
+      v = std::min(v, vecWidth(op(ro.residual), r.len));
+  }
+  int64_t statUnits = stat == RowStat::None ? 0 : r.len / vx;
+  int64_t workUnits = ro.rope ? nDims / 2 + (r.len - nDims) : r.len / v;
+  RowSplit sp = chooseRowSplit(r.count, statUnits, workUnits, 256, /*canSplit=*/true, o);
+
+  std::string c;
+  c += "  using X = " + rowOpType(x) + ";\n";
+  c += "  using W = " + (ro.w >= 0 ? rowOpType(op(ro.w)) : std::string("fg::NoRowOp")) + ";\n";
+  c += "  using Res = " +
+       (ro.residual >= 0 ? rowOpType(op(ro.residual)) : std::string("fg::NoRowOp")) + ";\n";
+  auto vecOp = [&](int i) {
+    return i >= 0 ? vecOpType(ls[i], fn.type(node.operands[i]).dtype) : std::string("fg::NoVecOp");
+  };
+  c += "  using Pos = " + vecOp(ro.positions) + ";\n  using Idx = " + vecOp(ro.indices) +
+       ";\n  using FF = " + vecOp(ro.ff) + ";\n";
+  c += "  using Out = " + ctype(st) + ";\n";
+  switch (stat) {
+  case RowStat::None:
+    c += "  using Stat = fg::StatNone;\n";
+    break;
+  case RowStat::Rms:
+    c += llvm::formatv("  using Stat = fg::StatRms<{0}>;\n", f32Bits(node.f("eps"))).str();
+    break;
+  case RowStat::LayerNorm:
+    c += llvm::formatv("  using Stat = fg::StatLayerNorm<{0}>;\n", f32Bits(node.f("eps"))).str();
+    break;
+  }
+  if (ro.rope) {
+    auto rope = ropeCfg(node, ro.ff >= 0);
+    if (!rope)
+      return rope.takeError();
+    c += *rope + "  using Map = fg::MapRope<Rope>;\n";
+  } else {
+    c += "  using Map = fg::MapPlain;\n";
+  }
+  if (ro.dest >= 0) {
+    const Layout &dl = ls[ro.dest];
+    c += llvm::formatv("  using Store = fg::StoreSetRows<{0}, {1}, {2}, {3}, {4}, {5}>;\n",
+                       ilit(dl.shape[0]), ilit(dl.offset), ilit(strideOf(dl, 0)),
+                       ilit(strideOf(dl, 1)), ilit(strideOf(dl, 2)), ctype(round))
+             .str();
+  } else {
+    c += "  using Store = fg::StoreDense;\n";
+  }
+  c += rowCfgShape(r, sp);
+  c += llvm::formatv("  static constexpr int kVX = {0}, kV = {1};\n"
+                     "  static constexpr bool kMul = {2}, kAdd = {3};\n",
+                     vx, v, ro.w >= 0 ? "true" : "false", ro.residual >= 0 ? "true" : "false")
+           .str();
+
   // Parameters: the written buffer first, then the operands read.
-  std::string params = ctype(st) + "* out";
+  std::string params = "Cfg::Out* out", args = "out";
   std::vector<Param> ps{Param::result(0)};
-  auto addIn = [&](int i, const char *name) {
+  auto addIn = [&](int i, const char *type, const char *name) {
+    args += std::string(", ") + (i >= 0 ? name : "nullptr");
     if (i < 0)
       return;
-    params += ", const " + ctype(fn.type(node.operands[i]).dtype) + "* " + name;
+    params += std::string(", const Cfg::") + type + "::T* " + name;
     ps.push_back(Param::operand(static_cast<unsigned>(i)));
   };
-  addIn(ro.x, "x");
-  addIn(ro.w, "w");
-  addIn(ro.residual, "res");
-  addIn(ro.positions, "pos");
-  addIn(ro.indices, "idx");
-  addIn(ro.ff, "ff");
+  addIn(ro.x, "X", "x");
+  addIn(ro.w, "W", "w");
+  addIn(ro.residual, "Res", "res");
+  addIn(ro.positions, "Pos", "pos");
+  addIn(ro.indices, "Idx", "idx");
+  addIn(ro.ff, "FF", "ff");
 
-  std::string b = "#define NT " + std::to_string(nt) +
-                  "\nextern \"C\" __global__ void __launch_bounds__(NT) KERNEL(" + params +
-                  ") {\n";
-  b += "  for (long long row = blockIdx.x; row < " + ilit(rows) + "; row += gridDim.x) {\n";
-  b += unravel("row", outer, "r");
-  auto X = [&](const std::string &col) {
-    return "fg_to_f(x[" + rowElem(ls[ro.x], rank, col) + "])";
-  };
-  if (ro.indices >= 0) {
-    // set_rows: the cache row this token goes to; rows out of range are skipped
-    // (uniform over the block, before any reduction).
-    const Layout &dl = ls[ro.dest];
-    b += "    const long long drow = (long long)idx[" + offsetExpr(ls[ro.indices], {"r0"}) + "];\n";
-    b += "    if (drow < 0 || drow >= " + ilit(dl.shape[0]) + ") continue;\n";
-  }
-  if (ro.w >= 0) {
-    b += "    float ss = 0.0f;\n";
-    b += "    for (long long col = threadIdx.x; col < " + ilit(len) +
-         "; col += NT) { const float v = " + X("col") + "; ss += v * v; }\n";
-    b += "    ss = fg_block_sum<NT>(ss);\n";
-    b += "    const float scale = 1.0f / sqrtf(ss / " + flit(static_cast<double>(len)) + " + " +
-         flit(node.f("eps")) + ");\n";
-  }
-  // The value of channel `col` after the anchor and the elementwise epilogue.
-  auto val = [&](const std::string &col) {
-    if (ro.w < 0)
-      return X(col);
-    std::string v = "(" + X(col) + " * scale) * fg_to_f(w[" + rowElem(ls[ro.w], rank, col) + "])";
-    if (ro.residual >= 0)
-      v = "(" + v + ") + fg_to_f(res[" + rowElem(ls[ro.residual], rank, col) + "])";
-    return v;
-  };
-  auto store = [&](const std::string &col, const std::string &v) {
-    std::string where = ro.dest >= 0 ? offsetExpr(ls[ro.dest], {"drow", "r1", col})
-                                     : "row * " + ilit(len) + " + " + col;
-    std::string value = v;
-    if (ro.rope && ro.dest >= 0 && ropeT != DType::F32 && ropeT != st)
-      value = "fg_to_f(fg_from_f<" + ctype(ropeT) + ">(" + v + "))";
-    return "out[" + where + "] = fg_from_f<" + ctype(st) + ">(" + value + ");";
-  };
-  if (!ro.rope) {
-    b += "    for (long long col = threadIdx.x; col < " + ilit(len) + "; col += NT) { " +
-         store("col", val("col")) + " }\n";
-  } else {
-    b += "    const double p = (double)pos[" + offsetExpr(ls[ro.positions], {"r0"}) + "];\n";
-    b += "    for (long long i = threadIdx.x; i < " + ilit(nDims / 2) + "; i += NT) {\n";
-    b += ropePairStatements(node,
-                            ro.ff >= 0 ? "fg_to_f(ff[" + offsetExpr(ls[ro.ff], {"i"}) + "])" : "");
-    b += "      const float a = " + val("i0") + ", bb = " + val("i1") + ";\n";
-    b += "      " + store("i0", "a * cs - bb * sn") + "\n";
-    b += "      " + store("i1", "a * sn + bb * cs") + "\n";
-    b += "    }\n";
-    if (nDims < len)
-      b += "    for (long long c = " + ilit(nDims) + " + threadIdx.x; c < " + ilit(len) +
-           "; c += NT) { " + store("c", val("c")) + " }\n";
-  }
-  b += "  }\n}\n";
-  KernelSpec k = finishSpec(node.info().mnemonic, b);
-  k.grid[0] = static_cast<unsigned>(std::clamp<int64_t>(rows, 1, int64_t(1) << 20));
-  k.block[0] = nt;
+  std::string src = kernelSource("row.cuh").str() + "\nstruct Cfg {\n" + c + "};\n";
+  src += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(sp.threads) +
+         ") KERNEL(" + params + ") {\n  fg::normRows<Cfg>(fg::NormArgs<Cfg>{" + args + "});\n}\n";
+  KernelSpec k = finishSpec(node.info().mnemonic, src);
+  k.grid[0] = sp.grid;
+  k.block[0] = sp.threads;
   k.params = std::move(ps);
   return std::vector<Launch>{std::move(k)};
 }
 
+namespace {
+
 /// Most rows one block stages when the results may alias the logits.
 constexpr int64_t kAliasRows = 4;
+
+/// The gate policy of topk.cuh for the `gating` attribute.
+llvm::Expected<const char *> gatePolicy(const Node &node) {
+  enum { Softmax, Sigmoid, SqrtSoftplus, Delayed };
+  int64_t gating = node.i("gating");
+  switch (gating) {
+  case Softmax:
+    return "fg::GateSoftmax";
+  case Sigmoid:
+    return "fg::GateSigmoid";
+  case SqrtSoftplus:
+    return "fg::GateSqrtSoftplus";
+  case Delayed:
+    return "fg::GateDelayed";
+  default:
+    return unsupported(node, llvm::formatv("gating {0}", gating).str());
+  }
+}
 
 llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &node,
                                                 llvm::ArrayRef<Layout> ls) {
@@ -196,122 +295,40 @@ llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &
   uint64_t shared = static_cast<uint64_t>(rpb * E + 2 * E) * 4 + static_cast<uint64_t>(K) * 4;
   if (shared > 48 * 1024)
     return unsupported(node, llvm::formatv("{0} experts (shared memory)", E).str());
-  enum { Softmax, Sigmoid, SqrtSoftplus, Delayed };
-  int64_t gating = node.i("gating");
+  auto gate = gatePolicy(node);
+  if (!gate)
+    return gate.takeError();
   bool renorm = node.i("renorm") != 0;
-  double scale = node.f("scale");
+  double scale = node.f("scale"), clampMin = renorm ? node.f("clamp_min") : 0.0;
+  if (!std::isfinite(scale) || !std::isfinite(clampMin))
+    return unsupported(node, "a scale or clamp that is not finite");
   unsigned nt = threadsForRow(E, 512);
-
-  std::string params = "int* ids, float* wout, const " + ctype(lt.dtype) + "* logits";
+  const Layout &ll = ls[0];
+  std::string c = "struct Cfg {\n";
+  c += "  using Logit = " + ctype(lt.dtype) +
+       ";\n  using Bias = " + ctype(hasBias ? fn.type(node.operands[1]).dtype : DType::F32) + ";\n";
+  c += std::string("  using Gate = ") + *gate + ";\n";
+  c += llvm::formatv("  static constexpr int kThreads = {0}, E = {1}, K = {2}, RPB = {3};\n", nt, E,
+                     K, rpb)
+           .str();
+  c += llvm::formatv("  static constexpr long long T = {0}, kLogitOff = {1}, kLogitS0 = {2}, "
+                     "kLogitS1 = {3}, kBiasOff = {4}, kBiasS = {5};\n",
+                     ilit(T), ilit(ll.offset), ilit(ll.shape[0] == 1 ? 0 : ll.strides[0]),
+                     ilit(ll.shape[1] == 1 ? 0 : ll.strides[1]), ilit(hasBias ? ls[1].offset : 0),
+                     ilit(hasBias ? ls[1].strides.back() : 0))
+           .str();
+  c += llvm::formatv("  static constexpr bool kBias = {0}, kRenorm = {1}, kScale = {2};\n"
+                     "  static constexpr double kClampMin = {3}, kScaleBy = {4};\n};\n",
+                     hasBias ? "true" : "false", renorm ? "true" : "false",
+                     scale != 1 ? "true" : "false", dlit(clampMin), dlit(scale))
+           .str();
+  std::string params = "int* ids, float* wout, const Cfg::Logit* logits";
   if (hasBias)
-    params += ", const " + ctype(fn.type(node.operands[1]).dtype) + "* bias";
-  std::string b;
-  b += "static __device__ __forceinline__ float key(float v) { return isnan(v) ? -FG_INF : v; }\n";
-  b += "static __device__ __forceinline__ double fg_block_sum_d(double v, double* sh) {\n";
-  b += "#pragma unroll\n  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n";
-  b += "  __syncthreads();\n  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;\n";
-  b += "  __syncthreads();\n  double s = 0.0;\n";
-  b += "  for (int w = 0; w < (int)(NT / 32); ++w) s += sh[w];\n  return s;\n}\n";
-  b = "#define NT " + std::to_string(nt) + "\n#define E " + std::to_string(E) + "\n#define RPB " +
-      std::to_string(rpb) + "\n" + b;
-  b += "extern \"C\" __global__ void __launch_bounds__(NT) KERNEL(" + params + ") {\n";
-  b += "  extern __shared__ float smem[];\n";
-  b += "  float* lg = smem;            // [RPB][E] staged logits\n";
-  b += "  float* pr = lg + RPB * E;    // [E] gate probabilities\n";
-  b += "  float* sel = pr + E;         // [E] selection keys\n";
-  b += "  float* wk = sel + E;         // [k] chosen weights\n";
-  b += "  __shared__ double shd[32];\n";
-  b += "  __shared__ float shf[32];\n";
-  b += "  for (long long r0 = (long long)blockIdx.x * RPB; r0 < " + ilit(T) +
-       "; r0 += (long long)gridDim.x * RPB) {\n";
-  b += "    const int nr = (int)min((long long)RPB, " + ilit(T) + " - r0);\n";
-  b += "    __syncthreads();\n";
-  b += "    for (int q = 0; q < nr; ++q)\n";
-  b += "      for (int e = threadIdx.x; e < E; e += NT) lg[q * E + e] = fg_to_f(logits[" +
-       offsetExpr(ls[0], {"(r0 + q)", "e"}) + "]);\n";
-  b += "    __syncthreads();\n";
-  b += "    for (int q = 0; q < nr; ++q) {\n";
-  b += "      const long long row = r0 + q;\n";
-  b += "      const float* x = lg + q * E;\n";
-  // 1. gate probabilities (as the reference: f64 math, stored as f32).
-  switch (gating) {
-  case Softmax:
-  case Delayed: {
-    // Delayed: the selection is on raw logits; the softmax runs over the k later.
-    if (gating == Delayed) {
-      b += "      for (int e = threadIdx.x; e < E; e += NT) pr[e] = x[e];\n";
-      break;
-    }
-    b += "      float mx = -FG_INF;\n";
-    b += "      for (int e = threadIdx.x; e < E; e += NT) mx = fmaxf(mx, x[e]);\n";
-    b += "      mx = fg_warp_max(mx);\n";
-    b += "      __syncthreads();\n      if ((threadIdx.x & 31) == 0) shf[threadIdx.x >> 5] = mx;\n";
-    b += "      __syncthreads();\n";
-    b += "      mx = -FG_INF;\n      for (int w = 0; w < (int)(NT / 32); ++w) mx = fmaxf(mx, "
-         "shf[w]);\n";
-    b += "      double se = 0.0;\n";
-    b += "      for (int e = threadIdx.x; e < E; e += NT) se += mx == -FG_INF ? 0.0 : exp((double)x[e] "
-         "- (double)mx);\n";
-    b += "      se = fg_block_sum_d(se, shd);\n";
-    b += "      for (int e = threadIdx.x; e < E; e += NT) pr[e] = se > 0.0 && mx != -FG_INF ? "
-         "(float)(exp((double)x[e] - (double)mx) / se) : 0.0f;\n";
-    break;
-  }
-  case Sigmoid:
-    b += "      for (int e = threadIdx.x; e < E; e += NT) pr[e] = (float)(1.0 / (1.0 + "
-         "exp(-(double)x[e])));\n";
-    break;
-  case SqrtSoftplus:
-    b += "      for (int e = threadIdx.x; e < E; e += NT) {\n";
-    b += "        const double v = (double)x[e];\n";
-    b += "        const float sp = (float)(v > 20.0 ? v : log1p(exp(v)));\n";
-    b += "        pr[e] = (float)sqrt((double)sp);\n      }\n";
-    break;
-  default:
-    return unsupported(node, llvm::formatv("gating {0}", gating).str());
-  }
-  // 2. selection keys: the biased probabilities (the bias steers the choice only).
-  b += "      for (int e = threadIdx.x; e < E; e += NT) sel[e] = key(pr[e]";
-  if (hasBias)
-    b += " + fg_to_f(bias[" + ilit(ls[1].offset) + " + e * " + ilit(ls[1].strides.back()) + "])";
-  b += ");\n";
-  b += "      __syncthreads();\n";
-  // 3. top-k by rank counting; the k winners gather the unbiased p.
-  b += "      for (int e = threadIdx.x; e < E; e += NT) {\n";
-  b += "        const float v = sel[e];\n        int rank = 0;\n";
-  b += "        for (int j = 0; j < E; ++j) { const float u = sel[j]; rank += (u > v) || (u == v "
-       "&& j < e); }\n";
-  b += "        if (rank < " + ilit(K) + ") { ids[row * " + ilit(K) + " + rank] = e; wk[rank] = "
-       "pr[e]; }\n";
-  b += "      }\n";
-  b += "      __syncthreads();\n";
-  // 4. weight epilogue, serial over the k (as the reference's row loops).
-  b += "      if (threadIdx.x == 0) {\n";
-  if (gating == Delayed) {
-    b += "        double m = -(double)FG_INF, s = 0.0;\n";
-    b += "        for (int j = 0; j < " + ilit(K) + "; ++j) m = fmax(m, (double)wk[j]);\n";
-    b += "        for (int j = 0; j < " + ilit(K) + "; ++j) s += m == -(double)FG_INF ? 0.0 : "
-         "exp((double)wk[j] - m);\n";
-    b += "        for (int j = 0; j < " + ilit(K) + "; ++j) wk[j] = s > 0.0 && m != "
-         "-(double)FG_INF ? (float)(exp((double)wk[j] - m) / s) : 0.0f;\n";
-  }
-  if (renorm) {
-    b += "        double s = 0.0;\n";
-    b += "        for (int j = 0; j < " + ilit(K) + "; ++j) s += (double)wk[j];\n";
-    b += "        const float c = (float)fmax((double)(float)s, " + dlit(node.f("clamp_min")) +
-         ");\n";
-    b += "        for (int j = 0; j < " + ilit(K) + "; ++j) wk[j] = (float)((double)wk[j] / "
-         "(double)c);\n";
-  }
-  if (scale != 1)
-    b += "        for (int j = 0; j < " + ilit(K) + "; ++j) wk[j] = (float)((double)wk[j] * " +
-         dlit(scale) + " + 0.0);\n";
-  b += "        for (int j = 0; j < " + ilit(K) + "; ++j) wout[row * " + ilit(K) +
-       " + j] = wk[j];\n";
-  b += "      }\n";
-  b += "      __syncthreads();\n";
-  b += "    }\n  }\n}\n";
-  KernelSpec k = finishSpec(node.info().mnemonic, b);
+    params += ", const Cfg::Bias* bias";
+  c += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(nt) + ") KERNEL(" +
+       params + ") {\n  fg::topkMoe<Cfg>(fg::TopkArgs<Cfg>{ids, wout, logits, " +
+       (hasBias ? "bias" : "nullptr") + "});\n}\n";
+  KernelSpec k = finishSpec(node.info().mnemonic, kernelSource("topk.cuh").str() + c);
   k.grid[0] = static_cast<unsigned>(std::clamp<int64_t>((T + rpb - 1) / rpb, 1, int64_t(1) << 20));
   k.block[0] = nt;
   k.sharedBytes = static_cast<unsigned>(shared);
@@ -338,10 +355,10 @@ bool isFusedRowFamily(OpKind k) {
 }
 
 llvm::Expected<std::vector<Launch>> emitFusedRow(const Function &fn, const Node &node,
-                                                 llvm::ArrayRef<Layout> ls, const EmitOptions &) {
+                                                 llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
   if (node.kind == OpKind::FusedTopkMoe)
     return emitTopkMoe(fn, node, ls);
-  return emitNormRope(fn, node, ls);
+  return emitNormRows(fn, node, ls, o);
 }
 
 } // namespace fg::cuda::detail

@@ -1,268 +1,256 @@
-//===- RowEmitter.cpp - one block per row ----------------------------------===//
+//===- RowEmitter.cpp - row-wise ops: norms, softmax, rope, sums, ranks ----===//
 //
-// Row-wise ops: rms_norm, layer_norm, softmax (mask, scale, ALiBi), rope,
-// argsort, top_k, sum_rows, mean. A grid-stride loop over rows (so any row
-// count works) gives each row to one block; the block reduces in f32 with
-// warp shuffles. The operand's outer dims are unravelled from the row index
-// with constant divisors and read through the operand's strides; results are
-// written densely.
+// Row-wise ops run the templates of kernels/row.cuh: rms_norm, layer_norm and
+// rope go through the norm/rope row generator (FusedRowEmitter.cpp, with the
+// fused steps off); softmax (mask, scale, ALiBi), sum_rows, mean, argsort and
+// top_k are described here. This file only chooses: the operands' layouts in
+// the row space, the load widths, and the work split; it writes a parameter
+// struct `Cfg` and an `extern "C"` entry that calls the template.
+//
+// The multi-block rule (chooseRowSplit). A row goes to a group of G threads,
+// G = threads for max(loads of the statistics pass, units of the write pass),
+// a multiple of 32 up to 256 (512 for softmax); rows of at most 32 units are
+// one warp each, up to 8 rows per block. When there are fewer rows than SMs
+// and the op writes a row's elements independently (norms, rope, softmax),
+// S = min(⌈2·SMs / rows⌉, ⌈write units / G⌉) blocks share each row: every
+// one of them computes the row's statistics from the whole row and writes
+// 1/S of it, so no thread is left without a write unit and the launch has
+// about two blocks per SM. One row of 4096 f32 (16 KB): 4 blocks of 256
+// threads; each thread has 4 16-byte loads in flight for the statistics and
+// one for each operand of its slice. The extra reads of the row (S·16 KB)
+// hit L2 and cost less than a microsecond; the latency of a single block's
+// dependent loop over 16 vectors per thread is what they replace.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/cuda/EmitterCommon.h"
+#include "codegen/cuda/KernelSources.h"
+#include "codegen/cuda/RowKernels.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 
 namespace fg::cuda::detail {
+
+// --- shared with FusedRowEmitter.cpp -------------------------------------------------
+
+llvm::Expected<RowShape> rowShape(const Node &node, llvm::ArrayRef<int64_t> shape) {
+  if (shape.empty())
+    return unsupported(node, "a scalar input");
+  if (shape.size() - 1 > kMaxRowOuterDims)
+    return unsupported(node, llvm::formatv("{0} outer dims (row kernels take at most {1})",
+                                           shape.size() - 1, kMaxRowOuterDims)
+                                 .str());
+  RowShape r;
+  r.rank = shape.size();
+  size_t outer = shape.size() - 1, lead = kMaxRowOuterDims - outer;
+  for (size_t k = 0; k < outer; ++k)
+    r.d[lead + k] = shape[k];
+  r.count = product(shape.drop_back());
+  r.len = shape.back();
+  return r;
+}
+
+RowOperand rowOperand(const Layout &l, DType t, size_t rank) {
+  RowOperand o;
+  o.dtype = t;
+  o.off = l.offset;
+  size_t r = l.shape.size();
+  assert(r <= rank && "an operand of a row op has at most the row space's rank");
+  size_t lead = rank - r, padOuter = kMaxRowOuterDims - (rank - 1);
+  for (size_t k = 0; k + 1 < rank; ++k) {
+    if (k < lead)
+      continue;
+    size_t od = k - lead;
+    if (l.shape[od] != 1)
+      o.s[padOuter + k] = l.strides[od];
+  }
+  if (r >= 1 && l.shape[r - 1] != 1)
+    o.sc = l.strides[r - 1];
+  return o;
+}
+
+std::string rowOpType(const RowOperand &o) {
+  return llvm::formatv("fg::RowOp<{0}, {1}, {2}, {3}, {4}, {5}>", ctype(o.dtype), ilit(o.off),
+                       ilit(o.s[0]), ilit(o.s[1]), ilit(o.s[2]), ilit(o.sc))
+      .str();
+}
+
+std::string vecOpType(const Layout &l, DType t) {
+  assert(l.shape.size() == 1 && "a vector operand");
+  int64_t st = l.shape[0] == 1 ? 0 : l.strides[0];
+  return llvm::formatv("fg::VecOp<{0}, {1}, {2}>", ctype(t), ilit(l.offset), ilit(st)).str();
+}
+
+int vecWidth(const RowOperand &o, int64_t len) {
+  if (o.sc != 1)
+    return 1;
+  for (int64_t v = 16 / elemBytes(o.dtype); v > 1; v /= 2) {
+    bool ok = len % v == 0 && o.off % v == 0;
+    for (int64_t s : o.s)
+      ok &= s % v == 0;
+    if (ok)
+      return static_cast<int>(v);
+  }
+  return 1;
+}
+
+int denseVecWidth(DType t, int64_t len) {
+  for (int64_t v = 16 / elemBytes(t); v > 1; v /= 2)
+    if (len % v == 0)
+      return static_cast<int>(v);
+  return 1;
+}
+
+RowSplit chooseRowSplit(int64_t rows, int64_t statUnits, int64_t workUnits, unsigned maxThreads,
+                        bool canSplit, const EmitOptions &o) {
+  RowSplit s;
+  s.group = threadsForRow(std::max<int64_t>({statUnits, workUnits, 1}), maxThreads);
+  int64_t sms = std::max<int64_t>(o.smCount, 1);
+  if (canSplit && rows < sms) {
+    int64_t want = (2 * sms + rows - 1) / rows;
+    int64_t busy = (workUnits + s.group - 1) / s.group; // slices that keep every thread busy
+    s.split = std::max<int64_t>(1, std::min(want, busy));
+  }
+  int64_t items = std::max<int64_t>(rows, 1) * s.split;
+  int64_t perBlock = s.group == 32 ? std::clamp<int64_t>(items, 1, 8) : 1;
+  s.threads = s.group * static_cast<unsigned>(perBlock);
+  s.grid = static_cast<unsigned>(
+      std::clamp<int64_t>((items + perBlock - 1) / perBlock, 1, int64_t(1) << 20));
+  return s;
+}
+
+std::string rowCfgShape(const RowShape &r, const RowSplit &s) {
+  return llvm::formatv("  static constexpr long long D0 = {0}, D1 = {1}, D2 = {2}, L = {3}, "
+                       "kSplit = {4};\n  static constexpr int kThreads = {5}, kGroup = {6};\n",
+                       ilit(r.d[0]), ilit(r.d[1]), ilit(r.d[2]), ilit(r.len), ilit(s.split),
+                       s.threads, s.group)
+      .str();
+}
+
+int32_t f32Bits(double v) {
+  float f = static_cast<float>(v);
+  int32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
 namespace {
 
-/// Rows of `shape` (all but the last dim) and the row length.
-struct Rows {
-  Shape outer;
-  int64_t count = 1, len = 1;
-  explicit Rows(llvm::ArrayRef<int64_t> shape) {
-    if (shape.empty())
-      return;
-    outer.assign(shape.begin(), shape.end() - 1);
-    count = product(outer);
-    len = shape.back();
-  }
-};
-
-std::string rowLoopHead(const Rows &r) {
-  return "  for (long long row = blockIdx.x; row < " + ilit(r.count) + "; row += gridDim.x) {\n" +
-         unravel("row", r.outer, "r");
-}
-
-/// Offset of element `col` of the current row of an operand with layout `l`
-/// whose outer dims are the row coordinates r0.. (broadcast to the row space).
-std::string rowElemOffset(const Layout &l, size_t rank, const std::string &col) {
-  std::vector<std::string> co = broadcastCoords(l.shape, rank, "r");
-  if (!co.empty() && !co.back().empty())
-    co.back() = col;
-  return offsetExpr(l, co);
-}
-
-KernelSpec rowSpec(const Node &node, std::string body, const Rows &r, unsigned threads,
-                   std::vector<Param> params, unsigned shared = 0) {
-  KernelSpec k = finishSpec(node.info().mnemonic, std::move(body));
-  k.grid[0] = static_cast<unsigned>(std::clamp<int64_t>(r.count, 1, int64_t(1) << 20));
-  k.block[0] = threads;
+/// row.cuh + Cfg + the entry `extern "C" KERNEL(params) { call }`, launched
+/// with `split`'s grid and block.
+KernelSpec rowKernel(const Node &node, const std::string &cfg, const std::string &params,
+                     const std::string &call, const RowSplit &split, std::vector<Param> ps,
+                     unsigned shared = 0) {
+  std::string src = kernelSource("row.cuh").str() + "\nstruct Cfg {\n" + cfg + "};\n";
+  src += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(split.threads) +
+         ") KERNEL(" + params + ") {\n  " + call + "\n}\n";
+  KernelSpec k = finishSpec(node.info().mnemonic, src);
+  k.grid[0] = split.grid;
+  k.block[0] = split.threads;
   k.sharedBytes = shared;
-  k.params = std::move(params);
+  k.params = std::move(ps);
   return k;
 }
 
-std::string head(unsigned nt, const std::string &params) {
-  return "#define NT " + std::to_string(nt) + "\nextern \"C\" __global__ void __launch_bounds__(NT) "
-         "KERNEL(" + params + ") {\n";
-}
-
-/// rms_norm, layer_norm, sum_rows, mean.
-KernelSpec emitReduce(const Function &fn, const Node &node, llvm::ArrayRef<Layout> ls) {
+/// sum_rows, mean: one result per row, so one group per row.
+llvm::Expected<KernelSpec> emitSum(const Function &fn, const Node &node, llvm::ArrayRef<Layout> ls,
+                                   const EmitOptions &o) {
   const TensorType &xt = fn.type(node.operands[0]);
-  DType rt = fn.type(node.result()).dtype;
-  Rows r(xt.shape);
-  unsigned nt = threadsForRow(r.len);
-  std::string x = "fg_to_f(x[" + rowElemOffset(ls[0], xt.rank(), "col") + "])";
-  std::string st = ctype(rt), lenF = flit(static_cast<double>(r.len));
-  std::string b = head(nt, ctype(rt) + "* out, const " + ctype(xt.dtype) + "* x");
-  b += rowLoopHead(r);
-  auto colLoop = [&](const std::string &stmt) {
-    return "    for (long long col = threadIdx.x; col < " + ilit(r.len) + "; col += NT) { " + stmt +
-           " }\n";
-  };
-  switch (node.kind) {
-  case OpKind::RmsNorm:
-    b += "    float s = 0.0f;\n" + colLoop("const float v = " + x + "; s += v * v;");
-    b += "    s = fg_block_sum<NT>(s);\n";
-    b += "    const float scale = 1.0f / sqrtf(s / " + lenF + " + " + flit(node.f("eps")) + ");\n";
-    b += colLoop("out[row * " + ilit(r.len) + " + col] = fg_from_f<" + st + ">(" + x + " * scale);");
-    break;
-  case OpKind::LayerNorm:
-    b += "    float s = 0.0f;\n" + colLoop("s += " + x + ";");
-    b += "    const float mean = fg_block_sum<NT>(s) / " + lenF + ";\n";
-    b += "    float q = 0.0f;\n" + colLoop("const float d = " + x + " - mean; q += d * d;");
-    b += "    const float var = fg_block_sum<NT>(q) / " + lenF + ";\n";
-    b += "    const float scale = 1.0f / sqrtf(var + " + flit(node.f("eps")) + ");\n";
-    b += colLoop("out[row * " + ilit(r.len) + " + col] = fg_from_f<" + st + ">((" + x +
-                 " - mean) * scale);");
-    break;
-  default: // SumRows, Mean
-    b += "    float s = 0.0f;\n" + colLoop("s += " + x + ";");
-    b += "    s = fg_block_sum<NT>(s);\n";
-    if (node.kind == OpKind::Mean)
-      b += "    s = s / " + lenF + ";\n";
-    b += "    if (threadIdx.x == 0) out[row] = fg_from_f<" + st + ">(s);\n";
-    break;
-  }
-  b += "  }\n}\n";
-  return rowSpec(node, b, r, nt, {Param::result(0), Param::operand(0)});
+  auto r = rowShape(node, xt.shape);
+  if (!r)
+    return r.takeError();
+  RowOperand x = rowOperand(ls[0], xt.dtype, r->rank);
+  int vx = vecWidth(x, r->len);
+  RowSplit sp = chooseRowSplit(r->count, r->len / vx, 0, 256, /*canSplit=*/false, o);
+  std::string c = "  using X = " + rowOpType(x) +
+                  ";\n  using Out = " + ctype(fn.type(node.result()).dtype) + ";\n" +
+                  rowCfgShape(*r, sp);
+  c += llvm::formatv("  static constexpr int kVX = {0};\n  static constexpr bool kMean = {1};\n",
+                     vx, node.kind == OpKind::Mean ? "true" : "false")
+           .str();
+  return rowKernel(node, c, "Cfg::Out* out, const Cfg::X::T* x",
+                   "fg::sumRows<Cfg>(fg::SumArgs<Cfg>{out, x});", sp,
+                   {Param::result(0), Param::operand(0)});
 }
 
-KernelSpec emitSoftmax(const Function &fn, const Node &node, llvm::ArrayRef<Layout> ls) {
+llvm::Expected<KernelSpec> emitSoftmax(const Function &fn, const Node &node,
+                                       llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
   const TensorType &xt = fn.type(node.operands[0]);
   DType rt = fn.type(node.result()).dtype;
   bool hasMask = node.operands.size() > 1;
-  Rows r(xt.shape);
-  unsigned nt = threadsForRow(r.len, 512);
-  size_t rank = xt.shape.size();
-  std::string params = ctype(rt) + "* out, const " + ctype(xt.dtype) + "* x";
-  if (hasMask)
-    params += ", const " + ctype(fn.type(node.operands[1]).dtype) + "* mask";
-  std::string b = head(nt, params);
+  auto r = rowShape(node, xt.shape);
+  if (!r)
+    return r.takeError();
+  RowOperand x = rowOperand(ls[0], xt.dtype, r->rank), mask;
+  int v = std::min(vecWidth(x, r->len), denseVecWidth(rt, r->len));
+  if (hasMask) {
+    mask = rowOperand(ls[1], fn.type(node.operands[1]).dtype, r->rank);
+    v = std::min(v, vecWidth(mask, r->len));
+  }
+  v = std::min(v, 4); // four values per step keep the three passes in registers
+  RowSplit sp = chooseRowSplit(r->count, r->len / v, r->len / v, 512, /*canSplit=*/true, o);
 
-  // ALiBi slope (ggml): head h = coordinate of dim rank-3.
+  // ALiBi slope (ggml): head h = coordinate of dim rank-3 (r1 in the row space).
   double maxBias = node.f("max_bias");
-  b += rowLoopHead(r);
-  if (maxBias > 0 && hasMask) {
-    int64_t nHead = rank >= 3 ? xt.shape[rank - 3] : 1;
-    uint32_t n2 = 1u << static_cast<uint32_t>(std::floor(std::log2(static_cast<float>(nHead))));
-    float m0 = std::pow(2.0f, -static_cast<float>(maxBias) / n2);
-    float m1 = std::pow(2.0f, -(static_cast<float>(maxBias) / 2.0f) / n2);
-    std::string h = rank >= 3 ? "r" + std::to_string(rank - 3) : "0LL";
-    b += "    const long long h = " + h + ";\n";
-    b += "    const float slope = h < " + ilit(n2) + " ? powf(" + flit(m0) +
-         ", (float)(h + 1)) : powf(" + flit(m1) + ", (float)(2 * (h - " + ilit(n2) + ") + 1));\n";
-  } else {
-    b += "    const float slope = 1.0f;\n";
+  bool alibi = maxBias > 0 && hasMask;
+  uint32_t n2 = 1;
+  float m0 = 1, m1 = 1;
+  if (alibi) {
+    int64_t nHead = r->rank >= 3 ? xt.shape[r->rank - 3] : 1;
+    n2 = 1u << static_cast<uint32_t>(std::floor(std::log2(static_cast<float>(nHead))));
+    m0 = std::pow(2.0f, -static_cast<float>(maxBias) / n2);
+    m1 = std::pow(2.0f, -(static_cast<float>(maxBias) / 2.0f) / n2);
   }
-  std::string v = "fg_to_f(x[" + rowElemOffset(ls[0], rank, "col") + "]) * " +
-                  flit(node.f("scale"));
-  if (hasMask)
-    v += " + slope * fg_to_f(mask[" + rowElemOffset(ls[1], rank, "col") + "])";
-  auto colLoop = [&](const std::string &stmt) {
-    return "    for (long long col = threadIdx.x; col < " + ilit(r.len) + "; col += NT) { " + stmt +
-           " }\n";
-  };
-  b += "    (void)slope;\n    float m = -FG_INF;\n" + colLoop("m = fmaxf(m, " + v + ");");
-  b += "    m = fg_block_max<NT>(m);\n";
-  b += "    float s = 0.0f;\n" + colLoop("s += expf(" + v + " - m);");
-  b += "    const float inv = 1.0f / fg_block_sum<NT>(s);\n";
-  b += colLoop("out[row * " + ilit(r.len) + " + col] = fg_from_f<" + ctype(rt) + ">(expf(" + v +
-               " - m) * inv);");
-  b += "  }\n}\n";
+  std::string c = "  using X = " + rowOpType(x) +
+                  ";\n  using Mask = " + (hasMask ? rowOpType(mask) : std::string("fg::NoRowOp")) +
+                  ";\n  using Out = " + ctype(rt) + ";\n" + rowCfgShape(*r, sp);
+  c += llvm::formatv("  static constexpr int kV = {0}, kScaleBits = {1}, kM0Bits = {2}, kM1Bits = "
+                     "{3};\n  static constexpr long long kAlibiN2 = {4};\n"
+                     "  static constexpr bool kMask = {5}, kAlibi = {6};\n",
+                     v, f32Bits(node.f("scale")), f32Bits(m0), f32Bits(m1), ilit(n2),
+                     hasMask ? "true" : "false", alibi ? "true" : "false")
+           .str();
+  std::string params = "Cfg::Out* out, const Cfg::X::T* x";
   std::vector<Param> ps{Param::result(0), Param::operand(0)};
-  if (hasMask)
+  if (hasMask) {
+    params += ", const Cfg::Mask::T* mask";
     ps.push_back(Param::operand(1));
-  return rowSpec(node, b, r, nt, ps);
+  }
+  return rowKernel(node, c, params,
+                   std::string("fg::softmaxRows<Cfg>(fg::SoftmaxArgs<Cfg>{out, x, ") +
+                       (hasMask ? "mask" : "nullptr") + "});",
+                   sp, ps);
 }
 
-/// ggml_rope_yarn_corr_dim (in double, like the CPU reference).
-double corrDim(int64_t nDims, int64_t nCtxOrig, double beta, double base) {
-  return static_cast<double>(nDims) * std::log(static_cast<double>(nCtxOrig) / (beta * 2 * M_PI)) /
-         (2 * std::log(base));
-}
-
-KernelSpec emitRope(const Function &fn, const Node &node, llvm::ArrayRef<Layout> ls) {
+/// argsort / top_k (row.cuh rankRows): one block per row, the row's keys in
+/// shared memory when they fit.
+llvm::Expected<KernelSpec> emitSort(const Function &fn, const Node &node, llvm::ArrayRef<Layout> ls,
+                                    const EmitOptions &) {
   const TensorType &xt = fn.type(node.operands[0]);
-  DType rt = fn.type(node.result()).dtype;
-  bool hasFF = node.operands.size() > 2;
-  int64_t D = xt.shape[2];
-  int64_t nDims = node.i("n_dims");
-
-  Rows r(xt.shape); // rows = T * H
-  unsigned nt = threadsForRow(std::max<int64_t>(nDims / 2, D - nDims), 256);
-  std::string params = ctype(rt) + "* out, const " + ctype(xt.dtype) + "* x, const " +
-                       ctype(fn.type(node.operands[1]).dtype) + "* pos";
-  if (hasFF)
-    params += ", const " + ctype(fn.type(node.operands[2]).dtype) + "* ff";
-  std::string b = head(nt, params);
-  b += rowLoopHead(r); // r0 = t, r1 = h
-  auto xAt = [&](const std::string &col) {
-    return "fg_to_f(x[" + offsetExpr(ls[0], {"r0", "r1", col}) + "])";
-  };
-  std::string ob = "row * " + ilit(D);
-  // Angles in double (like the CPU reference): positions reach 1e5 and more.
-  b += "    const double p = (double)" + std::string("pos[") + offsetExpr(ls[1], {"r0"}) + "];\n";
-  b += "    for (long long i = threadIdx.x; i < " + ilit(nDims / 2) + "; i += NT) {\n";
-  b += ropePairStatements(node, hasFF ? "fg_to_f(ff[" + offsetExpr(ls[2], {"i"}) + "])" : "");
-  b += "      const float a = " + xAt("i0") + ", bb = " + xAt("i1") + ";\n";
-  b += "      out[" + ob + " + i0] = fg_from_f<" + ctype(rt) + ">(a * cs - bb * sn);\n";
-  b += "      out[" + ob + " + i1] = fg_from_f<" + ctype(rt) + ">(a * sn + bb * cs);\n";
-  b += "    }\n";
-  if (nDims < D)
-    b += "    for (long long c = " + ilit(nDims) + " + threadIdx.x; c < " + ilit(D) +
-         "; c += NT) out[" + ob + " + c] = fg_from_f<" + ctype(rt) + ">(" + xAt("c") + ");\n";
-  b += "  }\n}\n";
-  std::vector<Param> ps{Param::result(0), Param::operand(0), Param::operand(1)};
-  if (hasFF)
-    ps.push_back(Param::operand(2));
-  return rowSpec(node, b, r, nt, ps);
-}
-
-/// argsort / top_k by rank counting: element i's rank is the number of
-/// elements ordered before it (value, then index, so the sort is stable and
-/// ties go to the lower index). O(len²) per row; NaN sorts as -inf.
-KernelSpec emitSort(const Function &fn, const Node &node, llvm::ArrayRef<Layout> ls) {
-  const TensorType &xt = fn.type(node.operands[0]);
-  Rows r(xt.shape);
+  auto r = rowShape(node, xt.shape);
+  if (!r)
+    return r.takeError();
   bool desc = node.kind == OpKind::TopK || node.e<SortOrder>("order") == SortOrder::Desc;
-  int64_t outLen = node.kind == OpKind::TopK ? node.i("k") : r.len;
-  unsigned nt = threadsForRow(r.len, 256);
-  bool inShared = r.len * 4 <= 48 * 1024;
-  std::string b = "static __device__ __forceinline__ float key(float v) { return isnan(v) ? -FG_INF : v; }\n" +
-      head(nt, "int* out, const " + ctype(xt.dtype) + "* x");
-  if (inShared)
-    b += "  extern __shared__ float vals[];\n";
-  b += rowLoopHead(r);
-  std::string ld = "key(fg_to_f(x[" + rowElemOffset(ls[0], xt.rank(), "j") + "]))";
-  if (inShared) {
-    b += "    __syncthreads();\n";
-    b += "    for (long long j = threadIdx.x; j < " + ilit(r.len) + "; j += NT) vals[j] = " + ld +
-         ";\n";
-    b += "    __syncthreads();\n";
-  }
-  std::string get = inShared ? "vals[j]" : ld;
-  std::string cmp = desc ? ">" : "<";
-  b += "    for (long long i = threadIdx.x; i < " + ilit(r.len) + "; i += NT) {\n";
-  {
-    std::string getI = inShared ? "vals[i]" : "key(fg_to_f(x[" +
-                                                  rowElemOffset(ls[0], xt.rank(), "i") + "]))";
-    b += "      const float vi = " + getI + ";\n      long long rank = 0;\n";
-  }
-  b += "      for (long long j = 0; j < " + ilit(r.len) + "; ++j) {\n";
-  b += "        const float vj = " + get + ";\n";
-  b += "        rank += (vj " + cmp + " vi) || (vj == vi && j < i);\n      }\n";
-  b += "      if (rank < " + ilit(outLen) + ") out[row * " + ilit(outLen) + " + rank] = (int)i;\n";
-  b += "    }\n  }\n}\n";
-  return rowSpec(node, b, r, nt, {Param::result(0), Param::operand(0)},
-                 inShared ? static_cast<unsigned>(r.len * 4) : 0);
+  int64_t outLen = node.kind == OpKind::TopK ? node.i("k") : r->len;
+  bool inShared = r->len * 4 <= 48 * 1024;
+  RowSplit sp;
+  sp.group = sp.threads = threadsForRow(r->len, 256);
+  sp.grid = static_cast<unsigned>(std::clamp<int64_t>(r->count, 1, int64_t(1) << 20));
+  std::string c = "  using X = " + rowOpType(rowOperand(ls[0], xt.dtype, r->rank)) + ";\n" +
+                  rowCfgShape(*r, sp);
+  c += llvm::formatv("  static constexpr long long K = {0};\n  static constexpr bool kDesc = {1}, "
+                     "kShared = {2};\n",
+                     ilit(outLen), desc ? "true" : "false", inShared ? "true" : "false")
+           .str();
+  return rowKernel(
+      node, c, "int* out, const Cfg::X::T* x", "fg::rankRows<Cfg>(fg::RankArgs<Cfg>{out, x});", sp,
+      {Param::result(0), Param::operand(0)}, inShared ? static_cast<unsigned>(r->len * 4) : 0);
 }
 
 } // namespace
-
-std::string ropePairStatements(const Node &node, llvm::StringRef ffElem, llvm::StringRef ind) {
-  int64_t nDims = node.i("n_dims");
-  bool neox = node.e<RopeMode>("mode") == RopeMode::Neox;
-  double base = node.f("theta"), freqScale = node.f("freq_scale"), ext = node.f("ext_factor");
-  int64_t nCtx = node.i("n_ctx_orig");
-  double low = std::max(0.0, std::floor(corrDim(nDims, nCtx, node.f("beta_fast"), base)));
-  double high = std::min(static_cast<double>(nDims - 1),
-                         std::ceil(corrDim(nDims, nCtx, node.f("beta_slow"), base)));
-  double mscale = node.f("attn_factor");
-  if (ext != 0)
-    mscale *= 1.0 + 0.1 * std::log(1.0 / freqScale);
-  std::string in = ind.str(), b;
-  b += in + "double theta = p * pow(" + dlit(base) + ", -2.0 * (double)i / " + dlit(nDims) + ");\n";
-  if (!ffElem.empty())
-    b += in + "theta = theta / (double)" + ffElem.str() + ";\n";
-  b += in + "double th = " + dlit(freqScale) + " * theta;\n";
-  if (ext != 0) {
-    b += in + "const double y = ((double)i - " + dlit(low) + ") / fmax(0.001, " + dlit(high) +
-         " - " + dlit(low) + ");\n";
-    b += in + "const double ramp = (1.0 - fmin(1.0, fmax(0.0, y))) * " + dlit(ext) + ";\n";
-    b += in + "th = th * (1.0f - ramp) + theta * ramp;\n";
-  }
-  b += in + "const float cs = (float)(cos(th) * " + dlit(mscale) + "), sn = (float)(sin(th) * " +
-       dlit(mscale) + ");\n";
-  std::string i0 = neox ? "i" : "2 * i", i1 = neox ? "i + " + ilit(nDims / 2) : "2 * i + 1";
-  b += in + "const long long i0 = " + i0 + ", i1 = " + i1 + ";\n";
-  return b;
-}
 
 bool isRowFamily(OpKind k) {
   switch (k) {
@@ -281,17 +269,24 @@ bool isRowFamily(OpKind k) {
 }
 
 llvm::Expected<std::vector<Launch>> emitRow(const Function &fn, const Node &node,
-                                            llvm::ArrayRef<Layout> ls, const EmitOptions &) {
+                                            llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
+  auto one = [](llvm::Expected<KernelSpec> k) -> llvm::Expected<std::vector<Launch>> {
+    if (!k)
+      return k.takeError();
+    return std::vector<Launch>{std::move(*k)};
+  };
   switch (node.kind) {
-  case OpKind::Softmax:
-    return std::vector<Launch>{emitSoftmax(fn, node, ls)};
+  case OpKind::RmsNorm:
+  case OpKind::LayerNorm:
   case OpKind::Rope:
-    return std::vector<Launch>{emitRope(fn, node, ls)};
+    return emitNormRows(fn, node, ls, o);
+  case OpKind::Softmax:
+    return one(emitSoftmax(fn, node, ls, o));
   case OpKind::Argsort:
   case OpKind::TopK:
-    return std::vector<Launch>{emitSort(fn, node, ls)};
-  default:
-    return std::vector<Launch>{emitReduce(fn, node, ls)};
+    return one(emitSort(fn, node, ls, o));
+  default: // SumRows, Mean
+    return one(emitSum(fn, node, ls, o));
   }
 }
 

@@ -104,6 +104,35 @@ void registerRowCases() {
       });
     }
 
+  // The multi-block path of row.cuh (few long rows, several blocks per row; 3 x
+  // 4097: scalar loads) and one warp per row (66000 x 64).
+  for (auto [rows, D] : {std::pair<int64_t, int64_t>{1, 5000}, {3, 4097}, {66000, 64}}) {
+    std::string sz = std::to_string(rows) + "x" + std::to_string(D);
+    add("rms_norm_mul_" + sz, OpKind::FusedRmsNormMul, [=](Builder &b, Inputs &) {
+      auto x = b.weight("x", {DType::F32, {rows, D}}, randn(2.0));
+      auto w = b.weight("attn_norm", {DType::F32, {D}}, randn(1.0, 1.0));
+      b.result(rmsNormMul(b, x, w, 1e-6, kNoValue, "y"));
+      return 1e-5;
+    });
+    add("rms_norm_mul_add_" + sz, OpKind::FusedRmsNormMulAdd, [=](Builder &b, Inputs &) {
+      auto x = b.weight("x", {DType::F32, {rows, D}}, randn(2.0));
+      auto w = b.weight("post_norm", {DType::F32, {D}}, randn(1.0, 1.0));
+      auto r = b.weight("residual", {DType::F32, {rows, D}}, randn());
+      b.result(rmsNormMul(b, x, w, 1e-6, r, "y"));
+      return 1e-5;
+    });
+  }
+  // q-norm → rope with long heads (one row of 2 x 512: pairs split over 256 threads).
+  add("rms_norm_mul_rope_neox_long_head", OpKind::FusedRmsNormMulRope, [](Builder &b, Inputs &in) {
+    auto q = b.weight("q", {DType::F32, {1, 2, 512}}, randn(2.0));
+    auto qn = b.weight("attn_q_norm", {DType::F32, {512}}, randn(1.0, 1.0));
+    auto pos = b.input("positions", {DType::I32, {1}});
+    in["positions"] = {4095};
+    auto n = b.mul(b.rmsNorm(q, 1e-6), qn);
+    b.result(b.rope(n, pos, ropeParams(RopeMode::Neox, 384, false), std::nullopt, "q_rope"));
+    return 1e-5;
+  });
+
   // q-norm → rope (the q path of attentionBlock: [T, H, D] → rms_norm → mul → rope).
   struct RopeCase {
     const char *name;

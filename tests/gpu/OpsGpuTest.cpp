@@ -111,7 +111,10 @@ void registerCases() {
         });
 
   // --- row-wise.
-  for (auto shape : {Shape{3, 4097}, Shape{66000, 64}, Shape{1, 256}}) {
+  // Few long rows take several blocks per row (row.cuh): 1 x 4096, 1 x 5000,
+  // 3 x 4097 (odd: scalar loads); many short rows one warp each (66000 x 64).
+  for (auto shape : {Shape{3, 4097}, Shape{66000, 64}, Shape{1, 256}, Shape{1, 4096},
+                     Shape{1, 5000}}) {
     std::string sz = std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
     add("rms_norm_" + sz, OpKind::RmsNorm, [=](Builder &b, Inputs &) {
       b.result(b.rmsNorm(b.weight("x", {DType::F32, shape}, randn()), 1e-6, "y"));
@@ -162,6 +165,23 @@ void registerCases() {
     b.result(b.softmax(b.weight("x", {DType::F32, {2, 5000}}, randn(3.0)), std::nullopt, 1, 0, "y"));
     return 1e-5;
   });
+  for (auto shape : {Shape{1, 4096}, Shape{1, 5000}, Shape{3, 4097}, Shape{66000, 64}})
+    add("softmax_" + std::to_string(shape[0]) + "x" + std::to_string(shape[1]), OpKind::Softmax,
+        [=](Builder &b, Inputs &) {
+          b.result(b.softmax(b.weight("x", {DType::F32, shape}, randn(3.0)), std::nullopt, 0.5, 0,
+                             "y"));
+          return 1e-5;
+        });
+  add("softmax_mask_alibi_long_rows", OpKind::Softmax, [](Builder &b, Inputs &) {
+    auto x = b.weight("x", {DType::F32, {2, 1, 4100}}, randn());
+    auto mask = b.weight("mask", {DType::F16, {1, 4100}}, randn());
+    b.result(b.softmax(x, mask, 0.7, 8.0, "y"));
+    return 1e-5;
+  });
+  add("rms_norm_f16_1x4096", OpKind::RmsNorm, [](Builder &b, Inputs &) {
+    b.result(b.rmsNorm(b.weight("x", {DType::F16, {1, 4096}}, randn()), 1e-6, "y"));
+    return 1e-2;
+  });
   for (SortOrder o : {SortOrder::Asc, SortOrder::Desc})
     add(std::string("argsort_") + (o == SortOrder::Asc ? "asc" : "desc"), OpKind::Argsort,
         [=](Builder &b, Inputs &) {
@@ -175,6 +195,14 @@ void registerCases() {
     });
   add("sum_rows", OpKind::SumRows, [](Builder &b, Inputs &) {
     b.result(b.sumRows(b.weight("x", {DType::F32, {7, 1000}}, randn()), "y"));
+    return 1e-5;
+  });
+  add("sum_rows_1x5000", OpKind::SumRows, [](Builder &b, Inputs &) {
+    b.result(b.sumRows(b.weight("x", {DType::F32, {1, 5000}}, randn()), "y"));
+    return 1e-5;
+  });
+  add("mean_3x4097", OpKind::Mean, [](Builder &b, Inputs &) {
+    b.result(b.mean(b.weight("x", {DType::F32, {3, 4097}}, randn()), "y"));
     return 1e-5;
   });
   add("mean", OpKind::Mean, [](Builder &b, Inputs &) {

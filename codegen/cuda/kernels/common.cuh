@@ -3,8 +3,9 @@
 // Storage types for 16-bit floats (fg_f16, fg_bf16: raw bits, so no CUDA
 // header is needed under NVRTC), conversions to and from float (round to
 // nearest even; float -> integer rounds half away from zero like the CPU
-// reference), and warp / block reductions. Embedded into the compiler at build
-// time (codegen/cuda/KernelSources.h) and put in front of every kernel.
+// reference), warp / block reductions and an L1 prefetch. Embedded into the
+// compiler at build time (codegen/cuda/KernelSources.h) and put in front of
+// every kernel.
 //
 //===----------------------------------------------------------------------===//
 #define FG_INF __int_as_float(0x7f800000)
@@ -68,4 +69,8 @@ template <int NT> static __device__ __forceinline__ float fg_block_max(float v) 
   __syncthreads();
   v = (threadIdx.x & 31) < (NT / 32) ? sh[threadIdx.x & 31] : -FG_INF;
   return fg_warp_max(v);
+}
+// Starts moving the line of p toward L1 (no register, no wait); for data needed soon.
+static __device__ __forceinline__ void fg_prefetch_l1(const void *p) {
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }
