@@ -166,15 +166,13 @@ constexpr int64_t kTensorCoreMinRows = 3;
 struct GemvSplit {
   bool tensorCores = false;
   int warps = 4, unroll = 4, rows = 16;
-  int chunkK = 128, stages = 3; ///< tensor cores: weights per row per chunk, ring depth
 };
 
 /// Lanes over K: 4 output rows per block (2 with two streams), 2 steps of 512
 /// bytes per row and chunk, up to 8 warps splitting K evenly (measured on the
-/// H200: see bench/RESULTS.md). Tensor cores: 16 rows per block, weights
-/// staged through a shared-memory ring (see kernels/gemv.cuh).
-GemvSplit chooseSplit(bool tensorCores, int64_t K, int streams, int64_t perLoad,
-                      const EmitOptions &o) {
+/// H200: see bench/RESULTS.md). Tensor cores: 16 rows per block, enough warps (K split) for ~24 warps per SM.
+GemvSplit chooseSplit(bool tensorCores, int64_t N, int64_t K, int64_t pairs, int streams,
+                      int64_t perLoad, const EmitOptions &o) {
   GemvSplit s;
   s.tensorCores = tensorCores;
   if (!tensorCores) {
@@ -194,14 +192,17 @@ GemvSplit chooseSplit(bool tensorCores, int64_t K, int streams, int64_t perLoad,
         break;
       }
   } else {
-    // 16 rows per block, chunks of 128 weights per row, 3 ring stages per
-    // warp per stream in shared memory: as many warps (≤ 4) as 48 KB allow.
-    s.rows = 16;
-    s.chunkK = 128;
-    s.stages = 3;
-    int64_t perWarp = s.stages * streams * 16 * (s.chunkK * 2 + 16) + streams * 16 * 8 * 4;
-    int64_t chunks = (K + s.chunkK - 1) / s.chunkK;
-    s.warps = static_cast<int>(std::clamp<int64_t>(48 * 1024 / perWarp, 1, std::min<int64_t>(4, chunks)));
+    int64_t steps = (K + 31) / 32;
+    s.unroll = steps >= 64 ? 4 : (steps >= 8 ? 2 : 1);
+    int64_t chunks = (steps + s.unroll - 1) / s.unroll;
+    int64_t blocks = (N + 15) / 16 * pairs;
+    int64_t want = static_cast<int64_t>(o.smCount) * 24;
+    int64_t w = 1;
+    while (w < 16 && blocks * w < want)
+      w *= 2;
+    while (w > 1 && w > chunks)
+      w /= 2;
+    s.warps = static_cast<int>(std::max<int64_t>(w, 1));
   }
   if (o.gemvWarps > 0)
     s.warps = o.gemvWarps;
@@ -218,16 +219,17 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   const WeightStream &w1 = d.w.size() > 1 ? d.w[1] : d.w[0];
   bool two = d.w.size() > 1;
   int64_t perLoad = 16 / elemBytes(w0.dtype); // weights in one 16-byte load
+  bool tensorCores = w0.dtype != DType::F32 && w1.dtype != DType::F32 &&
+                     (d.expert ? false
+                               : d.M >= (o.gemvTensorCoreMinRows > 0 ? o.gemvTensorCoreMinRows
+                                                                     : kTensorCoreMinRows));
+  GemvSplit sp = chooseSplit(tensorCores, d.N, d.K, d.pairs, two ? 2 : 1, perLoad, o);
   // 16-byte weight loads: unit stride along K and every row start aligned.
   auto vecOk = [&](const WeightStream &w) {
     int64_t v = 16 / elemBytes(w.dtype);
     return w.ks == 1 && d.K % v == 0 && w.off % v == 0 && w.ld % v == 0 && w.es % v == 0;
   };
   bool wVec = vecOk(w0) && (!two || vecOk(w1));
-  int64_t tcMin = o.gemvTensorCoreMinRows > 0 ? o.gemvTensorCoreMinRows : kTensorCoreMinRows;
-  bool tensorCores = w0.dtype != DType::F32 && w1.dtype != DType::F32 && wVec && !d.expert &&
-                     d.M >= tcMin;
-  GemvSplit sp = chooseSplit(tensorCores, d.K, two ? 2 : 1, perLoad, o);
   bool xVec = d.x == DType::F32 && d.xKs == 1 && d.K % 8 == 0;
   for (int64_t r : d.xRows)
     xVec &= r % 4 == 0;
@@ -251,8 +253,6 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
            .str();
   c += std::string("  static constexpr bool kTensorCores = ") + (sp.tensorCores ? "true" : "false") +
        ";\n";
-  c += llvm::formatv("  static constexpr int kChunkK = {0}, kStages = {1};\n", sp.chunkK, sp.stages)
-           .str();
   c += "  static constexpr long long N = " + lit(d.N) + ", K = " + lit(d.K) + ", E = " + lit(d.E) +
        ", kPairs = " + lit(d.pairs) + ", kk = " + lit(d.kk) + ";\n";
   c += std::string("  static constexpr bool kExpert = ") + (d.expert ? "true" : "false") +

@@ -153,6 +153,51 @@ static __device__ __forceinline__ uint4 gemvLoadStream(const void *p) {
   return r;
 }
 
+/// 8 consecutive weights (k0 .. k0 + 7) of one row as 16 bytes (two rows'
+/// worth of uint4 for f32: `half` selects the first or second four).
+template <class Dec, long long K, long long KS, bool Vec, bool Guard>
+static __device__ __forceinline__ void gemvLoadW(const typename Dec::T *row, long long k0,
+                                                 uint4 (&out)[sizeof(typename Dec::T) == 4 ? 2 : 1]) {
+  using T = typename Dec::T;
+  constexpr int kParts = sizeof(T) == 4 ? 2 : 1;
+  if (Vec) {
+#pragma unroll
+    for (int p = 0; p < kParts; ++p)
+      out[p] = (!Guard || k0 < K) ? gemvLoadStream(row + k0 + 4 * p) : make_uint4(0, 0, 0, 0);
+    return;
+  }
+  union {
+    T v[8];
+    uint4 u[kParts];
+  } r;
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    r.v[e] = (!Guard || k0 + e < K) ? row[(k0 + e) * KS] : T{};
+#pragma unroll
+  for (int p = 0; p < kParts; ++p)
+    out[p] = r.u[p];
+}
+
+/// x[k0 .. k0 + 7] of one x row as floats (zeros past K).
+template <class C, bool Guard>
+static __device__ __forceinline__ void gemvLoadX(const typename C::X *xr, long long k0,
+                                                 float (&v)[8]) {
+  if (C::kXVec) {
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      float4 t = (!Guard || k0 < C::K) ? __ldg(reinterpret_cast<const float4 *>(xr + k0) + q)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+      v[4 * q] = t.x, v[4 * q + 1] = t.y, v[4 * q + 2] = t.z, v[4 * q + 3] = t.w;
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    v[e] = (!Guard || k0 + e < C::K) ? fg_to_f(xr[(k0 + e) * C::x_ks]) : 0.0f;
+}
+
+// --- the kernel body ---------------------------------------------------------------
+
 /// The pointers of one launch; unused ones are null.
 template <class C> struct GemvArgs {
   float *y;
@@ -164,183 +209,194 @@ template <class C> struct GemvArgs {
   const typename C::B1 *b1;
 };
 
-// --- tensor cores, weights staged through shared memory ----------------------------
+template <class C> struct GemvShared {
+  float part[C::kWarps][C::Epi::kStreams][16][8];
+};
 
-static __device__ __forceinline__ unsigned gemvSmemAddr(const void *p) {
-  unsigned a;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-  return a;
-}
-
-/// 16 bytes global -> shared, bypassing L1; `bytes` = 0 writes zeros.
-static __device__ __forceinline__ void gemvCpAsync(unsigned dst, const void *src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes));
-}
-static __device__ __forceinline__ void gemvCpCommit() { asm volatile("cp.async.commit_group;"); }
-template <int N> static __device__ __forceinline__ void gemvCpWait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N));
-}
-
-/// The four 8x8 b16 matrices of an m16k16 A fragment from shared memory.
-static __device__ __forceinline__ void gemvLdMatrix(unsigned (&a)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-               : "r"(addr));
-}
-
-/// Copies chunk c of the tile's 16 rows (both streams) into ring slot `slot`
-/// of this warp (ring at shared address `base`); zeros past K.
-template <class C>
-static __device__ __forceinline__ void gemvIssue(unsigned base, long long c, int slot, int cr,
-                                                 int cb, const unsigned char *const (&src0)[16],
-                                                 const unsigned char *const (&src1)[16]) {
-  constexpr int S = C::Epi::kStreams, CK = C::kChunkK, RB = CK * 2 + 16;
-  constexpr int kRowsPerCopy = 32 / (CK * 2 / 16);
-  const long long kb = c * CK * 2;                    // byte offset of the chunk in a row
-  const int bytes = c * CK + cb / 2 < C::K ? 16 : 0; // K % 8 == 0: all or nothing
-#pragma unroll
-  for (int s = 0; s < S; ++s)
-#pragma unroll
-    for (int i = 0; i < 16 / kRowsPerCopy; ++i)
-      gemvCpAsync(base + ((slot * S + s) * 16 + cr + kRowsPerCopy * i) * RB + cb,
-                  (s == 0 ? src0[i] : src1[i]) + (bytes ? kb : 0), bytes);
-}
-
-/// x (k0 + 2t, +1, k0 + 2t + 8, +9 of token g) split into hi + lo in Dec's
-/// type; two mmas into acc.
+/// One k-step on the tensor cores: x (8 values of this lane's token) split
+/// into hi + lo in the weight's type, two mmas (j = 0, 1) for each half.
 template <class Dec>
-static __device__ __forceinline__ void gemvMmaHiLo(float (&acc)[4], const unsigned (&frag)[4],
-                                                   const float (&xv)[4]) {
-  const unsigned h0 = Dec::pack(xv[0], xv[1]), h1 = Dec::pack(xv[2], xv[3]);
-  float r0, r1, r2, r3;
-  Dec::unpack(h0, r0, r1);
-  Dec::unpack(h1, r2, r3);
-  const unsigned l0 = Dec::pack(xv[0] - r0, xv[1] - r1), l1 = Dec::pack(xv[2] - r2, xv[3] - r3);
-  Dec::mma(acc, frag, h0, h1);
-  Dec::mma(acc, frag, l0, l1);
+static __device__ __forceinline__ void gemvMmaStep(const float (&xv)[8], const uint4 &wa,
+                                                   const uint4 &wb, float (&cc)[4]) {
+  unsigned hi[4], lo[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    hi[i] = Dec::pack(xv[2 * i], xv[2 * i + 1]);
+    float h0, h1;
+    Dec::unpack(hi[i], h0, h1);
+    lo[i] = Dec::pack(xv[2 * i] - h0, xv[2 * i + 1] - h1);
+  }
+  const unsigned ra[4] = {wa.x, wa.y, wa.z, wa.w}, rb[4] = {wb.x, wb.y, wb.z, wb.w};
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const unsigned frag[4] = {ra[2 * j], rb[2 * j], ra[2 * j + 1], rb[2 * j + 1]};
+    Dec::mma(cc, frag, hi[2 * j], hi[2 * j + 1]);
+    Dec::mma(cc, frag, lo[2 * j], lo[2 * j + 1]);
+  }
 }
 
-/// Tensor cores (16-bit weights, several rows of x): a block owns a tile of
-/// 16 output rows (blockIdx.x) and a group of 8 rows of x (blockIdx.z); its
-/// warps split K in chunks of kChunkK weights. Each warp streams its chunks
-/// of the 16 rows into its own kStages-deep ring in shared memory with
-/// cp.async (a warp instruction copies 256 contiguous bytes of each of two
-/// rows), reads them back as mma fragments with ldmatrix, and multiplies
-/// with mma.sync m16n8k16: weights as A, x as B (column g = token g, split
-/// into hi + lo halves in the weight's type, so ~22 bits of x survive).
-/// Partial sums meet in shared memory in warp order (deterministic).
-template <class C>
-static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a) {
+/// Accumulates chunk c (k-steps c·U .. c·U + U - 1) of this warp: all of its
+/// weight loads first, then the arithmetic. Guard: the chunk runs past K.
+template <class C, bool Guard>
+static __device__ __forceinline__ void gemvChunk(const GemvArgs<C> &a, long long c,
+                                                 const typename C::Dec0::T *r0a,
+                                                 const typename C::Dec0::T *r0b,
+                                                 const typename C::Dec1::T *r1a,
+                                                 const typename C::Dec1::T *r1b,
+                                                 const typename C::X *xr, bool xLive, int t, int m0,
+                                                 float (&acc)[2][4], float (&fac)[2][2][8]) {
+  constexpr int S = C::Epi::kStreams, U = C::kUnroll;
   using D0 = typename C::Dec0;
   using D1 = typename C::Dec1;
-  static_assert(D0::kMma && D1::kMma && C::kWVec && !C::kExpert,
-                "the tensor-core GEMV takes unit-stride 16-bit dense weights");
-  constexpr int S = C::Epi::kStreams, W = C::kWarps, NST = C::kStages;
-  constexpr int CK = C::kChunkK;            // weights of a row per chunk
-  constexpr int RB = CK * 2 + 16;           // bytes of a row in shared memory (padded:
-                                            // ldmatrix rows fall in different banks)
-  constexpr int kLanesPerRow = CK * 2 / 16; // 16-byte pieces of a row's chunk
-  constexpr int kRowsPerCopy = 32 / kLanesPerRow;
-  constexpr long long kChunks = (C::K + CK - 1) / CK;
-  static_assert(CK % 16 == 0 && 32 % kLanesPerRow == 0, "chunk width");
-  __shared__ __align__(16) unsigned char ring[W][NST][S][16][RB];
-  __shared__ float part[W][S][16][8];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const long long n0 = (long long)blockIdx.x * 16;
-  const int m0 = 8 * blockIdx.z;
-
-  // This lane's share of a chunk copy: rows cr + kRowsPerCopy·i, bytes cb.
-  const int cr = lane / kLanesPerRow, cb = (lane % kLanesPerRow) * 16;
-  const unsigned char *src0[16] = {}, *src1[16] = {}; // the first 16 / kRowsPerCopy used
+  constexpr int P0 = sizeof(typename D0::T) == 4 ? 2 : 1;
+  constexpr int P1 = sizeof(typename D1::T) == 4 ? 2 : 1;
+  uint4 wa0[U][P0], wb0[U][P0], wa1[U][P1], wb1[U][P1];
+  // Every load of the chunk first, then the arithmetic.
 #pragma unroll
-  for (int i = 0; i < 16 / kRowsPerCopy; ++i) {
-    const long long n = min(n0 + cr + kRowsPerCopy * i, C::N - 1);
-    src0[i] = reinterpret_cast<const unsigned char *>(a.w0 + C::w0_off + n * C::w0_ld) + cb;
-    src1[i] = S == 2 ? reinterpret_cast<const unsigned char *>(a.w1 + C::w1_off + n * C::w1_ld) + cb
-                     : src0[i];
+  for (int u = 0; u < U; ++u) {
+    const long long k0 = (c * U + u) * 32 + 8 * t;
+    gemvLoadW<D0, C::K, C::w0_ks, C::kWVec, Guard>(r0a, k0, wa0[u]);
+    gemvLoadW<D0, C::K, C::w0_ks, C::kWVec, Guard>(r0b, k0, wb0[u]);
+    if (S == 2) {
+      gemvLoadW<D1, C::K, C::w1_ks, C::kWVec, Guard>(r1a, k0, wa1[u]);
+      gemvLoadW<D1, C::K, C::w1_ks, C::kWVec, Guard>(r1b, k0, wb1[u]);
+    }
   }
-  const unsigned ringBase = gemvSmemAddr(&ring[warp][0][0][0][0]);
-  // This lane's x column: token m0 + g.
-  const bool xLive = m0 + g < C::M;
-  const typename C::X *xr = a.x + C::xRow(xLive ? m0 + g : 0);
-  // ldmatrix: lane l gives the address of row (l & 7) of matrix l / 8.
-  const int lr = ((lane >> 3) & 1) * 8 + (lane & 7), lk = (lane >> 4) * 8;
-
-  float acc[S][4] = {};
-  const long long mine = warp < kChunks ? (kChunks - 1 - warp) / W + 1 : 0;
 #pragma unroll
-  for (int j = 0; j < NST - 1; ++j) {
-    if (j < mine)
-      gemvIssue<C>(ringBase, warp + (long long)j * W, j, cr, cb, src0, src1);
-    gemvCpCommit();
-  }
-  for (long long i = 0; i < mine; ++i) {
-    gemvCpWait<NST - 2>();
-    __syncwarp();
-    const int slot = (int)(i % NST);
-    const long long c = warp + i * W;
+  for (int u = 0; u < U; ++u) {
+    const long long k0 = (c * U + u) * 32 + 8 * t;
+    if constexpr (D0::kMma) {
+      // This lane's x column is token g: 8 values, split into hi + lo.
+      float xv[8];
+      if (xLive)
+        gemvLoadX<C, Guard>(xr, k0, xv);
+      else {
 #pragma unroll
-    for (int ks = 0; ks < CK / 16; ++ks) {
-      const long long k0 = c * CK + ks * 16;
-      float xv[4] = {0.0f, 0.0f, 0.0f, 0.0f}; // k0 + 2t, +1, k0 + 2t + 8, +9
-      if (xLive) {
+        for (int e = 0; e < 8; ++e)
+          xv[e] = 0.0f;
+      }
+      gemvMmaStep<D0>(xv, wa0[u][0], wb0[u][0], acc[0]);
+      if constexpr (S == 2)
+        gemvMmaStep<D1>(xv, wa1[u][0], wb1[u][0], acc[1]);
+    } else {
+      // CUDA cores: every token's x against this lane's 8 weights of rows g, g + 8.
+      const float *fa0 = reinterpret_cast<const float *>(wa0[u]);
+      const float *fb0 = reinterpret_cast<const float *>(wb0[u]);
+      const float *fa1 = reinterpret_cast<const float *>(wa1[u]);
+      const float *fb1 = reinterpret_cast<const float *>(wb1[u]);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const long long k = k0 + 2 * t + 8 * h;
-          if (k < C::K) { // K % 8 == 0: k and k + 1 together
-            if (C::kXVec) {
-              const float2 v = __ldg(reinterpret_cast<const float2 *>(xr + k));
-              xv[2 * h] = v.x, xv[2 * h + 1] = v.y;
-            } else {
-              xv[2 * h] = fg_to_f(xr[k * C::x_ks]);
-              xv[2 * h + 1] = fg_to_f(xr[(k + 1) * C::x_ks]);
-            }
+      for (int m = 0; m < (C::M < 8 ? C::M : 8); ++m) {
+        if (m0 + m >= C::M)
+          break;
+        float xv[8];
+        gemvLoadX<C, Guard>(C::kExpert ? xr : a.x + C::xRow(m0 + m), k0, xv);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          fac[0][0][m] += fa0[e] * xv[e];
+          fac[0][1][m] += fb0[e] * xv[e];
+          if (S == 2) {
+            fac[1][0][m] += fa1[e] * xv[e];
+            fac[1][1][m] += fb1[e] * xv[e];
           }
         }
       }
+    }
+  }
+}
+
+template <class C>
+static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a) {
+  static_assert(C::M >= 1, "at least one row of x");
+  static_assert(C::Dec0::kMma == C::Dec1::kMma, "both streams on the same unit");
+  constexpr int S = C::Epi::kStreams, W = C::kWarps, U = C::kUnroll;
+  constexpr long long kSteps = (C::K + 31) / 32, kChunks = (kSteps + U - 1) / U;
+  constexpr bool kExact = C::K % (32 * U) == 0; // no chunk needs a bounds check
+  __shared__ GemvShared<C> sh;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long n0 = (long long)blockIdx.x * 16;
+  const int m0 = 8 * blockIdx.z; // this block's group of (up to) 8 rows of x
+  const long long ra = min(n0 + g, C::N - 1), rb = min(n0 + g + 8, C::N - 1);
+
+  for (long long pr = blockIdx.y; pr < C::kPairs; pr += gridDim.y) {
+    // The weight matrix (expert) and x row of this pair.
+    long long e = 0, xoff = 0;
+    bool valid = true;
+    if constexpr (C::kExpert) {
+      const long long tok = pr / C::kk, j = pr % C::kk;
+      e = (long long)a.ids[C::ids_off + tok * C::ids_st + j * C::ids_sj];
+      valid = e >= 0 && e < C::E;
+      if (!valid)
+        e = 0;
+      xoff = C::x_off + tok * C::x_st + j * C::x_sj;
+    }
+    const typename C::Dec0::T *r0a = a.w0 + C::w0_off + e * C::w0_es + ra * C::w0_ld;
+    const typename C::Dec0::T *r0b = a.w0 + C::w0_off + e * C::w0_es + rb * C::w0_ld;
+    const typename C::Dec1::T *r1a = a.w1, *r1b = a.w1;
+    if constexpr (S == 2) {
+      r1a = a.w1 + C::w1_off + e * C::w1_es + ra * C::w1_ld;
+      r1b = a.w1 + C::w1_off + e * C::w1_es + rb * C::w1_ld;
+    }
+    // The tensor-core path gives lane (g, t) the x row of token g (the CUDA-core
+    // path reads every token's row; expert-indexed: the pair's row).
+    const bool xLive = C::kExpert ? g == 0 : m0 + g < C::M;
+    const typename C::X *xr = a.x + (C::kExpert ? xoff : C::xRow(xLive ? m0 + g : 0));
+
+    float acc[2][4] = {};
+    float fac[2][2][8] = {};
+    if (valid) {
+      constexpr long long kFull = kExact ? kChunks : kChunks - 1;
+      for (long long c = warp; c < kFull; c += W)
+        gemvChunk<C, false>(a, c, r0a, r0b, r1a, r1b, xr, xLive, t, m0, acc, fac);
+      if (!kExact && (kChunks - 1) % W == warp)
+        gemvChunk<C, true>(a, kChunks - 1, r0a, r0b, r1a, r1b, xr, xLive, t, m0, acc, fac);
+    }
+
+    // This warp's partial sums of the 16 x 8 tile into shared memory.
+    if constexpr (C::Dec0::kMma) {
 #pragma unroll
       for (int s = 0; s < S; ++s) {
-        unsigned frag[4];
-        gemvLdMatrix(frag, ringBase + ((slot * S + s) * 16 + lr) * RB + (ks * 16 + lk) * 2);
-        if (s == 0)
-          gemvMmaHiLo<D0>(acc[s], frag, xv);
-        else
-          gemvMmaHiLo<D1>(acc[s], frag, xv);
+        sh.part[warp][s][g][2 * t] = acc[s][0];
+        sh.part[warp][s][g][2 * t + 1] = acc[s][1];
+        sh.part[warp][s][g + 8][2 * t] = acc[s][2];
+        sh.part[warp][s][g + 8][2 * t + 1] = acc[s][3];
       }
-    }
-    __syncwarp();
-    const long long j = i + NST - 1;
-    if (j < mine)
-      gemvIssue<C>(ringBase, warp + j * W, (int)(j % NST), cr, cb, src0, src1);
-    gemvCpCommit();
-  }
-  gemvCpWait<0>();
-
-  // Partial sums of the 16 x 8 tile, then the sum over warps in order.
-#pragma unroll
-  for (int s = 0; s < S; ++s) {
-    part[warp][s][g][2 * t] = acc[s][0];
-    part[warp][s][g][2 * t + 1] = acc[s][1];
-    part[warp][s][g + 8][2 * t] = acc[s][2];
-    part[warp][s][g + 8][2 * t + 1] = acc[s][3];
-  }
-  __syncthreads();
-  for (int o = threadIdx.x; o < 16 * 8; o += 32 * W) {
-    const int row = o >> 3, m = o & 7;
-    const long long n = n0 + row;
-    if (m0 + m < C::M && n < C::N) {
-      float v[2] = {0.0f, 0.0f};
+    } else {
 #pragma unroll
       for (int s = 0; s < S; ++s)
-        for (int w = 0; w < W; ++w)
-          v[s] += part[w][s][row][m];
-      if constexpr (C::kBias) {
-        v[0] = v[0] + fg_to_f(a.b0[C::b0_off + n * C::b0_sn]);
-        if (S == 2)
-          v[1] = v[1] + fg_to_f(a.b1[C::b1_off + n * C::b1_sn]);
-      }
-      a.y[(m0 + m) * C::N + n] = C::Epi::apply(v);
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int m = 0; m < (C::M < 8 ? C::M : 8); ++m) {
+            float v = fac[s][h][m];
+            v += __shfl_xor_sync(0xffffffffu, v, 1);
+            v += __shfl_xor_sync(0xffffffffu, v, 2);
+            if (t == 0)
+              sh.part[warp][s][g + 8 * h][m] = v;
+          }
     }
+    __syncthreads();
+
+    // Sum over warps in order, bias, epilogue, store.
+    for (int o = threadIdx.x; o < 16 * 8; o += 32 * W) {
+      const int row = o >> 3, m = o & 7;
+      const long long n = n0 + row;
+      if ((C::kExpert ? m < 1 : m0 + m < C::M) && n < C::N) {
+        float v[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int s = 0; s < S; ++s)
+          for (int w = 0; w < W; ++w)
+            v[s] += sh.part[w][s][row][m];
+        if constexpr (C::kBias) {
+          if (valid) {
+            v[0] = v[0] + fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
+            if (S == 2)
+              v[1] = v[1] + fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
+          }
+        }
+        a.y[(C::kExpert ? pr : m0 + m) * C::N + n] = C::Epi::apply(v);
+      }
+    }
+    __syncthreads();
   }
 }
 
