@@ -35,6 +35,28 @@ std::string valueLabel(const Function &fn, ValueId v) {
   return name.empty() ? "%v" + std::to_string(v) : "%" + name;
 }
 
+bool LaunchDag::happensBefore(LaunchId a, LaunchId b) const {
+  if (a >= b)
+    return false; // ids are topological
+  if (denseIndex_[b] != ~0u)
+    return dense_[denseIndex_[b]].test(a);
+  const Intervals &iv = ancestors_[b];
+  auto it = std::upper_bound(iv.begin(), iv.end(), a,
+                             [](LaunchId x, const std::pair<LaunchId, LaunchId> &r) {
+                               return x < r.first;
+                             });
+  return it != iv.begin() && a <= std::prev(it)->second;
+}
+
+LaunchId LaunchDag::settledPrefix(LaunchId l) const {
+  if (denseIndex_[l] != ~0u) {
+    int first = dense_[denseIndex_[l]].find_first_unset();
+    return first < 0 ? static_cast<LaunchId>(launches_.size()) : static_cast<LaunchId>(first);
+  }
+  const Intervals &iv = ancestors_[l];
+  return !iv.empty() && iv.front().first == 0 ? iv.front().second + 1 : 0;
+}
+
 llvm::Expected<LaunchDag> LaunchDag::build(const Function &fn) {
   LaunchDag dag;
   const size_t numNodes = fn.numNodes();
@@ -96,24 +118,54 @@ llvm::Expected<LaunchDag> LaunchDag::build(const Function &fn) {
     }
   }
 
-  // Ancestor bitsets over the full edge set (ids are topological).
+  // Ancestor sets over the full edge set (ids are topological): the union of
+  // each pred and its ancestors, as intervals, or as a bitset when the
+  // intervals would take more memory than one.
   const size_t numLaunches = dag.launches_.size();
-  dag.ancestors_.assign(numLaunches, llvm::BitVector(numLaunches));
+  const size_t denseAbove = std::max<size_t>(8, numLaunches / 64);
+  dag.ancestors_.assign(numLaunches, {});
+  dag.denseIndex_.assign(numLaunches, ~0u);
+  std::vector<std::pair<LaunchId, LaunchId>> pieces;
   for (LaunchId l = 0; l < numLaunches; ++l) {
     llvm::sort(preds[l]);
     preds[l].erase(std::unique(preds[l].begin(), preds[l].end()), preds[l].end());
+    pieces.clear();
+    bool dense = false;
     for (LaunchId p : preds[l]) {
       assert(p < l && "edges point forward in program order");
-      dag.ancestors_[l] |= dag.ancestors_[p];
-      dag.ancestors_[l].set(p);
+      pieces.push_back({p, p});
+      if (dag.denseIndex_[p] != ~0u)
+        dense = true;
+      else
+        pieces.insert(pieces.end(), dag.ancestors_[p].begin(), dag.ancestors_[p].end());
     }
+    llvm::sort(pieces);
+    Intervals merged;
+    for (auto [lo, hi] : pieces) {
+      if (!merged.empty() && lo <= merged.back().second + 1)
+        merged.back().second = std::max(merged.back().second, hi);
+      else
+        merged.push_back({lo, hi});
+    }
+    if (!dense && merged.size() <= denseAbove) {
+      dag.ancestors_[l] = std::move(merged);
+      continue;
+    }
+    llvm::BitVector bits(numLaunches);
+    for (auto [lo, hi] : merged)
+      bits.set(lo, hi + 1);
+    for (LaunchId p : preds[l])
+      if (dag.denseIndex_[p] != ~0u)
+        bits |= dag.dense_[dag.denseIndex_[p]];
+    dag.denseIndex_[l] = static_cast<uint32_t>(dag.dense_.size());
+    dag.dense_.push_back(std::move(bits));
   }
   // Transitive reduction: drop p when another pred q already has p as ancestor.
   for (LaunchId l = 0; l < numLaunches; ++l) {
     LaunchNode &launch = dag.launches_[l];
     for (LaunchId p : preds[l]) {
       bool implied =
-          llvm::any_of(preds[l], [&](LaunchId q) { return q != p && dag.ancestors_[q].test(p); });
+          llvm::any_of(preds[l], [&](LaunchId q) { return q != p && dag.happensBefore(p, q); });
       if (!implied)
         launch.preds.push_back(p);
     }
