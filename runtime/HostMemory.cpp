@@ -1,6 +1,8 @@
 //===- HostMemory.cpp - host allocations the machine can hold ------------===//
 #include "runtime/HostMemory.h"
 
+#include "ir/Checked.h"
+
 #include <algorithm>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -28,6 +30,20 @@ llvm::Error checkHostAllocation(uint64_t bytes, const llvm::Twine &what) {
                                  what + " needs " + llvm::Twine(bytes) +
                                      " bytes of host memory but this machine can hold at most " +
                                      llvm::Twine(limit));
+}
+
+llvm::Expected<uint64_t> checkHostTensor(const TensorType &t, const llvm::Twine &what,
+                                         int64_t extraPerElement) {
+  std::optional<int64_t> bytes = checkedBytes(t.dtype, t.shape);
+  std::optional<int64_t> elems = checkedElements(t.shape);
+  std::optional<int64_t> extra = elems ? checkedMul(*elems, extraPerElement) : std::nullopt;
+  std::optional<int64_t> total = bytes && extra ? checkedAdd(*bytes, *extra) : std::nullopt;
+  if (!total)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   what + " " + t.str() + ": its size overflows");
+  if (llvm::Error e = checkHostAllocation(static_cast<uint64_t>(*total), what + " " + t.str()))
+    return e;
+  return static_cast<uint64_t>(*total);
 }
 
 } // namespace fg

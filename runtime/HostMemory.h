@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "ir/Type.h"
+
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
 
@@ -23,5 +25,11 @@ uint64_t hostMemoryLimit();
 /// more than hostMemoryLimit(): "<what> needs N bytes but this machine can
 /// hold at most M".
 llvm::Error checkHostAllocation(uint64_t bytes, const llvm::Twine &what);
+
+/// The bytes of a host tensor of type `t`, plus `extraPerElement` bytes per
+/// element (a staging buffer), computed with overflow checks: an error naming
+/// `what` and the type when the size overflows or the machine cannot hold it.
+llvm::Expected<uint64_t> checkHostTensor(const TensorType &t, const llvm::Twine &what,
+                                         int64_t extraPerElement = 0);
 
 } // namespace fg

@@ -35,28 +35,6 @@ std::string valueLabel(const Function &fn, ValueId v) {
   return name.empty() ? "%v" + std::to_string(v) : "%" + name;
 }
 
-bool LaunchDag::happensBefore(LaunchId a, LaunchId b) const {
-  if (a >= b)
-    return false; // ids are topological
-  if (denseIndex_[b] != ~0u)
-    return dense_[denseIndex_[b]].test(a);
-  const Intervals &iv = ancestors_[b];
-  auto it = std::upper_bound(iv.begin(), iv.end(), a,
-                             [](LaunchId x, const std::pair<LaunchId, LaunchId> &r) {
-                               return x < r.first;
-                             });
-  return it != iv.begin() && a <= std::prev(it)->second;
-}
-
-LaunchId LaunchDag::settledPrefix(LaunchId l) const {
-  if (denseIndex_[l] != ~0u) {
-    int first = dense_[denseIndex_[l]].find_first_unset();
-    return first < 0 ? static_cast<LaunchId>(launches_.size()) : static_cast<LaunchId>(first);
-  }
-  const Intervals &iv = ancestors_[l];
-  return !iv.empty() && iv.front().first == 0 ? iv.front().second + 1 : 0;
-}
-
 llvm::Expected<LaunchDag> LaunchDag::build(const Function &fn) {
   LaunchDag dag;
   const size_t numNodes = fn.numNodes();
@@ -187,6 +165,28 @@ llvm::Expected<LaunchDag> LaunchDag::build(const Function &fn) {
   for (const LaunchNode &launch : dag.launches_)
     dag.maxWidth_ = std::max(dag.maxWidth_, ++width[launch.level]);
   return dag;
+}
+
+bool LaunchDag::happensBefore(LaunchId a, LaunchId b) const {
+  if (a >= b)
+    return false; // ids are topological
+  if (denseIndex_[b] != ~0u)
+    return dense_[denseIndex_[b]].test(a);
+  const Intervals &iv = ancestors_[b];
+  auto it = std::upper_bound(iv.begin(), iv.end(), a,
+                             [](LaunchId x, const std::pair<LaunchId, LaunchId> &r) {
+                               return x < r.first;
+                             });
+  return it != iv.begin() && a <= std::prev(it)->second;
+}
+
+LaunchId LaunchDag::settledPrefix(LaunchId l) const {
+  if (denseIndex_[l] != ~0u) {
+    int first = dense_[denseIndex_[l]].find_first_unset();
+    return first < 0 ? static_cast<LaunchId>(launches_.size()) : static_cast<LaunchId>(first);
+  }
+  const Intervals &iv = ancestors_[l];
+  return !iv.empty() && iv.front().first == 0 ? iv.front().second + 1 : 0;
 }
 
 } // namespace fg

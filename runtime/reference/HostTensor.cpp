@@ -1,7 +1,6 @@
 //===- HostTensor.cpp - host tensors and deterministic weight init ---------===//
 #include "runtime/reference/Interpreter.h"
 
-#include "ir/Checked.h"
 #include "ir/Numeric.h"
 #include "runtime/HostMemory.h"
 
@@ -116,19 +115,13 @@ llvm::Error materializeInit(const WeightInit &init, const TensorType &type, Host
   case WeightInit::Kind::Constant:
     break;
   }
+  // The values (staged as f32 or i64, at most 8 bytes each), then the tensor.
+  if (llvm::Expected<uint64_t> bytes = checkHostTensor(type, "initialising", 8); !bytes)
+    return bytes.takeError();
+
   if (isQuantized(type.dtype))
     return fail("cannot initialise block-quantised weight " + type.str() + " from " + init.str() +
                 ": bind its bytes instead");
-  // f32 values first, then the tensor in its dtype.
-  std::optional<int64_t> bytes = checkedBytes(type.dtype, type.shape);
-  std::optional<int64_t> staging = checkedElements(type.shape);
-  if (staging)
-    staging = checkedMul(*staging, 4);
-  if (!bytes || !staging || !checkedAdd(*bytes, *staging))
-    return fail("cannot initialise " + type.str() + ": its size overflows");
-  if (llvm::Error e = checkHostAllocation(static_cast<uint64_t>(*bytes + *staging),
-                                          "initialising " + type.str()))
-    return e;
   std::vector<float> values(static_cast<size_t>(type.numElements()));
   for (size_t i = 0; i < values.size(); ++i)
     values[i] = static_cast<float>(initValue(init, i));

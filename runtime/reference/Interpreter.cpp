@@ -10,7 +10,6 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/reference/Eval.h"
 
-#include "ir/Checked.h"
 #include "runtime/HostMemory.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -60,17 +59,6 @@ llvm::Error ReferenceInterpreter::bindWeight(llvm::StringRef name, HostTensor t)
   return llvm::Error::success();
 }
 
-/// Bytes of a host tensor of type `t`, checked: an error naming `what` when
-/// the size overflows or is more than the machine holds.
-llvm::Expected<uint64_t> hostBytes(const TensorType &t, const llvm::Twine &what) {
-  std::optional<int64_t> bytes = checkedBytes(t.dtype, t.shape);
-  if (!bytes)
-    return fail(what + " " + t.str() + ": its size overflows");
-  if (llvm::Error e = checkHostAllocation(static_cast<uint64_t>(*bytes), what + " " + t.str()))
-    return e;
-  return static_cast<uint64_t>(*bytes);
-}
-
 llvm::Error ReferenceInterpreter::prepare() {
   // Everything prepare allocates, checked before anything is: state (twice:
   // a run works on a copy), and weights made from initialisers (as f32
@@ -85,10 +73,10 @@ llvm::Error ReferenceInterpreter::prepare() {
           state_.count(name))
         continue;
       const TensorType &type = fn.type(a.value);
-      llvm::Expected<uint64_t> bytes = hostBytes(type, roleName(a.role) + " '" + name + "'");
+      llvm::Expected<uint64_t> bytes = checkHostTensor(type, roleName(a.role) + " '" + name + "'");
       if (!bytes)
         return bytes.takeError();
-      uint64_t extra = fromInit ? static_cast<uint64_t>(type.numElements()) * 4 : *bytes;
+      uint64_t extra = fromInit ? static_cast<uint64_t>(type.numElements()) * 8 : *bytes;
       if (__builtin_add_overflow(total, *bytes + extra, &total))
         total = UINT64_MAX;
     }
@@ -225,7 +213,7 @@ llvm::Error ReferenceInterpreter::run(llvm::StringRef entry,
                   "': " + llvm::toString(std::move(e)));
     };
     for (ValueId r : node.results)
-      if (llvm::Expected<uint64_t> bytes = hostBytes(fn->type(r), "value"); !bytes)
+      if (llvm::Expected<uint64_t> bytes = checkHostTensor(fn->type(r), "value"); !bytes)
         return nodeError(bytes.takeError());
     ops.clear();
     for (ValueId v : node.operands) {
