@@ -371,6 +371,8 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
         b.name = r.str();
         b.type = r.type();
         b.where = r.ref();
+        if (!r.failed() && !checkedBytes(b.type.dtype, b.type.shape))
+          return corrupt("binding size overflows");
         list->push_back(std::move(b));
       }
     }

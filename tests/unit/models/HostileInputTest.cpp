@@ -126,6 +126,28 @@ TEST(HostilePlan, ForgedSlotsAreRefusedOneByOne) {
   }
 }
 
+/// The program section's state slots and input bindings are checked too.
+TEST(HostilePlan, ProgramStateSlotsAndBindings) {
+  CompiledProgram p;
+  p.arch = "sm_90";
+  p.state = {TensorSlot("k_cache.0", TensorType{DType::F16, {int64_t(1) << 56, 64}})};
+  auto back = decodeProgram(encodeProgram(p).bytes);
+  ASSERT_FALSE(bool(back));
+  EXPECT_NE(errorText(back.takeError()).find("slot 'k_cache.0' f16[72057594037927936, 64]: its "
+                                             "size overflows"),
+            std::string::npos);
+
+  CompiledProgram q;
+  q.arch = "sm_90";
+  CompiledEntry e;
+  e.name = "decode";
+  e.inputs.push_back({"tokens", TensorType{DType::I32, {int64_t(1) << 62, 8}}, {}});
+  q.entries.push_back(e);
+  auto back2 = decodeProgram(encodeProgram(q).bytes);
+  ASSERT_FALSE(bool(back2));
+  EXPECT_NE(errorText(back2.takeError()).find("binding size overflows"), std::string::npos);
+}
+
 // --- host allocations the machine cannot hold ---------------------------------------------
 
 /// A .fg weight f32[16777216, 65536] (4 TiB, under the parser's element cap)
