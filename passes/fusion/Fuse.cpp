@@ -56,9 +56,10 @@ void rebuild(Function &fn, const std::vector<bool> &dead, llvm::ArrayRef<uint64_
   };
   // Updaters of each state version (operand 0, views followed).
   llvm::DenseMap<ValueId, llvm::SmallVector<NodeId, 1>> updaters;
+  const std::vector<ValueId> roots = viewRoots(fn);
   for (NodeId i = 0; i < n; ++i)
     if (!dead[i] && fn.node(i).info().has(kUpdatesState))
-      updaters[viewRoot(fn, fn.node(i).operands[0])].push_back(i);
+      updaters[roots[fn.node(i).operands[0]]].push_back(i);
   for (NodeId i = 0; i < n; ++i) {
     if (dead[i])
       continue;
@@ -69,7 +70,7 @@ void rebuild(Function &fn, const std::vector<bool> &dead, llvm::ArrayRef<uint64_
         (void)p;
         edge(pid, i);
       }
-      auto u = updaters.find(viewRoot(fn, o));
+      auto u = updaters.find(roots[o]);
       if (u != updaters.end())
         for (NodeId upd : u->second)
           if (upd != i)

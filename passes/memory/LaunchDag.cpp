@@ -21,6 +21,29 @@ ValueId viewRoot(const Function &fn, ValueId v) {
   return v;
 }
 
+std::vector<ValueId> viewRoots(const Function &fn) {
+  std::vector<ValueId> root(fn.numValues(), kNoValue);
+  llvm::SmallVector<ValueId, 8> path;
+  for (ValueId v = 0; v < fn.numValues(); ++v) {
+    ValueId r = v;
+    path.clear();
+    while (root[r] == kNoValue) {
+      if (fn.value(r).def >= fn.numNodes())
+        break; // an argument, or a value whose node was erased
+      const Node *p = fn.producer(r);
+      if (!p->info().has(kViewLike))
+        break;
+      path.push_back(r);
+      r = p->operands[0];
+    }
+    r = root[r] != kNoValue ? root[r] : r;
+    root[v] = r;
+    for (ValueId x : path)
+      root[x] = r;
+  }
+  return root;
+}
+
 ValueId storageRoot(const Function &fn, ValueId v) {
   while (const Node *p = fn.producer(v)) {
     if (!p->info().has(kViewLike) && !p->info().has(kUpdatesState))
@@ -58,12 +81,13 @@ llvm::Expected<LaunchDag> LaunchDag::build(const Function &fn) {
   }
 
   // The value each updater consumes (after views), and which launch updates it.
+  const std::vector<ValueId> roots = viewRoots(fn);
   std::vector<LaunchId> updaterOf(fn.numValues(), kNoLaunch);
   for (LaunchId l = 0; l < dag.launches_.size(); ++l) {
     const Node &node = fn.node(dag.launches_[l].node);
     if (!node.info().has(kUpdatesState) || node.operands.empty())
       continue;
-    ValueId version = viewRoot(fn, node.operands[0]);
+    ValueId version = roots[node.operands[0]];
     if (updaterOf[version] == kNoLaunch || updaterOf[version] > l)
       updaterOf[version] = l; // two updaters of one version: order them (see WAR below)
   }
@@ -75,7 +99,7 @@ llvm::Expected<LaunchDag> LaunchDag::build(const Function &fn) {
     for (ValueId op : node.operands) {
       if (op == kNoValue)
         continue;
-      ValueId root = viewRoot(fn, op);
+      ValueId root = roots[op];
       LaunchId p = dag.producer_[root];
       if (p != kNoLaunch && p != l) {
         assert(p < l && "program order is a topological order");

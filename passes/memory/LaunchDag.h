@@ -50,6 +50,9 @@ bool launchesWork(const Node &n);
 /// Follows view-like producers to the value whose storage `v` aliases:
 /// the value written by a launch, or an argument.
 ValueId viewRoot(const Function &fn, ValueId v);
+/// viewRoot of every value, in time linear in the function (each chain of
+/// views is walked once; calling viewRoot per use is quadratic on long chains).
+std::vector<ValueId> viewRoots(const Function &fn);
 /// Like viewRoot, but also follows in-place updaters (kUpdatesState) to the
 /// value they update: the value that owns the bytes `v` lives in.
 ValueId storageRoot(const Function &fn, ValueId v);

@@ -3,7 +3,8 @@
 // `canonicalize,cse,dce,fuse` over a 100000-op chain and a 100000-add sum of
 // inputs took > 20 s and 1.5 GB (per-link use counts, a replaceAllUsesWith
 // per fusion, ancestor bitsets and an all-pairs placement in the memory
-// planner of the overlap proof). Here: the work per op may not grow with the
+// planner of the overlap proof); a long chain of reshapes was quadratic in
+// the verifier and the launch DAG (each use walked the chain). Here: the work per op may not grow with the
 // graph (CPU time at 4x the size stays well under 16x), the 100000-op runs
 // take a few CPU seconds at most, and what fired is what a small graph shows.
 //
@@ -58,6 +59,20 @@ double cpuSeconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+/// n reshapes in a row (f32[4, 64] <-> f32[256]), then exp: every use walked
+/// the whole chain of views in the verifier and the launch DAG.
+Graph viewChainGraph(int64_t n) {
+  Graph g;
+  Builder b(g.addFunction("main"));
+  const Shape rows = {4, 64}, flat = {256};
+  ValueId x = b.input("x", act());
+  for (int64_t i = 0; i < n; ++i)
+    x = b.reshape(x, i % 2 ? rows : flat);
+  b.result(b.unary(OpKind::Exp, n % 2 ? b.reshape(x, rows) : x));
+  EXPECT_FALSE(bool(b.finish()));
+  return g;
+}
+
 struct PipelineRun {
   double seconds = 0; ///< CPU time of the pipeline
   size_t nodes = 0;
@@ -103,7 +118,7 @@ TEST(PassScale, WideSumFusesInChainsOfEight) {
 }
 
 TEST(PassScale, TimeGrowsLinearly) {
-  for (Graph (*make)(int64_t) : {chainGraph, wideGraph}) {
+  for (Graph (*make)(int64_t) : {chainGraph, wideGraph, viewChainGraph}) {
     double t1 = bestOf2(make, 10000), t4 = bestOf2(make, 40000);
     EXPECT_LT(t4, 10 * t1 + 0.05) << "10000 ops: " << t1 << " s, 40000 ops: " << t4
                                   << " s (quadratic would be 16x)";
