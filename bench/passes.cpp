@@ -88,8 +88,8 @@ void pipelineCase(benchmark::State &state, Graph (*make)(int64_t)) {
   state.counters["ops"] = static_cast<double>(n);
   state.counters["ops_after"] = static_cast<double>(after);
   state.counters["cpu_us_per_op"] = benchmark::Counter(
-      static_cast<double>(n) * 1e-6, benchmark::Counter::kIsIterationInvariantRate |
-                                         benchmark::Counter::kInvert);
+      static_cast<double>(n) * 1e-6,
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
   state.counters["max_rss_mb"] = maxRssMb();
 }
 

@@ -47,8 +47,8 @@ llvm::Error openRegular(llvm::StringRef path, llvm::sys::fs::file_t &fd, uint64_
 
 } // namespace
 
-llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
-readRegularFile(llvm::StringRef path, const ReadFileOptions &opts) {
+llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> readRegularFile(llvm::StringRef path,
+                                                                    const ReadFileOptions &opts) {
   llvm::sys::fs::file_t fd;
   uint64_t size = 0;
   if (llvm::Error e = openRegular(path, fd, size))

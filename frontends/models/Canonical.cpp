@@ -33,8 +33,9 @@ struct RawTensor {
 enum class Transform { None, PermuteRows, AddOne };
 
 /// `tensor` of `file` has `have` where canonical weight `name` needs `want`.
-llvm::Error shapeMismatch(llvm::StringRef file, llvm::StringRef tensor, llvm::ArrayRef<int64_t> have,
-                          llvm::StringRef name, llvm::ArrayRef<int64_t> want) {
+llvm::Error shapeMismatch(llvm::StringRef file, llvm::StringRef tensor,
+                          llvm::ArrayRef<int64_t> have, llvm::StringRef name,
+                          llvm::ArrayRef<int64_t> want) {
   return makeError(file, Loc{},
                    "tensor '" + tensor + "' has shape " + shapeStr(have) + " but " + name +
                        " needs " + shapeStr(want) +

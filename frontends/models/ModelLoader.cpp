@@ -21,17 +21,16 @@ llvm::Error checkAgainstTensors(const DecoderConfig &c, const TensorSource &src,
     if (!src.storedDType(norm))
       return makeError(where, Loc{},
                        "the hyperparameters give " + llvm::Twine(c.nLayers) +
-                           " layers but the weights hold " + llvm::Twine(il) +
-                           " (no tensor for " + norm + ")");
+                           " layers but the weights hold " + llvm::Twine(il) + " (no tensor for " +
+                           norm + ")");
   }
   const int64_t d = c.resolvedHeadDim();
   const int64_t qDim = c.nHeads * d, kvDim = c.nKvHeads * d; // validated: no overflow
-  std::vector<std::pair<std::string, Shape>> expect = {
-      {"token_embd", {c.vocab, c.nEmbd}},
-      {"blk.0.attn_q", {qDim, c.nEmbd}},
-      {"blk.0.attn_k", {kvDim, c.nEmbd}},
-      {"blk.0.attn_v", {kvDim, c.nEmbd}},
-      {"blk.0.attn_output", {c.nEmbd, qDim}}};
+  std::vector<std::pair<std::string, Shape>> expect = {{"token_embd", {c.vocab, c.nEmbd}},
+                                                       {"blk.0.attn_q", {qDim, c.nEmbd}},
+                                                       {"blk.0.attn_k", {kvDim, c.nEmbd}},
+                                                       {"blk.0.attn_v", {kvDim, c.nEmbd}},
+                                                       {"blk.0.attn_output", {c.nEmbd, qDim}}};
   if (c.ffn == DecoderConfig::FfnKind::Dense) {
     expect.push_back({"blk.0.ffn_gate", {c.nFf, c.nEmbd}});
     expect.push_back({"blk.0.ffn_up", {c.nFf, c.nEmbd}});

@@ -197,10 +197,9 @@ bool LaunchDag::happensBefore(LaunchId a, LaunchId b) const {
   if (denseIndex_[b] != ~0u)
     return dense_[denseIndex_[b]].test(a);
   const Intervals &iv = ancestors_[b];
-  auto it = std::upper_bound(iv.begin(), iv.end(), a,
-                             [](LaunchId x, const std::pair<LaunchId, LaunchId> &r) {
-                               return x < r.first;
-                             });
+  auto it = std::upper_bound(
+      iv.begin(), iv.end(), a,
+      [](LaunchId x, const std::pair<LaunchId, LaunchId> &r) { return x < r.first; });
   return it != iv.begin() && a <= std::prev(it)->second;
 }
 

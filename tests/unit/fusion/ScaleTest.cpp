@@ -4,9 +4,9 @@
 // inputs took > 20 s and 1.5 GB (per-link use counts, a replaceAllUsesWith
 // per fusion, ancestor bitsets and an all-pairs placement in the memory
 // planner of the overlap proof); a long chain of reshapes was quadratic in
-// the verifier and the launch DAG (each use walked the chain). Here: the work per op may not grow with the
-// graph (CPU time at 4x the size stays well under 16x), the 100000-op runs
-// take a few CPU seconds at most, and what fired is what a small graph shows.
+// the verifier and the launch DAG (each use walked the chain). Here: the work per op may not grow
+// with the graph (CPU time at 4x the size stays well under 16x), the 100000-op runs take a few CPU
+// seconds at most, and what fired is what a small graph shows.
 //
 //===----------------------------------------------------------------------===//
 #include "ir/Builder.h"

@@ -133,9 +133,10 @@ TEST(HostilePlan, ProgramStateSlotsAndBindings) {
   p.state = {TensorSlot("k_cache.0", TensorType{DType::F16, {int64_t(1) << 56, 64}})};
   auto back = decodeProgram(encodeProgram(p).bytes);
   ASSERT_FALSE(bool(back));
-  EXPECT_NE(errorText(back.takeError()).find("slot 'k_cache.0' f16[72057594037927936, 64]: its "
-                                             "size overflows"),
-            std::string::npos);
+  std::string msg = errorText(back.takeError());
+  EXPECT_NE(msg.find("slot 'k_cache.0' f16[72057594037927936, 64]: its size overflows"),
+            std::string::npos)
+      << msg;
 
   CompiledProgram q;
   q.arch = "sm_90";
@@ -153,12 +154,13 @@ TEST(HostilePlan, ProgramStateSlotsAndBindings) {
 /// A .fg weight f32[16777216, 65536] (4 TiB, under the parser's element cap)
 /// aborted with bad_alloc when the reference materialised it.
 TEST(HostileSizes, WeightLargerThanTheMachine) {
-  auto g = parseGraph("graph @decode(input %tokens: i32[1],\n"
-                      "    weight %w: f32[16777216, 65536] {init = normal(seed = 1, std = 1.0)}) {\n"
-                      "  %x = get_rows(%w, %tokens) : f32[1, 65536]\n"
-                      "  return %x\n"
-                      "}\n",
-                      "big.fg");
+  auto g =
+      parseGraph("graph @decode(input %tokens: i32[1],\n"
+                 "    weight %w: f32[16777216, 65536] {init = normal(seed = 1, std = 1.0)}) {\n"
+                 "  %x = get_rows(%w, %tokens) : f32[1, 65536]\n"
+                 "  return %x\n"
+                 "}\n",
+                 "big.fg");
   ASSERT_TRUE(bool(g)) << errorText(g.takeError());
   ReferenceInterpreter interp(*g);
   llvm::Error e = interp.prepare();
@@ -170,8 +172,8 @@ TEST(HostileSizes, WeightLargerThanTheMachine) {
             0u)
       << msg;
   HostTensor t;
-  llvm::Error init = materializeInit(WeightInit::normal(1, 1.0),
-                                     TensorType{DType::F32, {16777216, 65536}}, t);
+  llvm::Error init =
+      materializeInit(WeightInit::normal(1, 1.0), TensorType{DType::F32, {16777216, 65536}}, t);
   EXPECT_NE(errorText(std::move(init)).find("bytes of host memory"), std::string::npos);
 }
 
