@@ -312,7 +312,6 @@ llvm::Expected<BufferPlan> planMemory(const Function &fn, const LaunchDag &dag,
       return allocs[a].pinned;
     return !allocs[a].pinned && allocs[a].def < allocs[b].def;
   });
-  //
   // Each allocation avoids the placed ones it conflicts with. Pinned ones
   // conflict with every allocation (of non-zero size), so their union is kept
   // once. An unpinned one placed earlier (smaller def) conflicts only while
