@@ -1,6 +1,7 @@
 //===- DecoderBlocks.cpp - canonical decoder building blocks --------------===//
 #include "frontends/DecoderBlocks.h"
 
+#include "ir/Checked.h"
 #include "ir/Diag.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -285,6 +286,27 @@ llvm::Error validateDecoderConfig(const DecoderConfig &c) {
   if (!isReal(c.weightDType))
     return badConfig("weight dtype must be a float or block-quantised type, got " +
                      std::string(dtypeName(c.weightDType)));
+  // Every tensor the decoder declares fits the text form's 2^48 elements
+  // (checked products: huge hyperparameters never wrap into small shapes).
+  {
+    constexpr int64_t kMaxElements = int64_t(1) << 48;
+    const bool dense = c.ffn == DecoderConfig::FfnKind::Dense;
+    const std::pair<const char *, llvm::SmallVector<int64_t, 3>> sizes[] = {
+        {"n_heads * head_dim * n_embd", {c.nHeads, d, c.nEmbd}},
+        {"n_kv_heads * head_dim * n_embd", {c.nKvHeads, d, c.nEmbd}},
+        {"vocab * n_embd", {c.vocab, c.nEmbd}},
+        {"ctx * n_kv_heads * head_dim", {c.ctx, c.nKvHeads, d}},
+        {"ctx * n_heads", {c.ctx, c.nHeads}},
+        {dense ? "ffn size * n_embd" : "n_experts * expert_ffn * n_embd",
+         dense ? llvm::SmallVector<int64_t, 3>{c.nFf, c.nEmbd}
+               : llvm::SmallVector<int64_t, 3>{c.nExperts, c.expertFf, c.nEmbd}}};
+    for (const auto &[what, dims] : sizes) {
+      std::optional<int64_t> n = checkedElements(dims);
+      if (!n || *n > kMaxElements)
+        return badConfig(llvm::Twine(what) + " (" + shapeStr(dims) +
+                         ") is more than 2^48 elements");
+    }
+  }
   if (isQuantized(c.weightDType)) {
     int64_t block = dtypeInfo(c.weightDType).blockElems;
     int64_t ffIn = c.ffn == DecoderConfig::FfnKind::Dense ? c.nFf : c.expertFf;

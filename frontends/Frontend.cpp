@@ -25,6 +25,9 @@ void log(const ModelOptions &opts, LogLevel level, const llvm::Twine &msg) {
 llvm::Error validateModelOptions(const ModelOptions &opts) {
   if (opts.ctx < 1)
     return makeError("invalid option: ctx must be >= 1, got " + std::to_string(opts.ctx));
+  if (opts.ctx > kMaxCtx)
+    return makeError("invalid option: ctx " + std::to_string(opts.ctx) + " is more than " +
+                     std::to_string(kMaxCtx) + " rows, the most a KV cache may have");
   llvm::SmallSet<int64_t, 8> seen;
   for (int64_t n : opts.prefill) {
     if (n < 1 || n > opts.ctx)

@@ -33,7 +33,11 @@ struct ModelOptions {
   LogSink log; ///< optional; receives progress and verbose messages
 };
 
-/// Checks ctx >= 1, every prefill size in [1, ctx] and listed once, and the KV dtype.
+/// The largest ctx a model is built for (2^24 rows, beyond every released
+/// model's context): larger values are refused, never sized into caches.
+constexpr int64_t kMaxCtx = int64_t(1) << 24;
+
+/// Checks ctx in [1, kMaxCtx], every prefill size in [1, ctx] and listed once, and the KV dtype.
 llvm::Error validateModelOptions(const ModelOptions &opts);
 
 /// Loads `path` ("demo", a .fg file, a .gguf file or a Hugging Face folder) as a Graph.

@@ -20,6 +20,7 @@
 #include "ir/Parser.h"
 
 #include "ir/Diag.h"
+#include "ir/ReadFile.h"
 #include "ir/Verifier.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -745,9 +746,11 @@ llvm::Expected<Graph> parseGraph(llvm::StringRef text, llvm::StringRef filename)
 }
 
 llvm::Expected<Graph> parseGraphFile(llvm::StringRef path) {
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  ReadFileOptions o;
+  o.requiresNullTerminator = true;
+  auto buf = readRegularFile(path, o);
   if (!buf)
-    return makeError("cannot read '" + path + "': " + buf.getError().message());
+    return makeError("cannot read '" + path + "': " + llvm::toString(buf.takeError()));
   return parseGraph((*buf)->getBuffer(), path);
 }
 

@@ -4,6 +4,7 @@
 #include "ir/Diag.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
+#include "ir/ReadFile.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -239,9 +240,9 @@ Error Plan::save(StringRef path) const {
 }
 
 Expected<Plan> Plan::load(StringRef path) {
-  auto buf = MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  auto buf = readRegularFile(path);
   if (!buf)
-    return makeError(path + ": cannot read plan: " + buf.getError().message());
+    return makeError(path + ": cannot read plan: " + toString(buf.takeError()));
   return deserialize((*buf)->getBuffer(), path);
 }
 

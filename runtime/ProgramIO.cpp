@@ -1,6 +1,8 @@
 #include "runtime/ProgramIO.h"
 
+#include "ir/Checked.h"
 #include "ir/Diag.h"
+#include "runtime/WeightLoad.h"
 
 #include <cstring>
 
@@ -166,7 +168,10 @@ void writeSlots(Writer &w, const std::vector<TensorSlot> &slots) {
 }
 
 /// Reads what writeSlots wrote; `sizes` gets each slot's embedded byte count.
-void readSlots(Reader &r, std::vector<TensorSlot> &slots, std::vector<uint64_t> &sizes) {
+/// Each slot is checked as if the checksum were forged (checkSlot); the
+/// first bad one is described in `bad`.
+void readSlots(Reader &r, std::vector<TensorSlot> &slots, std::vector<uint64_t> &sizes,
+               std::string &bad) {
   uint64_t n = r.count(16);
   for (uint64_t i = 0; i < n && !r.failed(); ++i) {
     TensorSlot s;
@@ -185,6 +190,9 @@ void readSlots(Reader &r, std::vector<TensorSlot> &slots, std::vector<uint64_t> 
       else
         s.stored = static_cast<DType>(stored);
     }
+    if (!r.failed() && bad.empty())
+      if (llvm::Error e = checkSlot(s))
+        bad = "slot " + llvm::toString(std::move(e));
     slots.push_back(std::move(s));
   }
 }
@@ -201,7 +209,8 @@ const char *readBulk(Reader &r, std::vector<TensorSlot> &slots,
   for (size_t i = 0; i < slots.size(); ++i) {
     if (!sizes[i])
       continue;
-    if (sizes[i] != static_cast<uint64_t>(slots[i].storedType().bytes()))
+    std::optional<int64_t> want = checkedBytes(slots[i].storedType().dtype, slots[i].type.shape);
+    if (!want || sizes[i] != static_cast<uint64_t>(*want))
       return "embedded weight size";
     slots[i].bytes = r.take(sizes[i]);
     if (r.failed())
@@ -304,9 +313,12 @@ llvm::Expected<std::vector<TensorSlot>> decodeWeightTable(llvm::StringRef bytes)
     return corrupt("bad tag");
   std::vector<TensorSlot> slots;
   std::vector<uint64_t> sizes;
-  readSlots(r, slots, sizes);
+  std::string bad;
+  readSlots(r, slots, sizes, bad);
   if (r.failed())
     return corrupt("truncated");
+  if (!bad.empty())
+    return corrupt(bad.c_str());
   if (const char *what = readBulk(r, slots, sizes))
     return corrupt(what);
   return slots;
@@ -340,9 +352,12 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
   if (p.initModule < -1 || p.initModule >= static_cast<int64_t>(nModules))
     return corrupt("bad init module");
   std::vector<uint64_t> weightBytes;
-  readSlots(r, p.weights, weightBytes);
+  std::string bad;
+  readSlots(r, p.weights, weightBytes, bad);
   std::vector<uint64_t> ignored;
-  readSlots(r, p.state, ignored);
+  readSlots(r, p.state, ignored, bad);
+  if (!r.failed() && !bad.empty())
+    return corrupt(bad.c_str());
   uint64_t nEntries = r.count(16);
   for (uint64_t i = 0; i < nEntries && !r.failed(); ++i) {
     CompiledEntry e;
@@ -356,6 +371,8 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
         b.name = r.str();
         b.type = r.type();
         b.where = r.ref();
+        if (!r.failed() && !checkedBytes(b.type.dtype, b.type.shape))
+          return corrupt("binding size overflows");
         list->push_back(std::move(b));
       }
     }

@@ -1,8 +1,11 @@
 //===- WeightLoad.cpp - the bytes of a weight slot ------------------------===//
 #include "runtime/WeightLoad.h"
 
+#include "ir/Checked.h"
 #include "ir/Diag.h"
 #include "ir/Numeric.h"
+#include "ir/ReadFile.h"
+#include "runtime/HostMemory.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -10,6 +13,9 @@
 #include <cstring>
 
 namespace fg {
+
+/// No slot is larger than this (2^48 elements of 8 bytes, the parser's cap).
+constexpr int64_t kMaxSlotBytes = int64_t(1) << 51;
 
 std::vector<uint8_t> convertWeightBytes(DType from, DType to, const uint8_t *src, int64_t n,
                                         int64_t rowLength) {
@@ -29,7 +35,37 @@ std::vector<uint8_t> convertWeightBytes(DType from, DType to, const uint8_t *src
   return out;
 }
 
+llvm::Error checkSlot(const TensorSlot &slot) {
+  std::string what = "'" + slot.name + "' " + slot.type.str();
+  if (llvm::any_of(slot.type.shape, [](int64_t d) { return d < 0; }))
+    return makeError(what + ": a dimension is negative");
+  std::optional<int64_t> bytes = checkedBytes(slot.type.dtype, slot.type.shape);
+  if (!bytes || *bytes > kMaxSlotBytes)
+    return makeError(what + ": its size overflows or its rows are not whole blocks");
+  TensorType st = slot.storedType();
+  std::optional<int64_t> storedBytes = checkedBytes(st.dtype, st.shape);
+  if (slot.stored && *slot.stored != slot.type.dtype) {
+    if (!isFloat(slot.type.dtype))
+      return makeError(what + " is stored as " + std::string(dtypeName(*slot.stored)) +
+                       ", which converts only to a float type");
+    if (slot.type.rowLength() < 1 || !storedBytes || *storedBytes > kMaxSlotBytes)
+      return makeError(what + " is stored as " + st.str() +
+                       ", whose rows are empty or not whole blocks, or whose size overflows");
+  }
+  if (!slot.file.empty() && slot.bytes.empty()) {
+    uint64_t end = 0;
+    if (__builtin_add_overflow(slot.offset, static_cast<uint64_t>(*storedBytes), &end) ||
+        (slot.fileSize && end > slot.fileSize))
+      return makeError(what + ": bytes [" + llvm::Twine(slot.offset) + ", +" +
+                       llvm::Twine(*storedBytes) + ") lie past the end of the " +
+                       llvm::Twine(slot.fileSize) + "-byte model file");
+  }
+  return llvm::Error::success();
+}
+
 llvm::Expected<std::vector<uint8_t>> loadSlotBytes(const TensorSlot &slot) {
+  if (llvm::Error e = checkSlot(slot))
+    return makeError("weight " + llvm::toString(std::move(e)));
   TensorType st = slot.storedType();
   uint64_t need = static_cast<uint64_t>(st.bytes());
   std::string what = "weight '" + slot.name + "'" +
@@ -42,12 +78,14 @@ llvm::Expected<std::vector<uint8_t>> loadSlotBytes(const TensorSlot &slot) {
                        " embedded bytes but " + st.str() + " needs " + llvm::Twine(need));
     src = slot.bytes.data();
   } else if (!slot.file.empty()) {
-    uint64_t size = 0;
-    if (std::error_code ec = llvm::sys::fs::file_size(slot.file, size))
+    llvm::Expected<uint64_t> fileSize = regularFileSize(slot.file);
+    if (!fileSize)
       return makeError(slot.file, Loc{},
-                       "cannot read the model file for " + what + ": " + ec.message() +
+                       "cannot read the model file for " + what + ": " +
+                           llvm::toString(fileSize.takeError()) +
                            " (the plan refers to its weights by path; put the file back or "
                            "recompile)");
+    uint64_t size = *fileSize;
     if (slot.fileSize && size != slot.fileSize)
       return makeError(slot.file, Loc{},
                        "the model file changed since the plan was compiled (" +
@@ -69,6 +107,9 @@ llvm::Expected<std::vector<uint8_t>> loadSlotBytes(const TensorSlot &slot) {
   } else {
     return makeError(what + " has neither embedded bytes nor a model file");
   }
+  if (llvm::Error e =
+          checkHostAllocation(static_cast<uint64_t>(slot.type.bytes()), "loading " + what))
+    return e;
   if (!slot.stored || *slot.stored == slot.type.dtype)
     return std::vector<uint8_t>(src, src + need);
   int64_t rowLength = slot.type.rank() ? slot.type.shape.back() : 1;

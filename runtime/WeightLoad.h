@@ -25,6 +25,13 @@ namespace fg {
 /// differs from the one recorded at compile time, a range past its end.
 llvm::Expected<std::vector<uint8_t>> loadSlotBytes(const TensorSlot &slot);
 
+/// Checks a slot as read from a plan, trusting nothing (the checksum may be
+/// forged): dims are non-negative, byte sizes fit (checked arithmetic) and
+/// rows are whole blocks, a stored dtype differs only to be converted to a
+/// float type with rows of at least one element, and a mapped range lies
+/// inside the recorded file size. The error says what, without "weight".
+llvm::Error checkSlot(const TensorSlot &slot);
+
 /// Converts `n` elements of `from` bytes into `to` (row by row: `rowLength`
 /// elements per row, a multiple of the block size for block types); `to` must
 /// be a float type. Used for quantised weights on the GPU (-> f16).

@@ -5,6 +5,7 @@
 #include "ir/Diag.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
+#include "ir/ReadFile.h"
 #include "passes/PassManager.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -47,10 +48,21 @@ int runOpt(ArrayRef<const char *> args) {
                         " (see fusegraph opt --help)");
   std::string path = f.positional()[0];
 
-  auto buf = MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/true);
-  if (!buf)
-    return reportError(makeError("cannot read '" + path + "': " + buf.getError().message()));
-  Expected<Graph> g = parseGraph((*buf)->getBuffer(), path == "-" ? "<stdin>" : path);
+  std::unique_ptr<MemoryBuffer> text;
+  if (path == "-") {
+    auto buf = MemoryBuffer::getSTDIN();
+    if (!buf)
+      return reportError(makeError("cannot read '-': " + buf.getError().message()));
+    text = std::move(*buf);
+  } else {
+    ReadFileOptions ro;
+    ro.requiresNullTerminator = true;
+    auto buf = readRegularFile(path, ro);
+    if (!buf)
+      return reportError(makeError("cannot read '" + path + "': " + toString(buf.takeError())));
+    text = std::move(*buf);
+  }
+  Expected<Graph> g = parseGraph(text->getBuffer(), path == "-" ? "<stdin>" : path);
   if (!g)
     return reportError(g.takeError());
 

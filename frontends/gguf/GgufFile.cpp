@@ -1,7 +1,9 @@
 //===- GgufFile.cpp - a bounds-checked GGUF (v2, v3) reader ----------------===//
 #include "frontends/gguf/GgufFile.h"
 
+#include "ir/Checked.h"
 #include "ir/Diag.h"
+#include "ir/ReadFile.h"
 
 #include "llvm/ADT/Twine.h"
 
@@ -277,10 +279,9 @@ llvm::Error GgufFile::error(const llvm::Twine &msg) const { return makeError(pat
 llvm::Expected<std::unique_ptr<GgufFile>> GgufFile::open(llvm::StringRef path) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path.str();
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                         /*RequiresNullTerminator=*/false);
+  auto buf = readRegularFile(path);
   if (!buf)
-    return f->error("cannot open: " + buf.getError().message());
+    return f->error("cannot read: " + llvm::toString(buf.takeError()));
   f->buf_ = std::shared_ptr<const llvm::MemoryBuffer>(std::move(*buf));
   if (auto e = f->parse())
     return e;
@@ -370,21 +371,21 @@ llvm::Error GgufFile::parse() {
       return error(what + " has unsupported dtype " + ggmlTypeName(ggmlType) +
                    " (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q4_K, q6_K)");
     info.dtype = *dt;
-    int64_t elems = 1;
     for (uint32_t d = 0; d < nDims; ++d) {
       uint64_t n = ne[nDims - 1 - d];
-      if (n == 0 || n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-          static_cast<uint64_t>(elems) >
-              static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / n)
-        return error(what + " has an invalid or overflowing dim " + llvm::Twine(n));
-      elems *= static_cast<int64_t>(n);
+      if (n == 0 || n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return error(what + " has an invalid dim " + llvm::Twine(n));
       info.shape.push_back(static_cast<int64_t>(n));
     }
     const DTypeInfo &di = dtypeInfo(info.dtype);
     if (ne[0] % static_cast<uint64_t>(di.blockElems))
       return error(what + ": row length " + llvm::Twine(ne[0]) + " is not a multiple of the " +
                    std::string(di.name) + " block size " + llvm::Twine(di.blockElems));
-    info.bytes = static_cast<uint64_t>(storageBytes(info.dtype, elems));
+    std::optional<int64_t> bytes = checkedBytes(info.dtype, info.shape);
+    if (!bytes)
+      return error(what + " " + std::string(di.name) + shapeStr(info.shape) +
+                   ": its size overflows (corrupt dims)");
+    info.bytes = static_cast<uint64_t>(*bytes);
     if (rel % alignment_)
       return error(what + ": data offset " + llvm::Twine(rel) + " is not a multiple of the " +
                    "alignment " + llvm::Twine(alignment_) + " (misaligned)");

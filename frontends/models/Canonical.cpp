@@ -32,15 +32,22 @@ struct RawTensor {
 
 enum class Transform { None, PermuteRows, AddOne };
 
+/// `tensor` of `file` has `have` where canonical weight `name` needs `want`.
+llvm::Error shapeMismatch(llvm::StringRef file, llvm::StringRef tensor,
+                          llvm::ArrayRef<int64_t> have, llvm::StringRef name,
+                          llvm::ArrayRef<int64_t> want) {
+  return makeError(file, Loc{},
+                   "tensor '" + tensor + "' has shape " + shapeStr(have) + " but " + name +
+                       " needs " + shapeStr(want) +
+                       " from the model's hyperparameters (config and weights disagree)");
+}
+
 /// Converts `raw` to `type` (checking its shape), applies `tf`, and adds it to
 /// `out`: mapped when nothing changed, embedded otherwise.
 llvm::Error addWeight(llvm::StringRef name, const TensorType &type, const RawTensor &raw,
                       Transform tf, int64_t headDim, ModelWeights &out) {
   if (raw.shape != type.shape)
-    return makeError(raw.file, Loc{},
-                     "tensor '" + raw.tensor + "' has shape " + shapeStr(raw.shape) + " but " +
-                         name + " needs " + shapeStr(type.shape) +
-                         " from the model's hyperparameters (config and weights disagree)");
+    return shapeMismatch(raw.file, raw.tensor, raw.shape, name, type.shape);
   if (raw.dtype == type.dtype && tf == Transform::None && raw.mapping) {
     out.addMapped(name.str(), type, raw.file, raw.tensor, raw.offset, raw.mapping);
     return llvm::Error::success();
@@ -66,6 +73,11 @@ llvm::Error addWeight(llvm::StringRef name, const TensorType &type, const RawTen
     break;
   case Transform::PermuteRows: {
     int64_t rows = type.shape[0];
+    if (headDim < 2 || headDim % 2 || rows % headDim)
+      return makeError(raw.file, Loc{},
+                       "tensor '" + raw.tensor + "': " + llvm::Twine(rows) +
+                           " rows cannot be permuted in heads of " + llvm::Twine(headDim) +
+                           " (head_dim must be even and divide the rows)");
     size_t rowBytes = bytes.size() / static_cast<size_t>(rows);
     std::vector<uint8_t> permuted(bytes.size());
     for (int64_t r = 0; r < rows; ++r)
@@ -105,6 +117,16 @@ public:
   std::optional<DType> storedDType(llvm::StringRef name) const override {
     const GgufTensorInfo *t = f_.tensor(fileName(name));
     return t ? std::optional<DType>(t->dtype) : std::nullopt;
+  }
+
+  llvm::Error checkShape(llvm::StringRef name, llvm::ArrayRef<int64_t> shape) const override {
+    std::string tn = fileName(name);
+    const GgufTensorInfo *t = f_.tensor(tn);
+    if (!t)
+      return f_.error("missing tensor '" + tn + "'");
+    if (llvm::ArrayRef<int64_t>(t->shape) != shape)
+      return shapeMismatch(f_.path(), tn, t->shape, name, shape);
+    return llvm::Error::success();
   }
 
   llvm::Error provide(llvm::StringRef name, const TensorType &type,
@@ -223,6 +245,20 @@ public:
     std::string n = m.stacked ? expertName(m.hfName, 0) : m.hfName;
     const SafetensorsTensor *t = ck_.tensor(n);
     return t ? std::optional<DType>(t->dtype) : std::nullopt;
+  }
+
+  llvm::Error checkShape(llvm::StringRef name, llvm::ArrayRef<int64_t> shape) const override {
+    Mapping m = map(name);
+    if (m.computed || m.stacked)
+      return llvm::Error::success();
+    if (m.hfName.empty())
+      return makeError(ck_.folder(), Loc{}, "no Hugging Face tensor for weight '" + name + "'");
+    const SafetensorsTensor *t = ck_.tensor(m.hfName);
+    if (!t)
+      return makeError(ck_.folder(), Loc{}, "missing tensor '" + m.hfName + "' (for " + name + ")");
+    if (llvm::ArrayRef<int64_t>(t->shape) != shape)
+      return shapeMismatch(t->file, t->name, t->shape, name, shape);
+    return llvm::Error::success();
   }
 
   llvm::Error provide(llvm::StringRef name, const TensorType &type,

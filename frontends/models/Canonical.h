@@ -39,6 +39,10 @@ public:
   /// naming the file and tensor when it is missing or mis-shaped.
   virtual llvm::Error provide(llvm::StringRef name, const TensorType &type,
                               ModelWeights &out) const = 0;
+  /// Checks, before any graph is built, that canonical weight `name` is in
+  /// the file with `shape`: the same errors as provide(). Weights assembled
+  /// from several tensors (stacked experts) or computed pass unchecked.
+  virtual llvm::Error checkShape(llvm::StringRef name, llvm::ArrayRef<int64_t> shape) const = 0;
 };
 
 std::unique_ptr<TensorSource> makeGgufSource(const GgufFile &f, const ModelHParams &hp);

@@ -201,11 +201,20 @@ llvm::Expected<ModelHParams> hparamsFromGguf(const GgufFile &f) {
   FG_TRY(nEmbd, k.i("embedding_length"));
   FG_TRY(nHeads, k.i("attention.head_count"));
   FG_TRY(nKv, k.i("attention.head_count_kv", nHeads));
+  // Every layer has tensors: a layer count above the tensor count is corrupt
+  // metadata (checked before anything loops over the layers).
+  if (nLayers > static_cast<int64_t>(f.tensors().size()))
+    return f.error("metadata key '" + k.key("block_count") + "' gives " + llvm::Twine(nLayers) +
+                   " layers but the file holds only " + llvm::Twine(f.tensors().size()) +
+                   " tensors");
   hp.nLayers = nLayers;
   hp.nEmbd = nEmbd;
   hp.nHeads = nHeads;
   hp.nKvHeads = nKv;
   FG_TRY(headDim, k.i("attention.key_length", nHeads > 0 ? nEmbd / nHeads : 0));
+  if (f.meta(k.key("attention.key_length")) && headDim < 1)
+    return f.error("metadata key '" + k.key("attention.key_length") + "' must be >= 1, got " +
+                   llvm::Twine(headDim));
   FG_TRY(headDimV, k.i("attention.value_length", headDim));
   if (headDimV != headDim)
     return f.error("metadata key '" + k.key("attention.value_length") + "' (" +
@@ -356,6 +365,13 @@ llvm::Expected<ModelHParams> hparamsFromHf(const HfCheckpoint &ck) {
   FG_TRY(headDim, c.optInt("head_dim"));
   FG_TRY(vocab, c.getInt("vocab_size"));
   FG_TRY(eps, c.optFloat("rms_norm_eps"));
+  // Every layer has tensors: more layers than tensors is a corrupt config
+  // (checked before anything loops over the layers).
+  if (size_t tensors = ck.tensorCount(); nLayers > static_cast<int64_t>(tensors))
+    return c.error("key 'num_hidden_layers' gives " + llvm::Twine(nLayers) +
+                   " layers but the checkpoint holds only " + llvm::Twine(tensors) + " tensors");
+  if (headDim && *headDim < 1)
+    return c.error("key 'head_dim' must be >= 1, got " + llvm::Twine(*headDim));
   hp.nLayers = nLayers;
   hp.nEmbd = nEmbd;
   hp.nHeads = nHeads;

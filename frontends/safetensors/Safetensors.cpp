@@ -1,7 +1,9 @@
 //===- Safetensors.cpp - safetensors files and Hugging Face folders -------===//
 #include "frontends/safetensors/Safetensors.h"
 
+#include "ir/Checked.h"
 #include "ir/Diag.h"
+#include "ir/ReadFile.h"
 
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
@@ -25,11 +27,25 @@ llvm::Error fileError(llvm::StringRef path, const llvm::Twine &msg) {
 }
 
 llvm::Expected<std::shared_ptr<const llvm::MemoryBuffer>> mapFile(llvm::StringRef path) {
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                         /*RequiresNullTerminator=*/false);
+  auto buf = readRegularFile(path);
   if (!buf)
-    return fileError(path, "cannot open: " + buf.getError().message());
+    return fileError(path, "cannot read: " + llvm::toString(buf.takeError()));
   return std::shared_ptr<const llvm::MemoryBuffer>(std::move(*buf));
+}
+
+/// config.json and the shard index are small; anything larger is not one.
+constexpr uint64_t kMaxJsonBytes = uint64_t(64) << 20;
+/// The safetensors format caps its JSON header at 100 MB.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> readJsonFile(llvm::StringRef path) {
+  ReadFileOptions o;
+  o.maxBytes = kMaxJsonBytes;
+  o.what = "JSON";
+  auto buf = readRegularFile(path, o);
+  if (!buf)
+    return fileError(path, "cannot read: " + llvm::toString(buf.takeError()));
+  return buf;
 }
 
 /// Parses `text` with exceptions off; an error naming `path` when malformed.
@@ -68,6 +84,10 @@ llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path) {
   if (headerSize > size - 8)
     return fileError(path, "truncated file: the header claims " + llvm::Twine(headerSize) +
                                " bytes but only " + llvm::Twine(size - 8) + " follow");
+  if (headerSize > kMaxHeaderBytes)
+    return fileError(path, "the header claims " + llvm::Twine(headerSize) +
+                               " bytes; safetensors headers are at most " +
+                               llvm::Twine(kMaxHeaderBytes) + " (corrupt file?)");
   llvm::StringRef text(buf->getBufferStart() + 8, headerSize);
   auto header = parseJson(text, path);
   if (!header)
@@ -105,20 +125,19 @@ llvm::Expected<SafetensorsFile> SafetensorsFile::open(llvm::StringRef path) {
     t.name = name;
     t.file = f.path_;
     t.dtype = *dtype;
-    int64_t elems = 1;
     for (const Json &d : *sh) {
       if (!d.is_number_unsigned())
         return fileError(path, what + ": shape entries must be non-negative integers");
       uint64_t n = d.get<uint64_t>();
-      if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-          (n && static_cast<uint64_t>(elems) >
-                    static_cast<uint64_t>(std::numeric_limits<int64_t>::max() / 8) / n))
+      if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
         return fileError(path, what + ": shape overflows");
-      elems *= static_cast<int64_t>(n);
       t.shape.push_back(static_cast<int64_t>(n));
     }
+    std::optional<int64_t> bytes = checkedBytes(t.dtype, t.shape);
+    if (!bytes)
+      return fileError(path, what + ": shape overflows");
     uint64_t b = (*off)[0].get<uint64_t>(), en = (*off)[1].get<uint64_t>();
-    t.bytes = static_cast<uint64_t>(storageBytes(t.dtype, elems));
+    t.bytes = static_cast<uint64_t>(*bytes);
     if (b > en || en - b != t.bytes)
       return fileError(path, what + ": data_offsets [" + llvm::Twine(b) + ", " + llvm::Twine(en) +
                                  ") span " + llvm::Twine(en - b) + " bytes but " +
@@ -185,9 +204,9 @@ llvm::Expected<HfConfig> HfConfig::parse(llvm::StringRef text, llvm::StringRef p
 }
 
 llvm::Expected<HfConfig> HfConfig::open(llvm::StringRef path) {
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  auto buf = readJsonFile(path);
   if (!buf)
-    return fileError(path, "cannot open: " + buf.getError().message());
+    return buf.takeError();
   return parse((*buf)->getBuffer(), path);
 }
 
@@ -316,9 +335,9 @@ llvm::Expected<HfCheckpoint> HfCheckpoint::open(llvm::StringRef folder) {
   std::vector<std::string> shards;
   std::map<std::string, std::string> weightMap;
   if (llvm::sys::fs::exists(indexPath)) {
-    auto buf = llvm::MemoryBuffer::getFile(indexPath, /*IsText=*/true);
+    auto buf = readJsonFile(indexPath);
     if (!buf)
-      return fileError(indexPath, "cannot open: " + buf.getError().message());
+      return buf.takeError();
     auto j = parseJson((*buf)->getBuffer(), indexPath);
     if (!j)
       return j.takeError();

@@ -103,6 +103,7 @@ public:
   const SafetensorsTensor *tensor(llvm::StringRef name) const;
   /// Every tensor name, in a stable (sorted) order.
   std::vector<std::string> tensorNames() const;
+  size_t tensorCount() const { return index_.size(); }
 
 private:
   std::string folder_;

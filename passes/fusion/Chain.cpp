@@ -22,6 +22,12 @@ public:
     return -1;
   }
 
+  void prepare(const Function &fn) override {
+    uses_ = fn.useCounts();
+    usesOf_ = &fn;
+    usesNodes_ = fn.numNodes();
+  }
+
   void match(const Function &fn, NodeId root, llvm::SmallVectorImpl<Match> &out) const override {
     const Node &r = fn.node(root);
     if (r.kind != op_)
@@ -39,7 +45,7 @@ public:
       ValueId next = n.operands[slot];
       // A link with other users ends the chain here (it is still proposed,
       // so the refusal names it, beside the chain without it).
-      stop = countUses(fn, next) != 1;
+      stop = uses(fn, next) != 1;
       via.push_back(slot);
       links.push_back(fn.value(next).def);
     }
@@ -48,6 +54,14 @@ public:
       if (!stop || len != links.size())
         break;
     }
+  }
+
+  /// Uses of `v`: from prepare()'s counts when they are `fn`'s (the driver's
+  /// case: linear per round), else counted.
+  unsigned uses(const Function &fn, ValueId v) const {
+    if (usesOf_ == &fn && usesNodes_ == fn.numNodes() && uses_.size() == fn.numValues())
+      return uses_[v];
+    return countUses(fn, v);
   }
 
   static unsigned countUses(const Function &fn, ValueId v) {
@@ -110,6 +124,9 @@ public:
 private:
   OpKind op_, fused_;
   std::string name_;
+  std::vector<unsigned> uses_; ///< prepare()'s use counts of `usesOf_`
+  const Function *usesOf_ = nullptr;
+  size_t usesNodes_ = 0;
 };
 
 } // namespace

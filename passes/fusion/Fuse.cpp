@@ -56,9 +56,10 @@ void rebuild(Function &fn, const std::vector<bool> &dead, llvm::ArrayRef<uint64_
   };
   // Updaters of each state version (operand 0, views followed).
   llvm::DenseMap<ValueId, llvm::SmallVector<NodeId, 1>> updaters;
+  const std::vector<ValueId> roots = viewRoots(fn);
   for (NodeId i = 0; i < n; ++i)
     if (!dead[i] && fn.node(i).info().has(kUpdatesState))
-      updaters[viewRoot(fn, fn.node(i).operands[0])].push_back(i);
+      updaters[roots[fn.node(i).operands[0]]].push_back(i);
   for (NodeId i = 0; i < n; ++i) {
     if (dead[i])
       continue;
@@ -69,7 +70,7 @@ void rebuild(Function &fn, const std::vector<bool> &dead, llvm::ArrayRef<uint64_
         (void)p;
         edge(pid, i);
       }
-      auto u = updaters.find(viewRoot(fn, o));
+      auto u = updaters.find(roots[o]);
       if (u != updaters.end())
         for (NodeId upd : u->second)
           if (upd != i)
@@ -119,6 +120,24 @@ void rebuild(Function &fn, const std::vector<bool> &dead, llvm::ArrayRef<uint64_
     results.push_back(map[r]);
   out.setResults(results);
   fn = std::move(out);
+}
+
+/// Replaces every use of a key of `repl` (operands and results) by its value,
+/// following chains, in one sweep (replaceAllUsesWith per value would be
+/// quadratic in the number of fusions applied).
+void replaceUses(Function &fn, const llvm::DenseMap<ValueId, ValueId> &repl) {
+  auto resolve = [&](ValueId v) {
+    for (auto it = repl.find(v); it != repl.end(); it = repl.find(v))
+      v = it->second;
+    return v;
+  };
+  for (NodeId i = 0; i < fn.numNodes(); ++i)
+    for (ValueId &o : fn.node(i).operands)
+      o = resolve(o);
+  llvm::SmallVector<ValueId, 4> results;
+  for (ValueId r : fn.results())
+    results.push_back(resolve(r));
+  fn.setResults(results);
 }
 
 struct Candidate {
@@ -180,6 +199,7 @@ private:
         if (users[o].empty() || users[o].back() != i)
           users[o].push_back(i);
     for (unsigned pi = 0; pi < patterns_.size(); ++pi) {
+      patterns_[pi]->prepare(fn_);
       const FusionPattern &p = *patterns_[pi];
       for (NodeId root = 0; root < fn_.numNodes(); ++root) {
         llvm::SmallVector<Match, 2> found;
@@ -272,8 +292,7 @@ private:
       dead.push_back(false);
       for (size_t i = 0; i < m.outputs.size(); ++i) {
         ValueId nv = fn_.node(id).results[i];
-        fn_.replaceAllUsesWith(m.outputs[i], nv);
-        repl[m.outputs[i]] = nv;
+        repl[m.outputs[i]] = nv; // uses are replaced once, below
         rename[nv] = fn_.value(m.outputs[i]).name;
       }
       for (NodeId n : m.nodes)
@@ -282,8 +301,10 @@ private:
       debug(p, round, m, "applied");
       ++applied;
     }
-    if (applied)
+    if (applied) {
+      replaceUses(fn_, repl);
       rebuild(fn_, dead, key, rename);
+    }
     return applied;
   }
 };

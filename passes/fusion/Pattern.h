@@ -54,6 +54,14 @@ struct Match {
   unsigned benefit = 0;                    ///< default: nodes.size()
   std::string variant;                     ///< which variant matched (for logs)
 
+  Match() = default;
+  Match(const Match &) = default;
+  Match &operator=(const Match &) = default;
+  /// noexcept (StringMap's move does not throw), so vectors of candidates
+  /// grow and sort by moving instead of copying every capture map.
+  Match(Match &&) noexcept = default;
+  Match &operator=(Match &&) noexcept = default;
+
   bool has(llvm::StringRef name) const {
     auto it = values.find(name);
     return it != values.end() && it->second != kNoValue;
@@ -168,6 +176,10 @@ public:
   virtual ~FusionPattern() = default;
   /// The pattern's one name: its file, `--disable-fusion` name, mnemonic suffix.
   virtual llvm::StringRef name() const = 0;
+  /// Called by the driver before it matches at every root of `fn` (once per
+  /// round), so a pattern can compute per-function facts (use counts) once
+  /// instead of at each root.
+  virtual void prepare(const Function &) {}
   /// Candidates rooted at node `root` (each with its benefit).
   virtual void match(const Function &fn, NodeId root, llvm::SmallVectorImpl<Match> &out) const = 0;
   /// Pattern-specific legality; the driver checks the shared rules first.

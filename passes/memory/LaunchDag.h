@@ -15,7 +15,10 @@
 //   %v = matmul(%x, %wv)   launch 2 ─┘   (0, 1, 2 pairwise unordered)
 //
 // Launch ids follow program order, which is a topological order of the DAG.
-// happensBefore(a, b) is reachability (one ancestor bitset per launch).
+// happensBefore(a, b) is reachability: each launch keeps its ancestors as
+// sorted id intervals (program order keeps them few: a chain's are one
+// interval each, so memory stays linear in the launches), or as a bitset
+// when that is smaller.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -47,6 +50,9 @@ bool launchesWork(const Node &n);
 /// Follows view-like producers to the value whose storage `v` aliases:
 /// the value written by a launch, or an argument.
 ValueId viewRoot(const Function &fn, ValueId v);
+/// viewRoot of every value, in time linear in the function (each chain of
+/// views is walked once; calling viewRoot per use is quadratic on long chains).
+std::vector<ValueId> viewRoots(const Function &fn);
 /// Like viewRoot, but also follows in-place updaters (kUpdatesState) to the
 /// value they update: the value that owns the bytes `v` lives in.
 ValueId storageRoot(const Function &fn, ValueId v);
@@ -72,7 +78,10 @@ public:
   size_t numEdges() const { return numEdges_; }
 
   /// Whether a path a -> ... -> b exists (strict: false for a == b).
-  bool happensBefore(LaunchId a, LaunchId b) const { return ancestors_[b].test(a); }
+  bool happensBefore(LaunchId a, LaunchId b) const;
+  /// The largest c such that every launch before c happens-before `l`
+  /// (0 when launch 0 does not); everything below it is settled for `l`.
+  LaunchId settledPrefix(LaunchId l) const;
   /// Whether a and b are ordered either way (or equal).
   bool ordered(LaunchId a, LaunchId b) const {
     return a == b || happensBefore(a, b) || happensBefore(b, a);
@@ -87,7 +96,12 @@ private:
   std::vector<LaunchNode> launches_;
   std::vector<LaunchId> launchOfNode_;
   std::vector<LaunchId> producer_;
-  std::vector<llvm::BitVector> ancestors_;
+  /// Ancestors of launch l: sorted, disjoint, non-adjacent [lo, hi] id
+  /// intervals, unless denseIndex_[l] names a bitset in dense_.
+  using Intervals = llvm::SmallVector<std::pair<LaunchId, LaunchId>, 1>;
+  std::vector<Intervals> ancestors_;
+  std::vector<uint32_t> denseIndex_;
+  std::vector<llvm::BitVector> dense_;
   std::vector<LaunchId> levelOrder_;
   unsigned numLevels_ = 0, maxWidth_ = 0;
   size_t numEdges_ = 0;

@@ -2,6 +2,7 @@
 #include "runtime/reference/Interpreter.h"
 
 #include "ir/Numeric.h"
+#include "runtime/HostMemory.h"
 
 #include <cassert>
 #include <cmath>
@@ -114,6 +115,10 @@ llvm::Error materializeInit(const WeightInit &init, const TensorType &type, Host
   case WeightInit::Kind::Constant:
     break;
   }
+  // The values (staged as f32 or i64, at most 8 bytes each), then the tensor.
+  if (llvm::Expected<uint64_t> bytes = checkHostTensor(type, "initialising", 8); !bytes)
+    return bytes.takeError();
+
   if (isQuantized(type.dtype))
     return fail("cannot initialise block-quantised weight " + type.str() + " from " + init.str() +
                 ": bind its bytes instead");

@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/reference/Eval.h"
 
+#include "runtime/HostMemory.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -58,6 +60,28 @@ llvm::Error ReferenceInterpreter::bindWeight(llvm::StringRef name, HostTensor t)
 }
 
 llvm::Error ReferenceInterpreter::prepare() {
+  // Everything prepare allocates, checked before anything is: state (twice:
+  // a run works on a copy), and weights made from initialisers (as f32
+  // values, then in their dtype).
+  uint64_t total = 0;
+  llvm::StringSet<> counted;
+  for (const Function &fn : graph_.functions())
+    for (const Argument &a : fn.arguments()) {
+      const std::string &name = fn.value(a.value).name;
+      bool fromInit = a.role == ArgRole::Weight && !weights_.count(name);
+      if ((a.role != ArgRole::State && !fromInit) || !counted.insert(name).second ||
+          state_.count(name))
+        continue;
+      const TensorType &type = fn.type(a.value);
+      llvm::Expected<uint64_t> bytes = checkHostTensor(type, roleName(a.role) + " '" + name + "'");
+      if (!bytes)
+        return bytes.takeError();
+      uint64_t extra = fromInit ? static_cast<uint64_t>(type.numElements()) * 8 : *bytes;
+      if (__builtin_add_overflow(total, *bytes + extra, &total))
+        total = UINT64_MAX;
+    }
+  if (llvm::Error e = checkHostAllocation(total, "the reference interpreter's state and weights"))
+    return e;
   // State first: it needs nothing from the caller.
   for (const Function &fn : graph_.functions())
     for (const Argument &a : fn.arguments()) {
@@ -188,6 +212,9 @@ llvm::Error ReferenceInterpreter::run(llvm::StringRef entry,
       return fail(where + ", value '%" + valueName(*fn, node.result()) +
                   "': " + llvm::toString(std::move(e)));
     };
+    for (ValueId r : node.results)
+      if (llvm::Expected<uint64_t> bytes = checkHostTensor(fn->type(r), "value"); !bytes)
+        return nodeError(bytes.takeError());
     ops.clear();
     for (ValueId v : node.operands) {
       if (!env[v])

@@ -140,3 +140,70 @@ TEST(LaunchDag, LevelOrderIsTopological) {
 
 } // namespace
 } // namespace fg
+
+namespace fg {
+namespace {
+
+/// Reachability as a brute-force closure over operand producers (no views or state).
+std::vector<std::vector<bool>> closure(const Function &fn) {
+  size_t n = fn.numNodes();
+  std::vector<std::vector<bool>> before(n, std::vector<bool>(n, false));
+  for (NodeId i = 0; i < n; ++i)
+    for (ValueId op : fn.node(i).operands)
+      if (!fn.value(op).isArgument()) {
+        NodeId p = fn.value(op).def;
+        before[p][i] = true;
+        for (NodeId a = 0; a < p; ++a)
+          if (before[a][p])
+            before[a][i] = true;
+      }
+  return before;
+}
+
+/// Three interleaved chains with occasional joins: ancestor intervals fragment
+/// (every third id), so most launches keep bitsets; both forms answer exactly,
+/// and on a plain chain every earlier launch is settled.
+TEST(LaunchDag, FragmentedAncestorsStayExact) {
+  Function fn("interleaved");
+  Builder b(fn);
+  ValueId heads[3];
+  for (int c = 0; c < 3; ++c)
+    heads[c] = b.input("x" + std::to_string(c), f32({4}));
+  for (int i = 0; i < 300; ++i) {
+    int c = i % 3;
+    heads[c] = i % 17 == 16 ? b.add(heads[c], heads[(c + 1) % 3]) : b.unary(OpKind::Exp, heads[c]);
+  }
+  for (int c = 0; c < 3; ++c)
+    b.result(heads[c]);
+  ASSERT_FALSE(b.finish());
+  auto dag = LaunchDag::build(fn);
+  ASSERT_TRUE(static_cast<bool>(dag)) << llvm::toString(dag.takeError());
+  std::vector<std::vector<bool>> before = closure(fn);
+  for (NodeId a = 0; a < fn.numNodes(); ++a)
+    for (NodeId c = 0; c < fn.numNodes(); ++c)
+      ASSERT_EQ(dag->happensBefore(dag->launchOf(a), dag->launchOf(c)), before[a][c])
+          << a << " -> " << c;
+  for (NodeId c = 0; c < fn.numNodes(); ++c) {
+    LaunchId settled = 0;
+    while (settled < c && before[settled][c])
+      ++settled;
+    ASSERT_EQ(dag->settledPrefix(dag->launchOf(c)), settled) << c;
+  }
+
+  Function chain("chain");
+  Builder cb(chain);
+  ValueId x = cb.input("x", f32({4}));
+  for (int i = 0; i < 1000; ++i)
+    x = cb.unary(OpKind::Exp, x);
+  cb.result(x);
+  ASSERT_FALSE(cb.finish());
+  auto cdag = LaunchDag::build(chain);
+  ASSERT_TRUE(static_cast<bool>(cdag)) << llvm::toString(cdag.takeError());
+  for (LaunchId l = 0; l < cdag->size(); ++l) {
+    ASSERT_EQ(cdag->settledPrefix(l), l);
+    ASSERT_TRUE(l == 0 || cdag->happensBefore(0, l));
+  }
+}
+
+} // namespace
+} // namespace fg

@@ -68,23 +68,29 @@ struct GgufSpec {
                                          {"feed_forward_length", kFf},
                                          {"attention.head_count", kHeads},
                                          {"attention.head_count_kv", kKv}};
+  std::map<std::string, uint64_t> u64; ///< keys written as u64 (after the u32 ones)
   std::vector<TensorSpec> tensors = tinyLlama();
   std::map<std::string, uint32_t> typeOverride;   ///< ggml type by gguf name
   std::map<std::string, uint64_t> offsetOverride; ///< relative offset by gguf name
+  std::map<std::string, Shape> headerShape;       ///< the shape the header claims (data as spec'd)
 };
 
 std::vector<uint8_t> writeGguf(const GgufSpec &s) {
   Bytes b;
   b.put(s.magic).put(s.version);
-  b.put<uint64_t>(s.tensors.size()).put<uint64_t>(s.u32.size() + 2);
+  b.put<uint64_t>(s.tensors.size()).put<uint64_t>(s.u32.size() + s.u64.size() + 2);
   b.str("general.architecture").put<uint32_t>(8).str(s.arch);
   b.str("general.name").put<uint32_t>(8).str("tiny");
   for (auto &[k, v] : s.u32)
     b.str(s.arch + "." + k).put<uint32_t>(4).put(v);
+  for (auto &[k, v] : s.u64)
+    b.str(s.arch + "." + k).put<uint32_t>(10).put(v);
   uint64_t rel = 0;
   for (const TensorSpec &t : s.tensors) {
-    b.str(t.gguf).put<uint32_t>(static_cast<uint32_t>(t.shape.size()));
-    for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it)
+    auto hs = s.headerShape.find(t.gguf);
+    const Shape &claimed = hs == s.headerShape.end() ? t.shape : hs->second;
+    b.str(t.gguf).put<uint32_t>(static_cast<uint32_t>(claimed.size()));
+    for (auto it = claimed.rbegin(); it != claimed.rend(); ++it)
       b.put<uint64_t>(static_cast<uint64_t>(*it));
     auto ty = s.typeOverride.find(t.gguf);
     b.put<uint32_t>(ty == s.typeOverride.end() ? 0 : ty->second);
@@ -365,6 +371,134 @@ TEST(HfBadInput, WrongKeyType) {
   HfSpec s;
   s.config.replace(s.config.find("\"num_hidden_layers\": 1"), 22, "\"num_hidden_layers\": \"1\"");
   EXPECT_EQ(hfError(s, "config.json"), "key 'num_hidden_layers' must be an integer");
+}
+
+// --- hostile inputs (issue 10): sizes that wrap, counts past the file, files that are not ---
+
+/// f32 [2^56, 64] is 2^64 bytes: its size must not wrap to 0 and pass the
+/// bounds check (it crashed `run` in get_rows and gave `inspect` a vocab of 7.2e16).
+TEST(GgufBadInput, TensorByteSizeOverflows) {
+  GgufSpec s;
+  s.headerShape["token_embd.weight"] = {int64_t(1) << 56, 64};
+  EXPECT_EQ(ggufError(s), "tensor 'token_embd.weight' f32[72057594037927936, 64]: its size "
+                          "overflows (corrupt dims)");
+  // One that fits in 64 bits but not in the file: past the end, as before.
+  s.headerShape["token_embd.weight"] = {int64_t(1) << 40, 64};
+  EXPECT_NE(ggufError(s).find("lies past the end of the"), std::string::npos) << ggufError(s);
+}
+
+/// A layer count above the file's tensor count is refused before anything
+/// loops over the layers (2^31 - 1 aborted with bad_alloc; 100000 built a
+/// 2.4 GB graph first).
+TEST(GgufBadInput, BlockCountBeyondTheTensors) {
+  for (uint32_t n : {0x7fffffffu, 100000u}) {
+    GgufSpec s;
+    s.u32["block_count"] = n;
+    EXPECT_EQ(ggufError(s), "metadata key 'llama.block_count' gives " + std::to_string(n) +
+                                " layers but the file holds only 12 tensors");
+  }
+}
+
+/// gemma3 builds its sliding-layer pattern per layer: 2^40 layers hung there.
+TEST(GgufBadInput, Gemma3BlockCountBeyondTheTensors) {
+  GgufSpec s;
+  s.arch = "gemma3";
+  s.u32.erase("block_count");
+  s.u64["block_count"] = uint64_t(1) << 40;
+  EXPECT_EQ(ggufError(s), "metadata key 'gemma3.block_count' gives 1099511627776 layers but the "
+                          "file holds only 12 tensors");
+}
+
+/// More layers than the file has tensors for: refused before the graph is built.
+TEST(GgufBadInput, MoreLayersThanTheWeightsHold) {
+  GgufSpec s;
+  s.u32["block_count"] = 3;
+  EXPECT_EQ(ggufError(s), "the hyperparameters give 3 layers but the weights hold 1 (no tensor "
+                          "for blk.1.attn_norm)");
+}
+
+/// A zero key length is refused by name (it is no "use n_embd / n_heads").
+TEST(GgufBadInput, KeyLengthZero) {
+  GgufSpec s;
+  s.u32["attention.key_length"] = 0;
+  EXPECT_EQ(ggufError(s), "metadata key 'llama.attention.key_length' must be >= 1, got 0");
+}
+
+/// config.json with "head_dim": 0 crashed `run` and `inspect` (SIGFPE permuting q/k rows).
+TEST(HfBadInput, HeadDimZero) {
+  HfSpec s;
+  s.config.insert(s.config.rfind('}'), ", \"head_dim\": 0");
+  EXPECT_EQ(hfError(s, "config.json"), "key 'head_dim' must be >= 1, got 0");
+}
+
+/// Llama-3 rope scaling with head_dim 2^31 hung computing 2^30 rope factors:
+/// the q projection's shape disagrees with the file first.
+TEST(HfBadInput, Llama3RopeScalingWithAHugeHeadDim) {
+  HfSpec s;
+  s.config.insert(s.config.rfind('}'),
+                  ", \"head_dim\": 2147483648, \"rope_scaling\": {\"rope_type\": \"llama3\", "
+                  "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                  "\"original_max_position_embeddings\": 8192}");
+  EXPECT_EQ(hfError(s), "tensor 'model.layers.0.self_attn.q_proj.weight' has shape [32, 32] but "
+                        "blk.0.attn_q needs [4294967296, 32] from the model's hyperparameters "
+                        "(config and weights disagree)");
+}
+
+/// num_hidden_layers above the checkpoint's tensor count: refused before any layer loop.
+TEST(HfBadInput, LayerCountBeyondTheTensors) {
+  HfSpec s;
+  s.config.replace(s.config.find("\"num_hidden_layers\": 1"), 22,
+                   "\"num_hidden_layers\": 2147483647");
+  EXPECT_EQ(hfError(s, "config.json"), "key 'num_hidden_layers' gives 2147483647 layers but the "
+                                       "checkpoint holds only 12 tensors");
+}
+
+/// Replaces `path` with a symbolic link to `target`.
+void linkTo(const std::string &path, const std::string &target) {
+  llvm::sys::fs::remove(path);
+  ASSERT_FALSE(llvm::sys::fs::create_link(target, path)) << path << " -> " << target;
+}
+
+/// Model files that are links to devices are refused unread (they aborted
+/// with "LLVM ERROR: out of memory" or hung at 3+ GB).
+TEST(HostileFiles, LinksToDevicesAreNotRead) {
+  for (std::string dev : {"/dev/zero", "/dev/urandom"}) {
+    std::string want = ": error: cannot read: not a regular file (a character device)";
+    std::string gguf = test::tempPath(".gguf");
+    linkTo(gguf, dev);
+    EXPECT_EQ(loadError(gguf), gguf + want);
+    llvm::sys::fs::remove(gguf);
+
+    for (std::string name : {"config.json", "model.safetensors"}) {
+      std::string folder = hfFolder(HfSpec());
+      linkTo(folder + "/" + name, dev);
+      EXPECT_EQ(loadError(folder), folder + "/" + name + want);
+      llvm::sys::fs::remove_directories(folder);
+    }
+    std::string index = hfFolder(HfSpec());
+    linkTo(index + "/model.safetensors.index.json", dev);
+    EXPECT_EQ(loadError(index), index + "/model.safetensors.index.json" + want);
+    llvm::sys::fs::remove_directories(index);
+  }
+}
+
+/// A folder where a file is expected, and an oversized config.json.
+TEST(HostileFiles, FoldersAndHugeConfigs) {
+  std::string folder = hfFolder(HfSpec());
+  llvm::sys::fs::remove(folder + "/model.safetensors");
+  ASSERT_FALSE(llvm::sys::fs::create_directory(folder + "/model.safetensors"));
+  EXPECT_EQ(loadError(folder),
+            folder + "/model.safetensors: error: cannot read: not a regular file (a folder)");
+  llvm::sys::fs::remove_directories(folder);
+
+  folder = hfFolder(HfSpec());
+  std::string config = HfSpec().config;
+  config.insert(config.rfind('}'), ", \"padding\": \"" + std::string(65 << 20, ' ') + "\"");
+  test::writeFile(folder + "/config.json", std::vector<uint8_t>(config.begin(), config.end()));
+  EXPECT_EQ(loadError(folder), folder + "/config.json: error: cannot read: the file is " +
+                                   std::to_string(config.size()) +
+                                   " bytes; at most 67108864 are read as JSON");
+  llvm::sys::fs::remove_directories(folder);
 }
 
 TEST(HfBadInput, ShardIndexNamesAMissingTensor) {
