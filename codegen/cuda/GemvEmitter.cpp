@@ -161,6 +161,8 @@ std::string gluEpilogue(const Node &node) {
 /// Rows of x from which the 16-bit weights go to the tensor cores (below, the
 /// lanes-over-K path streams them with fully coalesced loads on the CUDA cores).
 constexpr int64_t kTensorCoreMinRows = 3;
+/// Weights from which a matmul of 3+ rows of x goes to cuBLAS instead.
+constexpr uint64_t kCublasFromBytes = 64ull << 20;
 
 /// How a GEMV launch splits its work (see kernels/gemv.cuh).
 struct GemvSplit {
@@ -414,9 +416,17 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
   default:
     break;
   }
-  if (fn.type(node.operands[0]).numRows() <= o.maxGemvTokens)
-    return emitDense(fn, node, ls, 1, o);
-  return emitCublas(fn, node, ls);
+  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+  int64_t rows = xt.numRows();
+  if (rows > o.maxGemvTokens)
+    return emitCublas(fn, node, ls);
+  // From 3 rows of x the tensor-core GEMV loses to cuBLAS on large weights
+  // (W-dense gate/up at T = 4: 1.5x cuBLAS's time; q/o: 0.9x; bench/RESULTS.md).
+  uint64_t weightBytes = static_cast<uint64_t>(wt.bytes());
+  if (rows >= kTensorCoreMinRows && weightBytes >= kCublasFromBytes && isGemmType(wt.dtype) &&
+      o.gemvTensorCoreMinRows == 0)
+    return emitCublas(fn, node, ls);
+  return emitDense(fn, node, ls, 1, o);
 }
 
 } // namespace fg::cuda::detail

@@ -413,6 +413,15 @@ TEST(CudaEmit, GemvForFewTokens) {
       EXPECT_TRUE(contains(kernel(ls, 0), "static constexpr int M = " + std::to_string(M)));
       EXPECT_TRUE(contains(kernel(ls, 0), "fg::gemv<Cfg>"));
     }
+  // 3+ rows of x on a large weight (≥ 64 MiB): cuBLAS is faster than the
+  // tensor-core GEMV there; 1-2 rows stay generated.
+  for (int64_t M : {2, 4}) {
+    auto ls = emitAll([&](Builder &b) {
+      auto x = b.input("x", T(DType::F32, {M, 4096}));
+      b.result(b.matmul(x, b.weight("w", T(DType::F16, {8192, 4096}))));
+    });
+    EXPECT_EQ(std::holds_alternative<CublasGemmSpec>(ls.back()), M == 4);
+  }
   emitAll([](Builder &b) { // 3-D x, 6 rows, f16 x
     auto x = b.input("x", T(DType::F16, {2, 3, 64}));
     b.result(b.matmul(x, b.weight("w", T(DType::F16, {33, 64}))));
