@@ -522,7 +522,9 @@ template <OpKind K> Cost fusedCostRule(const OpSignature &s, ArrayRef<TensorType
   return fusedCost(K, s, res);
 }
 
+/// The words of TopkGating (ir/Attr.h), in its order.
 const std::string_view kTopkGatings[] = {"softmax", "sigmoid", "sqrt_softplus", "delayed_softmax"};
+static_assert(std::size(kTopkGatings) == kNumTopkGatings, "one word per TopkGating");
 const std::string_view kUnaryMulActs[] = {"silu", "sigmoid", "softplus"};
 
 const AttrSpec kNormRopeAttrs[] = {req("eps", AttrKind::Float),  optEnum("mode", 0, kRopeModes),

@@ -270,34 +270,10 @@ llvm::Expected<std::vector<StepSample>> timeSteps(Executor &exec, const StepLoop
 
 // --- kernel families ----------------------------------------------------------------------
 
-std::string launchFamily(llvm::StringRef what, bool gemm) {
-  llvm::StringRef s = what;
-  size_t eq = s.find(" = ");
-  if (eq != llvm::StringRef::npos)
-    s = s.drop_front(eq + 3);
-  s = s.take_until([](char c) { return c == ' ' || c == '('; });
-  std::string f = s.empty() ? std::string("(unknown)") : s.str();
+std::string launchFamily(OpKind op, bool gemm) {
+  std::string f(mnemonic(op));
   return gemm ? f + " [cublas]" : f;
 }
-
-namespace {
-
-/// The node behind a launch, from the first result label of its `what`
-/// ("%name" or "%v<id>"); null when it cannot be found.
-const Node *nodeOfLaunch(const Function &fn, llvm::StringRef what) {
-  if (!what.startswith("%"))
-    return nullptr;
-  llvm::StringRef label = what.drop_front().take_until([](char c) { return c == ' ' || c == ','; });
-  ValueId v = fn.lookup(label);
-  if (v == kNoValue && label.startswith("v")) {
-    unsigned id;
-    if (!label.drop_front().getAsInteger(10, id) && id < fn.numValues())
-      v = id;
-  }
-  return v == kNoValue ? nullptr : fn.producer(v);
-}
-
-} // namespace
 
 std::vector<FamilyTime> familyBreakdown(const Function &fn,
                                         llvm::ArrayRef<std::vector<Executor::LaunchTime>> runs,
@@ -309,7 +285,7 @@ std::vector<FamilyTime> familyBreakdown(const Function &fn,
   std::vector<const Node *> counted;
   for (size_t i = 0; i < first.size(); ++i) {
     const Executor::LaunchTime &l = first[i];
-    std::string fam = launchFamily(l.what, l.gemm);
+    std::string fam = launchFamily(l.op, l.gemm);
     FamilyTime &f = byFamily[fam];
     f.family = fam;
     ++f.launches;
@@ -321,7 +297,8 @@ std::vector<FamilyTime> familyBreakdown(const Function &fn,
         ++n;
       }
     f.ms += n ? ms / n : 0;
-    const Node *node = nodeOfLaunch(fn, l.what);
+    // The launch record names its node by index in the plan's final function.
+    const Node *node = l.node < fn.numNodes() ? &fn.node(l.node) : nullptr;
     if (node && !llvm::is_contained(counted, node)) {
       counted.push_back(node);
       f.bytes += nodeBytes(fn, *node, kvRows);

@@ -120,8 +120,8 @@ struct FamilyTime {
   double bytes = 0; ///< summed nodeBytes of the nodes behind its launches
 };
 
-/// The family of a launch: the mnemonic in its `what` ("%q = rope (line 3)" -> "rope").
-std::string launchFamily(llvm::StringRef what, bool gemm);
+/// The family of a launch: its op's mnemonic ("rope"; cuBLAS calls "matmul [cublas]").
+std::string launchFamily(OpKind op, bool gemm);
 
 /// Groups per-launch times (averaged over the runs given) by family, largest
 /// time first. `fn` is the entry the launches came from (the plan's final IR).

@@ -177,9 +177,6 @@ llvm::Expected<std::vector<Launch>> emitNormRope(const Function &fn, const Node 
   return std::vector<Launch>{std::move(k)};
 }
 
-/// Most rows one block stages when the results may alias the logits.
-constexpr int64_t kAliasRows = 4;
-
 llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &node,
                                                 llvm::ArrayRef<Layout> ls) {
   const TensorType &lt = fn.type(node.operands[0]);
@@ -190,14 +187,14 @@ llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &
   if (K < 1 || K > E)
     return unsupported(node, llvm::formatv("k = {0} of {1} experts", K, E).str());
   // Rows staged per block: all of them (one block) when the results may alias
-  // the logits (OverlapProof.cpp), else one.
-  int64_t rpb = T <= kAliasRows ? std::max<int64_t>(T, 1) : 1;
+  // the logits (CudaTarget::readsAllBeforeWrite), else one.
+  int64_t rpb = T <= kTopkMoeAliasRows ? std::max<int64_t>(T, 1) : 1;
   // Shared: logits of the block's rows, and per expert p and the selection key.
   uint64_t shared = static_cast<uint64_t>(rpb * E + 2 * E) * 4 + static_cast<uint64_t>(K) * 4;
   if (shared > 48 * 1024)
     return unsupported(node, llvm::formatv("{0} experts (shared memory)", E).str());
-  enum { Softmax, Sigmoid, SqrtSoftplus, Delayed };
-  int64_t gating = node.i("gating");
+  using enum TopkGating;
+  TopkGating gating = static_cast<TopkGating>(node.i("gating"));
   bool renorm = node.i("renorm") != 0;
   double scale = node.f("scale");
   unsigned nt = threadsForRow(E, 512);
@@ -236,9 +233,9 @@ llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &
   // 1. gate probabilities (as the reference: f64 math, stored as f32).
   switch (gating) {
   case Softmax:
-  case Delayed: {
+  case DelayedSoftmax: {
     // Delayed: the selection is on raw logits; the softmax runs over the k later.
-    if (gating == Delayed) {
+    if (gating == DelayedSoftmax) {
       b += "      for (int e = threadIdx.x; e < E; e += NT) pr[e] = x[e];\n";
       break;
     }
@@ -268,7 +265,7 @@ llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &
     b += "        pr[e] = (float)sqrt((double)sp);\n      }\n";
     break;
   default:
-    return unsupported(node, llvm::formatv("gating {0}", gating).str());
+    return unsupported(node, llvm::formatv("gating {0}", static_cast<int64_t>(gating)).str());
   }
   // 2. selection keys: the biased probabilities (the bias steers the choice only).
   b += "      for (int e = threadIdx.x; e < E; e += NT) sel[e] = key(pr[e]";
@@ -287,7 +284,7 @@ llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &
   b += "      __syncthreads();\n";
   // 4. weight epilogue, serial over the k (as the reference's row loops).
   b += "      if (threadIdx.x == 0) {\n";
-  if (gating == Delayed) {
+  if (gating == DelayedSoftmax) {
     b += "        double m = -(double)FG_INF, s = 0.0;\n";
     b += "        for (int j = 0; j < " + ilit(K) + "; ++j) m = fmax(m, (double)wk[j]);\n";
     b += "        for (int j = 0; j < " + ilit(K) + "; ++j) s += m == -(double)FG_INF ? 0.0 : "

@@ -139,13 +139,16 @@ TEST(Families, GroupByMnemonicAndAverageRuns) {
   Graph g = workload("w-tiny");
   const Function *fn = g.lookup("decode");
   ASSERT_NE(fn, nullptr);
-  EXPECT_EQ(launchFamily("%q.3 = rope (line 12)", false), "rope");
-  EXPECT_EQ(launchFamily("%ids, %w = fused.topk_moe", false), "fused.topk_moe");
-  EXPECT_EQ(launchFamily("%logits = matmul (line 9)", true), "matmul [cublas]");
+  EXPECT_EQ(launchFamily(OpKind::Rope, false), "rope");
+  EXPECT_EQ(launchFamily(OpKind::FusedTopkMoe, false), "fused.topk_moe");
+  EXPECT_EQ(launchFamily(OpKind::MatMul, true), "matmul [cublas]");
+  // Launches name their node by id and op (as the launch records do), not by text.
+  auto nodeOf = [&](llvm::StringRef value) { return fn->value(fn->lookup(value)).def; };
+  NodeId x = nodeOf("x"), logits = nodeOf("logits");
   using LT = Executor::LaunchTime;
   std::vector<std::vector<LT>> runs = {
-      {{"%x = get_rows", "k0", false, 1.0f}, {"%logits = matmul", "", true, 3.0f}},
-      {{"%x = get_rows", "k0", false, 3.0f}, {"%logits = matmul", "", true, 5.0f}}};
+      {{"", "k0", false, 1.0f, x, OpKind::GetRows}, {"", "", true, 3.0f, logits, OpKind::MatMul}},
+      {{"", "k0", false, 3.0f, x, OpKind::GetRows}, {"", "", true, 5.0f, logits, OpKind::MatMul}}};
   auto fams = familyBreakdown(*fn, runs, 1024);
   ASSERT_EQ(fams.size(), 2u);
   EXPECT_EQ(fams[0].family, "matmul [cublas]");

@@ -278,7 +278,7 @@ TEST(DecoderBlocks, MoeRoutingBiasSqrtSoftplusScale) {
   auto bias = b.weight("exp_probs_b", {DType::F32, {8}});
   MoeRoutingOptions o;
   o.nExpertsUsed = 3;
-  o.gating = MoeGating::SqrtSoftplus;
+  o.gating = TopkGating::SqrtSoftplus;
   o.scale = 2.5;
   MoeRouting r = moeRouting(b, x, gi, bias, o);
   ASSERT_FALSE(b.failed()) << llvm::toString(b.finish());
@@ -301,7 +301,7 @@ TEST(DecoderBlocks, MoeRoutingBiasSqrtSoftplusScale) {
   // Sigmoid gating, no renorm, no scale: the weights are the get_rows.
   MoeRoutingOptions s;
   s.nExpertsUsed = 1;
-  s.gating = MoeGating::Sigmoid;
+  s.gating = TopkGating::Sigmoid;
   MoeRouting r2 = moeRouting(b, x, gi, kNoValue, s, "s.");
   const Node *g2 = def(fn, r2.weights, OpKind::GetRows);
   ASSERT_TRUE(g2);
