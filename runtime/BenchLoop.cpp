@@ -26,112 +26,47 @@ ValueId storageOf(const Function &fn, ValueId v) {
   return v;
 }
 
-std::optional<unsigned> operandIndex(const Node &n, std::string_view name) {
-  llvm::ArrayRef<std::string_view> names = n.info().operandNames;
-  for (unsigned i = 0; i < names.size() && i < n.operands.size(); ++i)
-    if (names[i] == name && n.operands[i] != kNoValue)
-      return i;
-  return std::nullopt;
-}
-
-/// Bytes of one row of a [rows, ...] tensor.
-double rowBytes(const TensorType &t) {
-  if (t.shape.empty() || t.shape[0] == 0)
-    return static_cast<double>(t.bytes());
-  return static_cast<double>(t.bytes()) / static_cast<double>(t.shape[0]);
-}
-
-/// The fraction of weight operand `i` of `n` that `n` reads (see the header).
-double weightFraction(const Function &fn, const Node &n, unsigned i) {
-  const TensorType &w = fn.type(storageOf(fn, n.operands[i]));
-  if (w.shape.empty() || w.shape[0] <= 0)
-    return 1;
-  double rows = static_cast<double>(w.shape[0]);
-  if (n.kind == OpKind::GetRows && i == 0) {
-    if (auto idx = operandIndex(n, "indices"))
-      return std::min(1.0, static_cast<double>(fn.type(n.operands[*idx]).numElements()) / rows);
-  }
-  if (auto ids = operandIndex(n, "ids"); ids && *ids != i)
-    return std::min(1.0, static_cast<double>(fn.type(n.operands[*ids]).numElements()) / rows);
-  return 1;
-}
-
-/// Rows a state updater writes (|indices|; the source's rows when absent).
-double rowsWritten(const Function &fn, const Node &n) {
-  if (auto idx = operandIndex(n, "indices"))
-    return static_cast<double>(fn.type(n.operands[*idx]).numElements());
-  return 1;
-}
-
-enum class Access { Weight, KvRead, KvWrite, Other };
-
-/// Bytes operand `i` of `n` moves, and what kind of access it is.
-double operandBytes(const Function &fn, const Node &n, unsigned i, int64_t kvRows, Access &kind) {
-  ValueId v = n.operands[i];
-  ValueId root = storageOf(fn, v);
-  const Argument *a = fn.argumentOf(root);
-  const TensorType &rt = fn.type(root);
-  if (a && a->role == ArgRole::Weight) {
-    kind = Access::Weight;
-    return weightFraction(fn, n, i) * static_cast<double>(rt.bytes());
-  }
-  if (a && a->role == ArgRole::State) {
-    if (n.info().has(kUpdatesState) && i == 0) {
-      kind = Access::KvWrite;
-      return rowsWritten(fn, n) * rowBytes(rt);
-    }
-    kind = Access::KvRead;
-    double rows = rt.shape.empty() ? 1 : std::min<double>(static_cast<double>(kvRows),
-                                                          static_cast<double>(rt.shape[0]));
-    return rows * rowBytes(rt);
-  }
-  kind = Access::Other;
-  return static_cast<double>(fn.type(v).bytes());
+/// The op table's cost of `n` (the one byte model) with kvRows live KV rows.
+Cost costOf(const Function &fn, const Node &n, int64_t kvRows) {
+  llvm::SmallVector<TensorType, 6> in, out;
+  for (ValueId v : n.operands)
+    in.push_back(fn.type(v));
+  for (ValueId v : n.results)
+    out.push_back(fn.type(v));
+  CostContext ctx;
+  ctx.kvRows = kvRows;
+  return opCost(n.kind, in, n.attrs, out, ctx);
 }
 
 } // namespace
 
 double nodeBytes(const Function &fn, const Node &n, int64_t kvRows) {
-  if (n.info().has(kViewLike))
-    return 0;
-  double total = 0;
-  for (unsigned i = 0; i < n.operands.size(); ++i) {
-    if (n.operands[i] == kNoValue)
-      continue;
-    Access kind;
-    total += operandBytes(fn, n, i, kvRows, kind);
-  }
-  for (size_t r = 0; r < n.results.size(); ++r) {
-    if (r == 0 && n.info().has(kUpdatesState))
-      continue; // written in place: counted with operand 0
-    total += static_cast<double>(fn.type(n.results[r]).bytes());
-  }
-  return total;
+  return costOf(fn, n, kvRows).bytes;
 }
 
 StepBytes idealStepBytes(const Function &fn, int64_t kvRows) {
   StepBytes out;
-  llvm::DenseMap<ValueId, double> weightFrac; // per weight argument: the largest fraction read
+  // Per weight argument: the most bytes any one node reads of it (a weight
+  // used several times is read once in the ideal).
+  llvm::DenseMap<ValueId, double> weightBytes;
   for (const Node &n : fn.nodes()) {
-    if (n.info().has(kViewLike))
-      continue;
+    Cost c = costOf(fn, n, kvRows);
     for (unsigned i = 0; i < n.operands.size(); ++i) {
-      if (n.operands[i] == kNoValue)
+      ValueId root = storageOf(fn, n.operands[i]);
+      const Argument *a = fn.argumentOf(root);
+      if (!a || c.operandBytes[i] == 0)
         continue;
-      Access kind;
-      double bytes = operandBytes(fn, n, i, kvRows, kind);
-      if (kind == Access::Weight) {
-        double &f = weightFrac[storageOf(fn, n.operands[i])];
-        f = std::max(f, weightFraction(fn, n, i));
-      } else if (kind == Access::KvRead) {
-        out.kvRead += bytes;
-      } else if (kind == Access::KvWrite) {
-        out.kvWrite += bytes;
+      if (a->role == ArgRole::Weight) {
+        double &w = weightBytes[root];
+        w = std::min(static_cast<double>(fn.type(root).bytes()), std::max(w, c.operandBytes[i]));
+      } else if (a->role == ArgRole::State) {
+        bool written = n.info().has(kUpdatesState) && i == 0;
+        (written ? out.kvWrite : out.kvRead) += c.operandBytes[i];
       }
     }
   }
-  for (const auto &[v, f] : weightFrac)
-    out.weights += f * static_cast<double>(fn.type(v).bytes());
+  for (const auto &[v, bytes] : weightBytes)
+    out.weights += bytes;
   for (const Argument &a : fn.arguments())
     if (a.role == ArgRole::Input)
       out.io += static_cast<double>(fn.type(a.value).bytes());
