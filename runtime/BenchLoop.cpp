@@ -247,9 +247,8 @@ std::vector<FamilyTime> familyBreakdown(const Function &fn,
   return out;
 }
 
-llvm::Expected<std::vector<FamilyTime>> profileFamilies(Executor &exec,
-                                                        const StepLoopOptions &opts, int runs,
-                                                        int64_t kvRows) {
+llvm::Expected<std::vector<FamilyTime>> profileFamilies(Executor &exec, const StepLoopOptions &opts,
+                                                        int runs, int64_t kvRows) {
   auto d = StepDriver::create(exec, opts);
   if (!d)
     return d.takeError();

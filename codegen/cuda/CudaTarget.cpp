@@ -17,8 +17,7 @@ llvm::Expected<std::vector<Launch>> CudaTarget::emitProbe(const NodeDesc &d) con
   Function probe("probe");
   llvm::SmallVector<ValueId, 6> operands;
   for (size_t i = 0; i < d.operands.size(); ++i)
-    operands.push_back(
-        probe.addArgument("o" + std::to_string(i), d.operands[i], ArgRole::Input));
+    operands.push_back(probe.addArgument("o" + std::to_string(i), d.operands[i], ArgRole::Input));
   llvm::SmallVector<std::string, 2> names;
   for (size_t r = 0; r < d.results.size(); ++r)
     names.push_back("r" + std::to_string(r));

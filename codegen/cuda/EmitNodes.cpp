@@ -7,8 +7,7 @@
 
 namespace fg::cuda {
 
-llvm::Expected<std::vector<NodeCode>> emitNodes(const Function &fn,
-                                                llvm::ArrayRef<Layout> layouts,
+llvm::Expected<std::vector<NodeCode>> emitNodes(const Function &fn, llvm::ArrayRef<Layout> layouts,
                                                 const EmitOptions &options) {
   std::vector<NodeCode> code(fn.numNodes());
   for (NodeId id = 0; id < fn.numNodes(); ++id) {

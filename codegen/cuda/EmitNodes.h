@@ -24,8 +24,7 @@ struct NodeCode {
 
 /// One NodeCode per node of `fn` (indexed by NodeId); an error located at the
 /// first node the emitters refuse.
-llvm::Expected<std::vector<NodeCode>> emitNodes(const Function &fn,
-                                                llvm::ArrayRef<Layout> layouts,
+llvm::Expected<std::vector<NodeCode>> emitNodes(const Function &fn, llvm::ArrayRef<Layout> layouts,
                                                 const EmitOptions &options);
 
 } // namespace fg::cuda

@@ -24,8 +24,8 @@ llvm::Expected<std::vector<uint32_t>> buildModules(const KernelSources &ks, llvm
     moduleOfSourceIndex[i] = it->second;
   }
   if (log)
-    log(LogLevel::Progress, "compiling " + std::to_string(unique.size()) +
-                                " kernels with NVRTC for " + arch.str());
+    log(LogLevel::Progress,
+        "compiling " + std::to_string(unique.size()) + " kernels with NVRTC for " + arch.str());
   std::vector<std::optional<llvm::Expected<CompiledModule>>> results(unique.size());
   {
     unsigned workers = std::max(1u, std::thread::hardware_concurrency());
@@ -46,8 +46,8 @@ llvm::Expected<std::vector<uint32_t>> buildModules(const KernelSources &ks, llvm
       for (size_t k = i + 1; k < results.size(); ++k)
         if (!*results[k])
           llvm::consumeError(results[k]->takeError());
-      return makeError("kernel " + unique[i]->first + " failed to compile: " +
-                       llvm::toString(std::move(err)));
+      return makeError("kernel " + unique[i]->first +
+                       " failed to compile: " + llvm::toString(std::move(err)));
     }
     KernelImage img;
     img.name = unique[i]->first;

@@ -21,8 +21,8 @@ struct ModuleStats {
 /// `prog.entries` (in the order `sources.sourceOfLaunch` lists them). Returns
 /// the module index of every source.
 llvm::Expected<std::vector<uint32_t>> buildModules(const KernelSources &sources,
-                                                   llvm::StringRef arch,
-                                                   const NvrtcOptions &nvrtc, const LogSink &log,
-                                                   CompiledProgram &prog, ModuleStats &stats);
+                                                   llvm::StringRef arch, const NvrtcOptions &nvrtc,
+                                                   const LogSink &log, CompiledProgram &prog,
+                                                   ModuleStats &stats);
 
 } // namespace fg::cuda

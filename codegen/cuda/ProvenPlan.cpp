@@ -26,11 +26,11 @@ llvm::Expected<ProvenPlan> planAndProve(const Function &fn, llvm::ArrayRef<NodeC
   proof.allLaunches = true; // every launch, not only fused and in-place ones
   proof.target = opts.target;
   if (llvm::Error e = checkNoOverlap(fn, *plan, proof))
-    return makeError("the memory plan of @" + fn.name() + " is not safe: " +
-                     llvm::toString(std::move(e)));
+    return makeError("the memory plan of @" + fn.name() +
+                     " is not safe: " + llvm::toString(std::move(e)));
   if (llvm::Error e = verifyNoOverlap(fn, *plan, *dag))
-    return makeError("the memory plan of @" + fn.name() + " is not safe: " +
-                     llvm::toString(std::move(e)));
+    return makeError("the memory plan of @" + fn.name() +
+                     " is not safe: " + llvm::toString(std::move(e)));
   return ProvenPlan{std::move(*dag), std::move(*plan)};
 }
 

@@ -13,8 +13,9 @@ llvm::Expected<std::vector<Layout>> computeLayouts(const Function &fn) {
     if (n.info().has(kViewLike)) {
       std::optional<Layout> l = viewLayout(n, layout[n.operands[0]]);
       if (!l)
-        return nodeError(fn, n, "this view of a non-contiguous value cannot be expressed with "
-                                "strides; insert a cont before it");
+        return nodeError(fn, n,
+                         "this view of a non-contiguous value cannot be expressed with "
+                         "strides; insert a cont before it");
       layout[n.result()] = *l;
       continue;
     }

@@ -52,8 +52,8 @@ bool needsInitModule(const CompiledProgram &prog) {
 }
 
 const std::string &initModuleSource() {
-  static const std::string source = std::string("// fusegraph weight initialisers\n") +
-                                    kInitFormula + kInitKernels;
+  static const std::string source =
+      std::string("// fusegraph weight initialisers\n") + kInitFormula + kInitKernels;
   return source;
 }
 

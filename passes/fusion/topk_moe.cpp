@@ -63,15 +63,15 @@ Pat routing(TopkGating g, bool bias, bool renorm, bool scale) {
 class TopkMoe : public TreePattern {
 public:
   TopkMoe() {
-    for (TopkGating g :
-         {TopkGating::Softmax, TopkGating::Sigmoid, TopkGating::SqrtSoftplus, TopkGating::DelayedSoftmax})
+    for (TopkGating g : {TopkGating::Softmax, TopkGating::Sigmoid, TopkGating::SqrtSoftplus,
+                         TopkGating::DelayedSoftmax})
       for (bool bias : {false, true})
         for (bool renorm : {false, true})
           for (bool scale : {false, true}) {
             if (g == TopkGating::DelayedSoftmax && (bias || renorm))
               continue; // the bias and renormalisation belong to early gating
-            std::string name = gatingName(g) + (bias ? "+bias" : "") +
-                               (renorm ? "+renorm" : "") + (scale ? "+scale" : "");
+            std::string name = gatingName(g) + (bias ? "+bias" : "") + (renorm ? "+renorm" : "") +
+                               (scale ? "+scale" : "");
             addVariant(name, routing(g, bias, renorm, scale), {"ids", ""});
           }
   }

@@ -76,9 +76,9 @@ llvm::Error checkNoOverlap(const Function &fn, const BufferPlan &plan, const Ove
   for (size_t i = 0; i < v.size() && i < 5; ++i) {
     msg += (i ? "; " : "") + std::string(mnemonic(fn.node(v[i].node).kind)) + ": " + v[i].reason;
     msg += " (writer: " + nodeLabel(fn, v[i].node) + "; " +
-           (v[i].producer == kNoNode ? "the bytes belong to argument " +
-                                           valueLabel(fn, viewRoot(fn, v[i].read))
-                                     : "the bytes were written by " + nodeLabel(fn, v[i].producer)) +
+           (v[i].producer == kNoNode
+                ? "the bytes belong to argument " + valueLabel(fn, viewRoot(fn, v[i].read))
+                : "the bytes were written by " + nodeLabel(fn, v[i].producer)) +
            ")";
   }
   if (v.size() > 5)

@@ -1,6 +1,6 @@
 //===- WeightInitModuleTest.cpp - the device init module is the shared formula ===//
-#include "codegen/cuda/Nvrtc.h"
 #include "codegen/cuda/WeightInitModule.h"
+#include "codegen/cuda/Nvrtc.h"
 
 #include "llvm/Support/FileSystem.h"
 

@@ -83,8 +83,9 @@ TEST(TargetFusion, SlowerByTheTargetsEstimateIsARefusal) {
     ASSERT_FALSE(static_cast<bool>(fuseWithOverlapProof(g, o, report)));
     EXPECT_EQ(report.count("rms_norm_mul"), fused < 2e-6 ? 1 : 0) << fused;
     if (fused > 2e-6) {
-      EXPECT_EQ(refusalOf(report, "rms_norm_mul"),
-                "the fake target estimates the fused op at 3.00 us, the ops it replaces at 2.00 us");
+      EXPECT_EQ(
+          refusalOf(report, "rms_norm_mul"),
+          "the fake target estimates the fused op at 3.00 us, the ops it replaces at 2.00 us");
     }
   }
 }
@@ -96,9 +97,13 @@ TEST(TargetFusion, OverlapProofAsksTheTargetWhichOperandsAreReadFirst) {
   cuda::CudaTarget cudaTarget;
   for (int64_t rows : {int64_t(1), cuda::kTopkMoeAliasRows + 1}) {
     std::string r = std::to_string(rows);
-    Graph g = parseOrDie("graph @f(input %x: f32[" + r + ", 8]) {\n"
-                         "  %l = exp(%x) : f32[" + r + ", 8]\n"
-                         "  %ids, %w = fused.topk_moe(%l) {k = 2} : i32[" + r + ", 2], f32[" + r +
+    Graph g = parseOrDie("graph @f(input %x: f32[" + r +
+                         ", 8]) {\n"
+                         "  %l = exp(%x) : f32[" +
+                         r +
+                         ", 8]\n"
+                         "  %ids, %w = fused.topk_moe(%l) {k = 2} : i32[" +
+                         r + ", 2], f32[" + r +
                          ", 2]\n"
                          "  return %ids, %w\n}\n");
     const Function &fn = g.functions().front();
