@@ -195,7 +195,7 @@ private:
           if (d)
             d = p.check(fn_, m);
           if (d && opts_.target)
-            d = targetEmits(p, m);
+            d = targetAccepts(p, m);
           if (!d) {
             debug(p, round, m, "refused: " + d.reason());
             refused.push_back({fn_.name().str(), p.name().str(), rootLabel(m), d.reason()});
@@ -236,7 +236,7 @@ private:
   /// Whether the target has a kernel for the fused op `m` would become, and
   /// its cost estimate (the op table's bytes and flops plus launch costs)
   /// says the fused node is no slower than the nodes it absorbs.
-  Decision targetEmits(const FusionPattern &p, const Match &m) const {
+  Decision targetAccepts(const FusionPattern &p, const Match &m) const {
     FusedOp op = p.rewrite(fn_, m);
     NodeDesc desc{op.kind, {}, op.attrs, {}};
     for (ValueId v : op.operands)
