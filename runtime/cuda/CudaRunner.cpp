@@ -1,7 +1,7 @@
 #include "runtime/cuda/CudaRunner.h"
 
-#include "runtime/WeightLoad.h"
 #include "ir/InitFormula.h"
+#include "runtime/WeightLoad.h"
 #include "runtime/reference/Interpreter.h"
 
 #include <cublas_v2.h>
