@@ -102,7 +102,7 @@ const Pattern kPatterns[] = {
        ValueId gate = b.weight("ffn_gate_inp", {DType::F32, {128, 2048}}, mat(2));
        MoeRoutingOptions o;
        o.nExpertsUsed = 8;
-       o.gating = MoeGating::Softmax;
+       o.gating = TopkGating::Softmax;
        o.renormalize = true;
        MoeRouting r = moeRouting(b, x, gate, kNoValue, o, "blk.0.");
        b.result(r.ids);

@@ -114,14 +114,26 @@ MoeRouting moeRouting(Builder &b, ValueId x, ValueId gateInp, ValueId selectionB
   std::string p = prefix.str();
   ValueId logits = b.matmul(x, gateInp, p + "router_logits");
   ValueId probs = kNoValue;
+  if (opt.gating == TopkGating::DelayedSoftmax) {
+    // top-k of the raw logits, then a softmax of the k chosen (no bias, no renormalisation).
+    r.ids = b.topK(logits, opt.nExpertsUsed, p + "expert_ids");
+    ValueId chosen = b.getRows(logits, r.ids, p + "expert_logits");
+    ValueId weights = b.softmax(chosen, std::nullopt, 1, 0, p + "expert_weights");
+    if (opt.scale != 1)
+      weights = b.scale(weights, opt.scale, 0, p + "expert_weights_scaled");
+    r.weights = weights;
+    return r;
+  }
   switch (opt.gating) {
-  case MoeGating::Softmax:
+  case TopkGating::DelayedSoftmax:
+    break; // handled above
+  case TopkGating::Softmax:
     probs = b.softmax(logits, std::nullopt, 1, 0, p + "router_probs");
     break;
-  case MoeGating::Sigmoid:
+  case TopkGating::Sigmoid:
     probs = b.unary(OpKind::Sigmoid, logits, p + "router_probs");
     break;
-  case MoeGating::SqrtSoftplus:
+  case TopkGating::SqrtSoftplus:
     probs = b.unary(OpKind::Sqrt, b.unary(OpKind::Softplus, logits, p + "router_softplus"),
                     p + "router_probs");
     break;

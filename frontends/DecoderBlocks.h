@@ -82,14 +82,12 @@ AttentionResult attentionBlock(Builder &b, ValueId x, ValueId positions, const A
 
 // --- MoE routing ------------------------------------------------------------------
 
-enum class MoeGating { Softmax, Sigmoid, SqrtSoftplus };
-
 /// The renormalisation clamp (2^-14), as ggml's tests and kernels use it.
 constexpr double kMoeRenormMin = 6.103515625e-5;
 
 struct MoeRoutingOptions {
   int64_t nExpertsUsed = 0; ///< k
-  MoeGating gating = MoeGating::Softmax;
+  TopkGating gating = TopkGating::Softmax; ///< early gating only (not DelayedSoftmax)
   bool renormalize = false; ///< w / max(Σ w, kMoeRenormMin)
   double scale = 1;         ///< applied (as a scale op) only when != 1
 };
@@ -134,7 +132,7 @@ struct DecoderConfig {
   enum class FfnKind { Dense, Moe } ffn = FfnKind::Dense;
   int64_t nFf = 0; ///< dense hidden size
   int64_t nExperts = 0, nExpertsUsed = 0, expertFf = 0;
-  MoeGating gating = MoeGating::Softmax;
+  TopkGating gating = TopkGating::Softmax;
   bool renormalizeExperts = false;
   double expertWeightsScale = 1;
   bool expertSelectionBias = false; ///< blk.N.exp_probs_b [E]

@@ -64,5 +64,9 @@ std::string printFloat(double v);
 enum class RopeMode : int64_t { Normal = 0, Neox = 1 };
 enum class GluKind : int64_t { SwiGLU = 0, GeGLU = 1, SwiGLUOAI = 2, SwiGLUClamp = 3 };
 enum class SortOrder : int64_t { Asc = 0, Desc = 1 };
+/// How fused.topk_moe (and the decoder's MoE routing) turns router logits into
+/// probabilities. Delayed: top-k of the raw logits, then a softmax of the k chosen.
+enum class TopkGating : int64_t { Softmax = 0, Sigmoid = 1, SqrtSoftplus = 2, DelayedSoftmax = 3 };
+constexpr unsigned kNumTopkGatings = 4;
 
 } // namespace fg

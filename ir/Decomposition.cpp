@@ -594,26 +594,41 @@ llvm::Error inferFusedTypes(OpKind fused, const OpSignature &s,
   return walkDecomposition(fused, s.operands, s.attrs, noop, handles, &results);
 }
 
-Cost fusedCost(OpKind fused, const OpSignature &s, llvm::ArrayRef<TensorType> results) {
+Cost fusedCost(OpKind fused, const OpSignature &s, llvm::ArrayRef<TensorType> results,
+               const CostContext &ctx) {
   Cost total;
   const unsigned numOperands = static_cast<unsigned>(s.operands.size());
+  total.operandBytes.assign(numOperands, 0.0);
   std::vector<TensorType> types(s.operands.begin(), s.operands.end());
+  // The fused operand whose bytes each handle lies in (views and in-place
+  // updates followed), or -1 for an intermediate.
+  std::vector<int> origin;
+  for (unsigned i = 0; i < numOperands; ++i)
+    origin.push_back(static_cast<int>(i));
   auto step = [&](OpKind kind, llvm::ArrayRef<unsigned> ops, llvm::ArrayRef<Attribute> attrs,
                   llvm::ArrayRef<TensorType> res) {
     llvm::SmallVector<TensorType, 4> opTypes;
     for (unsigned h : ops)
       opTypes.push_back(types[h]);
-    Cost c = opCost(kind, opTypes, attrs, res);
+    const OpInfo &info = opInfo(kind);
+    // Reads through a view count against the operand it views.
+    if (info.has(kViewLike)) {
+      types.insert(types.end(), res.begin(), res.end());
+      origin.insert(origin.end(), res.size(), ops.empty() ? -1 : origin[ops[0]]);
+      return llvm::Error::success();
+    }
+    Cost c = opCost(kind, opTypes, attrs, res, ctx);
     total.flops += c.flops;
-    // Keep only the bytes read from the fused op's own operands.
-    double elided = 0;
-    for (unsigned h : ops)
-      if (h >= numOperands)
-        elided += static_cast<double>(types[h].bytes());
-    for (const TensorType &t : res)
-      elided += static_cast<double>(t.bytes());
-    total.bytes += std::max(0.0, c.bytes - elided);
+    for (size_t j = 0; j < ops.size(); ++j) {
+      int o = origin[ops[j]];
+      if (o < 0)
+        continue; // an intermediate: elided
+      double whole = static_cast<double>(s.operands[o].bytes());
+      total.operandBytes[o] = std::max(total.operandBytes[o], std::min(whole, c.operandBytes[j]));
+    }
     types.insert(types.end(), res.begin(), res.end());
+    for (size_t r = 0; r < res.size(); ++r)
+      origin.push_back(r == 0 && info.has(kUpdatesState) && !ops.empty() ? origin[ops[0]] : -1);
     return llvm::Error::success();
   };
   llvm::SmallVector<unsigned, 2> handles;
@@ -621,8 +636,9 @@ Cost fusedCost(OpKind fused, const OpSignature &s, llvm::ArrayRef<TensorType> re
     llvm::consumeError(std::move(e)); // the type rule already accepted these operands
     return total;
   }
-  for (const TensorType &t : results)
-    total.bytes += static_cast<double>(t.bytes());
+  for (size_t r = 0; r < results.size() && r < handles.size(); ++r)
+    if (origin[handles[r]] < 0)
+      total.resultBytes += static_cast<double>(results[r].bytes());
   return total;
 }
 

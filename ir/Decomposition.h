@@ -55,9 +55,12 @@ llvm::Error walkDecomposition(OpKind fused, llvm::ArrayRef<TensorType> operands,
 llvm::Error inferFusedTypes(OpKind fused, const OpSignature &s,
                             llvm::SmallVectorImpl<TensorType> &results);
 
-/// The cost of a fused row: the flops of its steps; the bytes its steps move
-/// from and to the fused op's operands and results (intermediates are elided).
-Cost fusedCost(OpKind fused, const OpSignature &s, llvm::ArrayRef<TensorType> results);
+/// The cost of a fused row: the flops of its steps; each operand read once
+/// (the largest number of bytes a step touches through it, views followed);
+/// its results written once, except those that alias an operand (in-place
+/// updates, whose rows are counted on that operand); intermediates elided.
+Cost fusedCost(OpKind fused, const OpSignature &s, llvm::ArrayRef<TensorType> results,
+               const CostContext &ctx = {});
 
 /// Appends the decomposition of node `n` (a kFused node of `fn`) at the end of
 /// `fn`, and returns the values that replace the node's results. The caller

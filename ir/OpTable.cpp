@@ -411,52 +411,61 @@ Error attentionRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
 
 // --- costs ---------------------------------------------------------------------
 
-double bytesOf(ArrayRef<TensorType> ts) {
-  double b = 0;
-  for (const TensorType &t : ts)
-    b += static_cast<double>(t.bytes());
-  return b;
-}
-
-Cost defaultCost(const OpSignature &s, ArrayRef<TensorType> res) {
-  double n = 0;
-  for (const TensorType &t : res)
-    n += static_cast<double>(t.numElements());
-  return {n, bytesOf(s.operands) + bytesOf(res)};
+/// Bytes of `rows` of the leading dim of `t` (at most all of them).
+double rowsBytes(const TensorType &t, double rows) {
+  if (t.shape.empty() || t.shape[0] <= 0)
+    return static_cast<double>(t.bytes());
+  double all = static_cast<double>(t.shape[0]);
+  return std::min(rows, all) * static_cast<double>(t.bytes()) / all;
 }
 
 /// A view moves no data.
-Cost viewCost(const OpSignature &, ArrayRef<TensorType>) { return {0, 0}; }
+void viewCost(const OpSignature &, ArrayRef<TensorType>, const CostContext &, Cost &c) {
+  std::fill(c.operandBytes.begin(), c.operandBytes.end(), 0.0);
+  c.flops = c.resultBytes = 0;
+}
 
-Cost matmulCost(const OpSignature &s, ArrayRef<TensorType> res) {
+void matmulCost(const OpSignature &s, ArrayRef<TensorType> res, const CostContext &, Cost &c) {
   double k = static_cast<double>(s.operands[0].rowLength());
-  return {2 * k * static_cast<double>(res[0].numElements()), bytesOf(s.operands) + bytesOf(res)};
+  c.flops = 2 * k * static_cast<double>(res[0].numElements());
 }
 
-/// Only the selected experts' rows are read.
-Cost matmulIdCost(const OpSignature &s, ArrayRef<TensorType> res) {
+/// Only the selected experts of the weights are read.
+void matmulIdCost(const OpSignature &s, ArrayRef<TensorType> res, const CostContext &, Cost &c) {
   const TensorType &w = s.operands[1];
-  double k = static_cast<double>(w.shape[2]);
-  double perExpert = static_cast<double>(w.bytes()) / static_cast<double>(w.shape[0]);
-  double selected = static_cast<double>(s.operands[2].numElements());
-  return {2 * k * static_cast<double>(res[0].numElements()),
-          static_cast<double>(s.operands[0].bytes()) + selected * perExpert + bytesOf(res)};
+  c.flops = 2 * static_cast<double>(w.shape[2]) * static_cast<double>(res[0].numElements());
+  c.operandBytes[1] = rowsBytes(w, static_cast<double>(s.operands[2].numElements()));
 }
 
-/// Upper bound: every cache row is read (the live length is a run-time value).
-Cost attentionCost(const OpSignature &s, ArrayRef<TensorType> res) {
+/// Only the selected experts' biases are read.
+void addIdCost(const OpSignature &s, ArrayRef<TensorType>, const CostContext &, Cost &c) {
+  c.operandBytes[1] = rowsBytes(s.operands[1], static_cast<double>(s.operands[2].numElements()));
+}
+
+/// Only the indexed rows of the table are read.
+void getRowsCost(const OpSignature &s, ArrayRef<TensorType>, const CostContext &, Cost &c) {
+  c.operandBytes[0] = rowsBytes(s.operands[0], static_cast<double>(s.operands[1].numElements()));
+}
+
+/// kvRows rows of each cache (every row when unknown).
+void attentionCost(const OpSignature &s, ArrayRef<TensorType> res, const CostContext &ctx,
+                   Cost &c) {
   const TensorType &q = s.operands[0], &k = s.operands[1];
   double rows = static_cast<double>(k.shape[0]);
-  double flops = 2 * rows * static_cast<double>(q.numElements() + res[0].numElements());
-  return {flops, bytesOf(s.operands) + bytesOf(res)};
+  if (ctx.kvRows > 0)
+    rows = std::min(rows, static_cast<double>(ctx.kvRows));
+  c.flops = 2 * rows * static_cast<double>(q.numElements() + res[0].numElements());
+  c.operandBytes[1] = rowsBytes(s.operands[1], rows);
+  c.operandBytes[2] = rowsBytes(s.operands[2], rows);
 }
 
-/// set_rows touches only the rows it writes.
-Cost setRowsCost(const OpSignature &s, ArrayRef<TensorType>) {
+/// set_rows touches only the rows it writes (on operand 0); its result is
+/// that same buffer.
+void setRowsCost(const OpSignature &s, ArrayRef<TensorType>, const CostContext &, Cost &c) {
   const TensorType &src = s.operands[1], &dst = s.operands[0];
-  double written = storageBytes(dst.dtype, src.numElements());
-  return {static_cast<double>(src.numElements()),
-          static_cast<double>(src.bytes() + s.operands[2].bytes()) + written};
+  c.flops = static_cast<double>(src.numElements());
+  c.operandBytes[0] = storageBytes(dst.dtype, src.numElements());
+  c.resultBytes = 0;
 }
 
 // --- the table ----------------------------------------------------------------
@@ -518,11 +527,15 @@ ArrayRef<AttrSpec> none() { return {}; }
 template <OpKind K> Error fusedRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
   return inferFusedTypes(K, s, r);
 }
-template <OpKind K> Cost fusedCostRule(const OpSignature &s, ArrayRef<TensorType> res) {
-  return fusedCost(K, s, res);
+template <OpKind K>
+void fusedCostRule(const OpSignature &s, ArrayRef<TensorType> res, const CostContext &ctx,
+                   Cost &c) {
+  c = fusedCost(K, s, res, ctx);
 }
 
+/// The words of TopkGating (ir/Attr.h), in its order.
 const std::string_view kTopkGatings[] = {"softmax", "sigmoid", "sqrt_softplus", "delayed_softmax"};
+static_assert(std::size(kTopkGatings) == kNumTopkGatings, "one word per TopkGating");
 const std::string_view kUnaryMulActs[] = {"silu", "sigmoid", "softplus"};
 
 const AttrSpec kNormRopeAttrs[] = {req("eps", AttrKind::Float),  optEnum("mode", 0, kRopeModes),
@@ -662,7 +675,7 @@ constexpr std::string_view kSoftcapDec = R"(
   }
 
 const OpInfo kOps[] = {
-    ROW(GetRows, kGetRowsOps, 0, kNoTraits, none(), getRowsRule, nullptr),
+    ROW(GetRows, kGetRowsOps, 0, kNoTraits, none(), getRowsRule, getRowsCost),
     ROW(SetRows, kSetRowsOps, 0, kUpdatesState, none(), setRowsRule, setRowsCost),
     ROW(MatMul, kMatMulOps, 0, kNoTraits, none(), matmulRule, matmulCost),
     ROW(MatMulId, kMatMulIdOps, 0, kNoTraits, none(), matmulIdRule, matmulIdCost),
@@ -670,7 +683,7 @@ const OpInfo kOps[] = {
     ROW(Sub, kBinaryOps, 0, kElementwise, none(), binaryRule, nullptr),
     ROW(Mul, kBinaryOps, 0, kElementwise | kCommutative, none(), binaryRule, nullptr),
     ROW(Div, kBinaryOps, 0, kElementwise, none(), binaryRule, nullptr),
-    ROW(AddId, kAddIdOps, 0, kNoTraits, none(), addIdRule, nullptr),
+    ROW(AddId, kAddIdOps, 0, kNoTraits, none(), addIdRule, addIdCost),
     ROW(Scale, kUnaryOps, 0, kElementwise, kScaleAttrs, sameAsOperand0, nullptr),
     ROW(Clamp, kUnaryOps, 0, kElementwise, kClampAttrs, sameAsOperand0, nullptr),
     ROW(Sqrt, kUnaryOps, 0, kElementwise, none(), sameAsOperand0, nullptr),
@@ -815,10 +828,23 @@ llvm::Error inferResultTypes(OpKind kind, llvm::ArrayRef<TensorType> operands,
 }
 
 Cost opCost(OpKind kind, llvm::ArrayRef<TensorType> operands, llvm::ArrayRef<Attribute> attrs,
-            llvm::ArrayRef<TensorType> results) {
+            llvm::ArrayRef<TensorType> results, const CostContext &ctx) {
   const OpInfo &info = opInfo(kind);
-  OpSignature sig{operands, attrs};
-  return info.cost ? info.cost(sig, results) : defaultCost(sig, results);
+  // The default: 1 flop per result element, every operand and result whole.
+  Cost c;
+  for (const TensorType &t : operands)
+    c.operandBytes.push_back(static_cast<double>(t.bytes()));
+  for (const TensorType &t : results) {
+    c.flops += static_cast<double>(t.numElements());
+    c.resultBytes += static_cast<double>(t.bytes());
+  }
+  if (info.cost)
+    info.cost(OpSignature{operands, attrs}, results, ctx, c);
+  assert(c.operandBytes.size() == operands.size() && "one byte count per operand");
+  c.bytes = c.resultBytes;
+  for (double b : c.operandBytes)
+    c.bytes += b;
+  return c;
 }
 
 } // namespace fg

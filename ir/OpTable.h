@@ -44,11 +44,30 @@ struct OpSignature {
 using TypeRule = llvm::Error (*)(const OpSignature &,
                                  llvm::SmallVectorImpl<TensorType> &results);
 
+/// What the cost rules see beyond types: facts known only at run time.
+struct CostContext {
+  /// Rows of each KV cache attention reads (the live length); 0: every row.
+  int64_t kvRows = 0;
+};
+
+/// The one byte model (inspect, the bench rooflines and the target's fusion
+/// cost model all read it). Bytes are what a node touches, each operand once:
+/// get_rows reads only the indexed rows of its table, an expert-indexed op
+/// (matmul_id, add_id) only min(E, |ids|) of its E experts, attention only
+/// kvRows rows of each cache, an in-place update (set_rows) writes only its
+/// rows (counted on operand 0, its result adds nothing); every other operand
+/// and result is read or written whole. A fused op reads each of its operands
+/// once (the largest use in its decomposition) and elides its intermediates.
 struct Cost {
   double flops = 0;
-  double bytes = 0; ///< bytes read + written, assuming each operand is read once
+  double bytes = 0; ///< Σ operandBytes + resultBytes
+  llvm::SmallVector<double, 6> operandBytes; ///< bytes touched through each operand
+  double resultBytes = 0;                    ///< bytes written to results
 };
-using CostRule = Cost (*)(const OpSignature &, llvm::ArrayRef<TensorType> results);
+/// Adjusts the default cost (1 flop per result element, every operand read
+/// whole, every result written whole) in place; opCost sums `bytes` after.
+using CostRule = void (*)(const OpSignature &, llvm::ArrayRef<TensorType> results,
+                          const CostContext &, Cost &);
 
 struct OpInfo {
   OpKind kind;
@@ -59,7 +78,7 @@ struct OpInfo {
   unsigned traits;
   llvm::ArrayRef<AttrSpec> attrs;
   TypeRule inferTypes; ///< shape inference and the op's own checks
-  CostRule cost;       ///< null: the default (1 flop per output element, bytes in + out)
+  CostRule cost;       ///< null: the default (1 flop per result element, bytes in + out)
   /// kFused ops: the decomposition that defines them, as data (the template
   /// language of ir/Decomposition.h); empty for every other op.
   std::string_view decomposition = {};
@@ -88,8 +107,9 @@ llvm::Error inferResultTypes(OpKind kind, llvm::ArrayRef<TensorType> operands,
                              llvm::ArrayRef<Attribute> attrs,
                              llvm::SmallVectorImpl<TensorType> &results);
 
-Cost opCost(OpKind kind, llvm::ArrayRef<TensorType> operands,
-            llvm::ArrayRef<Attribute> attrs, llvm::ArrayRef<TensorType> results);
+/// The op's cost (see Cost) for these operand and result types.
+Cost opCost(OpKind kind, llvm::ArrayRef<TensorType> operands, llvm::ArrayRef<Attribute> attrs,
+            llvm::ArrayRef<TensorType> results, const CostContext &ctx = {});
 
 /// Numpy-style broadcast of two shapes (trailing dims aligned, 1 stretches).
 std::optional<Shape> broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);

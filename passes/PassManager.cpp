@@ -61,6 +61,7 @@ public:
         inner.log = ctx.log;
         inner.fusionOptions = ctx.fusionOptions;
         inner.fusionReport = ctx.fusionReport;
+        inner.target = ctx.target;
         llvm::Expected<bool> c = p->run(fn, inner);
         if (!c)
           return c.takeError();
@@ -215,6 +216,7 @@ llvm::Error PassManager::run(Graph &g) {
       local.log = opts_.sink;
       local.fusionOptions = opts_.fusionOptions;
       local.fusionReport = opts_.fusionReport;
+      local.target = opts_.target;
       auto start = std::chrono::steady_clock::now();
       llvm::Expected<bool> changed = pass->run(fn, local);
       record.seconds +=

@@ -24,6 +24,7 @@ namespace fg {
 
 struct FusionOptions; // passes/fusion/FusionReport.h
 struct FusionReport;
+class Target; // passes/Target.h
 
 /// What a pass may record while running: named counters shown by --stats.
 class PassContext {
@@ -34,6 +35,8 @@ public:
   /// The `fuse` pass's options and report (null: defaults, report dropped).
   const FusionOptions *fusionOptions = nullptr;
   FusionReport *fusionReport = nullptr;
+  /// The code generator's answers for its kernels (null: none assumed).
+  const Target *target = nullptr;
 
 private:
   llvm::StringMap<int64_t> stats_;
@@ -75,6 +78,9 @@ struct PassOptions {
   /// --disable-fusion, --debug-fusion) and where it reports (for `inspect`).
   const FusionOptions *fusionOptions = nullptr;
   FusionReport *fusionReport = nullptr;
+  /// Handed to every pass's context: what the code generator answers for its
+  /// kernels (token limits, aliasing, scratch, cost); null: no target.
+  const Target *target = nullptr;
 };
 
 struct PassRecord {

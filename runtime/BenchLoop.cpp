@@ -26,112 +26,47 @@ ValueId storageOf(const Function &fn, ValueId v) {
   return v;
 }
 
-std::optional<unsigned> operandIndex(const Node &n, std::string_view name) {
-  llvm::ArrayRef<std::string_view> names = n.info().operandNames;
-  for (unsigned i = 0; i < names.size() && i < n.operands.size(); ++i)
-    if (names[i] == name && n.operands[i] != kNoValue)
-      return i;
-  return std::nullopt;
-}
-
-/// Bytes of one row of a [rows, ...] tensor.
-double rowBytes(const TensorType &t) {
-  if (t.shape.empty() || t.shape[0] == 0)
-    return static_cast<double>(t.bytes());
-  return static_cast<double>(t.bytes()) / static_cast<double>(t.shape[0]);
-}
-
-/// The fraction of weight operand `i` of `n` that `n` reads (see the header).
-double weightFraction(const Function &fn, const Node &n, unsigned i) {
-  const TensorType &w = fn.type(storageOf(fn, n.operands[i]));
-  if (w.shape.empty() || w.shape[0] <= 0)
-    return 1;
-  double rows = static_cast<double>(w.shape[0]);
-  if (n.kind == OpKind::GetRows && i == 0) {
-    if (auto idx = operandIndex(n, "indices"))
-      return std::min(1.0, static_cast<double>(fn.type(n.operands[*idx]).numElements()) / rows);
-  }
-  if (auto ids = operandIndex(n, "ids"); ids && *ids != i)
-    return std::min(1.0, static_cast<double>(fn.type(n.operands[*ids]).numElements()) / rows);
-  return 1;
-}
-
-/// Rows a state updater writes (|indices|; the source's rows when absent).
-double rowsWritten(const Function &fn, const Node &n) {
-  if (auto idx = operandIndex(n, "indices"))
-    return static_cast<double>(fn.type(n.operands[*idx]).numElements());
-  return 1;
-}
-
-enum class Access { Weight, KvRead, KvWrite, Other };
-
-/// Bytes operand `i` of `n` moves, and what kind of access it is.
-double operandBytes(const Function &fn, const Node &n, unsigned i, int64_t kvRows, Access &kind) {
-  ValueId v = n.operands[i];
-  ValueId root = storageOf(fn, v);
-  const Argument *a = fn.argumentOf(root);
-  const TensorType &rt = fn.type(root);
-  if (a && a->role == ArgRole::Weight) {
-    kind = Access::Weight;
-    return weightFraction(fn, n, i) * static_cast<double>(rt.bytes());
-  }
-  if (a && a->role == ArgRole::State) {
-    if (n.info().has(kUpdatesState) && i == 0) {
-      kind = Access::KvWrite;
-      return rowsWritten(fn, n) * rowBytes(rt);
-    }
-    kind = Access::KvRead;
-    double rows = rt.shape.empty() ? 1 : std::min<double>(static_cast<double>(kvRows),
-                                                          static_cast<double>(rt.shape[0]));
-    return rows * rowBytes(rt);
-  }
-  kind = Access::Other;
-  return static_cast<double>(fn.type(v).bytes());
+/// The op table's cost of `n` (the one byte model) with kvRows live KV rows.
+Cost costOf(const Function &fn, const Node &n, int64_t kvRows) {
+  llvm::SmallVector<TensorType, 6> in, out;
+  for (ValueId v : n.operands)
+    in.push_back(fn.type(v));
+  for (ValueId v : n.results)
+    out.push_back(fn.type(v));
+  CostContext ctx;
+  ctx.kvRows = kvRows;
+  return opCost(n.kind, in, n.attrs, out, ctx);
 }
 
 } // namespace
 
 double nodeBytes(const Function &fn, const Node &n, int64_t kvRows) {
-  if (n.info().has(kViewLike))
-    return 0;
-  double total = 0;
-  for (unsigned i = 0; i < n.operands.size(); ++i) {
-    if (n.operands[i] == kNoValue)
-      continue;
-    Access kind;
-    total += operandBytes(fn, n, i, kvRows, kind);
-  }
-  for (size_t r = 0; r < n.results.size(); ++r) {
-    if (r == 0 && n.info().has(kUpdatesState))
-      continue; // written in place: counted with operand 0
-    total += static_cast<double>(fn.type(n.results[r]).bytes());
-  }
-  return total;
+  return costOf(fn, n, kvRows).bytes;
 }
 
 StepBytes idealStepBytes(const Function &fn, int64_t kvRows) {
   StepBytes out;
-  llvm::DenseMap<ValueId, double> weightFrac; // per weight argument: the largest fraction read
+  // Per weight argument: the most bytes any one node reads of it (a weight
+  // used several times is read once in the ideal).
+  llvm::DenseMap<ValueId, double> weightBytes;
   for (const Node &n : fn.nodes()) {
-    if (n.info().has(kViewLike))
-      continue;
+    Cost c = costOf(fn, n, kvRows);
     for (unsigned i = 0; i < n.operands.size(); ++i) {
-      if (n.operands[i] == kNoValue)
+      ValueId root = storageOf(fn, n.operands[i]);
+      const Argument *a = fn.argumentOf(root);
+      if (!a || c.operandBytes[i] == 0)
         continue;
-      Access kind;
-      double bytes = operandBytes(fn, n, i, kvRows, kind);
-      if (kind == Access::Weight) {
-        double &f = weightFrac[storageOf(fn, n.operands[i])];
-        f = std::max(f, weightFraction(fn, n, i));
-      } else if (kind == Access::KvRead) {
-        out.kvRead += bytes;
-      } else if (kind == Access::KvWrite) {
-        out.kvWrite += bytes;
+      if (a->role == ArgRole::Weight) {
+        double &w = weightBytes[root];
+        w = std::min(static_cast<double>(fn.type(root).bytes()), std::max(w, c.operandBytes[i]));
+      } else if (a->role == ArgRole::State) {
+        bool written = n.info().has(kUpdatesState) && i == 0;
+        (written ? out.kvWrite : out.kvRead) += c.operandBytes[i];
       }
     }
   }
-  for (const auto &[v, f] : weightFrac)
-    out.weights += f * static_cast<double>(fn.type(v).bytes());
+  for (const auto &[v, bytes] : weightBytes)
+    out.weights += bytes;
   for (const Argument &a : fn.arguments())
     if (a.role == ArgRole::Input)
       out.io += static_cast<double>(fn.type(a.value).bytes());
@@ -270,34 +205,10 @@ llvm::Expected<std::vector<StepSample>> timeSteps(Executor &exec, const StepLoop
 
 // --- kernel families ----------------------------------------------------------------------
 
-std::string launchFamily(llvm::StringRef what, bool gemm) {
-  llvm::StringRef s = what;
-  size_t eq = s.find(" = ");
-  if (eq != llvm::StringRef::npos)
-    s = s.drop_front(eq + 3);
-  s = s.take_until([](char c) { return c == ' ' || c == '('; });
-  std::string f = s.empty() ? std::string("(unknown)") : s.str();
+std::string launchFamily(OpKind op, bool gemm) {
+  std::string f(mnemonic(op));
   return gemm ? f + " [cublas]" : f;
 }
-
-namespace {
-
-/// The node behind a launch, from the first result label of its `what`
-/// ("%name" or "%v<id>"); null when it cannot be found.
-const Node *nodeOfLaunch(const Function &fn, llvm::StringRef what) {
-  if (!what.startswith("%"))
-    return nullptr;
-  llvm::StringRef label = what.drop_front().take_until([](char c) { return c == ' ' || c == ','; });
-  ValueId v = fn.lookup(label);
-  if (v == kNoValue && label.startswith("v")) {
-    unsigned id;
-    if (!label.drop_front().getAsInteger(10, id) && id < fn.numValues())
-      v = id;
-  }
-  return v == kNoValue ? nullptr : fn.producer(v);
-}
-
-} // namespace
 
 std::vector<FamilyTime> familyBreakdown(const Function &fn,
                                         llvm::ArrayRef<std::vector<Executor::LaunchTime>> runs,
@@ -309,7 +220,7 @@ std::vector<FamilyTime> familyBreakdown(const Function &fn,
   std::vector<const Node *> counted;
   for (size_t i = 0; i < first.size(); ++i) {
     const Executor::LaunchTime &l = first[i];
-    std::string fam = launchFamily(l.what, l.gemm);
+    std::string fam = launchFamily(l.op, l.gemm);
     FamilyTime &f = byFamily[fam];
     f.family = fam;
     ++f.launches;
@@ -321,7 +232,8 @@ std::vector<FamilyTime> familyBreakdown(const Function &fn,
         ++n;
       }
     f.ms += n ? ms / n : 0;
-    const Node *node = nodeOfLaunch(fn, l.what);
+    // The launch record names its node by index in the plan's final function.
+    const Node *node = l.node < fn.numNodes() ? &fn.node(l.node) : nullptr;
     if (node && !llvm::is_contained(counted, node)) {
       counted.push_back(node);
       f.bytes += nodeBytes(fn, *node, kvRows);
@@ -335,9 +247,8 @@ std::vector<FamilyTime> familyBreakdown(const Function &fn,
   return out;
 }
 
-llvm::Expected<std::vector<FamilyTime>> profileFamilies(Executor &exec,
-                                                        const StepLoopOptions &opts, int runs,
-                                                        int64_t kvRows) {
+llvm::Expected<std::vector<FamilyTime>> profileFamilies(Executor &exec, const StepLoopOptions &opts,
+                                                        int runs, int64_t kvRows) {
   auto d = StepDriver::create(exec, opts);
   if (!d)
     return d.takeError();

@@ -11,15 +11,15 @@
 //   * the per-kernel-family breakdown of a profiled eager step, with each
 //     family's bytes under the same access rules.
 //
-// Access rules (per operand, after following views and in-place state updates
-// to the storage they alias): a weight read by get_rows reads only the indexed
-// rows; a weight read by an expert-indexed op (an `ids` operand: matmul_id,
-// add_id, fused.gated_matmul_id) reads min(E, |ids|) of its E experts (an
-// upper bound: ids may repeat); a KV cache read reads `kvRows` rows; a state
-// updater (set_rows and its fusions) writes |indices| rows; every other
-// operand and result is read or written whole. A weight used several times
-// counts once in the ideal (the largest fraction), once per use in the
-// families.
+// Bytes come from the op table's one byte model (ir/OpTable.h opCost, Cost),
+// which inspect and the target's fusion cost model read too: a weight read by
+// get_rows reads only the indexed rows; an expert-indexed op only min(E, |ids|)
+// of its E experts (an upper bound: ids may repeat); attention reads `kvRows`
+// rows of each cache; a state updater (set_rows and its fusions) writes
+// |indices| rows; every other operand and result is read or written whole. In
+// the ideal, operands are classified by the storage they alias (weight, state
+// read, state written) and a weight used several times counts once (its
+// largest read); the families count it once per use.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -120,8 +120,8 @@ struct FamilyTime {
   double bytes = 0; ///< summed nodeBytes of the nodes behind its launches
 };
 
-/// The family of a launch: the mnemonic in its `what` ("%q = rope (line 3)" -> "rope").
-std::string launchFamily(llvm::StringRef what, bool gemm);
+/// The family of a launch: its op's mnemonic ("rope"; cuBLAS calls "matmul [cublas]").
+std::string launchFamily(OpKind op, bool gemm);
 
 /// Groups per-launch times (averaged over the runs given) by family, largest
 /// time first. `fn` is the entry the launches came from (the plan's final IR).

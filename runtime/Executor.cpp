@@ -231,7 +231,7 @@ std::vector<Executor::LaunchTime> Executor::lastLaunchTimes() const {
       continue;
     for (size_t i = 0; i < ms.size(); ++i) {
       const LaunchRecord &l = ce.launches[i];
-      out.push_back({l.what, l.symbol, l.kind == LaunchRecord::Kind::Gemm, ms[i]});
+      out.push_back({l.what, l.symbol, l.kind == LaunchRecord::Kind::Gemm, ms[i], l.node, l.op});
     }
   }
   return out;

@@ -82,10 +82,12 @@ public:
   /// `what`, "%q.3 = rope (line 12)"), its kernel symbol (empty for a cuBLAS
   /// call) and its device time.
   struct LaunchTime {
-    std::string what;
+    std::string what; ///< for messages: "%q.3 = rope (line 12)"
     std::string symbol;
     bool gemm = false;
     float ms = 0;
+    NodeId node = 0; ///< the node launched (index in the entry's function)
+    OpKind op = OpKind{};
   };
   /// Per-launch device times of the last run, in launch order; empty unless it
   /// was a CUDA eager run with ExecOptions::profileLaunches.

@@ -3,8 +3,9 @@
 // The contract between codegen (which writes it) and the runtime (which
 // runs it without any compiler): kernel images, the weight and state tables,
 // and per entry the launch DAG over buffers addressed as (space, index,
-// byte offset). Stored in the plan file; nothing here refers to IR nodes
-// except the `what` strings used to name a failing launch.
+// byte offset). Stored in the plan file. A launch names the IR node it
+// computes by index (in its entry's function of the plan's graph) and op
+// kind, as data; `what` is only for messages.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -68,7 +69,11 @@ struct LaunchRecord {
   GemmDesc gemm;
   /// Earlier launches of the same entry that must finish first (the DAG).
   std::vector<uint32_t> deps;
-  /// What this launch computes, for errors: "%q.3 = rope (line 12)".
+  /// The node this launch computes: its index in the entry's function (the
+  /// plan's final graph) and its op. Profiles and rooflines group by these.
+  uint32_t node = 0;
+  OpKind op = OpKind{};
+  /// What this launch computes, for messages only: "%q.3 = rope (line 12)".
   std::string what;
 };
 
@@ -135,10 +140,30 @@ struct CompiledProgram {
   uint64_t workspaceBytes = 0; ///< cuBLAS workspace, allocated once
   int64_t ctx = 0;             ///< KV rows; positions at or past it are refused
   /// Module holding `fg_init_<dtype>(void *out, u64 n, int kind, u64 seed,
-  /// double a, double b)`: generates initialised weights on the device with
-  /// the reference's formula (runtime/reference initValue); -1: none (weights
-  /// are materialised on the host).
+  /// double a, double b)` (initKernelSymbol): generates initialised weights on
+  /// the device with the one formula of ir/InitFormula.h (kind, a, b as
+  /// runtime/reference initFormulaArgs gives them); -1: none (weights are
+  /// materialised on the host with the same formula).
   int32_t initModule = -1;
 };
+
+/// The init module's kernel for weights of `dtype` ("fg_init_f32", ...), or
+/// none for dtypes it does not generate (block-quantised: the host does).
+inline std::optional<std::string> initKernelSymbol(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return std::string("fg_init_f32");
+  case DType::F16:
+    return std::string("fg_init_f16");
+  case DType::BF16:
+    return std::string("fg_init_bf16");
+  case DType::I32:
+    return std::string("fg_init_i32");
+  case DType::I64:
+    return std::string("fg_init_i64");
+  default:
+    return std::nullopt;
+  }
+}
 
 } // namespace fg

@@ -148,7 +148,8 @@ private:
 };
 
 constexpr uint32_t kProgramTagV1 = 0x46475052; // "FGPR": slots without a file source
-constexpr uint32_t kProgramTag = 0x46475053;   // "FGPS"
+constexpr uint32_t kProgramTagV2 = 0x46475053; // "FGPS": launches without node ids and op kinds
+constexpr uint32_t kProgramTag = 0x46475054;   // "FGPT"
 constexpr uint32_t kWeightsTag = 0x46475754;   // "FGWT"
 constexpr uint8_t kNoStored = 0xff;
 
@@ -282,6 +283,8 @@ EncodedProgram encodeProgram(const CompiledProgram &p) {
       w.u64(l.deps.size());
       for (uint32_t d : l.deps)
         w.pod(d);
+      w.pod(l.node);
+      w.pod(static_cast<uint16_t>(l.op));
       w.str(l.what);
     }
   }
@@ -332,9 +335,12 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
                      llvm::Twine(r.pos()) + ")");
   };
   uint32_t tag = r.pod<uint32_t>();
-  if (tag == kProgramTagV1)
-    return makeError("this plan's CUDA program was written by an older fusegraph (weight table "
-                     "without model-file references); recompile the model");
+  if (tag == kProgramTagV1 || tag == kProgramTagV2)
+    return makeError("this plan's CUDA program was written by an older fusegraph (" +
+                     llvm::Twine(tag == kProgramTagV1
+                                     ? "weight table without model-file references"
+                                     : "launches without node ids") +
+                     "); recompile the model");
   if (tag != kProgramTag || r.failed())
     return corrupt("bad tag");
   p.arch = r.str();
@@ -420,6 +426,11 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
           return corrupt("dependency on a later launch");
         l.deps.push_back(dep);
       }
+      l.node = r.pod<uint32_t>();
+      auto op = r.pod<uint16_t>();
+      if (op >= allOps().size())
+        return corrupt("bad op kind");
+      l.op = static_cast<OpKind>(op);
       l.what = r.str();
       if (l.kind == LaunchRecord::Kind::Kernel && l.module >= nModules)
         return corrupt("launch names a missing module");

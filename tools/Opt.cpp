@@ -2,6 +2,7 @@
 #include "tools/Commands.h"
 #include "tools/Flags.h"
 
+#include "codegen/cuda/CudaTarget.h"
 #include "ir/Diag.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
@@ -40,6 +41,8 @@ int runOpt(ArrayRef<const char *> args) {
   f.flag("stats", "print pass statistics");
   f.flag("timing", "print per-pass wall time");
   f.option("o", "OUT", "write the IR to OUT instead of stdout");
+  f.option("target", "T",
+           "the code generator passes ask for kernel facts: cuda (default) or none");
   int code;
   if (!f.parse(args, code))
     return code;
@@ -66,7 +69,12 @@ int runOpt(ArrayRef<const char *> args) {
   if (!g)
     return reportError(g.takeError());
 
+  std::string targetName = f.get("target", "cuda");
+  if (targetName != "cuda" && targetName != "none")
+    return f.usageError("--target must be cuda or none, got '" + targetName + "'");
+  cuda::CudaTarget cudaTarget;
   PassOptions po;
+  po.target = targetName == "cuda" ? &cudaTarget : nullptr;
   po.printIrAfterAll = f.has("print-ir-after-all");
   po.printIrBeforeAll = f.has("print-ir-before-all");
   po.printIrAfter = f.list("print-ir-after");

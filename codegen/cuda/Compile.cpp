@@ -1,6 +1,7 @@
 //===- Compile.cpp - Graph -> Plan ----------------------------------------===//
 #include "codegen/cuda/Compile.h"
 
+#include "codegen/cuda/CudaTarget.h"
 #include "codegen/cuda/Lower.h"
 #include "ir/Verifier.h"
 #include "runtime/ProgramIO.h"
@@ -138,7 +139,13 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   PassOptions passOpts = opts.passOptions;
   if (!passOpts.sink)
     passOpts.sink = opts.log;
+  // The passes ask the target for kernel facts (token limits, aliasing, scratch, cost).
+  cuda::EmitOptions emit;
+  emit.arch = opts.arch;
+  cuda::CudaTarget target(emit);
+  passOpts.target = &target;
   FusionOptions fusion;
+  fusion.target = &target;
   fusion.enabled = opts.fusion;
   fusion.disabled = opts.disableFusion;
   fusion.debug = opts.debugFusion;
@@ -179,7 +186,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   }
   if (opts.cuda) {
     cuda::LowerOptions lo;
-    lo.emit.arch = opts.arch;
+    lo.emit = emit;
+    lo.testPlanHook = opts.testPlanHook;
     lo.nvrtc.cacheDir = opts.kernelCacheDir;
     lo.ctx = po.ctx;
     lo.log = opts.log;

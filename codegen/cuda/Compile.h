@@ -1,14 +1,17 @@
 //===- Compile.h - Graph -> Plan ----------------------------------*- C++ -*-===//
 //
 // fg::compile runs the pass pipeline (cleanup, fusion with its overlap
-// proof, dce) over a copy of the graph and packs the result into an immutable
-// Plan; with `cuda` on it also lowers the graph (codegen/cuda/Lower.h:
-// kernels through NVRTC, buffer plan, launch DAG) into the plan's "program"
-// section, and stores the fusion report in its "fusion" section.
+// pre-check, dce) over a copy of the graph, with the CUDA target
+// (codegen/cuda/CudaTarget.h) handed to the passes, and packs the result into
+// an immutable Plan; with `cuda` on it also lowers the graph
+// (codegen/cuda/Lower.h: kernels through NVRTC, the memory plan and its proof,
+// launch DAG) into the plan's "program" section, and stores the fusion report
+// in its "fusion" section.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "codegen/cuda/ProvenPlan.h"
 #include "ir/Diag.h"
 #include "ir/Graph.h"
 #include "passes/PassManager.h"
@@ -49,6 +52,9 @@ struct CompileOptions {
   /// section the CPU reference reads. With `cuda`, quantised ones become f16
   /// weights in the plan's graph, dequantised at load time.
   std::vector<ExternalWeight> weights;
+  /// Tests only: edits each entry's memory plan before lowering proves it
+  /// (cuda::LowerOptions::testPlanHook).
+  cuda::PlanHook testPlanHook;
 };
 
 llvm::Expected<Plan> compile(const Graph &g, const CompileOptions &opts);

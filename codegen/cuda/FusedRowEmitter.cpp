@@ -258,25 +258,19 @@ llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node 
 
 namespace {
 
-/// Most rows one block stages when the results may alias the logits.
-constexpr int64_t kAliasRows = 4;
-
 /// The gate policy of topk.cuh for the `gating` attribute.
 llvm::Expected<const char *> gatePolicy(const Node &node) {
-  enum { Softmax, Sigmoid, SqrtSoftplus, Delayed };
-  int64_t gating = node.i("gating");
-  switch (gating) {
-  case Softmax:
+  switch (static_cast<TopkGating>(node.i("gating"))) {
+  case TopkGating::Softmax:
     return "fg::GateSoftmax";
-  case Sigmoid:
+  case TopkGating::Sigmoid:
     return "fg::GateSigmoid";
-  case SqrtSoftplus:
+  case TopkGating::SqrtSoftplus:
     return "fg::GateSqrtSoftplus";
-  case Delayed:
+  case TopkGating::DelayedSoftmax:
     return "fg::GateDelayed";
-  default:
-    return unsupported(node, llvm::formatv("gating {0}", gating).str());
   }
+  return unsupported(node, llvm::formatv("gating {0}", node.i("gating")).str());
 }
 
 llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &node,
@@ -289,8 +283,8 @@ llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &
   if (K < 1 || K > E)
     return unsupported(node, llvm::formatv("k = {0} of {1} experts", K, E).str());
   // Rows staged per block: all of them (one block) when the results may alias
-  // the logits (OverlapProof.cpp), else one.
-  int64_t rpb = T <= kAliasRows ? std::max<int64_t>(T, 1) : 1;
+  // the logits (CudaTarget::readsAllBeforeWrite), else one.
+  int64_t rpb = T <= kTopkMoeAliasRows ? std::max<int64_t>(T, 1) : 1;
   // Shared: logits of the block's rows, and per expert p and the selection key.
   uint64_t shared = static_cast<uint64_t>(rpb * E + 2 * E) * 4 + static_cast<uint64_t>(K) * 4;
   if (shared > 48 * 1024)

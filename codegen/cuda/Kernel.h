@@ -78,6 +78,11 @@ struct EmitOptions {
   int gemvRows = 0, gemvWarps = 0, gemvUnroll = 0;
 };
 
+/// fused.topk_moe with at most this many rows runs in one block that stages all
+/// its logits in shared memory before writing anything, so its results may
+/// alias the logits (the CUDA target answers the overlap proof with it).
+constexpr int64_t kTopkMoeAliasRows = 4;
+
 /// The launches that compute `node`'s results. `operandLayouts` has one entry
 /// per operand (layout of the buffer each operand is read from). Errors say
 /// "no CUDA kernel for '<op>' with ..." for unsupported cases (quantised

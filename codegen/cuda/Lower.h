@@ -2,16 +2,19 @@
 //
 // For every entry: layouts of every value (views compose strides, never
 // copy), kernels emitted per node, memory planned over the launch DAG (with
-// each node's scratch), then every launch's pointer arguments resolved to
-// (space, index, byte offset) and its dependencies taken from the DAG. Each
-// unique kernel source is compiled once with NVRTC (disk-cached) into its
-// own module; weights and state become the program's tables, shared by name.
+// each node's emitted scratch) and that plan proven (a failed proof is an
+// error naming both nodes), then every launch's pointer arguments resolved
+// against the proven plan to (space, index, byte offset) and its dependencies
+// taken from the DAG. Each unique kernel source is compiled once with NVRTC
+// (disk-cached) into its own module; weights and state become the program's
+// tables, shared by name. Lower.cpp drives the steps; each has its own file.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include "codegen/cuda/Kernel.h"
 #include "codegen/cuda/Nvrtc.h"
+#include "codegen/cuda/ProvenPlan.h"
 #include "ir/Diag.h"
 #include "ir/Graph.h"
 #include "runtime/Program.h"
@@ -28,6 +31,9 @@ struct LowerOptions {
   int64_t ctx = 0;
   uint64_t cublasWorkspaceBytes = 32ull << 20;
   LogSink log;
+  /// Tests only: edits each entry's memory plan before it is proven (to plant
+  /// an alias and see the compilation refuse it).
+  PlanHook testPlanHook;
 };
 
 /// What lowering did, for `inspect` and logs.

@@ -15,7 +15,7 @@ DecoderConfig demoConfig(int64_t ctx, DType kvDType) {
   c.nExperts = 8;
   c.nExpertsUsed = 2;
   c.expertFf = 128;
-  c.gating = MoeGating::Softmax;
+  c.gating = TopkGating::Softmax;
   c.renormalizeExperts = true;
   c.glu = GluKind::SwiGLU;
   c.normEps = 1e-6;

@@ -124,7 +124,7 @@ llvm::Expected<DecoderConfig> decoderConfigFor(const ModelHParams &hp, int64_t c
     c.nExperts = hp.nExperts;
     c.nExpertsUsed = hp.nExpertsUsed;
     c.expertFf = hp.expertFf;
-    c.gating = MoeGating::Softmax;
+    c.gating = TopkGating::Softmax;
     c.renormalizeExperts = hp.normTopkProb;
     break;
   case ModelFamily::Gemma3: {

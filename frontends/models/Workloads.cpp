@@ -46,7 +46,7 @@ DecoderConfig moeConfig(int64_t layers) {
   c.nExperts = 128;
   c.nExpertsUsed = 8;
   c.expertFf = 768;
-  c.gating = MoeGating::Softmax;
+  c.gating = TopkGating::Softmax;
   c.renormalizeExperts = true;
   c.qkNorm = true;
   c.normEps = 1e-6;

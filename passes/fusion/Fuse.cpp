@@ -6,8 +6,11 @@
 // this round is skipped, so the larger pattern wins); the function is then
 // rebuilt in a topological order that keeps the original order as far as it
 // can (a fused node takes its root's place). Rounds repeat until nothing
-// applies. Then memory is planned and the overlap proof runs; fused nodes it
-// refuses are split back and the loop starts again.
+// applies. With a target (passes/Target.h), a candidate the target has no
+// kernel for is refused with the target's reason. Then memory is planned (with
+// the target's scratch) and the overlap proof runs as a pre-check; fused nodes
+// it refuses are split back and the loop starts again. The plan that ships is
+// planned and proven again by lowering, over the final program.
 //
 //   %n = rms_norm(%x) {eps = 1e-06} : f32[1, 256]
 //   %y = mul(%n, %w) : f32[1, 256]
@@ -25,6 +28,7 @@
 #include "passes/memory/OverlapProof.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <queue>
@@ -151,8 +155,10 @@ public:
          const Blocked &blocked)
       : fn_(fn), opts_(opts), report_(report), log_(log), blocked_(blocked) {
     for (auto &p : fusionPatterns())
-      if (opts.isEnabled(p->name()))
+      if (opts.isEnabled(p->name())) {
+        p->setTarget(opts.target);
         patterns_.push_back(std::move(p));
+      }
   }
 
   llvm::Expected<bool> run() {
@@ -208,6 +214,8 @@ private:
           Decision d = sharedRules(p, m, uses, users);
           if (d)
             d = p.check(fn_, m);
+          if (d && opts_.target)
+            d = targetAccepts(p, m);
           if (!d) {
             debug(p, round, m, "refused: " + d.reason());
             refused.push_back({fn_.name().str(), p.name().str(), rootLabel(m), d.reason()});
@@ -242,6 +250,29 @@ private:
       if (uses[v] != 1 && !llvm::is_contained(m.outputs, v))
         return Decision::no(label(fn_, v) + " has " + llvm::Twine(uses[v]) +
                             " uses; the fusion needs it to have one");
+    return Decision::yes();
+  }
+
+  /// Whether the target has a kernel for the fused op `m` would become, and
+  /// its cost estimate (the op table's bytes and flops plus launch costs)
+  /// says the fused node is no slower than the nodes it absorbs.
+  Decision targetAccepts(const FusionPattern &p, const Match &m) const {
+    FusedOp op = p.rewrite(fn_, m);
+    NodeDesc desc{op.kind, {}, op.attrs, {}};
+    for (ValueId v : op.operands)
+      desc.operands.push_back(fn_.type(v));
+    if (llvm::Error e = inferResultTypes(op.kind, desc.operands, op.attrs, desc.results))
+      return Decision::no(llvm::toString(std::move(e)));
+    if (llvm::Error e = opts_.target->canEmit(desc))
+      return Decision::no(opts_.target->name().str() + " target: " + llvm::toString(std::move(e)));
+    double fused = opts_.target->cost(desc).seconds, unfused = 0;
+    for (NodeId n : m.nodes)
+      unfused += opts_.target->cost(NodeDesc::of(fn_, fn_.node(n))).seconds;
+    if (fused > unfused)
+      return Decision::no(llvm::formatv("the {0} target estimates the fused op at {1:f2} us, "
+                                        "the ops it replaces at {2:f2} us",
+                                        opts_.target->name(), fused * 1e6, unfused * 1e6)
+                              .str());
     return Decision::yes();
   }
 
@@ -360,11 +391,19 @@ llvm::Expected<bool> fuseLoop(Function &fn, const FusionOptions &opts, FusionRep
     llvm::Expected<LaunchDag> dag = LaunchDag::build(fn);
     if (!dag)
       return dag.takeError();
-    llvm::Expected<BufferPlan> plan = planMemory(fn, *dag);
+    // A pre-check: lowering plans again with the emitted scratch and proves
+    // that plan (the one that ships); here the target's scratch estimate.
+    MemoryPlanOptions mo;
+    if (opts.target)
+      mo.scratchBytes = [&](const Function &f, NodeId n) {
+        return opts.target->scratchBytes(NodeDesc::of(f, f.node(n)));
+      };
+    llvm::Expected<BufferPlan> plan = planMemory(fn, *dag, mo);
     if (!plan)
       return plan.takeError();
     OverlapOptions oo;
     oo.allLaunches = false;
+    oo.target = opts.target;
     llvm::SmallVector<NodeId, 4> refused;
     for (const OverlapViolation &v : proveNoOverlap(fn, *plan, oo)) {
       const Node &node = fn.node(v.node);
@@ -394,9 +433,10 @@ public:
   llvm::StringRef name() const override { return "fuse"; }
 
   llvm::Expected<bool> run(Function &fn, PassContext &ctx) override {
-    FusionOptions defaults;
+    FusionOptions opts = ctx.fusionOptions ? *ctx.fusionOptions : FusionOptions{};
+    if (!opts.target)
+      opts.target = ctx.target;
     FusionReport local;
-    const FusionOptions &opts = ctx.fusionOptions ? *ctx.fusionOptions : defaults;
     FusionReport &report = ctx.fusionReport ? *ctx.fusionReport : local;
     std::vector<std::pair<std::string, int64_t>> before;
     for (const std::string &p : fusionPatternNames())

@@ -17,6 +17,8 @@
 
 namespace fg {
 
+class Target; // passes/Target.h
+
 struct FusionOptions {
   bool enabled = true;               ///< false: --no-fusion
   std::vector<std::string> disabled; ///< pattern names (--disable-fusion)
@@ -24,6 +26,10 @@ struct FusionOptions {
   /// Plan memory after fusing and split back fused nodes whose writes overlap
   /// what they read (FUSIONS.md §1.4), until a fixed point.
   bool overlapProof = true;
+  /// What the code generator answers (GEMV token limits, which kernels exist,
+  /// aliasing, scratch); null: the `fuse` pass takes its context's target, and
+  /// without one no kernel limit is assumed.
+  const Target *target = nullptr;
 
   bool isEnabled(llvm::StringRef pattern) const;
   bool isDebugged(llvm::StringRef pattern) const;

@@ -4,8 +4,6 @@
 namespace fg::fusion {
 namespace {
 
-constexpr int64_t kMaxTokens = 8; ///< GEMV kernels take 1-8 tokens
-
 /// One lane: matmul(x, w) [+ bias], or matmul_id(x, w, ids) [add_id(., b, ids)].
 Pat lane(bool expertIndexed, bool withBias, const char *w, const char *b, const char *mm) {
   Pat product = expertIndexed
@@ -38,9 +36,11 @@ public:
     ValueId x = m.get("x"), wg = m.get("w_gate"), wu = m.get("w_up");
     const TensorType &xt = fn.type(x);
     int64_t tokens = expertIndexed_ ? xt.shape[0] : xt.numRows();
-    if (tokens < 1 || tokens > kMaxTokens)
+    // The fused op is a GEMV epilogue: only as many tokens as the target's GEMV takes.
+    int64_t maxTokens = target() ? target()->maxGemvTokens() : INT64_MAX;
+    if (tokens < 1 || tokens > maxTokens)
       return Decision::no(label(fn, x) + " has " + llvm::Twine(tokens) +
-                          " tokens; the fused GEMV takes 1 to " + llvm::Twine(kMaxTokens));
+                          " tokens; the fused GEMV takes 1 to " + llvm::Twine(maxTokens));
     if (Decision d = expectDType(fn, x, {DType::F32}, "input"); !d)
       return d;
     if (!isContiguous(fn, x))

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "ir/Graph.h"
+#include "passes/Target.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -174,6 +175,10 @@ struct FusedOp {
 class FusionPattern {
 public:
   virtual ~FusionPattern() = default;
+  /// The target the driver compiles for (null: none); checks ask it for
+  /// kernel limits instead of copying them.
+  void setTarget(const Target *t) { target_ = t; }
+  const Target *target() const { return target_; }
   /// The pattern's one name: its file, `--disable-fusion` name, mnemonic suffix.
   virtual llvm::StringRef name() const = 0;
   /// Called by the driver before it matches at every root of `fn` (once per
@@ -185,6 +190,9 @@ public:
   /// Pattern-specific legality; the driver checks the shared rules first.
   virtual Decision check(const Function &fn, const Match &m) const = 0;
   virtual FusedOp rewrite(const Function &fn, const Match &m) const = 0;
+
+private:
+  const Target *target_ = nullptr;
 };
 
 /// A pattern given as tree variants, each rooted at the root op. Outputs

@@ -25,15 +25,18 @@
 namespace fg::fusion {
 namespace {
 
-enum class Gating { Softmax, Sigmoid, SqrtSoftplus, DelayedSoftmax };
-const char *const kGatingNames[] = {"softmax", "sigmoid", "sqrt_softplus", "delayed_softmax"};
+/// The variant name of a gating (ir/Attr.h): the gating attribute's word.
+std::string gatingName(TopkGating g) {
+  const OpInfo &info = opInfo(OpKind::FusedTopkMoe);
+  return std::string(info.attrs[info.attrIndex("gating")].words[static_cast<size_t>(g)]);
+}
 
-Pat gate(Gating g) {
+Pat gate(TopkGating g) {
   Pat logits = m::Any("logits");
   switch (g) {
-  case Gating::Softmax:
+  case TopkGating::Softmax:
     return m::Softmax(logits).bind("p");
-  case Gating::Sigmoid:
+  case TopkGating::Sigmoid:
     return m::Sigmoid(logits).bind("p");
   default:
     return m::Sqrt(m::Softplus(logits)).bind("p");
@@ -41,8 +44,8 @@ Pat gate(Gating g) {
 }
 
 /// The routing weights chain for one variant; ids are captured as "ids".
-Pat routing(Gating g, bool bias, bool renorm, bool scale) {
-  Pat w = g == Gating::DelayedSoftmax
+Pat routing(TopkGating g, bool bias, bool renorm, bool scale) {
+  Pat w = g == TopkGating::DelayedSoftmax
               ? m::Softmax(m::GetRows(m::Any("logits"), m::TopK(m::Any("logits")).bind("ids")))
                     .bind("delayed")
               : m::GetRows(gate(g),
@@ -60,15 +63,15 @@ Pat routing(Gating g, bool bias, bool renorm, bool scale) {
 class TopkMoe : public TreePattern {
 public:
   TopkMoe() {
-    for (Gating g :
-         {Gating::Softmax, Gating::Sigmoid, Gating::SqrtSoftplus, Gating::DelayedSoftmax})
+    for (TopkGating g : {TopkGating::Softmax, TopkGating::Sigmoid, TopkGating::SqrtSoftplus,
+                         TopkGating::DelayedSoftmax})
       for (bool bias : {false, true})
         for (bool renorm : {false, true})
           for (bool scale : {false, true}) {
-            if (g == Gating::DelayedSoftmax && (bias || renorm))
+            if (g == TopkGating::DelayedSoftmax && (bias || renorm))
               continue; // the bias and renormalisation belong to early gating
-            std::string name = std::string(kGatingNames[int(g)]) + (bias ? "+bias" : "") +
-                               (renorm ? "+renorm" : "") + (scale ? "+scale" : "");
+            std::string name = gatingName(g) + (bias ? "+bias" : "") + (renorm ? "+renorm" : "") +
+                               (scale ? "+scale" : "");
             addVariant(name, routing(g, bias, renorm, scale), {"ids", ""});
           }
   }
@@ -122,11 +125,11 @@ public:
     FusedOp op{k, {m.get("logits")}, defaultAttrs(k)};
     if (m.has("bias"))
       op.operands.push_back(m.get("bias"));
-    int64_t gating = int64_t(Gating::DelayedSoftmax);
+    int64_t gating = int64_t(TopkGating::DelayedSoftmax);
     if (m.has("p"))
-      gating = m.node(fn, "p").kind == OpKind::Softmax   ? int64_t(Gating::Softmax)
-               : m.node(fn, "p").kind == OpKind::Sigmoid ? int64_t(Gating::Sigmoid)
-                                                         : int64_t(Gating::SqrtSoftplus);
+      gating = m.node(fn, "p").kind == OpKind::Softmax   ? int64_t(TopkGating::Softmax)
+               : m.node(fn, "p").kind == OpKind::Sigmoid ? int64_t(TopkGating::Sigmoid)
+                                                         : int64_t(TopkGating::SqrtSoftplus);
     setAttr(k, op.attrs, "gating", Attribute::ofEnum(gating));
     setAttr(k, op.attrs, "k", Attribute::ofInt(m.node(fn, "ids").i("k")));
     if (m.has("clamp")) {

@@ -58,6 +58,17 @@ std::string valueLabel(const Function &fn, ValueId v) {
   return name.empty() ? "%v" + std::to_string(v) : "%" + name;
 }
 
+std::string nodeLabel(const Function &fn, NodeId id) {
+  const Node &n = fn.node(id);
+  std::string s;
+  for (size_t r = 0; r < n.results.size(); ++r)
+    s += (r ? ", " : "") + valueLabel(fn, n.results[r]);
+  s += " = " + std::string(n.info().mnemonic);
+  if (n.loc.valid())
+    s += " (line " + std::to_string(n.loc.line) + ")";
+  return s;
+}
+
 llvm::Expected<LaunchDag> LaunchDag::build(const Function &fn) {
   LaunchDag dag;
   const size_t numNodes = fn.numNodes();

@@ -58,6 +58,9 @@ std::vector<ValueId> viewRoots(const Function &fn);
 ValueId storageRoot(const Function &fn, ValueId v);
 /// `%name`, or `%v<id>` for an unnamed value (for messages).
 std::string valueLabel(const Function &fn, ValueId v);
+/// A node for messages: `%q, %k = mnemonic (line 12)` (results, op, source line).
+std::string nodeLabel(const Function &fn, NodeId n);
+constexpr NodeId kNoNode = ~0u;
 
 class LaunchDag {
 public:

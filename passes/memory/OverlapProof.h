@@ -5,19 +5,23 @@
 // node — and, by default, every launching node, which also catches planner
 // bugs — no byte range it writes may overlap a byte range it reads from
 // outside itself (a fused node is its own group: its operands are exactly what
-// it reads from memory), unless the op declares that operand safe to alias:
+// it reads from memory), unless the IR updates that operand in place or the
+// target says its kernel reads all of it before writing (Target::readsAllBeforeWrite):
 //
 //   %k_cache.0.1 = set_rows(%k_cache.0, %k, %pos)   dest is written in place: fine
 //   %src = view(%k_cache.0) {...}
 //   %k_cache.0.1 = set_rows(%k_cache.0, %src, %pos) refused: %src (bytes [0, 256))
 //                                                   overlaps the write of %k_cache.0.1
 //
-// Runs after planning; a fused group it refuses is split back and planning
-// runs again (the fusion driver's loop).
+// Runs twice: in the fusion driver as a pre-check (a fused group it refuses is
+// split back and planning runs again), and in lowering over the final plan,
+// with the scratch the emitters reported, where a violation fails the
+// compilation naming both nodes: the plan written is the plan proven.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "passes/Target.h"
 #include "passes/memory/BufferPlan.h"
 
 #include "ir/Graph.h"
@@ -32,20 +36,23 @@ struct OverlapViolation {
   ValueId written;    ///< its result whose bytes are written
   unsigned operand;   ///< index of the operand read
   ValueId read;       ///< that operand's value
+  NodeId producer;    ///< the node that wrote `read` (views followed), or kNoNode for an argument
   std::string reason; ///< "%x (bytes [a, b)) overlaps the write of %k_cache.0.1 (bytes [c, d))"
 };
 
 struct OverlapOptions {
   /// Check every launching node, not only in-place and fused ones.
   bool allLaunches = true;
+  /// Asked which operands a kernel reads whole before writing (null: none).
+  const Target *target = nullptr;
 };
 
 /// Whether operand `operand` of `node` may share bytes with result `result`:
-/// the kernel writes that operand in place, or reads all of it before writing
-/// anything. set_rows: the destination (operand 0) is its result, updated in
-/// place. New fused ops add their row here (e.g. single-row top-k routing,
-/// which reads the whole row before writing).
-bool mayAliasResult(const Function &fn, const Node &node, unsigned operand, unsigned result);
+/// the IR updates that operand in place (kUpdatesState: operand 0 is result
+/// 0, e.g. set_rows' destination), or the target's kernel reads all of it
+/// before writing anything (`target` null: never).
+bool mayAliasResult(const Function &fn, const Node &node, unsigned operand, unsigned result,
+                    const Target *target = nullptr);
 
 /// Whether the proof must look at `node` at all (in-place or fused, or any
 /// launch with opts.allLaunches).
@@ -55,7 +62,9 @@ bool needsOverlapProof(const Node &node, const OverlapOptions &opts = {});
 std::vector<OverlapViolation> proveNoOverlap(const Function &fn, const BufferPlan &plan,
                                              const OverlapOptions &opts = {});
 
-/// The same, as an error naming the first violations (for pipelines).
+/// The same, as an error naming the first violations and, for each, both
+/// nodes: the writer and the producer of the bytes it clobbers
+/// ("%c = exp (line 4) writes ... over %a, the result of %a = silu (line 3)").
 llvm::Error checkNoOverlap(const Function &fn, const BufferPlan &plan,
                            const OverlapOptions &opts = {});
 

@@ -1,5 +1,6 @@
 #include "runtime/cuda/CudaRunner.h"
 
+#include "ir/InitFormula.h"
 #include "runtime/WeightLoad.h"
 #include "runtime/reference/Interpreter.h"
 
@@ -250,24 +251,20 @@ struct CudaRunner::Impl {
 /// Returns false when it cannot (no module, quantised dtype): then the host
 /// materialises it.
 static llvm::Expected<bool> initOnDevice(CudaRunner::Impl &m, const TensorSlot &slot, void *p) {
-  int kind = slot.init.kind == WeightInit::Kind::Normal    ? 1
-             : slot.init.kind == WeightInit::Kind::Uniform ? 2
-             : slot.init.kind == WeightInit::Kind::Constant ? 3
-                                                            : 0;
-  const char *symbol = slot.type.dtype == DType::F32    ? "fg_init_f32"
-                       : slot.type.dtype == DType::F16  ? "fg_init_f16"
-                       : slot.type.dtype == DType::BF16 ? "fg_init_bf16"
-                                                        : nullptr;
-  if (m.prog.initModule < 0 || !kind || !symbol)
+  // The formula of ir/InitFormula.h, in the module codegen built from it.
+  InitFormulaArgs f = initFormulaArgs(slot.init);
+  std::optional<std::string> symbol = initKernelSymbol(slot.type.dtype);
+  if (m.prog.initModule < 0 || f.kind == fg_init::None || !symbol)
     return false;
   cudaKernel_t kernel = nullptr;
-  if (auto e = cudaCheck(cudaLibraryGetKernel(&kernel, m.libraries[m.prog.initModule], symbol),
-                         "looking up kernel " + llvm::Twine(symbol)))
+  if (auto e = cudaCheck(
+          cudaLibraryGetKernel(&kernel, m.libraries[m.prog.initModule], symbol->c_str()),
+          "looking up kernel " + llvm::Twine(*symbol)))
     return e;
   unsigned long long n = static_cast<unsigned long long>(slot.type.numElements());
-  unsigned long long seed = slot.init.seed;
-  double a = kind == 1 ? slot.init.mean : kind == 2 ? slot.init.min : slot.init.value;
-  double b = kind == 1 ? slot.init.std : slot.init.max;
+  unsigned long long seed = f.seed;
+  int kind = f.kind;
+  double a = f.a, b = f.b;
   void *args[] = {&p, &n, &kind, &seed, &a, &b};
   unsigned blocks = static_cast<unsigned>(std::min<unsigned long long>((n + 255) / 256, 65535));
   if (auto e = cudaCheck(cudaLaunchKernel(reinterpret_cast<void *>(kernel), dim3(std::max(blocks, 1u)),
@@ -329,8 +326,13 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
       return cudaCheck(cudaMemcpy(p, host->data(), bytes, cudaMemcpyHostToDevice),
                        "uploading " + slot.name);
     }
-    if (auto onDevice = initOnDevice(m, slot, p))
-      return *onDevice ? llvm::Error::success() : onDevice.takeError();
+    llvm::Expected<bool> onDevice = initOnDevice(m, slot, p);
+    if (!onDevice)
+      return onDevice.takeError();
+    if (*onDevice)
+      return llvm::Error::success();
+    // No device kernel for it (no init module, a quantised dtype): the host
+    // materialises it with the same formula.
     HostTensor t;
     if (auto e = materializeInit(slot.init, slot.type, t))
       return e;

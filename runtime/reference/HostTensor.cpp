@@ -1,13 +1,13 @@
 //===- HostTensor.cpp - host tensors and deterministic weight init ---------===//
 #include "runtime/reference/Interpreter.h"
 
+#include "ir/InitFormula.h"
 #include "ir/Numeric.h"
 #include "runtime/HostMemory.h"
 
 #include <cassert>
 #include <cmath>
 #include <cstring>
-#include <numbers>
 
 namespace fg {
 
@@ -66,36 +66,25 @@ std::vector<int64_t> HostTensor::toInts() const {
   return out;
 }
 
-namespace {
-
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-} // namespace
-
-double initValue(const WeightInit &init, uint64_t i) {
-  uint64_t h = splitmix64(init.seed ^ (0x9E3779B97F4A7C15ull * i));
+InitFormulaArgs initFormulaArgs(const WeightInit &init) {
   switch (init.kind) {
-  case WeightInit::Kind::Normal: {
-    double u1 = (static_cast<double>(h >> 32) + 0.5) * 0x1p-32;
-    double u2 = static_cast<double>(h & 0xFFFFFFFFull) * 0x1p-32;
-    double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
-    return init.mean + init.std * z;
-  }
+  case WeightInit::Kind::Normal:
+    return {fg_init::Normal, init.seed, init.mean, init.std};
   case WeightInit::Kind::Uniform:
-    return init.min + (init.max - init.min) * (static_cast<double>(h >> 11) * 0x1p-53);
+    return {fg_init::Uniform, init.seed, init.min, init.max};
   case WeightInit::Kind::Constant:
-    return init.value;
+    return {fg_init::Constant, init.seed, init.value, 0};
   case WeightInit::Kind::None:
   case WeightInit::Kind::Tensor:
     break;
   }
-  assert(false && "initValue needs a Normal, Uniform or Constant initialiser");
-  return 0;
+  return {fg_init::None, 0, 0, 0};
+}
+
+double initValue(const WeightInit &init, uint64_t i) {
+  InitFormulaArgs f = initFormulaArgs(init);
+  assert(f.kind != fg_init::None && "initValue needs a Normal, Uniform or Constant initialiser");
+  return fg_init::value(f.kind, f.seed, f.a, f.b, i);
 }
 
 llvm::Error materializeInit(const WeightInit &init, const TensorType &type, HostTensor &out) {
@@ -122,9 +111,17 @@ llvm::Error materializeInit(const WeightInit &init, const TensorType &type, Host
   if (isQuantized(type.dtype))
     return fail("cannot initialise block-quantised weight " + type.str() + " from " + init.str() +
                 ": bind its bytes instead");
+  // ir/InitFormula.h: f64 value -> f32 -> the dtype (integers: llroundf).
+  if (isInteger(type.dtype)) {
+    std::vector<int64_t> values(static_cast<size_t>(type.numElements()));
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = fg_init::toInteger(fg_init::toF32(initValue(init, i)));
+    out = HostTensor::fromInts(type, values);
+    return llvm::Error::success();
+  }
   std::vector<float> values(static_cast<size_t>(type.numElements()));
   for (size_t i = 0; i < values.size(); ++i)
-    values[i] = static_cast<float>(initValue(init, i));
+    values[i] = fg_init::toF32(initValue(init, i));
   out = HostTensor::fromFloats(type, values);
   return llvm::Error::success();
 }

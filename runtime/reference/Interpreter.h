@@ -42,13 +42,19 @@ struct HostTensor {
 llvm::Error materializeInit(const WeightInit &init, const TensorType &type, HostTensor &out);
 
 /// Element `i` of a Normal, Uniform or Constant initialiser, before rounding to
-/// the weight's dtype (f32 first, then the dtype). With
-///   h  = splitmix64(seed ^ (0x9E3779B97F4A7C15 * i))   (the finaliser of splitmix64
-///        applied to its argument + 0x9E3779B97F4A7C15),
-///   u1 = ((h >> 32) + 0.5) / 2^32,  u2 = (h & 0xffffffff) / 2^32,
-/// normal  = mean + std * sqrt(-2 ln u1) * cos(2π u2)          (Box–Muller, in f64),
-/// uniform = min + (max - min) * (h >> 11) / 2^53.
+/// the weight's dtype (f32 first, then the dtype): fg_init::value of
+/// ir/InitFormula.h, the one definition the device's init module runs too.
 double initValue(const WeightInit &init, uint64_t i);
+
+/// An initialiser as the formula's arguments (the device kernels take the
+/// same): kind (fg_init::Kind; None for Tensor and None initialisers), seed,
+/// a and b (normal: mean, std; uniform: min, max; constant: value, 0).
+struct InitFormulaArgs {
+  int kind;
+  uint64_t seed;
+  double a, b;
+};
+InitFormulaArgs initFormulaArgs(const WeightInit &init);
 
 class ReferenceInterpreter {
 public:

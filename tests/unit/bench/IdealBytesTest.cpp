@@ -1,5 +1,7 @@
 //===- IdealBytesTest.cpp - ideal step bytes, workloads, kernel families ---===//
+#include "codegen/cuda/CudaTarget.h"
 #include "frontends/Frontend.h"
+#include "passes/fusion/Fusion.h"
 #include "frontends/models/Workloads.h"
 #include "runtime/BenchLoop.h"
 
@@ -139,13 +141,16 @@ TEST(Families, GroupByMnemonicAndAverageRuns) {
   Graph g = workload("w-tiny");
   const Function *fn = g.lookup("decode");
   ASSERT_NE(fn, nullptr);
-  EXPECT_EQ(launchFamily("%q.3 = rope (line 12)", false), "rope");
-  EXPECT_EQ(launchFamily("%ids, %w = fused.topk_moe", false), "fused.topk_moe");
-  EXPECT_EQ(launchFamily("%logits = matmul (line 9)", true), "matmul [cublas]");
+  EXPECT_EQ(launchFamily(OpKind::Rope, false), "rope");
+  EXPECT_EQ(launchFamily(OpKind::FusedTopkMoe, false), "fused.topk_moe");
+  EXPECT_EQ(launchFamily(OpKind::MatMul, true), "matmul [cublas]");
+  // Launches name their node by id and op (as the launch records do), not by text.
+  auto nodeOf = [&](llvm::StringRef value) { return fn->value(fn->lookup(value)).def; };
+  NodeId x = nodeOf("x"), logits = nodeOf("logits");
   using LT = Executor::LaunchTime;
   std::vector<std::vector<LT>> runs = {
-      {{"%x = get_rows", "k0", false, 1.0f}, {"%logits = matmul", "", true, 3.0f}},
-      {{"%x = get_rows", "k0", false, 3.0f}, {"%logits = matmul", "", true, 5.0f}}};
+      {{"", "k0", false, 1.0f, x, OpKind::GetRows}, {"", "", true, 3.0f, logits, OpKind::MatMul}},
+      {{"", "k0", false, 3.0f, x, OpKind::GetRows}, {"", "", true, 5.0f, logits, OpKind::MatMul}}};
   auto fams = familyBreakdown(*fn, runs, 1024);
   ASSERT_EQ(fams.size(), 2u);
   EXPECT_EQ(fams[0].family, "matmul [cublas]");
@@ -156,6 +161,31 @@ TEST(Families, GroupByMnemonicAndAverageRuns) {
   EXPECT_EQ(fams[1].family, "get_rows");
   EXPECT_DOUBLE_EQ(fams[1].ms, 2.0);
   EXPECT_DOUBLE_EQ(fams[1].bytes, 1024 + 4 + 512 * 4);
+}
+
+} // namespace
+
+namespace {
+
+/// One byte model: the ideal bytes of a step come from the op table, whose
+/// fused rows read each operand once, so fusing changes none of them.
+TEST(IdealBytes, FusionKeepsTheIdealBytes) {
+  for (const char *name : {"w-tiny", "w-moe-12"}) {
+    Graph unfused = workload(name);
+    Graph fused = workload(name);
+    fg::cuda::CudaTarget target;
+    FusionOptions fo;
+    fo.target = &target;
+    FusionReport report;
+    ASSERT_FALSE(static_cast<bool>(fuseWithOverlapProof(fused, fo, report)));
+    ASSERT_GT(report.total(), 0) << name;
+    StepBytes a = idealStepBytes(*unfused.lookup("decode"), 1024);
+    StepBytes b = idealStepBytes(*fused.lookup("decode"), 1024);
+    EXPECT_DOUBLE_EQ(a.weights, b.weights) << name;
+    EXPECT_DOUBLE_EQ(a.kvRead, b.kvRead) << name;
+    EXPECT_DOUBLE_EQ(a.kvWrite, b.kvWrite) << name;
+    EXPECT_DOUBLE_EQ(a.io, b.io) << name;
+  }
 }
 
 } // namespace

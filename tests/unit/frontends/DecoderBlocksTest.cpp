@@ -3,6 +3,7 @@
 #include "frontends/DecoderBlocks.h"
 
 #include "ir/Builder.h"
+#include "passes/fusion/Fusion.h"
 
 #include <gtest/gtest.h>
 
@@ -278,7 +279,7 @@ TEST(DecoderBlocks, MoeRoutingBiasSqrtSoftplusScale) {
   auto bias = b.weight("exp_probs_b", {DType::F32, {8}});
   MoeRoutingOptions o;
   o.nExpertsUsed = 3;
-  o.gating = MoeGating::SqrtSoftplus;
+  o.gating = TopkGating::SqrtSoftplus;
   o.scale = 2.5;
   MoeRouting r = moeRouting(b, x, gi, bias, o);
   ASSERT_FALSE(b.failed()) << llvm::toString(b.finish());
@@ -301,11 +302,51 @@ TEST(DecoderBlocks, MoeRoutingBiasSqrtSoftplusScale) {
   // Sigmoid gating, no renorm, no scale: the weights are the get_rows.
   MoeRoutingOptions s;
   s.nExpertsUsed = 1;
-  s.gating = MoeGating::Sigmoid;
+  s.gating = TopkGating::Sigmoid;
   MoeRouting r2 = moeRouting(b, x, gi, kNoValue, s, "s.");
   const Node *g2 = def(fn, r2.weights, OpKind::GetRows);
   ASSERT_TRUE(g2);
   ASSERT_TRUE(def(fn, g2->operands[0], OpKind::Sigmoid));
+}
+
+/// Delayed softmax gating (the fourth TopkGating): top_k of the raw logits,
+/// then a softmax of the k chosen, then the scale; fusion turns it into
+/// fused.topk_moe {gating = delayed_softmax}.
+TEST(DecoderBlocks, MoeRoutingDelayedSoftmax) {
+  Function fn;
+  Builder b(fn);
+  auto x = b.input("x", {DType::F32, {1, 16}});
+  auto gi = b.weight("gate_inp", {DType::F32, {8, 16}});
+  MoeRoutingOptions o;
+  o.nExpertsUsed = 2;
+  o.gating = TopkGating::DelayedSoftmax;
+  o.scale = 1.5;
+  MoeRouting r = moeRouting(b, x, gi, kNoValue, o);
+  b.result(r.ids);
+  b.result(r.weights);
+  ASSERT_FALSE(b.failed()) << llvm::toString(b.finish());
+  const Node *scale = def(fn, r.weights, OpKind::Scale);
+  ASSERT_TRUE(scale);
+  const Node *softmax = def(fn, scale->operands[0], OpKind::Softmax);
+  ASSERT_TRUE(softmax);
+  const Node *gather = def(fn, softmax->operands[0], OpKind::GetRows);
+  ASSERT_TRUE(gather);
+  EXPECT_EQ(gather->operands[1], r.ids);
+  const Node *topk = def(fn, r.ids, OpKind::TopK);
+  ASSERT_TRUE(topk);
+  EXPECT_EQ(topk->operands[0], gather->operands[0]); // the raw logits
+  ASSERT_TRUE(def(fn, topk->operands[0], OpKind::MatMul));
+
+  Graph g;
+  g.addFunction("f") = fn;
+  FusionReport report;
+  ASSERT_FALSE(static_cast<bool>(fuseWithOverlapProof(g, {}, report)));
+  ASSERT_EQ(report.count("topk_moe"), 1);
+  for (const Node &n : g.functions().front().nodes())
+    if (n.kind == OpKind::FusedTopkMoe) {
+      EXPECT_EQ(n.e<TopkGating>("gating"), TopkGating::DelayedSoftmax);
+      EXPECT_EQ(n.f("scale"), 1.5);
+    }
 }
 
 /// Dense FFN: matmul(down) of glu(matmul(x, gate), matmul(x, up)) {kind}.

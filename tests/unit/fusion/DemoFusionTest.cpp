@@ -1,6 +1,7 @@
 // Fusion of the demo decoder: the counts the issue asks for, per layer, and
 // the same reference logits fused and unfused (the fused ops evaluate through
 // their decompositions, so the results are bit-identical).
+#include "codegen/cuda/CudaTarget.h"
 #include "frontends/Frontend.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
@@ -79,12 +80,15 @@ TEST(DemoFusion, DecodeCountsPerLayer) {
   EXPECT_NE(text.find("@decode  topk_moe x2"), std::string::npos) << text;
 }
 
-/// Prefill with 8 tokens still fits the GEMV; 9 tokens do not, and the report
-/// says why.
+/// Prefill with 8 tokens still fits the CUDA target's GEMV; 9 tokens do not,
+/// and the report says why.
 TEST(DemoFusion, GatedFfnTokenLimit) {
   Graph g = demo({8, 9});
   FusionReport report;
-  ASSERT_FALSE(static_cast<bool>(fuseWithOverlapProof(g, {}, report)));
+  cuda::CudaTarget target;
+  FusionOptions opts;
+  opts.target = &target;
+  ASSERT_FALSE(static_cast<bool>(fuseWithOverlapProof(g, opts, report)));
   EXPECT_EQ(report.count("gated_matmul_id", "prefill_8"), 2);
   EXPECT_EQ(report.count("gated_matmul_id", "prefill_9"), 0);
   EXPECT_EQ(report.count("topk_moe", "prefill_9"), 2);

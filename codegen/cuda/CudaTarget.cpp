@@ -1,0 +1,71 @@
+//===- CudaTarget.cpp - the CUDA emitters answer for their kernels --------===//
+#include "codegen/cuda/CudaTarget.h"
+
+#include <algorithm>
+#include <variant>
+
+namespace fg::cuda {
+
+uint64_t scratchOf(llvm::ArrayRef<Launch> launches) {
+  uint64_t bytes = 0;
+  for (const Launch &l : launches)
+    bytes = std::max<uint64_t>(bytes, std::visit([](const auto &s) { return s.scratchBytes; }, l));
+  return bytes;
+}
+
+llvm::Expected<std::vector<Launch>> CudaTarget::emitProbe(const NodeDesc &d) const {
+  Function probe("probe");
+  llvm::SmallVector<ValueId, 6> operands;
+  for (size_t i = 0; i < d.operands.size(); ++i)
+    operands.push_back(probe.addArgument("o" + std::to_string(i), d.operands[i], ArgRole::Input));
+  llvm::SmallVector<std::string, 2> names;
+  for (size_t r = 0; r < d.results.size(); ++r)
+    names.push_back("r" + std::to_string(r));
+  NodeId id = probe.addNode(d.kind, operands, d.attrs, d.results, names);
+  const Node &node = probe.node(id);
+  return emitKernel(probe, node, contiguousLayouts(probe, node), emit_);
+}
+
+llvm::Error CudaTarget::canEmit(const NodeDesc &node) const {
+  llvm::Expected<std::vector<Launch>> launches = emitProbe(node);
+  return launches ? llvm::Error::success() : launches.takeError();
+}
+
+int64_t CudaTarget::scratchBytes(const NodeDesc &node) const {
+  llvm::Expected<std::vector<Launch>> launches = emitProbe(node);
+  if (!launches) {
+    llvm::consumeError(launches.takeError());
+    return 0;
+  }
+  return static_cast<int64_t>(scratchOf(*launches));
+}
+
+bool CudaTarget::readsAllBeforeWrite(const NodeDesc &node, unsigned operand) const {
+  switch (node.kind) {
+  case OpKind::FusedTopkMoe:
+    // One block stages every row's logits before writing ids and weights.
+    return operand == 0 && !node.operands.empty() &&
+           node.operands[0].numRows() <= kTopkMoeAliasRows;
+  default:
+    return false;
+  }
+}
+
+NodeCost CudaTarget::cost(const NodeDesc &node) const {
+  Cost c = opCost(node.kind, node.operands, node.attrs, node.results);
+  NodeCost out;
+  out.flops = c.flops;
+  out.bytes = c.bytes;
+  llvm::Expected<std::vector<Launch>> launches = emitProbe(node);
+  if (launches)
+    out.launches = static_cast<unsigned>(launches->size());
+  else {
+    llvm::consumeError(launches.takeError());
+    out.launches = opInfo(node.kind).has(kViewLike) ? 0 : 1;
+  }
+  out.seconds = std::max(out.bytes / costModel_.readBandwidth, out.flops / costModel_.peakFlops) +
+                out.launches * costModel_.launchSeconds;
+  return out;
+}
+
+} // namespace fg::cuda

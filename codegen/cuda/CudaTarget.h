@@ -1,0 +1,50 @@
+//===- CudaTarget.h - the CUDA emitters answer for their kernels --*- C++ -*-===//
+//
+// The fg::Target (passes/Target.h) of the CUDA code generator. Every answer
+// comes from the emitters or their options, never from a copy: canEmit,
+// scratchBytes and cost emit the node (specialised source text, no NVRTC) into
+// a one-node probe function with dense operands; maxGemvTokens is
+// EmitOptions::maxGemvTokens; the aliasing exemption is kTopkMoeAliasRows
+// (Kernel.h), which the top-k emitter also uses.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "codegen/cuda/Kernel.h"
+#include "passes/Target.h"
+
+namespace fg::cuda {
+
+/// Numbers of the cost estimate (H200 defaults; bench/ calibrates).
+struct CudaCostModel {
+  double readBandwidth = 4.0e12; ///< bytes/s a bandwidth-bound kernel reaches
+  double peakFlops = 60e12;      ///< f32 flop/s of the generated kernels
+  double launchSeconds = 2.5e-6; ///< fixed cost per launch (in a CUDA graph)
+};
+
+class CudaTarget final : public Target {
+public:
+  explicit CudaTarget(EmitOptions emit = {}, CudaCostModel cost = {})
+      : emit_(std::move(emit)), costModel_(cost) {}
+
+  llvm::StringRef name() const override { return "cuda"; }
+  llvm::Error canEmit(const NodeDesc &node) const override;
+  int64_t scratchBytes(const NodeDesc &node) const override;
+  bool readsAllBeforeWrite(const NodeDesc &node, unsigned operand) const override;
+  int64_t maxGemvTokens() const override { return emit_.maxGemvTokens; }
+  NodeCost cost(const NodeDesc &node) const override;
+
+  const EmitOptions &emitOptions() const { return emit_; }
+  /// The launches of `node` emitted into a one-node probe function with dense
+  /// operands (what canEmit, scratchBytes and cost look at).
+  llvm::Expected<std::vector<Launch>> emitProbe(const NodeDesc &node) const;
+
+private:
+  EmitOptions emit_;
+  CudaCostModel costModel_;
+};
+
+/// The largest scratchBytes of a launch list (the node's one scratch buffer).
+uint64_t scratchOf(llvm::ArrayRef<Launch> launches);
+
+} // namespace fg::cuda

@@ -1,0 +1,175 @@
+//===- LaunchSchedule.cpp - launch records of one entry -------------------===//
+#include "codegen/cuda/LaunchSchedule.h"
+
+#include "ir/Diag.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+namespace fg::cuda {
+
+uint32_t SlotTables::slot(const Function &fn, const Argument &a) {
+  const Value &v = fn.value(a.value);
+  auto &index = a.role == ArgRole::Weight ? weightIndex_ : stateIndex_;
+  auto &list = a.role == ArgRole::Weight ? prog_.weights : prog_.state;
+  auto it = index.find(v.name);
+  if (it != index.end())
+    return it->second;
+  uint32_t i = static_cast<uint32_t>(list.size());
+  list.push_back({v.name, v.type, a.init, {}});
+  index[v.name] = i;
+  return i;
+}
+
+namespace {
+
+class Scheduler {
+public:
+  Scheduler(const Function &fn, const ProvenPlan &proven, SlotTables &tables)
+      : fn_(fn), proven_(proven), tables_(tables) {}
+
+  /// Where value `v` lives: its weight or state slot, or its arena offset.
+  llvm::Expected<BufferRef> bufferOf(ValueId v) {
+    ValueId root = storageRoot(fn_, v);
+    if (const Argument *a = fn_.argumentOf(root)) {
+      if (a->role == ArgRole::Weight)
+        return BufferRef{BufferSpace::Weight, tables_.slot(fn_, *a), 0};
+      if (a->role == ArgRole::State)
+        return BufferRef{BufferSpace::State, tables_.slot(fn_, *a), 0};
+    }
+    const Placement &p = proven_.plan.at(root);
+    if (p.loc != Location::Arena)
+      return makeError("internal: " + valueLabel(fn_, v) + " has no arena placement");
+    return BufferRef{BufferSpace::Arena, 0, static_cast<uint64_t>(p.offset)};
+  }
+
+  llvm::Expected<BufferRef> resolve(NodeId id, const Param &p) {
+    const Node &n = fn_.node(id);
+    switch (p.kind) {
+    case Param::Kind::Operand:
+      return bufferOf(n.operands[p.index]);
+    case Param::Kind::Result:
+      return bufferOf(n.results[p.index]);
+    case Param::Kind::Scratch:
+      return BufferRef{BufferSpace::Arena, 0,
+                       static_cast<uint64_t>(proven_.plan.scratch[id].offset)};
+    }
+    return makeError("bad param");
+  }
+
+private:
+  const Function &fn_;
+  const ProvenPlan &proven_;
+  SlotTables &tables_;
+};
+
+llvm::Error fillGemm(Scheduler &s, NodeId id, const CublasGemmSpec &g, GemmDesc &d) {
+  d.transA = g.transA;
+  d.transB = g.transB;
+  d.m = g.m;
+  d.n = g.n;
+  d.k = g.k;
+  d.aType = g.aType;
+  d.bType = g.bType;
+  d.cType = g.cType;
+  d.lda = g.lda;
+  d.ldb = g.ldb;
+  d.ldc = g.ldc;
+  d.alpha = g.alpha;
+  d.beta = g.beta;
+  for (auto [from, to] : {std::pair{&g.a, &d.a}, std::pair{&g.b, &d.b}, std::pair{&g.c, &d.c}}) {
+    llvm::Expected<BufferRef> ref = s.resolve(id, from->param);
+    if (!ref)
+      return ref.takeError();
+    *to = *ref;
+    to->offset += from->byteOffset;
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,
+                             llvm::ArrayRef<NodeCode> code, const ProvenPlan &proven,
+                             SlotTables &tables, KernelSources &sources, CompiledEntry &out) {
+  Scheduler s(fn, proven, tables);
+  const LaunchDag &dag = proven.dag;
+  out.name = fn.name().str();
+  out.arenaBytes = static_cast<uint64_t>(proven.plan.arenaBytes);
+  out.peakLiveBytes = static_cast<uint64_t>(proven.plan.peakLiveBytes);
+  sources.sourceOfLaunch.emplace_back();
+  std::vector<size_t> &sourceOfLaunch = sources.sourceOfLaunch.back();
+
+  // Inputs and outputs.
+  for (const Argument &a : fn.arguments()) {
+    if (a.role != ArgRole::Input)
+      continue;
+    llvm::Expected<BufferRef> where = s.bufferOf(a.value);
+    if (!where)
+      return where.takeError();
+    out.inputs.push_back({fn.value(a.value).name, fn.type(a.value), *where});
+  }
+  for (ValueId r : fn.results()) {
+    if (!layouts[r].isContiguous() || fn.argumentOf(storageRoot(fn, r)))
+      return makeError("@" + fn.name() + ": result " + valueLabel(fn, r) +
+                       " must be a dense computed value (add a cont)");
+    llvm::Expected<BufferRef> where = s.bufferOf(r);
+    if (!where)
+      return where.takeError();
+    out.outputs.push_back({fn.value(r).name, fn.type(r), *where});
+  }
+
+  std::vector<int64_t> lastRecordOfLaunch(dag.launches().size(), -1);
+  int64_t lastGemm = -1;
+  for (LaunchId lid = 0; lid < dag.launches().size(); ++lid) {
+    const LaunchNode &ln = dag.launch(lid);
+    const Node &n = fn.node(ln.node);
+    const NodeCode &nc = code[ln.node];
+    std::vector<uint32_t> deps;
+    for (LaunchId p : ln.preds)
+      if (lastRecordOfLaunch[p] >= 0)
+        deps.push_back(static_cast<uint32_t>(lastRecordOfLaunch[p]));
+    for (const Launch &launch : nc.launches) {
+      LaunchRecord rec;
+      rec.node = ln.node;
+      rec.op = n.kind;
+      rec.what = nodeLabel(fn, ln.node);
+      rec.deps = deps;
+      if (const auto *ks = std::get_if<KernelSpec>(&launch)) {
+        rec.kind = LaunchRecord::Kind::Kernel;
+        rec.symbol = ks->name;
+        for (int d = 0; d < 3; ++d) {
+          rec.grid[d] = ks->grid[d];
+          rec.block[d] = ks->block[d];
+        }
+        rec.sharedBytes = ks->sharedBytes;
+        for (const Param &p : ks->params) {
+          llvm::Expected<BufferRef> ref = s.resolve(ln.node, p);
+          if (!ref)
+            return ref.takeError();
+          rec.args.push_back(*ref);
+        }
+        // Modules are numbered after all entries are lowered.
+        sourceOfLaunch.push_back(sources.sources.size());
+        sources.sources.emplace_back(ks->name, ks->source);
+      } else {
+        rec.kind = LaunchRecord::Kind::Gemm;
+        if (llvm::Error e = fillGemm(s, ln.node, std::get<CublasGemmSpec>(launch), rec.gemm))
+          return e;
+        sourceOfLaunch.push_back(~size_t(0));
+        if (lastGemm >= 0 && !llvm::is_contained(rec.deps, static_cast<uint32_t>(lastGemm)))
+          rec.deps.push_back(static_cast<uint32_t>(lastGemm));
+        lastGemm = static_cast<int64_t>(out.launches.size());
+      }
+      out.launches.push_back(std::move(rec));
+      deps = {static_cast<uint32_t>(out.launches.size() - 1)};
+    }
+    if (!nc.launches.empty())
+      lastRecordOfLaunch[lid] = static_cast<int64_t>(out.launches.size() - 1);
+    else if (!ln.preds.empty())
+      // A node without launches (cannot happen for launching nodes) forwards deps.
+      lastRecordOfLaunch[lid] = deps.empty() ? -1 : deps.front();
+  }
+  return llvm::Error::success();
+}
+
+} // namespace fg::cuda

@@ -1,0 +1,52 @@
+//===- LaunchSchedule.h - launch records of one entry --------------*- C++ -*-===//
+//
+// Lowering, step 4: the entry's launch list, in program order, each record
+// with its pointer arguments resolved against the proven plan to (space,
+// index, byte offset), its node id and op kind, and its dependencies from the
+// launch DAG: a node's first launch waits for the last launch of each
+// predecessor node; its own launches run in order. cuBLAS calls share one
+// workspace, so each also waits for the previous one (an extra edge, never a
+// missing one). Kernel sources are collected for the module step.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "codegen/cuda/EmitNodes.h"
+#include "codegen/cuda/ProvenPlan.h"
+#include "runtime/Program.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fg::cuda {
+
+/// The program's weight and state tables, shared by name across entries.
+class SlotTables {
+public:
+  explicit SlotTables(CompiledProgram &prog) : prog_(prog) {}
+  /// The table index of weight or state argument `a` (added on first use).
+  uint32_t slot(const Function &fn, const Argument &a);
+
+private:
+  llvm::StringMap<uint32_t> weightIndex_, stateIndex_;
+  CompiledProgram &prog_;
+};
+
+/// Kernel sources of the launches, to be compiled into modules: (symbol,
+/// source) per kernel launch, and per entry and launch the index of its source
+/// (~0 for cuBLAS calls).
+struct KernelSources {
+  std::vector<std::pair<std::string, std::string>> sources;
+  std::vector<std::vector<size_t>> sourceOfLaunch;
+};
+
+/// Fills `out` (name, arena, inputs, outputs, launches) for entry `fn`.
+llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,
+                             llvm::ArrayRef<NodeCode> code, const ProvenPlan &proven,
+                             SlotTables &tables, KernelSources &sources, CompiledEntry &out);
+
+} // namespace fg::cuda

@@ -1,0 +1,91 @@
+//===- WeightInitModuleTest.cpp - the device init module is the shared formula ===//
+#include "codegen/cuda/WeightInitModule.h"
+#include "codegen/cuda/Compile.h"
+#include "codegen/cuda/Nvrtc.h"
+#include "ir/Parser.h"
+#include "runtime/ProgramIO.h"
+
+#include "llvm/Support/FileSystem.h"
+
+#include <gtest/gtest.h>
+
+using namespace fg;
+using namespace fg::cuda;
+
+namespace {
+
+/// The module embeds ir/InitFormula.h (not a copy) and has one kernel per
+/// generated dtype; it compiles with NVRTC (no GPU needed).
+TEST(WeightInitModule, EmbedsTheSharedFormulaAndCompiles) {
+  const std::string &src = initModuleSource();
+  EXPECT_NE(src.find("namespace fg_init"), std::string::npos);
+  EXPECT_NE(src.find("FG_INIT_FN double value("), std::string::npos);
+  EXPECT_EQ(src.find("#pragma once"), std::string::npos);
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64}) {
+    std::optional<std::string> symbol = initKernelSymbol(t);
+    ASSERT_TRUE(symbol.has_value());
+    EXPECT_NE(src.find("void " + *symbol + "("), std::string::npos) << *symbol;
+  }
+  EXPECT_FALSE(initKernelSymbol(DType::Q8_0).has_value());
+
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("fg-init-module", dir));
+  NvrtcOptions o;
+  o.cacheDir = std::string(dir);
+  llvm::Expected<CompiledModule> m = compileCuda(src, "fg_init", "sm_90", o);
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  for (const char *k : {"fg_init_f32", "fg_init_f16", "fg_init_bf16", "fg_init_i32", "fg_init_i64"})
+    EXPECT_NE(m->ptx.find(std::string(".entry ") + k), std::string::npos) << k;
+}
+
+/// A program with initialised weights carries the init module.
+TEST(WeightInitModule, NeededOnlyForInitialisedWeights) {
+  CompiledProgram p;
+  EXPECT_FALSE(needsInitModule(p));
+  p.weights.push_back({"w", {DType::I32, {4}}, WeightInit::uniform(1, 0, 9)});
+  EXPECT_TRUE(needsInitModule(p));
+  p.weights.back().init = WeightInit::tensor("m.gguf", "w");
+  EXPECT_FALSE(needsInitModule(p));
+}
+
+/// Weights of every generated dtype, copied out by conts (what the GPU test
+/// GpuWeightInit.EveryGeneratedDtypeEqualsTheReference runs): the program
+/// compiles and every weight has a device kernel in its init module.
+TEST(WeightInitModule, ProgramOfEveryGeneratedDtypeCompiles) {
+  auto g = parseGraph(R"(graph @main(
+    weight %uf32: f32[4099] {init = uniform(seed = 11, min = -3.0, max = 3.0)},
+    weight %uf16: f16[4099] {init = uniform(seed = 12, min = -3.0, max = 3.0)},
+    weight %ubf16: bf16[4099] {init = uniform(seed = 13, min = -3.0, max = 3.0)},
+    weight %ui32: i32[4099] {init = uniform(seed = 14, min = -1000.0, max = 1000.0)},
+    weight %ci64: i64[7] {init = constant(value = 2.5)}) {
+  %a = cont(%uf32) : f32[4099]
+  %b = cont(%uf16) : f16[4099]
+  %c = cont(%ubf16) : bf16[4099]
+  %d = cont(%ui32) : i32[4099]
+  %e = cont(%ci64) : i64[7]
+  return %a, %b, %c, %d, %e
+}
+)",
+                      "w.fg");
+  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("fg-init-module", dir));
+  CompileOptions co;
+  co.pipeline = "dce"; // canonicalize would drop the conts of weights
+  co.kernelCacheDir = std::string(dir);
+  auto plan = compile(*g, co);
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  auto prog = decodeProgram(plan->section("program")->bytes);
+  ASSERT_TRUE(bool(prog)) << llvm::toString(prog.takeError());
+  ASSERT_GE(prog->initModule, 0);
+  const KernelImage &init = prog->modules[prog->initModule];
+  ASSERT_EQ(prog->weights.size(), 5u);
+  for (const TensorSlot &w : prog->weights) {
+    std::optional<std::string> symbol = initKernelSymbol(w.type.dtype);
+    ASSERT_TRUE(symbol.has_value()) << w.name;
+    EXPECT_NE(init.ptx.find(".entry " + *symbol), std::string::npos) << *symbol;
+  }
+  EXPECT_EQ(prog->entries[0].launches.size(), 5u);
+}
+
+} // namespace
