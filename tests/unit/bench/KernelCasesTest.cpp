@@ -116,13 +116,14 @@ TEST(KernelCases, BytesByHand) {
   // lm head, f16, T = 1: W + x (f32) + y (f32).
   EXPECT_DOUBLE_EQ(caseBytes(build(find(cs, "matmul/w-dense/lm_head/f16/T1"))),
                    128256.0 * 4096 * 2 + 4096 * 4 + 128256 * 4);
-  // gate|up, bf16, T = 8: both weights, x (counted once per matmul of the
-  // decomposition) and the glu result.
+  // gate|up, bf16, T = 8: both weights, x once (the op table's byte model
+  // counts a fused op's operands, not its decomposition's) and the glu result.
   EXPECT_DOUBLE_EQ(caseBytes(build(find(cs, "fused.gated_matmul/w-dense/gate_up/bf16/T8"))),
-                   2 * 14336.0 * 4096 * 2 + 2 * (8 * 4096 * 4.0) + 8 * 14336 * 4.0);
-  // Expert down, T = 2: only the 2·8 selected experts' rows.
+                   2 * 14336.0 * 4096 * 2 + 8 * 4096 * 4.0 + 8 * 14336 * 4.0);
+  // Expert down, T = 2: only the 2·8 selected experts' rows, x, the ids
+  // (2·8 i32) and y.
   EXPECT_DOUBLE_EQ(caseBytes(build(find(cs, "matmul_id/w-moe/down/f16/T2"))),
-                   16 * 2048.0 * 768 * 2 + 2 * 8 * 768 * 4.0 + 2 * 8 * 2048 * 4.0);
+                   16 * 2048.0 * 768 * 2 + 2 * 8 * 768 * 4.0 + 2 * 8 * 4.0 + 2 * 8 * 2048 * 4.0);
   // Attention over exactly kvLen rows: K + V + q + positions + out.
   EXPECT_DOUBLE_EQ(caseBytes(build(find(cs, "attention/w-dense/kv8192/f16/T1"))),
                    2 * 8192.0 * 8 * 128 * 2 + 32 * 128 * 4 + 4 + 32 * 128 * 4);
