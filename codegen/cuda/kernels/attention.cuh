@@ -177,7 +177,7 @@ static __device__ __forceinline__ unsigned attnTranspose(unsigned a) {
 /// 16 bytes, streamed (KV rows are read once per kv head).
 static __device__ __forceinline__ uint4 attnLoadStream(const void *p) {
   uint4 r;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }

@@ -146,9 +146,12 @@ template <int Kind, int AlphaBits, int LimitBits> struct EpiGlu {
 // --- loads ------------------------------------------------------------------------
 
 /// 16 bytes of weights, streamed (not kept in L1: every byte is read once).
+/// volatile: the load sits behind a bounds check (`k < K ? load : 0`), and a
+/// side-effect-free asm may be hoisted out of it (compute-sanitizer caught a
+/// speculative read past the end of a weight).
 static __device__ __forceinline__ uint4 gemvLoadStream(const void *p) {
   uint4 r;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }
