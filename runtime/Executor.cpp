@@ -167,9 +167,24 @@ Error Executor::run(StringRef name) {
                            "); compile with a larger --ctx");
       }
     }
+    // An input that indexes rows of a table (token ids into the embedding):
+    // every value must name a row, or the gather would read outside it.
+    for (const Node &n : fn->nodes()) {
+      if (n.kind != OpKind::GetRows || n.operands.size() < 2 || n.operands[1] != a.value)
+        continue;
+      int64_t rows = fn->type(n.operands[0]).shape[0];
+      for (size_t i = 0; i < vals.size(); ++i)
+        if (vals[i] < 0 || vals[i] >= rows)
+          return makeError("input '" + v.name + "' [" + Twine(i) + "] = " + Twine(vals[i]) +
+                           " is not a row of '" + fn->value(n.operands[0]).name + "' (0 .. " +
+                           Twine(rows - 1) + ")");
+    }
     inputs[v.name] = HostTensor::fromInts(v.type, std::vector<int64_t>(vals.begin(), vals.end()));
   }
 
+  if (!deviceFault_.empty())
+    return makeError("an earlier step failed on the device (" + deviceFault_ +
+                     "); the CUDA context cannot be trusted: create a new executor");
   if (cuda_) {
     for (const auto &kv : inputs)
       if (Error e = cuda_->setInput(name, kv.getKey(), kv.getValue().data.data(),
@@ -177,8 +192,13 @@ Error Executor::run(StringRef name) {
         return e;
     Error e = opts_.debugSync ? cuda_->runDebugSync(name)
                               : cuda_->run(name, opts_.mode == ExecOptions::Mode::Graph);
-    if (e)
-      return e;
+    if (e) {
+      // A failed launch or step leaves a CUDA context that is sticky-broken:
+      // refuse every later step with this first message, never crash.
+      std::string msg = toString(std::move(e));
+      deviceFault_ = msg;
+      return makeError(msg);
+    }
     outputs_.clear();
     floatOutputs_.clear();
     lastEntry_ = name.str();

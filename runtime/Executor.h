@@ -57,8 +57,10 @@ public:
   /// that name has `values.size()` elements.
   llvm::Error setInput(llvm::StringRef name, llvm::ArrayRef<int32_t> values);
   /// Runs entry `entry`. Checked before running: the entry exists (else the
-  /// error lists the entries), every input is set with the entry's length, and
-  /// every position is in [0, ctx).
+  /// error lists the entries), every input is set with the entry's length,
+  /// every position is in [0, ctx), and every value of an input that gathers
+  /// rows (token ids) names a row of its table. After a step failed on the
+  /// device the executor refuses every later run with that first error.
   llvm::Error run(llvm::StringRef entry);
   /// A result of the last run, by value name.
   llvm::Expected<HostTensor> output(llvm::StringRef name) const;
@@ -103,6 +105,7 @@ private:
   std::unique_ptr<CompiledProgram> program_;     ///< Device::Cuda
   std::unique_ptr<class CudaRunner> cuda_;       ///< Device::Cuda
   std::string lastEntry_;                        ///< Device::Cuda: outputs fetched lazily
+  std::string deviceFault_; ///< Device::Cuda: the first failed step's error; later runs refuse
   mutable bool outputsStale_ = false;
   ExecOptions opts_;
   int64_t ctx_ = 0;

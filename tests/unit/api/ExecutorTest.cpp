@@ -101,6 +101,25 @@ TEST(Executor, PositionPastCtx) {
             "no output named 'nope'; the last run produced: logits");
 }
 
+/// A token id that is not a row of the embedding is refused before running,
+/// naming the input, the index and the table (the gather would read outside it).
+TEST(Executor, TokenIdOutsideTheVocabulary) {
+  Executor e = makeExec();
+  const Function *fn = e.entry("decode");
+  ASSERT_NE(fn, nullptr);
+  int64_t vocab = fn->type(fn->lookup("token_embd")).shape[0];
+  ASSERT_FALSE(bool(e.setInput("positions", {0})));
+  ASSERT_FALSE(bool(e.setInput("tokens", {static_cast<int32_t>(vocab)})));
+  EXPECT_EQ(errorText(e.run("decode")), "input 'tokens' [0] = " + std::to_string(vocab) +
+                                            " is not a row of 'token_embd' (0 .. " +
+                                            std::to_string(vocab - 1) + ")");
+  ASSERT_FALSE(bool(e.setInput("tokens", {-3})));
+  EXPECT_EQ(errorText(e.run("decode")), "input 'tokens' [0] = -3 is not a row of 'token_embd' (0 .. " +
+                                            std::to_string(vocab - 1) + ")");
+  ASSERT_FALSE(bool(e.setInput("tokens", {static_cast<int32_t>(vocab - 1)})));
+  EXPECT_FALSE(bool(e.run("decode")));
+}
+
 /// Outputs before any run, and the CUDA device, are clear errors.
 TEST(Executor, NoOutputYetAndNoCuda) {
   Executor e = makeExec();
