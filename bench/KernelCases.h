@@ -254,6 +254,23 @@ inline llvm::Expected<std::vector<KernelCase>> kernelCases() {
       add(r, true);
     }
   }
+  // Shapes no variant rule was tuned on (issue 11, item 6): the GEMV's rule
+  // must stay within 5 % of the best variant there (fg_bench_kernels --gemv-*).
+  struct Unseen {
+    const char *name;
+    int64_t n, k;
+  };
+  for (Unseen u : {Unseen{"3584to18944", 18944, 3584}, Unseen{"5120to13824", 13824, 5120},
+                   Unseen{"18944to3584", 3584, 18944}}) {
+    KernelCase m;
+    m.workload = "unseen";
+    m.family = KernelFamily::Matmul;
+    m.shape = u.name;
+    m.dtype = DType::F16;
+    m.n = u.n;
+    m.k = u.k;
+    add(m, false);
+  }
   return out;
 }
 

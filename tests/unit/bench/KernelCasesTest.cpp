@@ -90,8 +90,9 @@ TEST(KernelCases, FamiliesTokensAndSmokeSubset) {
       EXPECT_NE(c.dtype, DType::BF16) << c.name();
     }
   }
-  // matmul: (5 + 4 + 4 shapes) x f16/bf16 + the f32 router, x 4 T.
-  EXPECT_EQ(perFamily[KernelFamily::Matmul], (13 * 2 + 1) * 4);
+  // matmul: (5 + 4 + 4 shapes) x f16/bf16 + the f32 router, x 4 T, and the
+  // three untuned f16 shapes x 4 T.
+  EXPECT_EQ(perFamily[KernelFamily::Matmul], (13 * 2 + 1) * 4 + 3 * 4);
   EXPECT_EQ(perFamily[KernelFamily::GatedMatmul], 2 * 2 * 4); // w-dense, w-tiny
   EXPECT_EQ(perFamily[KernelFamily::MatmulId], 2 * 2 * 4);    // gate_up, down
   EXPECT_EQ(perFamily[KernelFamily::GatedMatmulId], 1 * 2 * 4);
