@@ -56,12 +56,6 @@ template <typename T> std::string joinInts(ArrayRef<T> v) {
   return s;
 }
 
-std::string printDouble(double d) {
-  char b[32];
-  std::snprintf(b, sizeof(b), "%.17g", d); // reads back to the same bits
-  return b;
-}
-
 /// `key value` lines; values run to the end of the line.
 std::string writeMeta(const PlanOptions &o, ArrayRef<PlanPassRecord> passes) {
   std::string s;
@@ -75,7 +69,7 @@ std::string writeMeta(const PlanOptions &o, ArrayRef<PlanPassRecord> passes) {
   os << "last_logits_only " << (o.lastLogitsOnly ? 1 : 0) << "\n";
   os << "source " << o.source << "\n";
   for (const PlanPassRecord &p : passes)
-    os << "pass " << p.name << " " << (p.changed ? 1 : 0) << " " << printDouble(p.seconds) << "\n";
+    os << "pass " << p.name << " " << (p.changed ? 1 : 0) << "\n";
   return os.str();
 }
 
@@ -121,7 +115,9 @@ Error readMeta(StringRef text, StringRef file, PlanOptions &o,
       SmallVector<StringRef, 3> parts;
       value.split(parts, ' ');
       PlanPassRecord r;
-      if (parts.size() != 3 || parts[2].getAsDouble(r.seconds))
+      double seconds = 0; // plans before byte-reproducibility carried a wall time
+      if (parts.size() < 2 || parts.size() > 3 ||
+          (parts.size() == 3 && parts[2].getAsDouble(seconds)))
         return bad(line);
       r.name = parts[0].str();
       r.changed = parts[1] == "1";

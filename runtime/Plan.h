@@ -52,13 +52,13 @@ struct PlanOptions {
   bool operator!=(const PlanOptions &o) const { return !(*this == o); }
 };
 
-/// What one pass did during compilation.
+/// What one pass did during compilation. No wall time: a plan is a function
+/// of its inputs, byte for byte (`compile --timing` prints pass times).
 struct PlanPassRecord {
   std::string name;
   bool changed = false;
-  double seconds = 0;
   bool operator==(const PlanPassRecord &o) const {
-    return name == o.name && changed == o.changed && seconds == o.seconds;
+    return name == o.name && changed == o.changed;
   }
 };
 

@@ -263,7 +263,6 @@ void printJson(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
         j.object([&] {
           j.attribute("name", p.name);
           j.attribute("changed", p.changed);
-          j.attribute("seconds", p.seconds);
         });
     });
   });

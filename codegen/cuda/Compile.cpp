@@ -173,7 +173,7 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
 
   std::vector<PlanPassRecord> records;
   for (const PassRecord &r : pm.records())
-    records.push_back({r.name, r.changed, r.seconds});
+    records.push_back({r.name, r.changed});
 
   std::vector<PlanSection> sections;
   {
