@@ -453,11 +453,6 @@ public:
 
 } // namespace
 
-llvm::Expected<bool> fuseFunction(Function &fn, const FusionOptions &opts, FusionReport &report,
-                                  const LogSink &log) {
-  return fuseLoop(fn, opts, report, log, /*proveOverlap=*/false);
-}
-
 llvm::Expected<bool> fuseFunctionWithOverlapProof(Function &fn, const FusionOptions &opts,
                                                   FusionReport &report, const LogSink &log) {
   return fuseLoop(fn, opts, report, log, opts.overlapProof);

@@ -20,16 +20,12 @@
 
 namespace fg {
 
-/// Applies the enabled patterns to `fn` until none applies: each round
-/// collects every legal candidate and applies them by decreasing benefit,
-/// skipping any that overlaps a fusion already applied. Refusals of the last
-/// round (those that are final) go to `report`; debugged patterns log every
-/// candidate to `log`. No memory planning.
-llvm::Expected<bool> fuseFunction(Function &fn, const FusionOptions &opts, FusionReport &report,
-                                  const LogSink &log = {});
-
-/// fuseFunction, then plan memory and prove that no fused node writes bytes it
-/// reads from outside itself (passes/memory/OverlapProof.h); a fused node that
+/// Fusion of one function: each round collects every legal candidate and
+/// applies them by decreasing benefit, skipping any that overlaps a fusion
+/// already applied; refusals of the last round (those that are final) go to
+/// `report`, debugged patterns log every candidate to `log`. Then plan memory
+/// and prove that no fused node writes bytes it reads from outside itself
+/// (passes/memory/OverlapProof.h); a fused node that
 /// cannot be proven safe is split back into its decomposition (its pattern
 /// stays off at that root, so smaller patterns may take the pieces) and the
 /// loop runs again, to a fixed point. Reasons go to the report.

@@ -506,18 +506,6 @@ llvm::Error CudaRunner::readOutput(llvm::StringRef entry, llvm::StringRef name,
   return makeError("entry '" + entry + "' has no output '" + name + "'");
 }
 
-llvm::Error CudaRunner::readState(llvm::StringRef name, std::vector<uint8_t> &out) {
-  for (size_t i = 0; i < impl_->prog.state.size(); ++i) {
-    const TensorSlot &s = impl_->prog.state[i];
-    if (s.name != name)
-      continue;
-    out.resize(static_cast<size_t>(s.type.bytes()));
-    return cudaCheck(cudaMemcpy(out.data(), impl_->state[i], out.size(), cudaMemcpyDeviceToHost),
-                     "reading state " + name);
-  }
-  return makeError("no state '" + name + "'");
-}
-
 llvm::Error CudaRunner::resetState() {
   for (size_t i = 0; i < impl_->prog.state.size(); ++i)
     if (auto e = cudaCheck(cudaMemset(impl_->state[i], 0,

@@ -42,7 +42,6 @@ public:
   llvm::Error runDebugSync(llvm::StringRef entry);
   /// Copies an output to the host.
   llvm::Error readOutput(llvm::StringRef entry, llvm::StringRef name, std::vector<uint8_t> &out);
-  llvm::Error readState(llvm::StringRef name, std::vector<uint8_t> &out);
   llvm::Error resetState();
 
   /// Device time of the last run, from CUDA events (ms).
