@@ -9,6 +9,9 @@
 #include "frontends/Frontend.h"
 #include "runtime/ProgramIO.h"
 
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/Path.h"
+
 #include <gtest/gtest.h>
 
 using namespace fg;
@@ -23,7 +26,10 @@ void compileDemo(bool fusion) {
   CompileOptions co;
   co.fusion = fusion;
   co.arch = "sm_90";
-  co.kernelCacheDir = std::string(FG_SOURCE_DIR) + "/fg-kernel-cache";
+  llvm::SmallString<256> cache;
+  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, cache);
+  llvm::sys::path::append(cache, "fg-kernel-cache-tests"); // never the source tree
+  co.kernelCacheDir = std::string(cache);
   auto plan = compile(*g, co);
   ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   const PlanSection *section = plan->section("program");

@@ -30,9 +30,8 @@ namespace {
 
 std::string testCacheDir() {
   llvm::SmallString<256> p;
-  if (llvm::sys::fs::current_path(p))
-    p = "/tmp";
-  llvm::sys::path::append(p, "fg-kernel-cache");
+  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, p);
+  llvm::sys::path::append(p, "fg-kernel-cache-tests"); // never the source tree
   return std::string(p.str());
 }
 
