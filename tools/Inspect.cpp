@@ -93,7 +93,8 @@ std::string humanFlops(double f) {
 }
 
 /// Where a model's weights come from: mapped from model files (by path and
-/// offset), embedded in the plan, dequantised at load time.
+/// offset), made by a load-time recipe over file ranges, embedded in the plan;
+/// then each weight's recipe on one line.
 void printWeightSources(raw_ostream &os, const Plan &plan) {
   std::vector<TensorSlot> slots;
   if (const PlanSection *w = plan.section("weights")) {
@@ -111,25 +112,31 @@ void printWeightSources(raw_ostream &os, const Plan &plan) {
     }
     slots = std::move(prog->weights);
   }
-  unsigned mapped = 0, embedded = 0, dequantised = 0;
-  double embeddedBytes = 0;
+  unsigned mapped = 0, transformed = 0, embedded = 0, dequantised = 0;
+  double embeddedBytes = 0, deviceBytes = 0;
   std::vector<std::string> files;
   for (const TensorSlot &t : slots) {
     if (!t.hasSource())
       continue;
-    if (t.file.empty()) {
+    deviceBytes += static_cast<double>(t.type.bytes());
+    if (t.recipe.empty()) {
       ++embedded;
       embeddedBytes += static_cast<double>(t.bytes.size());
-    } else {
-      ++mapped;
-      if (!is_contained(files, t.file))
-        files.push_back(t.file);
+      continue;
     }
-    dequantised += t.stored.has_value();
+    ++(t.recipe.isPlainRange() ? mapped : transformed);
+    for (const RecipeSource &src : t.recipe.sources)
+      if (!is_contained(files, src.file))
+        files.push_back(src.file);
+    dequantised += llvm::any_of(t.recipe.steps, [&](const RecipeStep &st) {
+      return st.op == RecipeOp::Convert && !t.recipe.sources.empty() &&
+             isQuantized(t.recipe.sources.front().type.dtype);
+    });
   }
-  if (!mapped && !embedded)
+  if (!mapped && !transformed && !embedded)
     return;
-  os << "  from the model: " << mapped << " mapped";
+  os << "  from the model: " << mapped << " mapped, " << transformed
+     << " made by load-time recipes";
   if (!files.empty())
     os << " (" << files.front()
        << (files.size() > 1 ? " and " + std::to_string(files.size() - 1) + " more files" : "")
@@ -137,7 +144,18 @@ void printWeightSources(raw_ostream &os, const Plan &plan) {
   os << ", " << embedded << " embedded in the plan (" << humanBytes(embeddedBytes) << ")";
   if (dequantised)
     os << ", " << dequantised << " quantised ones dequantised to f16 at load time";
-  os << "\n";
+  os << "; " << humanBytes(deviceBytes) << " of weights once loaded\n";
+  // One line per weight: its recipe (or its embedded bytes).
+  for (const TensorSlot &t : slots) {
+    if (!t.hasSource())
+      continue;
+    os << "    " << t.name << ": ";
+    if (t.recipe.empty())
+      os << "embedded " << t.type.str() << " (" << humanBytes(static_cast<double>(t.bytes.size()))
+         << ")\n";
+    else
+      os << t.recipe.str() << "\n";
+  }
 }
 
 void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, raw_ostream &os) {
