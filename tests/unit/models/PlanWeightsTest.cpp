@@ -388,6 +388,37 @@ TEST_P(CliRun, GivesTheTokensAndLogitsOfTheModelLoadedDirectly) {
       << out;
 }
 
+/// `run X.plan` (a plan compiled from the model file, with a CUDA program
+/// whose weights are recipes) gives the logits of `run MODEL` on the CPU.
+TEST_P(CliRun, APlanFileGivesTheLogitsOfTheModelFile) {
+  if (fusegraphBinary().empty())
+    GTEST_SKIP() << "no fusegraph binary beside the tests";
+  std::string why, dir = generatedModels(why);
+  if (dir.empty())
+    GTEST_SKIP() << "model files not generated: " << why;
+  std::string model = dir + "/" + GetParam();
+  std::string plan = test::tempPath(".plan");
+  int rc = -1;
+  std::string out = runCli({"compile", model, "-o", plan, "--ctx", "32", "--prefill", "7",
+                            "--kv-dtype", "f32"},
+                           rc);
+  ASSERT_EQ(rc, 0) << out;
+  std::vector<std::vector<uint8_t>> dumps;
+  for (const std::string &what : {model, plan}) {
+    std::string dump = test::tempPath(".bin");
+    out = runCli({"run", what, "--device", "cpu", "--ctx", "32", "--prefill", "7", "--kv-dtype",
+                  "f32", "--prompt-ids", "3,17,42,5,77,9,31", "--steps", "4", "--dump-logits",
+                  dump},
+                 rc);
+    ASSERT_EQ(rc, 0) << what << ": " << out;
+    dumps.push_back(test::readFile(dump));
+    llvm::sys::fs::remove(dump);
+  }
+  llvm::sys::fs::remove(plan);
+  ASSERT_FALSE(dumps[0].empty());
+  EXPECT_TRUE(dumps[0] == dumps[1]) << "run MODEL and run X.plan give different logits";
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, CliRun, ::testing::Values("qwen3.gguf", "llama3-hf"),
                          [](const auto &info) {
                            std::string n = info.param;
