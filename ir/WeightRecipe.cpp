@@ -99,8 +99,7 @@ llvm::Expected<TensorType> WeightRecipe::resultType() const {
       if (s.type != t)
         return makeError("step 'concat': source '" + s.tensor + "' is " + s.type.str() +
                          " but the first is " + t.str());
-    std::optional<int64_t> n = checkedMul(static_cast<int64_t>(sources.size()), 1);
-    t.shape.insert(t.shape.begin(), *n);
+    t.shape.insert(t.shape.begin(), static_cast<int64_t>(sources.size()));
     if (!boundedBytes(t))
       return makeError("step 'concat': " + t.str() + " overflows");
     rest = rest.drop_front();
