@@ -219,7 +219,7 @@ void readSlots(Reader &r, std::vector<TensorSlot> &slots, std::vector<uint64_t> 
     sizes.push_back(r.u64());
     auto note = [&](const std::string &why) {
       if (bad.empty())
-        bad = "weight '" + s.name + "': " + why;
+        bad = "slot '" + s.name + "': " + why;
     };
     uint64_t nSources = r.count(29);
     for (uint64_t k = 0; k < nSources && !r.failed(); ++k) {

@@ -419,6 +419,30 @@ TEST_P(CliRun, APlanFileGivesTheLogitsOfTheModelFile) {
   EXPECT_TRUE(dumps[0] == dumps[1]) << "run MODEL and run X.plan give different logits";
 }
 
+/// `inspect` shows each weight's recipe on one line: file @ offset, type, steps.
+TEST(CliInspect, ShowsEachWeightsRecipeOnOneLine) {
+  if (fusegraphBinary().empty())
+    GTEST_SKIP() << "no fusegraph binary beside the tests";
+  std::string why, dir = generatedModels(why);
+  if (dir.empty())
+    GTEST_SKIP() << "model files not generated: " << why;
+  int rc = -1;
+  std::string out = runCli({"inspect", dir + "/llama3-hf", "--ctx", "32", "--prefill", "7"}, rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("from the model: 17 mapped, 4 made by load-time recipes"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("    blk.0.attn_v: model.safetensors @ 0x"), std::string::npos) << out;
+  size_t q = out.find("    blk.0.attn_q: model.safetensors @ 0x");
+  ASSERT_NE(q, std::string::npos) << out;
+  std::string line = out.substr(q, out.find('\n', q) - q);
+  EXPECT_NE(line.find(" f32[64, 64] | permute_heads(4)"), std::string::npos) << line;
+  EXPECT_NE(out.find("    rope_freqs: embedded f32[8] (32 B)"), std::string::npos) << out;
+  out = runCli({"inspect", dir + "/qwen3moe-hf", "--ctx", "32", "--prefill", "7"}, rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("blk.1.ffn_down_exps: model-0000"), std::string::npos) << out;
+  EXPECT_NE(out.find(" +3 sources f32[64, 32] | concat\n"), std::string::npos) << out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, CliRun, ::testing::Values("qwen3.gguf", "llama3-hf"),
                          [](const auto &info) {
                            std::string n = info.param;
