@@ -92,26 +92,40 @@ std::string humanFlops(double f) {
   return formatv("{0:f2} {1}", f, units[u]).str();
 }
 
+/// The plan's weight slots (its "weights" section, else its CUDA program's);
+/// an error for a corrupt weights section, nothing for a corrupt program
+/// (reported with the cuda line).
+Expected<std::vector<TensorSlot>> planWeightSlots(const Plan &plan) {
+  if (const PlanSection *w = plan.section("weights"))
+    return decodeWeightTable(w->bytes);
+  if (const PlanSection *p = plan.section("program")) {
+    Expected<CompiledProgram> prog = decodeProgram(p->bytes);
+    if (!prog) {
+      consumeError(prog.takeError());
+      return std::vector<TensorSlot>();
+    }
+    return std::move(prog->weights);
+  }
+  return std::vector<TensorSlot>();
+}
+
+/// One weight's source in one line: its recipe, or its embedded bytes.
+std::string weightSourceLine(const TensorSlot &t) {
+  if (!t.recipe.empty())
+    return t.recipe.str();
+  return "embedded " + t.type.str() + " (" + humanBytes(static_cast<double>(t.bytes.size())) + ")";
+}
+
 /// Where a model's weights come from: mapped from model files (by path and
 /// offset), made by a load-time recipe over file ranges, embedded in the plan;
 /// then each weight's recipe on one line.
 void printWeightSources(raw_ostream &os, const Plan &plan) {
-  std::vector<TensorSlot> slots;
-  if (const PlanSection *w = plan.section("weights")) {
-    Expected<std::vector<TensorSlot>> t = decodeWeightTable(w->bytes);
-    if (!t) {
-      os << "  " << toString(t.takeError()) << "\n";
-      return;
-    }
-    slots = std::move(*t);
-  } else if (const PlanSection *p = plan.section("program")) {
-    Expected<CompiledProgram> prog = decodeProgram(p->bytes);
-    if (!prog) {
-      consumeError(prog.takeError()); // reported with the cuda line
-      return;
-    }
-    slots = std::move(prog->weights);
+  Expected<std::vector<TensorSlot>> table = planWeightSlots(plan);
+  if (!table) {
+    os << "  " << toString(table.takeError()) << "\n";
+    return;
   }
+  std::vector<TensorSlot> slots = std::move(*table);
   unsigned mapped = 0, transformed = 0, embedded = 0, dequantised = 0;
   double embeddedBytes = 0, deviceBytes = 0;
   std::vector<std::string> files;
@@ -149,12 +163,7 @@ void printWeightSources(raw_ostream &os, const Plan &plan) {
   for (const TensorSlot &t : slots) {
     if (!t.hasSource())
       continue;
-    os << "    " << t.name << ": ";
-    if (t.recipe.empty())
-      os << "embedded " << t.type.str() << " (" << humanBytes(static_cast<double>(t.bytes.size()))
-         << ")\n";
-    else
-      os << t.recipe.str() << "\n";
+    os << "    " << t.name << ": " << weightSourceLine(t) << "\n";
   }
 }
 
@@ -270,6 +279,17 @@ void printJson(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
     j.attributeObject("weights", [&] {
       j.attribute("values", s.weights.values);
       j.attribute("bytes", s.weights.bytes);
+      // Each model weight's source: its recipe or embedded bytes, one line.
+      Expected<std::vector<TensorSlot>> slots = planWeightSlots(plan);
+      j.attributeObject("sources", [&] {
+        if (!slots) {
+          consumeError(slots.takeError());
+          return;
+        }
+        for (const TensorSlot &t : *slots)
+          if (t.hasSource())
+            j.attribute(t.name, weightSourceLine(t));
+      });
     });
     j.attributeObject("state", [&] {
       j.attribute("values", s.state.values);
