@@ -10,6 +10,7 @@ gemma3 norms with +1 folded in, experts stacked, f32 norms, rope_freqs for
 Llama-3 scaling), and OUTDIR/F.logits.bin: f32 [len(PROMPT), vocab] logits of
 a float64 numpy forward pass written from the Hugging Face semantics (neox
 rope on unpermuted rows, (1 + w) gemma norms, ...), independent of fusegraph.
+OUTDIR/qwen3-q8_0.gguf has qwen3's layer matrices in q8_0.
 OUTDIR/llama3big.gguf and OUTDIR/llama3big-hf/ (about 26 MB each, no logits) serve
 the plan-size test. OUTDIR/quants.gguf holds random blocks of every block type with the gguf
 package's own dequantisation beside them, plus metadata of every value type.
@@ -219,7 +220,7 @@ def gguf_name(hf, gemma):
     return f"blk.{il}.{mapping[base]}.{suffix}"
 
 
-def write_gguf(path, c, w):
+def write_gguf(path, c, w, quant=None):
     arch = GGUF_ARCH[c["model_type"]]
     gemma = arch == "gemma3"
     wr = gguf.GGUFWriter(path, arch)
@@ -268,7 +269,11 @@ def write_gguf(path, c, w):
     if arch == "llama" and "rope_scaling" in c:
         tensors["rope_freqs.weight"] = llama3_factors(c)
     for name in sorted(tensors, key=lambda n: (n.split(".")[0] != "token_embd", n)):
-        wr.add_tensor(name, np.ascontiguousarray(tensors[name], dtype=np.float32))
+        t = np.ascontiguousarray(tensors[name], dtype=np.float32)
+        if quant is not None and name.startswith("blk.") and t.ndim == 2:
+            wr.add_tensor(name, gguf.quants.quantize(t, quant), raw_dtype=quant)
+        else:
+            wr.add_tensor(name, t)
     wr.write_header_to_file()
     wr.write_kv_data_to_file()
     wr.write_tensors_to_file()
@@ -441,6 +446,9 @@ def main():
         write_hf(os.path.join(out, fam + "-hf"), c, w, shards=2 if fam == "qwen3moe" else 1)
         write_gguf(os.path.join(out, fam + ".gguf"), c, w)
         forward(c, w, PROMPT).astype(np.float32).tofile(os.path.join(out, fam + ".logits.bin"))
+    # qwen3 with q8_0 layer matrices: dequantised by a convert(f16) recipe step for the GPU.
+    write_gguf(os.path.join(out, "qwen3-q8_0.gguf"), FAMILIES["qwen3"], hf_weights("qwen3", FAMILIES["qwen3"]),
+               quant=QT.Q8_0)
     for fam, c in BIG.items():
         w = hf_weights(fam, c)
         write_hf(os.path.join(out, fam + "-hf"), c, w)

@@ -224,6 +224,57 @@ INSTANTIATE_TEST_SUITE_P(Models, PlanBytes,
                          ::testing::Values("llama3", "smollm2", "qwen2", "qwen3", "qwen3moe",
                                            "gemma3"));
 
+/// A GGUF model's quantised matrices: used as stored on the CPU; for the GPU
+/// the recipe ends in convert(f16), which gives the dequantised values, and
+/// the device holds f16 bytes.
+TEST(Recipe, QuantisedMatricesAreDequantisedByAConvertStep) {
+  std::string why, dir = generatedModels(why);
+  if (dir.empty())
+    GTEST_SKIP() << "model files not generated: " << why;
+  auto m = loadWithWeights(dir + "/qwen3-q8_0.gguf");
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  auto cpuPlan = compileLoaded(*m, /*cuda=*/false);
+  ASSERT_TRUE(bool(cpuPlan)) << llvm::toString(cpuPlan.takeError());
+  for (const TensorSlot &s : planSlots(*cpuPlan))
+    EXPECT_TRUE(s.recipe.isPlainRange()) << s.name << ": " << s.recipe.str();
+  auto cudaPlan = compileLoaded(*m, /*cuda=*/true);
+  ASSERT_TRUE(bool(cudaPlan)) << llvm::toString(cudaPlan.takeError());
+  std::vector<TensorSlot> slots = planSlots(*cudaPlan);
+  size_t converted = 0;
+  uint64_t recipeBytes = 0;
+  for (const TensorSlot &s : slots) {
+    const WeightEntry *direct = m->weights.lookup(s.name);
+    ASSERT_NE(direct, nullptr) << s.name;
+    auto bytes = loadSlotBytes(s);
+    ASSERT_TRUE(bool(bytes)) << llvm::toString(bytes.takeError());
+    recipeBytes += static_cast<uint64_t>(s.recipe.resultType()->bytes());
+    if (!isQuantized(direct->type.dtype)) {
+      EXPECT_TRUE(s.recipe.isPlainRange()) << s.name;
+      EXPECT_TRUE(*bytes == direct->bytes()) << s.name;
+      continue;
+    }
+    ++converted;
+    EXPECT_EQ(s.recipe.steps, std::vector<RecipeStep>{RecipeStep::convert(DType::F16)})
+        << s.name << ": " << s.recipe.str();
+    EXPECT_EQ(s.type, (TensorType{DType::F16, direct->type.shape})) << s.name;
+    // Dequantised here by hand: decode each q8_0 row, round to f16.
+    std::vector<uint8_t> q = direct->bytes();
+    int64_t rows = direct->type.numRows(), len = direct->type.rowLength();
+    int64_t inRow = TensorType{DType::Q8_0, {len}}.bytes();
+    std::vector<uint8_t> want(static_cast<size_t>(rows * len * 2));
+    std::vector<float> f(static_cast<size_t>(len));
+    for (int64_t r = 0; r < rows; ++r) {
+      decodeRow(DType::Q8_0, q.data() + r * inRow, f.data(), len);
+      encodeRow(DType::F16, f.data(), want.data() + r * len * 2, len);
+    }
+    EXPECT_TRUE(*bytes == want) << s.name;
+  }
+  EXPECT_EQ(converted, 14u) << "7 matrices in each of 2 layers";
+  auto prog = decodeProgram(cudaPlan->section("program")->bytes);
+  ASSERT_TRUE(bool(prog)) << llvm::toString(prog.takeError());
+  EXPECT_EQ(prog->weightBytes(), recipeBytes);
+}
+
 /// Each step on a small tensor, against values worked out by hand.
 TEST(Recipe, StepsOnAHandMadeTensor) {
   // Two f32 sources [4, 1]: 0..3 and 10..13.
