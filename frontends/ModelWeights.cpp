@@ -28,8 +28,9 @@ std::vector<uint8_t> WeightEntry::bytes() const {
   return std::move(*out);
 }
 
-llvm::Error ModelWeights::addRecipe(std::string name, TensorType type, WeightRecipe recipe,
-                                    std::vector<std::shared_ptr<const llvm::MemoryBuffer>> mappings) {
+llvm::Error
+ModelWeights::addRecipe(std::string name, TensorType type, WeightRecipe recipe,
+                        std::vector<std::shared_ptr<const llvm::MemoryBuffer>> mappings) {
   assert(mappings.size() == recipe.sources.size() && "one mapping per source");
   for (size_t i = 0; i < recipe.sources.size(); ++i) {
     RecipeSource &s = recipe.sources[i];
@@ -44,8 +45,8 @@ llvm::Error ModelWeights::addRecipe(std::string name, TensorType type, WeightRec
   if (!result)
     return makeError("weight '" + name + "': " + llvm::toString(result.takeError()));
   if (*result != type)
-    return makeError("weight '" + name + "' is " + type.str() + " but its recipe (" +
-                     recipe.str() + ") gives " + result->str());
+    return makeError("weight '" + name + "' is " + type.str() + " but its recipe (" + recipe.str() +
+                     ") gives " + result->str());
   WeightEntry e;
   e.name = std::move(name);
   e.type = std::move(type);

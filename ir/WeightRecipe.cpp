@@ -89,8 +89,8 @@ llvm::Expected<TensorType> WeightRecipe::resultType() const {
     if (__builtin_add_overflow(s.offset, static_cast<uint64_t>(*b), &end) ||
         (s.fileSize && end > s.fileSize))
       return makeError(what + ": bytes [" + llvm::Twine(s.offset) + ", +" + llvm::Twine(*b) +
-                       ") lie past the end of the " + llvm::Twine(s.fileSize) +
-                       "-byte file " + s.file);
+                       ") lie past the end of the " + llvm::Twine(s.fileSize) + "-byte file " +
+                       s.file);
   }
   llvm::ArrayRef<RecipeStep> rest = steps;
   TensorType t = sources.front().type;
@@ -162,8 +162,8 @@ std::vector<uint8_t> convertRows(DType from, DType to, const uint8_t *src, int64
   return out;
 }
 
-llvm::Expected<std::vector<uint8_t>>
-applyRecipe(const WeightRecipe &r, llvm::ArrayRef<llvm::ArrayRef<uint8_t>> sources) {
+llvm::Expected<std::vector<uint8_t>> applyRecipe(const WeightRecipe &r,
+                                                 llvm::ArrayRef<llvm::ArrayRef<uint8_t>> sources) {
   llvm::Expected<TensorType> result = r.resultType();
   if (!result)
     return result.takeError();
@@ -172,9 +172,8 @@ applyRecipe(const WeightRecipe &r, llvm::ArrayRef<llvm::ArrayRef<uint8_t>> sourc
                      llvm::Twine(sources.size()) + " were read");
   for (size_t i = 0; i < sources.size(); ++i)
     if (sources[i].size() != static_cast<uint64_t>(r.sources[i].type.bytes()))
-      return makeError("source '" + r.sources[i].tensor + "': " +
-                       llvm::Twine(sources[i].size()) + " bytes read but " +
-                       r.sources[i].type.str() + " needs " +
+      return makeError("source '" + r.sources[i].tensor + "': " + llvm::Twine(sources[i].size()) +
+                       " bytes read but " + r.sources[i].type.str() + " needs " +
                        llvm::Twine(r.sources[i].type.bytes()));
   llvm::ArrayRef<RecipeStep> steps = r.steps;
   TensorType t = r.sources.front().type;
@@ -205,9 +204,9 @@ applyRecipe(const WeightRecipe &r, llvm::ArrayRef<llvm::ArrayRef<uint8_t>> sourc
     case RecipeOp::Convert: {
       TensorType out{s.dtype, t.shape};
       if (s.dtype != t.dtype)
-        v = t.numElements() ? convertRows(t.dtype, s.dtype, v.data(), t.numElements(),
-                                          t.rowLength())
-                            : std::vector<uint8_t>();
+        v = t.numElements()
+                ? convertRows(t.dtype, s.dtype, v.data(), t.numElements(), t.rowLength())
+                : std::vector<uint8_t>();
       t = std::move(out);
       break;
     }

@@ -57,9 +57,9 @@ constexpr uint8_t kNumRecipeOps = 4;
 
 struct RecipeStep {
   RecipeOp op = RecipeOp::Concat;
-  int64_t heads = 0;         ///< permute_heads
-  DType dtype = DType::F32;  ///< convert
-  double scalar = 0;         ///< add_scalar
+  int64_t heads = 0;        ///< permute_heads
+  DType dtype = DType::F32; ///< convert
+  double scalar = 0;        ///< add_scalar
 
   static RecipeStep concat() { return {}; }
   static RecipeStep permuteHeads(int64_t n) { return {RecipeOp::PermuteHeads, n, DType::F32, 0}; }

@@ -402,7 +402,7 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
   uint32_t tag = r.pod<uint32_t>();
   if (tag == kProgramTagV1 || tag == kProgramTagV2 || tag == kProgramTagV3)
     return makeError("this plan's CUDA program was written by an older fusegraph (" +
-                     llvm::Twine(tag == kProgramTagV1   ? "weight table without model-file references"
+                     llvm::Twine(tag == kProgramTagV1 ? "weight table without model-file references"
                                  : tag == kProgramTagV2 ? "launches without node ids"
                                                         : "transformed weights embedded as bytes, "
                                                           "not recipes") +

@@ -44,7 +44,8 @@ llvm::Expected<std::vector<uint8_t>> loadSlotBytes(const TensorSlot &slot) {
     return slot.bytes;
   }
   const WeightRecipe &r = slot.recipe;
-  if (llvm::Error e = checkHostAllocation(need + r.sourceBytes(), "loading weight '" + slot.name + "'"))
+  if (llvm::Error e =
+          checkHostAllocation(need + r.sourceBytes(), "loading weight '" + slot.name + "'"))
     return e;
   // Each file is checked once (its size against the recorded one).
   llvm::StringMap<uint64_t> sizes;
@@ -73,15 +74,15 @@ llvm::Expected<std::vector<uint8_t>> loadSlotBytes(const TensorSlot &slot) {
     if (s.offset > size || len > size - s.offset)
       return makeError(s.file, Loc{},
                        what + " needs bytes [" + llvm::Twine(s.offset) + ", " +
-                           llvm::Twine(s.offset + len) + ") but the file has " +
-                           llvm::Twine(size) + " bytes");
+                           llvm::Twine(s.offset + len) + ") but the file has " + llvm::Twine(size) +
+                           " bytes");
     auto mb = llvm::MemoryBuffer::getFileSlice(s.file, len, s.offset);
     if (!mb)
       return makeError(s.file, Loc{}, "cannot read " + what + ": " + mb.getError().message());
     if ((*mb)->getBufferSize() != len)
       return makeError(s.file, Loc{}, "short read of " + what);
-    parts.push_back({reinterpret_cast<const uint8_t *>((*mb)->getBufferStart()),
-                     static_cast<size_t>(len)});
+    parts.push_back(
+        {reinterpret_cast<const uint8_t *>((*mb)->getBufferStart()), static_cast<size_t>(len)});
     bufs.push_back(std::move(*mb));
   }
   llvm::Expected<std::vector<uint8_t>> out = applyRecipe(r, parts);

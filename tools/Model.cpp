@@ -4,7 +4,6 @@
 #include "frontends/Frontend.h"
 #include "ir/Diag.h"
 
-
 using namespace llvm;
 
 namespace fg::cli {

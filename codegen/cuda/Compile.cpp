@@ -98,8 +98,7 @@ Error fillWeightSlot(TensorSlot &s, const ExternalWeight &w) {
   if (w.type.shape != s.type.shape ||
       (w.type.dtype != s.type.dtype && !(isQuantized(w.type.dtype) && s.type.dtype == DType::F16)))
     return makeError("weight '" + s.name + "' is " + s.type.str() + " in the graph but its " +
-                     (w.recipe.empty() ? "embedded bytes are " : "recipe gives ") +
-                     w.type.str());
+                     (w.recipe.empty() ? "embedded bytes are " : "recipe gives ") + w.type.str());
   s.bytes = w.bytes;
   s.recipe = w.recipe;
   if (w.type.dtype != s.type.dtype)

@@ -21,7 +21,7 @@ struct RawTensor {
   Shape shape;
   std::vector<RecipeSource> sources; ///< one, or one per stacked tensor
   std::vector<std::shared_ptr<const llvm::MemoryBuffer>> mappings; ///< one per source
-  bool stacked = false;              ///< the sources are concatenated along a new first dim
+  bool stacked = false; ///< the sources are concatenated along a new first dim
 };
 
 enum class Transform { None, PermuteRows, AddOne };
@@ -76,8 +76,9 @@ llvm::Error addWeight(llvm::StringRef name, const TensorType &type, const RawTen
 }
 
 /// `raw` for one tensor of a file.
-RawTensor rawTensor(std::string file, std::string tensor, DType dtype, llvm::ArrayRef<int64_t> shape,
-                    uint64_t offset, std::shared_ptr<const llvm::MemoryBuffer> mapping) {
+RawTensor rawTensor(std::string file, std::string tensor, DType dtype,
+                    llvm::ArrayRef<int64_t> shape, uint64_t offset,
+                    std::shared_ptr<const llvm::MemoryBuffer> mapping) {
   RawTensor raw;
   raw.file = file;
   raw.tensor = tensor;

@@ -86,9 +86,8 @@ llvm::Expected<LoadedModel> buildModel(const ModelHParams &hp, const TensorSourc
         continue;
       const WeightEntry *w = m.weights.lookup(fn.value(a.value).name);
       assert(w && "every weight was provided");
-      a.init = w->recipe.isPlainRange()
-                   ? WeightInit::tensor(w->source().file, w->source().tensor)
-                   : WeightInit();
+      a.init = w->recipe.isPlainRange() ? WeightInit::tensor(w->source().file, w->source().tensor)
+                                        : WeightInit();
     }
   return m;
 }

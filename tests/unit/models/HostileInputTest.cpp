@@ -109,7 +109,8 @@ TEST(HostilePlan, ForgedSlotsAreRefusedOneByOne) {
   };
   std::vector<Case> cases;
   TensorType huge{DType::F32, {int64_t(1) << 56, 64}};
-  cases.push_back({recipeSlot(huge, huge), "slot 'w' f32[72057594037927936, 64]: its size overflows"});
+  cases.push_back(
+      {recipeSlot(huge, huge), "slot 'w' f32[72057594037927936, 64]: its size overflows"});
   cases.push_back({recipeSlot(TensorType{DType::F16, {4, 32}}, TensorType{DType::F16, {4, 32}},
                               ~uint64_t(0) - 8),
                    "lie past the end of the 1048576-byte file /m.gguf"});

@@ -238,8 +238,8 @@ TEST(PlanWeights, QuantisedWeightsAreDequantisedToF16AtLoadTime) {
   TensorSlot s("w", TensorType{DType::F16, {2, 32}});
   s.recipe.sources.push_back({file, q.size(), 7, TensorType{DType::Q8_0, {2, 32}}, "w.weight"});
   s.recipe.steps.push_back(RecipeStep::convert(DType::F16));
-  EXPECT_EQ(s.recipe.str(), llvm::sys::path::filename(file).str() +
-                                " @ 0x7 q8_0[2, 32] | convert(f16)");
+  EXPECT_EQ(s.recipe.str(),
+            llvm::sys::path::filename(file).str() + " @ 0x7 q8_0[2, 32] | convert(f16)");
   auto bytes = loadSlotBytes(s);
   llvm::sys::fs::remove(file);
   ASSERT_TRUE(bool(bytes)) << llvm::toString(bytes.takeError());
@@ -399,17 +399,16 @@ TEST_P(CliRun, APlanFileGivesTheLogitsOfTheModelFile) {
   std::string model = dir + "/" + GetParam();
   std::string plan = test::tempPath(".plan");
   int rc = -1;
-  std::string out = runCli({"compile", model, "-o", plan, "--ctx", "32", "--prefill", "7",
-                            "--kv-dtype", "f32"},
-                           rc);
+  std::string out = runCli(
+      {"compile", model, "-o", plan, "--ctx", "32", "--prefill", "7", "--kv-dtype", "f32"}, rc);
   ASSERT_EQ(rc, 0) << out;
   std::vector<std::vector<uint8_t>> dumps;
   for (const std::string &what : {model, plan}) {
     std::string dump = test::tempPath(".bin");
-    out = runCli({"run", what, "--device", "cpu", "--ctx", "32", "--prefill", "7", "--kv-dtype",
-                  "f32", "--prompt-ids", "3,17,42,5,77,9,31", "--steps", "4", "--dump-logits",
-                  dump},
-                 rc);
+    out =
+        runCli({"run", what, "--device", "cpu", "--ctx", "32", "--prefill", "7", "--kv-dtype",
+                "f32", "--prompt-ids", "3,17,42,5,77,9,31", "--steps", "4", "--dump-logits", dump},
+               rc);
     ASSERT_EQ(rc, 0) << what << ": " << out;
     dumps.push_back(test::readFile(dump));
     llvm::sys::fs::remove(dump);

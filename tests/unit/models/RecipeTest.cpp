@@ -112,8 +112,8 @@ TEST_P(PlanSize, APlanIsUnderOnePercentOfTheModelFile) {
   auto plan = compileLoaded(*m, /*cuda=*/false);
   ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   uint64_t planBytes = plan->serialize().size();
-  EXPECT_LT(planBytes * 100, modelBytes) << planBytes << " plan bytes for a " << modelBytes
-                                         << "-byte model";
+  EXPECT_LT(planBytes * 100, modelBytes)
+      << planBytes << " plan bytes for a " << modelBytes << "-byte model";
   uint64_t embedded = 0;
   for (const TensorSlot &s : planSlots(*plan))
     embedded += s.bytes.size();
@@ -374,9 +374,9 @@ TEST(Recipe, ForgedRecipesAreOneLineErrorsNamingTheWeight) {
   {
     TensorSlot s = fileSlot(file);
     s.type = TensorType{DType::F32, {4, 16}};
-    cases.push_back({"shape mismatch", s, "its recipe (" +
-                                              llvm::sys::path::filename(file).str() +
-                                              " @ 0x0 f32[4, 32]) gives f32[4, 32]"});
+    cases.push_back({"shape mismatch", s,
+                     "its recipe (" + llvm::sys::path::filename(file).str() +
+                         " @ 0x0 f32[4, 32]) gives f32[4, 32]"});
   }
   {
     TensorSlot s = fileSlot(file);
@@ -392,8 +392,7 @@ TEST(Recipe, ForgedRecipesAreOneLineErrorsNamingTheWeight) {
   {
     TensorSlot s = fileSlot(file);
     s.type = TensorType{DType::F32, {2, 4, 32}};
-    s.recipe.sources.push_back(
-        {file, 1024, 512, TensorType{DType::F32, {2, 32}}, "other.weight"});
+    s.recipe.sources.push_back({file, 1024, 512, TensorType{DType::F32, {2, 32}}, "other.weight"});
     s.recipe.steps.push_back(RecipeStep::concat());
     cases.push_back({"concat of different shapes", s,
                      "step 'concat': source 'other.weight' is f32[2, 32] but the first is "
