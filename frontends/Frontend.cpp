@@ -76,13 +76,16 @@ llvm::Expected<LoadedModel> loadModelWithWeights(llvm::StringRef path, const Mod
   auto report = [&](llvm::Expected<LoadedModel> m) -> llvm::Expected<LoadedModel> {
     if (!m)
       return m.takeError();
-    size_t embedded = 0;
-    for (const WeightEntry &w : m->weights.entries())
+    size_t embedded = 0, transformed = 0;
+    for (const WeightEntry &w : m->weights.entries()) {
       embedded += w.isEmbedded();
+      transformed += w.isTransformed();
+    }
     log(opts, LogLevel::Verbose,
         "loaded a " + familyName(m->family) + " decoder from " + path + ": " +
-            llvm::Twine(m->weights.size()) + " weights, " + llvm::Twine(embedded) +
-            " transformed and embedded (" + llvm::Twine(m->weights.embeddedBytes()) + " bytes)");
+            llvm::Twine(m->weights.size()) + " weights, " + llvm::Twine(transformed) +
+            " transformed at load time (recipes), " + llvm::Twine(embedded) +
+            " computed and embedded (" + llvm::Twine(m->weights.embeddedBytes()) + " bytes)");
     return m;
   };
   if (llvm::sys::fs::is_directory(path)) {

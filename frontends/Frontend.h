@@ -8,7 +8,8 @@
 //   a folder         Hugging Face: config.json + *.safetensors (frontends/safetensors/)
 // Model files also give a weight table (frontends/ModelWeights.h): use
 // loadModelWithWeights to get it; loadModel keeps only the graph (whose mapped
-// weights carry WeightInit::tensor(file, name); embedded ones have no init).
+// weights carry WeightInit::tensor(file, name); transformed and computed ones
+// have no init).
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -47,7 +47,7 @@ Error bindPlanWeights(const Plan &plan, ReferenceInterpreter &interp, const LogS
       return prog.takeError();
     slots = std::move(prog->weights);
   }
-  size_t mapped = 0, embedded = 0;
+  size_t mapped = 0, transformed = 0, embedded = 0;
   for (const TensorSlot &s : slots) {
     if (!s.hasSource())
       continue;
@@ -56,12 +56,13 @@ Error bindPlanWeights(const Plan &plan, ReferenceInterpreter &interp, const LogS
       return bytes.takeError();
     if (Error e = interp.bindWeight(s.name, HostTensor{s.type, std::move(*bytes)}))
       return e;
-    ++(s.file.empty() ? embedded : mapped);
+    ++(s.recipe.empty() ? embedded : s.recipe.isPlainRange() ? mapped : transformed);
   }
-  if (log && mapped + embedded)
+  if (log && mapped + transformed + embedded)
     log(LogLevel::Verbose, "executor: " + std::to_string(mapped) +
-                               " weights read from model files, " + std::to_string(embedded) +
-                               " embedded in the plan");
+                               " weights read from model files as they are, " +
+                               std::to_string(transformed) + " made by their recipes, " +
+                               std::to_string(embedded) + " embedded in the plan");
   return Error::success();
 }
 

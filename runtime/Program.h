@@ -11,6 +11,7 @@
 #pragma once
 
 #include "ir/Graph.h"
+#include "ir/WeightRecipe.h"
 
 #include <cstdint>
 #include <optional>
@@ -102,33 +103,24 @@ struct TensorSlot {
 
   std::string name;
   TensorType type;
-  WeightInit init;            ///< how to produce the bytes when `bytes` is empty
-  std::vector<uint8_t> bytes; ///< embedded bytes (transformed weights), or empty
-  // A weight from a model file (CompileOptions::weights); see loadSlotBytes.
-  std::string file;      ///< mapped: the bytes lie in this file (absolute path) at `offset`
-  uint64_t offset = 0;   ///< mapped: byte offset of the data in `file`
-  uint64_t fileSize = 0; ///< mapped: the file's size when compiled (a changed file is refused)
-  std::string tensor;    ///< the tensor's name in the model file, for messages
-  /// The dtype of the file's or embedded bytes when it differs from
-  /// type.dtype (a quantised weight the GPU program sees as f16): dequantised
-  /// at load time. Embedded bytes are then of this dtype.
-  std::optional<DType> stored;
+  WeightInit init;            ///< how to produce the bytes without a recipe or bytes
+  std::vector<uint8_t> bytes; ///< embedded bytes (computed weights: rope factors), or empty
+  /// A weight from model file(s) (CompileOptions::weights): how its bytes are
+  /// made from file ranges at load time (loadSlotBytes); its result is `type`.
+  /// A plain mapped weight is one source and no step; a quantised weight the
+  /// GPU program sees as f16 ends in convert(f16).
+  WeightRecipe recipe;
 
-  bool hasSource() const { return !file.empty() || !bytes.empty(); }
-  /// The type of the bytes in the file or `bytes` (type, or stored's dtype).
-  TensorType storedType() const { return {stored.value_or(type.dtype), type.shape}; }
+  bool hasSource() const { return !recipe.empty() || !bytes.empty(); }
 };
 
 /// A weight whose bytes a model frontend provides (CompileOptions::weights):
-/// mapped ones name the file and offset where they lie as they are (`bytes`
-/// empty); embedded ones (transformed by the frontend) carry their bytes.
+/// a recipe over model-file ranges (absolute paths, sizes recorded), or, for
+/// the few computed ones, their bytes.
 struct ExternalWeight {
   std::string name;           ///< the graph's weight value name
-  TensorType type;            ///< dtype and shape of the bytes
-  std::string file;           ///< mapped: the model file (absolute path); empty when embedded
-  std::string tensor;         ///< the tensor's name in the file, for messages
-  uint64_t offset = 0;        ///< mapped: byte offset of the data in `file`
-  uint64_t fileSize = 0;      ///< mapped: the file's size now
+  TensorType type;            ///< dtype and shape the recipe (or bytes) give
+  WeightRecipe recipe;        ///< from model files; empty when embedded
   std::vector<uint8_t> bytes; ///< embedded: type.bytes() bytes
 };
 
@@ -145,6 +137,15 @@ struct CompiledProgram {
   /// runtime/reference initFormulaArgs gives them); -1: none (weights are
   /// materialised on the host with the same formula).
   int32_t initModule = -1;
+
+  /// Device bytes of the weight table (what CudaRunner allocates and fills:
+  /// each slot's type, which a recipe's result equals).
+  uint64_t weightBytes() const {
+    uint64_t n = 0;
+    for (const TensorSlot &w : weights)
+      n += static_cast<uint64_t>(w.type.bytes());
+    return n;
+  }
 };
 
 /// The init module's kernel for weights of `dtype` ("fg_init_f32", ...), or

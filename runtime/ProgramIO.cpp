@@ -149,22 +149,52 @@ private:
 
 constexpr uint32_t kProgramTagV1 = 0x46475052; // "FGPR": slots without a file source
 constexpr uint32_t kProgramTagV2 = 0x46475053; // "FGPS": launches without node ids and op kinds
-constexpr uint32_t kProgramTag = 0x46475054;   // "FGPT"
-constexpr uint32_t kWeightsTag = 0x46475754;   // "FGWT"
-constexpr uint8_t kNoStored = 0xff;
+constexpr uint32_t kProgramTagV3 = 0x46475054; // "FGPT": transformed weights embedded as bytes
+constexpr uint32_t kProgramTag = 0x46475055;   // "FGPU"
+constexpr uint32_t kWeightsTagV1 = 0x46475754; // "FGWT": transformed weights embedded as bytes
+constexpr uint32_t kWeightsTag = 0x46475755;   // "FGWU"
 
+/// The slot table: first the model files its recipes read (path, size at
+/// compile time), then per slot its name, type, initialiser, embedded byte
+/// count and recipe (sources as file index, offset, type, tensor name; steps
+/// as op, heads, dtype, scalar).
 void writeSlots(Writer &w, const std::vector<TensorSlot> &slots) {
+  std::vector<std::pair<std::string, uint64_t>> files;
+  auto fileIndex = [&](const RecipeSource &src) {
+    for (size_t i = 0; i < files.size(); ++i)
+      if (files[i].first == src.file && files[i].second == src.fileSize)
+        return static_cast<uint32_t>(i);
+    files.push_back({src.file, src.fileSize});
+    return static_cast<uint32_t>(files.size() - 1);
+  };
+  for (const TensorSlot &s : slots)
+    for (const RecipeSource &src : s.recipe.sources)
+      fileIndex(src);
+  w.u64(files.size());
+  for (const auto &[path, size] : files) {
+    w.str(path);
+    w.u64(size);
+  }
   w.u64(slots.size());
   for (const TensorSlot &s : slots) {
     w.str(s.name);
     w.type(s.type);
     w.init(s.init);
     w.u64(s.bytes.size());
-    w.str(s.file);
-    w.u64(s.offset);
-    w.u64(s.fileSize);
-    w.str(s.tensor);
-    w.pod(s.stored ? static_cast<uint8_t>(*s.stored) : kNoStored);
+    w.u64(s.recipe.sources.size());
+    for (const RecipeSource &src : s.recipe.sources) {
+      w.pod(fileIndex(src));
+      w.u64(src.offset);
+      w.type(src.type);
+      w.str(src.tensor);
+    }
+    w.u64(s.recipe.steps.size());
+    for (const RecipeStep &st : s.recipe.steps) {
+      w.pod(static_cast<uint8_t>(st.op));
+      w.pod(st.heads);
+      w.pod(static_cast<uint8_t>(st.dtype));
+      w.pod(st.scalar);
+    }
   }
 }
 
@@ -173,6 +203,13 @@ void writeSlots(Writer &w, const std::vector<TensorSlot> &slots) {
 /// first bad one is described in `bad`.
 void readSlots(Reader &r, std::vector<TensorSlot> &slots, std::vector<uint64_t> &sizes,
                std::string &bad) {
+  std::vector<std::pair<std::string, uint64_t>> files;
+  uint64_t nFiles = r.count(16);
+  for (uint64_t i = 0; i < nFiles && !r.failed(); ++i) {
+    std::string path = r.str();
+    uint64_t size = r.u64();
+    files.push_back({std::move(path), size});
+  }
   uint64_t n = r.count(16);
   for (uint64_t i = 0; i < n && !r.failed(); ++i) {
     TensorSlot s;
@@ -180,16 +217,40 @@ void readSlots(Reader &r, std::vector<TensorSlot> &slots, std::vector<uint64_t> 
     s.type = r.type();
     s.init = r.init();
     sizes.push_back(r.u64());
-    s.file = r.str();
-    s.offset = r.u64();
-    s.fileSize = r.u64();
-    s.tensor = r.str();
-    auto stored = r.pod<uint8_t>();
-    if (stored != kNoStored) {
-      if (stored > static_cast<uint8_t>(DType::Q6_K))
-        r.fail();
-      else
-        s.stored = static_cast<DType>(stored);
+    auto note = [&](const std::string &why) {
+      if (bad.empty())
+        bad = "slot '" + s.name + "': " + why;
+    };
+    uint64_t nSources = r.count(29);
+    for (uint64_t k = 0; k < nSources && !r.failed(); ++k) {
+      RecipeSource src;
+      uint32_t file = r.pod<uint32_t>();
+      src.offset = r.u64();
+      src.type = r.type();
+      src.tensor = r.str();
+      if (file >= files.size()) {
+        note("a recipe source names file " + std::to_string(file) + " of " +
+             std::to_string(files.size()));
+      } else {
+        src.file = files[file].first;
+        src.fileSize = files[file].second;
+      }
+      s.recipe.sources.push_back(std::move(src));
+    }
+    uint64_t nSteps = r.count(18);
+    for (uint64_t k = 0; k < nSteps && !r.failed(); ++k) {
+      RecipeStep st;
+      auto op = r.pod<uint8_t>();
+      st.heads = r.pod<int64_t>();
+      auto dt = r.pod<uint8_t>();
+      st.scalar = r.pod<double>();
+      if (op >= kNumRecipeOps)
+        note("unknown recipe step " + std::to_string(op));
+      if (dt > static_cast<uint8_t>(DType::Q6_K))
+        note("a recipe step names unknown dtype " + std::to_string(dt));
+      st.op = static_cast<RecipeOp>(op < kNumRecipeOps ? op : 0);
+      st.dtype = static_cast<DType>(dt > static_cast<uint8_t>(DType::Q6_K) ? 0 : dt);
+      s.recipe.steps.push_back(st);
     }
     if (!r.failed() && bad.empty())
       if (llvm::Error e = checkSlot(s))
@@ -210,7 +271,7 @@ const char *readBulk(Reader &r, std::vector<TensorSlot> &slots,
   for (size_t i = 0; i < slots.size(); ++i) {
     if (!sizes[i])
       continue;
-    std::optional<int64_t> want = checkedBytes(slots[i].storedType().dtype, slots[i].type.shape);
+    std::optional<int64_t> want = checkedBytes(slots[i].type.dtype, slots[i].type.shape);
     if (!want || sizes[i] != static_cast<uint64_t>(*want))
       return "embedded weight size";
     slots[i].bytes = r.take(sizes[i]);
@@ -312,7 +373,11 @@ llvm::Expected<std::vector<TensorSlot>> decodeWeightTable(llvm::StringRef bytes)
     return makeError(llvm::Twine("plan section 'weights' is corrupt (") + what + " at byte " +
                      llvm::Twine(r.pos()) + ")");
   };
-  if (r.pod<uint32_t>() != kWeightsTag || r.failed())
+  uint32_t tag = r.pod<uint32_t>();
+  if (tag == kWeightsTagV1)
+    return makeError("this plan's weight table was written by an older fusegraph (transformed "
+                     "weights embedded as bytes, not recipes); recompile the model");
+  if (tag != kWeightsTag || r.failed())
     return corrupt("bad tag");
   std::vector<TensorSlot> slots;
   std::vector<uint64_t> sizes;
@@ -335,11 +400,12 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
                      llvm::Twine(r.pos()) + ")");
   };
   uint32_t tag = r.pod<uint32_t>();
-  if (tag == kProgramTagV1 || tag == kProgramTagV2)
+  if (tag == kProgramTagV1 || tag == kProgramTagV2 || tag == kProgramTagV3)
     return makeError("this plan's CUDA program was written by an older fusegraph (" +
-                     llvm::Twine(tag == kProgramTagV1
-                                     ? "weight table without model-file references"
-                                     : "launches without node ids") +
+                     llvm::Twine(tag == kProgramTagV1 ? "weight table without model-file references"
+                                 : tag == kProgramTagV2 ? "launches without node ids"
+                                                        : "transformed weights embedded as bytes, "
+                                                          "not recipes") +
                      "); recompile the model");
   if (tag != kProgramTag || r.failed())
     return corrupt("bad tag");

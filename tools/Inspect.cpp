@@ -92,44 +92,65 @@ std::string humanFlops(double f) {
   return formatv("{0:f2} {1}", f, units[u]).str();
 }
 
-/// Where a model's weights come from: mapped from model files (by path and
-/// offset), embedded in the plan, dequantised at load time.
-void printWeightSources(raw_ostream &os, const Plan &plan) {
-  std::vector<TensorSlot> slots;
-  if (const PlanSection *w = plan.section("weights")) {
-    Expected<std::vector<TensorSlot>> t = decodeWeightTable(w->bytes);
-    if (!t) {
-      os << "  " << toString(t.takeError()) << "\n";
-      return;
-    }
-    slots = std::move(*t);
-  } else if (const PlanSection *p = plan.section("program")) {
+/// The plan's weight slots (its "weights" section, else its CUDA program's);
+/// an error for a corrupt weights section, nothing for a corrupt program
+/// (reported with the cuda line).
+Expected<std::vector<TensorSlot>> planWeightSlots(const Plan &plan) {
+  if (const PlanSection *w = plan.section("weights"))
+    return decodeWeightTable(w->bytes);
+  if (const PlanSection *p = plan.section("program")) {
     Expected<CompiledProgram> prog = decodeProgram(p->bytes);
     if (!prog) {
-      consumeError(prog.takeError()); // reported with the cuda line
-      return;
+      consumeError(prog.takeError());
+      return std::vector<TensorSlot>();
     }
-    slots = std::move(prog->weights);
+    return std::move(prog->weights);
   }
-  unsigned mapped = 0, embedded = 0, dequantised = 0;
-  double embeddedBytes = 0;
+  return std::vector<TensorSlot>();
+}
+
+/// One weight's source in one line: its recipe, or its embedded bytes.
+std::string weightSourceLine(const TensorSlot &t) {
+  if (!t.recipe.empty())
+    return t.recipe.str();
+  return "embedded " + t.type.str() + " (" + humanBytes(static_cast<double>(t.bytes.size())) + ")";
+}
+
+/// Where a model's weights come from: mapped from model files (by path and
+/// offset), made by a load-time recipe over file ranges, embedded in the plan;
+/// then each weight's recipe on one line.
+void printWeightSources(raw_ostream &os, const Plan &plan) {
+  Expected<std::vector<TensorSlot>> table = planWeightSlots(plan);
+  if (!table) {
+    os << "  " << toString(table.takeError()) << "\n";
+    return;
+  }
+  std::vector<TensorSlot> slots = std::move(*table);
+  unsigned mapped = 0, transformed = 0, embedded = 0, dequantised = 0;
+  double embeddedBytes = 0, deviceBytes = 0;
   std::vector<std::string> files;
   for (const TensorSlot &t : slots) {
     if (!t.hasSource())
       continue;
-    if (t.file.empty()) {
+    deviceBytes += static_cast<double>(t.type.bytes());
+    if (t.recipe.empty()) {
       ++embedded;
       embeddedBytes += static_cast<double>(t.bytes.size());
-    } else {
-      ++mapped;
-      if (!is_contained(files, t.file))
-        files.push_back(t.file);
+      continue;
     }
-    dequantised += t.stored.has_value();
+    ++(t.recipe.isPlainRange() ? mapped : transformed);
+    for (const RecipeSource &src : t.recipe.sources)
+      if (!is_contained(files, src.file))
+        files.push_back(src.file);
+    dequantised += llvm::any_of(t.recipe.steps, [&](const RecipeStep &st) {
+      return st.op == RecipeOp::Convert && !t.recipe.sources.empty() &&
+             isQuantized(t.recipe.sources.front().type.dtype);
+    });
   }
-  if (!mapped && !embedded)
+  if (!mapped && !transformed && !embedded)
     return;
-  os << "  from the model: " << mapped << " mapped";
+  os << "  from the model: " << mapped << " mapped, " << transformed
+     << " made by load-time recipes";
   if (!files.empty())
     os << " (" << files.front()
        << (files.size() > 1 ? " and " + std::to_string(files.size() - 1) + " more files" : "")
@@ -137,7 +158,13 @@ void printWeightSources(raw_ostream &os, const Plan &plan) {
   os << ", " << embedded << " embedded in the plan (" << humanBytes(embeddedBytes) << ")";
   if (dequantised)
     os << ", " << dequantised << " quantised ones dequantised to f16 at load time";
-  os << "\n";
+  os << "; " << humanBytes(deviceBytes) << " of weights once loaded\n";
+  // One line per weight: its recipe (or its embedded bytes).
+  for (const TensorSlot &t : slots) {
+    if (!t.hasSource())
+      continue;
+    os << "    " << t.name << ": " << weightSourceLine(t) << "\n";
+  }
 }
 
 void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, raw_ostream &os) {
@@ -252,6 +279,17 @@ void printJson(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
     j.attributeObject("weights", [&] {
       j.attribute("values", s.weights.values);
       j.attribute("bytes", s.weights.bytes);
+      // Each model weight's source: its recipe or embedded bytes, one line.
+      Expected<std::vector<TensorSlot>> slots = planWeightSlots(plan);
+      j.attributeObject("sources", [&] {
+        if (!slots) {
+          consumeError(slots.takeError());
+          return;
+        }
+        for (const TensorSlot &t : *slots)
+          if (t.hasSource())
+            j.attribute(t.name, weightSourceLine(t));
+      });
     });
     j.attributeObject("state", [&] {
       j.attribute("values", s.state.values);

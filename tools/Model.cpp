@@ -4,10 +4,6 @@
 #include "frontends/Frontend.h"
 #include "ir/Diag.h"
 
-#include "llvm/ADT/SmallString.h"
-#include "llvm/ADT/StringMap.h"
-#include "llvm/Support/FileSystem.h"
-
 using namespace llvm;
 
 namespace fg::cli {
@@ -29,31 +25,15 @@ Expected<Graph> loadModelGraph(StringRef model, const ModelSettings &s,
   Expected<LoadedModel> m = loadModelWithWeights(model, mo);
   if (!m)
     return m.takeError();
-  // Mapped weights are referenced by absolute path, offset and the file's
-  // size now (a plan refuses a file that changed); embedded ones are copied.
-  StringMap<uint64_t> sizes;
+  // Weights from the model files are recipes over their ranges (absolute
+  // paths, the files' sizes recorded: a plan refuses a file that changed);
+  // computed ones are copied.
   for (const WeightEntry &w : m->weights.entries()) {
     ExternalWeight x;
     x.name = w.name;
     x.type = w.type;
-    x.tensor = w.tensor;
-    if (w.isEmbedded()) {
-      x.bytes = w.data;
-    } else {
-      SmallString<256> path(w.file);
-      if (std::error_code ec = sys::fs::make_absolute(path))
-        return makeError(w.file, Loc{}, "cannot make the path absolute: " + ec.message());
-      x.file = path.str().str();
-      x.offset = w.offset;
-      auto it = sizes.find(x.file);
-      if (it == sizes.end()) {
-        uint64_t size = 0;
-        if (std::error_code ec = sys::fs::file_size(x.file, size))
-          return makeError(x.file, Loc{}, "cannot read the model file: " + ec.message());
-        it = sizes.insert({x.file, size}).first;
-      }
-      x.fileSize = it->second;
-    }
+    x.recipe = w.recipe;
+    x.bytes = w.data;
     weights->push_back(std::move(x));
   }
   return std::move(m->graph);

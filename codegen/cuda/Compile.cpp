@@ -5,6 +5,7 @@
 #include "codegen/cuda/Lower.h"
 #include "ir/Verifier.h"
 #include "runtime/ProgramIO.h"
+#include "runtime/WeightLoad.h"
 
 #include "passes/Passes.h"
 #include "passes/fusion/FusionReport.h"
@@ -90,20 +91,20 @@ std::vector<std::string> retypeQuantisedWeights(Graph &g,
   return names;
 }
 
-/// Points weight slot `s` at its external bytes; an error when they do not fit.
+/// Points weight slot `s` at its external recipe (or bytes); an error when
+/// they do not fit. A quantised weight the graph retyped to f16 gets a last
+/// convert(f16) step: dequantised at load time.
 Error fillWeightSlot(TensorSlot &s, const ExternalWeight &w) {
   if (w.type.shape != s.type.shape ||
       (w.type.dtype != s.type.dtype && !(isQuantized(w.type.dtype) && s.type.dtype == DType::F16)))
     return makeError("weight '" + s.name + "' is " + s.type.str() + " in the graph but its " +
-                     (w.file.empty() ? "embedded bytes are " : "tensor in '" + w.file + "' is ") +
-                     w.type.str());
-  if (w.type.dtype != s.type.dtype)
-    s.stored = w.type.dtype;
-  s.file = w.file;
-  s.offset = w.offset;
-  s.fileSize = w.fileSize;
-  s.tensor = w.tensor;
+                     (w.recipe.empty() ? "embedded bytes are " : "recipe gives ") + w.type.str());
   s.bytes = w.bytes;
+  s.recipe = w.recipe;
+  if (w.type.dtype != s.type.dtype)
+    s.recipe.steps.push_back(RecipeStep::convert(s.type.dtype));
+  if (Error e = checkSlot(s))
+    return makeError("weight " + toString(std::move(e)));
   return Error::success();
 }
 

@@ -12,22 +12,16 @@ namespace fg {
 
 TensorSource::~TensorSource() = default;
 
-int64_t permutedRowSource(int64_t row, int64_t headDim) {
-  int64_t head = row / headDim, r = row % headDim, half = headDim / 2;
-  return head * headDim + (r % 2) * half + r / 2;
-}
-
 namespace {
 
-/// A tensor as stored in a file (or assembled from several).
+/// A tensor as stored in a file, or stacked from several (experts).
 struct RawTensor {
-  std::string file, tensor; ///< where it is, for messages and mapped weights
+  std::string file, tensor; ///< where it is, for messages
   DType dtype = DType::F32;
   Shape shape;
-  uint64_t offset = 0;
-  llvm::ArrayRef<uint8_t> data;
-  std::shared_ptr<const llvm::MemoryBuffer> mapping; ///< null: assembled, not mappable
-  std::vector<uint8_t> owned;                        ///< bytes of an assembled tensor
+  std::vector<RecipeSource> sources; ///< one, or one per stacked tensor
+  std::vector<std::shared_ptr<const llvm::MemoryBuffer>> mappings; ///< one per source
+  bool stacked = false; ///< the sources are concatenated along a new first dim
 };
 
 enum class Transform { None, PermuteRows, AddOne };
@@ -42,32 +36,24 @@ llvm::Error shapeMismatch(llvm::StringRef file, llvm::StringRef tensor,
                        " from the model's hyperparameters (config and weights disagree)");
 }
 
-/// Converts `raw` to `type` (checking its shape), applies `tf`, and adds it to
-/// `out`: mapped when nothing changed, embedded otherwise.
+/// Adds `name` to `out` as a recipe over `raw`'s sources (checking its
+/// shape): concat when stacked, convert when the graph's dtype differs, then
+/// `tf`. No byte is copied here; the recipe runs at load time.
 llvm::Error addWeight(llvm::StringRef name, const TensorType &type, const RawTensor &raw,
                       Transform tf, int64_t headDim, ModelWeights &out) {
   if (raw.shape != type.shape)
     return shapeMismatch(raw.file, raw.tensor, raw.shape, name, type.shape);
-  if (raw.dtype == type.dtype && tf == Transform::None && raw.mapping) {
-    out.addMapped(name.str(), type, raw.file, raw.tensor, raw.offset, raw.mapping);
-    return llvm::Error::success();
-  }
-  std::vector<uint8_t> bytes;
-  std::string what;
-  if (raw.dtype == type.dtype) {
-    bytes.assign(raw.data.begin(), raw.data.end());
-  } else {
-    if (isQuantized(type.dtype) || !isFloat(type.dtype))
+  WeightRecipe r;
+  r.sources = raw.sources;
+  if (raw.stacked)
+    r.steps.push_back(RecipeStep::concat());
+  if (raw.dtype != type.dtype) {
+    if (isQuantized(type.dtype) || !isFloat(type.dtype) || !isReal(raw.dtype))
       return makeError(raw.file, Loc{},
                        "tensor '" + raw.tensor + "' is " + std::string(dtypeName(raw.dtype)) +
                            " but " + name + " must be " + std::string(dtypeName(type.dtype)));
-    std::vector<float> f(static_cast<size_t>(type.numElements()));
-    decodeRow(raw.dtype, raw.data.data(), f.data(), type.numElements());
-    bytes.resize(static_cast<size_t>(type.bytes()));
-    encodeRow(type.dtype, f.data(), bytes.data(), type.numElements());
-    what = std::string(dtypeName(raw.dtype)) + " -> " + std::string(dtypeName(type.dtype));
+    r.steps.push_back(RecipeStep::convert(type.dtype));
   }
-  auto note = [&](llvm::StringRef s) { what = what.empty() ? s.str() : what + ", " + s.str(); };
   switch (tf) {
   case Transform::None:
     break;
@@ -78,30 +64,29 @@ llvm::Error addWeight(llvm::StringRef name, const TensorType &type, const RawTen
                        "tensor '" + raw.tensor + "': " + llvm::Twine(rows) +
                            " rows cannot be permuted in heads of " + llvm::Twine(headDim) +
                            " (head_dim must be even and divide the rows)");
-    size_t rowBytes = bytes.size() / static_cast<size_t>(rows);
-    std::vector<uint8_t> permuted(bytes.size());
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(permuted.data() + r * rowBytes,
-                  bytes.data() + permutedRowSource(r, headDim) * rowBytes, rowBytes);
-    bytes = std::move(permuted);
-    note("rows permuted for the normal rope");
+    r.steps.push_back(RecipeStep::permuteHeads(rows / headDim));
     break;
   }
-  case Transform::AddOne: {
+  case Transform::AddOne:
     assert(type.dtype == DType::F32 && "norm weights are f32 in the graph");
-    std::vector<float> f(static_cast<size_t>(type.numElements()));
-    std::memcpy(f.data(), bytes.data(), bytes.size());
-    for (float &v : f)
-      v += 1.0f;
-    std::memcpy(bytes.data(), f.data(), bytes.size());
-    note("+1 folded in");
+    r.steps.push_back(RecipeStep::addScalar(1.0));
     break;
   }
-  }
-  if (!raw.mapping)
-    note("assembled");
-  out.addEmbedded(name.str(), type, std::move(bytes), what);
-  return llvm::Error::success();
+  return out.addRecipe(name.str(), type, std::move(r), raw.mappings);
+}
+
+/// `raw` for one tensor of a file.
+RawTensor rawTensor(std::string file, std::string tensor, DType dtype,
+                    llvm::ArrayRef<int64_t> shape, uint64_t offset,
+                    std::shared_ptr<const llvm::MemoryBuffer> mapping) {
+  RawTensor raw;
+  raw.file = file;
+  raw.tensor = tensor;
+  raw.dtype = dtype;
+  raw.shape.assign(shape.begin(), shape.end());
+  raw.sources.push_back({std::move(file), 0, offset, TensorType{dtype, shape}, std::move(tensor)});
+  raw.mappings.push_back(std::move(mapping));
+  return raw;
 }
 
 // --- GGUF: the canonical layout ---------------------------------------------------------
@@ -135,14 +120,7 @@ public:
     const GgufTensorInfo *t = f_.tensor(tn);
     if (!t)
       return f_.error("missing tensor '" + tn + "'");
-    RawTensor raw;
-    raw.file = f_.path().str();
-    raw.tensor = tn;
-    raw.dtype = t->dtype;
-    raw.shape = t->shape;
-    raw.offset = t->offset;
-    raw.data = f_.data(*t);
-    raw.mapping = f_.mapping();
+    RawTensor raw = rawTensor(f_.path().str(), tn, t->dtype, t->shape, t->offset, f_.mapping());
     return addWeight(name, type, raw, Transform::None, 0, out);
   }
 
@@ -286,13 +264,7 @@ public:
       if (!t)
         return makeError(ck_.folder(), Loc{},
                          "missing tensor '" + m.hfName + "' (for " + name + ")");
-      raw.file = t->file;
-      raw.tensor = t->name;
-      raw.dtype = t->dtype;
-      raw.shape = t->shape;
-      raw.offset = t->offset;
-      raw.data = t->data();
-      raw.mapping = t->mapping;
+      raw = rawTensor(t->file, t->name, t->dtype, t->shape, t->offset, t->mapping);
     }
     return addWeight(name, type, raw, m.tf, hp_.headDim, out);
   }
@@ -303,7 +275,7 @@ private:
     return pattern.substr(0, at) + std::to_string(e) + pattern.substr(at + 2);
   }
 
-  /// Stacks experts 0..E-1 into one [E, out, in] tensor.
+  /// Experts 0..E-1 as the sources of one [E, out, in] tensor (concat).
   llvm::Error stack(const std::string &pattern, const TensorType &type, RawTensor &raw) const {
     int64_t experts = type.shape[0];
     raw.file = ck_.folder().str();
@@ -329,11 +301,11 @@ private:
         return makeError(t->file, Loc{},
                          "tensor '" + n + "' is " + std::string(dtypeName(t->dtype)) +
                              " but expert 0 is " + std::string(dtypeName(raw.dtype)));
-      llvm::ArrayRef<uint8_t> d = t->data();
-      raw.owned.insert(raw.owned.end(), d.begin(), d.end());
+      raw.sources.push_back({t->file, 0, t->offset, TensorType{t->dtype, t->shape}, t->name});
+      raw.mappings.push_back(t->mapping);
     }
     raw.shape = type.shape;
-    raw.data = raw.owned;
+    raw.stacked = true;
     return llvm::Error::success();
   }
 

@@ -2,14 +2,17 @@
 //
 // The canonical layout is GGUF's, as llama.cpp's converter writes it, so GGUF
 // tensors are used as they are (mapped) and every transformation lives in the
-// Hugging Face source (embedded, with a note of what was done):
-//   llama q/k      HF rows are permuted like convert_hf_to_gguf.py's permute()
-//                  so the canonical rope is the normal (interleaved) one
-//   gemma3 norms   HF's (1 + w) is folded into the weight: w + 1 (in f32)
-//   qwen3moe       HF's per-expert matrices are stacked into [E, out, in]
-//   rope_freqs     Llama-3 scaling factors computed from config.json
-//   dtypes         norms, biases, the router and rope factors are f32 in the
-//                  graph; other dtypes are converted (matrices stay as stored)
+// Hugging Face source, as load-time recipes over the files' ranges
+// (ir/WeightRecipe.h), never as bytes:
+//   llama q/k      permute_heads(n): HF rows are permuted like
+//                  convert_hf_to_gguf.py's permute() so the canonical rope is
+//                  the normal (interleaved) one
+//   gemma3 norms   add_scalar(1): HF's (1 + w) folded into the weight (in f32)
+//   qwen3moe       concat: HF's per-expert matrices stacked into [E, out, in]
+//   dtypes         convert(f32): norms, biases, the router and rope factors
+//                  are f32 in the graph (matrices stay as stored)
+//   rope_freqs     Llama-3 scaling factors computed from config.json (the one
+//                  weight embedded as bytes: small)
 // Names are GGUF's without ".weight" (`blk.3.attn_norm`; biases keep ".bias").
 //
 //===----------------------------------------------------------------------===//
@@ -48,9 +51,6 @@ public:
 std::unique_ptr<TensorSource> makeGgufSource(const GgufFile &f, const ModelHParams &hp);
 std::unique_ptr<TensorSource> makeHfSource(const HfCheckpoint &ck, const ModelHParams &hp);
 
-/// Row r of the canonical (permuted) q/k matrix is row permutedRowSource(r) of
-/// HF's: within each head of `headDim` rows, canonical row 2i + j is HF row
-/// j·headDim/2 + i (convert_hf_to_gguf.py's permute).
-int64_t permutedRowSource(int64_t row, int64_t headDim);
+// permutedRowSource (the q/k row permutation) is in ir/WeightRecipe.h.
 
 } // namespace fg

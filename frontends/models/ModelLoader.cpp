@@ -86,7 +86,8 @@ llvm::Expected<LoadedModel> buildModel(const ModelHParams &hp, const TensorSourc
         continue;
       const WeightEntry *w = m.weights.lookup(fn.value(a.value).name);
       assert(w && "every weight was provided");
-      a.init = w->isEmbedded() ? WeightInit() : WeightInit::tensor(w->file, w->tensor);
+      a.init = w->recipe.isPlainRange() ? WeightInit::tensor(w->source().file, w->source().tensor)
+                                        : WeightInit();
     }
   return m;
 }

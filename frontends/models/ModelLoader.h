@@ -29,7 +29,8 @@ struct DecoderBuildOptions {
 
 /// Builds the family's decoder from `hp`, declaring matrices with the dtype the
 /// source stores them in, then asks the source for every weight: mapped ones get
-/// WeightInit::tensor(file, tensor) in every entry, embedded ones no initialiser.
+/// WeightInit::tensor(file, tensor) in every entry, transformed (recipes with
+/// steps) and computed ones no initialiser.
 /// `where` (the file or folder) prefixes configuration errors.
 llvm::Expected<LoadedModel> buildModel(const ModelHParams &hp, const TensorSource &source,
                                        const DecoderBuildOptions &opts, llvm::StringRef where);

@@ -319,10 +319,12 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
     if (zero)
       return cudaCheck(cudaMemset(p, 0, bytes), "zeroing " + slot.name);
     if (slot.hasSource()) {
-      // From the model file (mapped) or the plan (embedded); dequantised when stored differs.
+      // From the model files by the slot's recipe (dequantised by its
+      // convert step), or the plan's embedded bytes.
       llvm::Expected<std::vector<uint8_t>> host = loadSlotBytes(slot);
       if (!host)
         return host.takeError();
+      assert(host->size() == bytes && "loadSlotBytes gives the slot's bytes");
       return cudaCheck(cudaMemcpy(p, host->data(), bytes, cudaMemcpyHostToDevice),
                        "uploading " + slot.name);
     }

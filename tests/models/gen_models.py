@@ -10,7 +10,9 @@ gemma3 norms with +1 folded in, experts stacked, f32 norms, rope_freqs for
 Llama-3 scaling), and OUTDIR/F.logits.bin: f32 [len(PROMPT), vocab] logits of
 a float64 numpy forward pass written from the Hugging Face semantics (neox
 rope on unpermuted rows, (1 + w) gemma norms, ...), independent of fusegraph.
-OUTDIR/quants.gguf holds random blocks of every block type with the gguf
+OUTDIR/qwen3-q8_0.gguf has qwen3's layer matrices in q8_0.
+OUTDIR/llama3big.gguf and OUTDIR/llama3big-hf/ (about 26 MB each, no logits) serve
+the plan-size test. OUTDIR/quants.gguf holds random blocks of every block type with the gguf
 package's own dequantisation beside them, plus metadata of every value type.
 
 Exit status 3 (and a message) when numpy, gguf or safetensors is missing.
@@ -72,6 +74,13 @@ FAMILIES = {
                    query_pre_attn_scalar=32, sliding_window=4, sliding_window_pattern=6,
                    hidden_activation="gelu_pytorch_tanh", final_logit_softcapping=None,
                    attn_logit_softcapping=None, tie_word_embeddings=True),
+}
+# Larger models (about 26 MB in each format, no logits) for the plan-size test: a plan
+# refers to model weights by load-time recipe, so it stays under 1 % of the model file.
+BIG = {
+    "llama3big": dict(FAMILIES["llama3"], hidden_size=512, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=128, intermediate_size=1024,
+                      vocab_size=2048),
 }
 GGUF_ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe",
              "gemma3_text": "gemma3"}
@@ -211,7 +220,7 @@ def gguf_name(hf, gemma):
     return f"blk.{il}.{mapping[base]}.{suffix}"
 
 
-def write_gguf(path, c, w):
+def write_gguf(path, c, w, quant=None):
     arch = GGUF_ARCH[c["model_type"]]
     gemma = arch == "gemma3"
     wr = gguf.GGUFWriter(path, arch)
@@ -260,7 +269,11 @@ def write_gguf(path, c, w):
     if arch == "llama" and "rope_scaling" in c:
         tensors["rope_freqs.weight"] = llama3_factors(c)
     for name in sorted(tensors, key=lambda n: (n.split(".")[0] != "token_embd", n)):
-        wr.add_tensor(name, np.ascontiguousarray(tensors[name], dtype=np.float32))
+        t = np.ascontiguousarray(tensors[name], dtype=np.float32)
+        if quant is not None and name.startswith("blk.") and t.ndim == 2:
+            wr.add_tensor(name, gguf.quants.quantize(t, quant), raw_dtype=quant)
+        else:
+            wr.add_tensor(name, t)
     wr.write_header_to_file()
     wr.write_kv_data_to_file()
     wr.write_tensors_to_file()
@@ -433,6 +446,13 @@ def main():
         write_hf(os.path.join(out, fam + "-hf"), c, w, shards=2 if fam == "qwen3moe" else 1)
         write_gguf(os.path.join(out, fam + ".gguf"), c, w)
         forward(c, w, PROMPT).astype(np.float32).tofile(os.path.join(out, fam + ".logits.bin"))
+    # qwen3 with q8_0 layer matrices: dequantised by a convert(f16) recipe step for the GPU.
+    write_gguf(os.path.join(out, "qwen3-q8_0.gguf"), FAMILIES["qwen3"], hf_weights("qwen3", FAMILIES["qwen3"]),
+               quant=QT.Q8_0)
+    for fam, c in BIG.items():
+        w = hf_weights(fam, c)
+        write_hf(os.path.join(out, fam + "-hf"), c, w)
+        write_gguf(os.path.join(out, fam + ".gguf"), c, w)
     write_quants(os.path.join(out, "quants.gguf"))
     with open(os.path.join(out, "prompt.txt"), "w") as f:
         f.write(",".join(map(str, PROMPT)))

@@ -108,7 +108,7 @@ TEST_P(FamilyTest, BothFormatsGiveTheSameGraphWeightsAndLogits) {
   // transformed ones match them byte for byte.
   ASSERT_EQ(gg->weights.size(), hf->weights.size());
   for (const WeightEntry &w : gg->weights.entries()) {
-    EXPECT_FALSE(w.isEmbedded()) << w.name << " should be used as stored in the GGUF file";
+    EXPECT_TRUE(w.recipe.isPlainRange()) << w.name << " should be used as stored in the GGUF file";
     const WeightEntry *h = hf->weights.lookup(w.name);
     ASSERT_NE(h, nullptr) << w.name;
     EXPECT_EQ(h->type, w.type) << w.name;
@@ -143,7 +143,7 @@ INSTANTIATE_TEST_SUITE_P(Models, FamilyTest,
                          ::testing::Values("llama3", "smollm2", "qwen2", "qwen3", "qwen3moe",
                                            "gemma3"));
 
-TEST(Families, HfTransformsAreRecordedAsEmbedded) {
+TEST(Families, HfTransformsAreRecordedAsRecipes) {
   std::string why, dir = generatedModels(why);
   if (dir.empty())
     GTEST_SKIP() << "model files not generated: " << why;
@@ -154,12 +154,15 @@ TEST(Families, HfTransformsAreRecordedAsEmbedded) {
   ASSERT_TRUE(bool(llama)) << llvm::toString(llama.takeError());
   const WeightEntry *q = llama->weights.lookup("blk.0.attn_q");
   ASSERT_NE(q, nullptr);
-  EXPECT_TRUE(q->isEmbedded());
-  EXPECT_NE(q->transform.find("permuted"), std::string::npos) << q->transform;
+  EXPECT_TRUE(q->isTransformed());
+  EXPECT_EQ(q->recipe.steps, std::vector<RecipeStep>{RecipeStep::permuteHeads(4)})
+      << q->recipe.str();
+  EXPECT_EQ(q->recipe.str().substr(q->recipe.str().find(" f32")),
+            " f32[64, 64] | permute_heads(4)");
   const WeightEntry *v = llama->weights.lookup("blk.0.attn_v");
   ASSERT_NE(v, nullptr);
-  EXPECT_FALSE(v->isEmbedded()) << "v is used as stored";
-  EXPECT_EQ(v->tensor, "model.layers.0.self_attn.v_proj.weight");
+  EXPECT_FALSE(v->isTransformed()) << "v is used as stored";
+  EXPECT_EQ(v->source().tensor, "model.layers.0.self_attn.v_proj.weight");
   // The graph records it: mapped weights carry tensor(file, name).
   const Function &fn = llama->graph.functions().front();
   for (const Argument &a : fn.arguments()) {
@@ -176,7 +179,9 @@ TEST(Families, HfTransformsAreRecordedAsEmbedded) {
   ASSERT_TRUE(bool(gemma)) << llvm::toString(gemma.takeError());
   const WeightEntry *n = gemma->weights.lookup("blk.0.attn_norm");
   ASSERT_NE(n, nullptr);
-  EXPECT_NE(n->transform.find("+1"), std::string::npos) << n->transform;
+  EXPECT_EQ(n->recipe.steps, std::vector<RecipeStep>{RecipeStep::addScalar(1.0)})
+      << n->recipe.str();
+  EXPECT_NE(n->recipe.str().find("| add_scalar(1)"), std::string::npos) << n->recipe.str();
   EXPECT_EQ(gemma->config.slidingLayers,
             std::vector<bool>({true, true, true, true, true, false, true}));
 
@@ -185,7 +190,10 @@ TEST(Families, HfTransformsAreRecordedAsEmbedded) {
   const WeightEntry *e = moe->weights.lookup("blk.1.ffn_down_exps");
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->type.shape, Shape({4, 64, 32}));
-  EXPECT_TRUE(e->isEmbedded());
+  EXPECT_TRUE(e->isTransformed());
+  EXPECT_EQ(e->recipe.sources.size(), 4u);
+  EXPECT_EQ(e->recipe.steps, std::vector<RecipeStep>{RecipeStep::concat()}) << e->recipe.str();
+  EXPECT_EQ(e->recipe.sources[3].tensor, "model.layers.1.mlp.experts.3.down_proj.weight");
 }
 
 TEST(Families, LoadModelKeepsItsSignatureForModelFiles) {

@@ -68,20 +68,29 @@ llvm::Expected<Plan> planWithSlot(const TensorSlot &slot) {
   return Plan::deserialize(p.serialize(), "forged.plan");
 }
 
+/// A slot of `type` whose recipe reads `stored` from `file` at `offset`
+/// (converted to type's dtype when they differ).
+TensorSlot recipeSlot(TensorType type, TensorType stored, uint64_t offset = 0,
+                      uint64_t fileSize = 1 << 20) {
+  TensorSlot s("w", type);
+  s.recipe.sources.push_back({"/m.gguf", fileSize, offset, stored, "w.weight"});
+  if (stored.dtype != type.dtype)
+    s.recipe.steps.push_back(RecipeStep::convert(type.dtype));
+  return s;
+}
+
 /// A quantised slot with last dimension 0 divided by zero at load (SIGFPE).
 TEST(HostilePlan, QuantisedSlotWithAnEmptyRow) {
-  TensorSlot s("w", TensorType{DType::F16, {4, 0}});
-  s.file = "/nonexistent/model.gguf";
-  s.fileSize = 1 << 20;
-  s.stored = DType::Q8_0;
+  TensorSlot s = recipeSlot(TensorType{DType::F16, {4, 0}}, TensorType{DType::Q8_0, {4, 0}});
+  s.recipe.sources[0].file = "/nonexistent/model.gguf";
   auto plan = planWithSlot(s);
   ASSERT_TRUE(bool(plan)) << errorText(plan.takeError()) << " (the checksum is valid)";
   auto exec = Executor::create(*plan, {});
   ASSERT_FALSE(bool(exec));
   std::string msg = errorText(exec.takeError());
-  EXPECT_EQ(msg.rfind("plan section 'weights' is corrupt (slot 'w' f16[4, 0] is stored as "
-                      "q8_0[4, 0], whose rows are empty or not whole blocks, or whose size "
-                      "overflows at byte ",
+  EXPECT_EQ(msg.rfind("plan section 'weights' is corrupt (slot 'w' f16[4, 0]: recipe: step "
+                      "'convert(f16)' on q8_0[4, 0]: its rows are empty or its size overflows "
+                      "at byte ",
                       0),
             0u)
       << msg;
@@ -99,24 +108,14 @@ TEST(HostilePlan, ForgedSlotsAreRefusedOneByOne) {
     std::string want;
   };
   std::vector<Case> cases;
-  {
-    TensorSlot s("w", TensorType{DType::F32, {int64_t(1) << 56, 64}});
-    s.file = "/m.gguf";
-    cases.push_back({s, "slot 'w' f32[72057594037927936, 64]: its size overflows"});
-  }
-  {
-    TensorSlot s("w", TensorType{DType::F16, {4, 32}});
-    s.file = "/m.gguf";
-    s.offset = ~uint64_t(0) - 8;
-    s.fileSize = 1 << 20;
-    cases.push_back({s, "lie past the end of the 1048576-byte model file"});
-  }
-  {
-    TensorSlot s("w", TensorType{DType::I32, {4, 32}});
-    s.file = "/m.gguf";
-    s.stored = DType::Q8_0;
-    cases.push_back({s, "which converts only to a float type"});
-  }
+  TensorType huge{DType::F32, {int64_t(1) << 56, 64}};
+  cases.push_back(
+      {recipeSlot(huge, huge), "slot 'w' f32[72057594037927936, 64]: its size overflows"});
+  cases.push_back({recipeSlot(TensorType{DType::F16, {4, 32}}, TensorType{DType::F16, {4, 32}},
+                              ~uint64_t(0) - 8),
+                   "lie past the end of the 1048576-byte file /m.gguf"});
+  cases.push_back({recipeSlot(TensorType{DType::I32, {4, 32}}, TensorType{DType::Q8_0, {4, 32}}),
+                   "converts only between real dtypes, to a float dtype"});
   for (const Case &c : cases) {
     auto slots = decodeWeightTable(encodeWeightTable({c.slot}).bytes);
     ASSERT_FALSE(bool(slots)) << c.want;

@@ -67,9 +67,7 @@ std::string generatedModels(std::string &why) {
 
 llvm::Error bindWeights(ReferenceInterpreter &interp, const ModelWeights &weights) {
   for (const WeightEntry &w : weights.entries()) {
-    llvm::ArrayRef<uint8_t> b = w.bytes();
-    if (auto e =
-            interp.bindWeight(w.name, HostTensor{w.type, std::vector<uint8_t>(b.begin(), b.end())}))
+    if (auto e = interp.bindWeight(w.name, HostTensor{w.type, w.bytes()}))
       return e;
   }
   return llvm::Error::success();

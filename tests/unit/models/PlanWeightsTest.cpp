@@ -34,23 +34,15 @@ using test::generatedModels;
 
 const std::vector<int32_t> kPrompt = {3, 17, 42, 5, 77, 9, 31};
 
-/// What tools/Model.cpp hands to compile (absolute paths and file sizes).
+/// What tools/Model.cpp hands to compile (recipes over absolute paths, file sizes recorded).
 std::vector<ExternalWeight> externalWeights(const ModelWeights &weights) {
   std::vector<ExternalWeight> out;
   for (const WeightEntry &w : weights.entries()) {
     ExternalWeight x;
     x.name = w.name;
     x.type = w.type;
-    x.tensor = w.tensor;
-    if (w.isEmbedded()) {
-      x.bytes = w.data;
-    } else {
-      llvm::SmallString<256> p(w.file);
-      EXPECT_FALSE(llvm::sys::fs::make_absolute(p));
-      x.file = p.str().str();
-      x.offset = w.offset;
-      EXPECT_FALSE(llvm::sys::fs::file_size(x.file, x.fileSize));
-    }
+    x.recipe = w.recipe;
+    x.bytes = w.data;
     out.push_back(std::move(x));
   }
   return out;
@@ -143,12 +135,12 @@ Decoded decodeDirect(const std::string &path, int steps) {
   return d;
 }
 
-TEST(PlanWeights, MappedAndEmbeddedWeightsRoundTripThroughAPlanFile) {
+TEST(PlanWeights, RecipesAndEmbeddedWeightsRoundTripThroughAPlanFile) {
   std::string why, dir = generatedModels(why);
   if (dir.empty())
     GTEST_SKIP() << "model files not generated: " << why;
-  // HF llama: q/k rows are permuted and rope_freqs computed (embedded); the
-  // rest is used as stored (mapped).
+  // HF llama: q/k rows are permuted (recipes with a step) and rope_freqs
+  // computed (embedded); the rest is used as stored (one plain range).
   std::string model = dir + "/llama3-hf";
   auto plan = compileModel(model);
   ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
@@ -157,19 +149,22 @@ TEST(PlanWeights, MappedAndEmbeddedWeightsRoundTripThroughAPlanFile) {
   EXPECT_LT(ws->checked, ws->bytes.size()) << "embedded bytes are bulk, outside the checksum";
   auto slots = decodeWeightTable(ws->bytes);
   ASSERT_TRUE(bool(slots)) << llvm::toString(slots.takeError());
-  size_t mapped = 0, embedded = 0;
+  size_t mapped = 0, transformed = 0, embedded = 0;
   for (const TensorSlot &s : *slots) {
-    if (s.file.empty()) {
+    if (s.recipe.empty()) {
       ++embedded;
       EXPECT_EQ(static_cast<int64_t>(s.bytes.size()), s.type.bytes()) << s.name;
-    } else {
-      ++mapped;
-      EXPECT_TRUE(s.bytes.empty()) << s.name;
-      EXPECT_TRUE(llvm::sys::path::is_absolute(s.file)) << s.file;
-      EXPECT_GT(s.fileSize, s.offset);
+      continue;
     }
+    EXPECT_TRUE(s.bytes.empty()) << s.name;
+    for (const RecipeSource &src : s.recipe.sources) {
+      EXPECT_TRUE(llvm::sys::path::is_absolute(src.file)) << src.file;
+      EXPECT_GT(src.fileSize, src.offset);
+    }
+    ++(s.recipe.isPlainRange() ? mapped : transformed);
   }
-  EXPECT_EQ(embedded, 5u) << "4 permuted q/k matrices and rope_freqs";
+  EXPECT_EQ(embedded, 1u) << "rope_freqs (computed)";
+  EXPECT_EQ(transformed, 4u) << "4 permuted q/k matrices";
   EXPECT_EQ(mapped, slots->size() - 5);
 
   std::string path = test::tempPath(".plan");
@@ -189,34 +184,38 @@ TEST(PlanWeights, ProgramWeightSlotsRoundTrip) {
   CompiledProgram p;
   p.arch = "sm_90";
   TensorSlot mapped("w.mapped", TensorType{DType::F16, {4, 32}});
-  mapped.file = "/models/m.gguf";
-  mapped.offset = 4096;
-  mapped.fileSize = 1 << 20;
-  mapped.tensor = "blk.0.attn_q.weight";
-  mapped.stored = DType::Q8_0;
+  mapped.recipe.sources.push_back(
+      {"/models/m.gguf", 1 << 20, 4096, TensorType{DType::Q8_0, {4, 32}}, "blk.0.attn_q.weight"});
+  mapped.recipe.steps.push_back(RecipeStep::convert(DType::F16));
+  TensorSlot experts("w.experts", TensorType{DType::F32, {2, 8, 4}});
+  for (int e = 0; e < 2; ++e)
+    experts.recipe.sources.push_back({e ? "/models/b.safetensors" : "/models/a.safetensors",
+                                      uint64_t(1000 + e), uint64_t(8 + 128 * e),
+                                      TensorType{DType::F16, {8, 4}},
+                                      "experts." + std::to_string(e) + ".up_proj.weight"});
+  experts.recipe.steps = {RecipeStep::concat(), RecipeStep::convert(DType::F32),
+                          RecipeStep::addScalar(1.0)};
   TensorSlot embedded("w.embedded", TensorType{DType::F32, {3}}, WeightInit(),
                       {0, 0, 128, 63, 0, 0, 0, 64, 0, 0, 64, 64});
-  p.weights = {mapped, embedded};
+  p.weights = {mapped, experts, embedded};
   EncodedProgram enc = encodeProgram(p);
   EXPECT_EQ(enc.bytes.size() - enc.bulkOffset, 12u);
   auto back = decodeProgram(enc.bytes);
   ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
-  ASSERT_EQ(back->weights.size(), 2u);
-  const TensorSlot &m = back->weights[0], &e = back->weights[1];
-  EXPECT_EQ(m.file, "/models/m.gguf");
-  EXPECT_EQ(m.offset, 4096u);
-  EXPECT_EQ(m.fileSize, 1u << 20);
-  EXPECT_EQ(m.tensor, "blk.0.attn_q.weight");
-  EXPECT_EQ(m.stored, DType::Q8_0);
-  EXPECT_TRUE(m.bytes.empty());
-  EXPECT_EQ(e.bytes, embedded.bytes);
-  EXPECT_FALSE(e.stored.has_value());
+  ASSERT_EQ(back->weights.size(), 3u);
+  EXPECT_EQ(back->weights[0].recipe, mapped.recipe);
+  EXPECT_EQ(back->weights[1].recipe, experts.recipe);
+  EXPECT_TRUE(back->weights[0].bytes.empty());
+  EXPECT_EQ(back->weights[2].bytes, embedded.bytes);
+  EXPECT_TRUE(back->weights[2].recipe.empty());
+  EXPECT_EQ(back->weightBytes(), 4u * 32 * 2 + 2 * 8 * 4 * 4 + 3 * 4);
   // The weight table section alone (plans without a CUDA program).
   EncodedProgram table = encodeWeightTable(p.weights);
   auto slots = decodeWeightTable(table.bytes);
   ASSERT_TRUE(bool(slots)) << llvm::toString(slots.takeError());
-  EXPECT_EQ((*slots)[0].stored, DType::Q8_0);
-  EXPECT_EQ((*slots)[1].bytes, embedded.bytes);
+  EXPECT_EQ((*slots)[0].recipe, mapped.recipe);
+  EXPECT_EQ((*slots)[1].recipe, experts.recipe);
+  EXPECT_EQ((*slots)[2].bytes, embedded.bytes);
   // Truncated anywhere: an error, never a read past the end.
   for (size_t n = 0; n < table.bytes.size(); ++n)
     EXPECT_FALSE(bool(decodeWeightTable(llvm::StringRef(table.bytes).take_front(n))))
@@ -225,8 +224,8 @@ TEST(PlanWeights, ProgramWeightSlotsRoundTrip) {
 }
 
 TEST(PlanWeights, QuantisedWeightsAreDequantisedToF16AtLoadTime) {
-  // One q8_0 block (f16 scale 0.5, then 32 int8) per row, two rows.
-  std::vector<uint8_t> q;
+  // One q8_0 block (f16 scale 0.5, then 32 int8) per row, two rows, after 7 bytes.
+  std::vector<uint8_t> q(7, 0xee);
   for (int r = 0; r < 2; ++r) {
     uint16_t scale = floatToHalf(r ? 0.25f : 0.5f);
     q.push_back(static_cast<uint8_t>(scale & 0xff));
@@ -234,9 +233,15 @@ TEST(PlanWeights, QuantisedWeightsAreDequantisedToF16AtLoadTime) {
     for (int i = 0; i < 32; ++i)
       q.push_back(static_cast<uint8_t>(static_cast<int8_t>(i - 16 + r)));
   }
-  TensorSlot s("w", TensorType{DType::F16, {2, 32}}, WeightInit(), q);
-  s.stored = DType::Q8_0;
+  std::string file = test::tempPath(".gguf");
+  test::writeFile(file, q);
+  TensorSlot s("w", TensorType{DType::F16, {2, 32}});
+  s.recipe.sources.push_back({file, q.size(), 7, TensorType{DType::Q8_0, {2, 32}}, "w.weight"});
+  s.recipe.steps.push_back(RecipeStep::convert(DType::F16));
+  EXPECT_EQ(s.recipe.str(),
+            llvm::sys::path::filename(file).str() + " @ 0x7 q8_0[2, 32] | convert(f16)");
   auto bytes = loadSlotBytes(s);
+  llvm::sys::fs::remove(file);
   ASSERT_TRUE(bool(bytes)) << llvm::toString(bytes.takeError());
   ASSERT_EQ(bytes->size(), 2u * 32 * 2);
   for (int r = 0; r < 2; ++r)
@@ -381,6 +386,60 @@ TEST_P(CliRun, GivesTheTokensAndLogitsOfTheModelLoadedDirectly) {
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("--teacher-forced gives 2 tokens but 5 steps feed 4"), std::string::npos)
       << out;
+}
+
+/// `run X.plan` (a plan compiled from the model file, with a CUDA program
+/// whose weights are recipes) gives the logits of `run MODEL` on the CPU.
+TEST_P(CliRun, APlanFileGivesTheLogitsOfTheModelFile) {
+  if (fusegraphBinary().empty())
+    GTEST_SKIP() << "no fusegraph binary beside the tests";
+  std::string why, dir = generatedModels(why);
+  if (dir.empty())
+    GTEST_SKIP() << "model files not generated: " << why;
+  std::string model = dir + "/" + GetParam();
+  std::string plan = test::tempPath(".plan");
+  int rc = -1;
+  std::string out = runCli(
+      {"compile", model, "-o", plan, "--ctx", "32", "--prefill", "7", "--kv-dtype", "f32"}, rc);
+  ASSERT_EQ(rc, 0) << out;
+  std::vector<std::vector<uint8_t>> dumps;
+  for (const std::string &what : {model, plan}) {
+    std::string dump = test::tempPath(".bin");
+    out =
+        runCli({"run", what, "--device", "cpu", "--ctx", "32", "--prefill", "7", "--kv-dtype",
+                "f32", "--prompt-ids", "3,17,42,5,77,9,31", "--steps", "4", "--dump-logits", dump},
+               rc);
+    ASSERT_EQ(rc, 0) << what << ": " << out;
+    dumps.push_back(test::readFile(dump));
+    llvm::sys::fs::remove(dump);
+  }
+  llvm::sys::fs::remove(plan);
+  ASSERT_FALSE(dumps[0].empty());
+  EXPECT_TRUE(dumps[0] == dumps[1]) << "run MODEL and run X.plan give different logits";
+}
+
+/// `inspect` shows each weight's recipe on one line: file @ offset, type, steps.
+TEST(CliInspect, ShowsEachWeightsRecipeOnOneLine) {
+  if (fusegraphBinary().empty())
+    GTEST_SKIP() << "no fusegraph binary beside the tests";
+  std::string why, dir = generatedModels(why);
+  if (dir.empty())
+    GTEST_SKIP() << "model files not generated: " << why;
+  int rc = -1;
+  std::string out = runCli({"inspect", dir + "/llama3-hf", "--ctx", "32", "--prefill", "7"}, rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("from the model: 17 mapped, 4 made by load-time recipes"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("    blk.0.attn_v: model.safetensors @ 0x"), std::string::npos) << out;
+  size_t q = out.find("    blk.0.attn_q: model.safetensors @ 0x");
+  ASSERT_NE(q, std::string::npos) << out;
+  std::string line = out.substr(q, out.find('\n', q) - q);
+  EXPECT_NE(line.find(" f32[64, 64] | permute_heads(4)"), std::string::npos) << line;
+  EXPECT_NE(out.find("    rope_freqs: embedded f32[8] (32 B)"), std::string::npos) << out;
+  out = runCli({"inspect", dir + "/qwen3moe-hf", "--ctx", "32", "--prefill", "7"}, rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("blk.1.ffn_down_exps: model-0000"), std::string::npos) << out;
+  EXPECT_NE(out.find(" +3 sources f32[64, 32] | concat\n"), std::string::npos) << out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CliRun, ::testing::Values("qwen3.gguf", "llama3-hf"),
