@@ -85,7 +85,7 @@ def main():
     write("gguf", "crash-block-count-2p31-1", gguf_bytes("llama3", block_count=2**31 - 1))
     write("gguf", "crash-gemma3-block-count-2p40", gguf_bytes("gemma3", block_count=2**40))
     write("gguf", "crash-block-count-100000", gguf_bytes("qwen3", block_count=100000))
-    write("hf", "crash-head-dim-0", hf_bytes("qwen3", head_dim=0))
+    write("hf", "crash-head-dim-0", hf_bytes("llama3", head_dim=0))  # llama: q/k rows permuted
     write("hf", "crash-llama3-rope-head-dim-2p31", hf_bytes("llama3", head_dim=2**31))
     # Under the parser's element cap; the reference interpreter cannot hold it.
     write("fg", "crash-huge-weight",

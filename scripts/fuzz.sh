@@ -38,10 +38,12 @@ for t in $targets; do
   done
   log="$build/fuzz/$t.log"
   start=$SECONDS
-  # -max_len caps inputs (the seeds are at most a few tens of KiB); -rss_limit_mb and
+  # -max_len caps inputs (the seeds are at most a few tens of KiB, 75 KiB for a plan); -rss_limit_mb and
   # -malloc_limit_mb turn runaway allocations into findings instead of hangs or swapping;
   # -timeout (seconds per input) turns hangs into findings.
-  "$bin" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+  maxlen=65536
+  [[ $t == plan ]] && maxlen=131072 # the seed plan with a CUDA program holds cubin + PTX
+  "$bin" -max_total_time="$secs" -max_len="$maxlen" -rss_limit_mb=2048 -malloc_limit_mb=1024 \
     -timeout=10 -print_final_stats=1 -artifact_prefix="$findings/$t-" \
     "$work" "$seeds/$t" >"$log" 2>&1
   rc=$?

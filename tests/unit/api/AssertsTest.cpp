@@ -29,7 +29,7 @@ TEST(AssertsDeathTest, UnknownAttributeName) {
 /// A capture name the pattern did not bind fails loudly (passes/fusion/Pattern.h Match::get).
 TEST(AssertsDeathTest, UnknownCaptureName) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  Match m;
+  fusion::Match m;
   m.values["x"] = 3;
   EXPECT_EQ(m.get("x"), 3u);
   EXPECT_DEATH((void)m.get("y"), "no capture of this name");
