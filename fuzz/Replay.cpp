@@ -11,9 +11,10 @@
 // build, with or without sanitizers.
 //
 // --pending names inputs known to fail until a fix on another branch lands,
-// one per line: `<target>/<file name>  reason` (`#` starts a comment). Those
-// must still fail (XFAIL); one that passes is reported (XPASS) and fails the
-// run, so the line gets removed when the fix arrives.
+// one per line: `<target>/<file name>  reason` (`#` starts a comment). Their
+// failure is expected (XFAIL); one that passes is reported (XPASS: delete its
+// line once it passes in every build) without failing the run, because some
+// fail only under a sanitizer (signed overflow is silent without UBSan).
 //
 //===----------------------------------------------------------------------===//
 #include "llvm/ADT/SmallString.h"
@@ -171,7 +172,7 @@ int main(int argc, char **argv) {
     collect(a, files);
   }
   std::sort(files.begin(), files.end());
-  unsigned passed = 0, xfail = 0, failed = 0;
+  unsigned passed = 0, xfail = 0, xpass = 0, failed = 0;
   for (const std::string &f : files) {
     std::string base = llvm::sys::path::filename(f).str();
     auto it = pending.find(base);
@@ -181,20 +182,23 @@ int main(int argc, char **argv) {
       ++passed;
       continue;
     }
-    if (!why.empty() && expectFail) {
-      ++xfail;
-      std::printf("XFAIL %s: %s (pending: %s)\n", f.c_str(), why.c_str(), it->second.c_str());
+    if (expectFail) {
+      if (why.empty()) {
+        ++xpass;
+        std::printf("XPASS %s: passes; once it passes in every build, delete '%s/%s' from "
+                    "fuzz/pending.txt\n",
+                    f.c_str(), FG_FUZZ_TARGET, base.c_str());
+      } else {
+        ++xfail;
+        std::printf("XFAIL %s: %s (pending: %s)\n", f.c_str(), why.c_str(), it->second.c_str());
+      }
       continue;
     }
     ++failed;
-    if (expectFail)
-      std::printf("XPASS %s: no longer fails; remove '%s/%s' from fuzz/pending.txt\n", f.c_str(),
-                  FG_FUZZ_TARGET, base.c_str());
-    else
-      std::printf("FAIL %s: %s\n", f.c_str(), why.c_str());
+    std::printf("FAIL %s: %s\n", f.c_str(), why.c_str());
   }
-  std::printf("replay %s: %zu inputs, %u passed, %u expected failures (pending), %u failed\n",
-              FG_FUZZ_TARGET, files.size(), passed, xfail, failed);
+  std::printf("replay %s: %zu inputs, %u passed, %u failed; pending: %u still fail, %u pass\n",
+              FG_FUZZ_TARGET, files.size(), passed, failed, xfail, xpass);
   if (files.empty()) {
     std::printf("replay: no inputs\n");
     return 1;
