@@ -38,25 +38,34 @@ for t in $targets; do
   done
   log="$build/fuzz/$t.log"
   start=$SECONDS
-  # -max_len caps inputs (the seeds are at most a few tens of KiB, 75 KiB for a plan); -rss_limit_mb and
-  # -malloc_limit_mb turn runaway allocations into findings instead of hangs or swapping;
-  # -timeout (seconds per input) turns hangs into findings.
   maxlen=65536
   [[ $t == plan ]] && maxlen=131072 # the seed plan with a CUDA program holds cubin + PTX
-  "$bin" -max_total_time="$secs" -max_len="$maxlen" -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+  # -max_len caps inputs (the seeds are at most a few tens of KiB, 75 KiB for a plan);
+  # -rss_limit_mb and -malloc_limit_mb turn runaway allocations into findings instead of
+  # hangs or swapping; -timeout (seconds per input) turns hangs into findings. Fork mode
+  # with -ignore_*: a finding does not end the run, so one known bug cannot hide others
+  # for the rest of the time; every finding is saved and fails the step.
+  "$bin" -fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1 \
+    -max_total_time="$secs" -max_len="$maxlen" -rss_limit_mb=2048 -malloc_limit_mb=1024 \
     -timeout=10 -print_final_stats=1 -artifact_prefix="$findings/$t-" \
     "$work" "$seeds/$t" >"$log" 2>&1
   rc=$?
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
-  if ((rc != 0)); then
-    failed+=("$t")
-    echo "fuzz $t: FINDING after $((SECONDS - start)) s (exit $rc); log $log:"
-    grep -m1 -E 'ERROR: |runtime error:|fuzz invariant broken|ALARM|out-of-memory|malloc\(' "$log" || true
-    grep -E '^ +#[0-9]+ ' "$log" | head -12
-    ls "$findings"/"$t"-* 2>/dev/null
-  else
+  found=("$findings/$t"-*)
+  [[ -e "${found[0]}" ]] || found=()
+  execs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#')
+  if ((${#found[@]} == 0 && rc == 0)); then
     echo "fuzz $t: ok, ${execs:-?} inputs in $((SECONDS - start)) s, corpus $(ls "$work" | wc -l) files"
+    continue
   fi
+  failed+=("$t")
+  echo "fuzz $t: ${#found[@]} findings in $((SECONDS - start)) s (exit $rc; log $log)"
+  # What each finding is: its first sanitizer line and frame, replayed without libFuzzer.
+  for f in "${found[@]:0:10}"; do
+    what=$("$build/fuzz/fg_replay_$t" --timeout 12 "$f" 2>&1 |
+      grep -m1 -A2 -E 'runtime error|ERROR: |terminate called|^FAIL ' | grep -E 'error|ERROR|#[01] |FAIL|what' |
+      sed -E 's/ \(\/[^)]*BuildId[^)]*\)//; s/0x[0-9a-f]+ in //' | head -3 | tr '\n' ' ')
+    echo "  $(basename "$f"): $what"
+  done
 done
 if ((${#failed[@]})); then
   echo "fuzz: findings in ${failed[*]} (inputs under $findings)"
