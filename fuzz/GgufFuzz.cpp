@@ -14,8 +14,8 @@
 using namespace fg;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  std::string path = fuzz::writeScratch(
-      "model.gguf", llvm::StringRef(reinterpret_cast<const char *>(data), size));
+  std::string path =
+      fuzz::writeScratch("model.gguf", llvm::StringRef(reinterpret_cast<const char *>(data), size));
   ModelOptions opts;
   opts.ctx = 256;
   opts.prefill = {8};

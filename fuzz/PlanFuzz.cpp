@@ -43,7 +43,8 @@ std::string withValidCrc(llvm::StringRef bytes) {
   if (tableEnd > out.size())
     return out;
   std::memset(&out[kCrcOffset], 0, 4);
-  uint32_t crc = llvm::crc32(0, llvm::arrayRefFromStringRef(llvm::StringRef(out).take_front(tableEnd)));
+  uint32_t crc =
+      llvm::crc32(0, llvm::arrayRefFromStringRef(llvm::StringRef(out).take_front(tableEnd)));
   std::vector<std::pair<uint64_t, uint64_t>> sections; // offset, checked
   for (uint64_t i = 0; i < count; ++i) {
     const char *e = out.data() + kHeaderSize + kEntrySize * i;
@@ -52,7 +53,8 @@ std::string withValidCrc(llvm::StringRef bytes) {
   std::stable_sort(sections.begin(), sections.end(),
                    [](const auto &a, const auto &b) { return a.first < b.first; });
   for (auto [offset, checked] : sections)
-    crc = llvm::crc32(crc, llvm::arrayRefFromStringRef(llvm::StringRef(out).substr(offset, checked)));
+    crc =
+        llvm::crc32(crc, llvm::arrayRefFromStringRef(llvm::StringRef(out).substr(offset, checked)));
   llvm::support::endian::write32le(&out[kCrcOffset], crc);
   return out;
 }

@@ -17,7 +17,11 @@ const char *__ubsan_default_options() { return "print_stacktrace=1:halt_on_error
 
 // Leaks inside the closed-source CUDA libraries (NVRTC, cuBLAS, cudart) are theirs.
 const char *__lsan_default_suppressions() {
-  return "leak:libnvrtc\nleak:libnvrtc-builtins\nleak:libcublas\nleak:libcublasLt\nleak:libcudart\n";
+  return "leak:libnvrtc\n"
+         "leak:libnvrtc-builtins\n"
+         "leak:libcublas\n"
+         "leak:libcublasLt\n"
+         "leak:libcudart\n";
 }
 
 } // extern "C"
