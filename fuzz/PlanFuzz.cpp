@@ -5,9 +5,10 @@
 // bytes, so that mutations get past the checksum and reach the section table,
 // the meta lines, the IR and the program / weights sections, which must hold
 // even against a forged checksum. For a plan that loads, the "program" and
-// "weights" sections are decoded and every embedded weight slot is loaded
-// (loadSlotBytes, which dequantises stored types); slots that refer to a file
-// are not opened (the fuzzer must not read whatever path the input names).
+// "weights" sections are decoded and every weight slot is loaded
+// (loadSlotBytes, which dequantises stored types); a slot that refers to a
+// file reads a stand-in file instead (the fuzzer must not open whatever path
+// the input names).
 //
 //===----------------------------------------------------------------------===//
 #include "FuzzUtil.h"
@@ -59,11 +60,30 @@ std::string withValidCrc(llvm::StringRef bytes) {
   return out;
 }
 
-void loadEmbedded(const std::vector<TensorSlot> &slots) {
+/// A stand-in model file for slots that name one: 64 KiB of varied bytes.
+const std::string &scratchWeights() {
+  static const std::string path = [] {
+    std::string bytes(64 * 1024, '\0');
+    for (size_t i = 0; i < bytes.size(); ++i)
+      bytes[i] = static_cast<char>((i * 131) % 251);
+    return fuzz::writeScratch("weights.bin", bytes);
+  }();
+  return path;
+}
+
+/// Loads every slot: embedded ones as they are, those that name a file from
+/// the stand-in file instead (never a path the input names).
+void loadSlots(const std::vector<TensorSlot> &slots) {
   for (const TensorSlot &s : slots) {
-    if (!s.file.empty() || s.bytes.empty())
+    if (s.file.empty() && s.bytes.empty())
       continue;
-    llvm::Expected<std::vector<uint8_t>> b = loadSlotBytes(s);
+    TensorSlot slot = s;
+    if (!slot.file.empty()) {
+      slot.file = scratchWeights();
+      slot.fileSize = 0; // unchecked
+      slot.offset %= 64 * 1024;
+    }
+    llvm::Expected<std::vector<uint8_t>> b = loadSlotBytes(slot);
     fuzz::drop(b);
   }
 }
@@ -77,15 +97,15 @@ void readPlan(llvm::StringRef bytes) {
   if (const PlanSection *s = plan->section("program")) {
     llvm::Expected<CompiledProgram> p = decodeProgram(s->bytes);
     if (p) {
-      loadEmbedded(p->weights);
-      loadEmbedded(p->state);
+      loadSlots(p->weights);
+      loadSlots(p->state);
     }
     fuzz::drop(p);
   }
   if (const PlanSection *s = plan->section("weights")) {
     llvm::Expected<std::vector<TensorSlot>> w = decodeWeightTable(s->bytes);
     if (w)
-      loadEmbedded(*w);
+      loadSlots(*w);
     fuzz::drop(w);
   }
 }

@@ -2,9 +2,10 @@
 """Writes the hostile inputs of issue 10's table into fuzz/corpus/ (run by hand; the
 files are checked in, so ctest replays them in every build: fuzz-replay.<target>).
 
-    python3 fuzz/known_inputs.py
+    python3 fuzz/known_inputs.py [build/fuzz/seeds/plan/llama-q8-cpu.plan]
 
-Those that still fail until the reader fixes land are listed in fuzz/pending.txt.
+With a seed plan of the quantised tiny model (written by the fuzz-seeds test) it also
+forges plan/crash-quantised-slot-last-dim-0. Those that still fail until the reader fixes land are listed in fuzz/pending.txt.
 Inputs that are not files (a link to /dev/zero, --ctx 2^63-1) are not here.
 """
 import json
@@ -78,6 +79,27 @@ def write(target, name, data):
         f.write(data)
 
 
+def forge_plan(seed, name="blk.0.attn_q"):
+    """The plan with slot `name` (q8_0 [32, 32]) retyped f16 [32, 0] with stored q8_0."""
+    with open(seed, "rb") as f:
+        b = bytearray(f.read())
+    key = struct.pack("<Q", len(name)) + name.encode()
+    at = b.index(key) + len(key)  # type: u8 dtype, u64 rank, i64 dims (runtime/ProgramIO.cpp)
+    assert b[at] == 5 and struct.unpack_from("<Q", b, at + 1)[0] == 2
+    b[at] = 1  # f16
+    struct.pack_into("<q", b, at + 9 + 8, 0)
+    p = at + 9 + 16 + 1 + 8 + 5 * 8  # init: kind, seed, mean, std, min, max, value
+    for _ in range(2):  # init file, init name
+        p += 8 + struct.unpack_from("<Q", b, p)[0]
+    p += 8  # embedded size
+    p += 8 + struct.unpack_from("<Q", b, p)[0]  # file
+    p += 16  # offset, file size
+    p += 8 + struct.unpack_from("<Q", b, p)[0]  # tensor
+    assert b[p] == 0xFF  # stored: none
+    b[p] = 5  # q8_0
+    return bytes(b)  # the crc is stale: the plan target recomputes it
+
+
 def main():
     # token_embd f32 [2^57, 32]: 2^57 * 32 * 4 bytes wraps to 0 in 64 bits.
     write("gguf", "crash-token-embd-byte-size-overflow",
@@ -93,6 +115,8 @@ def main():
           b"    weight %emb: f32[16777216, 65536] {init = normal(seed = 5, std = 1.0)}) {\n"
           b"  %logits = get_rows(%emb, %tokens) : f32[1, 65536]\n"
           b"  return %logits\n}\n")
+    if len(sys.argv) > 1:
+        write("plan", "crash-quantised-slot-last-dim-0", forge_plan(sys.argv[1]))
 
 
 if __name__ == "__main__":
