@@ -3,13 +3,17 @@
 // A hand-written lexer and recursive-descent parser over the canonical text
 // form that ir/Printer.cpp writes (whitespace is free, `//` starts a comment):
 //
+// clang-format off
 //   file      := function+
 //   function  := 'graph' @name '(' [argument (',' argument)*] ')' '{' statement* return '}'
 //   argument  := ('input' | 'weight' | 'state') %name ':' type ['{' 'init' '=' init '}']
 //   init      := word '(' [field '=' value (',' field '=' value)*] ')'
-//   statement := %name (',' %name)* '=' op '(' [%name (',' %name)*] ')' [attrs] ':' type (','
-//   type)* attrs     := '{' [name '=' value (',' name '=' value)*] '}' return    := 'return' [%name
-//   (',' %name)*] type      := dtype '[' [int (',' int)*] ']'
+//   statement := %name (',' %name)* '=' op '(' [%name (',' %name)*] ')' [attrs]
+//                ':' type (',' type)*
+//   attrs     := '{' [name '=' value (',' name '=' value)*] '}'
+//   return    := 'return' [%name (',' %name)*]
+//   type      := dtype '[' [int (',' int)*] ']'
+// clang-format on
 //
 // Every node runs its op's type rule; the declared result types must equal
 // the inferred ones. The first error stops parsing and is reported as one

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fresh Debian 12 machine -> ./build/fusegraph and every test binary.
 #   bash scripts/build.sh            (BUILD_DIR=build, JOBS=number of cores)
+# RelWithDebInfo with asserts live (FG_ASSERTS=ON, the default); FG_ASSERTS=OFF
+# gives the plain -DNDEBUG flags (for benchmarks).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,5 +13,5 @@ cuda="${CUDA_HOME:-/usr/local/cuda}"
 bash "$root/scripts/setup-deps.sh"
 cd "$root"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCUDAToolkit_ROOT="$cuda" >/dev/null
+  -DFG_ASSERTS="${FG_ASSERTS:-ON}" -DCUDAToolkit_ROOT="$cuda" >/dev/null
 cmake --build "$build" -j "$jobs"

@@ -4,8 +4,10 @@
 # Debian package here: it is expected at /usr/local/cuda (override with CUDA_HOME).
 set -euo pipefail
 
+# clang-14 and libclang-rt-14-dev (the ASan/UBSan runtimes and libFuzzer) are for
+# the sanitizer build and the fuzzers (scripts/build-asan.sh, scripts/fuzz.sh).
 packages=(cmake ninja-build g++ llvm-14-dev llvm-14-tools libgtest-dev libbenchmark-dev
-          nlohmann-json3-dev python3)
+          nlohmann-json3-dev python3 clang-14 libclang-rt-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do

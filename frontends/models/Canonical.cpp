@@ -246,7 +246,8 @@ public:
       assert(hp_.llama3Rope && "rope_freqs only with Llama-3 scaling");
       std::vector<float> f = llama3RopeFactors(*hp_.llama3Rope, hp_.ropeTheta, hp_.headDim);
       std::vector<uint8_t> bytes(f.size() * 4);
-      std::memcpy(bytes.data(), f.data(), bytes.size());
+      if (!f.empty()) // memcpy from an empty vector's null data() is UB
+        std::memcpy(bytes.data(), f.data(), bytes.size());
       if (static_cast<int64_t>(bytes.size()) != type.bytes())
         return ck_.config().error("rope_freqs: " + llvm::Twine(f.size()) +
                                   " factors computed but " + type.str() + " is needed");

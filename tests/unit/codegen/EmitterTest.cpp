@@ -219,8 +219,8 @@ TEST(CudaEmit, ConvertContRepeatConcat) {
                                      {DType::F32, DType::BF16}, {DType::BF16, DType::F16},
                                      {DType::F32, DType::I32}, {DType::I32, DType::F32},
                                      {DType::I32, DType::I64}};
-  for (auto [from, to] : pairs)
-    emitAll([&](Builder &b) { b.result(b.convert(b.input("x", T(from, {7, 45})), to)); });
+  for (const auto &p : pairs) // not a structured binding: clang 14 cannot capture one
+    emitAll([&](Builder &b) { b.result(b.convert(b.input("x", T(p.first, {7, 45})), p.second)); });
   // cont of a transposed operand reads through the strides.
   Layout tr;
   tr.shape = {37, 45};

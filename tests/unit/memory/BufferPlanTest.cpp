@@ -328,7 +328,7 @@ TEST(BufferPlan, DecoderLayerByHand) {
   EXPECT_TRUE(proveNoOverlap(fn, plan).empty());
   EXPECT_LT(plan.arenaBytes, plan.unsharedBytes);
   EXPECT_LE(plan.peakLiveBytes, plan.arenaBytes);
-  auto launchOfValue = [&](ValueId val) { return dag.launchOf(fn.value(val).def); };
+  auto launchOfValue = [&, &dag = dag](ValueId val) { return dag.launchOf(fn.value(val).def); };
   LaunchId lq = launchOfValue(fn.lookup("q")), lk = launchOfValue(fn.lookup("k")),
            lv = launchOfValue(fn.lookup("v"));
   EXPECT_FALSE(dag.ordered(lq, lk));
