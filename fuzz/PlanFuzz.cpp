@@ -71,17 +71,17 @@ const std::string &scratchWeights() {
   return path;
 }
 
-/// Loads every slot: embedded ones as they are, those that name a file from
-/// the stand-in file instead (never a path the input names).
+/// Loads every slot: embedded ones as they are, recipes with every source
+/// read from the stand-in file instead (never a path the input names).
 void loadSlots(const std::vector<TensorSlot> &slots) {
   for (const TensorSlot &s : slots) {
-    if (s.file.empty() && s.bytes.empty())
+    if (s.recipe.empty() && s.bytes.empty())
       continue;
     TensorSlot slot = s;
-    if (!slot.file.empty()) {
-      slot.file = scratchWeights();
-      slot.fileSize = 0; // unchecked
-      slot.offset %= 64 * 1024;
+    for (RecipeSource &src : slot.recipe.sources) {
+      src.file = scratchWeights();
+      src.fileSize = 0; // unchecked
+      src.offset %= 64 * 1024;
     }
     llvm::Expected<std::vector<uint8_t>> b = loadSlotBytes(slot);
     fuzz::drop(b);

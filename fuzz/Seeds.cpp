@@ -93,22 +93,14 @@ void writePlan(const std::string &model, const std::string &file, bool cuda,
   co.cuda = cuda;
   co.source = path::filename(model).str();
   co.kernelCacheDir = kernelCache;
+  // As the CLI does (tools/Model.cpp): recipes over the files' ranges, and the
+  // computed weights' bytes.
   for (const WeightEntry &w : m->weights.entries()) {
     ExternalWeight x;
     x.name = w.name;
     x.type = w.type;
-    x.tensor = w.tensor;
-    if (w.isEmbedded()) {
-      x.bytes = w.data;
-    } else {
-      llvm::SmallString<256> abs(w.file);
-      fs::make_absolute(abs);
-      x.file = abs.str().str();
-      x.offset = w.offset;
-      uint64_t size = 0;
-      fs::file_size(x.file, size);
-      x.fileSize = size;
-    }
+    x.recipe = w.recipe;
+    x.bytes = w.data;
     co.weights.push_back(std::move(x));
   }
   llvm::Expected<Plan> plan = compile(m->graph, co);
