@@ -173,7 +173,12 @@ Error Executor::run(StringRef name) {
     for (const Node &n : fn->nodes()) {
       if (n.kind != OpKind::GetRows || n.operands.size() < 2 || n.operands[1] != a.value)
         continue;
-      int64_t rows = fn->type(n.operands[0]).shape[0];
+      // get_rows(table [B.., R, C..], idx [B.., N]): R sits at the rank of idx, minus one.
+      const TensorType &table = fn->type(n.operands[0]);
+      size_t rowDim = fn->type(n.operands[1]).shape.size() - 1;
+      if (rowDim >= table.shape.size())
+        continue; // the verifier refuses this; nothing to check against
+      int64_t rows = table.shape[rowDim];
       for (size_t i = 0; i < vals.size(); ++i)
         if (vals[i] < 0 || vals[i] >= rows)
           return makeError("input '" + v.name + "' [" + Twine(i) + "] = " + Twine(vals[i]) +

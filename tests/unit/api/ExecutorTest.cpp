@@ -1,5 +1,6 @@
 //===- ExecutorTest.cpp - running plans on the CPU reference --------------===//
 #include "runtime/Executor.h"
+#include "ir/Builder.h"
 #include "codegen/cuda/Compile.h"
 #include "frontends/Frontend.h"
 #include "runtime/reference/Interpreter.h"
@@ -118,6 +119,29 @@ TEST(Executor, TokenIdOutsideTheVocabulary) {
                                             std::to_string(vocab - 1) + ")");
   ASSERT_FALSE(bool(e.setInput("tokens", {static_cast<int32_t>(vocab - 1)})));
   EXPECT_FALSE(bool(e.run("decode")));
+}
+
+/// Batched gathers (probs [T, E] by ids [T, k]) check ids against E, the row
+/// dimension of each batch, not against T.
+TEST(Executor, BatchedGatherIdsAreCheckedAgainstTheirRows) {
+  Graph g;
+  Function &fn = g.addFunction("decode");
+  ValueId probs = fn.addArgument("probs", TensorType(DType::F32, {2, 16}), ArgRole::Weight,
+                                 WeightInit::normal(1, 1.0));
+  ValueId ids = fn.addArgument("ids", TensorType(DType::I32, {2, 3}), ArgRole::Input);
+  Builder b(fn);
+  b.result(b.getRows(probs, ids, "y"));
+  ASSERT_FALSE(bool(b.finish()));
+  CompileOptions co;
+  co.cuda = false;
+  Expected<Plan> plan = compile(g, co);
+  ASSERT_TRUE(bool(plan)) << errorText(plan);
+  Expected<Executor> e = Executor::create(*plan, {});
+  ASSERT_TRUE(bool(e)) << errorText(e);
+  ASSERT_FALSE(bool(e->setInput("ids", {0, 5, 15, 1, 2, 3})));
+  EXPECT_FALSE(bool(e->run("decode"))); // 5 and 15 are rows of 16, not of 2
+  ASSERT_FALSE(bool(e->setInput("ids", {0, 5, 16, 1, 2, 3})));
+  EXPECT_EQ(errorText(e->run("decode")), "input 'ids' [2] = 16 is not a row of 'probs' (0 .. 15)");
 }
 
 /// Outputs before any run, and the CUDA device, are clear errors.
