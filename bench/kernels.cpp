@@ -28,6 +28,7 @@
 // Without a device it prints one skip line and exits 0.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/cuda/CudaErrors.h"
 #include "BenchCommon.h"
 #include "KernelCases.h"
 
@@ -73,31 +74,7 @@ Settings &settings() {
   return s;
 }
 
-// --- errors ----------------------------------------------------------------------------
-
-llvm::Error cudaCheck(cudaError_t e, const llvm::Twine &what) {
-  if (e == cudaSuccess)
-    return llvm::Error::success();
-  return makeError("CUDA error in " + what + ": " + cudaGetErrorName(e) + " (" +
-                   cudaGetErrorString(e) + ")");
-}
-
-llvm::Error cublasCheck(cublasStatus_t s, const llvm::Twine &what) {
-  if (s == CUBLAS_STATUS_SUCCESS)
-    return llvm::Error::success();
-  return makeError("cuBLAS error in " + what + ": status " + llvm::Twine(static_cast<int>(s)));
-}
-
-cudaDataType cudaTypeOf(DType t) {
-  switch (t) {
-  case DType::F16:
-    return CUDA_R_16F;
-  case DType::BF16:
-    return CUDA_R_16BF;
-  default:
-    return CUDA_R_32F;
-  }
-}
+// --- errors: runtime/cuda/CudaErrors.h ---------------------------------------------------
 
 /// A device allocation, freed on destruction.
 struct DevBuf {

@@ -174,14 +174,6 @@ static __device__ __forceinline__ unsigned attnTranspose(unsigned a) {
   return d;
 }
 
-/// 16 bytes, streamed (KV rows are read once per kv head).
-static __device__ __forceinline__ uint4 attnLoadStream(const void *p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
-
 /// Elements d0 .. d0 + 7 of one row (element d at row[d · SD]); zeros for a
 /// masked key or past N.
 template <class Dec, long long N, long long SD, bool Vec>
@@ -191,7 +183,7 @@ static __device__ __forceinline__ void attnLoad8(const typename Dec::T *row, lon
   if constexpr (Vec) {
 #pragma unroll
     for (int p = 0; p < Dec::kParts; ++p)
-      out[p] = live && d0 < N ? attnLoadStream(row + d0 + 4 * p) : make_uint4(0, 0, 0, 0);
+      out[p] = live && d0 < N ? fg_load_stream(row + d0 + 4 * p) : make_uint4(0, 0, 0, 0);
   } else {
     union {
       T v[8];

@@ -74,3 +74,13 @@ template <int NT> static __device__ __forceinline__ float fg_block_max(float v) 
 static __device__ __forceinline__ void fg_prefetch_l1(const void *p) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }
+// 16 bytes streamed from global memory (read once: not kept in L1). volatile:
+// callers put it behind a bounds check (`k < K ? load : 0`), and an asm without
+// side effects may be hoisted out of it (compute-sanitizer caught a
+// speculative read past the end of a weight).
+static __device__ __forceinline__ uint4 fg_load_stream(const void *p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}

@@ -46,16 +46,20 @@ namespace fg {
 
 // --- weight decoders -----------------------------------------------------------
 
-struct DecF16 {
-  using T = fg_f16;
+/// 16-bit weights: a 16-byte load is 4 packed pairs, each unpacked by D.
+template <class D> struct DecPairs {
   static constexpr bool kMma = true;
   static constexpr int kPerLoad = 8; ///< weights in one 16-byte load
   static __device__ __forceinline__ void decode(const uint4 &r, float (&w)[8]) {
     const unsigned u[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i)
-      unpack(u[i], w[2 * i], w[2 * i + 1]);
+      D::unpack(u[i], w[2 * i], w[2 * i + 1]);
   }
+};
+
+struct DecF16 : DecPairs<DecF16> {
+  using T = fg_f16;
   /// float pair -> packed half2 (lo in the low 16 bits), and back.
   static __device__ __forceinline__ unsigned pack(float lo, float hi) {
     unsigned r;
@@ -75,16 +79,8 @@ struct DecF16 {
   }
 };
 
-struct DecBF16 {
+struct DecBF16 : DecPairs<DecBF16> {
   using T = fg_bf16;
-  static constexpr bool kMma = true;
-  static constexpr int kPerLoad = 8;
-  static __device__ __forceinline__ void decode(const uint4 &r, float (&w)[8]) {
-    const unsigned u[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      unpack(u[i], w[2 * i], w[2 * i + 1]);
-  }
   static __device__ __forceinline__ unsigned pack(float lo, float hi) {
     unsigned r;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
@@ -145,17 +141,6 @@ template <int Kind, int AlphaBits, int LimitBits> struct EpiGlu {
 
 // --- loads ------------------------------------------------------------------------
 
-/// 16 bytes of weights, streamed (not kept in L1: every byte is read once).
-/// volatile: the load sits behind a bounds check (`k < K ? load : 0`), and a
-/// side-effect-free asm may be hoisted out of it (compute-sanitizer caught a
-/// speculative read past the end of a weight).
-static __device__ __forceinline__ uint4 gemvLoadStream(const void *p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
-
 /// 8 consecutive weights (k0 .. k0 + 7) of one row as 16 bytes (two rows'
 /// worth of uint4 for f32: `half` selects the first or second four).
 template <class Dec, long long K, long long KS, bool Vec, bool Guard>
@@ -166,7 +151,7 @@ static __device__ __forceinline__ void gemvLoadW(const typename Dec::T *row, lon
   if (Vec) {
 #pragma unroll
     for (int p = 0; p < kParts; ++p)
-      out[p] = (!Guard || k0 < K) ? gemvLoadStream(row + k0 + 4 * p) : make_uint4(0, 0, 0, 0);
+      out[p] = (!Guard || k0 < K) ? fg_load_stream(row + k0 + 4 * p) : make_uint4(0, 0, 0, 0);
     return;
   }
   union {
@@ -415,7 +400,7 @@ static __device__ __forceinline__ uint4 gemvLoadLane(const typename Dec::T *row,
   using T = typename Dec::T;
   constexpr int P = Dec::kPerLoad;
   if (Vec)
-    return (!Guard || kk < K) ? gemvLoadStream(row + k) : make_uint4(0, 0, 0, 0);
+    return (!Guard || kk < K) ? fg_load_stream(row + k) : make_uint4(0, 0, 0, 0);
   union {
     T v[P];
     uint4 u;
