@@ -17,6 +17,7 @@
 //   fg_bench_passes --benchmark_out=passes.json --benchmark_out_format=json
 //
 //===----------------------------------------------------------------------===//
+#include "PassGraphs.h"
 #include "ir/Builder.h"
 #include "passes/PassManager.h"
 
@@ -25,40 +26,10 @@
 #include <sys/resource.h>
 
 using namespace fg;
+using fg::bench::chainGraph;
+using fg::bench::wideGraph;
 
 namespace {
-
-constexpr int64_t kWidth = 64;
-
-TensorType act() { return TensorType(DType::F32, {4, kWidth}); }
-
-/// x through n ops cycling silu, mul w, add b, relu, sqr, add b, sigmoid, mul w.
-Graph chainGraph(int64_t n) {
-  Graph g;
-  Builder b(g.addFunction("main"));
-  ValueId x = b.input("x", act()), w = b.input("w", act()), bias = b.input("b", act());
-  const OpKind cycle[] = {OpKind::Silu, OpKind::Mul, OpKind::Add,     OpKind::Relu,
-                          OpKind::Sqr,  OpKind::Add, OpKind::Sigmoid, OpKind::Mul};
-  for (int64_t i = 0; i < n; ++i) {
-    OpKind k = cycle[i % 8];
-    x = k == OpKind::Mul ? b.mul(x, w) : k == OpKind::Add ? b.add(x, bias) : b.unary(k, x);
-  }
-  b.result(x);
-  llvm::consumeError(b.finish());
-  return g;
-}
-
-/// x0 + x1 + ... + xn as n adds, each input its own argument.
-Graph wideGraph(int64_t n) {
-  Graph g;
-  Builder b(g.addFunction("main"));
-  ValueId s = b.input("x0", act());
-  for (int64_t i = 1; i <= n; ++i)
-    s = b.add(s, b.input("x" + std::to_string(i), act()));
-  b.result(s);
-  llvm::consumeError(b.finish());
-  return g;
-}
 
 double maxRssMb() {
   struct rusage ru;

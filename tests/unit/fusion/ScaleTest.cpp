@@ -9,6 +9,7 @@
 // seconds at most, and what fired is what a small graph shows.
 //
 //===----------------------------------------------------------------------===//
+#include "bench/PassGraphs.h"
 #include "ir/Builder.h"
 #include "passes/PassManager.h"
 #include "passes/fusion/FusionReport.h"
@@ -20,36 +21,10 @@
 namespace fg {
 namespace {
 
-TensorType act() { return TensorType(DType::F32, {4, 64}); }
+using bench::chainGraph;
+using bench::wideGraph;
 
-/// x through n ops cycling silu, mul w, add b, relu, sqr, add b, sigmoid, mul w
-/// (bench/passes.cpp's chain).
-Graph chainGraph(int64_t n) {
-  Graph g;
-  Builder b(g.addFunction("main"));
-  ValueId x = b.input("x", act()), w = b.input("w", act()), bias = b.input("b", act());
-  const OpKind cycle[] = {OpKind::Silu, OpKind::Mul, OpKind::Add,     OpKind::Relu,
-                          OpKind::Sqr,  OpKind::Add, OpKind::Sigmoid, OpKind::Mul};
-  for (int64_t i = 0; i < n; ++i) {
-    OpKind k = cycle[i % 8];
-    x = k == OpKind::Mul ? b.mul(x, w) : k == OpKind::Add ? b.add(x, bias) : b.unary(k, x);
-  }
-  b.result(x);
-  EXPECT_FALSE(bool(b.finish()));
-  return g;
-}
-
-/// x0 + x1 + ... + xn as n adds (bench/passes.cpp's wide sum).
-Graph wideGraph(int64_t n) {
-  Graph g;
-  Builder b(g.addFunction("main"));
-  ValueId s = b.input("x0", act());
-  for (int64_t i = 1; i <= n; ++i)
-    s = b.add(s, b.input("x" + std::to_string(i), act()));
-  b.result(s);
-  EXPECT_FALSE(bool(b.finish()));
-  return g;
-}
+TensorType act() { return bench::passGraphAct(); }
 
 /// CPU seconds of this process (other processes share the machine: wall time
 /// would measure them too).
