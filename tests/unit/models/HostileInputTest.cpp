@@ -31,6 +31,9 @@
 namespace fg {
 namespace {
 
+using test::fusegraphBinary;
+using test::runCli;
+
 std::string errorText(llvm::Error e) { return llvm::toString(std::move(e)); }
 
 // --- checked arithmetic -------------------------------------------------------------------
@@ -227,35 +230,11 @@ TEST(HostileSizes, CtxBeyondTheLimit) {
 
 // --- the CLI: one line, exit 1 ------------------------------------------------------------
 
-/// The fusegraph binary of this build (tests/ lies beside it), or "".
-std::string fusegraphBinary() {
-  std::string self = llvm::sys::fs::getMainExecutable(nullptr, nullptr);
-  llvm::SmallString<256> p(llvm::sys::path::parent_path(llvm::sys::path::parent_path(self)));
-  llvm::sys::path::append(p, "fusegraph");
-  return llvm::sys::fs::can_execute(p) ? p.str().str() : "";
-}
-
-/// Runs fusegraph with `args` (60 s at most); stdout then stderr, and the exit status.
-std::string runCli(llvm::ArrayRef<std::string> args, int &rc) {
-  std::string bin = fusegraphBinary();
-  std::string out = test::tempPath(".txt"), err = test::tempPath(".txt");
-  std::vector<llvm::StringRef> argv = {bin};
-  for (const std::string &a : args)
-    argv.push_back(a);
-  llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(out),
-                                                 llvm::StringRef(err)};
-  rc = llvm::sys::ExecuteAndWait(bin, argv, llvm::None, redirects, /*SecondsToWait=*/60);
-  std::vector<uint8_t> o = test::readFile(out), e = test::readFile(err);
-  llvm::sys::fs::remove(out);
-  llvm::sys::fs::remove(err);
-  return std::string(o.begin(), o.end()) + std::string(e.begin(), e.end());
-}
-
 /// Exit 1 and exactly one line containing `want`: `fusegraph: error: ...`, or
 /// a library's `<file>: error: ...` (printed unchanged).
 void expectOneLineError(llvm::ArrayRef<std::string> args, llvm::StringRef want) {
   int rc = -1;
-  std::string out = runCli(args, rc);
+  std::string out = runCli(args, rc, /*seconds=*/60);
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("error: "), std::string::npos) << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;

@@ -92,4 +92,26 @@ std::vector<uint8_t> readFile(const std::string &path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
 }
 
+std::string fusegraphBinary() {
+  std::string self = llvm::sys::fs::getMainExecutable(nullptr, nullptr);
+  llvm::SmallString<256> p(llvm::sys::path::parent_path(llvm::sys::path::parent_path(self)));
+  llvm::sys::path::append(p, "fusegraph");
+  return llvm::sys::fs::can_execute(p) ? p.str().str() : "";
+}
+
+std::string runCli(llvm::ArrayRef<std::string> args, int &rc, unsigned seconds) {
+  std::string bin = fusegraphBinary();
+  std::string out = tempPath(".txt"), err = tempPath(".txt");
+  std::vector<llvm::StringRef> argv = {bin};
+  for (const std::string &a : args)
+    argv.push_back(a);
+  llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(out),
+                                                 llvm::StringRef(err)};
+  rc = llvm::sys::ExecuteAndWait(bin, argv, llvm::None, redirects, seconds);
+  std::vector<uint8_t> o = readFile(out), e = readFile(err);
+  llvm::sys::fs::remove(out);
+  llvm::sys::fs::remove(err);
+  return std::string(o.begin(), o.end()) + std::string(e.begin(), e.end());
+}
+
 } // namespace fg::test

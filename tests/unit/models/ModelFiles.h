@@ -11,6 +11,7 @@
 #include "frontends/ModelWeights.h"
 #include "runtime/reference/Interpreter.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -48,5 +49,11 @@ struct Bytes {
 std::string tempPath(llvm::StringRef suffix);
 void writeFile(const std::string &path, const std::vector<uint8_t> &bytes);
 std::vector<uint8_t> readFile(const std::string &path);
+
+/// The fusegraph binary of this build (tests/ lies beside it), or "".
+std::string fusegraphBinary();
+/// Runs fusegraph with `args` (at most `seconds`); stdout then stderr, the exit
+/// status in `rc`.
+std::string runCli(llvm::ArrayRef<std::string> args, int &rc, unsigned seconds = 300);
 
 } // namespace fg::test

@@ -30,6 +30,9 @@
 namespace fg {
 namespace {
 
+using test::fusegraphBinary;
+using test::runCli;
+
 using test::generatedModels;
 
 const std::vector<int32_t> kPrompt = {3, 17, 42, 5, 77, 9, 31};
@@ -282,30 +285,6 @@ TEST(PlanWeights, AModelFileThatChangedSizeIsAClearError) {
 }
 
 // --- the CLI -----------------------------------------------------------------------------
-
-/// The fusegraph binary of this build (tests/ lies beside it), or "".
-std::string fusegraphBinary() {
-  std::string self = llvm::sys::fs::getMainExecutable(nullptr, nullptr);
-  llvm::SmallString<256> p(llvm::sys::path::parent_path(llvm::sys::path::parent_path(self)));
-  llvm::sys::path::append(p, "fusegraph");
-  return llvm::sys::fs::can_execute(p) ? p.str().str() : "";
-}
-
-/// Runs fusegraph with `args`; returns stdout (exit status in `rc`).
-std::string runCli(llvm::ArrayRef<std::string> args, int &rc) {
-  std::string bin = fusegraphBinary();
-  std::string out = test::tempPath(".txt"), err = test::tempPath(".txt");
-  std::vector<llvm::StringRef> argv = {bin};
-  for (const std::string &a : args)
-    argv.push_back(a);
-  llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(out),
-                                                 llvm::StringRef(err)};
-  rc = llvm::sys::ExecuteAndWait(bin, argv, llvm::None, redirects);
-  std::vector<uint8_t> o = test::readFile(out), e = test::readFile(err);
-  llvm::sys::fs::remove(out);
-  llvm::sys::fs::remove(err);
-  return std::string(o.begin(), o.end()) + std::string(e.begin(), e.end());
-}
 
 class CliRun : public ::testing::TestWithParam<const char *> {};
 
