@@ -40,6 +40,9 @@ struct ExecOptions {
   /// CUDA eager only: time every launch with CUDA events (lastLaunchTimes());
   /// adds host time per launch, so profiled steps are not timed steps.
   bool profileLaunches = false;
+  /// CUDA graph only: programmatic dependent launch between consecutive
+  /// kernels (CudaRunner::setProgrammaticLaunch).
+  bool programmaticLaunch = true;
   LogSink log;             ///< verbose messages; may be empty
 };
 

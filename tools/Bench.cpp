@@ -78,7 +78,7 @@ int runBench(ArrayRef<const char *> args) {
           "w-moe-12, w-moe-48, w-tiny (add -bf16 for bf16 weights). Without a GPU it says so\n"
           "and exits 0.");
   f.option("workload", "NAME", "a benchmark workload instead of MODEL");
-  f.option("compare", "LIST", "variants: fused, unfused (compiled), eager, graph (modes)",
+  f.option("compare", "LIST", "variants: fused, unfused (compiled), eager, graph (modes), nopdl (graph without programmatic launch)",
            "fused,unfused,eager,graph");
   f.option("steps", "N", "timed steps per variant (median reported)", "100");
   f.option("warmup", "N", "untimed steps first", "20");
@@ -110,7 +110,8 @@ int runBench(ArrayRef<const char *> args) {
     model += "-bf16";
   bool isPlan = isPlanFile(model);
 
-  bool wantFused = false, wantUnfused = false, wantEager = false, wantGraph = false;
+  bool wantFused = false, wantUnfused = false, wantEager = false, wantGraph = false,
+       wantNoPdl = false;
   for (const std::string &c : f.list("compare")) {
     if (c == "fused")
       wantFused = true;
@@ -120,8 +121,10 @@ int runBench(ArrayRef<const char *> args) {
       wantEager = true;
     else if (c == "graph")
       wantGraph = true;
+    else if (c == "nopdl")
+      wantNoPdl = true;
     else if (c != "all")
-      return f.usageError("--compare takes fused, unfused, eager, graph; got '" + c + "'");
+      return f.usageError("--compare takes fused, unfused, eager, graph, nopdl; got '" + c + "'");
   }
   if (!wantFused && !wantUnfused)
     wantFused = wantUnfused = true;
@@ -199,12 +202,15 @@ int runBench(ArrayRef<const char *> args) {
         v.ideal = idealStepBytes(*fn, kv);
       v.launches = countLaunches(*v.plan, "decode");
     }
-    for (bool graph : {false, true}) {
-      if ((graph && !wantGraph) || (!graph && !wantEager))
+    enum class M { Eager, Graph, GraphNoPdl };
+    for (M m : {M::Eager, M::Graph, M::GraphNoPdl}) {
+      if ((m == M::Graph && !wantGraph) || (m == M::Eager && !wantEager) ||
+          (m == M::GraphNoPdl && !wantNoPdl))
         continue;
+      bool graph = m != M::Eager;
       Row r;
       r.fusion = v.fusion;
-      r.mode = graph ? "graph" : "eager";
+      r.mode = m == M::Eager ? "eager" : m == M::Graph ? "graph" : "graph-nopdl";
       r.idealMs = v.ideal.total() / bwBytesPerMs;
       r.launches = v.launches;
       if (!v.plan) {
@@ -215,6 +221,7 @@ int runBench(ArrayRef<const char *> args) {
       ExecOptions eo;
       eo.device = ExecOptions::Device::Cuda;
       eo.mode = graph ? ExecOptions::Mode::Graph : ExecOptions::Mode::Eager;
+      eo.programmaticLaunch = m != M::GraphNoPdl;
       eo.log = stderrLog(verbose);
       Expected<Executor> ex = Executor::create(*v.plan, eo);
       if (!ex) {

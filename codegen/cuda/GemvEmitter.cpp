@@ -291,8 +291,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   } else {
     args += ", nullptr, nullptr";
   }
-  c += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(32 * sp.warps) +
-       ") KERNEL(" + params + ") {\n  fg::gemv<Cfg>(fg::GemvArgs<Cfg>{" + args + "});\n}\n";
+  c += kernelEntry(32 * sp.warps, params, "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{" + args + "});");
 
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() + c);
   k.grid[0] = static_cast<unsigned>((d.N + sp.rows - 1) / sp.rows);

@@ -42,6 +42,7 @@ struct CudaRunner::Impl {
   void *arena = nullptr;
   void *workspace = nullptr;
   std::map<std::string, EntryState, std::less<>> entries;
+  bool programmatic = true; ///< programmatic edges between kernel nodes of a graph
 
   explicit Impl(const CompiledProgram &p) : prog(p) {}
 
@@ -143,18 +144,35 @@ struct CudaRunner::Impl {
   }
 
   /// Builds the entry's CUDA graph from the DAG: kernels as kernel nodes,
-  /// cuBLAS calls captured into child graphs, edges from `deps`.
+  /// cuBLAS calls captured into child graphs, edges from `deps`. An edge
+  /// between two kernels is programmatic when `programmatic` is set: the
+  /// dependent kernel is scheduled once every block of its predecessor has
+  /// passed fg_pdl_begin (common.cuh) and waits there for the predecessor to
+  /// finish, so its launch overlaps the predecessor's body. Edges to or from
+  /// a cuBLAS child graph stay full edges (programmatic edges join kernel
+  /// nodes only).
   llvm::Error buildGraph(EntryState &es) {
     if (auto e = cudaCheck(cudaGraphCreate(&es.graph, 0), "cudaGraphCreate"))
       return e;
     const auto &launches = es.entry->launches;
     std::vector<cudaGraphNode_t> nodes(launches.size());
+    std::vector<cudaGraphNode_t> from, to;
+    std::vector<cudaGraphEdgeData> edges;
     for (size_t i = 0; i < launches.size(); ++i) {
       const LaunchRecord &l = launches[i];
-      std::vector<cudaGraphNode_t> deps;
-      for (uint32_t d : l.deps)
-        deps.push_back(nodes[d]);
-      if (l.kind == LaunchRecord::Kind::Gemm) {
+      bool isKernel = l.kind != LaunchRecord::Kind::Gemm;
+      for (uint32_t d : l.deps) {
+        cudaGraphEdgeData ed{};
+        if (programmatic && isKernel && launches[d].kind != LaunchRecord::Kind::Gemm) {
+          ed.from_port = cudaGraphKernelNodePortProgrammatic;
+          ed.type = cudaGraphDependencyTypeProgrammatic;
+        }
+        from.push_back(nodes[d]);
+        edges.push_back(ed);
+      }
+      to.resize(from.size());
+      cudaGraphNode_t *self = &nodes[i];
+      if (!isKernel) {
         cudaGraph_t child = nullptr;
         if (auto e = cudaCheck(cudaStreamBeginCapture(captureStream, cudaStreamCaptureModeThreadLocal),
                                "capture of " + l.what))
@@ -165,27 +183,33 @@ struct CudaRunner::Impl {
           return err;
         if (auto e = cudaCheck(ce, "capture of " + l.what))
           return e;
-        cudaError_t ae = cudaGraphAddChildGraphNode(&nodes[i], es.graph, deps.data(), deps.size(), child);
+        cudaError_t ae = cudaGraphAddChildGraphNode(self, es.graph, nullptr, 0, child);
         cudaGraphDestroy(child);
         if (auto e = cudaCheck(ae, "graph node for " + l.what))
           return e;
-        continue;
+      } else {
+        std::vector<void *> ptrs(l.args.size()), argv(l.args.size());
+        for (size_t a = 0; a < l.args.size(); ++a) {
+          ptrs[a] = address(l.args[a]);
+          argv[a] = &ptrs[a];
+        }
+        cudaKernelNodeParams p{};
+        p.func = es.kernels[i];
+        p.gridDim = dim3(l.grid[0], l.grid[1], l.grid[2]);
+        p.blockDim = dim3(l.block[0], l.block[1], l.block[2]);
+        p.sharedMemBytes = l.sharedBytes;
+        p.kernelParams = argv.data();
+        if (auto e = cudaCheck(cudaGraphAddKernelNode(self, es.graph, nullptr, 0, &p),
+                               "graph node for " + l.what))
+          return e;
       }
-      std::vector<void *> ptrs(l.args.size()), argv(l.args.size());
-      for (size_t a = 0; a < l.args.size(); ++a) {
-        ptrs[a] = address(l.args[a]);
-        argv[a] = &ptrs[a];
-      }
-      cudaKernelNodeParams p{};
-      p.func = es.kernels[i];
-      p.gridDim = dim3(l.grid[0], l.grid[1], l.grid[2]);
-      p.blockDim = dim3(l.block[0], l.block[1], l.block[2]);
-      p.sharedMemBytes = l.sharedBytes;
-      p.kernelParams = argv.data();
-      if (auto e = cudaCheck(cudaGraphAddKernelNode(&nodes[i], es.graph, deps.data(), deps.size(), &p),
-                             "graph node for " + l.what))
-        return e;
+      std::fill(to.end() - l.deps.size(), to.end(), *self);
     }
+    if (!from.empty())
+      if (auto e = cudaCheck(cudaGraphAddDependencies(es.graph, from.data(), to.data(),
+                                                      edges.data(), from.size()),
+                             "graph edges"))
+        return e;
     return cudaCheck(cudaGraphInstantiate(&es.exec, es.graph, 0), "cudaGraphInstantiate");
   }
 
@@ -483,6 +507,20 @@ llvm::Error CudaRunner::readOutput(llvm::StringRef entry, llvm::StringRef name,
                      "reading output " + name);
   }
   return makeError("entry '" + entry + "' has no output '" + name + "'");
+}
+
+void CudaRunner::setProgrammaticLaunch(bool on) {
+  if (impl_->programmatic == on)
+    return;
+  impl_->programmatic = on;
+  for (auto &[name, es] : impl_->entries) {
+    if (es.exec)
+      cudaGraphExecDestroy(es.exec);
+    if (es.graph)
+      cudaGraphDestroy(es.graph);
+    es.exec = nullptr;
+    es.graph = nullptr;
+  }
 }
 
 llvm::Error CudaRunner::resetState() {

@@ -44,6 +44,11 @@ public:
   llvm::Error readOutput(llvm::StringRef entry, llvm::StringRef name, std::vector<uint8_t> &out);
   llvm::Error resetState();
 
+  /// Graph runs join consecutive kernels with programmatic edges
+  /// (programmatic dependent launch; default on). Changing it rebuilds the
+  /// graphs at their next run; for measuring what PDL is worth.
+  void setProgrammaticLaunch(bool on);
+
   /// Device time of the last run, from CUDA events (ms).
   float lastGpuMs() const { return lastGpuMs_; }
   /// Host time of the last run from entry to "everything enqueued" (input
