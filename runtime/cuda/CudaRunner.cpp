@@ -1,5 +1,6 @@
 #include "runtime/cuda/CudaRunner.h"
 #include "runtime/cuda/CudaErrors.h"
+#include "runtime/cuda/KernelTrace.h"
 
 #include "ir/InitFormula.h"
 #include "runtime/WeightLoad.h"
@@ -10,6 +11,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <map>
 
 namespace fg {
@@ -43,10 +45,13 @@ struct CudaRunner::Impl {
   void *workspace = nullptr;
   std::map<std::string, EntryState, std::less<>> entries;
   bool programmatic = true; ///< programmatic edges between kernel nodes of a graph
+  bool tracing = false;      ///< KernelTrace started by a profiled graph run
 
   explicit Impl(const CompiledProgram &p) : prog(p) {}
 
   ~Impl() {
+    if (tracing)
+      KernelTrace::stop();
     for (auto &[name, e] : entries) {
       if (e.exec)
         cudaGraphExecDestroy(e.exec);
@@ -211,6 +216,57 @@ struct CudaRunner::Impl {
                              "graph edges"))
         return e;
     return cudaCheck(cudaGraphInstantiate(&es.exec, es.graph, 0), "cudaGraphInstantiate");
+  }
+
+  /// Device time charged to each launch of one traced graph replay
+  /// (chargedTimes: from the later of its start and the end of what ran
+  /// before it, to its end), ms. Kernel records map to launches by symbol,
+  /// in start order; records of other kernels (cuBLAS's) go to the earliest
+  /// cuBLAS call not yet passed.
+  static llvm::Expected<std::vector<float>> launchTimes(const CompiledEntry &entry,
+                                                        std::vector<KernelRecord> records) {
+    std::stable_sort(records.begin(), records.end(),
+                     [](const KernelRecord &a, const KernelRecord &b) { return a.start < b.start; });
+    std::vector<uint64_t> ns = chargedTimes(records);
+    std::map<std::string, std::deque<size_t>, std::less<>> bySymbol;
+    std::deque<size_t> gemms;
+    for (size_t i = 0; i < entry.launches.size(); ++i) {
+      const LaunchRecord &l = entry.launches[i];
+      if (l.kind == LaunchRecord::Kind::Gemm)
+        gemms.push_back(i);
+      else
+        bySymbol[l.symbol].push_back(i);
+    }
+    std::vector<float> ms(entry.launches.size(), 0.0f);
+    size_t unmatched = 0;
+    for (size_t r = 0; r < records.size(); ++r) {
+      auto it = bySymbol.find(records[r].name);
+      size_t launch;
+      if (it != bySymbol.end() && !it->second.empty()) {
+        launch = it->second.front();
+        it->second.pop_front();
+      } else if (!gemms.empty()) {
+        launch = gemms.front();
+        bool nextIsOurs = r + 1 < records.size() && bySymbol.count(records[r + 1].name);
+        if (nextIsOurs)
+          gemms.pop_front();
+      } else {
+        ++unmatched;
+        continue;
+      }
+      ms[launch] += static_cast<float>(ns[r] / 1e6);
+    }
+    size_t missing = 0;
+    for (auto &[sym, q] : bySymbol)
+      missing += q.size();
+    if (missing || unmatched)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "kernel trace of entry '" + entry.name + "': " + std::to_string(records.size()) +
+              " kernel records for " + std::to_string(entry.launches.size()) + " launches (" +
+              std::to_string(missing) + " launches without a record, " +
+              std::to_string(unmatched) + " records without a launch)");
+    return ms;
   }
 
   llvm::Error copyInputs(EntryState &es) {
@@ -430,6 +486,16 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
   lastLaunchMs_.clear();
   size_t nLaunches = es.entry->launches.size();
   bool profile = profileLaunches_ && !useGraph;
+  bool trace = profileLaunches_ && useGraph;
+  if (trace) {
+    if (!m.tracing) {
+      if (auto e = KernelTrace::start())
+        return e;
+      m.tracing = true;
+    }
+    if (auto old = KernelTrace::take(); !old) // drop what ran before this step
+      return old.takeError();
+  }
   while (profile && m.launchEvents.size() < nLaunches + 1) {
     cudaEvent_t ev = nullptr;
     if (auto e = cudaCheck(cudaEventCreate(&ev), "event"))
@@ -468,6 +534,15 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
     lastLaunchMs_.assign(nLaunches, 0.0f);
     for (size_t i = 0; i < nLaunches; ++i)
       cudaEventElapsedTime(&lastLaunchMs_[i], m.launchEvents[i], m.launchEvents[i + 1]);
+  }
+  if (trace) {
+    auto records = KernelTrace::take();
+    if (!records)
+      return records.takeError();
+    auto ms = Impl::launchTimes(*es.entry, *records);
+    if (!ms)
+      return ms.takeError();
+    lastLaunchMs_ = std::move(*ms);
   }
   return llvm::Error::success();
 }

@@ -57,7 +57,8 @@ public:
 
   /// Eager runs record a CUDA event before the first launch and after each
   /// launch (this adds host time: for per-kernel breakdowns, not for timing
-  /// steps). Graph runs and debug-sync runs ignore it.
+  /// steps). Graph runs are traced with CUPTI (KernelTrace.h; an error where
+  /// libcupti cannot be loaded). Debug-sync runs ignore it.
   void setProfileLaunches(bool on) { profileLaunches_ = on; }
   /// Device time of each launch of the last profiled eager run, in launch
   /// order (ms); empty after any other run.
