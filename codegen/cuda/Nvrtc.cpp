@@ -46,6 +46,10 @@ std::vector<std::string> allFlags(llvm::StringRef arch, const NvrtcOptions &o) {
     if (!llvm::StringRef(*d).getAsInteger(10, ns) && ns > 0)
       f.push_back("-DFG_PDL_DELAY_NS=" + std::to_string(ns) + "u");
   }
+  // FG_DEBUG_PDL_NO_TRIGGER=1: no early griddepcontrol.launch_dependents
+  // (dependents launch when every block has exited).
+  if (auto d = llvm::sys::Process::GetEnv("FG_DEBUG_PDL_NO_TRIGGER"); d && *d == "1")
+    f.push_back("-DFG_PDL_NO_TRIGGER");
   return f;
 }
 

@@ -9,6 +9,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -153,13 +154,20 @@ struct CudaRunner::Impl {
   /// between two kernels is programmatic when `programmatic` is set: the
   /// dependent kernel is scheduled once every block of its predecessor has
   /// passed fg_pdl_begin (common.cuh) and waits there for the predecessor to
-  /// finish, so its launch overlaps the predecessor's body. Edges to or from
-  /// a cuBLAS child graph stay full edges (programmatic edges join kernel
-  /// nodes only).
+  /// finish, so its launch overlaps the predecessor's body. Programmatic
+  /// edges join kernel nodes only, and only in entries without a cuBLAS call:
+  /// with cuBLAS child graphs in the same graph, a cuBLAS call started before
+  /// the kernel feeding it had written its result (caught by
+  /// FG_DEBUG_PDL_DELAY_NS on the prefill entries, although the edges into
+  /// the calls were full ones), so such entries keep full edges throughout.
   llvm::Error buildGraph(EntryState &es) {
     if (auto e = cudaCheck(cudaGraphCreate(&es.graph, 0), "cudaGraphCreate"))
       return e;
     const auto &launches = es.entry->launches;
+    bool programmatic =
+        this->programmatic && std::none_of(launches.begin(), launches.end(), [](const auto &l) {
+          return l.kind == LaunchRecord::Kind::Gemm;
+        });
     std::vector<cudaGraphNode_t> nodes(launches.size());
     std::vector<cudaGraphNode_t> from, to;
     std::vector<cudaGraphEdgeData> edges;

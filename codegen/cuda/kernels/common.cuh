@@ -85,7 +85,9 @@ template <int NT> static __device__ __forceinline__ float fg_block_max(float v) 
 static __device__ __forceinline__ void fg_pdl_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#ifndef FG_PDL_NO_TRIGGER
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 #endif
 #ifdef FG_PDL_DELAY_NS
   for (unsigned t = 0; t < FG_PDL_DELAY_NS; t += 1000) __nanosleep(1000);
