@@ -18,6 +18,7 @@
 #include "frontends/models/Family.h"
 #include "runtime/Compare.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
@@ -49,6 +50,11 @@ TEST(FamilyRegistry, NamesAreUniqueAndFindTheirFamily) {
       EXPECT_EQ(familyForHfModelType(t), f) << t.str();
     }
     EXPECT_FALSE(f->hfModelTypes.empty() && f->hfHParams) << f->name.str() << ": HF hook, no HF";
+    EXPECT_EQ(f->hfRopeScalingType.empty(), f->hfRopeScaling == nullptr)
+        << f->name.str() << ": a rope type of its own needs its reader, and the reader a type";
+    EXPECT_TRUE(f->hfMultimodalModelType.empty() ||
+                llvm::is_contained(f->hfModelTypes, f->hfMultimodalModelType))
+        << f->name.str() << ": the multimodal model_type must be one of its model_types";
     EXPECT_EQ(f->moe, f->name == "qwen3moe") << f->name.str();
   }
   EXPECT_EQ(familyForGgufArch("gpt2"), nullptr);
