@@ -165,11 +165,4 @@ llvm::Expected<ModelHParams> hparamsFromHf(const HfCheckpoint &ck);
 /// The family's decoder (weights left unbound; a TensorSource supplies them).
 llvm::Expected<DecoderConfig> decoderConfigFor(const ModelHParams &hp, int64_t ctx, DType kvDType);
 
-/// `auto var = *expr` or return its error (the readers and the families' hooks).
-#define FG_TRY(var, expr)                                                                          \
-  auto var##OrErr = (expr);                                                                        \
-  if (!var##OrErr)                                                                                 \
-    return var##OrErr.takeError();                                                                 \
-  auto var = std::move(*var##OrErr);
-
 } // namespace fg

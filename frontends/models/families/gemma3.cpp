@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/models/Family.h"
+#include "frontends/models/Try.h"
 
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/safetensors/Safetensors.h"

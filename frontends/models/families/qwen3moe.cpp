@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/models/Family.h"
+#include "frontends/models/Try.h"
 
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/safetensors/Safetensors.h"
