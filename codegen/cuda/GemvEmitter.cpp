@@ -175,7 +175,7 @@ struct GemvSplit {
 /// variant sweep on the H200 (bench/variant-sweep.sh; bench/RESULTS.md):
 /// one row of x (dense) streams best with 4 warps, split unevenly if need be;
 /// more rows of x, and expert-indexed launches, with the most warps (≤ 8) that
-/// split K evenly. Either way the grid holds at least 16 warps per SM, else
+/// split K evenly (two dense rows also choose the chunk depth by K, below). Either way the grid holds at least 16 warps per SM, else
 /// it takes min(8, chunks): a long K over few rows (18944 → 3584) left the
 /// SMs a quarter full with 1 warp per block (46.9 µs against 33.8 with 4).
 /// Tensor cores: 16 rows per block, enough warps (K split) for ~24 warps per SM.
@@ -191,6 +191,11 @@ GemvSplit chooseSplit(bool tensorCores, int64_t N, int64_t K, int64_t M, bool ex
       s.rows = o.gemvRows;
     int64_t steps = (K + 32 * perLoad - 1) / (32 * perLoad);
     s.unroll = static_cast<int>(std::clamp<int64_t>(8 / (s.rows * streams), 1, steps));
+    // Two rows of x, one weight stream: deeper chunks on a long K (4 steps
+    // from 20: 18944 -> 3584 took 42.0 µs against 48.9 with 2), single steps
+    // below 16 (K = 2048: 8 chunks for 8 warps instead of 4 for 4).
+    if (M == 2 && !expert && streams == 1 && o.gemvRows == 0)
+      s.unroll = static_cast<int>(std::min<int64_t>(steps >= 20 ? 4 : steps >= 16 ? 2 : 1, steps));
     int64_t chunks = (steps + s.unroll - 1) / s.unroll;
     int64_t maxWarps = std::min<int64_t>(8, chunks);
     s.warps = 1;
