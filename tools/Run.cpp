@@ -72,6 +72,9 @@ int runRun(ArrayRef<const char *> args) {
   co.log = ms.log = stderrLog(f.has("verbose"));
   // CUDA code is generated only for a run that needs it (or --verify).
   co.cuda = eo.device == ExecOptions::Device::Cuda;
+  // --dump-logits keeps a row per prompt token: prefill entries return every row.
+  if (f.has("dump-logits"))
+    ms.allLogits = true;
 
   Expected<Plan> plan = planFor(f.positional()[0], ms, co);
   if (!plan)
@@ -80,7 +83,7 @@ int runRun(ArrayRef<const char *> args) {
   GenerateExtras extras;
   extras.teacherForced.assign(teacher.begin(), teacher.end());
   extras.dumpLogits = f.get("dump-logits");
-  return generate(*plan, eo, prompt, steps, f.has("verbose"), f.has("verify"), extras);
+  return generate(*plan, eo, prompt, steps, f.has("verify"), extras);
 }
 
 } // namespace fg::cli
