@@ -71,6 +71,7 @@ Expected<Session> Session::create(Executor exec, SessionOptions opts) {
                      "(inputs tokens and positions, result logits: f32[T, vocab])");
   if (lt->shape[0] != 1)
     return makeError("entry 'decode' returns logits " + lt->str() + "; expected one row");
+  exec.resetState(); // position 0: a new conversation
   Session s(std::move(exec), std::move(opts));
   s.vocab_ = lt->shape[1];
   for (const PrefillBucket &b : prefillBuckets(s.exec_.graph())) {

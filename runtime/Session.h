@@ -103,7 +103,7 @@ public:
   /// [1, vocab].
   static llvm::Expected<Session> create(const Plan &plan, const ExecOptions &exec,
                                         SessionOptions opts = {});
-  /// A session over `exec` (whose state is taken as empty: position 0).
+  /// A session over `exec`; its state is reset (position 0).
   static llvm::Expected<Session> create(Executor exec, SessionOptions opts = {});
 
   /// Feeds `tokens` at the next positions (prefill buckets, then decode, as
