@@ -166,11 +166,10 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
                        "const Cfg::DecV::T* v, const Cfg::Pos* pos";
   if (hasSinks)
     params += ", const Cfg::Sink* sinks";
-  c += llvm::formatv("extern \"C\" __global__ void __launch_bounds__({0}) KERNEL({1}) {{\n"
-                     "  fg::attention<Cfg>(fg::AttnArgs<Cfg>{{y, scratch, q, k, v, pos, {2}});\n"
-                     "}\n",
-                     32 * kWarps, params, hasSinks ? "sinks" : "nullptr")
-           .str();
+  c += kernelEntry(32 * kWarps, params,
+                   llvm::formatv("fg::attention<Cfg>(fg::AttnArgs<Cfg>{{y, scratch, q, k, v, pos, {0}});",
+                                 hasSinks ? "sinks" : "nullptr")
+                       .str());
   KernelSpec main = finishSpec("attention", kernelSource("attention.cuh").str() + c);
   main.grid[0] = static_cast<unsigned>(p.smax);
   main.grid[1] = static_cast<unsigned>(p.HB);
@@ -183,11 +182,9 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   main.scratchBytes = p.scratchBytes;
 
   unsigned zt = p.counters >= 256 ? 256 : 32;
-  std::string z = llvm::formatv("extern \"C\" __global__ void __launch_bounds__({0}) "
-                                "KERNEL(unsigned* counters) {{\n"
-                                "  fg::attnClearCounters<{1}LL>(counters);\n}\n",
-                                zt, p.counters)
-                      .str();
+  std::string z = kernelEntry(zt, "unsigned* counters",
+                              llvm::formatv("fg::attnClearCounters<{0}LL>(counters);", p.counters)
+                                  .str());
   KernelSpec zero = finishSpec("attention_zero", kernelSource("attention.cuh").str() + z);
   zero.block[0] = zt;
   zero.params = {Param::scratch()};

@@ -16,6 +16,7 @@ public:
               const ExecOptions &opts)
       : program_(std::move(program)), runner_(std::move(runner)), opts_(opts) {
     runner_->setProfileLaunches(opts.profileLaunches);
+    runner_->setProgrammaticLaunch(opts.programmaticLaunch);
   }
 
   Error run(const Function &fn, const StringMap<HostTensor> &inputs) override {

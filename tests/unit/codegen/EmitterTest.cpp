@@ -72,6 +72,12 @@ void checkAndCompile(const KernelSpec &k, size_t numOperands) {
       EXPECT_GT(k.scratchBytes, 0u);
     }
   }
+  // Programmatic dependent launch: the entry's first statement is the wait
+  // for the kernels it depends on (common.cuh, fg_pdl_begin).
+  size_t entry = k.source.rfind("__global__ void");
+  ASSERT_NE(entry, std::string::npos);
+  llvm::StringRef body = llvm::StringRef(k.source).substr(k.source.find('{', entry));
+  EXPECT_TRUE(body.startswith("{\n  fg_pdl_begin();")) << body.take_front(80).str();
   if (!compiled().sources.insert(k.source).second)
     return;
   ++compiled().compiles;
