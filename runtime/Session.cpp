@@ -69,8 +69,9 @@ Expected<Session> Session::create(Executor exec, SessionOptions opts) {
   if (!lt)
     return makeError("entry 'decode' has no 'logits' result; a session drives decoder plans "
                      "(inputs tokens and positions, result logits: f32[T, vocab])");
-  if (lt->shape[0] != 1)
-    return makeError("entry 'decode' returns logits " + lt->str() + "; expected one row");
+  if (lt->shape[0] != 1 || lt->shape[1] < 1)
+    return makeError("entry 'decode' returns logits " + lt->str() +
+                     "; expected one row over a non-empty vocabulary");
   exec.resetState(); // position 0: a new conversation
   Session s(std::move(exec), std::move(opts));
   s.vocab_ = lt->shape[1];

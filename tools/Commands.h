@@ -68,9 +68,11 @@ llvm::Error writeLogits(llvm::StringRef path, llvm::ArrayRef<float> values, int6
                         int64_t vocab);
 
 /// Runs a Session (runtime/Session.h) over `plan`: feeds `prompt`, generates
-/// `steps` tokens greedily, prints them as they come, then the timing.
+/// `steps` tokens greedily, prints them as they come (after the verbose
+/// messages' lines when `verbose`), then the timing.
 int generate(const Plan &plan, const ExecOptions &opts, llvm::ArrayRef<int32_t> prompt,
-             int64_t steps, bool verify = false, const GenerateExtras &extras = {});
+             int64_t steps, bool verbose, bool verify = false,
+             const GenerateExtras &extras = {});
 
 /// Loads MODEL (`.fg`, `.gguf`, an HF folder or `demo`) into a Graph; with
 /// `weights`, also the model file's weight table (for CompileOptions::weights).

@@ -47,7 +47,7 @@ int runDemo(ArrayRef<const char *> args) {
   if (f.has("print-ir"))
     printGraph(plan->graph(), outs());
   static const int32_t kPrompt[] = {1, 7, 42, 3, 99, 12, 5, 8};
-  return generate(*plan, eo, kPrompt, steps);
+  return generate(*plan, eo, kPrompt, steps, f.has("verbose"));
 }
 
 } // namespace fg::cli

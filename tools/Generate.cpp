@@ -51,7 +51,7 @@ Error writeLogits(StringRef path, ArrayRef<float> values, int64_t rows, int64_t 
 }
 
 int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt, int64_t steps,
-             bool verify, const GenerateExtras &extras) {
+             bool verbose, bool verify, const GenerateExtras &extras) {
   if (prompt.empty())
     return reportError(makeError("the prompt is empty (give --prompt-ids 1,2,3)"));
   if (steps < 1)
@@ -109,15 +109,20 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
     }
     return Error::success();
   };
-  // Tokens are printed as they come (the session's streaming callback).
-  so.onToken = [&](int32_t t) {
-    if (!lineOpen)
-      outs() << (teacher.empty() ? "tokens: " : "tokens (greedy, teacher-forced inputs): ");
-    outs() << (lineOpen ? " " : "") << t;
-    outs().flush();
-    lineOpen = true;
-    return true;
+  // Tokens are printed as they come (the session's streaming callback); with
+  // --verbose, whose lines go to stderr between the steps, once at the end.
+  auto tokensLine = [&]() -> raw_ostream & {
+    return outs() << (teacher.empty() ? "tokens: " : "tokens (greedy, teacher-forced inputs): ");
   };
+  if (!verbose)
+    so.onToken = [&](int32_t t) {
+      if (!lineOpen)
+        tokensLine();
+      outs() << (lineOpen ? " " : "") << t;
+      outs().flush();
+      lineOpen = true;
+      return true;
+    };
   Expected<Session> session = Session::create(plan, opts, std::move(so));
   if (!session)
     return reportError(session.takeError());
@@ -132,6 +137,10 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
     outs() << "\n";
   if (!tokens)
     return reportError(tokens.takeError());
+  if (verbose)
+    tokensLine() << join(llvm::map_range(*tokens, [](int32_t t) { return std::to_string(t); }),
+                         " ")
+                 << "\n";
 
   if (dump) {
     int64_t rows = static_cast<int64_t>(dumped.size()) / vocab;

@@ -83,7 +83,7 @@ int runRun(ArrayRef<const char *> args) {
   GenerateExtras extras;
   extras.teacherForced.assign(teacher.begin(), teacher.end());
   extras.dumpLogits = f.get("dump-logits");
-  return generate(*plan, eo, prompt, steps, f.has("verify"), extras);
+  return generate(*plan, eo, prompt, steps, f.has("verbose"), f.has("verify"), extras);
 }
 
 } // namespace fg::cli
