@@ -52,7 +52,7 @@ public:
   /// Host time of the last run until everything was enqueued, in ms.
   virtual double lastHostLaunchMs() const { return 0; }
   /// Per-launch device times of the last run (profiled CUDA eager runs only).
-  virtual std::vector<LaunchTime> lastLaunchTimes() const { return {}; }
+  virtual std::vector<Executor::LaunchTime> lastLaunchTimes() const { return {}; }
 };
 
 /// The reference interpreter over `graph` (which must outlive the backend),

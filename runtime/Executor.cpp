@@ -153,7 +153,9 @@ Error Executor::fetchOutputs() const {
 
 float Executor::lastGpuMs() const { return backend_->lastGpuMs(); }
 double Executor::lastHostLaunchMs() const { return backend_->lastHostLaunchMs(); }
-std::vector<LaunchTime> Executor::lastLaunchTimes() const { return backend_->lastLaunchTimes(); }
+std::vector<Executor::LaunchTime> Executor::lastLaunchTimes() const {
+  return backend_->lastLaunchTimes();
+}
 
 Expected<HostTensor> Executor::output(StringRef name) const {
   if (Error e = fetchOutputs())

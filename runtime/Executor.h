@@ -33,17 +33,6 @@
 
 namespace fg {
 
-/// One launch of a profiled run: what it computes, its kernel symbol (empty
-/// for a cuBLAS call) and its device time.
-struct LaunchTime {
-  std::string what; ///< for messages: "%q.3 = rope (line 12)"
-  std::string symbol;
-  bool gemm = false;
-  float ms = 0;
-  NodeId node = 0; ///< the node launched (index in the entry's function)
-  OpKind op = OpKind{};
-};
-
 struct ExecOptions {
   enum class Device { Cpu, Cuda };
   enum class Mode { Graph, Eager };
@@ -102,7 +91,17 @@ public:
   /// Host time of the last CUDA run until everything was enqueued, in ms.
   double lastHostLaunchMs() const;
 
-  using LaunchTime = fg::LaunchTime;
+  /// One launch of a profiled run: what it computes (the launch record's
+  /// `what`, "%q.3 = rope (line 12)"), its kernel symbol (empty for a cuBLAS
+  /// call) and its device time.
+  struct LaunchTime {
+    std::string what; ///< for messages: "%q.3 = rope (line 12)"
+    std::string symbol;
+    bool gemm = false;
+    float ms = 0;
+    NodeId node = 0; ///< the node launched (index in the entry's function)
+    OpKind op = OpKind{};
+  };
   /// Per-launch device times of the last run, in launch order; empty unless it
   /// was a CUDA eager run with ExecOptions::profileLaunches.
   std::vector<LaunchTime> lastLaunchTimes() const;

@@ -58,8 +58,8 @@ public:
   float lastGpuMs() const override { return runner_->lastGpuMs(); }
   double lastHostLaunchMs() const override { return runner_->lastHostLaunchMs(); }
 
-  std::vector<LaunchTime> lastLaunchTimes() const override {
-    std::vector<LaunchTime> out;
+  std::vector<Executor::LaunchTime> lastLaunchTimes() const override {
+    std::vector<Executor::LaunchTime> out;
     const std::vector<float> &ms = runner_->lastLaunchMs();
     for (const CompiledEntry &ce : program_->entries) {
       if (ce.name != lastEntry_ || ce.launches.size() != ms.size())
