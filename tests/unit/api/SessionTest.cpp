@@ -3,6 +3,7 @@
 #include "codegen/cuda/Compile.h"
 #include "frontends/Frontend.h"
 #include "frontends/models/Demo.h"
+#include "ir/Parser.h"
 
 #include <gtest/gtest.h>
 
@@ -371,4 +372,41 @@ TEST(Session, APlanWithTheOldLastLogitsOnlyKeyStillRuns) {
   Generated got = sessionGenerate(*loaded, ArrayRef<int32_t>(kPrompt10).take_front(3), 3);
   Generated want = sessionGenerate(demoPlan({4}, false), ArrayRef<int32_t>(kPrompt10).take_front(3), 3);
   expectSameGeneration(got, want, "old plan");
+}
+
+/// A decode-only graph (no prefill entry, no KV state) runs through a session
+/// made from an Executor: every prompt token goes through decode, and the
+/// tokens are the argmax of matmul(emb[token], out) computed here.
+TEST(Session, DecodeOnlyGraphFromAnExecutor) {
+  Expected<Graph> g = parseGraph(R"(graph @decode(
+    input %tokens: i32[1],
+    input %positions: i32[1],
+    weight %emb: f32[16, 8] {init = normal(seed = 5, std = 1.0)},
+    weight %out: f32[16, 8] {init = normal(seed = 6, std = 1.0)}) {
+  %x = get_rows(%emb, %tokens) : f32[1, 8]
+  %logits = matmul(%x, %out) : f32[1, 16]
+  return %logits
+})");
+  Plan plan = compileCpu(std::move(g), 0);
+  Expected<Executor> e = Executor::create(plan, {});
+  ASSERT_TRUE(bool(e)) << errorText(e);
+  RunLog log;
+  Expected<Session> s = Session::create(std::move(*e), logRuns(log));
+  ASSERT_TRUE(bool(s)) << errorText(s);
+  EXPECT_TRUE(s->buckets().empty());
+  EXPECT_EQ(s->vocab(), 16);
+  Expected<std::vector<int32_t>> t = s->generate({3, 1, 4}, 4);
+  ASSERT_TRUE(bool(t)) << errorText(t);
+  EXPECT_EQ(log.entries, std::vector<std::string>(6, "decode"));
+  // Each token only depends on the one before: next = argmax(out · emb[prev]).
+  Expected<Executor> ref = Executor::create(plan, {});
+  ASSERT_TRUE(bool(ref));
+  int32_t prev = 4;
+  for (int32_t got : *t) {
+    ASSERT_FALSE(bool(ref->setInput("tokens", prev)));
+    ASSERT_FALSE(bool(ref->setInput("positions", 0)));
+    ASSERT_FALSE(bool(ref->run("decode")));
+    EXPECT_EQ(got, greedyToken(*ref->outputFloats("logits")));
+    prev = got;
+  }
 }
