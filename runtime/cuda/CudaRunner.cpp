@@ -44,6 +44,7 @@ struct CudaRunner::Impl {
   std::vector<void *> weights, state;
   void *arena = nullptr;
   void *workspace = nullptr;
+  void *counters = nullptr; ///< BufferSpace::Counters (prog.counterBytes), zero between runs
   std::map<std::string, EntryState, std::less<>> entries;
   bool programmatic = true; ///< programmatic edges between kernel nodes of a graph
   bool tracing = false;      ///< KernelTrace started by a profiled graph run
@@ -67,6 +68,7 @@ struct CudaRunner::Impl {
       cudaFree(p);
     cudaFree(arena);
     cudaFree(workspace);
+    cudaFree(counters);
     for (cudaLibrary_t l : libraries)
       cudaLibraryUnload(l);
     if (cublas)
@@ -97,6 +99,9 @@ struct CudaRunner::Impl {
       break;
     case BufferSpace::Workspace:
       base = static_cast<char *>(workspace);
+      break;
+    case BufferSpace::Counters:
+      base = static_cast<char *>(counters);
       break;
     }
     return base + r.offset;
@@ -418,6 +423,12 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
     arenaBytes = std::max(arenaBytes, ce.arenaBytes);
   if (auto e = cudaCheck(cudaMalloc(&m.arena, arenaBytes), "allocating the arena"))
     return e;
+  if (prog.counterBytes) {
+    if (auto e = cudaCheck(cudaMalloc(&m.counters, prog.counterBytes), "launch counters"))
+      return e;
+    if (auto e = cudaCheck(cudaMemset(m.counters, 0, prog.counterBytes), "launch counters"))
+      return e;
+  }
   if (prog.workspaceBytes) {
     if (auto e = cudaCheck(cudaMalloc(&m.workspace, prog.workspaceBytes), "cuBLAS workspace"))
       return e;
@@ -611,6 +622,10 @@ llvm::Error CudaRunner::resetState() {
     if (auto e = cudaCheck(cudaMemset(impl_->state[i], 0,
                                       static_cast<size_t>(impl_->prog.state[i].type.bytes())),
                            "resetting state"))
+      return e;
+  if (impl_->counters)
+    if (auto e = cudaCheck(cudaMemset(impl_->counters, 0, impl_->prog.counterBytes),
+                           "resetting launch counters"))
       return e;
   return cudaCheck(cudaDeviceSynchronize(), "resetting state");
 }
