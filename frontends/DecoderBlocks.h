@@ -184,6 +184,9 @@ llvm::Error validateDecoderConfig(const DecoderConfig &config);
 struct DecoderEntry {
   std::string name; ///< `decode`, `prefill_64`
   int64_t tokens = 1;
+  /// The role the entry's function carries (decoderEntries: decode, prefill);
+  /// Other for an entry a caller adds of its own.
+  EntryRole role = EntryRole::Other;
 };
 
 /// `decode` (T = 1) then `prefill_N` for each bucket, in the order given.

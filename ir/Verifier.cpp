@@ -120,8 +120,47 @@ private:
       if (a.role != ArgRole::Weight && a.init.kind != WeightInit::Kind::None)
         return error(a.loc, "only weights take an initialiser, but " + describe(a.value) + " is " +
                                 roleName(a.role).str());
+      if (auto e = checkBinding(a))
+        return e;
       defined_[a.value] = true;
     }
+    return checkContract();
+  }
+
+  /// A binding sits on an integer input and names a non-empty range, if any;
+  /// under a role, the bound inputs hold one value per token.
+  llvm::Error checkBinding(const Argument &a) {
+    if (a.bind.empty())
+      return llvm::Error::success();
+    const TensorType &t = fn_.type(a.value);
+    if (a.role != ArgRole::Input)
+      return error(a.loc, "only inputs take a binding, but " + describe(a.value) + " is " +
+                              roleName(a.role).str());
+    if (!isInteger(t.dtype))
+      return error(a.loc, "input " + describe(a.value) + " is bound to " +
+                              bindKindName(a.bind.kind).str() + " but is " + t.str() +
+                              ", not an integer tensor");
+    if (a.bind.lo > a.bind.hi || (a.bind.lo == a.bind.hi && a.bind.lo != 0))
+      return error(a.loc, "input " + describe(a.value) + " has an empty range [" +
+                              llvm::Twine(a.bind.lo) + ", " + llvm::Twine(a.bind.hi) + ")");
+    const EntryContract &c = fn_.contract();
+    if (c.role != EntryRole::Other && a.bind.kind != BindKind::Other &&
+        t.numElements() != c.tokens)
+      return error(a.loc, "input " + describe(a.value) + " (" + bindKindName(a.bind.kind).str() +
+                              ") is " + t.str() + " but the " + entryRoleName(c.role).str() +
+                              " entry runs " + llvm::Twine(c.tokens) + " tokens");
+    return llvm::Error::success();
+  }
+
+  llvm::Error checkContract() {
+    const EntryContract &c = fn_.contract();
+    bool ok = c.role == EntryRole::Other    ? c.tokens == 0
+              : c.role == EntryRole::Decode ? c.tokens == 1
+                                            : c.tokens >= 1;
+    if (!ok)
+      return error(Loc{}, "role " + entryRoleName(c.role).str() + " with " +
+                              llvm::Twine(c.tokens) + " tokens (decode runs 1, prefill N >= 1, "
+                              "other 0)");
     return llvm::Error::success();
   }
 

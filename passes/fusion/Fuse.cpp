@@ -123,6 +123,7 @@ void rebuild(Function &fn, const std::vector<bool> &dead, llvm::ArrayRef<uint64_
   for (ValueId r : fn.results())
     results.push_back(map[r]);
   out.setResults(results);
+  out.copyContract(fn);
   fn = std::move(out);
 }
 
