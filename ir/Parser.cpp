@@ -525,7 +525,10 @@ private:
 
   /// '{' 'bind' '=' (tokens | positions | other) [',' 'range' '=' '[' lo ',' hi ')'] '}'
   bool parseBinding(InputBinding &bind) {
+    Loc brace = tok_.loc;
     consume(); // '{'
+    if (isWord("init"))
+      return fail(brace, "only weights take an initialiser");
     if (!isWord("bind"))
       return is(Tok::Ident) ? fail(tok_.loc, "unknown input attribute '" + tok_.spelling +
                                                  "', expected 'bind'")

@@ -220,7 +220,7 @@ std::vector<FamilyTime> familyBreakdown(const Function &fn,
   std::vector<const Node *> counted;
   for (size_t i = 0; i < first.size(); ++i) {
     const Executor::LaunchTime &l = first[i];
-    std::string fam = launchFamily(l.op, l.gemm);
+    std::string fam = l.node == kNoNode ? std::string("input check") : launchFamily(l.op, l.gemm);
     FamilyTime &f = byFamily[fam];
     f.family = fam;
     ++f.launches;

@@ -149,10 +149,9 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   };
   std::vector<Bucket> buckets;
   for (const std::string &name : exec->entries()) {
-    int64_t n;
-    if (StringRef(name).startswith("prefill_") &&
-        !StringRef(name).drop_front(8).getAsInteger(10, n))
-      buckets.push_back({n, name});
+    const EntryContract &c = exec->entry(name)->contract();
+    if (c.role == EntryRole::Prefill)
+      buckets.push_back({c.tokens, name});
   }
   llvm::sort(buckets, [](const Bucket &a, const Bucket &b) { return a.size < b.size; });
 

@@ -79,8 +79,6 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
     prog.initModule = static_cast<int32_t>((*moduleOfSource)[initSource]);
 
   prog.ctx = opts.ctx;
-  if (!prog.ctx && !prog.state.empty() && prog.state.front().type.rank() > 0)
-    prog.ctx = prog.state.front().type.shape[0];
   if (statsOut)
     *statsOut = stats;
   return prog;
