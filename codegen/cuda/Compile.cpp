@@ -184,14 +184,10 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     records.push_back({r.name, r.changed});
 
   std::vector<PlanSection> sections;
-  {
-    // What fusion did, for `inspect` (text: one line per pattern, then refusals).
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    report.print(os);
-    sections.push_back({"fusion", std::move(os.str()), 0});
-    sections.back().checked = sections.back().bytes.size();
-  }
+  // What fusion did, for `inspect`: applied (with each fused node's root) and
+  // refused (with the reason), as records (FusionReport::serialize).
+  sections.push_back({"fusion", report.serialize(), 0});
+  sections.back().checked = sections.back().bytes.size();
   if (opts.cuda) {
     cuda::LowerOptions lo;
     lo.emit = emit;
