@@ -65,7 +65,7 @@ std::string writeMeta(const PlanOptions &o, ArrayRef<PlanPassRecord> passes) {
   os << "arch " << o.arch << "\n";
   os << "fusion " << (o.fusion ? 1 : 0) << "\n";
   os << "disable_fusion " << join(o.disableFusion, ",") << "\n";
-  os << "kv_dtype " << o.kvDtype << "\n";
+  os << "kv_dtype " << dtypeName(o.kvDType) << "\n";
   os << "last_logits_only " << (o.lastLogitsOnly ? 1 : 0) << "\n";
   os << "source " << o.source << "\n";
   for (const PlanPassRecord &p : passes)
@@ -106,7 +106,10 @@ Error readMeta(StringRef text, StringRef file, PlanOptions &o,
       for (StringRef p : parts)
         o.disableFusion.push_back(p.str());
     } else if (key == "kv_dtype") {
-      o.kvDtype = value.str();
+      std::optional<DType> kv = parseDType(std::string_view(value.data(), value.size()));
+      if (!kv)
+        return bad(line);
+      o.kvDType = *kv;
     } else if (key == "last_logits_only") {
       o.lastLogitsOnly = value == "1";
     } else if (key == "source") {
@@ -132,7 +135,7 @@ Error readMeta(StringRef text, StringRef file, PlanOptions &o,
 
 bool PlanOptions::operator==(const PlanOptions &o) const {
   return ctx == o.ctx && prefill == o.prefill && arch == o.arch && fusion == o.fusion &&
-         disableFusion == o.disableFusion && kvDtype == o.kvDtype &&
+         disableFusion == o.disableFusion && kvDType == o.kvDType &&
          lastLogitsOnly == o.lastLogitsOnly && source == o.source;
 }
 

@@ -250,7 +250,7 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
      << (o.prefill.empty()
              ? std::string("none")
              : join(map_range(o.prefill, [](int64_t n) { return std::to_string(n); }), ","))
-     << ", arch " << o.arch << ", fusion " << (o.fusion ? "on" : "off") << ", kv " << o.kvDtype;
+     << ", arch " << o.arch << ", fusion " << (o.fusion ? "on" : "off") << ", kv " << dtypeName(o.kvDType);
   if (!o.disableFusion.empty())
     os << ", disabled fusions " << join(o.disableFusion, ",");
   os << "\n";
@@ -503,7 +503,7 @@ void printJson(const Plan &plan, StringRef path, bool isPlan, const Summary &s,
         for (const std::string &n : o.disableFusion)
           j.value(n);
       });
-      j.attribute("kv_dtype", o.kvDtype);
+      j.attribute("kv_dtype", std::string(dtypeName(o.kvDType)));
       j.attribute("source", o.source);
     });
     j.attributeArray("entries", [&] {

@@ -175,7 +175,7 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   po.arch = opts.arch;
   po.fusion = opts.fusion;
   po.disableFusion = opts.disableFusion;
-  po.kvDtype = opts.kvDtype;
+  po.kvDType = opts.kvDType;
   po.lastLogitsOnly = opts.lastLogitsOnly;
   po.source = opts.source;
 

@@ -33,7 +33,7 @@ struct CompileOptions {
   /// KV context the model was built for; 0 takes it from the graph (the
   /// range of the inputs bound to positions), else 4096.
   int64_t ctx = 0;
-  std::string kvDtype = "f16";
+  DType kvDType = DType::F16;             ///< the model's KV cache dtype, recorded in the plan
   bool lastLogitsOnly = false;
   std::string source; ///< model path or name, recorded in the plan
   /// The pipeline; empty: passes/Passes.h defaultPipeline().
