@@ -35,10 +35,12 @@ const Plan &demoPlan() {
   return plan;
 }
 
-Executor make(ExecOptions::Device d, ExecOptions::Mode m = ExecOptions::Mode::Graph) {
+Executor make(ExecOptions::Device d, ExecOptions::Mode m = ExecOptions::Mode::Graph,
+              bool debugSync = false) {
   ExecOptions o;
   o.device = d;
   o.mode = m;
+  o.debugSync = debugSync;
   auto e = Executor::create(demoPlan(), o);
   EXPECT_TRUE(bool(e)) << errString(e.takeError());
   return std::move(*e);
@@ -64,8 +66,8 @@ std::vector<float> logits(Executor &e) {
 /// chunk: each is reported with the step, input, index and value; the steps
 /// between and after are good and match the CPU reference, so a refused step
 /// wrote no KV row.
-void badValuesThenGoodSteps(ExecOptions::Mode mode) {
-  Executor gpu = make(ExecOptions::Device::Cuda, mode);
+void badValuesThenGoodSteps(ExecOptions::Mode mode, bool debugSync = false) {
+  Executor gpu = make(ExecOptions::Device::Cuda, mode, debugSync);
   Executor cpu = make(ExecOptions::Device::Cpu);
   // Good steps 0-1 on both.
   for (int32_t p = 0; p < 2; ++p) {
@@ -105,6 +107,11 @@ TEST(GpuInputCheck, BadValuesAreReportedAndLaterStepsMatchTheReference) {
 TEST(GpuInputCheck, EagerModeReportsTheSame) {
   FG_REQUIRE_GPU();
   badValuesThenGoodSteps(ExecOptions::Mode::Eager);
+}
+
+TEST(GpuInputCheck, DebugSyncReportsTheSame) {
+  FG_REQUIRE_GPU();
+  badValuesThenGoodSteps(ExecOptions::Mode::Eager, /*debugSync=*/true);
 }
 
 /// A refused step whose positions were good but whose token was bad writes no
