@@ -120,6 +120,15 @@ TEST(Contract, VerifierErrors) {
   EXPECT_EQ(parseError("graph @f(input %x: i32[4] {bind = positions}) attributes {role = decode} {\n"
                        "  return\n}\n"),
             "t.fg:1:10: error: input %x (positions) is i32[4] but the decode entry runs 1 tokens");
+  // A range wider than the table the input indexes would let a checked value
+  // gather or write outside it.
+  EXPECT_EQ(parseError("graph @f(input %t: i32[2] {bind = tokens, range = [0, 65)}, weight %e: "
+                       "f32[64, 8]) {\n  %x = get_rows(%e, %t) : f32[2, 8]\n  return %x\n}\n"),
+            "t.fg:1:10: error: input %t is bound to [0, 65) but indexes the 64 rows of %e");
+  EXPECT_EQ(parseError("graph @f(input %p: i32[1] {bind = positions, range = [-1, 16)}, input %v: "
+                       "f16[1, 4], state %c: f16[16, 4]) {\n  %c.1 = set_rows(%c, %v, %p) : "
+                       "f16[16, 4]\n  return\n}\n"),
+            "t.fg:1:10: error: input %p is bound to [-1, 16) but indexes the 16 rows of %c");
   // Built graphs: the role's token count is checked too.
   Graph g;
   Function &fn = g.addFunction("decode");
