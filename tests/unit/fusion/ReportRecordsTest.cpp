@@ -38,6 +38,10 @@ TEST(FusionReportRecords, AppliedRootsNameTheFusedNodes) {
   }
   EXPECT_EQ(static_cast<int64_t>(roots), report.total("decode"));
   EXPECT_FALSE(report.refused.empty());
+  // Fusion rebuilds the function; its role and input bindings stay.
+  EXPECT_EQ(fn.contract().role, EntryRole::Decode);
+  EXPECT_EQ(fn.binding("positions"), (InputBinding{BindKind::Positions, 0, 64}));
+  EXPECT_EQ(fn.binding("tokens").kind, BindKind::Tokens);
 }
 
 /// serialize -> parse gives the same records (reasons with spaces, punctuation).
