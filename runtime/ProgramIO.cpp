@@ -150,8 +150,9 @@ private:
 constexpr uint32_t kProgramTagV1 = 0x46475052; // "FGPR": slots without a file source
 constexpr uint32_t kProgramTagV2 = 0x46475053; // "FGPS": launches without node ids and op kinds
 constexpr uint32_t kProgramTagV3 = 0x46475054; // "FGPT": transformed weights embedded as bytes
-constexpr uint32_t kProgramTagV4 = 0x46475055; // "FGPU": inputs without bindings (no input check)
-constexpr uint32_t kProgramTag = 0x46475056;   // "FGPV"
+constexpr uint32_t kProgramTagV4 = 0x46475055; // "FGPU": attention counters cleared by a kernel
+constexpr uint32_t kProgramTagV5 = 0x46475056; // "FGPV": inputs without value ranges (no input check)
+constexpr uint32_t kProgramTag = 0x46475057;   // "FGPW"
 constexpr uint32_t kWeightsTagV1 = 0x46475754; // "FGWT": transformed weights embedded as bytes
 constexpr uint32_t kWeightsTag = 0x46475755;   // "FGWU"
 
@@ -291,6 +292,7 @@ EncodedProgram encodeProgram(const CompiledProgram &p) {
   w.pod(p.ctx);
   w.pod(p.initModule);
   w.u64(p.workspaceBytes);
+  w.u64(p.counterBytes);
   w.u64(p.modules.size());
   for (const KernelImage &m : p.modules) {
     w.str(m.name);
@@ -405,12 +407,13 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
   };
   uint32_t tag = r.pod<uint32_t>();
   if (tag == kProgramTagV1 || tag == kProgramTagV2 || tag == kProgramTagV3 ||
-      tag == kProgramTagV4)
+      tag == kProgramTagV4 || tag == kProgramTagV5)
     return makeError("this plan's CUDA program was written by an older fusegraph (" +
                      llvm::Twine(tag == kProgramTagV1 ? "weight table without model-file references"
                                  : tag == kProgramTagV2 ? "launches without node ids"
                                  : tag == kProgramTagV3 ? "transformed weights embedded as bytes, "
                                                           "not recipes"
+                                 : tag == kProgramTagV4 ? "attention counters cleared by a kernel"
                                                         : "inputs without value ranges") +
                      "); recompile the model");
   if (tag != kProgramTag || r.failed())
@@ -419,6 +422,7 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
   p.ctx = r.pod<int64_t>();
   p.initModule = r.pod<int32_t>();
   p.workspaceBytes = r.u64();
+  p.counterBytes = r.u64();
   uint64_t nModules = r.count(24);
   for (uint64_t i = 0; i < nModules && !r.failed(); ++i) {
     KernelImage m;

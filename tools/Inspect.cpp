@@ -390,6 +390,8 @@ void printProgramJson(const Plan &plan, json::OStream &j) {
       return "state";
     case BufferSpace::Workspace:
       return "workspace";
+    case BufferSpace::Counters:
+      return "counters";
     case BufferSpace::Status:
       return "status";
     }
@@ -517,9 +519,10 @@ void printJson(const Plan &plan, StringRef path, bool isPlan, const Summary &s,
               j.value(i);
           });
           j.attributeArray("bindings", [&] {
-            for (const auto &[name, b] : e.bindings)
+            for (const auto &binding : e.bindings) // no structured binding: captured below (C++17)
               j.object([&] {
-                j.attribute("input", name);
+                const InputBinding &b = binding.second;
+                j.attribute("input", binding.first);
                 j.attribute("kind", bindKindName(b.kind));
                 if (b.hasRange()) {
                   j.attribute("lo", b.lo);

@@ -10,6 +10,9 @@ namespace fg::cuda {
 
 using namespace detail;
 
+/// One block checks every value (a few thousand at most: a prefill chunk).
+constexpr unsigned kCheckThreads = 256;
+
 std::optional<std::pair<std::string, std::string>> inputCheckKernel(const CompiledEntry &entry) {
   std::vector<std::string> ins;
   std::string params = "unsigned *status";
@@ -27,9 +30,10 @@ std::optional<std::pair<std::string, std::string>> inputCheckKernel(const Compil
   if (ins.empty())
     return std::nullopt;
   std::string body = kernelSource("check.cuh").str() + "\nstruct Cfg {\n  using Ins = fg::CheckList<" +
-                     llvm::join(ins, ", ") + ">;\n};\n" + "extern \"C\" __global__ void KERNEL(" +
-                     params + ") {\n  void *const in[] = {" + ptrs +
-                     "};\n  fg::checkInputs<Cfg>(status, in);\n}\n";
+                     llvm::join(ins, ", ") + ">;\n};\n" +
+                     kernelEntry(kCheckThreads, params,
+                                 "void *const in[] = {" + ptrs +
+                                     "};\n  fg::checkInputs<Cfg>(status, in);");
   KernelSpec k = finishSpec("check_inputs", body);
   return std::make_pair(k.name, k.source);
 }
@@ -41,7 +45,7 @@ void addInputCheck(CompiledEntry &entry, KernelSources &sources) {
   LaunchRecord check;
   check.kind = LaunchRecord::Kind::Kernel;
   check.symbol = kernel->first;
-  check.block[0] = 256;
+  check.block[0] = kCheckThreads;
   check.args.push_back({BufferSpace::Status, 0, 0});
   for (const IoBinding &b : entry.inputs)
     if (b.bind.hasRange())
