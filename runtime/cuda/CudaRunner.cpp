@@ -307,7 +307,6 @@ struct CudaRunner::Impl {
     return llvm::Error::success();
   }
 
-  /// Refuses positions at or past ctx before anything is launched.
   /// Whether `es` starts with the input check (it writes the status words).
   static bool checksInputs(const EntryState &es) {
     return !es.entry->launches.empty() && es.entry->launches.front().node == kNoNode;
