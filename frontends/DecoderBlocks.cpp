@@ -334,9 +334,9 @@ llvm::Error validateDecoderConfig(const DecoderConfig &c) {
 
 std::vector<DecoderEntry> decoderEntries(llvm::ArrayRef<int64_t> prefillBuckets,
                                          LogitRows logits) {
-  std::vector<DecoderEntry> out{{"decode", 1, LogitRows::Last}};
+  std::vector<DecoderEntry> out{{"decode", 1, LogitRows::Last, EntryRole::Decode}};
   for (int64_t n : prefillBuckets)
-    out.push_back({"prefill_" + std::to_string(n), n, logits});
+    out.push_back({"prefill_" + std::to_string(n), n, logits, EntryRole::Prefill});
   return out;
 }
 
@@ -356,6 +356,10 @@ llvm::Error buildDecoderFunction(const DecoderConfig &c, int64_t tokens, Functio
   // ABI order: inputs, then every weight, then every state.
   ValueId tokenIds = b.input("tokens", {DType::I32, {tokens}});
   ValueId positions = b.input("positions", {DType::I32, {tokens}});
+  // The values each input may hold (checked by the executors): token ids name
+  // rows of the embedding, positions rows of the KV cache.
+  fn.arguments()[fn.value(tokenIds).index].bind = {BindKind::Tokens, 0, c.vocab};
+  fn.arguments()[fn.value(positions).index].bind = {BindKind::Positions, 0, c.ctx};
 
   WeightDeclarer weight(b, c);
   ValueId tokenEmbd = weight("token_embd", wt, {c.vocab, c.nEmbd});
@@ -476,6 +480,8 @@ llvm::Expected<Graph> buildDecoderGraph(const DecoderConfig &config,
     Function &fn = g.addFunction(entry.name);
     if (auto e = buildDecoderFunction(config, entry.tokens, fn, entry.logits))
       return e;
+    if (entry.role != EntryRole::Other)
+      fn.setContract({entry.role, entry.tokens});
   }
   return g;
 }

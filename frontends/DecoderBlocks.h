@@ -191,6 +191,9 @@ struct DecoderEntry {
   std::string name; ///< `decode`, `prefill_64`
   int64_t tokens = 1;
   LogitRows logits = LogitRows::Last; ///< same thing for T = 1
+  /// The role the entry's function carries (decoderEntries: decode, prefill);
+  /// Other for an entry a caller adds of its own.
+  EntryRole role = EntryRole::Other;
 };
 
 /// `decode` (T = 1) then `prefill_N` for each bucket, in the order given; the

@@ -52,6 +52,43 @@ std::string WeightInit::str() const {
   return "";
 }
 
+llvm::StringRef bindKindName(BindKind k) {
+  switch (k) {
+  case BindKind::Other:
+    return "other";
+  case BindKind::Tokens:
+    return "tokens";
+  case BindKind::Positions:
+    return "positions";
+  }
+  return "other";
+}
+
+llvm::StringRef entryRoleName(EntryRole r) {
+  switch (r) {
+  case EntryRole::Other:
+    return "other";
+  case EntryRole::Decode:
+    return "decode";
+  case EntryRole::Prefill:
+    return "prefill";
+  }
+  return "other";
+}
+
+InputBinding Function::binding(llvm::StringRef name) const {
+  ValueId v = lookup(name);
+  const Argument *a = v == kNoValue ? nullptr : argumentOf(v);
+  return a && a->role == ArgRole::Input ? a->bind : InputBinding{};
+}
+
+void Function::copyContract(const Function &from) {
+  assert(from.args_.size() == args_.size() && "copyContract needs the same arguments");
+  contract_ = from.contract_;
+  for (size_t i = 0; i < args_.size() && i < from.args_.size(); ++i)
+    args_[i].bind = from.args_[i].bind;
+}
+
 ValueId Function::lookup(llvm::StringRef name) const {
   auto it = byName_.find(name);
   return it == byName_.end() ? kNoValue : it->second;
@@ -67,7 +104,7 @@ ValueId Function::addArgument(std::string name, TensorType type, ArgRole role, W
   if (!v.name.empty())
     byName_[v.name] = id;
   values_.push_back(std::move(v));
-  args_.push_back({id, role, std::move(init), loc});
+  args_.push_back({id, role, std::move(init), loc, {}});
   return id;
 }
 

@@ -32,6 +32,8 @@ namespace fg {
 using ValueId = uint32_t;
 constexpr ValueId kNoValue = ~0u;
 using NodeId = uint32_t;
+/// No node (an argument's producer; a launch that computes no node of the graph).
+constexpr NodeId kNoNode = ~0u;
 
 enum class ArgRole : uint8_t {
   Input,  ///< per-run data (token ids, positions), copied in before each run
@@ -39,6 +41,43 @@ enum class ArgRole : uint8_t {
   State,  ///< persistent and mutable (KV cache); updated in place
 };
 llvm::StringRef roleName(ArgRole r);
+
+/// What an input carries, so checks and drivers never go by its name.
+enum class BindKind : uint8_t {
+  Other,     ///< anything else
+  Tokens,    ///< token ids: rows of the embedding table
+  Positions, ///< absolute positions: rows of the KV cache
+};
+llvm::StringRef bindKindName(BindKind k);
+
+/// The contract of an input argument: its kind and the values it may hold,
+/// [lo, hi) (none when lo == hi). Printed `{bind = tokens, range = [0, 512)}`.
+/// Executors check every value against the range (the CPU before the step, the
+/// CUDA program on the device) and name the input when one is outside.
+struct InputBinding {
+  BindKind kind = BindKind::Other;
+  int64_t lo = 0, hi = 0;
+  bool hasRange() const { return lo < hi; }
+  bool empty() const { return kind == BindKind::Other && !hasRange(); }
+  bool operator==(const InputBinding &o) const {
+    return kind == o.kind && lo == o.lo && hi == o.hi;
+  }
+};
+
+/// What an entry is for in the decoder ABI. Printed as the function's
+/// attribute dictionary: `graph @prefill_64(...) attributes {role = prefill, n = 64}`.
+enum class EntryRole : uint8_t {
+  Other,   ///< no role (a graph written without one; nothing is inferred from names)
+  Decode,  ///< one token per step
+  Prefill, ///< a chunk of `tokens` prompt tokens
+};
+llvm::StringRef entryRoleName(EntryRole r);
+
+struct EntryContract {
+  EntryRole role = EntryRole::Other;
+  int64_t tokens = 0; ///< tokens per run: 1 for decode, N for prefill; 0 for other
+  bool operator==(const EntryContract &o) const { return role == o.role && tokens == o.tokens; }
+};
 
 /// How a weight gets its bytes.
 struct WeightInit {
@@ -90,6 +129,7 @@ struct Argument {
   ArgRole role;
   WeightInit init; ///< weights only
   Loc loc;
+  InputBinding bind; ///< inputs only
 };
 
 struct Node {
@@ -115,6 +155,14 @@ public:
 
   llvm::StringRef name() const { return name_; }
   void setName(std::string n) { name_ = std::move(n); }
+  /// The entry's role (decode / prefill N / other) in the decoder ABI.
+  const EntryContract &contract() const { return contract_; }
+  void setContract(EntryContract c) { contract_ = c; }
+  /// The binding of input `name` (kind Other when none or not an input).
+  InputBinding binding(llvm::StringRef name) const;
+  /// Copies the role and every argument's binding of `from`, whose arguments
+  /// must be the same in the same order (passes that rebuild a function).
+  void copyContract(const Function &from);
 
   // --- values -----------------------------------------------------------------
   const Value &value(ValueId v) const { return values_[v]; }
@@ -165,6 +213,7 @@ public:
 
 private:
   std::string name_;
+  EntryContract contract_;
   std::vector<Value> values_;
   llvm::StringMap<ValueId> byName_;
   std::vector<Argument> args_;

@@ -5,8 +5,12 @@
 //
 // clang-format off
 //   file      := function+
-//   function  := 'graph' @name '(' [argument (',' argument)*] ')' '{' statement* return '}'
-//   argument  := ('input' | 'weight' | 'state') %name ':' type ['{' 'init' '=' init '}']
+//   function  := 'graph' @name '(' [argument (',' argument)*] ')' [fattrs]
+//                '{' statement* return '}'
+//   fattrs    := 'attributes' '{' 'role' '=' ('decode' | 'other' | 'prefill' ',' 'n' '=' int) '}'
+//   argument  := ('input' | 'weight' | 'state') %name ':' type [argattrs]
+//   argattrs  := '{' 'init' '=' init '}'                                       (weights)
+//              | '{' 'bind' '=' kind [',' 'range' '=' '[' int ',' int ')'] '}'  (inputs)
 //   init      := word '(' [field '=' value (',' field '=' value)*] ')'
 //   statement := %name (',' %name)* '=' op '(' [%name (',' %name)*] ')' [attrs]
 //                ':' type (',' type)*
@@ -497,7 +501,11 @@ private:
     if (!expect(Tok::Colon, "':'") || !parseType(type))
       return false;
     WeightInit init;
-    if (is(Tok::LBrace)) {
+    InputBinding bind;
+    if (is(Tok::LBrace) && role == ArgRole::Input) {
+      if (!parseBinding(bind))
+        return false;
+    } else if (is(Tok::LBrace)) {
       Loc brace = tok_.loc;
       if (role != ArgRole::Weight)
         return fail(brace, "only weights take an initialiser");
@@ -511,7 +519,89 @@ private:
         return false;
     }
     fn.addArgument(std::move(name), std::move(type), role, std::move(init), loc);
+    fn.arguments().back().bind = bind;
     return true;
+  }
+
+  /// '{' 'bind' '=' (tokens | positions | other) [',' 'range' '=' '[' lo ',' hi ')'] '}'
+  bool parseBinding(InputBinding &bind) {
+    Loc brace = tok_.loc;
+    consume(); // '{'
+    if (isWord("init"))
+      return fail(brace, "only weights take an initialiser");
+    if (!isWord("bind"))
+      return is(Tok::Ident) ? fail(tok_.loc, "unknown input attribute '" + tok_.spelling +
+                                                 "', expected 'bind'")
+                            : failExpected("'bind'");
+    consume();
+    if (!expect(Tok::Equal, "'='"))
+      return false;
+    if (isWord("tokens"))
+      bind.kind = BindKind::Tokens;
+    else if (isWord("positions"))
+      bind.kind = BindKind::Positions;
+    else if (isWord("other"))
+      bind.kind = BindKind::Other;
+    else
+      return failExpected("an input kind (tokens, positions or other)");
+    consume();
+    if (consumeIf(Tok::Comma)) {
+      if (!isWord("range"))
+        return failExpected("'range'");
+      consume();
+      Loc at;
+      if (!expect(Tok::Equal, "'='") || !expect(Tok::LSquare, "'['") ||
+          !parseInt(bind.lo, "an integer") || !expect(Tok::Comma, "','"))
+        return false;
+      at = tok_.loc;
+      if (!parseInt(bind.hi, "an integer") || !expect(Tok::RParen, "')' (ranges are [lo, hi))"))
+        return false;
+      if (bind.hi <= bind.lo)
+        return fail(at, "empty range [" + llvm::Twine(bind.lo) + ", " + llvm::Twine(bind.hi) +
+                            ")");
+    }
+    return expect(Tok::RBrace, "'}'");
+  }
+
+  /// 'attributes' '{' 'role' '=' (decode | prefill ',' 'n' '=' N | other) '}'
+  bool parseFunctionAttributes(Function &fn) {
+    consume(); // 'attributes'
+    if (!expect(Tok::LBrace, "'{'"))
+      return false;
+    if (!isWord("role"))
+      return is(Tok::Ident) ? fail(tok_.loc, "unknown graph attribute '" + tok_.spelling +
+                                                 "', expected 'role'")
+                            : failExpected("'role'");
+    consume();
+    if (!expect(Tok::Equal, "'='"))
+      return false;
+    EntryContract c;
+    if (isWord("decode")) {
+      c = {EntryRole::Decode, 1};
+      consume();
+    } else if (isWord("other")) {
+      consume();
+    } else if (isWord("prefill")) {
+      consume();
+      if (!expect(Tok::Comma, "',' (prefill needs n = N)"))
+        return false;
+      if (!isWord("n"))
+        return failExpected("'n'");
+      consume();
+      Loc at;
+      if (!expect(Tok::Equal, "'='"))
+        return false;
+      at = tok_.loc;
+      c.role = EntryRole::Prefill;
+      if (!parseInt(c.tokens, "the prefill token count"))
+        return false;
+      if (c.tokens < 1)
+        return fail(at, "prefill n must be positive, got " + llvm::Twine(c.tokens));
+    } else {
+      return failExpected("an entry role (decode, prefill or other)");
+    }
+    fn.setContract(c);
+    return expect(Tok::RBrace, "'}'");
   }
 
   // --- statements ------------------------------------------------------------------
@@ -722,6 +812,8 @@ private:
         break;
       }
     }
+    if (isWord("attributes") && !parseFunctionAttributes(fn))
+      return false;
     if (!expect(Tok::LBrace, "'{'"))
       return false;
     while (true) {

@@ -70,6 +70,12 @@ void printArgument(const Function &fn, const Namer &names, const Argument &a,
     os << fn.type(a.value).str();
   if (a.role == ArgRole::Weight && a.init.kind != WeightInit::Kind::None)
     os << " {init = " << a.init.str() << "}";
+  if (a.role == ArgRole::Input && !a.bind.empty()) {
+    os << " {bind = " << bindKindName(a.bind.kind);
+    if (a.bind.hasRange())
+      os << ", range = [" << a.bind.lo << ", " << a.bind.hi << ")";
+    os << "}";
+  }
 }
 
 void printNode(const Function &fn, const Namer &names, const Node &n, llvm::raw_ostream &os) {
@@ -114,7 +120,13 @@ void printFunction(const Function &fn, llvm::raw_ostream &os) {
       os << ", ";
     printArgument(fn, names, args[i], os);
   }
-  os << ") {\n";
+  os << ")";
+  const EntryContract &c = fn.contract();
+  if (c.role == EntryRole::Prefill)
+    os << " attributes {role = prefill, n = " << c.tokens << "}";
+  else if (c.role != EntryRole::Other)
+    os << " attributes {role = " << entryRoleName(c.role) << "}";
+  os << " {\n";
   for (const Node &n : fn.nodes())
     printNode(fn, names, n, os);
   os << "  return";

@@ -63,6 +63,8 @@ public:
       return e;
     if (auto e = checkResults())
       return e;
+    if (auto e = checkRanges())
+      return e;
     return checkStateLinearity();
   }
 
@@ -120,7 +122,75 @@ private:
       if (a.role != ArgRole::Weight && a.init.kind != WeightInit::Kind::None)
         return error(a.loc, "only weights take an initialiser, but " + describe(a.value) + " is " +
                                 roleName(a.role).str());
+      if (auto e = checkBinding(a))
+        return e;
       defined_[a.value] = true;
+    }
+    return checkContract();
+  }
+
+  /// A binding sits on an integer input and names a non-empty range, if any;
+  /// under a role, the bound inputs hold one value per token.
+  llvm::Error checkBinding(const Argument &a) {
+    if (a.bind.empty())
+      return llvm::Error::success();
+    const TensorType &t = fn_.type(a.value);
+    if (a.role != ArgRole::Input)
+      return error(a.loc, "only inputs take a binding, but " + describe(a.value) + " is " +
+                              roleName(a.role).str());
+    if (!isInteger(t.dtype))
+      return error(a.loc, "input " + describe(a.value) + " is bound to " +
+                              bindKindName(a.bind.kind).str() + " but is " + t.str() +
+                              ", not an integer tensor");
+    if (a.bind.lo > a.bind.hi || (a.bind.lo == a.bind.hi && a.bind.lo != 0))
+      return error(a.loc, "input " + describe(a.value) + " has an empty range [" +
+                              llvm::Twine(a.bind.lo) + ", " + llvm::Twine(a.bind.hi) + ")");
+    const EntryContract &c = fn_.contract();
+    if (c.role != EntryRole::Other && a.bind.kind != BindKind::Other &&
+        t.numElements() != c.tokens)
+      return error(a.loc, "input " + describe(a.value) + " (" + bindKindName(a.bind.kind).str() +
+                              ") is " + t.str() + " but the " + entryRoleName(c.role).str() +
+                              " entry runs " + llvm::Twine(c.tokens) + " tokens");
+    return llvm::Error::success();
+  }
+
+  llvm::Error checkContract() {
+    const EntryContract &c = fn_.contract();
+    bool ok = c.role == EntryRole::Other    ? c.tokens == 0
+              : c.role == EntryRole::Decode ? c.tokens == 1
+                                            : c.tokens >= 1;
+    if (!ok)
+      return error(Loc{}, "role " + entryRoleName(c.role).str() + " with " +
+                              llvm::Twine(c.tokens) + " tokens (decode runs 1, prefill N >= 1, "
+                              "other 0)");
+    return llvm::Error::success();
+  }
+
+  /// A ranged input that indexes rows (get_rows' or set_rows' index) names
+  /// only rows that exist: [lo, hi) inside [0, rows). So the executors'
+  /// range checks are enough to keep every gather and cache write in bounds.
+  llvm::Error checkRanges() {
+    for (const Node &node : fn_.nodes()) {
+      size_t idxOperand = node.kind == OpKind::GetRows ? 1 : 2;
+      if ((node.kind != OpKind::GetRows && node.kind != OpKind::SetRows) ||
+          node.operands.size() <= idxOperand)
+        continue;
+      ValueId idx = node.operands[idxOperand];
+      const Argument *a = fn_.argumentOf(idx);
+      if (!a || a->role != ArgRole::Input || !a->bind.hasRange())
+        continue;
+      // get_rows(table [B.., R, C..], idx [B.., N]) and set_rows(dest, src, idx):
+      // R sits at the rank of idx, minus one.
+      const TensorType &table = fn_.type(node.operands[0]);
+      size_t rowDim = fn_.type(idx).shape.size() - 1;
+      if (fn_.type(idx).shape.empty() || rowDim >= table.shape.size())
+        continue; // the op's type rule reports this
+      int64_t rows = table.shape[rowDim];
+      if (a->bind.lo < 0 || a->bind.hi > rows)
+        return error(a->loc, "input " + describe(idx) + " is bound to [" +
+                                 llvm::Twine(a->bind.lo) + ", " + llvm::Twine(a->bind.hi) +
+                                 ") but indexes the " + llvm::Twine(rows) + " rows of " +
+                                 describe(node.operands[0]));
     }
     return llvm::Error::success();
   }

@@ -1,9 +1,13 @@
 //===- Backend.h - what an Executor runs entries on --------------*- C++ -*-===//
 //
 // An Executor checks what does not depend on the device (the entry exists,
-// every input is set with the entry's length, positions lie in [0, ctx), token
-// ids name rows) and keeps the outputs of the last run; a backend runs one
-// checked entry and hands its results back. Two backends exist:
+// every input is set with the entry's length; on a backend without a device
+// input check, every value lies in its binding's range and token ids name
+// rows), numbers the steps and keeps the outputs of the last run; a backend
+// runs one checked entry and hands its results back. A step the device's
+// input check refused comes back as an InputRangeError (runtime/InputCheck.h):
+// no state was written, it is no device fault, later steps may run. Two
+// backends exist:
 //
 //   cpu    the reference interpreter over the plan's graph (the oracle);
 //          weights from the plan's `weights` or `program` section
@@ -18,6 +22,7 @@
 
 #include "ir/Graph.h"
 #include "runtime/Executor.h"
+#include "runtime/InputCheck.h"
 #include "runtime/Plan.h"
 #include "runtime/reference/Interpreter.h"
 
@@ -46,6 +51,11 @@ public:
   /// Zeroes every state tensor. An error of the device may also surface at the
   /// next run instead.
   virtual llvm::Error resetState() = 0;
+
+  /// True when the backend checks every ranged input on the device (the CUDA
+  /// program's input check) and reports a bad value as an InputRangeError
+  /// from run(); false: the Executor checks the values on the host first.
+  virtual bool checksInputsOnDevice() const { return false; }
 
   /// Device time of the last run from events, in ms (0 where not measured).
   virtual float lastGpuMs() const { return 0; }

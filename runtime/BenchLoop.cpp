@@ -86,18 +86,32 @@ llvm::Expected<StepDriver> StepDriver::create(Executor &exec, const StepLoopOpti
     return makeError("no entry '" + opts.entry + "' to time (entries: " + known + ")");
   }
   StepDriver d(exec, opts);
+  // Token ids stay inside the tokens binding's range, else token_embd's rows.
+  bool vocabBound = false;
+  for (const Argument &a : fn->arguments())
+    if (a.role == ArgRole::Input && a.bind.kind == BindKind::Tokens && a.bind.hasRange()) {
+      d.vocab_ = std::max<int64_t>(1, a.bind.hi);
+      vocabBound = true;
+    }
   for (const Argument &a : fn->arguments()) {
     const Value &v = fn->value(a.value);
-    if (a.role == ArgRole::Weight && v.name == "token_embd" && !v.type.shape.empty())
+    if (a.role == ArgRole::Weight && v.name == "token_embd" && !v.type.shape.empty() &&
+        !vocabBound)
       d.vocab_ = std::max<int64_t>(1, v.type.shape[0]);
     if (a.role != ArgRole::Input)
       continue;
     if (!isInteger(v.type.dtype))
       return makeError("entry '" + opts.entry + "' input '" + v.name + "' is " + v.type.str() +
                        "; only integer inputs can be fed");
-    if (v.name == "tokens" || v.name == "positions")
+    // The bindings say which input is which; a graph written without them
+    // (old .fg text) is fed by the ABI's names.
+    bool unbound = a.bind.kind == BindKind::Other && !a.bind.hasRange();
+    bool tokens = a.bind.kind == BindKind::Tokens || (unbound && v.name == "tokens");
+    bool positions = a.bind.kind == BindKind::Positions || (unbound && v.name == "positions");
+    if (tokens || positions) {
+      (tokens ? d.tokensInput_ : d.positionsInput_) = v.name;
       d.tokens_ = std::max<int64_t>(1, v.type.numElements());
-    else {
+    } else {
       d.otherInputs_.push_back(v.name);
       d.otherSizes_.push_back(v.type.numElements());
     }
@@ -119,12 +133,11 @@ llvm::Error StepDriver::setInputs() {
     positions[t] = static_cast<int32_t>(p);
     tokens[t] = static_cast<int32_t>((p * 31 + 7) % vocab_);
   }
-  const Function *fn = exec_->entry(opts_.entry);
-  if (fn->lookup("tokens") != kNoValue)
-    if (auto e = exec_->setInput("tokens", tokens))
+  if (!tokensInput_.empty())
+    if (auto e = exec_->setInput(tokensInput_, tokens))
       return e;
-  if (fn->lookup("positions") != kNoValue)
-    if (auto e = exec_->setInput("positions", positions))
+  if (!positionsInput_.empty())
+    if (auto e = exec_->setInput(positionsInput_, positions))
       return e;
   for (size_t i = 0; i < otherInputs_.size(); ++i) {
     std::vector<int32_t> v(static_cast<size_t>(otherSizes_[i]));
@@ -220,7 +233,7 @@ std::vector<FamilyTime> familyBreakdown(const Function &fn,
   std::vector<const Node *> counted;
   for (size_t i = 0; i < first.size(); ++i) {
     const Executor::LaunchTime &l = first[i];
-    std::string fam = launchFamily(l.op, l.gemm);
+    std::string fam = l.node == kNoNode ? std::string("input check") : launchFamily(l.op, l.gemm);
     FamilyTime &f = byFamily[fam];
     f.family = fam;
     ++f.launches;

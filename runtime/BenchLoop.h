@@ -91,7 +91,10 @@ private:
   Executor *exec_;
   StepLoopOptions opts_;
   int64_t tokens_ = 1;
-  int64_t vocab_ = 1; ///< rows of token_embd, to keep token ids valid
+  int64_t vocab_ = 1; ///< token ids stay below it (the tokens binding's range, else token_embd's rows)
+  /// The inputs bound to tokens and positions (by name in a graph without
+  /// bindings: `tokens`, `positions`); empty when the entry has none.
+  std::string tokensInput_, positionsInput_;
   int64_t pos_ = 0;
   std::vector<std::string> otherInputs_;
   std::vector<int64_t> otherSizes_;

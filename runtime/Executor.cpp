@@ -2,6 +2,7 @@
 #include "runtime/Executor.h"
 
 #include "runtime/Backend.h"
+#include "runtime/InputCheck.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -30,7 +31,37 @@ const Argument *findInput(const Function &fn, StringRef name) {
   return a && a->role == ArgRole::Input ? a : nullptr;
 }
 
+/// The first value of input `a` outside its binding's range, or (CPU: the
+/// gather would read outside the table) of an input that indexes rows of a
+/// table (token ids into the embedding) that is not a row of it.
+Error checkHostValues(const Function &fn, const Argument &a, ArrayRef<int32_t> vals) {
+  const Value &v = fn.value(a.value);
+  if (Error e = checkInputRange(v.name, a.bind, vals))
+    return e;
+  for (const Node &n : fn.nodes()) {
+    if (n.kind != OpKind::GetRows || n.operands.size() < 2 || n.operands[1] != a.value)
+      continue;
+    // get_rows(table [B.., R, C..], idx [B.., N]): R sits at the rank of idx, minus one.
+    const TensorType &table = fn.type(n.operands[0]);
+    size_t rowDim = fn.type(n.operands[1]).shape.size() - 1;
+    if (rowDim >= table.shape.size())
+      continue; // the verifier refuses this; nothing to check against
+    int64_t rows = table.shape[rowDim];
+    for (size_t i = 0; i < vals.size(); ++i)
+      if (vals[i] < 0 || vals[i] >= rows)
+        return makeError("input '" + v.name + "' [" + Twine(i) + "] = " + Twine(vals[i]) +
+                         " is not a row of '" + fn.value(n.operands[0]).name + "' (0 .. " +
+                         Twine(rows - 1) + ")");
+  }
+  return Error::success();
+}
+
 } // namespace
+
+/// "step N: <what>", N the run's index on this executor (from 0).
+static Error stepError(uint64_t step, Error e) {
+  return makeError("step " + Twine(step) + ": " + toString(std::move(e)));
+}
 
 StringRef deviceName(ExecOptions::Device d) {
   return d == ExecOptions::Device::Cpu ? "cpu" : "cuda";
@@ -85,6 +116,7 @@ Error Executor::run(StringRef name) {
   const Function *fn = graph_->lookup(name);
   if (!fn)
     return makeError("no entry named '" + name + "'; the entries are: " + join(entries_, ", "));
+  const uint64_t step = steps_++;
   StringMap<HostTensor> inputs;
   for (const Argument &a : fn->arguments()) {
     if (a.role != ArgRole::Input)
@@ -97,37 +129,28 @@ Error Executor::run(StringRef name) {
     if (static_cast<int64_t>(vals.size()) != v.type.numElements())
       return makeError("input '" + v.name + "' has " + Twine(vals.size()) +
                        " elements but entry '" + name + "' takes " + v.type.str());
-    if (v.name == "positions") {
-      for (int32_t p : vals) {
-        if (p < 0)
-          return makeError("position " + Twine(p) + " is negative");
-        if (ctx_ > 0 && p >= ctx_)
-          return makeError("position " + Twine(p) + " is past the context (ctx = " + Twine(ctx_) +
-                           "); compile with a larger --ctx");
-      }
-    }
-    // An input that indexes rows of a table (token ids into the embedding):
-    // every value must name a row, or the gather would read outside it.
-    for (const Node &n : fn->nodes()) {
-      if (n.kind != OpKind::GetRows || n.operands.size() < 2 || n.operands[1] != a.value)
-        continue;
-      // get_rows(table [B.., R, C..], idx [B.., N]): R sits at the rank of idx, minus one.
-      const TensorType &table = fn->type(n.operands[0]);
-      size_t rowDim = fn->type(n.operands[1]).shape.size() - 1;
-      if (rowDim >= table.shape.size())
-        continue; // the verifier refuses this; nothing to check against
-      int64_t rows = table.shape[rowDim];
-      for (size_t i = 0; i < vals.size(); ++i)
-        if (vals[i] < 0 || vals[i] >= rows)
-          return makeError("input '" + v.name + "' [" + Twine(i) + "] = " + Twine(vals[i]) +
-                           " is not a row of '" + fn->value(n.operands[0]).name + "' (0 .. " +
-                           Twine(rows - 1) + ")");
-    }
+    // The CPU checks every value against its binding's range here; the CUDA
+    // program checks them on the device (the entry's input check), where a
+    // value may come from a device-side sampler the host never sees.
+    if (!backend_->checksInputsOnDevice())
+      if (Error e = checkHostValues(*fn, a, vals))
+        return stepError(step, std::move(e));
     inputs[v.name] = HostTensor::fromInts(v.type, std::vector<int64_t>(vals.begin(), vals.end()));
   }
 
-  if (Error e = backend_->run(*fn, inputs))
+  if (Error e = backend_->run(*fn, inputs)) {
+    if (e.isA<InputRangeError>()) {
+      // A value the device check refused: that step wrote no state, so the
+      // executor stays usable (the backend does not count it as a fault);
+      // the outputs are not the step's.
+      outputs_.clear();
+      floatOutputs_.clear();
+      outputsStale_ = false;
+      lastEntry_.clear();
+      return stepError(step, std::move(e));
+    }
     return e;
+  }
   outputs_.clear();
   floatOutputs_.clear();
   lastEntry_ = name.str();

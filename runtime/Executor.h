@@ -65,10 +65,16 @@ public:
   /// that name has `values.size()` elements.
   llvm::Error setInput(llvm::StringRef name, llvm::ArrayRef<int32_t> values);
   /// Runs entry `entry`. Checked before running: the entry exists (else the
-  /// error lists the entries), every input is set with the entry's length,
-  /// every position is in [0, ctx), and every value of an input that gathers
+  /// error lists the entries) and every input is set with the entry's length.
+  /// Every value of an input with a range (its binding: token ids in
+  /// [0, vocab), positions in [0, ctx)) is checked, by the CPU before the
+  /// step, by the CUDA program on the device (runtime/InputCheck.h); a bad one
+  /// is "step N: input 'positions'[0] = 5000 is outside [0, 4096)" (N counts
+  /// this executor's runs from 0), the step writes no state and later steps
+  /// may run. The CPU also checks that every value of an input that gathers
   /// rows (token ids) names a row of its table. After a step failed on the
-  /// device the executor refuses every later run with that first error.
+  /// device (a fault) the executor refuses every later run with that first
+  /// error.
   llvm::Error run(llvm::StringRef entry);
   /// A result of the last run, by value name.
   llvm::Expected<HostTensor> output(llvm::StringRef name) const;
@@ -113,6 +119,7 @@ private:
   std::unique_ptr<Graph> graph_; ///< owned copy; the backend points into it
   std::unique_ptr<class ExecBackend> backend_;
   std::string lastEntry_;             ///< outputs are fetched lazily from the backend
+  uint64_t steps_ = 0; ///< runs of an existing entry so far (error messages: "step N: ...")
   mutable bool outputsStale_ = false;
   ExecOptions opts_;
   int64_t ctx_ = 0;

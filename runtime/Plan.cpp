@@ -65,7 +65,7 @@ std::string writeMeta(const PlanOptions &o, ArrayRef<PlanPassRecord> passes) {
   os << "arch " << o.arch << "\n";
   os << "fusion " << (o.fusion ? 1 : 0) << "\n";
   os << "disable_fusion " << join(o.disableFusion, ",") << "\n";
-  os << "kv_dtype " << o.kvDtype << "\n";
+  os << "kv_dtype " << dtypeName(o.kvDType) << "\n";
   os << "source " << o.source << "\n";
   for (const PlanPassRecord &p : passes)
     os << "pass " << p.name << " " << (p.changed ? 1 : 0) << "\n";
@@ -105,7 +105,10 @@ Error readMeta(StringRef text, StringRef file, PlanOptions &o,
       for (StringRef p : parts)
         o.disableFusion.push_back(p.str());
     } else if (key == "kv_dtype") {
-      o.kvDtype = value.str();
+      std::optional<DType> kv = parseDType(std::string_view(value.data(), value.size()));
+      if (!kv)
+        return bad(line);
+      o.kvDType = *kv;
     } else if (key == "last_logits_only") {
       // Plans before issue 12 recorded a flag that changed nothing (their
       // prefill entries return every row, as their IR says): ignored.
@@ -132,7 +135,7 @@ Error readMeta(StringRef text, StringRef file, PlanOptions &o,
 
 bool PlanOptions::operator==(const PlanOptions &o) const {
   return ctx == o.ctx && prefill == o.prefill && arch == o.arch && fusion == o.fusion &&
-         disableFusion == o.disableFusion && kvDtype == o.kvDtype && source == o.source;
+         disableFusion == o.disableFusion && kvDType == o.kvDType && source == o.source;
 }
 
 Plan::Plan(Graph graph, PlanOptions options, std::vector<PlanPassRecord> passes,

@@ -44,7 +44,7 @@ struct PlanOptions {
   std::string arch = "sm_90";             ///< target GPU architecture
   bool fusion = true;                     ///< fusion passes enabled
   std::vector<std::string> disableFusion; ///< fusion patterns turned off by name
-  std::string kvDtype = "f16";            ///< KV cache element type
+  DType kvDType = DType::F16;             ///< KV cache element type
   std::string source;                     ///< the model path or name it came from
 
   bool operator==(const PlanOptions &o) const;

@@ -27,7 +27,20 @@ enum class BufferSpace : uint8_t {
   State,     ///< state[index]
   Workspace, ///< the cuBLAS workspace
   Counters,  ///< per-launch counters, zeroed at load, left zero by their kernels
+  Status,    ///< the runner's status words (the input check's result; InputStatus)
 };
+
+/// What an entry's input check (its first launch, when any input has a
+/// range) leaves in the status words after a step:
+///   [0] 0 when every checked value was in range, else 1 + the index of the
+///       first bad input in CompiledEntry::inputs,
+///   [1] the element index of its first bad value,
+///   [2], [3] the bad value as an i64, low word first.
+/// A bad step writes no state: the check sets every position of the step to
+/// -1, which set_rows skips and attention reads no rows for; a token id out of
+/// range gathers zeros. So the caller can continue with good inputs.
+constexpr uint64_t kStatusBytes = 4 * sizeof(uint32_t);
+
 
 struct BufferRef {
   BufferSpace space = BufferSpace::Arena;
@@ -73,6 +86,7 @@ struct LaunchRecord {
   std::vector<uint32_t> deps;
   /// The node this launch computes: its index in the entry's function (the
   /// plan's final graph) and its op. Profiles and rooflines group by these.
+  /// kNoNode (ir/Graph.h) for the entry's input check, which computes none.
   uint32_t node = 0;
   OpKind op = OpKind{};
   /// What this launch computes, for messages only: "%q.3 = rope (line 12)".
@@ -84,6 +98,8 @@ struct IoBinding {
   std::string name;
   TensorType type;
   BufferRef where;
+  /// Inputs: the graph's binding (kind, value range the input check enforces).
+  InputBinding bind;
 };
 
 struct CompiledEntry {

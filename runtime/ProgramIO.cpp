@@ -110,7 +110,7 @@ public:
   BufferRef ref() {
     BufferRef r;
     auto s = pod<uint8_t>();
-    if (s > static_cast<uint8_t>(BufferSpace::Counters))
+    if (s > static_cast<uint8_t>(BufferSpace::Status))
       failed_ = true;
     r.space = static_cast<BufferSpace>(s);
     r.index = pod<uint32_t>();
@@ -151,7 +151,8 @@ constexpr uint32_t kProgramTagV1 = 0x46475052; // "FGPR": slots without a file s
 constexpr uint32_t kProgramTagV2 = 0x46475053; // "FGPS": launches without node ids and op kinds
 constexpr uint32_t kProgramTagV3 = 0x46475054; // "FGPT": transformed weights embedded as bytes
 constexpr uint32_t kProgramTagV4 = 0x46475055; // "FGPU": attention counters cleared by a kernel
-constexpr uint32_t kProgramTag = 0x46475056;   // "FGPV"
+constexpr uint32_t kProgramTagV5 = 0x46475056; // "FGPV": inputs without value ranges (no input check)
+constexpr uint32_t kProgramTag = 0x46475057;   // "FGPW"
 constexpr uint32_t kWeightsTagV1 = 0x46475754; // "FGWT": transformed weights embedded as bytes
 constexpr uint32_t kWeightsTag = 0x46475755;   // "FGWU"
 
@@ -311,6 +312,9 @@ EncodedProgram encodeProgram(const CompiledProgram &p) {
         w.str(b.name);
         w.type(b.type);
         w.ref(b.where);
+        w.pod(static_cast<uint8_t>(b.bind.kind));
+        w.pod(b.bind.lo);
+        w.pod(b.bind.hi);
       }
     }
     w.u64(e.launches.size());
@@ -403,13 +407,14 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
   };
   uint32_t tag = r.pod<uint32_t>();
   if (tag == kProgramTagV1 || tag == kProgramTagV2 || tag == kProgramTagV3 ||
-      tag == kProgramTagV4)
+      tag == kProgramTagV4 || tag == kProgramTagV5)
     return makeError("this plan's CUDA program was written by an older fusegraph (" +
                      llvm::Twine(tag == kProgramTagV1 ? "weight table without model-file references"
                                  : tag == kProgramTagV2 ? "launches without node ids"
                                  : tag == kProgramTagV3 ? "transformed weights embedded as bytes, "
                                                           "not recipes"
-                                                        : "attention counters cleared by a kernel") +
+                                 : tag == kProgramTagV4 ? "attention counters cleared by a kernel"
+                                                        : "inputs without value ranges") +
                      "); recompile the model");
   if (tag != kProgramTag || r.failed())
     return corrupt("bad tag");
@@ -448,8 +453,15 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
         b.name = r.str();
         b.type = r.type();
         b.where = r.ref();
+        auto kind = r.pod<uint8_t>();
+        b.bind.lo = r.pod<int64_t>();
+        b.bind.hi = r.pod<int64_t>();
         if (!r.failed() && !checkedBytes(b.type.dtype, b.type.shape))
           return corrupt("binding size overflows");
+        if (!r.failed() && (kind > static_cast<uint8_t>(BindKind::Positions) ||
+                            b.bind.lo > b.bind.hi))
+          return corrupt("bad input binding");
+        b.bind.kind = static_cast<BindKind>(kind);
         list->push_back(std::move(b));
       }
     }

@@ -39,10 +39,9 @@ std::string plural(int64_t n, StringRef what) {
 std::vector<PrefillBucket> prefillBuckets(const Graph &g) {
   std::vector<PrefillBucket> out;
   for (const Function &fn : g.functions()) {
-    int64_t n;
-    StringRef name = fn.name();
-    if (name.startswith("prefill_") && !name.drop_front(8).getAsInteger(10, n) && n > 0)
-      out.push_back({name.str(), n});
+    const EntryContract &c = fn.contract();
+    if (c.role == EntryRole::Prefill && c.tokens > 0)
+      out.push_back({fn.name().str(), c.tokens});
   }
   llvm::sort(out, [](const PrefillBucket &a, const PrefillBucket &b) { return a.tokens < b.tokens; });
   return out;

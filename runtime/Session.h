@@ -52,8 +52,9 @@ struct PrefillBucket {
 };
 
 /// The prefill entries of a decoder graph, smallest first. The one place that
-/// decides which entry is a prefill bucket of which size (today from the
-/// `prefill_N` names; entry roles in the IR will answer it).
+/// decides which entry is a prefill bucket of which size: every function whose
+/// entry role is prefill, N from the role (`attributes {role = prefill, n = N}`),
+/// whatever its name. Entries without a role (old .fg files) are no buckets.
 std::vector<PrefillBucket> prefillBuckets(const Graph &g);
 
 /// The index of the largest logit (the first one on ties): greedy decoding.

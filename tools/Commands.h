@@ -30,7 +30,7 @@ int runDemo(llvm::ArrayRef<const char *> args);
 struct ModelSettings {
   int64_t ctx = 4096;
   std::vector<int64_t> prefill = {64};
-  std::string kvDtype = "f16";
+  DType kvDType = DType::F16;
   bool allLogits = false; ///< prefill entries return every logits row (--all-logits)
   LogSink log;
 };

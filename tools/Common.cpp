@@ -38,11 +38,17 @@ bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &comp
     return false;
   if (f.has("prefill") && !f.getInts("prefill", model.prefill, exitCode))
     return false;
-  model.kvDtype = f.get("kv-dtype", "f16");
+  std::string kv = f.get("kv-dtype", "f16");
+  std::optional<DType> kvType = parseDType(kv);
+  if (!kvType || (*kvType != DType::F16 && *kvType != DType::BF16 && *kvType != DType::F32)) {
+    exitCode = f.usageError("unknown --kv-dtype '" + kv + "' (f16, bf16 or f32)");
+    return false;
+  }
+  model.kvDType = *kvType;
   model.allLogits = f.has("all-logits");
 
   compile.ctx = model.ctx;
-  compile.kvDtype = model.kvDtype;
+  compile.kvDType = model.kvDType;
   compile.arch = f.get("arch", "sm_90");
   compile.fusion = !f.has("no-fusion");
   compile.disableFusion = f.list("disable-fusion");

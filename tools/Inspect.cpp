@@ -1,13 +1,17 @@
 //===- Inspect.cpp - `fusegraph inspect`: what a model or plan holds -------===//
 #include "tools/Commands.h"
 
+#include "codegen/cuda/Lower.h"
+#include "passes/fusion/FusionReport.h"
 #include "runtime/ProgramIO.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <map>
+#include <optional>
 
 using namespace llvm;
 
@@ -17,6 +21,8 @@ namespace {
 
 struct EntrySummary {
   std::string name;
+  EntryContract contract;
+  std::vector<std::pair<std::string, InputBinding>> bindings; ///< bound inputs, in order
   std::vector<std::string> inputs, results; ///< "tokens: i32[1]"
   std::map<std::string, int64_t> opCounts;  ///< mnemonic -> count
   size_t ops = 0;
@@ -38,10 +44,13 @@ Summary summarize(const Graph &g) {
   for (const Function &fn : g.functions()) {
     EntrySummary e;
     e.name = fn.name().str();
+    e.contract = fn.contract();
     for (const Argument &a : fn.arguments()) {
       const Value &v = fn.value(a.value);
       if (a.role == ArgRole::Input) {
         e.inputs.push_back(v.name + ": " + v.type.str());
+        if (!a.bind.empty())
+          e.bindings.push_back({v.name, a.bind});
         continue;
       }
       if (!seen.insert({v.name, true}).second)
@@ -90,6 +99,44 @@ std::string humanFlops(double f) {
     ++u;
   }
   return formatv("{0:f2} {1}", f, units[u]).str();
+}
+
+/// "decode", "prefill 64", "other".
+std::string roleText(const EntryContract &c) {
+  return c.role == EntryRole::Prefill ? "prefill " + std::to_string(c.tokens)
+                                      : entryRoleName(c.role).str();
+}
+
+/// "tokens [0, 512)", "positions (no range)".
+std::string bindingText(llvm::StringRef name, const InputBinding &b) {
+  std::string kind = b.kind == BindKind::Other || bindKindName(b.kind) == name
+                         ? ""
+                         : " (" + bindKindName(b.kind).str() + ")";
+  if (!b.hasRange())
+    return name.str() + kind + " unchecked";
+  return name.str() + kind + " in [" + std::to_string(b.lo) + ", " + std::to_string(b.hi) + ")";
+}
+
+/// Distinct kernels the program launches (one symbol each).
+size_t distinctKernels(const CompiledProgram &prog) {
+  std::vector<std::string> symbols;
+  for (const CompiledEntry &e : prog.entries)
+    for (const LaunchRecord &l : e.launches)
+      if (l.kind == LaunchRecord::Kind::Kernel && !is_contained(symbols, l.symbol))
+        symbols.push_back(l.symbol);
+  return symbols.size();
+}
+
+/// The node a fusion root (`%name`) names in `entry` of the plan's graph, or
+/// none (unnamed or gone).
+std::optional<int64_t> rootNode(const Graph &g, StringRef entry, StringRef root) {
+  const Function *fn = g.lookup(entry);
+  if (!fn || !root.startswith("%"))
+    return std::nullopt;
+  ValueId v = fn->lookup(root.drop_front());
+  if (v == kNoValue || fn->value(v).isArgument())
+    return std::nullopt;
+  return static_cast<int64_t>(fn->value(v).def);
 }
 
 /// The plan's weight slots (its "weights" section, else its CUDA program's);
@@ -167,6 +214,30 @@ void printWeightSources(raw_ostream &os, const Plan &plan) {
   }
 }
 
+/// `--compile-time`: the cold compile of the plan's kernels, lowering its
+/// graph again with the kernel cache off (NVRTC compiles every module; no GPU
+/// needed). Not stored in the plan: plans stay byte-reproducible.
+struct ColdCompile {
+  unsigned modules = 0;
+  double seconds = 0;
+};
+
+Expected<ColdCompile> coldCompile(const Plan &plan) {
+  cuda::LowerOptions lo;
+  lo.emit.arch = plan.options().arch;
+  lo.ctx = plan.options().ctx;
+  lo.nvrtc.useCache = false;
+  cuda::LowerStats stats;
+  auto t0 = std::chrono::steady_clock::now();
+  Expected<CompiledProgram> prog = cuda::lowerGraph(plan.graph(), lo, &stats);
+  if (!prog)
+    return prog.takeError();
+  ColdCompile c;
+  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  c.modules = static_cast<unsigned>(prog->modules.size());
+  return c;
+}
+
 void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, raw_ostream &os) {
   const PlanOptions &o = plan.options();
   if (isPlan)
@@ -179,7 +250,7 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
      << (o.prefill.empty()
              ? std::string("none")
              : join(map_range(o.prefill, [](int64_t n) { return std::to_string(n); }), ","))
-     << ", arch " << o.arch << ", fusion " << (o.fusion ? "on" : "off") << ", kv " << o.kvDtype;
+     << ", arch " << o.arch << ", fusion " << (o.fusion ? "on" : "off") << ", kv " << dtypeName(o.kvDType);
   if (!o.disableFusion.empty())
     os << ", disabled fusions " << join(o.disableFusion, ",");
   os << "\n";
@@ -195,6 +266,10 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
     os << ")\n";
     os << "    cost: " << humanFlops(e.cost.flops) << ", " << humanBytes(e.cost.bytes)
        << " moved\n";
+    os << "    role: " << roleText(e.contract);
+    for (const auto &[name, b] : e.bindings)
+      os << "; " << bindingText(name, b);
+    os << "\n";
   }
   os << "weights: " << s.weights.values << " values, " << humanBytes(s.weights.bytes) << "\n";
   printWeightSources(os, plan);
@@ -209,8 +284,9 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
     for (const CompiledEntry &e : prog->entries)
       for (const LaunchRecord &l : e.launches)
         (l.kind == LaunchRecord::Kind::Gemm ? gemms : kernels) += 1;
-    os << "cuda: " << prog->arch << ", " << prog->modules.size() << " kernel modules, "
-       << kernels << " kernel launches, " << gemms << " cuBLAS calls\n";
+    os << "cuda: " << prog->arch << ", " << distinctKernels(*prog) << " kernels in "
+       << prog->modules.size() << " modules, " << kernels << " kernel launches, " << gemms
+       << " cuBLAS calls\n";
     for (const CompiledEntry &e : prog->entries)
       os << "  " << e.name << ": " << e.launches.size() << " launches, arena "
          << humanBytes(static_cast<double>(e.arenaBytes)) << ", peak live "
@@ -218,9 +294,15 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
   } else {
     os << "cuda: no program in this plan (compiled without CUDA code generation)\n";
   }
-  if (const PlanSection *f = plan.section("fusion"))
-    os << "fusions:\n" << (f->bytes.empty() ? std::string("  none\n") : f->bytes);
-  else
+  if (const PlanSection *f = plan.section("fusion")) {
+    os << "fusions:\n";
+    Expected<FusionReport> report = FusionReport::parse(f->bytes);
+    if (report)
+      report->print(os);
+    else // a plan from before the report was structured: its text as written
+      os << (consumeError(report.takeError()), f->bytes.empty() ? std::string("  none\n")
+                                                                : f->bytes);
+  } else
     os << "fusions: not recorded in this plan\n";
   os << "passes:";
   if (plan.passes().empty())
@@ -230,7 +312,178 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
   os << "\n";
 }
 
-void printJson(const Plan &plan, StringRef path, bool isPlan, const Summary &s, raw_ostream &os) {
+/// "fusions": applied (entry, pattern, count, roots and their node ids in the
+/// plan's graph) and refused (entry, pattern, root, node, reason), and the
+/// split-back count; null when the plan recorded none, or its error text.
+void printFusionsJson(const Plan &plan, json::OStream &j) {
+  const PlanSection *f = plan.section("fusion");
+  if (!f) {
+    j.attribute("fusions", nullptr);
+    return;
+  }
+  Expected<FusionReport> report = FusionReport::parse(f->bytes);
+  if (!report) {
+    j.attribute("fusions", toString(report.takeError()));
+    return;
+  }
+  auto node = [&](StringRef entry, StringRef root) {
+    std::optional<int64_t> n = rootNode(plan.graph(), entry, root);
+    if (n)
+      j.value(*n);
+    else
+      j.value(nullptr);
+  };
+  j.attributeObject("fusions", [&] {
+    j.attributeArray("applied", [&] {
+      for (const FusionReport::Applied &a : report->applied)
+        j.object([&] {
+          j.attribute("entry", a.entry);
+          j.attribute("pattern", a.pattern);
+          j.attribute("count", a.count);
+          j.attributeArray("roots", [&] {
+            for (const std::string &r : a.roots)
+              j.value(r);
+          });
+          j.attributeArray("nodes", [&] {
+            for (const std::string &r : a.roots)
+              node(a.entry, r);
+          });
+        });
+    });
+    j.attributeArray("refused", [&] {
+      for (const FusionReport::Refusal &r : report->refused)
+        j.object([&] {
+          j.attribute("entry", r.entry);
+          j.attribute("pattern", r.pattern);
+          j.attribute("root", r.root);
+          j.attributeBegin("node");
+          node(r.entry, r.root);
+          j.attributeEnd();
+          j.attribute("reason", r.reason);
+        });
+    });
+    j.attribute("split_back", report->splitBack);
+  });
+}
+
+/// "cuda": the program (modules, kernels, every launch with its node, op,
+/// kernel or cuBLAS call, dependencies; arena and peak bytes per entry), null
+/// without one, or the decoding error.
+void printProgramJson(const Plan &plan, json::OStream &j) {
+  const PlanSection *p = plan.section("program");
+  if (!p) {
+    j.attribute("cuda", nullptr);
+    return;
+  }
+  Expected<CompiledProgram> prog = decodeProgram(p->bytes);
+  if (!prog) {
+    j.attribute("cuda", toString(prog.takeError()));
+    return;
+  }
+  auto space = [](BufferSpace s) {
+    switch (s) {
+    case BufferSpace::Arena:
+      return "arena";
+    case BufferSpace::Weight:
+      return "weight";
+    case BufferSpace::State:
+      return "state";
+    case BufferSpace::Workspace:
+      return "workspace";
+    case BufferSpace::Counters:
+      return "counters";
+    case BufferSpace::Status:
+      return "status";
+    }
+    return "?";
+  };
+  auto ref = [&](const BufferRef &r) {
+    j.object([&] {
+      j.attribute("space", space(r.space));
+      j.attribute("index", static_cast<int64_t>(r.index));
+      j.attribute("offset", static_cast<int64_t>(r.offset));
+    });
+  };
+  j.attributeObject("cuda", [&] {
+    j.attribute("arch", prog->arch);
+    j.attribute("ctx", prog->ctx);
+    j.attribute("kernels", static_cast<int64_t>(distinctKernels(*prog)));
+    j.attribute("workspace_bytes", static_cast<int64_t>(prog->workspaceBytes));
+    j.attribute("init_module", prog->initModule);
+    j.attributeArray("modules", [&] {
+      for (const KernelImage &m : prog->modules)
+        j.object([&] {
+          j.attribute("name", m.name);
+          j.attribute("cubin_bytes", static_cast<int64_t>(m.cubin.size()));
+          j.attribute("ptx_bytes", static_cast<int64_t>(m.ptx.size()));
+        });
+    });
+    j.attributeArray("entries", [&] {
+      for (const CompiledEntry &e : prog->entries)
+        j.object([&] {
+          int64_t kernels = 0, gemms = 0;
+          for (const LaunchRecord &l : e.launches)
+            ++(l.kind == LaunchRecord::Kind::Gemm ? gemms : kernels);
+          j.attribute("name", e.name);
+          j.attribute("arena_bytes", static_cast<int64_t>(e.arenaBytes));
+          j.attribute("peak_live_bytes", static_cast<int64_t>(e.peakLiveBytes));
+          j.attribute("kernel_launches", kernels);
+          j.attribute("cublas_calls", gemms);
+          j.attributeArray("launches", [&] {
+            for (const LaunchRecord &l : e.launches)
+              j.object([&] {
+                bool gemm = l.kind == LaunchRecord::Kind::Gemm;
+                j.attribute("kind", gemm ? "cublas" : "kernel");
+                if (l.node == kNoNode) {
+                  j.attribute("node", nullptr);
+                  j.attribute("op", "input check");
+                } else {
+                  j.attribute("node", static_cast<int64_t>(l.node));
+                  j.attribute("op", std::string(mnemonic(l.op)));
+                }
+                j.attribute("what", l.what);
+                if (gemm) {
+                  const GemmDesc &g = l.gemm;
+                  j.attributeObject("gemm", [&] {
+                    j.attribute("m", g.m);
+                    j.attribute("n", g.n);
+                    j.attribute("k", g.k);
+                    j.attribute("trans_a", g.transA);
+                    j.attribute("trans_b", g.transB);
+                    j.attribute("a_type", std::string(dtypeName(g.aType)));
+                    j.attribute("b_type", std::string(dtypeName(g.bType)));
+                    j.attribute("c_type", std::string(dtypeName(g.cType)));
+                  });
+                } else {
+                  j.attribute("module", static_cast<int64_t>(l.module));
+                  j.attribute("symbol", l.symbol);
+                  j.attributeArray("grid", [&] {
+                    for (uint32_t g : l.grid)
+                      j.value(static_cast<int64_t>(g));
+                  });
+                  j.attributeArray("block", [&] {
+                    for (uint32_t b : l.block)
+                      j.value(static_cast<int64_t>(b));
+                  });
+                  j.attribute("shared_bytes", static_cast<int64_t>(l.sharedBytes));
+                  j.attributeArray("args", [&] {
+                    for (const BufferRef &r : l.args)
+                      ref(r);
+                  });
+                }
+                j.attributeArray("deps", [&] {
+                  for (uint32_t d : l.deps)
+                    j.value(static_cast<int64_t>(d));
+                });
+              });
+          });
+        });
+    });
+  });
+}
+
+void printJson(const Plan &plan, StringRef path, bool isPlan, const Summary &s,
+               const std::optional<ColdCompile> &cold, raw_ostream &os) {
   const PlanOptions &o = plan.options();
   json::OStream j(os, 2);
   j.object([&] {
@@ -252,16 +505,30 @@ void printJson(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
         for (const std::string &n : o.disableFusion)
           j.value(n);
       });
-      j.attribute("kv_dtype", o.kvDtype);
+      j.attribute("kv_dtype", std::string(dtypeName(o.kvDType)));
       j.attribute("source", o.source);
     });
     j.attributeArray("entries", [&] {
       for (const EntrySummary &e : s.entries)
         j.object([&] {
           j.attribute("name", e.name);
+          j.attribute("role", entryRoleName(e.contract.role));
+          j.attribute("tokens", e.contract.tokens);
           j.attributeArray("inputs", [&] {
             for (const std::string &i : e.inputs)
               j.value(i);
+          });
+          j.attributeArray("bindings", [&] {
+            for (const auto &binding : e.bindings) // no structured binding: captured below (C++17)
+              j.object([&] {
+                const InputBinding &b = binding.second;
+                j.attribute("input", binding.first);
+                j.attribute("kind", bindKindName(b.kind));
+                if (b.hasRange()) {
+                  j.attribute("lo", b.lo);
+                  j.attribute("hi", b.hi);
+                }
+              });
           });
           j.attributeArray("results", [&] {
             for (const std::string &r : e.results)
@@ -295,7 +562,13 @@ void printJson(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
       j.attribute("values", s.state.values);
       j.attribute("bytes", s.state.bytes);
     });
-    j.attributeArray("fusions", [] {});
+    printFusionsJson(plan, j);
+    printProgramJson(plan, j);
+    if (cold)
+      j.attributeObject("cold_compile", [&] {
+        j.attribute("modules", static_cast<int64_t>(cold->modules));
+        j.attribute("seconds", cold->seconds);
+      });
     j.attributeArray("passes", [&] {
       for (const PlanPassRecord &p : plan.passes())
         j.object([&] {
@@ -310,10 +583,14 @@ void printJson(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
 } // namespace
 
 int runInspect(ArrayRef<const char *> args) {
-  Flags f("inspect", "inspect MODEL|X.plan [--json]",
-          "Shows the entries, op counts per kind, weights and state (values and bytes), cost\n"
-          "totals (flops, bytes) and the passes of a plan; a MODEL is compiled first.");
+  Flags f("inspect", "inspect MODEL|X.plan [--json] [--compile-time]",
+          "Shows the entries (roles, input ranges), op counts per kind, weights and state\n"
+          "(values and bytes), cost totals (flops, bytes), the CUDA program (kernels, modules,\n"
+          "launches, cuBLAS calls, arena and peak bytes per entry), fusions applied and refused\n"
+          "with reasons, and the passes of a plan; a MODEL is compiled first.");
   f.flag("json", "print JSON instead of text");
+  f.flag("compile-time", "compile the plan's kernels again with the kernel cache off and report "
+                         "the cold NVRTC compile time");
   addCompileFlags(f);
   int code;
   if (!f.parse(args, code))
@@ -329,10 +606,22 @@ int runInspect(ArrayRef<const char *> args) {
   if (!plan)
     return reportError(plan.takeError());
   Summary s = summarize(plan->graph());
+  std::optional<ColdCompile> cold;
+  if (f.has("compile-time")) {
+    if (!plan->section("program"))
+      return reportError(makeError("--compile-time needs a plan with a CUDA program"));
+    Expected<ColdCompile> c = coldCompile(*plan);
+    if (!c)
+      return reportError(c.takeError());
+    cold = *c;
+  }
   if (f.has("json"))
-    printJson(*plan, path, isPlanFile(path), s, outs());
+    printJson(*plan, path, isPlanFile(path), s, cold, outs());
   else
     printText(*plan, path, isPlanFile(path), s, outs());
+  if (cold && !f.has("json"))
+    outs() << formatv("cold compile: {0} modules in {1:f2} s (NVRTC, kernel cache off)\n",
+                      cold->modules, cold->seconds);
   return kOk;
 }
 

@@ -15,10 +15,7 @@ Expected<Graph> loadModelGraph(StringRef model, const ModelSettings &s,
   ModelOptions mo;
   mo.ctx = s.ctx;
   mo.prefill = s.prefill;
-  std::optional<DType> kv = parseDType(s.kvDtype);
-  if (!kv)
-    return makeError("unknown --kv-dtype '" + s.kvDtype + "' (f16, bf16 or f32)");
-  mo.kvDType = *kv;
+  mo.kvDType = s.kvDType;
   mo.allLogits = s.allLogits;
   mo.log = s.log;
   if (!weights)

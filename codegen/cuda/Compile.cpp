@@ -41,26 +41,29 @@ std::string compilePipeline(const CompileOptions &opts) {
 
 namespace {
 
-/// Rows of the first `k_cache.*` state argument (the KV context), or 0.
-int64_t graphCtx(const Graph &g) {
+/// The KV context: the end of the positions inputs' range (their binding,
+/// [0, ctx)), the same in every entry; 0 when no input is bound to positions.
+Expected<int64_t> graphCtx(const Graph &g) {
+  int64_t ctx = 0;
   for (const Function &fn : g.functions())
     for (const Argument &a : fn.arguments()) {
-      const Value &v = fn.value(a.value);
-      if (a.role == ArgRole::State && StringRef(v.name).startswith("k_cache.") &&
-          v.type.rank() >= 1)
-        return v.type.shape[0];
+      if (a.role != ArgRole::Input || a.bind.kind != BindKind::Positions || !a.bind.hasRange())
+        continue;
+      if (ctx && a.bind.hi != ctx)
+        return makeError("@" + fn.name() + ": positions are bound to [" + Twine(a.bind.lo) +
+                         ", " + Twine(a.bind.hi) + ") but another entry's to [0, " + Twine(ctx) +
+                         "); every entry shares one KV cache");
+      ctx = a.bind.hi;
     }
-  return 0;
+  return ctx;
 }
 
-/// N of every `prefill_N` entry, in graph order.
+/// N of every prefill entry (role prefill), in graph order.
 std::vector<int64_t> graphPrefill(const Graph &g) {
   std::vector<int64_t> buckets;
-  for (const Function &fn : g.functions()) {
-    int64_t n;
-    if (fn.name().startswith("prefill_") && !fn.name().drop_front(8).getAsInteger(10, n))
-      buckets.push_back(n);
-  }
+  for (const Function &fn : g.functions())
+    if (fn.contract().role == EntryRole::Prefill)
+      buckets.push_back(fn.contract().tokens);
   return buckets;
 }
 
@@ -113,10 +116,14 @@ Error fillWeightSlot(TensorSlot &s, const ExternalWeight &w) {
 Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   if (Error e = verifyGraph(g))
     return e;
-  int64_t fromGraph = graphCtx(g);
+  Expected<int64_t> ctxOr = graphCtx(g);
+  if (!ctxOr)
+    return ctxOr.takeError();
+  int64_t fromGraph = *ctxOr;
   if (opts.ctx > 0 && fromGraph > 0 && opts.ctx != fromGraph)
-    return makeError("the model's KV cache has " + Twine(fromGraph) + " rows but ctx " +
-                     Twine(opts.ctx) + " was requested; build the model with that ctx");
+    return makeError("the model's positions are bound to [0, " + Twine(fromGraph) +
+                     ") (its KV cache rows) but ctx " + Twine(opts.ctx) +
+                     " was requested; build the model with that ctx");
 
   Graph work = g;
   StringMap<const ExternalWeight *> external;
@@ -168,7 +175,7 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   po.arch = opts.arch;
   po.fusion = opts.fusion;
   po.disableFusion = opts.disableFusion;
-  po.kvDtype = opts.kvDtype;
+  po.kvDType = opts.kvDType;
   po.source = opts.source;
 
   std::vector<PlanPassRecord> records;
@@ -176,14 +183,10 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     records.push_back({r.name, r.changed});
 
   std::vector<PlanSection> sections;
-  {
-    // What fusion did, for `inspect` (text: one line per pattern, then refusals).
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    report.print(os);
-    sections.push_back({"fusion", std::move(os.str()), 0});
-    sections.back().checked = sections.back().bytes.size();
-  }
+  // What fusion did, for `inspect`: applied (with each fused node's root) and
+  // refused (with the reason), as records (FusionReport::serialize).
+  sections.push_back({"fusion", report.serialize(), 0});
+  sections.back().checked = sections.back().bytes.size();
   if (opts.cuda) {
     cuda::LowerOptions lo;
     lo.emit = emit;

@@ -30,10 +30,10 @@ struct CompileOptions {
   std::vector<std::string> disableFusion; ///< fusion patterns to skip, by name
   std::vector<std::string> debugFusion;   ///< patterns whose decisions are logged
   std::string arch = "sm_90";             ///< GPU architecture for NVRTC
-  /// KV context the model was built for; 0 takes it from the graph's
-  /// `k_cache.*` state (rows), else 4096.
+  /// KV context the model was built for; 0 takes it from the graph (the
+  /// range of the inputs bound to positions), else 4096.
   int64_t ctx = 0;
-  std::string kvDtype = "f16";
+  DType kvDType = DType::F16;             ///< the model's KV cache dtype, recorded in the plan
   std::string source; ///< model path or name, recorded in the plan
   /// The pipeline; empty: passes/Passes.h defaultPipeline().
   std::string pipeline;

@@ -115,7 +115,7 @@ llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,
     llvm::Expected<BufferRef> where = s.bufferOf(a.value);
     if (!where)
       return where.takeError();
-    out.inputs.push_back({fn.value(a.value).name, fn.type(a.value), *where});
+    out.inputs.push_back({fn.value(a.value).name, fn.type(a.value), *where, a.bind});
   }
   for (ValueId r : fn.results()) {
     if (!layouts[r].isContiguous() || fn.argumentOf(storageRoot(fn, r)))
@@ -124,7 +124,7 @@ llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,
     llvm::Expected<BufferRef> where = s.bufferOf(r);
     if (!where)
       return where.takeError();
-    out.outputs.push_back({fn.value(r).name, fn.type(r), *where});
+    out.outputs.push_back({fn.value(r).name, fn.type(r), *where, {}});
   }
 
   std::vector<int64_t> lastRecordOfLaunch(dag.launches().size(), -1);

@@ -5,6 +5,7 @@
 //   2. emission (and scratch)   EmitNodes.h
 //   3. memory plan + its proof  ProvenPlan.h     (the plan written is the plan proven)
 //   4. launch records + deps    LaunchSchedule.h
+//      and the input check      InputCheck.h   (first launch: token ids, positions)
 // then, for the whole program:
 //   5. the weight init module   WeightInitModule.h
 //   6. NVRTC modules            KernelModules.h
@@ -14,6 +15,7 @@
 
 #include "codegen/cuda/CudaTarget.h"
 #include "codegen/cuda/EmitNodes.h"
+#include "codegen/cuda/InputCheck.h"
 #include "codegen/cuda/KernelModules.h"
 #include "codegen/cuda/LaunchSchedule.h"
 #include "codegen/cuda/ProvenPlan.h"
@@ -52,6 +54,7 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
     CompiledEntry entry;
     if (llvm::Error e = scheduleLaunches(fn, *layouts, *code, *proven, tables, sources, entry))
       return e;
+    addInputCheck(entry, sources);
     for (const LaunchRecord &l : entry.launches)
       ++(l.kind == LaunchRecord::Kind::Gemm ? stats.gemms : stats.kernels);
     stats.arenaBytes = std::max<uint64_t>(stats.arenaBytes, entry.arenaBytes);
@@ -76,8 +79,6 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
     prog.initModule = static_cast<int32_t>((*moduleOfSource)[initSource]);
 
   prog.ctx = opts.ctx;
-  if (!prog.ctx && !prog.state.empty() && prog.state.front().type.rank() > 0)
-    prog.ctx = prog.state.front().type.shape[0];
   if (statsOut)
     *statsOut = stats;
   return prog;

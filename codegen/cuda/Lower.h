@@ -26,8 +26,8 @@ namespace fg::cuda {
 struct LowerOptions {
   EmitOptions emit;
   NvrtcOptions nvrtc;
-  /// KV rows; positions at or past it are refused before launch. 0: taken
-  /// from the first state tensor's rows.
+  /// KV rows, recorded in the program (the input check enforces the
+  /// positions' own binding).
   int64_t ctx = 0;
   uint64_t cublasWorkspaceBytes = 32ull << 20;
   LogSink log;

@@ -123,6 +123,7 @@ void rebuild(Function &fn, const std::vector<bool> &dead, llvm::ArrayRef<uint64_
   for (ValueId r : fn.results())
     results.push_back(map[r]);
   out.setResults(results);
+  out.copyContract(fn);
   fn = std::move(out);
 }
 
@@ -328,7 +329,7 @@ private:
       }
       for (NodeId n : m.nodes)
         dead[n] = true;
-      report_.addApplied(fn_.name(), p.name());
+      report_.addApplied(fn_.name(), p.name(), 1, label(fn_, m.outputs.back()));
       debug(p, round, m, "applied");
       ++applied;
     }
@@ -414,7 +415,7 @@ llvm::Expected<bool> fuseLoop(Function &fn, const FusionOptions &opts, FusionRep
       std::string root = label(fn, node.results.back());
       std::string reason = "split back after planning: " + v.reason;
       blocked[blockKey(pattern, root)] = reason;
-      report.addApplied(fn.name(), pattern, -1);
+      report.addApplied(fn.name(), pattern, -1, root);
       report.addRefusal({fn.name().str(), pattern.str(), root, reason});
       ++report.splitBack;
       if (log && opts.isDebugged(pattern))

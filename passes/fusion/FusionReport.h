@@ -9,6 +9,7 @@
 #pragma once
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
@@ -39,6 +40,9 @@ struct FusionReport {
   struct Applied {
     std::string entry, pattern;
     int64_t count = 0;
+    /// `%name` of each fused node's root result (the value it defines under
+    /// the unfused root's name), so a reader finds the node in the final graph.
+    std::vector<std::string> roots;
   };
   struct Refusal {
     std::string entry, pattern;
@@ -49,13 +53,24 @@ struct FusionReport {
   std::vector<Refusal> refused; ///< candidates declined for good (deduplicated)
   int64_t splitBack = 0;        ///< fused nodes the overlap proof split back
 
-  void addApplied(llvm::StringRef entry, llvm::StringRef pattern, int64_t delta = 1);
+  /// Counts `delta` fusions of `pattern`; with a `root`, adds it (delta > 0)
+  /// or removes it (delta < 0, a split back).
+  void addApplied(llvm::StringRef entry, llvm::StringRef pattern, int64_t delta = 1,
+                  llvm::StringRef root = {});
   void addRefusal(Refusal r);
   /// Fusions of `pattern` applied in `entry` (every entry when empty).
   int64_t count(llvm::StringRef pattern, llvm::StringRef entry = {}) const;
   int64_t total(llvm::StringRef entry = {}) const;
   /// Human-readable: one line per (entry, pattern) applied, then one per refusal.
   void print(llvm::raw_ostream &os) const;
+
+  /// The plan's "fusion" section: a first line `fusion-report 1`, then one
+  /// tab-separated record per line (`applied`, entry, pattern, count, roots
+  /// joined by ','; `refused`, entry, pattern, root, reason; `split_back`, n).
+  std::string serialize() const;
+  /// Reads serialize()'s text; an error for anything else (a plan written
+  /// before the report was structured holds print()'s text).
+  static llvm::Expected<FusionReport> parse(llvm::StringRef text);
 };
 
 /// Every pattern name (= file name under passes/fusion/ = `--disable-fusion`

@@ -5,6 +5,7 @@
 #include "passes/memory/LaunchDag.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace fg::fusion {
 
@@ -309,13 +310,23 @@ bool FusionOptions::isDebugged(llvm::StringRef pattern) const {
   return llvm::is_contained(debug, pattern.str()) || llvm::is_contained(debug, "all");
 }
 
-void FusionReport::addApplied(llvm::StringRef entry, llvm::StringRef pattern, int64_t delta) {
-  for (Applied &a : applied)
-    if (a.entry == entry && a.pattern == pattern) {
-      a.count += delta;
-      return;
-    }
-  applied.push_back({entry.str(), pattern.str(), delta});
+void FusionReport::addApplied(llvm::StringRef entry, llvm::StringRef pattern, int64_t delta,
+                              llvm::StringRef root) {
+  Applied *a = nullptr;
+  for (Applied &o : applied)
+    if (o.entry == entry && o.pattern == pattern)
+      a = &o;
+  if (!a) {
+    applied.push_back({entry.str(), pattern.str(), 0, {}});
+    a = &applied.back();
+  }
+  a->count += delta;
+  if (root.empty())
+    return;
+  if (delta > 0)
+    a->roots.push_back(root.str());
+  else if (auto it = llvm::find(a->roots, root); it != a->roots.end())
+    a->roots.erase(it);
 }
 
 void FusionReport::addRefusal(Refusal r) {
@@ -357,6 +368,65 @@ void FusionReport::print(llvm::raw_ostream &os) const {
   os << "\n";
   for (const Refusal &r : refused)
     os << "  @" << r.entry << "  " << r.pattern << " at " << r.root << ": " << r.reason << "\n";
+}
+
+namespace {
+/// One field of a record: tabs and line breaks become spaces.
+std::string field(llvm::StringRef s) {
+  std::string out = s.str();
+  for (char &c : out)
+    if (c == '\t' || c == '\n' || c == '\r')
+      c = ' ';
+  return out;
+}
+} // namespace
+
+std::string FusionReport::serialize() const {
+  std::string out = "fusion-report 1\n";
+  for (const Applied &a : applied) {
+    std::vector<std::string> roots;
+    for (const std::string &r : a.roots)
+      roots.push_back(field(r));
+    out += "applied\t" + field(a.entry) + "\t" + field(a.pattern) + "\t" +
+           std::to_string(a.count) + "\t" + llvm::join(roots, ",") + "\n";
+  }
+  for (const Refusal &r : refused)
+    out += "refused\t" + field(r.entry) + "\t" + field(r.pattern) + "\t" + field(r.root) + "\t" +
+           field(r.reason) + "\n";
+  out += "split_back\t" + std::to_string(splitBack) + "\n";
+  return out;
+}
+
+llvm::Expected<FusionReport> FusionReport::parse(llvm::StringRef text) {
+  auto bad = [](size_t line, const llvm::Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "fusion section, line " + llvm::Twine(line) + ": " + why);
+  };
+  llvm::SmallVector<llvm::StringRef, 64> lines;
+  text.split(lines, '\n', -1, /*KeepEmpty=*/false);
+  if (lines.empty() || lines.front() != "fusion-report 1")
+    return bad(1, "not a structured fusion report (written by an older fusegraph?)");
+  FusionReport r;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    llvm::SmallVector<llvm::StringRef, 5> f;
+    lines[i].split(f, '\t');
+    int64_t n = 0;
+    if (f[0] == "applied" && f.size() == 5 && !f[3].getAsInteger(10, n)) {
+      Applied a{f[1].str(), f[2].str(), n, {}};
+      llvm::SmallVector<llvm::StringRef, 8> roots;
+      f[4].split(roots, ',', -1, /*KeepEmpty=*/false);
+      for (llvm::StringRef root : roots)
+        a.roots.push_back(root.str());
+      r.applied.push_back(std::move(a));
+    } else if (f[0] == "refused" && f.size() == 5) {
+      r.refused.push_back({f[1].str(), f[2].str(), f[3].str(), f[4].str()});
+    } else if (f[0] == "split_back" && f.size() == 2 && !f[1].getAsInteger(10, n)) {
+      r.splitBack = n;
+    } else {
+      return bad(i + 1, "unknown record '" + f[0] + "'");
+    }
+  }
+  return r;
 }
 
 } // namespace fg

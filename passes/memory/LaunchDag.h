@@ -60,7 +60,6 @@ ValueId storageRoot(const Function &fn, ValueId v);
 std::string valueLabel(const Function &fn, ValueId v);
 /// A node for messages: `%q, %k = mnemonic (line 12)` (results, op, source line).
 std::string nodeLabel(const Function &fn, NodeId n);
-constexpr NodeId kNoNode = ~0u;
 
 class LaunchDag {
 public:

@@ -29,6 +29,10 @@ public:
         return e;
     Error e = opts_.debugSync ? runner_->runDebugSync(fn.name())
                               : runner_->run(fn.name(), opts_.mode == ExecOptions::Mode::Graph);
+    if (e && e.isA<InputRangeError>())
+      // The entry's input check refused a value: the step wrote no state and
+      // the context is fine, so this is no fault; the Executor adds the step.
+      return e;
     if (e) {
       // A failed launch or step leaves a CUDA context that is sticky-broken:
       // refuse every later step with this first message, never crash.
@@ -54,6 +58,8 @@ public:
   }
 
   Error resetState() override { return runner_->resetState(); }
+
+  bool checksInputsOnDevice() const override { return true; }
 
   float lastGpuMs() const override { return runner_->lastGpuMs(); }
   double lastHostLaunchMs() const override { return runner_->lastHostLaunchMs(); }

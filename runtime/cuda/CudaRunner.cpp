@@ -3,6 +3,7 @@
 #include "runtime/cuda/KernelTrace.h"
 
 #include "ir/InitFormula.h"
+#include "runtime/InputCheck.h"
 #include "runtime/WeightLoad.h"
 #include "runtime/reference/Interpreter.h"
 
@@ -45,6 +46,8 @@ struct CudaRunner::Impl {
   void *arena = nullptr;
   void *workspace = nullptr;
   void *counters = nullptr; ///< BufferSpace::Counters (prog.counterBytes), zero between runs
+  void *status = nullptr;         ///< the input check's status words (kStatusBytes)
+  uint32_t *statusHost = nullptr; ///< pinned copy, read after each checked step
   std::map<std::string, EntryState, std::less<>> entries;
   bool programmatic = true; ///< programmatic edges between kernel nodes of a graph
   bool tracing = false;      ///< KernelTrace started by a profiled graph run
@@ -69,6 +72,9 @@ struct CudaRunner::Impl {
     cudaFree(arena);
     cudaFree(workspace);
     cudaFree(counters);
+    cudaFree(status);
+    if (statusHost)
+      cudaFreeHost(statusHost);
     for (cudaLibrary_t l : libraries)
       cudaLibraryUnload(l);
     if (cublas)
@@ -102,6 +108,9 @@ struct CudaRunner::Impl {
       break;
     case BufferSpace::Counters:
       base = static_cast<char *>(counters);
+      break;
+    case BufferSpace::Status:
+      base = static_cast<char *>(status);
       break;
     }
     return base + r.offset;
@@ -298,22 +307,38 @@ struct CudaRunner::Impl {
     return llvm::Error::success();
   }
 
-  /// Refuses positions at or past ctx before anything is launched.
-  llvm::Error checkPositions(EntryState &es) {
-    const CompiledEntry &ce = *es.entry;
-    for (size_t i = 0; i < ce.inputs.size(); ++i) {
-      if (ce.inputs[i].name != "positions" || prog.ctx <= 0)
-        continue;
-      const auto &b = es.staged[i];
-      for (size_t k = 0; k + 4 <= b.size(); k += 4) {
-        int32_t p;
-        std::memcpy(&p, b.data() + k, 4);
-        if (p < 0 || p >= prog.ctx)
-          return makeError("position " + llvm::Twine(p) + " is outside the KV cache (ctx = " +
-                           llvm::Twine(prog.ctx) + "); compile with a larger --ctx");
-      }
-    }
-    return llvm::Error::success();
+  /// Whether `es` starts with the input check (it writes the status words).
+  static bool checksInputs(const EntryState &es) {
+    return !es.entry->launches.empty() && es.entry->launches.front().node == kNoNode;
+  }
+
+  /// Queues the copy of the status words to the host (after the step's launches).
+  llvm::Error fetchStatus(const EntryState &es) {
+    if (!checksInputs(es))
+      return llvm::Error::success();
+    return cudaCheck(cudaMemcpyAsync(statusHost, status, kStatusBytes, cudaMemcpyDeviceToHost,
+                                     stream),
+                     "reading the input check's status");
+  }
+
+  /// After the step synchronised: the input check's verdict, an
+  /// InputRangeError naming the input, index and value, or success.
+  llvm::Error statusError(const EntryState &es) const {
+    if (!checksInputs(es) || statusHost[0] == 0)
+      return llvm::Error::success();
+    std::vector<const IoBinding *> checked;
+    for (const IoBinding &b : es.entry->inputs)
+      if (b.bind.hasRange())
+        checked.push_back(&b);
+    uint32_t which = statusHost[0] - 1;
+    if (which >= checked.size())
+      return makeError("the input check of entry '" + es.entry->name +
+                       "' reported input " + llvm::Twine(which) + " of " +
+                       llvm::Twine(checked.size()));
+    const IoBinding &b = *checked[which];
+    int64_t value = static_cast<int64_t>(static_cast<uint64_t>(statusHost[2]) |
+                                         (static_cast<uint64_t>(statusHost[3]) << 32));
+    return llvm::make_error<InputRangeError>(b.name, statusHost[1], value, b.bind.lo, b.bind.hi);
   }
 };
 
@@ -423,6 +448,15 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
     arenaBytes = std::max(arenaBytes, ce.arenaBytes);
   if (auto e = cudaCheck(cudaMalloc(&m.arena, arenaBytes), "allocating the arena"))
     return e;
+  // The input check's status words (zero: no step has failed its check).
+  if (auto e = cudaCheck(cudaMalloc(&m.status, kStatusBytes), "allocating the status words"))
+    return e;
+  if (auto e = cudaCheck(cudaMemset(m.status, 0, kStatusBytes), "clearing the status words"))
+    return e;
+  if (auto e = cudaCheck(cudaMallocHost(reinterpret_cast<void **>(&m.statusHost), kStatusBytes),
+                         "pinned status words"))
+    return e;
+  std::memset(m.statusHost, 0, kStatusBytes);
   if (prog.counterBytes) {
     if (auto e = cudaCheck(cudaMalloc(&m.counters, prog.counterBytes), "launch counters"))
       return e;
@@ -497,8 +531,6 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
     return esOr.takeError();
   EntryState &es = **esOr;
   Impl &m = *impl_;
-  if (auto e = m.checkPositions(es))
-    return e;
   if (useGraph && !es.exec)
     if (auto e = m.buildGraph(es))
       return e;
@@ -543,6 +575,8 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
   }
   if (auto e = cudaCheck(cudaEventRecord(m.stop, m.stream), "event"))
     return e;
+  if (auto e = m.fetchStatus(es))
+    return e;
   lastHostLaunchMs_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - hostStart).count();
   if (auto e = cudaCheck(cudaStreamSynchronize(m.stream),
@@ -563,7 +597,7 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
       return ms.takeError();
     lastLaunchMs_ = std::move(*ms);
   }
-  return llvm::Error::success();
+  return m.statusError(es);
 }
 
 llvm::Error CudaRunner::runDebugSync(llvm::StringRef entry) {
@@ -573,8 +607,6 @@ llvm::Error CudaRunner::runDebugSync(llvm::StringRef entry) {
     return esOr.takeError();
   EntryState &es = **esOr;
   Impl &m = *impl_;
-  if (auto e = m.checkPositions(es))
-    return e;
   if (auto e = m.copyInputs(es))
     return e;
   for (size_t i = 0; i < es.entry->launches.size(); ++i) {
@@ -584,7 +616,11 @@ llvm::Error CudaRunner::runDebugSync(llvm::StringRef entry) {
                            "launch " + llvm::Twine(i) + " (" + es.entry->launches[i].what + ")"))
       return e;
   }
-  return llvm::Error::success();
+  if (auto e = m.fetchStatus(es))
+    return e;
+  if (auto e = cudaCheck(cudaStreamSynchronize(m.stream), "reading the input check's status"))
+    return e;
+  return m.statusError(es);
 }
 
 llvm::Error CudaRunner::readOutput(llvm::StringRef entry, llvm::StringRef name,

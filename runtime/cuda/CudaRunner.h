@@ -36,6 +36,9 @@ public:
   llvm::Error setInput(llvm::StringRef entry, llvm::StringRef name, const void *data,
                        size_t bytes);
   /// Copies staged inputs in, launches (graph replay or eager), synchronises.
+  /// A value outside its input's range (the entry's device-side input check,
+  /// runtime/InputCheck.h) is an InputRangeError after the step; that step
+  /// wrote no state, so the next one may run.
   llvm::Error run(llvm::StringRef entry, bool useGraph);
   /// Eager, with a synchronisation after every launch: names the launch
   /// behind a CUDA error.

@@ -85,40 +85,66 @@ TEST(Executor, MissingInput) {
   EXPECT_EQ(errorText(e.run("decode")), "entry 'decode' needs input 'positions', which is not set");
 }
 
-/// Positions at or past ctx (and negative ones) are refused before running:
-/// the state is left untouched.
+/// Positions outside their binding's range [0, ctx) are refused before running
+/// on the CPU, naming the input, index, value and range and the step (each run
+/// counts); the state is left untouched and later steps run.
 TEST(Executor, PositionPastCtx) {
   Executor e = makeExec();
   EXPECT_EQ(e.ctx(), 16);
+  EXPECT_EQ(e.entry("decode")->binding("positions").kind, BindKind::Positions);
   ASSERT_FALSE(bool(e.setInput("tokens", {5})));
   ASSERT_FALSE(bool(e.setInput("positions", {16})));
-  EXPECT_EQ(errorText(e.run("decode")),
-            "position 16 is past the context (ctx = 16); compile with a larger --ctx");
+  EXPECT_EQ(errorText(e.run("decode")), "step 0: input 'positions'[0] = 16 is outside [0, 16)");
   ASSERT_FALSE(bool(e.setInput("positions", {-1})));
-  EXPECT_EQ(errorText(e.run("decode")), "position -1 is negative");
+  EXPECT_EQ(errorText(e.run("decode")), "step 1: input 'positions'[0] = -1 is outside [0, 16)");
   ASSERT_FALSE(bool(e.setInput("positions", {15})));
   EXPECT_FALSE(bool(e.run("decode")));
   EXPECT_EQ(errorText(e.output("nope").takeError()),
             "no output named 'nope'; the last run produced: logits");
+  // A prefill chunk names the first bad element.
+  ASSERT_FALSE(bool(e.setInput("tokens", {1, 2, 3, 4})));
+  ASSERT_FALSE(bool(e.setInput("positions", {3, 4, 17, 99})));
+  EXPECT_EQ(errorText(e.run("prefill_4")), "step 3: input 'positions'[2] = 17 is outside [0, 16)");
 }
 
-/// A token id that is not a row of the embedding is refused before running,
-/// naming the input, the index and the table (the gather would read outside it).
+/// A token id outside [0, vocab) is refused before running, naming the input,
+/// the index and the range (the gather would read outside the embedding).
 TEST(Executor, TokenIdOutsideTheVocabulary) {
   Executor e = makeExec();
   const Function *fn = e.entry("decode");
   ASSERT_NE(fn, nullptr);
   int64_t vocab = fn->type(fn->lookup("token_embd")).shape[0];
+  EXPECT_EQ(fn->binding("tokens").hi, vocab);
+  std::string range = "[0, " + std::to_string(vocab) + ")";
   ASSERT_FALSE(bool(e.setInput("positions", {0})));
   ASSERT_FALSE(bool(e.setInput("tokens", {static_cast<int32_t>(vocab)})));
-  EXPECT_EQ(errorText(e.run("decode")), "input 'tokens' [0] = " + std::to_string(vocab) +
-                                            " is not a row of 'token_embd' (0 .. " +
-                                            std::to_string(vocab - 1) + ")");
+  EXPECT_EQ(errorText(e.run("decode")),
+            "step 0: input 'tokens'[0] = " + std::to_string(vocab) + " is outside " + range);
   ASSERT_FALSE(bool(e.setInput("tokens", {-3})));
-  EXPECT_EQ(errorText(e.run("decode")), "input 'tokens' [0] = -3 is not a row of 'token_embd' (0 .. " +
-                                            std::to_string(vocab - 1) + ")");
+  EXPECT_EQ(errorText(e.run("decode")), "step 1: input 'tokens'[0] = -3 is outside " + range);
   ASSERT_FALSE(bool(e.setInput("tokens", {static_cast<int32_t>(vocab - 1)})));
   EXPECT_FALSE(bool(e.run("decode")));
+}
+
+/// A CPU step refused for a bad value leaves the state as it was: the next good
+/// steps give the same logits as on an executor that never saw the bad one.
+TEST(Executor, RefusedStepLeavesStateUntouched) {
+  Executor a = makeExec(), b = makeExec();
+  for (Executor *e : {&a, &b}) {
+    ASSERT_FALSE(bool(e->setInput("tokens", {7})));
+    ASSERT_FALSE(bool(e->setInput("positions", {0})));
+    ASSERT_FALSE(bool(e->run("decode")));
+  }
+  ASSERT_FALSE(bool(a.setInput("positions", {16})));
+  EXPECT_EQ(errorText(a.run("decode")), "step 1: input 'positions'[0] = 16 is outside [0, 16)");
+  for (Executor *e : {&a, &b}) {
+    ASSERT_FALSE(bool(e->setInput("tokens", {9})));
+    ASSERT_FALSE(bool(e->setInput("positions", {1})));
+    ASSERT_FALSE(bool(e->run("decode")));
+  }
+  Expected<ArrayRef<float>> la = a.outputFloats("logits"), lb = b.outputFloats("logits");
+  ASSERT_TRUE(la && lb);
+  EXPECT_EQ(std::vector<float>(la->begin(), la->end()), std::vector<float>(lb->begin(), lb->end()));
 }
 
 /// Batched gathers (probs [T, E] by ids [T, k]) check ids against E, the row
@@ -141,7 +167,8 @@ TEST(Executor, BatchedGatherIdsAreCheckedAgainstTheirRows) {
   ASSERT_FALSE(bool(e->setInput("ids", {0, 5, 15, 1, 2, 3})));
   EXPECT_FALSE(bool(e->run("decode"))); // 5 and 15 are rows of 16, not of 2
   ASSERT_FALSE(bool(e->setInput("ids", {0, 5, 16, 1, 2, 3})));
-  EXPECT_EQ(errorText(e->run("decode")), "input 'ids' [2] = 16 is not a row of 'probs' (0 .. 15)");
+  EXPECT_EQ(errorText(e->run("decode")),
+            "step 1: input 'ids' [2] = 16 is not a row of 'probs' (0 .. 15)");
 }
 
 /// Outputs before any run, and the CUDA device, are clear errors.

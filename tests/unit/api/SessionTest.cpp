@@ -341,7 +341,8 @@ TEST(Session, Errors) {
             "but the plan's ctx is 16; compile with a larger --ctx or generate fewer tokens");
   EXPECT_EQ(errorText(s->feed({1, 2, 3, 4, 5, 6, 7})),
             "feeding 7 tokens at position 10 needs 17 positions but the plan's ctx is 16");
-  EXPECT_EQ(errorText(s->feed(512)), "input 'tokens' [0] = 512 is not a row of 'token_embd' (0 .. 511)");
+  // The executor's fourth run (prefill_4 x3 above): the tokens' binding is [0, vocab).
+  EXPECT_EQ(errorText(s->feed(512)), "step 3: input 'tokens'[0] = 512 is outside [0, 512)");
   EXPECT_EQ(s->position(), 10);
 }
 
@@ -372,6 +373,38 @@ TEST(Session, APlanWithTheOldLastLogitsOnlyKeyStillRuns) {
   Generated got = sessionGenerate(*loaded, ArrayRef<int32_t>(kPrompt10).take_front(3), 3);
   Generated want = sessionGenerate(demoPlan({4}, false), ArrayRef<int32_t>(kPrompt10).take_front(3), 3);
   expectSameGeneration(got, want, "old plan");
+}
+
+/// prefillBuckets reads the entry roles, not the names: a `prefill_N` without
+/// a role is no bucket, an entry of role prefill is one whatever its name.
+TEST(Session, PrefillBucketsComeFromEntryRoles) {
+  Expected<Graph> g = parseGraph(R"(graph @prefill_4(
+    input %tokens: i32[4],
+    weight %emb: f32[16, 8] {init = constant(value = 1.0)}) {
+  %x = get_rows(%emb, %tokens) : f32[4, 8]
+  return %x
+}
+
+graph @chunk(
+    input %tokens: i32[3] {bind = tokens, range = [0, 16)},
+    weight %emb: f32[16, 8] {init = constant(value = 1.0)}) attributes {role = prefill, n = 3} {
+  %x = get_rows(%emb, %tokens) : f32[3, 8]
+  return %x
+}
+
+graph @decode(
+    input %tokens: i32[1] {bind = tokens, range = [0, 16)},
+    weight %emb: f32[16, 8] {init = constant(value = 1.0)}) attributes {role = decode} {
+  %x = get_rows(%emb, %tokens) : f32[1, 8]
+  return %x
+}
+)");
+  ASSERT_TRUE(bool(g)) << errorText(g);
+  std::vector<PrefillBucket> b = prefillBuckets(*g);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].entry, "chunk");
+  EXPECT_EQ(b[0].tokens, 3);
+  EXPECT_EQ(prefillBuckets(demoPlan({8, 4}, false, 32).graph()).size(), 2u);
 }
 
 /// A decode-only graph (no prefill entry, no KV state) runs through a session

@@ -144,7 +144,7 @@ TEST(HostilePlan, ProgramStateSlotsAndBindings) {
   q.arch = "sm_90";
   CompiledEntry e;
   e.name = "decode";
-  e.inputs.push_back({"tokens", TensorType{DType::I32, {int64_t(1) << 62, 8}}, {}});
+  e.inputs.push_back({"tokens", TensorType{DType::I32, {int64_t(1) << 62, 8}}, {}, {}});
   q.entries.push_back(e);
   auto back2 = decodeProgram(encodeProgram(q).bytes);
   ASSERT_FALSE(bool(back2));

@@ -62,7 +62,7 @@ llvm::Expected<Plan> compileModel(const std::string &path, bool cuda = false) {
     return m.takeError();
   CompileOptions co;
   co.cuda = cuda;
-  co.kvDtype = "f32";
+  co.kvDType = DType::F32;
   co.weights = externalWeights(m->weights);
   return compile(m->graph, co);
 }

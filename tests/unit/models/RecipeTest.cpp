@@ -54,7 +54,7 @@ llvm::Expected<Plan> compileLoaded(const LoadedModel &m, bool cuda) {
   CompileOptions co;
   co.cuda = cuda;
   co.ctx = 32;
-  co.kvDtype = "f32";
+  co.kvDType = DType::F32;
   co.weights = externalWeights(m.weights);
   return compile(m.graph, co);
 }

@@ -1,0 +1,107 @@
+//===- check.cuh - the input check every entry starts with ------------------===//
+//
+// checkInputs<Cfg>(status, in): one block reads every checked input (token ids,
+// positions: what the graph's input bindings give a range) and writes the
+// status words (runtime/Program.h, kStatusBytes):
+//   status[0]  0 when every value is in [Lo, Hi), else 1 + the index of the
+//              first bad input (Cfg's order = the entry's input order)
+//   status[1]  the element index of its first bad value
+//   status[2]  the bad value's low 32 bits, status[3] its high 32 bits
+// "First" is the smallest (input, element) pair, so the report does not depend
+// on thread timing. The words are written at every step (zeros when good), so
+// the runner never clears them and a replayed CUDA graph needs no host work.
+//
+// A bad step must not touch state: after the check, every value of a
+// positions input (Cfg: kPositions) is set to -1, which set_rows (and the
+// fused KV-cache writes) skip and attention reads no rows for. Token ids out
+// of range need nothing: get_rows gathers zeros for them. No other kernel
+// reads or writes out of bounds on a bad step, and the step's outputs are
+// garbage the runner never hands out (the step returns the error).
+//
+// Policies (the emitter, Lower's input check, writes Cfg):
+//   CheckIn<T, N, Lo, Hi, kPositions>  one input: N values of T (int or long long)
+//   Cfg::Ins                           CheckList<CheckIn<..>, ...>
+//
+//===----------------------------------------------------------------------===//
+
+namespace fg {
+
+template <class T_, long long N_, long long Lo_, long long Hi_, bool Positions_>
+struct CheckIn {
+  using T = T_;
+  static constexpr long long N = N_, Lo = Lo_, Hi = Hi_;
+  static constexpr bool kPositions = Positions_;
+};
+
+template <class... In> struct CheckList {};
+
+constexpr unsigned long long kCheckNone = ~0ull;
+
+/// The smallest (input << 40 | element) key of a bad value, over `List` from
+/// input I on.
+template <int I, class List> struct CheckWalk;
+template <int I> struct CheckWalk<I, CheckList<>> {
+  static __device__ __forceinline__ void find(void *const *, unsigned long long *) {}
+  static __device__ __forceinline__ void report(void *const *, unsigned long long, unsigned *) {}
+  static __device__ __forceinline__ void poison(void *const *) {}
+};
+template <int I, class In, class... Rest> struct CheckWalk<I, CheckList<In, Rest...>> {
+  using Next = CheckWalk<I + 1, CheckList<Rest...>>;
+  using T = typename In::T;
+
+  static __device__ __forceinline__ void find(void *const *in, unsigned long long *first) {
+    const T *v = static_cast<const T *>(in[I]);
+    for (long long e = threadIdx.x; e < In::N; e += blockDim.x) {
+      const long long x = (long long)v[e];
+      if (x < In::Lo || x >= In::Hi)
+        atomicMin(first, ((unsigned long long)I << 40) | (unsigned long long)e);
+    }
+    Next::find(in, first);
+  }
+
+  /// Thread 0 writes the status of the bad value `key` names.
+  static __device__ __forceinline__ void report(void *const *in, unsigned long long key,
+                                                unsigned *status) {
+    if ((int)(key >> 40) == I) {
+      const long long e = (long long)(key & ((1ull << 40) - 1));
+      const long long x = (long long)static_cast<const T *>(in[I])[e];
+      status[0] = (unsigned)I + 1u;
+      status[1] = (unsigned)e;
+      status[2] = (unsigned)((unsigned long long)x & 0xffffffffull);
+      status[3] = (unsigned)((unsigned long long)x >> 32);
+      return;
+    }
+    Next::report(in, key, status);
+  }
+
+  static __device__ __forceinline__ void poison(void *const *in) {
+    if constexpr (In::kPositions) {
+      T *v = static_cast<T *>(in[I]);
+      for (long long e = threadIdx.x; e < In::N; e += blockDim.x)
+        v[e] = (T)-1;
+    }
+    Next::poison(in);
+  }
+};
+
+template <class C> static __device__ __forceinline__ void checkInputs(unsigned *status,
+                                                                      void *const *in) {
+  __shared__ unsigned long long first;
+  if (threadIdx.x == 0)
+    first = kCheckNone;
+  __syncthreads();
+  CheckWalk<0, typename C::Ins>::find(in, &first);
+  __syncthreads();
+  const unsigned long long key = first;
+  if (key == kCheckNone) {
+    if (threadIdx.x < 4)
+      status[threadIdx.x] = 0u;
+    return;
+  }
+  if (threadIdx.x == 0)
+    CheckWalk<0, typename C::Ins>::report(in, key, status);
+  __syncthreads(); // the bad value is read before any position is overwritten
+  CheckWalk<0, typename C::Ins>::poison(in);
+}
+
+} // namespace fg

@@ -1,0 +1,82 @@
+//===- ReportRecordsTest.cpp - the fusion report as records -----------------===//
+//
+// The report names each applied fusion's root value (so a reader finds the
+// fused node in the final graph), keeps refusals with their reasons, and
+// round-trips through the plan's "fusion" section (FusionReport::serialize /
+// parse); text from before the records is refused by parse.
+//
+//===----------------------------------------------------------------------===//
+#include "frontends/Frontend.h"
+#include "passes/fusion/Fusion.h"
+
+#include <gtest/gtest.h>
+
+using namespace fg;
+
+/// Every root of an applied fusion names a fused node of the fused graph, of
+/// the pattern's op; the count equals the number of roots.
+TEST(FusionReportRecords, AppliedRootsNameTheFusedNodes) {
+  ModelOptions mo;
+  mo.ctx = 64;
+  mo.prefill = {};
+  auto g = loadModel("demo", mo);
+  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
+  FusionReport report;
+  ASSERT_FALSE(static_cast<bool>(fuseWithOverlapProof(*g, {}, report)));
+  const Function &fn = *g->lookup("decode");
+  size_t roots = 0;
+  for (const FusionReport::Applied &a : report.applied) {
+    EXPECT_EQ(static_cast<int64_t>(a.roots.size()), a.count) << a.pattern;
+    for (const std::string &r : a.roots) {
+      ASSERT_EQ(r.front(), '%');
+      ValueId v = fn.lookup(llvm::StringRef(r).drop_front());
+      ASSERT_NE(v, kNoValue) << r;
+      ASSERT_FALSE(fn.value(v).isArgument()) << r;
+      EXPECT_EQ(mnemonic(fn.node(fn.value(v).def).kind), "fused." + a.pattern) << r;
+      ++roots;
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(roots), report.total("decode"));
+  EXPECT_FALSE(report.refused.empty());
+  // Fusion rebuilds the function; its role and input bindings stay.
+  EXPECT_EQ(fn.contract().role, EntryRole::Decode);
+  EXPECT_EQ(fn.binding("positions"), (InputBinding{BindKind::Positions, 0, 64}));
+  EXPECT_EQ(fn.binding("tokens").kind, BindKind::Tokens);
+}
+
+/// serialize -> parse gives the same records (reasons with spaces, punctuation).
+TEST(FusionReportRecords, SerializeParseRoundTrip) {
+  FusionReport r;
+  r.addApplied("decode", "rms_norm_mul", 1, "%a");
+  r.addApplied("decode", "rms_norm_mul", 1, "%b.1");
+  r.addApplied("prefill_4", "softcap", 1, "%c");
+  r.addApplied("decode", "rms_norm_mul", -1, "%a"); // split back
+  r.addRefusal({"decode", "add_chain", "%x", "intermediate %y has another consumer, %z (add)"});
+  r.splitBack = 1;
+  std::string text = r.serialize();
+  EXPECT_EQ(text, "fusion-report 1\n"
+                  "applied\tdecode\trms_norm_mul\t1\t%b.1\n"
+                  "applied\tprefill_4\tsoftcap\t1\t%c\n"
+                  "refused\tdecode\tadd_chain\t%x\tintermediate %y has another consumer, %z (add)\n"
+                  "split_back\t1\n");
+  auto back = FusionReport::parse(text);
+  ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->serialize(), text);
+  ASSERT_EQ(back->applied.size(), 2u);
+  EXPECT_EQ(back->applied[0].roots, std::vector<std::string>{"%b.1"});
+  ASSERT_EQ(back->refused.size(), 1u);
+  EXPECT_EQ(back->refused[0].reason, "intermediate %y has another consumer, %z (add)");
+  EXPECT_EQ(back->splitBack, 1);
+}
+
+/// The text form older plans stored, and damaged records, are errors.
+TEST(FusionReportRecords, ParseRefusesOtherText) {
+  auto old = FusionReport::parse("fusions applied:\n  @decode  topk_moe x2\n");
+  ASSERT_FALSE(bool(old));
+  EXPECT_EQ(llvm::toString(old.takeError()),
+            "fusion section, line 1: not a structured fusion report (written by an older "
+            "fusegraph?)");
+  auto bad = FusionReport::parse("fusion-report 1\napplied\tdecode\tx\tmany\t\n");
+  ASSERT_FALSE(bool(bad));
+  EXPECT_EQ(llvm::toString(bad.takeError()), "fusion section, line 2: unknown record 'applied'");
+}
