@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/EmitterCommon.h"
+#include "ir/OpViews.h"
 #include "codegen/cuda/KernelSources.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -151,10 +152,10 @@ int32_t floatBits(double v) {
   return b;
 }
 
-/// `fg::EpiGlu<kind, alpha bits, limit bits>` for a node with glu attributes.
-std::string gluEpilogue(const Node &node) {
-  return llvm::formatv("fg::EpiGlu<{0}, {1}, {2}>", static_cast<int>(node.e<GluKind>("kind")),
-                       floatBits(node.f("alpha")), floatBits(node.f("limit")))
+/// `fg::EpiGlu<kind, alpha bits, limit bits>` for a gated matmul (dense or expert-indexed).
+template <typename View> std::string gluEpilogue(View v) {
+  return llvm::formatv("fg::EpiGlu<{0}, {1}, {2}>", static_cast<int>(v.kind()),
+                       floatBits(v.alpha()), floatBits(v.limit()))
       .str();
 }
 
@@ -345,7 +346,7 @@ llvm::Expected<std::vector<Launch>> emitDense(const Function &fn, const Node &no
     d.w.push_back({fn.type(node.operands[1 + s]).dtype, wl.offset, wl.strides[0], wl.strides[1], 0});
   }
   if (streams == 2) {
-    d.epilogue = gluEpilogue(node);
+    d.epilogue = gluEpilogue(op::FusedGatedMatmul(node));
     if (node.operands.size() > 3) {
       d.bias = true;
       d.b0 = fn.type(node.operands[3]).dtype;
@@ -387,7 +388,7 @@ llvm::Expected<std::vector<Launch>> emitExpert(const Function &fn, const Node &n
                    wl.strides[0]});
   }
   if (streams == 2) {
-    d.epilogue = gluEpilogue(node);
+    d.epilogue = gluEpilogue(op::FusedGatedMatmulId(node));
     if (node.operands.size() > idsAt + 1) {
       d.bias = true;
       const Layout &bg = ls[idsAt + 1], &bu = ls[idsAt + 2];
