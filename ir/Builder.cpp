@@ -64,8 +64,9 @@ ValueId Builder::createNode(OpKind kind, llvm::ArrayRef<ValueId> operands, AttrL
   if (failed())
     return kNoValue;
   std::string what = describe(kind, name);
-  // Absent optional operands trail; one in the middle cannot be represented.
-  while (!operands.empty() && operands.back() == kNoValue)
+  // Absent optional operands (kNoValue) trail and are dropped; a required
+  // one, or an absent one followed by a present one, is an invalid operand.
+  while (operands.size() > opInfo(kind).minOperands() && operands.back() == kNoValue)
     operands = operands.drop_back();
   llvm::SmallVector<TensorType, 4> types;
   for (ValueId v : operands) {

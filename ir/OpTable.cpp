@@ -7,6 +7,7 @@
 #include "ir/OpTable.h"
 
 #include "ir/Decomposition.h"
+#include "ir/OpViews.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -29,8 +30,6 @@ Error fail(const llvm::Twine &msg) {
 template <typename... Ts> Error failf(const char *fmt, Ts &&...vals) {
   return fail(llvm::formatv(fmt, std::forward<Ts>(vals)...).str());
 }
-
-const Attribute &attr(const OpSignature &s, unsigned i) { return s.attrs[i]; }
 
 bool isIndex(DType t) { return t == DType::I32 || t == DType::I64; }
 
@@ -192,8 +191,11 @@ Error gluRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
 Error normRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
   if (s.operands[0].rank() < 1)
     return fail("operand must have rank >= 1");
-  if (attr(s, 0).f < 0)
-    return failf("eps must be >= 0, got {0}", attr(s, 0).f);
+  // rms_norm and layer_norm share this rule and their one attribute.
+  static_assert(op::RmsNorm::epsIndex == op::LayerNorm::epsIndex);
+  double eps = op::RmsNorm::attrsOf(s.attrs).eps();
+  if (eps < 0)
+    return failf("eps must be >= 0, got {0}", eps);
   return sameAsOperand0(s, r);
 }
 
@@ -208,7 +210,7 @@ Error ropeRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
     return e;
   if (s.operands[1].shape[0] != x.shape[0])
     return failf("positions {0} must have one entry per token of {1}", s.operands[1].str(), x.str());
-  int64_t nDims = attr(s, 1).i;
+  int64_t nDims = op::Rope::attrsOf(s.attrs).nDims();
   if (nDims <= 0 || nDims % 2 || nDims > x.shape[2])
     return failf("n_dims = {0} must be even, positive and <= head dim {1}", nDims, x.shape[2]);
   if (s.operands.size() > 2) {
@@ -242,7 +244,7 @@ Error argsortRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
 Error topKRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
   if (auto e = expectReal(s, 0, "operand"))
     return e;
-  int64_t k = attr(s, 0).i;
+  int64_t k = op::TopK::attrsOf(s.attrs).k();
   if (k < 1 || k > s.operands[0].rowLength())
     return failf("k = {0} must be in [1, {1}]", k, s.operands[0].rowLength());
   Shape out = s.operands[0].shape;
@@ -264,7 +266,7 @@ Error reduceRowRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
 
 Error concatRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
   const TensorType &a = s.operands[0], &b = s.operands[1];
-  int64_t axis = attr(s, 0).i;
+  int64_t axis = op::Concat::attrsOf(s.attrs).axis();
   if (a.rank() != b.rank() || axis < 0 || axis >= a.rank())
     return failf("cannot concatenate {0} and {1} along axis {2}", a.str(), b.str(), axis);
   for (int64_t d = 0; d < a.rank(); ++d)
@@ -287,8 +289,8 @@ bool allPositive(ArrayRef<int64_t> shape) {
 
 /// repeat(x) {shape}: tiles x; every target dim is a multiple of x's.
 Error repeatRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
+  ArrayRef<int64_t> shape = op::Repeat::attrsOf(s.attrs).shape();
   const TensorType &x = s.operands[0];
-  ArrayRef<int64_t> shape = attr(s, 0).ints;
   if (static_cast<int64_t>(shape.size()) != x.rank() || !allPositive(shape))
     return failf("repeat shape {0} must be positive with x's rank {1}", shapeStr(shape), x.rank());
   for (int64_t d = 0; d < x.rank(); ++d)
@@ -308,7 +310,7 @@ int64_t product(ArrayRef<int64_t> v) {
 }
 
 Error reshapeRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
-  ArrayRef<int64_t> shape = attr(s, 0).ints;
+  ArrayRef<int64_t> shape = op::Reshape::attrsOf(s.attrs).shape();
   if (!allPositive(shape) || product(shape) != s.operands[0].numElements())
     return failf("cannot reshape {0} to {1}", s.operands[0].str(), shapeStr(shape));
   r.push_back({s.operands[0].dtype, Shape(shape.begin(), shape.end())});
@@ -318,8 +320,9 @@ Error reshapeRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
 /// view(x) {shape, strides, offset}: element [i..] = x_flat[offset + Σ i_d·strides_d],
 /// where x_flat is x in row-major order. Every element read must lie inside x.
 Error viewRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
-  ArrayRef<int64_t> shape = attr(s, 0).ints, strides = attr(s, 1).ints;
-  int64_t offset = attr(s, 2).i;
+  op::View view = op::View::attrsOf(s.attrs);
+  ArrayRef<int64_t> shape = view.shape(), strides = view.strides();
+  int64_t offset = view.offset();
   if (shape.size() != strides.size())
     return failf("view shape {0} and strides {1} differ in rank", shapeStr(shape),
                  shapeStr(strides));
@@ -343,7 +346,7 @@ Error viewRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
 /// permute(x) {perm}: result dim i is x's dim perm[i].
 Error permuteRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
   const TensorType &x = s.operands[0];
-  ArrayRef<int64_t> perm = attr(s, 0).ints;
+  ArrayRef<int64_t> perm = op::Permute::attrsOf(s.attrs).perm();
   if (static_cast<int64_t>(perm.size()) != x.rank())
     return failf("perm {0} must have x's rank {1}", shapeStr(perm), x.rank());
   llvm::SmallVector<bool, 4> seen(perm.size(), false);
@@ -374,7 +377,7 @@ Error contRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
 }
 
 Error convertRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
-  auto to = static_cast<DType>(attr(s, 0).i);
+  DType to = op::Convert::attrsOf(s.attrs).dtype();
   if (isQuantized(to))
     return failf("cannot convert to block-quantised {0}", dtypeName(to));
   r.push_back({to, s.operands[0].shape});
@@ -399,7 +402,7 @@ Error attentionRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
     return failf("q head dim {0} != k head dim {1}", q.shape[2], k.shape[2]);
   if (q.shape[1] % k.shape[1])
     return failf("{0} query heads are not a multiple of {1} kv heads", q.shape[1], k.shape[1]);
-  if (attr(s, 1).i < 0 || attr(s, 2).f < 0)
+  if (op::Attention::attrsOf(s.attrs).window() < 0 || op::Attention::attrsOf(s.attrs).softcap() < 0)
     return fail("window and softcap must be >= 0");
   if (s.operands.size() > 4 &&
       (s.operands[4].rank() != 1 || s.operands[4].shape[0] != q.shape[1]))

@@ -70,6 +70,12 @@ constexpr unsigned maxOperands(OpKind k) {
   return n;
 }
 
+/// Every attribute-free elementwise unary op (the FG_UNARY rows), in row order.
+inline constexpr OpKind kUnaryOps[] = {
+#define FG_UNARY(Kind, mnemonic) OpKind::Kind,
+#include "ir/Ops.def"
+};
+
 /// What every view shares: the node it looks at (or, for type rules, only the
 /// attributes), and typed reads by compile-time index.
 class OpView {

@@ -33,8 +33,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
-#include "ir/OpViews.h"
 
+#include "ir/OpViews.h"
 #include "ir/Verifier.h"
 
 #include "llvm/ADT/DenseSet.h"

@@ -1,8 +1,8 @@
 //===- BufferPlan.cpp - liveness over the launch DAG, best-fit arena -------===//
 #include "passes/memory/BufferPlan.h"
-#include "ir/OpViews.h"
 
 #include "ir/Diag.h"
+#include "ir/OpViews.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"

@@ -1,9 +1,9 @@
 // Structural tests of the canonical decoder blocks: each block emits exactly
 // the use-def chain the fusion passes match (walked from the block's result).
 #include "frontends/DecoderBlocks.h"
-#include "ir/OpViews.h"
 
 #include "ir/Builder.h"
+#include "ir/OpViews.h"
 #include "passes/fusion/Fusion.h"
 
 #include <gtest/gtest.h>
