@@ -103,7 +103,8 @@ llvm::Expected<std::vector<Launch>> emitKernel(const Function &fn, const Node &n
   if (llvm::Error e = detail::rejectQuantized(fn, node))
     return e;
   if (node.kind == OpKind::MatMul || node.kind == OpKind::MatMulId ||
-      node.kind == OpKind::FusedGatedMatmul || node.kind == OpKind::FusedGatedMatmulId)
+      node.kind == OpKind::FusedGatedMatmul || node.kind == OpKind::FusedGatedMatmulId ||
+      node.kind == OpKind::FusedMatmulAdd)
     return detail::emitGemv(fn, node, layouts, options);
   if (node.kind == OpKind::Attention)
     return detail::emitAttention(fn, node, layouts, options);
