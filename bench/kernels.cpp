@@ -300,6 +300,7 @@ struct NodeBuffers {
   std::vector<Operand> operands;
   std::vector<DevBuf> results;
   DevBuf scratch;
+  uint64_t countersAt = 0; ///< the launches' program counters start here in `scratch`
   int idsOperand = -1;
   std::vector<std::vector<int32_t>> idsHost; ///< per slot (expert cases)
 
@@ -316,6 +317,8 @@ struct NodeBuffers {
       return results[p.index].ptr;
     case Param::Kind::Scratch:
       return scratch.ptr;
+    case Param::Kind::Counters: // after the scratch, zeroed once, left zero by the kernel
+      return static_cast<char *>(scratch.ptr) + countersAt;
     }
     return nullptr;
   }
@@ -506,11 +509,22 @@ struct LaunchList {
     return out;
   }
 
+  /// Scratch, then (256-byte aligned) the largest counters of a launch: the
+  /// launches run one after another, so they may share them.
   static uint64_t scratchBytes(const std::vector<Launch> &ls) {
+    uint64_t s = 0, c = 0;
+    for (const Launch &l : ls) {
+      s = std::max(s, std::visit([](const auto &x) { return x.scratchBytes; }, l));
+      if (const auto *k = std::get_if<KernelSpec>(&l))
+        c = std::max(c, k->counterBytes);
+    }
+    return c ? alignUp(s, 256) + c : s;
+  }
+  static uint64_t countersAt(const std::vector<Launch> &ls) {
     uint64_t s = 0;
     for (const Launch &l : ls)
       s = std::max(s, std::visit([](const auto &x) { return x.scratchBytes; }, l));
-    return s;
+    return alignUp(s, 256);
   }
 
   llvm::Error launch(Device &dev, const NodeBuffers &b, size_t i, int64_t slot) const {
@@ -756,6 +770,7 @@ void kernelCase(benchmark::State &state, const Prepared *p, size_t rowIndex) {
     auto bufs = NodeBuffers::create(dev, p->c, p->fn, rot, LaunchList::scratchBytes(p->launches));
     if (!bufs)
       return skip(firstLine(llvm::toString(bufs.takeError())));
+    (*bufs)->countersAt = LaunchList::countersAt(p->launches);
     auto g = (*list)->captureGraph(dev, **bufs, 0);
     if (!g)
       return skip(firstLine(llvm::toString(g.takeError())));

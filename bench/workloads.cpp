@@ -6,7 +6,7 @@
 // each step = inputs in, launch, synchronise. Manual time = wall per step;
 // counters: medians of wall, GPU (CUDA events) and host launch time, the
 // ideal time (ideal bytes / read bandwidth measured in this run) and % of
-// roofline. `<workload>/breakdown-<fused|unfused>` profiles eager steps per
+// roofline. `<workload>/breakdown-<fused|unfused>` profiles graph replays (CUPTI) per
 // launch and reports ms per kernel family (counters `ms:<family>` and
 // `ideal_ms:<family>`; the table goes to stderr). `bandwidth/*` report the
 // measured bandwidth.
@@ -90,7 +90,7 @@ void breakdown(benchmark::State &state, const std::string &name, bool fused) {
   }
   ExecOptions eo;
   eo.device = ExecOptions::Device::Cuda;
-  eo.mode = ExecOptions::Mode::Eager;
+  eo.mode = ExecOptions::Mode::Graph; // CUPTI-traced replays
   eo.profileLaunches = true;
   auto exec = Executor::create(*cp.plan, eo);
   if (!exec) {

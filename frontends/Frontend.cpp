@@ -82,7 +82,7 @@ llvm::Expected<LoadedModel> loadModelWithWeights(llvm::StringRef path, const Mod
       transformed += w.isTransformed();
     }
     log(opts, LogLevel::Verbose,
-        "loaded a " + familyName(m->family) + " decoder from " + path + ": " +
+        "loaded a " + m->family->name + " decoder from " + path + ": " +
             llvm::Twine(m->weights.size()) + " weights, " + llvm::Twine(transformed) +
             " transformed at load time (recipes), " + llvm::Twine(embedded) +
             " computed and embedded (" + llvm::Twine(m->weights.embeddedBytes()) + " bytes)");

@@ -261,7 +261,7 @@ llvm::Expected<std::vector<FamilyTime>> profileFamilies(Executor &exec, const St
       return s.takeError();
     times.push_back(exec.lastLaunchTimes());
     if (times.back().empty())
-      return makeError("no per-launch times: profile with a CUDA executor in eager mode and "
+      return makeError("no per-launch times: profile with a CUDA executor and "
                        "ExecOptions::profileLaunches");
   }
   return familyBreakdown(*exec.entry(opts.entry), times, kvRows);

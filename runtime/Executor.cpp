@@ -104,6 +104,7 @@ Expected<Executor> Executor::create(const Plan &plan, const ExecOptions &opts) {
       return runner.takeError();
     e.cuda_ = std::move(*runner);
     e.cuda_->setProfileLaunches(opts.profileLaunches);
+    e.cuda_->setProgrammaticLaunch(opts.programmaticLaunch);
     return e;
   }
   e.interp_ = std::make_unique<ReferenceInterpreter>(*e.graph_);

@@ -37,9 +37,15 @@ struct ExecOptions {
   Device device = Device::Cpu;
   Mode mode = Mode::Graph; ///< CUDA only: replay a CUDA graph, or launch eagerly
   bool debugSync = false;  ///< CUDA only: synchronise after every launch
-  /// CUDA eager only: time every launch with CUDA events (lastLaunchTimes());
-  /// adds host time per launch, so profiled steps are not timed steps.
+  /// CUDA: time every launch (lastLaunchTimes()). Graph mode traces the
+  /// replay with CUPTI (runtime/cuda/KernelTrace.h: the real step, each
+  /// launch charged from its predecessor's end to its own end); eager mode
+  /// records CUDA events around each launch, which adds host time per launch,
+  /// so profiled steps are not timed steps.
   bool profileLaunches = false;
+  /// CUDA graph only: programmatic dependent launch between consecutive
+  /// kernels (CudaRunner::setProgrammaticLaunch).
+  bool programmaticLaunch = true;
   LogSink log;             ///< verbose messages; may be empty
 };
 

@@ -26,6 +26,7 @@ enum class BufferSpace : uint8_t {
   Weight,    ///< weights[index]
   State,     ///< state[index]
   Workspace, ///< the cuBLAS workspace
+  Counters,  ///< per-launch counters, zeroed at load, left zero by their kernels
 };
 
 struct BufferRef {
@@ -130,6 +131,7 @@ struct CompiledProgram {
   std::vector<TensorSlot> weights, state;
   std::vector<CompiledEntry> entries;
   uint64_t workspaceBytes = 0; ///< cuBLAS workspace, allocated once
+  uint64_t counterBytes = 0;   ///< BufferSpace::Counters, zeroed at load and by resetState
   int64_t ctx = 0;             ///< KV rows; positions at or past it are refused
   /// Module holding `fg_init_<dtype>(void *out, u64 n, int kind, u64 seed,
   /// double a, double b)` (initKernelSymbol): generates initialised weights on

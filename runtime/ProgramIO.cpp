@@ -110,7 +110,7 @@ public:
   BufferRef ref() {
     BufferRef r;
     auto s = pod<uint8_t>();
-    if (s > static_cast<uint8_t>(BufferSpace::Workspace))
+    if (s > static_cast<uint8_t>(BufferSpace::Counters))
       failed_ = true;
     r.space = static_cast<BufferSpace>(s);
     r.index = pod<uint32_t>();
@@ -150,7 +150,8 @@ private:
 constexpr uint32_t kProgramTagV1 = 0x46475052; // "FGPR": slots without a file source
 constexpr uint32_t kProgramTagV2 = 0x46475053; // "FGPS": launches without node ids and op kinds
 constexpr uint32_t kProgramTagV3 = 0x46475054; // "FGPT": transformed weights embedded as bytes
-constexpr uint32_t kProgramTag = 0x46475055;   // "FGPU"
+constexpr uint32_t kProgramTagV4 = 0x46475055; // "FGPU": attention counters cleared by a kernel
+constexpr uint32_t kProgramTag = 0x46475056;   // "FGPV"
 constexpr uint32_t kWeightsTagV1 = 0x46475754; // "FGWT": transformed weights embedded as bytes
 constexpr uint32_t kWeightsTag = 0x46475755;   // "FGWU"
 
@@ -290,6 +291,7 @@ EncodedProgram encodeProgram(const CompiledProgram &p) {
   w.pod(p.ctx);
   w.pod(p.initModule);
   w.u64(p.workspaceBytes);
+  w.u64(p.counterBytes);
   w.u64(p.modules.size());
   for (const KernelImage &m : p.modules) {
     w.str(m.name);
@@ -400,12 +402,14 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
                      llvm::Twine(r.pos()) + ")");
   };
   uint32_t tag = r.pod<uint32_t>();
-  if (tag == kProgramTagV1 || tag == kProgramTagV2 || tag == kProgramTagV3)
+  if (tag == kProgramTagV1 || tag == kProgramTagV2 || tag == kProgramTagV3 ||
+      tag == kProgramTagV4)
     return makeError("this plan's CUDA program was written by an older fusegraph (" +
                      llvm::Twine(tag == kProgramTagV1 ? "weight table without model-file references"
                                  : tag == kProgramTagV2 ? "launches without node ids"
-                                                        : "transformed weights embedded as bytes, "
-                                                          "not recipes") +
+                                 : tag == kProgramTagV3 ? "transformed weights embedded as bytes, "
+                                                          "not recipes"
+                                                        : "attention counters cleared by a kernel") +
                      "); recompile the model");
   if (tag != kProgramTag || r.failed())
     return corrupt("bad tag");
@@ -413,6 +417,7 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
   p.ctx = r.pod<int64_t>();
   p.initModule = r.pod<int32_t>();
   p.workspaceBytes = r.u64();
+  p.counterBytes = r.u64();
   uint64_t nModules = r.count(24);
   for (uint64_t i = 0; i < nModules && !r.failed(); ++i) {
     KernelImage m;

@@ -78,7 +78,7 @@ int runBench(ArrayRef<const char *> args) {
           "w-moe-12, w-moe-48, w-tiny (add -bf16 for bf16 weights). Without a GPU it says so\n"
           "and exits 0.");
   f.option("workload", "NAME", "a benchmark workload instead of MODEL");
-  f.option("compare", "LIST", "variants: fused, unfused (compiled), eager, graph (modes)",
+  f.option("compare", "LIST", "variants: fused, unfused (compiled), eager, graph (modes), nopdl (graph without programmatic launch)",
            "fused,unfused,eager,graph");
   f.option("steps", "N", "timed steps per variant (median reported)", "100");
   f.option("warmup", "N", "untimed steps first", "20");
@@ -87,7 +87,7 @@ int runBench(ArrayRef<const char *> args) {
   f.option("weight-dtype", "T", "workload weights: f16 or bf16", "f16");
   f.option("arch", "SM", "GPU architecture to compile kernels for", "sm_90");
   f.option("json", "FILE", "also write the figures as JSON");
-  f.flag("breakdown", "time every launch of an eager step and print time per kernel family");
+  f.flag("breakdown", "trace graph replays with CUPTI and print device time per kernel family");
   f.flag("verbose", "print what happens");
   int code;
   if (!f.parse(args, code))
@@ -110,7 +110,8 @@ int runBench(ArrayRef<const char *> args) {
     model += "-bf16";
   bool isPlan = isPlanFile(model);
 
-  bool wantFused = false, wantUnfused = false, wantEager = false, wantGraph = false;
+  bool wantFused = false, wantUnfused = false, wantEager = false, wantGraph = false,
+       wantNoPdl = false;
   for (const std::string &c : f.list("compare")) {
     if (c == "fused")
       wantFused = true;
@@ -120,8 +121,10 @@ int runBench(ArrayRef<const char *> args) {
       wantEager = true;
     else if (c == "graph")
       wantGraph = true;
+    else if (c == "nopdl")
+      wantNoPdl = true;
     else if (c != "all")
-      return f.usageError("--compare takes fused, unfused, eager, graph; got '" + c + "'");
+      return f.usageError("--compare takes fused, unfused, eager, graph, nopdl; got '" + c + "'");
   }
   if (!wantFused && !wantUnfused)
     wantFused = wantUnfused = true;
@@ -199,12 +202,15 @@ int runBench(ArrayRef<const char *> args) {
         v.ideal = idealStepBytes(*fn, kv);
       v.launches = countLaunches(*v.plan, "decode");
     }
-    for (bool graph : {false, true}) {
-      if ((graph && !wantGraph) || (!graph && !wantEager))
+    enum class M { Eager, Graph, GraphNoPdl };
+    for (M m : {M::Eager, M::Graph, M::GraphNoPdl}) {
+      if ((m == M::Graph && !wantGraph) || (m == M::Eager && !wantEager) ||
+          (m == M::GraphNoPdl && !wantNoPdl))
         continue;
+      bool graph = m != M::Eager;
       Row r;
       r.fusion = v.fusion;
-      r.mode = graph ? "graph" : "eager";
+      r.mode = m == M::Eager ? "eager" : m == M::Graph ? "graph" : "graph-nopdl";
       r.idealMs = v.ideal.total() / bwBytesPerMs;
       r.launches = v.launches;
       if (!v.plan) {
@@ -215,6 +221,7 @@ int runBench(ArrayRef<const char *> args) {
       ExecOptions eo;
       eo.device = ExecOptions::Device::Cuda;
       eo.mode = graph ? ExecOptions::Mode::Graph : ExecOptions::Mode::Eager;
+      eo.programmaticLaunch = m != M::GraphNoPdl;
       eo.log = stderrLog(verbose);
       Expected<Executor> ex = Executor::create(*v.plan, eo);
       if (!ex) {
@@ -231,7 +238,7 @@ int runBench(ArrayRef<const char *> args) {
     if (f.has("breakdown") && v.plan) {
       ExecOptions eo;
       eo.device = ExecOptions::Device::Cuda;
-      eo.mode = ExecOptions::Mode::Eager;
+      eo.mode = ExecOptions::Mode::Graph; // replays traced with CUPTI: the real step
       eo.profileLaunches = true;
       Expected<Executor> ex = Executor::create(*v.plan, eo);
       if (!ex) {
@@ -278,8 +285,9 @@ int runBench(ArrayRef<const char *> args) {
   for (const Variant &v : variants) {
     if (!f.has("breakdown") || !v.plan)
       continue;
-    os << "\nper kernel family, eager " << v.fusion << " (CUDA events around each launch, mean of "
-       << "10 steps):\n";
+    os << "\nper kernel family, graph " << v.fusion
+       << " (CUPTI kernel records of 10 replays; each launch charged from the end of what ran "
+          "before it to its own end, so the column sums to the device-busy time of a step):\n";
     if (!v.familiesError.empty()) {
       os << "  skipped: " << v.familiesError << "\n";
       continue;

@@ -8,12 +8,11 @@
 // block of each (token, head block). This file only chooses: head chunks,
 // dv slices, keys in flight per warp, the most splits the grid holds, the
 // scratch layout; it describes them as a parameter struct `Cfg` and writes
-// the entries. Two launches: a one-block kernel that zeroes the split
-// counters (scratch is arena memory, undefined at every step), then the
-// attention kernel.
+// the entry. One launch: the split counters ([T · HB] unsigned) are the
+// launch's own program counters (Param::counters: zeroed at load, and the
+// merging block resets its counter), so nothing clears them per step.
 //
-// Scratch: [T · HB] unsigned counters, padded to 256 bytes, then per
-// (token, head block, split) kPart floats: m[8], l[8], o[GB][DvP].
+// Scratch: per (token, head block, split) kPart floats: m[8], l[8], o[GB][DvP].
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/EmitterCommon.h"
@@ -60,7 +59,7 @@ bool vectorRows(const Layout &l, DType t, int64_t dim) {
 
 /// Everything chosen for one node.
 struct AttnPlan {
-  int64_t G, HC, GB, HB, NCK, DVS, NSL, DvP, U, minChunk, smax, partOff, part, counters;
+  int64_t G, HC, GB, HB, NCK, DVS, NSL, DvP, U, minChunk, smax, part, counters;
   uint64_t scratchBytes;
 };
 
@@ -90,9 +89,8 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   p.smax = std::clamp<int64_t>(ceilDiv(target, T * p.HB), 1,
                                std::min(kMaxSplits, ceilDiv(ctx, p.minChunk)));
   p.counters = T * p.HB;
-  p.partOff = roundUp(p.counters, 64); // 256 bytes
   p.part = 16 + p.GB * p.DvP;
-  p.scratchBytes = static_cast<uint64_t>(p.partOff + T * p.HB * p.smax * p.part) * 4;
+  p.scratchBytes = static_cast<uint64_t>(T * p.HB * p.smax * p.part) * 4;
   return p;
 }
 
@@ -144,7 +142,7 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
        ", kHB = " + lit(p.HB) + ", D = " + lit(D) + ", Dv = " + lit(Dv) + ", DvP = " + lit(p.DvP) +
        ", ctx = " + lit(ctx) + ", window = " + lit(op::Attention(node).window()) + ", kMinChunk = " +
        lit(p.minChunk) + ";\n";
-  c += "  static constexpr long long kPartOff = " + lit(p.partOff) + ", kPart = " + lit(p.part) +
+  c += "  static constexpr long long kPart = " + lit(p.part) +
        ";\n";
   c += "  static constexpr bool kSinks = " + flag(hasSinks) + ", kSoftcap = " + flag(softcap > 0) +
        ", kVecK = " + flag(vectorRows(kl, kt.dtype, D)) +
@@ -163,37 +161,27 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   c += "  static __device__ __forceinline__ float softcap() { return " +
        flit(softcap > 0 ? softcap : 1.0) + "; }\n";
   c += "};\n";
-  std::string params = "float* y, float* scratch, const Cfg::Q* q, const Cfg::DecK::T* k, "
+  std::string params = "float* y, float* scratch, unsigned* counters, const Cfg::Q* q, "
+                       "const Cfg::DecK::T* k, "
                        "const Cfg::DecV::T* v, const Cfg::Pos* pos";
   if (hasSinks)
     params += ", const Cfg::Sink* sinks";
-  c += llvm::formatv("extern \"C\" __global__ void __launch_bounds__({0}) KERNEL({1}) {{\n"
-                     "  fg::attention<Cfg>(fg::AttnArgs<Cfg>{{y, scratch, q, k, v, pos, {2}});\n"
-                     "}\n",
-                     32 * kWarps, params, hasSinks ? "sinks" : "nullptr")
-           .str();
+  c += kernelEntry(32 * kWarps, params,
+                   llvm::formatv("fg::attention<Cfg>(fg::AttnArgs<Cfg>{{y, scratch, counters, q, k, v, pos, {0}});",
+                                 hasSinks ? "sinks" : "nullptr")
+                       .str());
   KernelSpec main = finishSpec("attention", kernelSource("attention.cuh").str() + c);
   main.grid[0] = static_cast<unsigned>(p.smax);
   main.grid[1] = static_cast<unsigned>(p.HB);
   main.grid[2] = static_cast<unsigned>(T);
   main.block[0] = 32 * kWarps;
-  main.params = {Param::result(0),  Param::scratch(),  Param::operand(0),
+  main.params = {Param::result(0),  Param::scratch(),  Param::counters(), Param::operand(0),
                  Param::operand(1), Param::operand(2), Param::operand(3)};
   if (hasSinks)
     main.params.push_back(Param::operand(4));
   main.scratchBytes = p.scratchBytes;
-
-  unsigned zt = p.counters >= 256 ? 256 : 32;
-  std::string z = llvm::formatv("extern \"C\" __global__ void __launch_bounds__({0}) "
-                                "KERNEL(unsigned* counters) {{\n"
-                                "  fg::attnClearCounters<{1}LL>(counters);\n}\n",
-                                zt, p.counters)
-                      .str();
-  KernelSpec zero = finishSpec("attention_zero", kernelSource("attention.cuh").str() + z);
-  zero.block[0] = zt;
-  zero.params = {Param::scratch()};
-  zero.scratchBytes = p.scratchBytes;
-  return std::vector<Launch>{std::move(zero), std::move(main)};
+  main.counterBytes = static_cast<uint64_t>(p.counters) * 4;
+  return std::vector<Launch>{std::move(main)};
 }
 
 } // namespace fg::cuda::detail

@@ -30,13 +30,17 @@ namespace fg::cuda {
 /// node's scratch buffer (one per node, shared by all of its launches, at
 /// least the largest scratchBytes of them; contents undefined on entry).
 struct Param {
-  enum class Kind : uint8_t { Operand, Result, Scratch };
+  /// Scratch: arena memory of the node, undefined on entry. Counters:
+  /// program memory zeroed once at load that belongs to this launch alone;
+  /// the kernel must leave it zero when it finishes (KernelSpec::counterBytes).
+  enum class Kind : uint8_t { Operand, Result, Scratch, Counters };
   Kind kind = Kind::Operand;
-  unsigned index = 0; ///< operand / result number; 0 for Scratch
+  unsigned index = 0; ///< operand / result number; 0 for Scratch and Counters
 
   static Param operand(unsigned i) { return {Kind::Operand, i}; }
   static Param result(unsigned i) { return {Kind::Result, i}; }
   static Param scratch() { return {Kind::Scratch, 0}; }
+  static Param counters() { return {Kind::Counters, 0}; }
   bool operator==(const Param &o) const { return kind == o.kind && index == o.index; }
 };
 

@@ -137,8 +137,7 @@ KernelSpec ewKernel(const EwDesc &d) {
     params += ", const void* in" + std::to_string(i);
     args += (i ? ", in" : "in") + std::to_string(i);
   }
-  c += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kThreads) + ") KERNEL(" +
-       params + ") {\n  fg::ewMap<Cfg>(fg::EwArgs<Cfg>{out, {" + args + "}});\n}\n";
+  c += kernelEntry(kThreads, params, "fg::ewMap<Cfg>(fg::EwArgs<Cfg>{out, {" + args + "}});");
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("elementwise.cuh").str() + c);
   k.grid[0] = gridFor(product(d.space), kThreads);
   k.block[0] = kThreads;

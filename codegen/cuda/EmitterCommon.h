@@ -50,6 +50,10 @@ std::string kernelName(llvm::StringRef mnemonic, llvm::StringRef body);
 /// Puts the common header in front of `body`, where `body` uses the
 /// placeholder `KERNEL` for the entry's name; fills name and source.
 KernelSpec finishSpec(llvm::StringRef mnemonic, std::string body);
+/// The one shape of a kernel entry: `extern "C" __global__` with launch
+/// bounds `threads`, named `KERNEL`, whose body starts with fg_pdl_begin()
+/// (the programmatic-dependent-launch wait, common.cuh) and then runs `body`.
+std::string kernelEntry(unsigned threads, llvm::StringRef params, llvm::StringRef body);
 
 /// "no CUDA kernel for '<op>' with <why>"
 llvm::Error unsupported(const Node &node, const llvm::Twine &why);

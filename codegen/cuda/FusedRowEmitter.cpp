@@ -270,8 +270,7 @@ llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node 
   addIn(ro.ff, "FF", "ff");
 
   std::string src = kernelSource("row.cuh").str() + "\nstruct Cfg {\n" + c + "};\n";
-  src += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(sp.threads) +
-         ") KERNEL(" + params + ") {\n  fg::normRows<Cfg>(fg::NormArgs<Cfg>{" + args + "});\n}\n";
+  src += kernelEntry(sp.threads, params, "fg::normRows<Cfg>(fg::NormArgs<Cfg>{" + args + "});");
   KernelSpec k = finishSpec(node.info().mnemonic, src);
   k.grid[0] = sp.grid;
   k.block[0] = sp.threads;
@@ -344,9 +343,9 @@ llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &
   std::string params = "int* ids, float* wout, const Cfg::Logit* logits";
   if (hasBias)
     params += ", const Cfg::Bias* bias";
-  c += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(nt) + ") KERNEL(" +
-       params + ") {\n  fg::topkMoe<Cfg>(fg::TopkArgs<Cfg>{ids, wout, logits, " +
-       (hasBias ? "bias" : "nullptr") + "});\n}\n";
+  c += kernelEntry(nt, params,
+                   std::string("fg::topkMoe<Cfg>(fg::TopkArgs<Cfg>{ids, wout, logits, ") +
+                       (hasBias ? "bias" : "nullptr") + "});");
   KernelSpec k = finishSpec(node.info().mnemonic, kernelSource("topk.cuh").str() + c);
   k.grid[0] = static_cast<unsigned>(std::clamp<int64_t>((T + rpb - 1) / rpb, 1, int64_t(1) << 20));
   k.block[0] = nt;

@@ -172,10 +172,16 @@ struct GemvSplit {
 };
 
 /// Lanes over K: 4 output rows per block (2 with two streams), 2 steps of 512
-/// bytes per row and chunk, up to 8 warps splitting K evenly (measured on the
-/// H200: see bench/RESULTS.md). Tensor cores: 16 rows per block, enough warps (K split) for ~24 warps per SM.
-GemvSplit chooseSplit(bool tensorCores, int64_t N, int64_t K, int64_t pairs, int streams,
-                      int64_t perLoad, const EmitOptions &o) {
+/// bytes per row and chunk. Warps per block (K split over them), from the
+/// variant sweep on the H200 (bench/variant-sweep.sh; bench/RESULTS.md):
+/// one row of x (dense) streams best with 4 warps, split unevenly if need be;
+/// more rows of x, and expert-indexed launches, with the most warps (≤ 8) that
+/// split K evenly (two dense rows also choose the chunk depth by K, below). Either way the grid holds at least 16 warps per SM, else
+/// it takes min(8, chunks): a long K over few rows (18944 → 3584) left the
+/// SMs a quarter full with 1 warp per block (46.9 µs against 33.8 with 4).
+/// Tensor cores: 16 rows per block, enough warps (K split) for ~24 warps per SM.
+GemvSplit chooseSplit(bool tensorCores, int64_t N, int64_t K, int64_t M, bool expert,
+                      int64_t pairs, int streams, int64_t perLoad, const EmitOptions &o) {
   GemvSplit s;
   s.tensorCores = tensorCores;
   if (!tensorCores) {
@@ -186,14 +192,26 @@ GemvSplit chooseSplit(bool tensorCores, int64_t N, int64_t K, int64_t pairs, int
       s.rows = o.gemvRows;
     int64_t steps = (K + 32 * perLoad - 1) / (32 * perLoad);
     s.unroll = static_cast<int>(std::clamp<int64_t>(8 / (s.rows * streams), 1, steps));
+    // Two rows of x, one weight stream: deeper chunks on a long K (4 steps
+    // from 20: 18944 -> 3584 took 42.0 µs against 48.9 with 2), single steps
+    // below 16 (K = 2048: 8 chunks for 8 warps instead of 4 for 4).
+    if (M == 2 && !expert && streams == 1 && o.gemvRows == 0)
+      s.unroll = static_cast<int>(std::min<int64_t>(steps >= 20 ? 4 : steps >= 16 ? 2 : 1, steps));
     int64_t chunks = (steps + s.unroll - 1) / s.unroll;
-    // The most warps (≤ 8) that split the chunks evenly.
+    int64_t maxWarps = std::min<int64_t>(8, chunks);
     s.warps = 1;
-    for (int64_t w = std::min<int64_t>(8, chunks); w >= 1; --w)
-      if (chunks % w == 0) {
-        s.warps = static_cast<int>(w);
-        break;
-      }
+    if (M == 1 && !expert) {
+      s.warps = static_cast<int>(std::min<int64_t>(4, chunks));
+    } else {
+      for (int64_t w = maxWarps; w >= 1; --w)
+        if (chunks % w == 0) {
+          s.warps = static_cast<int>(w);
+          break;
+        }
+    }
+    int64_t blocks = (N + s.rows - 1) / s.rows * std::max<int64_t>(pairs, 1);
+    if (blocks * s.warps < static_cast<int64_t>(o.smCount) * 16)
+      s.warps = static_cast<int>(maxWarps);
   } else {
     int64_t steps = (K + 31) / 32;
     s.unroll = steps >= 64 ? 4 : (steps >= 8 ? 2 : 1);
@@ -226,7 +244,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
                      (d.expert ? false
                                : d.M >= (o.gemvTensorCoreMinRows > 0 ? o.gemvTensorCoreMinRows
                                                                      : kTensorCoreMinRows));
-  GemvSplit sp = chooseSplit(tensorCores, d.N, d.K, d.pairs, two ? 2 : 1, perLoad, o);
+  GemvSplit sp = chooseSplit(tensorCores, d.N, d.K, d.M, d.expert, d.pairs, two ? 2 : 1, perLoad, o);
   // 16-byte weight loads: unit stride along K and every row start aligned.
   auto vecOk = [&](const WeightStream &w) {
     int64_t v = 16 / elemBytes(w.dtype);
@@ -292,8 +310,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   } else {
     args += ", nullptr, nullptr";
   }
-  c += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(32 * sp.warps) +
-       ") KERNEL(" + params + ") {\n  fg::gemv<Cfg>(fg::GemvArgs<Cfg>{" + args + "});\n}\n";
+  c += kernelEntry(32 * sp.warps, params, "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{" + args + "});");
 
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() + c);
   k.grid[0] = static_cast<unsigned>((d.N + sp.rows - 1) / sp.rows);

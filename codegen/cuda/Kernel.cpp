@@ -229,6 +229,11 @@ KernelSpec finishSpec(llvm::StringRef mnemonic, std::string body) {
   return k;
 }
 
+std::string kernelEntry(unsigned threads, llvm::StringRef params, llvm::StringRef body) {
+  return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(threads) +
+         ") KERNEL(" + params.str() + ") {\n  fg_pdl_begin();\n  " + body.str() + "\n}\n";
+}
+
 llvm::Error unsupported(const Node &node, const llvm::Twine &why) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  "no CUDA kernel for '" + llvm::Twine(node.info().mnemonic) +

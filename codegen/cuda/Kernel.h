@@ -59,6 +59,9 @@ struct KernelSpec {
   unsigned sharedBytes = 0; ///< dynamic shared memory
   std::vector<Param> params;
   uint64_t scratchBytes = 0; ///< scratch this launch list needs
+  /// Bytes of the launch's own counters (Param::counters()): zero before
+  /// its first run, and the kernel leaves them zero, so no launch clears them.
+  uint64_t counterBytes = 0;
 };
 
 using Launch = std::variant<KernelSpec, CublasGemmSpec>;

@@ -20,6 +20,12 @@ uint32_t SlotTables::slot(const Function &fn, const Argument &a) {
   return i;
 }
 
+uint64_t SlotTables::counters(uint64_t bytes) {
+  uint64_t at = (prog_.counterBytes + 255) / 256 * 256;
+  prog_.counterBytes = at + bytes;
+  return at;
+}
+
 namespace {
 
 class Scheduler {
@@ -42,7 +48,8 @@ public:
     return BufferRef{BufferSpace::Arena, 0, static_cast<uint64_t>(p.offset)};
   }
 
-  llvm::Expected<BufferRef> resolve(NodeId id, const Param &p) {
+  /// `counters`: this launch's range in the program's counters.
+  llvm::Expected<BufferRef> resolve(NodeId id, const Param &p, uint64_t counters = 0) {
     const Node &n = fn_.node(id);
     switch (p.kind) {
     case Param::Kind::Operand:
@@ -52,6 +59,8 @@ public:
     case Param::Kind::Scratch:
       return BufferRef{BufferSpace::Arena, 0,
                        static_cast<uint64_t>(proven_.plan.scratch[id].offset)};
+    case Param::Kind::Counters:
+      return BufferRef{BufferSpace::Counters, 0, counters};
     }
     return makeError("bad param");
   }
@@ -142,8 +151,12 @@ llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,
           rec.block[d] = ks->block[d];
         }
         rec.sharedBytes = ks->sharedBytes;
+        uint64_t counters = ks->counterBytes ? tables.counters(ks->counterBytes) : 0;
         for (const Param &p : ks->params) {
-          llvm::Expected<BufferRef> ref = s.resolve(ln.node, p);
+          if (p.kind == Param::Kind::Counters && !ks->counterBytes)
+            return makeError("internal: " + nodeLabel(fn, ln.node) +
+                             " takes counters but reports none");
+          llvm::Expected<BufferRef> ref = s.resolve(ln.node, p, counters);
           if (!ref)
             return ref.takeError();
           rec.args.push_back(*ref);

@@ -30,6 +30,9 @@ public:
   explicit SlotTables(CompiledProgram &prog) : prog_(prog) {}
   /// The table index of weight or state argument `a` (added on first use).
   uint32_t slot(const Function &fn, const Argument &a);
+  /// A fresh range of `bytes` in the program's counters (256-byte aligned;
+  /// every launch that asks gets its own, in every entry).
+  uint64_t counters(uint64_t bytes);
 
 private:
   llvm::StringMap<uint32_t> weightIndex_, stateIndex_;

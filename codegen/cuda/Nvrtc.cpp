@@ -38,6 +38,18 @@ llvm::Error err(const llvm::Twine &msg) {
 std::vector<std::string> allFlags(llvm::StringRef arch, const NvrtcOptions &o) {
   std::vector<std::string> f{"--gpu-architecture=" + arch.str(), "-std=c++17"};
   f.insert(f.end(), o.flags.begin(), o.flags.end());
+  // Debug build of every kernel: FG_DEBUG_PDL_DELAY_NS=N sleeps N ns after
+  // each kernel's programmatic-launch trigger (common.cuh, fg_pdl_begin), so
+  // a kernel that read its inputs before waiting would fail the GPU tests.
+  if (auto d = llvm::sys::Process::GetEnv("FG_DEBUG_PDL_DELAY_NS"); d && !d->empty()) {
+    unsigned ns = 0;
+    if (!llvm::StringRef(*d).getAsInteger(10, ns) && ns > 0)
+      f.push_back("-DFG_PDL_DELAY_NS=" + std::to_string(ns) + "u");
+  }
+  // FG_DEBUG_PDL_NO_TRIGGER=1: no early griddepcontrol.launch_dependents
+  // (dependents launch when every block has exited).
+  if (auto d = llvm::sys::Process::GetEnv("FG_DEBUG_PDL_NO_TRIGGER"); d && *d == "1")
+    f.push_back("-DFG_PDL_NO_TRIGGER");
   return f;
 }
 

@@ -146,8 +146,7 @@ KernelSpec rowKernel(const Node &node, const std::string &cfg, const std::string
                      const std::string &call, const RowSplit &split, std::vector<Param> ps,
                      unsigned shared = 0) {
   std::string src = kernelSource("row.cuh").str() + "\nstruct Cfg {\n" + cfg + "};\n";
-  src += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(split.threads) +
-         ") KERNEL(" + params + ") {\n  " + call + "\n}\n";
+  src += kernelEntry(split.threads, params, call);
   KernelSpec k = finishSpec(node.info().mnemonic, src);
   k.grid[0] = split.grid;
   k.block[0] = split.threads;

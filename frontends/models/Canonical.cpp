@@ -130,6 +130,36 @@ private:
 
 // --- Hugging Face: every transformation -------------------------------------------------
 
+/// The standard transformers name of a canonical per-layer weight (relative
+/// to `model.layers.N.`), "" for none; "{}" stands for an expert's index.
+/// Families depart from it through ModelFamily::hfLayerNames.
+llvm::StringRef standardLayerName(llvm::StringRef canonical) {
+  static constexpr HfTensorName kNames[] = {
+      {"attn_norm", "input_layernorm.weight"},
+      {"attn_q", "self_attn.q_proj.weight"},
+      {"attn_k", "self_attn.k_proj.weight"},
+      {"attn_v", "self_attn.v_proj.weight"},
+      {"attn_output", "self_attn.o_proj.weight"},
+      {"attn_q.bias", "self_attn.q_proj.bias"},
+      {"attn_k.bias", "self_attn.k_proj.bias"},
+      {"attn_v.bias", "self_attn.v_proj.bias"},
+      {"attn_q_norm", "self_attn.q_norm.weight"},
+      {"attn_k_norm", "self_attn.k_norm.weight"},
+      {"ffn_norm", "post_attention_layernorm.weight"},
+      {"ffn_gate", "mlp.gate_proj.weight"},
+      {"ffn_up", "mlp.up_proj.weight"},
+      {"ffn_down", "mlp.down_proj.weight"},
+      {"ffn_gate_inp", "mlp.gate.weight"},
+      {"ffn_gate_exps", "mlp.experts.{}.gate_proj.weight"},
+      {"ffn_up_exps", "mlp.experts.{}.up_proj.weight"},
+      {"ffn_down_exps", "mlp.experts.{}.down_proj.weight"},
+  };
+  for (const HfTensorName &n : kNames)
+    if (n.canonical == canonical)
+      return n.hf;
+  return "";
+}
+
 class HfSource : public TensorSource {
 public:
   HfSource(const HfCheckpoint &ck, const ModelHParams &hp) : ck_(ck), hp_(hp) {
@@ -146,73 +176,40 @@ public:
   struct Mapping {
     std::string hfName;    ///< one tensor, or the per-expert pattern with "{}"
     bool stacked = false;  ///< experts: hfName has "{}" for the expert index
-    bool computed = false; ///< rope_freqs
+    bool computed = false; ///< hfComputedWeight gives it
     Transform tf = Transform::None;
   };
 
   Mapping map(llvm::StringRef name) const {
-    const bool gemma = hp_.family == ModelFamily::Gemma3;
+    const ModelFamily &fam = *hp_.family;
     Mapping m;
-    auto norm = [&](std::string n) {
-      m.hfName = std::move(n);
-      if (gemma)
-        m.tf = Transform::AddOne;
-      return m;
-    };
-    if (name == "token_embd") {
-      m.hfName = prefix_ + "embed_tokens.weight";
-      return m;
-    }
-    if (name == "output") {
-      m.hfName = lmHead_;
-      return m;
-    }
-    if (name == "output_norm")
-      return norm(prefix_ + "norm.weight");
-    if (name == "rope_freqs") {
+    if (fam.hfComputedWeight && fam.hfComputedWeight(name, hp_)) {
       m.computed = true;
       return m;
     }
-    if (!name.consume_front("blk."))
+    // Every canonical norm's name ends in "norm" (attn_norm, attn_q_norm,
+    // ffn_norm, post_ffw_norm, output_norm, ...).
+    if (fam.hfNormPlusOne && name.endswith("norm"))
+      m.tf = Transform::AddOne;
+    if (name == "token_embd")
+      m.hfName = prefix_ + "embed_tokens.weight";
+    else if (name == "output")
+      m.hfName = lmHead_;
+    else if (name == "output_norm")
+      m.hfName = prefix_ + "norm.weight";
+    if (!m.hfName.empty() || !name.consume_front("blk."))
       return m;
     auto [layer, rest] = name.split('.');
-    std::string L = prefix_ + "layers." + layer.str() + ".";
-    std::string A = L + "self_attn.", F = L + "mlp.";
-    bool llama = hp_.family == ModelFamily::Llama;
-    if (rest == "attn_norm")
-      return norm(L + "input_layernorm.weight");
-    if (rest == "attn_q" || rest == "attn_k") {
-      m.hfName = A + (rest == "attn_q" ? "q_proj.weight" : "k_proj.weight");
-      if (llama)
-        m.tf = Transform::PermuteRows;
+    if (fam.hfPermuteQK && (rest == "attn_q" || rest == "attn_k"))
+      m.tf = Transform::PermuteRows;
+    llvm::StringRef hf = standardLayerName(rest);
+    for (const HfTensorName &n : fam.hfLayerNames)
+      if (n.canonical == rest)
+        hf = n.hf;
+    if (hf.empty())
       return m;
-    }
-    if (rest == "attn_v")
-      m.hfName = A + "v_proj.weight";
-    else if (rest == "attn_output")
-      m.hfName = A + "o_proj.weight";
-    else if (rest == "attn_q.bias" || rest == "attn_k.bias" || rest == "attn_v.bias")
-      m.hfName = A + rest.substr(5, 1).str() + "_proj.bias";
-    else if (rest == "attn_q_norm")
-      return norm(A + "q_norm.weight");
-    else if (rest == "attn_k_norm")
-      return norm(A + "k_norm.weight");
-    else if (rest == "post_attention_norm")
-      return norm(L + "post_attention_layernorm.weight");
-    else if (rest == "ffn_norm")
-      return norm(L +
-                  (gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
-    else if (rest == "post_ffw_norm")
-      return norm(L + "post_feedforward_layernorm.weight");
-    else if (rest == "ffn_gate" || rest == "ffn_up" || rest == "ffn_down")
-      m.hfName = F + rest.substr(4).str() + "_proj.weight";
-    else if (rest == "ffn_gate_inp")
-      m.hfName = F + "gate.weight";
-    else if (rest == "ffn_gate_exps" || rest == "ffn_up_exps" || rest == "ffn_down_exps") {
-      llvm::StringRef which = rest.substr(4).drop_back(5); // gate, up, down
-      m.hfName = F + "experts.{}." + which.str() + "_proj.weight";
-      m.stacked = true;
-    }
+    m.hfName = prefix_ + "layers." + layer.str() + "." + hf.str();
+    m.stacked = hf.contains("{}");
     return m;
   }
 
@@ -243,15 +240,15 @@ public:
                       ModelWeights &out) const override {
     Mapping m = map(name);
     if (m.computed) {
-      assert(hp_.llama3Rope && "rope_freqs only with Llama-3 scaling");
-      std::vector<float> f = llama3RopeFactors(*hp_.llama3Rope, hp_.ropeTheta, hp_.headDim);
+      HfComputedWeight computed = *hp_.family->hfComputedWeight(name, hp_);
+      const std::vector<float> &f = computed.values;
       std::vector<uint8_t> bytes(f.size() * 4);
       if (!f.empty()) // memcpy from an empty vector's null data() is UB
         std::memcpy(bytes.data(), f.data(), bytes.size());
       if (static_cast<int64_t>(bytes.size()) != type.bytes())
-        return ck_.config().error("rope_freqs: " + llvm::Twine(f.size()) +
-                                  " factors computed but " + type.str() + " is needed");
-      out.addEmbedded(name.str(), type, std::move(bytes), "computed from rope_scaling (llama3)");
+        return ck_.config().error(name + ": " + llvm::Twine(f.size()) + " values computed but " +
+                                  type.str() + " is needed");
+      out.addEmbedded(name.str(), type, std::move(bytes), computed.note);
       return llvm::Error::success();
     }
     if (m.hfName.empty())

@@ -3,23 +3,29 @@
 // The canonical layout is GGUF's, as llama.cpp's converter writes it, so GGUF
 // tensors are used as they are (mapped) and every transformation lives in the
 // Hugging Face source, as load-time recipes over the files' ranges
-// (ir/WeightRecipe.h), never as bytes:
-//   llama q/k      permute_heads(n): HF rows are permuted like
-//                  convert_hf_to_gguf.py's permute() so the canonical rope is
-//                  the normal (interleaved) one
-//   gemma3 norms   add_scalar(1): HF's (1 + w) folded into the weight (in f32)
-//   qwen3moe       concat: HF's per-expert matrices stacked into [E, out, in]
+// (ir/WeightRecipe.h), never as bytes. What the HF source does is shared; which
+// of it applies is the family's record (Family.h, families/<family>.cpp):
+//   names          the standard transformers layout (model.layers.N.self_attn.
+//                  q_proj, mlp.gate_proj, ...), unless the family's
+//                  hfLayerNames says otherwise (gemma3's FFN and post norms)
+//   q/k            permute_heads(n) when hfPermuteQK (llama): HF rows are
+//                  permuted like convert_hf_to_gguf.py's permute() so the
+//                  canonical rope is the normal (interleaved) one
+//   norms          add_scalar(1) when hfNormPlusOne (gemma3): HF's (1 + w)
+//                  folded into the weight (in f32)
+//   experts        concat: HF's per-expert matrices (mlp.experts.E.*) stacked
+//                  into [E, out, in]
 //   dtypes         convert(f32): norms, biases, the router and rope factors
 //                  are f32 in the graph (matrices stay as stored)
-//   rope_freqs     Llama-3 scaling factors computed from config.json (the one
-//                  weight embedded as bytes: small)
+//   computed       hfComputedWeight (llama's rope_freqs under Llama-3
+//                  scaling: the one weight embedded as bytes; small)
 // Names are GGUF's without ".weight" (`blk.3.attn_norm`; biases keep ".bias").
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include "frontends/ModelWeights.h"
-#include "frontends/models/Families.h"
+#include "frontends/models/Family.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"

@@ -3,7 +3,7 @@
 
 #include "frontends/DecoderBlocks.h"
 #include "frontends/ModelWeights.h"
-#include "frontends/models/Families.h"
+#include "frontends/models/Family.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -17,7 +17,7 @@ class TensorSource;
 struct LoadedModel {
   Graph graph;
   ModelWeights weights;
-  ModelFamily family = ModelFamily::Llama;
+  const ModelFamily *family = nullptr; ///< the registry's record (Family.h)
   DecoderConfig config;
 };
 

@@ -1,5 +1,6 @@
 #include "runtime/cuda/CudaRunner.h"
 #include "runtime/cuda/CudaErrors.h"
+#include "runtime/cuda/KernelTrace.h"
 
 #include "ir/InitFormula.h"
 #include "runtime/WeightLoad.h"
@@ -8,8 +9,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <map>
 
 namespace fg {
@@ -41,11 +44,16 @@ struct CudaRunner::Impl {
   std::vector<void *> weights, state;
   void *arena = nullptr;
   void *workspace = nullptr;
+  void *counters = nullptr; ///< BufferSpace::Counters (prog.counterBytes), zero between runs
   std::map<std::string, EntryState, std::less<>> entries;
+  bool programmatic = true; ///< programmatic edges between kernel nodes of a graph
+  bool tracing = false;      ///< KernelTrace started by a profiled graph run
 
   explicit Impl(const CompiledProgram &p) : prog(p) {}
 
   ~Impl() {
+    if (tracing)
+      KernelTrace::stop();
     for (auto &[name, e] : entries) {
       if (e.exec)
         cudaGraphExecDestroy(e.exec);
@@ -60,6 +68,7 @@ struct CudaRunner::Impl {
       cudaFree(p);
     cudaFree(arena);
     cudaFree(workspace);
+    cudaFree(counters);
     for (cudaLibrary_t l : libraries)
       cudaLibraryUnload(l);
     if (cublas)
@@ -90,6 +99,9 @@ struct CudaRunner::Impl {
       break;
     case BufferSpace::Workspace:
       base = static_cast<char *>(workspace);
+      break;
+    case BufferSpace::Counters:
+      base = static_cast<char *>(counters);
       break;
     }
     return base + r.offset;
@@ -143,18 +155,42 @@ struct CudaRunner::Impl {
   }
 
   /// Builds the entry's CUDA graph from the DAG: kernels as kernel nodes,
-  /// cuBLAS calls captured into child graphs, edges from `deps`.
+  /// cuBLAS calls captured into child graphs, edges from `deps`. An edge
+  /// between two kernels is programmatic when `programmatic` is set: the
+  /// dependent kernel is scheduled once every block of its predecessor has
+  /// passed fg_pdl_begin (common.cuh) and waits there for the predecessor to
+  /// finish, so its launch overlaps the predecessor's body. Programmatic
+  /// edges join kernel nodes only, and only in entries without a cuBLAS call:
+  /// with cuBLAS child graphs in the same graph, a cuBLAS call started before
+  /// the kernel feeding it had written its result (caught by
+  /// FG_DEBUG_PDL_DELAY_NS on the prefill entries, although the edges into
+  /// the calls were full ones), so such entries keep full edges throughout.
   llvm::Error buildGraph(EntryState &es) {
     if (auto e = cudaCheck(cudaGraphCreate(&es.graph, 0), "cudaGraphCreate"))
       return e;
     const auto &launches = es.entry->launches;
+    bool programmatic =
+        this->programmatic && std::none_of(launches.begin(), launches.end(), [](const auto &l) {
+          return l.kind == LaunchRecord::Kind::Gemm;
+        });
     std::vector<cudaGraphNode_t> nodes(launches.size());
+    std::vector<cudaGraphNode_t> from, to;
+    std::vector<cudaGraphEdgeData> edges;
     for (size_t i = 0; i < launches.size(); ++i) {
       const LaunchRecord &l = launches[i];
-      std::vector<cudaGraphNode_t> deps;
-      for (uint32_t d : l.deps)
-        deps.push_back(nodes[d]);
-      if (l.kind == LaunchRecord::Kind::Gemm) {
+      bool isKernel = l.kind != LaunchRecord::Kind::Gemm;
+      for (uint32_t d : l.deps) {
+        cudaGraphEdgeData ed{};
+        if (programmatic && isKernel && launches[d].kind != LaunchRecord::Kind::Gemm) {
+          ed.from_port = cudaGraphKernelNodePortProgrammatic;
+          ed.type = cudaGraphDependencyTypeProgrammatic;
+        }
+        from.push_back(nodes[d]);
+        edges.push_back(ed);
+      }
+      to.resize(from.size());
+      cudaGraphNode_t *self = &nodes[i];
+      if (!isKernel) {
         cudaGraph_t child = nullptr;
         if (auto e = cudaCheck(cudaStreamBeginCapture(captureStream, cudaStreamCaptureModeThreadLocal),
                                "capture of " + l.what))
@@ -165,28 +201,85 @@ struct CudaRunner::Impl {
           return err;
         if (auto e = cudaCheck(ce, "capture of " + l.what))
           return e;
-        cudaError_t ae = cudaGraphAddChildGraphNode(&nodes[i], es.graph, deps.data(), deps.size(), child);
+        cudaError_t ae = cudaGraphAddChildGraphNode(self, es.graph, nullptr, 0, child);
         cudaGraphDestroy(child);
         if (auto e = cudaCheck(ae, "graph node for " + l.what))
           return e;
+      } else {
+        std::vector<void *> ptrs(l.args.size()), argv(l.args.size());
+        for (size_t a = 0; a < l.args.size(); ++a) {
+          ptrs[a] = address(l.args[a]);
+          argv[a] = &ptrs[a];
+        }
+        cudaKernelNodeParams p{};
+        p.func = es.kernels[i];
+        p.gridDim = dim3(l.grid[0], l.grid[1], l.grid[2]);
+        p.blockDim = dim3(l.block[0], l.block[1], l.block[2]);
+        p.sharedMemBytes = l.sharedBytes;
+        p.kernelParams = argv.data();
+        if (auto e = cudaCheck(cudaGraphAddKernelNode(self, es.graph, nullptr, 0, &p),
+                               "graph node for " + l.what))
+          return e;
+      }
+      std::fill(to.end() - l.deps.size(), to.end(), *self);
+    }
+    if (!from.empty())
+      if (auto e = cudaCheck(cudaGraphAddDependencies(es.graph, from.data(), to.data(),
+                                                      edges.data(), from.size()),
+                             "graph edges"))
+        return e;
+    return cudaCheck(cudaGraphInstantiate(&es.exec, es.graph, 0), "cudaGraphInstantiate");
+  }
+
+  /// Device time charged to each launch of one traced graph replay
+  /// (chargedTimes: from the later of its start and the end of what ran
+  /// before it, to its end), ms. Kernel records map to launches by symbol,
+  /// in start order; records of other kernels (cuBLAS's) go to the earliest
+  /// cuBLAS call not yet passed.
+  static llvm::Expected<std::vector<float>> launchTimes(const CompiledEntry &entry,
+                                                        std::vector<KernelRecord> records) {
+    std::stable_sort(records.begin(), records.end(),
+                     [](const KernelRecord &a, const KernelRecord &b) { return a.start < b.start; });
+    std::vector<uint64_t> ns = chargedTimes(records);
+    std::map<std::string, std::deque<size_t>, std::less<>> bySymbol;
+    std::deque<size_t> gemms;
+    for (size_t i = 0; i < entry.launches.size(); ++i) {
+      const LaunchRecord &l = entry.launches[i];
+      if (l.kind == LaunchRecord::Kind::Gemm)
+        gemms.push_back(i);
+      else
+        bySymbol[l.symbol].push_back(i);
+    }
+    std::vector<float> ms(entry.launches.size(), 0.0f);
+    size_t unmatched = 0;
+    for (size_t r = 0; r < records.size(); ++r) {
+      auto it = bySymbol.find(records[r].name);
+      size_t launch;
+      if (it != bySymbol.end() && !it->second.empty()) {
+        launch = it->second.front();
+        it->second.pop_front();
+      } else if (!gemms.empty()) {
+        launch = gemms.front();
+        bool nextIsOurs = r + 1 < records.size() && bySymbol.count(records[r + 1].name);
+        if (nextIsOurs)
+          gemms.pop_front();
+      } else {
+        ++unmatched;
         continue;
       }
-      std::vector<void *> ptrs(l.args.size()), argv(l.args.size());
-      for (size_t a = 0; a < l.args.size(); ++a) {
-        ptrs[a] = address(l.args[a]);
-        argv[a] = &ptrs[a];
-      }
-      cudaKernelNodeParams p{};
-      p.func = es.kernels[i];
-      p.gridDim = dim3(l.grid[0], l.grid[1], l.grid[2]);
-      p.blockDim = dim3(l.block[0], l.block[1], l.block[2]);
-      p.sharedMemBytes = l.sharedBytes;
-      p.kernelParams = argv.data();
-      if (auto e = cudaCheck(cudaGraphAddKernelNode(&nodes[i], es.graph, deps.data(), deps.size(), &p),
-                             "graph node for " + l.what))
-        return e;
+      ms[launch] += static_cast<float>(ns[r] / 1e6);
     }
-    return cudaCheck(cudaGraphInstantiate(&es.exec, es.graph, 0), "cudaGraphInstantiate");
+    size_t missing = 0;
+    for (auto &[sym, q] : bySymbol)
+      missing += q.size();
+    if (missing || unmatched)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "kernel trace of entry '" + entry.name + "': " + std::to_string(records.size()) +
+              " kernel records for " + std::to_string(entry.launches.size()) + " launches (" +
+              std::to_string(missing) + " launches without a record, " +
+              std::to_string(unmatched) + " records without a launch)");
+    return ms;
   }
 
   llvm::Error copyInputs(EntryState &es) {
@@ -330,6 +423,12 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
     arenaBytes = std::max(arenaBytes, ce.arenaBytes);
   if (auto e = cudaCheck(cudaMalloc(&m.arena, arenaBytes), "allocating the arena"))
     return e;
+  if (prog.counterBytes) {
+    if (auto e = cudaCheck(cudaMalloc(&m.counters, prog.counterBytes), "launch counters"))
+      return e;
+    if (auto e = cudaCheck(cudaMemset(m.counters, 0, prog.counterBytes), "launch counters"))
+      return e;
+  }
   if (prog.workspaceBytes) {
     if (auto e = cudaCheck(cudaMalloc(&m.workspace, prog.workspaceBytes), "cuBLAS workspace"))
       return e;
@@ -406,6 +505,16 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
   lastLaunchMs_.clear();
   size_t nLaunches = es.entry->launches.size();
   bool profile = profileLaunches_ && !useGraph;
+  bool trace = profileLaunches_ && useGraph;
+  if (trace) {
+    if (!m.tracing) {
+      if (auto e = KernelTrace::start())
+        return e;
+      m.tracing = true;
+    }
+    if (auto old = KernelTrace::take(); !old) // drop what ran before this step
+      return old.takeError();
+  }
   while (profile && m.launchEvents.size() < nLaunches + 1) {
     cudaEvent_t ev = nullptr;
     if (auto e = cudaCheck(cudaEventCreate(&ev), "event"))
@@ -444,6 +553,15 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
     lastLaunchMs_.assign(nLaunches, 0.0f);
     for (size_t i = 0; i < nLaunches; ++i)
       cudaEventElapsedTime(&lastLaunchMs_[i], m.launchEvents[i], m.launchEvents[i + 1]);
+  }
+  if (trace) {
+    auto records = KernelTrace::take();
+    if (!records)
+      return records.takeError();
+    auto ms = Impl::launchTimes(*es.entry, *records);
+    if (!ms)
+      return ms.takeError();
+    lastLaunchMs_ = std::move(*ms);
   }
   return llvm::Error::success();
 }
@@ -485,11 +603,29 @@ llvm::Error CudaRunner::readOutput(llvm::StringRef entry, llvm::StringRef name,
   return makeError("entry '" + entry + "' has no output '" + name + "'");
 }
 
+void CudaRunner::setProgrammaticLaunch(bool on) {
+  if (impl_->programmatic == on)
+    return;
+  impl_->programmatic = on;
+  for (auto &[name, es] : impl_->entries) {
+    if (es.exec)
+      cudaGraphExecDestroy(es.exec);
+    if (es.graph)
+      cudaGraphDestroy(es.graph);
+    es.exec = nullptr;
+    es.graph = nullptr;
+  }
+}
+
 llvm::Error CudaRunner::resetState() {
   for (size_t i = 0; i < impl_->prog.state.size(); ++i)
     if (auto e = cudaCheck(cudaMemset(impl_->state[i], 0,
                                       static_cast<size_t>(impl_->prog.state[i].type.bytes())),
                            "resetting state"))
+      return e;
+  if (impl_->counters)
+    if (auto e = cudaCheck(cudaMemset(impl_->counters, 0, impl_->prog.counterBytes),
+                           "resetting launch counters"))
       return e;
   return cudaCheck(cudaDeviceSynchronize(), "resetting state");
 }

@@ -44,6 +44,11 @@ public:
   llvm::Error readOutput(llvm::StringRef entry, llvm::StringRef name, std::vector<uint8_t> &out);
   llvm::Error resetState();
 
+  /// Graph runs join consecutive kernels with programmatic edges
+  /// (programmatic dependent launch; default on). Changing it rebuilds the
+  /// graphs at their next run; for measuring what PDL is worth.
+  void setProgrammaticLaunch(bool on);
+
   /// Device time of the last run, from CUDA events (ms).
   float lastGpuMs() const { return lastGpuMs_; }
   /// Host time of the last run from entry to "everything enqueued" (input
@@ -52,7 +57,8 @@ public:
 
   /// Eager runs record a CUDA event before the first launch and after each
   /// launch (this adds host time: for per-kernel breakdowns, not for timing
-  /// steps). Graph runs and debug-sync runs ignore it.
+  /// steps). Graph runs are traced with CUPTI (KernelTrace.h; an error where
+  /// libcupti cannot be loaded). Debug-sync runs ignore it.
   void setProfileLaunches(bool on) { profileLaunches_ = on; }
   /// Device time of each launch of the last profiled eager run, in launch
   /// order (ms); empty after any other run.

@@ -50,6 +50,8 @@ std::vector<float> step(Executor &e, int32_t token, int32_t pos) {
   return l ? std::vector<float>(l->begin(), l->end()) : std::vector<float>{};
 }
 
+// The graph joins kernels with programmatic edges (PDL) and eager launches do
+// not: equal bits say no kernel reads an input before its producer is done.
 TEST(GpuDemo, GraphReplayEqualsEagerBitForBit) {
   FG_REQUIRE_GPU();
   Plan plan = demoPlan();

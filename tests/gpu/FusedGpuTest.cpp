@@ -13,7 +13,7 @@
 // Grid (issue 4): f32/f16/bf16 where legal; rope normal and neox (partial,
 // freq factors, YaRN); every cache dtype; gating softmax / sigmoid /
 // sqrt-softplus / delayed softmax, with and without bias, renormalisation and
-// scale; k ∈ {1, 2, 4, 8}; experts ∈ {8, 32, 128, 256}; every glu kind with
+// scale; k ∈ {1, 2, 4, 8}; experts ∈ {8, 32, 128, 256, 288, 576}; every glu kind with
 // and without bias; 1-8 tokens for the GEMVs; row counts not a multiple of 32.
 //
 //===----------------------------------------------------------------------===//
@@ -205,7 +205,7 @@ enum class Gate { Softmax, Sigmoid, SqrtSoftplus, Delayed };
 
 void registerTopkCases() {
   const char *gateNames[] = {"softmax", "sigmoid", "sqrt_softplus", "delayed_softmax"};
-  const int64_t experts[] = {8, 32, 128, 256};
+  const int64_t experts[] = {8, 32, 128, 256, 288, 576}; // 288, 576: not powers of two
   const int64_t ks[] = {1, 2, 4, 8};
   int i = 0;
   for (Gate g : {Gate::Softmax, Gate::Sigmoid, Gate::SqrtSoftplus, Gate::Delayed})
@@ -214,7 +214,7 @@ void registerTopkCases() {
         for (bool scale : {false, true}) {
           if (g == Gate::Delayed && (bias || renorm))
             continue;
-          int64_t E = experts[i % 4], k = std::min<int64_t>(ks[(i / 4 + i) % 4], E);
+          int64_t E = experts[i % 6], k = std::min<int64_t>(ks[(i / 4 + i) % 4], E);
           int64_t T = i % 3 == 0 ? 1 : (i % 3 == 1 ? 3 : 37);
           ++i;
           std::string name = std::string("topk_moe_") + gateNames[int(g)] + (bias ? "_bias" : "") +

@@ -67,13 +67,11 @@
 // on the inputs — replays are bit-identical, no float atomics — adds the
 // sink to the denominator, writes y, and resets the counter to 0.
 //
-// Counter initialisation. Scratch lives in the arena, shared with other
-// nodes' temporaries, so its contents are undefined at every step, not only
-// the first: a self-resetting counter alone is not enough. The node's launch
-// list therefore starts with a tiny zeroing kernel (attnZeroCounters, one
-// block) that clears the counters before the attention kernel; the reset by
-// the last block is kept so a run without it is still correct when scratch
-// is private.
+// Counters. The partials live in scratch (arena memory, undefined at every
+// step), but the counters are the launch's own program memory (the plan's
+// BufferSpace::Counters: no other launch touches them), zeroed when the plan
+// is loaded; the merging block resets its counter to 0, so every replay
+// starts from zero without a clearing launch.
 //
 // Head dims: any D, Dv ≤ 512. Dv is processed in slices of DVS columns
 // (DVS = Dv rounded to 32 up to 256 for 16-bit caches with D ≤ 256, else up
@@ -219,6 +217,7 @@ static __device__ __forceinline__ void attnWords(const uint4 (&raw)[Dec::kParts]
 template <class C> struct AttnArgs {
   float *y;
   float *scratch;
+  unsigned *counters; ///< [T · kHB], zero on entry; the merging block resets its own
   const typename C::Q *q;
   const typename C::DecK::T *k;
   const typename C::DecV::T *v;
@@ -259,13 +258,6 @@ template <class C> static __device__ __forceinline__ AttnRange attnRange(long lo
   return r;
 }
 
-/// Clears the N counters at the start of scratch (the node's first launch;
-/// see the banner).
-template <long long N> static __device__ __forceinline__ void attnClearCounters(unsigned *cnt) {
-  for (long long i = threadIdx.x; i < N; i += blockDim.x)
-    cnt[i] = 0u;
-}
-
 template <class C> static __device__ __forceinline__ void attention(const AttnArgs<C> &a) {
   using DK = typename C::DecK;
   using DV = typename C::DecV;
@@ -289,7 +281,7 @@ template <class C> static __device__ __forceinline__ void attention(const AttnAr
   const int nsteps = (int)((ke - kb + 7) / 8), ntiles = (nsteps + U - 1) / U;
   const typename DK::T *kbase = a.k + C::k_off + hk * C::k_sh;
   const typename DV::T *vbase = a.v + C::v_off + hk * C::v_sh;
-  float *part = a.scratch + C::kPartOff + ((tok * C::kHB + hb) * C::kSmax) * C::kPart;
+  float *part = a.scratch + ((tok * C::kHB + hb) * C::kSmax) * C::kPart;
 
   // The first tile's loads go out before q is staged (short KV: the two
   // latencies overlap).
@@ -462,7 +454,7 @@ template <class C> static __device__ __forceinline__ void attention(const AttnAr
   // Publish the partial; the last split block of (token, head block) merges.
   __threadfence();
   __syncthreads();
-  unsigned *cnt = reinterpret_cast<unsigned *>(a.scratch) + tok * C::kHB + hb;
+  unsigned *cnt = a.counters + tok * C::kHB + hb;
   if (threadIdx.x == 0)
     sh.last = atomicAdd(cnt, 1u) == (unsigned)(r.nsplit - 1);
   __syncthreads();

@@ -70,6 +70,29 @@ template <int NT> static __device__ __forceinline__ float fg_block_max(float v) 
   v = (threadIdx.x & 31) < (NT / 32) ? sh[threadIdx.x & 31] : -FG_INF;
   return fg_warp_max(v);
 }
+// Programmatic dependent launch. Every kernel entry begins with fg_pdl_begin()
+// (kernelEntry in codegen/cuda/Kernel.cpp writes it): griddepcontrol.wait
+// blocks until every kernel this one depends on has finished and its writes
+// are visible; then griddepcontrol.launch_dependents lets the kernels that
+// depend on this one be scheduled now, so their launch overlaps this kernel's
+// body (they wait in turn, so "C waited for B" still implies "A is done").
+// Nothing runs before the wait, so no code is concurrent with its
+// predecessors and the memory plan needs no change. Without programmatic
+// edges in the graph (eager runs, other GPUs) both are no-ops.
+// FG_PDL_DELAY_NS (a debug build: FG_DEBUG_PDL_DELAY_NS in the compiler's
+// environment) sleeps after the trigger, so a kernel that read its inputs
+// without waiting would read them before they are written.
+static __device__ __forceinline__ void fg_pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#ifndef FG_PDL_NO_TRIGGER
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+#endif
+#ifdef FG_PDL_DELAY_NS
+  for (unsigned t = 0; t < FG_PDL_DELAY_NS; t += 1000) __nanosleep(1000);
+#endif
+}
 // Starts moving the line of p toward L1 (no register, no wait); for data needed soon.
 static __device__ __forceinline__ void fg_prefetch_l1(const void *p) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(p));

@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace fg;
 
 namespace {
@@ -44,15 +46,28 @@ void compileDemo(bool fusion) {
     EXPECT_NE(m.ptx.find(".target sm_90"), std::string::npos) << m.name;
   }
   size_t launches = 0;
+  // Program counters: each attention launch (one per layer and entry) has its
+  // own range, [T · Hkv] unsigned, inside counterBytes, overlapping no other.
+  std::vector<std::pair<uint64_t, uint64_t>> counterRanges;
   for (const CompiledEntry &e : prog->entries) {
     launches += e.launches.size();
     for (const LaunchRecord &l : e.launches) {
       if (l.kind == LaunchRecord::Kind::Kernel) {
         EXPECT_LT(l.module, prog->modules.size());
       }
+      for (const BufferRef &r : l.args)
+        if (r.space == BufferSpace::Counters) {
+          EXPECT_EQ(l.op, OpKind::Attention) << l.what;
+          counterRanges.push_back({r.offset, r.offset});
+        }
     }
   }
   EXPECT_GT(launches, 0u);
+  ASSERT_EQ(counterRanges.size(), 2u * 2u); // 2 layers x (decode, prefill)
+  std::sort(counterRanges.begin(), counterRanges.end());
+  for (size_t i = 0; i + 1 < counterRanges.size(); ++i)
+    EXPECT_LT(counterRanges[i].first, counterRanges[i + 1].first);
+  EXPECT_GT(prog->counterBytes, counterRanges.back().first);
 }
 
 TEST(DemoCompile, UnfusedKernelsCompileForSm90) { compileDemo(false); }

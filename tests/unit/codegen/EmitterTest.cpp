@@ -73,6 +73,12 @@ void checkAndCompile(const KernelSpec &k, size_t numOperands) {
       EXPECT_GT(k.scratchBytes, 0u);
     }
   }
+  // Programmatic dependent launch: the entry's first statement is the wait
+  // for the kernels it depends on (common.cuh, fg_pdl_begin).
+  size_t entry = k.source.rfind("__global__ void");
+  ASSERT_NE(entry, std::string::npos);
+  llvm::StringRef body = llvm::StringRef(k.source).substr(k.source.find('{', entry));
+  EXPECT_TRUE(body.startswith("{\n  fg_pdl_begin();")) << body.take_front(80).str();
   if (!compiled().sources.insert(k.source).second)
     return;
   ++compiled().compiles;
@@ -483,11 +489,11 @@ TEST(CudaEmit, LargeMatmulGoesToCublas) {
   EXPECT_TRUE(std::holds_alternative<KernelSpec>(ls3[0]));
 }
 
-/// Attention is two launches: a one-block kernel that clears the split
-/// counters, then the flash-decoding kernel over (splits, kv heads × head
-/// chunks, tokens). Every variant (head dims, GQA groups, KV dtypes, windows,
-/// softcap, sinks, tokens) compiles, and the scratch holds the counters and
-/// every split's partial.
+/// Attention is one launch: the flash-decoding kernel over (splits, kv heads
+/// × head chunks, tokens), its split counters in the launch's own program
+/// counters (zeroed at load, reset by the kernel). Every variant (head dims,
+/// GQA groups, KV dtypes, windows, softcap, sinks, tokens) compiles, and the
+/// scratch holds every split's partial.
 TEST(CudaEmit, AttentionFlashDecoding) {
   struct Case {
     int64_t T, Hq, Hkv, D, Dv, window;
@@ -526,13 +532,9 @@ TEST(CudaEmit, AttentionFlashDecoding) {
         sinks = b.weight("sinks", T(DType::F32, {c.Hq}));
       b.result(b.attention(q, k, v, pos, {0.125, c.window, c.softcap}, sinks));
     });
-    ASSERT_EQ(ls.size(), 2u);
-    const KernelSpec &zero = kernel(ls, 0), &attn = kernel(ls, 1);
+    ASSERT_EQ(ls.size(), 1u);
+    const KernelSpec &attn = kernel(ls, 0);
     int64_t G = c.Hq / c.Hkv, HC = (G + 7) / 8, GB = (G + HC - 1) / HC;
-    // The counters are cleared before every run (scratch is arena memory).
-    EXPECT_EQ(zero.params, (std::vector<Param>{Param::scratch()}));
-    EXPECT_EQ(zero.grid[0] * zero.grid[1] * zero.grid[2], 1u);
-    EXPECT_TRUE(contains(zero, llvm::formatv("attnClearCounters<{0}LL>", c.T * c.Hkv * HC).str()));
     // One block per (split, kv head × head chunk, token).
     unsigned S = attn.grid[0];
     EXPECT_GE(S, 1u);
@@ -545,14 +547,15 @@ TEST(CudaEmit, AttentionFlashDecoding) {
       EXPECT_GE(uint64_t(S) * attn.grid[1] * attn.grid[2], 132u * 4);
     }
     EXPECT_TRUE(contains(attn, llvm::formatv("kGB = {0}, kHC = {1}, kSmax = {2}", GB, HC, S).str()));
-    // Scratch: counters (256-byte aligned), then m[8], l[8], o[GB][Dv rounded to 4] per split.
+    // Counters: one per (token, head block); scratch: m[8], l[8], o[GB][Dv
+    // rounded to 4] per split.
     uint64_t counters = uint64_t(c.T * c.Hkv * HC);
-    uint64_t partOff = (counters + 63) / 64 * 64;
     uint64_t part = 16 + GB * ((c.Dv + 3) / 4 * 4);
-    EXPECT_EQ(attn.scratchBytes, (partOff + counters * S * part) * 4);
-    EXPECT_EQ(zero.scratchBytes, attn.scratchBytes);
-    std::vector<Param> params = {Param::result(0),  Param::scratch(),  Param::operand(0),
-                                 Param::operand(1), Param::operand(2), Param::operand(3)};
+    EXPECT_EQ(attn.counterBytes, counters * 4);
+    EXPECT_EQ(attn.scratchBytes, counters * S * part * 4);
+    std::vector<Param> params = {Param::result(0),  Param::scratch(),  Param::counters(),
+                                 Param::operand(0), Param::operand(1), Param::operand(2),
+                                 Param::operand(3)};
     if (c.sinks)
       params.push_back(Param::operand(4));
     EXPECT_EQ(attn.params, params);
@@ -575,9 +578,9 @@ TEST(CudaEmit, AttentionSplitsAndLayouts) {
       b.result(b.attention(q, k, v, b.input("positions", T(DType::I32, {tokens})), {0.1, 0, 0}));
     };
   };
-  unsigned s1 = kernel(emitAll(build(1)), 1).grid[0];
-  unsigned s8 = kernel(emitAll(build(8)), 1).grid[0];
-  unsigned s64 = kernel(emitAll(build(64)), 1).grid[0];
+  unsigned s1 = kernel(emitAll(build(1)), 0).grid[0];
+  unsigned s8 = kernel(emitAll(build(8)), 0).grid[0];
+  unsigned s64 = kernel(emitAll(build(64)), 0).grid[0];
   EXPECT_EQ(s1, 66u); // 132 SMs × 4 blocks / 8 kv heads
   EXPECT_EQ(s8, 9u);
   EXPECT_EQ(s64, 2u);
@@ -594,10 +597,10 @@ TEST(CudaEmit, AttentionSplitsAndLayouts) {
         b.result(b.attention(qv, k, v, b.input("positions", T(DType::I32, {1})), {0.1, 0, 0}));
       },
       {q, kv, kv, pos});
-  ASSERT_EQ(ls.size(), 2u);
-  EXPECT_TRUE(contains(kernel(ls, 1), "kVecK = false, kVecV = false"));
-  EXPECT_TRUE(contains(kernel(ls, 1), "q_sd = 8LL"));
-  EXPECT_TRUE(contains(kernel(ls, 1), "k_off = 3LL"));
+  ASSERT_EQ(ls.size(), 1u);
+  EXPECT_TRUE(contains(kernel(ls, 0), "kVecK = false, kVecV = false"));
+  EXPECT_TRUE(contains(kernel(ls, 0), "q_sd = 8LL"));
+  EXPECT_TRUE(contains(kernel(ls, 0), "k_off = 3LL"));
 }
 
 TEST(CudaEmit, ViewsEmitNothingAndComposeLayouts) {
