@@ -330,6 +330,9 @@ Error evalRelu(Ctx &c) {
 Error evalSoftplus(Ctx &c) {
   return unary(c, [](double x) { return x > 20 ? x : std::log1p(std::exp(x)); });
 }
+Error evalNeg(Ctx &c) {
+  return unary(c, [](double x) { return -x; });
+}
 
 Error evalGlu(Ctx &c) {
   std::vector<float> g = c.floats(0), u = c.floats(1);
