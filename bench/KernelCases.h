@@ -291,8 +291,7 @@ inline llvm::Error buildCaseFunction(const KernelCase &c, Function &fn) {
     ValueId x = b.input("x", {f32, {c.T, c.k}});
     ValueId g = b.weight("w_gate", {c.dtype, {c.n, c.k}});
     ValueId u = b.weight("w_up", {c.dtype, {c.n, c.k}});
-    b.result(b.create(OpKind::FusedGatedMatmul, {x, g, u},
-                      {{"kind", Attribute::ofEnum(static_cast<int64_t>(GluKind::SwiGLU))}}, "y"));
+    b.result(b.create(op::FusedGatedMatmulArgs{.x = x, .wGate = g, .wUp = u}, "y"));
     break;
   }
   case KernelFamily::MatmulId:
@@ -306,8 +305,8 @@ inline llvm::Error buildCaseFunction(const KernelCase &c, Function &fn) {
     } else {
       ValueId g = b.weight("w_gate_exps", {c.dtype, {c.experts, c.n, c.k}});
       ValueId u = b.weight("w_up_exps", {c.dtype, {c.experts, c.n, c.k}});
-      b.result(b.create(OpKind::FusedGatedMatmulId, {x, g, u, ids},
-                        {{"kind", Attribute::ofEnum(static_cast<int64_t>(GluKind::SwiGLU))}}, "y"));
+      b.result(
+          b.create(op::FusedGatedMatmulIdArgs{.x = x, .wGate = g, .wUp = u, .ids = ids}, "y"));
     }
     break;
   }
@@ -329,7 +328,7 @@ inline llvm::Error buildCaseFunction(const KernelCase &c, Function &fn) {
   case KernelFamily::RmsNormMul: {
     ValueId x = b.input("x", {f32, {c.T, c.hidden}});
     ValueId w = b.weight("w", {f32, {c.hidden}});
-    b.result(b.create(OpKind::FusedRmsNormMul, {x, w}, {{"eps", Attribute::ofFloat(c.eps)}}, "y"));
+    b.result(b.create(op::FusedRmsNormMulArgs{.x = x, .w = w, .eps = c.eps}, "y"));
     break;
   }
   }

@@ -14,6 +14,8 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <cstdint>
+#include <iterator>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -60,13 +62,97 @@ std::string printAttr(const Attribute &a, const AttrSpec &spec);
 /// Shortest text that reads back to the same double (`1e-06`, `0.5`, `inf`).
 std::string printFloat(double v);
 
-// Enumerations used by attributes (the words live in the op table).
-enum class RopeMode : int64_t { Normal = 0, Neox = 1 };
-enum class GluKind : int64_t { SwiGLU = 0, GeGLU = 1, SwiGLUOAI = 2, SwiGLUClamp = 3 };
-enum class SortOrder : int64_t { Asc = 0, Desc = 1 };
-/// How fused.topk_moe (and the decoder's MoE routing) turns router logits into
-/// probabilities. Delayed: top-k of the raw logits, then a softmax of the k chosen.
-enum class TopkGating : int64_t { Softmax = 0, Sigmoid = 1, SqrtSoftplus = 2, DelayedSoftmax = 3 };
-constexpr unsigned kNumTopkGatings = 4;
+// --- enumerations of attributes (ir/Enums.def: each defined once) -------------------
+
+// Each FG_ENUM closes the previous enum and opens the next one.
+enum class DummyEnumStart_ : int64_t {
+#define FG_ENUM(Name)                                                                              \
+  }                                                                                                \
+  ;                                                                                                \
+  enum class Name : int64_t {
+#define FG_ENUMERATOR(Name, Value, word) Value,
+#include "ir/Enums.def"
+};
+
+/// The printed words of enum E, by value (EnumWords<RopeMode>::kWords[1] == "neox").
+template <typename E> struct EnumWords;
+template <> struct EnumWords<DummyEnumStart_> {
+  static constexpr std::string_view kWords[] = {""
+#define FG_ENUM(Name)                                                                              \
+  }                                                                                                \
+  ;                                                                                                \
+  }                                                                                                \
+  ;                                                                                                \
+  template <> struct EnumWords<Name> {                                                             \
+    static constexpr std::string_view kWords[] = {
+#define FG_ENUMERATOR(Name, Value, word) word,
+#include "ir/Enums.def"
+  };
+};
+
+/// How many values enum E has.
+template <typename E> constexpr unsigned enumCount() {
+  return static_cast<unsigned>(std::size(EnumWords<E>::kWords));
+}
+/// The word of `v` (`neox`).
+template <typename E> constexpr std::string_view enumWord(E v) {
+  return EnumWords<E>::kWords[static_cast<size_t>(v)];
+}
+constexpr unsigned kNumTopkGatings = enumCount<TopkGating>();
+
+// --- typed attributes: what a C++ type means as an attribute -----------------------
+
+/// An integer-list attribute as the Builder's argument structs hold it.
+using IntList = llvm::SmallVector<int64_t, 4>;
+/// `inf` as an attribute default (ir/Ops.def).
+inline constexpr double kAttrInf = std::numeric_limits<double>::infinity();
+
+/// AttrTraits<T>: the AttrKind of T, how a value is stored (make) and read
+/// back (get), the type a Builder argument struct holds (Value) and the type a
+/// view returns (Ref). T is double, int64_t, IntList, DType or an enum of
+/// ir/Enums.def.
+template <typename T> struct AttrTraits;
+template <> struct AttrTraits<double> {
+  using Value = double;
+  using Ref = double;
+  static constexpr AttrKind kKind = AttrKind::Float;
+  static Attribute make(double v) { return Attribute::ofFloat(v); }
+  static double get(const Attribute &a) { return a.f; }
+  static llvm::ArrayRef<std::string_view> words() { return {}; }
+};
+template <> struct AttrTraits<int64_t> {
+  using Value = int64_t;
+  using Ref = int64_t;
+  static constexpr AttrKind kKind = AttrKind::Int;
+  static Attribute make(int64_t v) { return Attribute::ofInt(v); }
+  static int64_t get(const Attribute &a) { return a.i; }
+  static llvm::ArrayRef<std::string_view> words() { return {}; }
+};
+template <> struct AttrTraits<IntList> {
+  using Value = IntList;
+  using Ref = llvm::ArrayRef<int64_t>;
+  static constexpr AttrKind kKind = AttrKind::Ints;
+  static Attribute make(llvm::ArrayRef<int64_t> v) { return Attribute::ofInts(v); }
+  static llvm::ArrayRef<int64_t> get(const Attribute &a) { return a.ints; }
+  static llvm::ArrayRef<std::string_view> words() { return {}; }
+};
+template <> struct AttrTraits<DType> {
+  using Value = DType;
+  using Ref = DType;
+  static constexpr AttrKind kKind = AttrKind::DType;
+  static Attribute make(DType v) { return Attribute::ofDType(v); }
+  static DType get(const Attribute &a) { return static_cast<DType>(a.i); }
+  static llvm::ArrayRef<std::string_view> words() { return {}; }
+};
+template <typename E>
+  requires requires { EnumWords<E>::kWords; }
+struct AttrTraits<E> {
+  using Value = E;
+  using Ref = E;
+  static constexpr AttrKind kKind = AttrKind::Enum;
+  static Attribute make(E v) { return Attribute::ofEnum(static_cast<int64_t>(v)); }
+  static E get(const Attribute &a) { return static_cast<E>(a.i); }
+  static llvm::ArrayRef<std::string_view> words() { return EnumWords<E>::kWords; }
+};
 
 } // namespace fg

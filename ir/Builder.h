@@ -16,6 +16,7 @@
 #pragma once
 
 #include "ir/Graph.h"
+#include "ir/OpViews.h"
 
 #include "llvm/Support/Error.h"
 
@@ -40,10 +41,26 @@ public:
   void result(ValueId v);
 
   // --- generic creation ----------------------------------------------------------
-  /// Creates one node; names its results `name` (made unique), or leaves them
-  /// numbered when empty. Returns the first result.
+  /// Creates one node from its typed argument struct (ir/OpViews.h), which
+  /// follows from the op's row: b.create(op::RmsNormArgs{.x = x, .eps = 1e-6}).
+  /// Names its results `name` (made unique), or leaves them numbered when
+  /// empty. Returns the first result.
+  template <typename Args>
+    requires requires { Args::kKind; }
+  ValueId create(const Args &args, llvm::StringRef name = {}) {
+    llvm::SmallVector<ValueId, 6> operands;
+    AttrList attrs;
+    op::lowerArgs(args, operands, attrs);
+    return createNode(Args::kKind, operands, std::move(attrs), name);
+  }
+  /// Creates one node of a kind known only at run time (tests, generic
+  /// tools), attributes by name; an unknown name is the builder's error.
   ValueId create(OpKind kind, llvm::ArrayRef<ValueId> operands,
                  std::initializer_list<NamedAttr> attrs = {}, llvm::StringRef name = {});
+  /// Creates one node from its operands (trailing kNoValue: absent optional
+  /// operands) and its full attribute list.
+  ValueId createNode(OpKind kind, llvm::ArrayRef<ValueId> operands, AttrList attrs,
+                     llvm::StringRef name = {});
 
   // --- one helper per op ------------------------------------------------------------
   ValueId getRows(ValueId table, ValueId idx, llvm::StringRef name = {});
@@ -104,6 +121,8 @@ public:
   llvm::Error finish();
 
 private:
+  std::string describe(OpKind kind, llvm::StringRef name) const;
+
   Function &fn_;
   std::optional<std::string> error_;
 };

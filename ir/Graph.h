@@ -136,16 +136,12 @@ struct Node {
   OpKind kind;
   llvm::SmallVector<ValueId, 4> operands;
   llvm::SmallVector<ValueId, 1> results;
-  AttrList attrs; ///< one per declared attribute, in declaration order
+  /// One per declared attribute, in declaration order; read them through
+  /// the typed views of ir/OpViews.h (op::RmsNorm(node).eps()).
+  AttrList attrs;
   Loc loc;
 
   const OpInfo &info() const { return opInfo(kind); }
-  const Attribute &attr(std::string_view name) const { return attrs[info().attrIndex(name)]; }
-  Attribute &attr(std::string_view name) { return attrs[info().attrIndex(name)]; }
-  double f(std::string_view name) const { return attr(name).f; }
-  int64_t i(std::string_view name) const { return attr(name).i; }
-  llvm::ArrayRef<int64_t> ints(std::string_view name) const { return attr(name).ints; }
-  template <typename E> E e(std::string_view name) const { return static_cast<E>(attr(name).i); }
   ValueId result() const { return results.front(); }
 };
 

@@ -7,6 +7,7 @@
 #include "ir/OpTable.h"
 
 #include "ir/Decomposition.h"
+#include "ir/OpViews.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -29,8 +30,6 @@ Error fail(const llvm::Twine &msg) {
 template <typename... Ts> Error failf(const char *fmt, Ts &&...vals) {
   return fail(llvm::formatv(fmt, std::forward<Ts>(vals)...).str());
 }
-
-const Attribute &attr(const OpSignature &s, unsigned i) { return s.attrs[i]; }
 
 bool isIndex(DType t) { return t == DType::I32 || t == DType::I64; }
 
@@ -192,8 +191,11 @@ Error gluRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
 Error normRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
   if (s.operands[0].rank() < 1)
     return fail("operand must have rank >= 1");
-  if (attr(s, 0).f < 0)
-    return failf("eps must be >= 0, got {0}", attr(s, 0).f);
+  // rms_norm and layer_norm share this rule and their one attribute.
+  static_assert(op::RmsNorm::epsIndex == op::LayerNorm::epsIndex);
+  double eps = op::RmsNorm::attrsOf(s.attrs).eps();
+  if (eps < 0)
+    return failf("eps must be >= 0, got {0}", eps);
   return sameAsOperand0(s, r);
 }
 
@@ -208,7 +210,7 @@ Error ropeRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
     return e;
   if (s.operands[1].shape[0] != x.shape[0])
     return failf("positions {0} must have one entry per token of {1}", s.operands[1].str(), x.str());
-  int64_t nDims = attr(s, 1).i;
+  int64_t nDims = op::Rope::attrsOf(s.attrs).nDims();
   if (nDims <= 0 || nDims % 2 || nDims > x.shape[2])
     return failf("n_dims = {0} must be even, positive and <= head dim {1}", nDims, x.shape[2]);
   if (s.operands.size() > 2) {
@@ -242,7 +244,7 @@ Error argsortRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
 Error topKRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
   if (auto e = expectReal(s, 0, "operand"))
     return e;
-  int64_t k = attr(s, 0).i;
+  int64_t k = op::TopK::attrsOf(s.attrs).k();
   if (k < 1 || k > s.operands[0].rowLength())
     return failf("k = {0} must be in [1, {1}]", k, s.operands[0].rowLength());
   Shape out = s.operands[0].shape;
@@ -264,7 +266,7 @@ Error reduceRowRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
 
 Error concatRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
   const TensorType &a = s.operands[0], &b = s.operands[1];
-  int64_t axis = attr(s, 0).i;
+  int64_t axis = op::Concat::attrsOf(s.attrs).axis();
   if (a.rank() != b.rank() || axis < 0 || axis >= a.rank())
     return failf("cannot concatenate {0} and {1} along axis {2}", a.str(), b.str(), axis);
   for (int64_t d = 0; d < a.rank(); ++d)
@@ -287,8 +289,8 @@ bool allPositive(ArrayRef<int64_t> shape) {
 
 /// repeat(x) {shape}: tiles x; every target dim is a multiple of x's.
 Error repeatRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
+  ArrayRef<int64_t> shape = op::Repeat::attrsOf(s.attrs).shape();
   const TensorType &x = s.operands[0];
-  ArrayRef<int64_t> shape = attr(s, 0).ints;
   if (static_cast<int64_t>(shape.size()) != x.rank() || !allPositive(shape))
     return failf("repeat shape {0} must be positive with x's rank {1}", shapeStr(shape), x.rank());
   for (int64_t d = 0; d < x.rank(); ++d)
@@ -308,7 +310,7 @@ int64_t product(ArrayRef<int64_t> v) {
 }
 
 Error reshapeRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
-  ArrayRef<int64_t> shape = attr(s, 0).ints;
+  ArrayRef<int64_t> shape = op::Reshape::attrsOf(s.attrs).shape();
   if (!allPositive(shape) || product(shape) != s.operands[0].numElements())
     return failf("cannot reshape {0} to {1}", s.operands[0].str(), shapeStr(shape));
   r.push_back({s.operands[0].dtype, Shape(shape.begin(), shape.end())});
@@ -318,8 +320,9 @@ Error reshapeRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
 /// view(x) {shape, strides, offset}: element [i..] = x_flat[offset + Σ i_d·strides_d],
 /// where x_flat is x in row-major order. Every element read must lie inside x.
 Error viewRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
-  ArrayRef<int64_t> shape = attr(s, 0).ints, strides = attr(s, 1).ints;
-  int64_t offset = attr(s, 2).i;
+  op::View view = op::View::attrsOf(s.attrs);
+  ArrayRef<int64_t> shape = view.shape(), strides = view.strides();
+  int64_t offset = view.offset();
   if (shape.size() != strides.size())
     return failf("view shape {0} and strides {1} differ in rank", shapeStr(shape),
                  shapeStr(strides));
@@ -343,7 +346,7 @@ Error viewRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
 /// permute(x) {perm}: result dim i is x's dim perm[i].
 Error permuteRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
   const TensorType &x = s.operands[0];
-  ArrayRef<int64_t> perm = attr(s, 0).ints;
+  ArrayRef<int64_t> perm = op::Permute::attrsOf(s.attrs).perm();
   if (static_cast<int64_t>(perm.size()) != x.rank())
     return failf("perm {0} must have x's rank {1}", shapeStr(perm), x.rank());
   llvm::SmallVector<bool, 4> seen(perm.size(), false);
@@ -374,7 +377,7 @@ Error contRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
 }
 
 Error convertRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
-  auto to = static_cast<DType>(attr(s, 0).i);
+  DType to = op::Convert::attrsOf(s.attrs).dtype();
   if (isQuantized(to))
     return failf("cannot convert to block-quantised {0}", dtypeName(to));
   r.push_back({to, s.operands[0].shape});
@@ -399,7 +402,7 @@ Error attentionRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
     return failf("q head dim {0} != k head dim {1}", q.shape[2], k.shape[2]);
   if (q.shape[1] % k.shape[1])
     return failf("{0} query heads are not a multiple of {1} kv heads", q.shape[1], k.shape[1]);
-  if (attr(s, 1).i < 0 || attr(s, 2).f < 0)
+  if (op::Attention::attrsOf(s.attrs).window() < 0 || op::Attention::attrsOf(s.attrs).softcap() < 0)
     return fail("window and softcap must be >= 0");
   if (s.operands.size() > 4 &&
       (s.operands[4].rank() != 1 || s.operands[4].shape[0] != q.shape[1]))
@@ -470,58 +473,6 @@ void setRowsCost(const OpSignature &s, ArrayRef<TensorType>, const CostContext &
 
 // --- the table ----------------------------------------------------------------
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-AttrSpec req(std::string_view n, AttrKind k) { return {n, k, true, {}, {}}; }
-AttrSpec optInt(std::string_view n, int64_t v) { return {n, AttrKind::Int, false, Attribute::ofInt(v), {}}; }
-AttrSpec optFloat(std::string_view n, double v) {
-  return {n, AttrKind::Float, false, Attribute::ofFloat(v), {}};
-}
-AttrSpec optEnum(std::string_view n, int64_t v, ArrayRef<std::string_view> words) {
-  return {n, AttrKind::Enum, false, Attribute::ofEnum(v), words};
-}
-
-const std::string_view kRopeModes[] = {"normal", "neox"};
-const std::string_view kGluKinds[] = {"swiglu", "geglu", "swiglu_oai", "swiglu_clamp"};
-const std::string_view kOrders[] = {"asc", "desc"};
-
-const std::string_view kUnaryOps[] = {"x"};
-const std::string_view kBinaryOps[] = {"a", "b"};
-
-const AttrSpec kEpsAttrs[] = {req("eps", AttrKind::Float)};
-const AttrSpec kScaleAttrs[] = {optFloat("scale", 1.0), optFloat("bias", 0.0)};
-const AttrSpec kClampAttrs[] = {optFloat("min", -kInf), optFloat("max", kInf)};
-const AttrSpec kGluAttrs[] = {optEnum("kind", 0, kGluKinds), optFloat("alpha", 1.702),
-                              optFloat("limit", 7.0)};
-const AttrSpec kRopeAttrs[] = {optEnum("mode", 0, kRopeModes), req("n_dims", AttrKind::Int),
-                               optFloat("theta", 10000.0),    optFloat("freq_scale", 1.0),
-                               optFloat("ext_factor", 0.0),   optFloat("attn_factor", 1.0),
-                               optFloat("beta_fast", 32.0),   optFloat("beta_slow", 1.0),
-                               optInt("n_ctx_orig", 0)};
-const AttrSpec kSoftmaxAttrs[] = {optFloat("scale", 1.0), optFloat("max_bias", 0.0)};
-const AttrSpec kArgsortAttrs[] = {optEnum("order", 0, kOrders)};
-const AttrSpec kTopKAttrs[] = {req("k", AttrKind::Int)};
-const AttrSpec kConcatAttrs[] = {req("axis", AttrKind::Int)};
-const AttrSpec kShapeAttrs[] = {req("shape", AttrKind::Ints)};
-const AttrSpec kViewAttrs[] = {req("shape", AttrKind::Ints), req("strides", AttrKind::Ints),
-                               optInt("offset", 0)};
-const AttrSpec kPermAttrs[] = {req("perm", AttrKind::Ints)};
-const AttrSpec kConvertAttrs[] = {req("dtype", AttrKind::DType)};
-const AttrSpec kAttentionAttrs[] = {req("scale", AttrKind::Float), optInt("window", 0),
-                                    optFloat("softcap", 0.0)};
-
-const std::string_view kGetRowsOps[] = {"table", "indices"};
-const std::string_view kSetRowsOps[] = {"dest", "source", "indices"};
-const std::string_view kMatMulOps[] = {"x", "w"};
-const std::string_view kMatMulIdOps[] = {"x", "w", "ids"};
-const std::string_view kAddIdOps[] = {"a", "bias", "ids"};
-const std::string_view kGluOps[] = {"gate", "up"};
-const std::string_view kRopeOps[] = {"x", "positions", "freq_factors"};
-const std::string_view kSoftmaxOps[] = {"x", "mask"};
-const std::string_view kAttentionOps[] = {"q", "k_cache", "v_cache", "positions", "sinks"};
-
-ArrayRef<AttrSpec> none() { return {}; }
-
 // --- fused ops: rows whose semantics is their decomposition (ir/Decomposition.h) ---
 
 template <OpKind K> Error fusedRule(const OpSignature &s, SmallVectorImpl<TensorType> &r) {
@@ -533,224 +484,107 @@ void fusedCostRule(const OpSignature &s, ArrayRef<TensorType> res, const CostCon
   c = fusedCost(K, s, res, ctx);
 }
 
-/// The words of TopkGating (ir/Attr.h), in its order.
-const std::string_view kTopkGatings[] = {"softmax", "sigmoid", "sqrt_softplus", "delayed_softmax"};
-static_assert(std::size(kTopkGatings) == kNumTopkGatings, "one word per TopkGating");
-const std::string_view kUnaryMulActs[] = {"silu", "sigmoid", "softplus"};
+// --- the table: every line of ir/Ops.def ------------------------------------------
 
-const AttrSpec kNormRopeAttrs[] = {req("eps", AttrKind::Float),  optEnum("mode", 0, kRopeModes),
-                                   req("n_dims", AttrKind::Int), optFloat("theta", 10000.0),
-                                   optFloat("freq_scale", 1.0),  optFloat("ext_factor", 0.0),
-                                   optFloat("attn_factor", 1.0), optFloat("beta_fast", 32.0),
-                                   optFloat("beta_slow", 1.0),   optInt("n_ctx_orig", 0)};
-const AttrSpec kTopkMoeAttrs[] = {optEnum("gating", 0, kTopkGatings), req("k", AttrKind::Int),
-                                  optInt("renorm", 0), optFloat("clamp_min", 6.103515625e-05),
-                                  optFloat("scale", 1.0)};
-const AttrSpec kUnaryMulAttrs[] = {optEnum("act", 0, kUnaryMulActs)};
-const AttrSpec kSoftcapAttrs[] = {optFloat("in_scale", 1.0), optFloat("out_scale", 1.0)};
+template <typename T> AttrSpec attrSpec(std::string_view name, bool required, T dflt) {
+  return {name, AttrTraits<T>::kKind, required, AttrTraits<T>::make(dflt),
+          AttrTraits<T>::words()};
+}
 
-const std::string_view kNormMulOps[] = {"x", "w"};
-const std::string_view kNormMulAddOps[] = {"x", "w", "residual"};
-const std::string_view kNormMulRopeOps[] = {"x", "w", "positions", "freq_factors"};
-const std::string_view kNormMulRopeSetRowsOps[] = {"dest",      "x",       "w",
-                                                   "positions", "indices", "freq_factors"};
-const std::string_view kRopeSetRowsOps[] = {"dest", "x", "positions", "indices", "freq_factors"};
-const std::string_view kTopkMoeOps[] = {"logits", "bias"};
-const std::string_view kGatedMatmulOps[] = {"x", "w_gate", "w_up", "b_gate", "b_up"};
-const std::string_view kGatedMatmulIdOps[] = {"x", "w_gate", "w_up", "ids", "b_gate", "b_up"};
-const std::string_view kMoeSumOps[] = {"experts", "weights", "expert_scale"};
-const std::string_view kUnaryMulOps[] = {"x", "b"};
-const std::string_view kChainOps[] = {"x", "b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7"};
-
-#define FG_ROPE_ATTRS                                                                              \
-  "{$mode, $n_dims, $theta, $freq_scale, $ext_factor, $attn_factor, $beta_fast, $beta_slow, "     \
-  "$n_ctx_orig}"
-
-// The decompositions: each fused op means exactly this program of unfused ops.
-constexpr std::string_view kRmsNormMulDec = R"(
-  %n = rms_norm(%x) {$eps}
-  %y = mul(%n, %w)
-  return %y)";
-constexpr std::string_view kRmsNormMulAddDec = R"(
-  %n = rms_norm(%x) {$eps}
-  %m = mul(%n, %w)
-  %y = add(%m, %residual)
-  return %y)";
-constexpr std::string_view kRmsNormMulRopeDec = R"(
-  %n = rms_norm(%x) {$eps}
-  %m = mul(%n, %w)
-  %y = rope(%m, %positions, %freq_factors) )" FG_ROPE_ATTRS R"(
-  return %y)";
-constexpr std::string_view kRmsNormMulRopeSetRowsDec = R"(
-  %n = rms_norm(%x) {$eps}
-  %m = mul(%n, %w)
-  %r = rope(%m, %positions, %freq_factors) )" FG_ROPE_ATTRS R"(
-  %y = set_rows(%dest, %r, %indices)
-  return %y)";
-constexpr std::string_view kRopeSetRowsDec = R"(
-  %r = rope(%x, %positions, %freq_factors) )" FG_ROPE_ATTRS R"(
-  %y = set_rows(%dest, %r, %indices)
-  return %y)";
-// The bias steers the selection only; the weights are the unbiased p.
-constexpr std::string_view kTopkMoeDec = R"(
-  [gating == softmax] %p = softmax(%logits)
-  [gating == sigmoid] %p = sigmoid(%logits)
-  [gating == sqrt_softplus] %sp = softplus(%logits)
-  [gating == sqrt_softplus] %p = sqrt(%sp)
-  [has bias] %sel = add(%p, %bias)
-  %ids = top_k(%sel) {$k}
-  %w = get_rows(%p, %ids)
-  [gating == delayed_softmax] %w = softmax(%w)
-  [renorm] %sum = sum_rows(%w)
-  [renorm] %clamped = clamp(%sum) {min = $clamp_min}
-  [renorm] %w = div(%w, %clamped)
-  [scale != 1] %w = scale(%w) {$scale}
-  return %ids, %w)";
-constexpr std::string_view kGatedMatmulDec = R"(
-  %g = matmul(%x, %w_gate)
-  [has b_gate] %g = add(%g, %b_gate)
-  %u = matmul(%x, %w_up)
-  [has b_up] %u = add(%u, %b_up)
-  %y = glu(%g, %u) {$kind, $alpha, $limit}
-  return %y)";
-constexpr std::string_view kGatedMatmulIdDec = R"(
-  %g = matmul_id(%x, %w_gate, %ids)
-  [has b_gate] %g = add_id(%g, %b_gate, %ids)
-  %u = matmul_id(%x, %w_up, %ids)
-  [has b_up] %u = add_id(%u, %b_up, %ids)
-  %y = glu(%g, %u) {$kind, $alpha, $limit}
-  return %y)";
-// out[t] = Σ_j experts[t, j] (· expert_scale[t, j]) · weights[t, j], summed in slot order.
-constexpr std::string_view kMoeWeightedSumDec = R"(
-  [has expert_scale] %e = mul(%experts, %expert_scale)
-  %y = mul(%e, %weights)
-  for $j in 0 .. dim(%y, 1) {
-    %v = view(%y) {shape = [dim(%y, 0), dim(%y, 2)], strides = [dim(%y, 1) * dim(%y, 2), 1], offset = $j * dim(%y, 2)}
-    [$j > 0] %s = add(%v, %s)
-  }
-  return %s)";
-constexpr std::string_view kAddChainDec = R"(
-  %y = add(%x, %b0)
-  %y = add(%y, %b1)
-  [has b2] %y = add(%y, %b2)
-  [has b3] %y = add(%y, %b3)
-  [has b4] %y = add(%y, %b4)
-  [has b5] %y = add(%y, %b5)
-  [has b6] %y = add(%y, %b6)
-  [has b7] %y = add(%y, %b7)
-  return %y)";
-constexpr std::string_view kMulChainDec = R"(
-  %y = mul(%x, %b0)
-  %y = mul(%y, %b1)
-  [has b2] %y = mul(%y, %b2)
-  [has b3] %y = mul(%y, %b3)
-  [has b4] %y = mul(%y, %b4)
-  [has b5] %y = mul(%y, %b5)
-  [has b6] %y = mul(%y, %b6)
-  [has b7] %y = mul(%y, %b7)
-  return %y)";
-constexpr std::string_view kUnaryMulDec = R"(
-  [act == silu] %a = silu(%x)
-  [act == sigmoid] %a = sigmoid(%x)
-  [act == softplus] %a = softplus(%x)
-  %y = mul(%a, %b)
-  return %y)";
-constexpr std::string_view kReluSqrDec = R"(
-  %r = relu(%x)
-  %y = sqr(%r)
-  return %y)";
-constexpr std::string_view kSoftcapDec = R"(
-  %a = scale(%x) {scale = $in_scale}
-  %t = tanh(%a)
-  %y = scale(%t) {scale = $out_scale}
-  return %y)";
-#undef FG_ROPE_ATTRS
-
-#define ROW(K, ops, opt, traits, attrs, rule, cost)                            \
-  OpInfo { OpKind::K, {}, ops, opt, 1, traits, attrs, rule, cost }
-#define FUSED(K, ops, opt, nres, traits, attrs, dec)                                              \
-  OpInfo {                                                                                         \
-    OpKind::K, {}, ops, opt, nres, (traits) | kFused, attrs, fusedRule<OpKind::K>,                 \
-        fusedCostRule<OpKind::K>, dec                                                              \
-  }
-
-const OpInfo kOps[] = {
-    ROW(GetRows, kGetRowsOps, 0, kNoTraits, none(), getRowsRule, getRowsCost),
-    ROW(SetRows, kSetRowsOps, 0, kUpdatesState, none(), setRowsRule, setRowsCost),
-    ROW(MatMul, kMatMulOps, 0, kNoTraits, none(), matmulRule, matmulCost),
-    ROW(MatMulId, kMatMulIdOps, 0, kNoTraits, none(), matmulIdRule, matmulIdCost),
-    ROW(Add, kBinaryOps, 0, kElementwise | kCommutative, none(), binaryRule, nullptr),
-    ROW(Sub, kBinaryOps, 0, kElementwise, none(), binaryRule, nullptr),
-    ROW(Mul, kBinaryOps, 0, kElementwise | kCommutative, none(), binaryRule, nullptr),
-    ROW(Div, kBinaryOps, 0, kElementwise, none(), binaryRule, nullptr),
-    ROW(AddId, kAddIdOps, 0, kNoTraits, none(), addIdRule, addIdCost),
-    ROW(Scale, kUnaryOps, 0, kElementwise, kScaleAttrs, sameAsOperand0, nullptr),
-    ROW(Clamp, kUnaryOps, 0, kElementwise, kClampAttrs, sameAsOperand0, nullptr),
-    ROW(Sqrt, kUnaryOps, 0, kElementwise, none(), sameAsOperand0, nullptr),
-    ROW(Sqr, kUnaryOps, 0, kElementwise, none(), sameAsOperand0, nullptr),
-    ROW(Exp, kUnaryOps, 0, kElementwise, none(), sameAsOperand0, nullptr),
-    ROW(Tanh, kUnaryOps, 0, kElementwise, none(), sameAsOperand0, nullptr),
-    ROW(Sigmoid, kUnaryOps, 0, kElementwise, none(), sameAsOperand0, nullptr),
-    ROW(Silu, kUnaryOps, 0, kElementwise, none(), sameAsOperand0, nullptr),
-    ROW(Gelu, kUnaryOps, 0, kElementwise, none(), sameAsOperand0, nullptr),
-    ROW(Relu, kUnaryOps, 0, kElementwise, none(), sameAsOperand0, nullptr),
-    ROW(Softplus, kUnaryOps, 0, kElementwise, none(), sameAsOperand0, nullptr),
-    ROW(Glu, kGluOps, 0, kElementwise, kGluAttrs, gluRule, nullptr),
-    ROW(RmsNorm, kUnaryOps, 0, kRowWise, kEpsAttrs, normRule, nullptr),
-    ROW(LayerNorm, kUnaryOps, 0, kRowWise, kEpsAttrs, normRule, nullptr),
-    ROW(Rope, kRopeOps, 1, kRowWise, kRopeAttrs, ropeRule, nullptr),
-    ROW(Softmax, kSoftmaxOps, 1, kRowWise, kSoftmaxAttrs, softmaxRule, nullptr),
-    ROW(Argsort, kUnaryOps, 0, kRowWise, kArgsortAttrs, argsortRule, nullptr),
-    ROW(TopK, kUnaryOps, 0, kRowWise, kTopKAttrs, topKRule, nullptr),
-    ROW(SumRows, kUnaryOps, 0, kRowWise, none(), reduceRowRule, nullptr),
-    ROW(Mean, kUnaryOps, 0, kRowWise, none(), reduceRowRule, nullptr),
-    ROW(Concat, kBinaryOps, 0, kNoTraits, kConcatAttrs, concatRule, nullptr),
-    ROW(Repeat, kUnaryOps, 0, kNoTraits, kShapeAttrs, repeatRule, nullptr),
-    ROW(Reshape, kUnaryOps, 0, kViewLike, kShapeAttrs, reshapeRule, viewCost),
-    ROW(View, kUnaryOps, 0, kViewLike, kViewAttrs, viewRule, viewCost),
-    ROW(Permute, kUnaryOps, 0, kViewLike, kPermAttrs, permuteRule, viewCost),
-    ROW(Transpose, kUnaryOps, 0, kViewLike, none(), transposeRule, viewCost),
-    ROW(Cont, kUnaryOps, 0, kNoTraits, none(), contRule, nullptr),
-    ROW(Convert, kUnaryOps, 0, kElementwise, kConvertAttrs, convertRule, nullptr),
-    ROW(Attention, kAttentionOps, 1, kNoTraits, kAttentionAttrs, attentionRule, attentionCost),
-    FUSED(FusedRmsNormMul, kNormMulOps, 0, 1, kRowWise, kEpsAttrs, kRmsNormMulDec),
-    FUSED(FusedRmsNormMulAdd, kNormMulAddOps, 0, 1, kRowWise, kEpsAttrs, kRmsNormMulAddDec),
-    FUSED(FusedRmsNormMulRope, kNormMulRopeOps, 1, 1, kRowWise, kNormRopeAttrs,
-          kRmsNormMulRopeDec),
-    FUSED(FusedRmsNormMulRopeSetRows, kNormMulRopeSetRowsOps, 1, 1, kRowWise | kUpdatesState,
-          kNormRopeAttrs, kRmsNormMulRopeSetRowsDec),
-    FUSED(FusedRopeSetRows, kRopeSetRowsOps, 1, 1, kRowWise | kUpdatesState, kRopeAttrs,
-          kRopeSetRowsDec),
-    FUSED(FusedTopkMoe, kTopkMoeOps, 1, 2, kRowWise, kTopkMoeAttrs, kTopkMoeDec),
-    FUSED(FusedGatedMatmul, kGatedMatmulOps, 2, 1, kNoTraits, kGluAttrs, kGatedMatmulDec),
-    FUSED(FusedGatedMatmulId, kGatedMatmulIdOps, 2, 1, kNoTraits, kGluAttrs, kGatedMatmulIdDec),
-    FUSED(FusedMoeWeightedSum, kMoeSumOps, 1, 1, kNoTraits, none(), kMoeWeightedSumDec),
-    FUSED(FusedAddChain, kChainOps, 6, 1, kElementwise, none(), kAddChainDec),
-    FUSED(FusedMulChain, kChainOps, 6, 1, kElementwise, none(), kMulChainDec),
-    FUSED(FusedUnaryMul, kUnaryMulOps, 0, 1, kElementwise, kUnaryMulAttrs, kUnaryMulDec),
-    FUSED(FusedReluSqr, kUnaryOps, 0, 1, kElementwise, none(), kReluSqrDec),
-    FUSED(FusedSoftcap, kUnaryOps, 0, 1, kElementwise, kSoftcapAttrs, kSoftcapDec),
+/// One attribute line: the op it belongs to and its declaration.
+struct AttrLine {
+  OpKind op;
+  AttrSpec spec;
 };
-#undef ROW
-#undef FUSED
-
-const std::string_view kMnemonics[] = {
-#define FG_OP(Kind, mnemonic) mnemonic,
+const AttrLine kAttrLines[] = {
+#define FG_ATTR(Kind, accessor, name, Type, dflt)                                                  \
+  {OpKind::Kind, attrSpec<Type>(name, false, dflt)},
+#define FG_ATTR_REQ(Kind, accessor, name, Type)                                                    \
+  {OpKind::Kind, attrSpec<Type>(name, true, typename AttrTraits<Type>::Value{})},
 #include "ir/Ops.def"
 };
 
-static_assert(std::size(kOps) == std::size(kMnemonics),
-              "ir/Ops.def and the rows of kOps must list the same ops");
+/// One operand line.
+struct OperandLine {
+  OpKind op;
+  std::string_view name;
+  bool optional;
+};
+constexpr OperandLine kOperandLines[] = {
+#define FG_OPERAND(Kind, accessor, name) {OpKind::Kind, name, false},
+#define FG_OPTIONAL(Kind, accessor, name) {OpKind::Kind, name, true},
+#include "ir/Ops.def"
+};
 
-/// The rows with their mnemonics filled in from Ops.def (one spelling per op).
+/// One op line.
+struct OpLine {
+  OpKind kind;
+  std::string_view mnemonic;
+  unsigned traits;
+  TypeRule rule;
+  CostRule cost;
+  unsigned numResults;
+  std::string_view decomposition;
+};
+const OpLine kOpLines[] = {
+#define FG_OP(Kind, mnemonic, traits, typeRule, costRule)                                          \
+  {OpKind::Kind, mnemonic, traits, typeRule, costRule, 1, {}},
+#define FG_FUSED_OP(Kind, mnemonic, traits, numResults, decomposition)                             \
+  {OpKind::Kind,                                                                                   \
+   mnemonic,                                                                                       \
+   (traits) | kFused,                                                                              \
+   fusedRule<OpKind::Kind>,                                                                        \
+   fusedCostRule<OpKind::Kind>,                                                                    \
+   numResults,                                                                                     \
+   decomposition},
+#include "ir/Ops.def"
+};
+
+/// Required operands come first: an optional operand is never followed by a
+/// required one (a node drops absent trailing operands).
+constexpr bool optionalOperandsTrail() {
+  for (size_t i = 1; i < std::size(kOperandLines); ++i)
+    if (kOperandLines[i].op == kOperandLines[i - 1].op && kOperandLines[i - 1].optional &&
+        !kOperandLines[i].optional)
+      return false;
+  return true;
+}
+static_assert(optionalOperandsTrail(), "ir/Ops.def: optional operands must trail");
+
+/// The rows assembled from the lines: each op's operands and attributes are the
+/// contiguous lines that follow it in ir/Ops.def.
 struct Table {
-  OpInfo rows[std::size(kOps)];
+  OpInfo rows[std::size(kOpLines)];
+  std::string_view operandNames[std::size(kOperandLines)];
+  AttrSpec attrs[std::size(kAttrLines)];
   Table() {
-    for (size_t i = 0; i < std::size(kOps); ++i) {
-      assert(static_cast<size_t>(kOps[i].kind) == i && "kOps rows must follow ir/Ops.def order");
-      rows[i] = kOps[i];
-      rows[i].mnemonic = kMnemonics[i];
+    for (size_t i = 0; i < std::size(kOperandLines); ++i)
+      operandNames[i] = kOperandLines[i].name;
+    for (size_t i = 0; i < std::size(kAttrLines); ++i)
+      attrs[i] = kAttrLines[i].spec;
+    size_t nextOperand = 0, nextAttr = 0;
+    for (size_t i = 0; i < std::size(kOpLines); ++i) {
+      const OpLine &l = kOpLines[i];
+      assert(static_cast<size_t>(l.kind) == i && "the OpKind enum follows ir/Ops.def");
+      size_t firstOperand = nextOperand, numOptional = 0;
+      while (nextOperand < std::size(kOperandLines) && kOperandLines[nextOperand].op == l.kind)
+        numOptional += kOperandLines[nextOperand++].optional;
+      size_t firstAttr = nextAttr;
+      while (nextAttr < std::size(kAttrLines) && kAttrLines[nextAttr].op == l.kind)
+        ++nextAttr;
+      rows[i] = OpInfo{l.kind,
+                       l.mnemonic,
+                       llvm::ArrayRef(operandNames + firstOperand, nextOperand - firstOperand),
+                       static_cast<unsigned>(numOptional),
+                       l.numResults,
+                       l.traits,
+                       llvm::ArrayRef(attrs + firstAttr, nextAttr - firstAttr),
+                       l.rule,
+                       l.cost,
+                       l.decomposition};
     }
+    assert(nextOperand == std::size(kOperandLines) && nextAttr == std::size(kAttrLines) &&
+           "every operand and attribute line of ir/Ops.def follows its op");
   }
 };
 
@@ -760,12 +594,6 @@ const Table &table() {
 }
 
 } // namespace
-
-unsigned OpInfo::attrIndex(std::string_view name) const {
-  auto i = findAttr(name);
-  assert(i && "op has no attribute of this name");
-  return *i;
-}
 
 std::optional<unsigned> OpInfo::findAttr(std::string_view name) const {
   for (unsigned i = 0; i < attrs.size(); ++i)

@@ -1,9 +1,10 @@
 //===- OpTable.h - the one table that defines every op -----------*- C++ -*-===//
 //
-// Each op is one row: mnemonic, operand names (with how many are optional),
-// attribute declarations, traits, the shape/type rule (which is also the
-// op's verifier) and its cost. The enum comes from ir/Ops.def; the CPU
-// reference and the emitters dispatch over the same list.
+// Each op is one record in ir/Ops.def: mnemonic, named operands (with how
+// many are optional), typed attributes, traits, the shape/type rule (which is
+// also the op's verifier), its cost and, for fused ops, its decomposition.
+// This header gives the runtime view of those rows (OpInfo); ir/OpViews.h
+// gives the typed one (op::RmsNorm(node).eps()).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -21,7 +22,7 @@
 namespace fg {
 
 enum class OpKind : uint16_t {
-#define FG_OP(Kind, mnemonic) Kind,
+#define FG_OP(Kind, ...) Kind,
 #include "ir/Ops.def"
 };
 
@@ -88,8 +89,9 @@ struct OpInfo {
   }
   unsigned maxOperands() const { return static_cast<unsigned>(operandNames.size()); }
   bool has(OpTraits t) const { return traits & t; }
-  /// Index of attribute `name`; asserts it exists (a typo is a programming error).
-  unsigned attrIndex(std::string_view name) const;
+  /// Index of attribute `name`, for the generic printer, parser and
+  /// decomposition (data-driven: a missing name is their error to report).
+  /// Code reads attributes through the typed views of ir/OpViews.h.
   std::optional<unsigned> findAttr(std::string_view name) const;
 };
 

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/EmitterCommon.h"
+#include "ir/OpViews.h"
 #include "codegen/cuda/KernelSources.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -122,7 +123,7 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
     return unsupported(node, llvm::formatv("{0} tokens x {1} head blocks (at most 65535 each)", T,
                                            p.HB)
                                  .str());
-  double softcap = node.f("softcap");
+  double softcap = op::Attention(node).softcap();
   const Layout &ql = ls[0], &kl = ls[1], &vl = ls[2], &pl = ls[3];
   Layout sl = hasSinks ? ls[4] : Layout::contiguous({Hq});
 
@@ -139,7 +140,7 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
            .str();
   c += "  static constexpr long long T = " + lit(T) + ", Hq = " + lit(Hq) + ", G = " + lit(p.G) +
        ", kHB = " + lit(p.HB) + ", D = " + lit(D) + ", Dv = " + lit(Dv) + ", DvP = " + lit(p.DvP) +
-       ", ctx = " + lit(ctx) + ", window = " + lit(node.i("window")) + ", kMinChunk = " +
+       ", ctx = " + lit(ctx) + ", window = " + lit(op::Attention(node).window()) + ", kMinChunk = " +
        lit(p.minChunk) + ";\n";
   c += "  static constexpr long long kPart = " + lit(p.part) +
        ";\n";
@@ -155,7 +156,7 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   c += "  static constexpr long long pos_off = " + lit(pl.offset) +
        ", pos_st = " + lit(pl.strides[0]) + ", sink_off = " + lit(sl.offset) +
        ", sink_sh = " + lit(sl.strides[0]) + ";\n";
-  c += "  static __device__ __forceinline__ float scale() { return " + flit(node.f("scale")) +
+  c += "  static __device__ __forceinline__ float scale() { return " + flit(op::Attention(node).scale()) +
        "; }\n";
   c += "  static __device__ __forceinline__ float softcap() { return " +
        flit(softcap > 0 ? softcap : 1.0) + "; }\n";

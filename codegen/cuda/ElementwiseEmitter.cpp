@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/EmitterCommon.h"
 #include "codegen/cuda/KernelSources.h"
+#include "ir/OpViews.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -39,37 +40,41 @@ int32_t bitsOf(double v) {
   return b;
 }
 
-/// The unary ops: one row each, the policy of elementwise.cuh that computes it.
-struct UnaryRow {
-  OpKind kind;
-  std::string (*policy)(const Node &);
-};
-const UnaryRow kUnaries[] = {
-    {OpKind::Scale,
-     [](const Node &n) {
-       return llvm::formatv("fg::UnScale<{0}, {1}>", bitsOf(n.f("scale")), bitsOf(n.f("bias")))
-           .str();
-     }},
-    {OpKind::Clamp,
-     [](const Node &n) {
-       return llvm::formatv("fg::UnClamp<{0}, {1}>", bitsOf(n.f("min")), bitsOf(n.f("max"))).str();
-     }},
-    {OpKind::Sqrt, [](const Node &) { return std::string("fg::UnSqrt"); }},
-    {OpKind::Sqr, [](const Node &) { return std::string("fg::UnSqr"); }},
-    {OpKind::Exp, [](const Node &) { return std::string("fg::UnExp"); }},
-    {OpKind::Tanh, [](const Node &) { return std::string("fg::UnTanh"); }},
-    {OpKind::Sigmoid, [](const Node &) { return std::string("fg::UnSigmoid"); }},
-    {OpKind::Silu, [](const Node &) { return std::string("fg::UnSilu"); }},
-    {OpKind::Gelu, [](const Node &) { return std::string("fg::UnGelu"); }},
-    {OpKind::Relu, [](const Node &) { return std::string("fg::UnRelu"); }},
-    {OpKind::Softplus, [](const Node &) { return std::string("fg::UnSoftplus"); }},
-};
+/// The element policy of kernels/elementwise.cuh for an attribute-free unary
+/// op: every FG_UNARY row of ir/Ops.def runs fg::Un<Kind>, so a new unary op's
+/// kernel line is its struct there. Null for any other op.
+const char *plainUnaryPolicy(OpKind k) {
+  switch (k) {
+#define FG_UNARY(Kind, mnemonic)                                                                   \
+  case OpKind::Kind:                                                                               \
+    return "fg::Un" #Kind;
+#include "ir/Ops.def"
+  default:
+    return nullptr;
+  }
+}
 
-const UnaryRow *unaryRow(OpKind k) {
-  for (const UnaryRow &r : kUnaries)
-    if (r.kind == k)
-      return &r;
-  return nullptr;
+/// The unary ops: the attribute-free ones, scale and clamp (their attributes
+/// become template arguments).
+bool isUnary(OpKind k) {
+  return k == OpKind::Scale || k == OpKind::Clamp || plainUnaryPolicy(k) != nullptr;
+}
+
+/// The policy computing unary node `n` (isUnary(n.kind)).
+std::string unaryPolicy(const Node &n) {
+  switch (n.kind) {
+  case OpKind::Scale: {
+    op::Scale s(n);
+    return llvm::formatv("fg::UnScale<{0}, {1}>", bitsOf(s.scale()), bitsOf(s.bias())).str();
+  }
+  case OpKind::Clamp: {
+    op::Clamp c(n);
+    return llvm::formatv("fg::UnClamp<{0}, {1}>", bitsOf(c.min()), bitsOf(c.max())).str();
+  }
+  default:
+    assert(plainUnaryPolicy(n.kind) && "unaryPolicy of a node that is not unary");
+    return plainUnaryPolicy(n.kind);
+  }
 }
 
 /// The storage type a fused step rounds to (float: no rounding).
@@ -198,11 +203,12 @@ llvm::Expected<KernelSpec> emitMap(const Ctx &c) {
   case OpKind::Div:
     return ewKernel(c.mapDesc((isInteger(rt) ? "fg::EwBinaryInt<" : "fg::EwBinary<") +
                               std::string(binOp(k)) + ">"));
-  case OpKind::Glu:
-    return ewKernel(
-        c.mapDesc(llvm::formatv("fg::EwGlu<{0}, {1}, {2}>", static_cast<int>(n.e<GluKind>("kind")),
-                                bitsOf(n.f("alpha")), bitsOf(n.f("limit")))
-                      .str()));
+  case OpKind::Glu: {
+    op::Glu glu(n);
+    return ewKernel(c.mapDesc(llvm::formatv("fg::EwGlu<{0}, {1}, {2}>", static_cast<int>(glu.kind()),
+                                            bitsOf(glu.alpha()), bitsOf(glu.limit()))
+                                  .str()));
+  }
   case OpKind::FusedAddChain:
   case OpKind::FusedMulChain: {
     // Each link rounds to its own result dtype (binary rule: equal dtypes keep
@@ -216,18 +222,28 @@ llvm::Expected<KernelSpec> emitMap(const Ctx &c) {
     return ewKernel(c.mapDesc(fn + ">"));
   }
   case OpKind::FusedUnaryMul: {
-    static constexpr OpKind kActs[] = {OpKind::Silu, OpKind::Sigmoid, OpKind::Softplus};
-    int64_t act = n.i("act");
-    if (act < 0 || act > 2)
-      return unsupported(n, llvm::formatv("activation {0}", act).str());
-    return ewKernel(c.mapDesc("fg::EwUnaryMul<" + unaryRow(kActs[act])->policy(n) + ", " +
+    OpKind act = OpKind::Silu;
+    switch (op::FusedUnaryMul(n).act()) {
+    case UnaryMulAct::Silu:
+      act = OpKind::Silu;
+      break;
+    case UnaryMulAct::Sigmoid:
+      act = OpKind::Sigmoid;
+      break;
+    case UnaryMulAct::Softplus:
+      act = OpKind::Softplus;
+      break;
+    }
+    return ewKernel(c.mapDesc("fg::EwUnaryMul<" + std::string(plainUnaryPolicy(act)) + ", " +
                               roundType(c.opType(0)) + ">"));
   }
   case OpKind::FusedReluSqr:
     return ewKernel(c.mapDesc("fg::EwReluSqr"));
   case OpKind::FusedSoftcap:
-    return ewKernel(c.mapDesc(llvm::formatv("fg::EwSoftcap<{0}, {1}, {2}>", bitsOf(n.f("in_scale")),
-                                            bitsOf(n.f("out_scale")), roundType(c.opType(0)))
+    return ewKernel(c.mapDesc(llvm::formatv("fg::EwSoftcap<{0}, {1}, {2}>",
+                                            bitsOf(op::FusedSoftcap(n).inScale()),
+                                            bitsOf(op::FusedSoftcap(n).outScale()),
+                                            roundType(c.opType(0)))
                                   .str()));
   case OpKind::FusedMoeWeightedSum: {
     // out[t, n] = Σ_j (experts[t, j, n] (· scale[t, j])) · weights[t, j].
@@ -259,7 +275,7 @@ llvm::Expected<KernelSpec> emitMap(const Ctx &c) {
                                   .str()));
   }
   case OpKind::Concat: {
-    int64_t axis = n.i("axis");
+    int64_t axis = op::Concat(n).axis();
     return ewKernel(c.mapDesc(
         llvm::formatv("fg::EwConcat<{0}, {1}>", axis + kMaxDims - R, ilit(c.layouts[0].shape[axis]))
             .str()));
@@ -287,8 +303,8 @@ llvm::Expected<KernelSpec> emitMap(const Ctx &c) {
     return ewKernel(d);
   }
   default:
-    if (const UnaryRow *u = unaryRow(k))
-      return ewKernel(c.mapDesc("fg::EwUnary<" + u->policy(n) + ">"));
+    if (isUnary(k))
+      return ewKernel(c.mapDesc("fg::EwUnary<" + unaryPolicy(n) + ">"));
     return unsupported(n, "the elementwise family");
   }
 }
@@ -337,7 +353,7 @@ bool isElementwiseFamily(OpKind k) {
   case OpKind::FusedMoeWeightedSum:
     return true;
   default:
-    return unaryRow(k) != nullptr;
+    return isUnary(k);
   }
 }
 

@@ -42,6 +42,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/KernelSources.h"
 #include "codegen/cuda/RowKernels.h"
+#include "ir/OpViews.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -52,10 +53,24 @@
 namespace fg::cuda::detail {
 namespace {
 
-/// Which operand plays which part; -1: absent.
+/// The rope attributes every rope row declares (rope and the fused rope ops).
+struct RopeAttrs {
+  RopeMode mode = RopeMode::Normal;
+  int64_t nDims = 0;
+  double theta = 0, freqScale = 0, extFactor = 0, attnFactor = 0, betaFast = 0, betaSlow = 0;
+  int64_t nCtxOrig = 0;
+};
+template <typename View> RopeAttrs ropeAttrsOf(View v) {
+  return {v.mode(),       v.nDims(),      v.theta(),    v.freqScale(), v.extFactor(),
+          v.attnFactor(), v.betaFast(),   v.betaSlow(), v.nCtxOrig()};
+}
+
+/// Which operand plays which part (-1: absent), and the row's typed attributes.
 struct Roles {
   int dest = -1, x = -1, w = -1, residual = -1, positions = -1, indices = -1, ff = -1;
   bool rope = false;
+  double eps = 0;       ///< norms
+  RopeAttrs ropeAttrs;  ///< rope rows
 };
 
 Roles rolesOf(const Node &n) {
@@ -64,26 +79,34 @@ Roles rolesOf(const Node &n) {
   auto opt = [&](int i) { return i < count ? i : -1; };
   switch (n.kind) {
   case OpKind::RmsNorm:
+    r.x = 0, r.eps = op::RmsNorm(n).eps();
+    break;
   case OpKind::LayerNorm:
-    r.x = 0;
+    r.x = 0, r.eps = op::LayerNorm(n).eps();
     break;
   case OpKind::Rope:
     r.x = 0, r.positions = 1, r.ff = opt(2), r.rope = true;
+    r.ropeAttrs = ropeAttrsOf(op::Rope(n));
     break;
   case OpKind::FusedRmsNormMul:
-    r.x = 0, r.w = 1;
+    r.x = 0, r.w = 1, r.eps = op::FusedRmsNormMul(n).eps();
     break;
   case OpKind::FusedRmsNormMulAdd:
-    r.x = 0, r.w = 1, r.residual = 2;
+    r.x = 0, r.w = 1, r.residual = 2, r.eps = op::FusedRmsNormMulAdd(n).eps();
     break;
   case OpKind::FusedRmsNormMulRope:
     r.x = 0, r.w = 1, r.positions = 2, r.ff = opt(3), r.rope = true;
+    r.eps = op::FusedRmsNormMulRope(n).eps();
+    r.ropeAttrs = ropeAttrsOf(op::FusedRmsNormMulRope(n));
     break;
   case OpKind::FusedRmsNormMulRopeSetRows:
     r.dest = 0, r.x = 1, r.w = 2, r.positions = 3, r.indices = 4, r.ff = opt(5), r.rope = true;
+    r.eps = op::FusedRmsNormMulRopeSetRows(n).eps();
+    r.ropeAttrs = ropeAttrsOf(op::FusedRmsNormMulRopeSetRows(n));
     break;
   case OpKind::FusedRopeSetRows:
     r.dest = 0, r.x = 1, r.positions = 2, r.indices = 3, r.ff = opt(4), r.rope = true;
+    r.ropeAttrs = ropeAttrsOf(op::FusedRopeSetRows(n));
     break;
   default:
     assert(false && "not a norm/rope row");
@@ -115,19 +138,19 @@ double corrDim(int64_t nDims, int64_t nCtxOrig, double beta, double base) {
          (2 * std::log(base));
 }
 
-/// `struct Rope { ... };` for MapRope: the rope attributes of `node` as
+/// `struct Rope { ... };` for MapRope: the rope attributes `a` of `node` as
 /// constants (YaRN's ramp bounds and magnitude precomputed in double).
-llvm::Expected<std::string> ropeCfg(const Node &node, bool freqFactors) {
-  int64_t nDims = node.i("n_dims");
-  bool neox = node.e<RopeMode>("mode") == RopeMode::Neox;
-  double base = node.f("theta"), freqScale = node.f("freq_scale"), ext = node.f("ext_factor");
-  int64_t nCtx = node.i("n_ctx_orig");
+llvm::Expected<std::string> ropeCfg(const Node &node, const RopeAttrs &a, bool freqFactors) {
+  int64_t nDims = a.nDims;
+  bool neox = a.mode == RopeMode::Neox;
+  double base = a.theta, freqScale = a.freqScale, ext = a.extFactor;
+  int64_t nCtx = a.nCtxOrig;
   double low = 0, high = 0;
-  double mscale = node.f("attn_factor");
+  double mscale = a.attnFactor;
   if (ext != 0) {
-    low = std::max(0.0, std::floor(corrDim(nDims, nCtx, node.f("beta_fast"), base)));
+    low = std::max(0.0, std::floor(corrDim(nDims, nCtx, a.betaFast, base)));
     high = std::min(static_cast<double>(nDims - 1),
-                    std::ceil(corrDim(nDims, nCtx, node.f("beta_slow"), base)));
+                    std::ceil(corrDim(nDims, nCtx, a.betaSlow, base)));
     mscale *= 1.0 + 0.1 * std::log(1.0 / freqScale);
   }
   for (double v : {base, freqScale, ext, low, high, mscale})
@@ -158,7 +181,7 @@ llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node 
   const RowShape &r = *rs;
   if (ro.rope && r.rank != 3)
     return unsupported(node, "a rope input that is not [T, H, D]");
-  int64_t nDims = ro.rope ? node.i("n_dims") : 0;
+  int64_t nDims = ro.rope ? ro.ropeAttrs.nDims : 0;
   if (ro.rope && (nDims < 2 || nDims > r.len || nDims % 2 != 0))
     return unsupported(node, llvm::formatv("n_dims = {0} of {1} channels", nDims, r.len).str());
   RowStat stat = statOf(node);
@@ -200,14 +223,14 @@ llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node 
     c += "  using Stat = fg::StatNone;\n";
     break;
   case RowStat::Rms:
-    c += llvm::formatv("  using Stat = fg::StatRms<{0}>;\n", f32Bits(node.f("eps"))).str();
+    c += llvm::formatv("  using Stat = fg::StatRms<{0}>;\n", f32Bits(ro.eps)).str();
     break;
   case RowStat::LayerNorm:
-    c += llvm::formatv("  using Stat = fg::StatLayerNorm<{0}>;\n", f32Bits(node.f("eps"))).str();
+    c += llvm::formatv("  using Stat = fg::StatLayerNorm<{0}>;\n", f32Bits(ro.eps)).str();
     break;
   }
   if (ro.rope) {
-    auto rope = ropeCfg(node, ro.ff >= 0);
+    auto rope = ropeCfg(node, ro.ropeAttrs, ro.ff >= 0);
     if (!rope)
       return rope.takeError();
     c += *rope + "  using Map = fg::MapRope<Rope>;\n";
@@ -259,7 +282,7 @@ namespace {
 
 /// The gate policy of topk.cuh for the `gating` attribute.
 llvm::Expected<const char *> gatePolicy(const Node &node) {
-  switch (static_cast<TopkGating>(node.i("gating"))) {
+  switch (op::FusedTopkMoe(node).gating()) {
   case TopkGating::Softmax:
     return "fg::GateSoftmax";
   case TopkGating::Sigmoid:
@@ -269,7 +292,8 @@ llvm::Expected<const char *> gatePolicy(const Node &node) {
   case TopkGating::DelayedSoftmax:
     return "fg::GateDelayed";
   }
-  return unsupported(node, llvm::formatv("gating {0}", node.i("gating")).str());
+  return unsupported(
+      node, llvm::formatv("gating {0}", static_cast<int>(op::FusedTopkMoe(node).gating())).str());
 }
 
 llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &node,
@@ -278,7 +302,7 @@ llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &
   bool hasBias = node.operands.size() > 1;
   if (lt.rank() != 2)
     return unsupported(node, "logits " + lt.str() + " that are not [T, E]");
-  int64_t T = lt.shape[0], E = lt.shape[1], K = node.i("k");
+  int64_t T = lt.shape[0], E = lt.shape[1], K = op::FusedTopkMoe(node).k();
   if (K < 1 || K > E)
     return unsupported(node, llvm::formatv("k = {0} of {1} experts", K, E).str());
   // Rows staged per block: all of them (one block) when the results may alias
@@ -291,8 +315,9 @@ llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &
   auto gate = gatePolicy(node);
   if (!gate)
     return gate.takeError();
-  bool renorm = node.i("renorm") != 0;
-  double scale = node.f("scale"), clampMin = renorm ? node.f("clamp_min") : 0.0;
+  op::FusedTopkMoe topk(node);
+  bool renorm = topk.renorm() != 0;
+  double scale = topk.scale(), clampMin = renorm ? topk.clampMin() : 0.0;
   if (!std::isfinite(scale) || !std::isfinite(clampMin))
     return unsupported(node, "a scale or clamp that is not finite");
   unsigned nt = threadsForRow(E, 512);

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/EmitterCommon.h"
+#include "ir/OpViews.h"
 #include "codegen/cuda/KernelSources.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -129,6 +130,10 @@ struct GemvDesc {
   DType b0 = DType::F32, b1 = DType::F32;
   int64_t b0Off = 0, b0Sn = 0, b0Se = 0, b1Off = 0, b1Sn = 0, b1Se = 0;
   std::string epilogue = "fg::EpiStore";
+  // addend after the epilogue (dense), element (m, n) at r[off + m·sm + n·sn]
+  bool res = false;
+  DType r = DType::F32;
+  int64_t rOff = 0, rSm = 0, rSn = 1;
 };
 
 const char *decoderName(DType t) {
@@ -151,10 +156,10 @@ int32_t floatBits(double v) {
   return b;
 }
 
-/// `fg::EpiGlu<kind, alpha bits, limit bits>` for a node with glu attributes.
-std::string gluEpilogue(const Node &node) {
-  return llvm::formatv("fg::EpiGlu<{0}, {1}, {2}>", static_cast<int>(node.e<GluKind>("kind")),
-                       floatBits(node.f("alpha")), floatBits(node.f("limit")))
+/// `fg::EpiGlu<kind, alpha bits, limit bits>` for a gated matmul (dense or expert-indexed).
+template <typename View> std::string gluEpilogue(View v) {
+  return llvm::formatv("fg::EpiGlu<{0}, {1}, {2}>", static_cast<int>(v.kind()),
+                       floatBits(v.alpha()), floatBits(v.limit()))
       .str();
 }
 
@@ -267,6 +272,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   c += std::string("  using Dec1 = ") + decoderName(w1.dtype) + ";\n";
   c += "  using Ids = " + ctype(d.expert ? d.ids : DType::I32) + ";\n";
   c += "  using B0 = " + ctype(d.b0) + ";\n  using B1 = " + ctype(d.b1) + ";\n";
+  c += "  using R = " + ctype(d.r) + ";\n";
   c += "  using Pro = fg::ProNone;\n  using Epi = " + d.epilogue + ";\n";
   c += llvm::formatv("  static constexpr int M = {0}, kWarps = {1}, kUnroll = {2}, kRows = {3};\n",
                      d.M, sp.warps, sp.unroll, sp.rows)
@@ -276,7 +282,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   c += "  static constexpr long long N = " + lit(d.N) + ", K = " + lit(d.K) + ", E = " + lit(d.E) +
        ", kPairs = " + lit(d.pairs) + ", kk = " + lit(d.kk) + ";\n";
   c += std::string("  static constexpr bool kExpert = ") + (d.expert ? "true" : "false") +
-       ", kBias = " + (d.bias ? "true" : "false") + ", kWVec = " + (wVec ? "true" : "false") +
+       ", kBias = " + (d.bias ? "true" : "false") + ", kRes = " + (d.res ? "true" : "false") +
+       ", kWVec = " + (wVec ? "true" : "false") +
        ", kXVec = " + (xVec ? "true" : "false") + ";\n";
   c += "  static constexpr long long w0_off = " + lit(w0.off) + ", w0_ld = " + lit(w0.ld) +
        ", w0_ks = " + lit(w0.ks) + ", w0_es = " + lit(w0.es) + ";\n";
@@ -285,6 +292,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   c += "  static constexpr long long b0_off = " + lit(d.b0Off) + ", b0_sn = " + lit(d.b0Sn) +
        ", b0_se = " + lit(d.b0Se) + ", b1_off = " + lit(d.b1Off) + ", b1_sn = " + lit(d.b1Sn) +
        ", b1_se = " + lit(d.b1Se) + ";\n";
+  c += "  static constexpr long long res_off = " + lit(d.rOff) + ", res_sm = " + lit(d.rSm) +
+       ", res_sn = " + lit(d.rSn) + ";\n";
   c += "  static constexpr long long x_ks = " + lit(d.xKs) + ", x_off = " + lit(d.xOff) +
        ", x_st = " + lit(d.xSt) + ", x_sj = " + lit(d.xSj) + ";\n";
   c += "  static constexpr long long ids_off = " + lit(d.idsOff) + ", ids_st = " + lit(d.idsSt) +
@@ -309,6 +318,12 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   } else {
     args += ", nullptr, nullptr";
   }
+  if (d.res) {
+    params += ", const Cfg::R* res";
+    args += ", res";
+  } else {
+    args += ", nullptr";
+  }
   c += kernelEntry(32 * sp.warps, params, "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{" + args + "});");
 
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() + c);
@@ -326,6 +341,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
     k.params.push_back(Param::operand(next++));
     k.params.push_back(Param::operand(next++));
   }
+  if (d.res)
+    k.params.push_back(Param::operand(next++));
   return k;
 }
 
@@ -362,13 +379,33 @@ llvm::Expected<std::vector<Launch>> emitDense(const Function &fn, const Node &no
     d.w.push_back({fn.type(node.operands[1 + s]).dtype, wl.offset, wl.strides[0], wl.strides[1], 0});
   }
   if (streams == 2) {
-    d.epilogue = gluEpilogue(node);
+    d.epilogue = gluEpilogue(op::FusedGatedMatmul(node));
     if (node.operands.size() > 3) {
       d.bias = true;
       d.b0 = fn.type(node.operands[3]).dtype;
       d.b1 = fn.type(node.operands[4]).dtype;
       d.b0Off = ls[3].offset, d.b0Sn = ls[3].strides.back();
       d.b1Off = ls[4].offset, d.b1Sn = ls[4].strides.back();
+    }
+  }
+  if (node.kind == OpKind::FusedMatmulAdd) {
+    // The addend: one row of N per row of y, evenly spaced, or one shared row.
+    const Layout &rl = ls[2];
+    std::vector<int64_t> rows = rowOffsets(rl);
+    d.res = true;
+    d.r = fn.type(node.operands[2]).dtype;
+    d.rOff = rows.front();
+    d.rSn = rl.strides.back();
+    if (rows.size() == 1) {
+      d.rSm = 0;
+    } else if (static_cast<int64_t>(rows.size()) == d.M) {
+      d.rSm = rows[1] - rows[0];
+      for (size_t m = 1; m < rows.size(); ++m)
+        if (rows[m] - rows[m - 1] != d.rSm)
+          return unsupported(node, "an addend whose rows are not evenly spaced");
+    } else {
+      return unsupported(node, "an addend of " + std::to_string(rows.size()) + " rows for " +
+                                   std::to_string(d.M) + " rows of x");
     }
   }
   if (llvm::Error e = checkWeights(node, d))
@@ -404,7 +441,7 @@ llvm::Expected<std::vector<Launch>> emitExpert(const Function &fn, const Node &n
                    wl.strides[0]});
   }
   if (streams == 2) {
-    d.epilogue = gluEpilogue(node);
+    d.epilogue = gluEpilogue(op::FusedGatedMatmulId(node));
     if (node.operands.size() > idsAt + 1) {
       d.bias = true;
       const Layout &bg = ls[idsAt + 1], &bu = ls[idsAt + 2];
@@ -430,6 +467,23 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
     return emitExpert(fn, node, ls, 2, o);
   case OpKind::MatMulId:
     return emitExpert(fn, node, ls, 1, o);
+  case OpKind::FusedMatmulAdd: {
+    // The GEMV only where the plain matmul would take it (cuBLAS, which has
+    // no such epilogue here, is faster above): the fusion is refused there.
+    const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+    int64_t rows = xt.numRows();
+    if (rows > o.maxGemvTokens)
+      return unsupported(node, llvm::formatv("{0} rows of x (the GEMV takes at most {1})", rows,
+                                             o.maxGemvTokens)
+                                   .str());
+    if (rows >= kTensorCoreMinRows && static_cast<uint64_t>(wt.bytes()) >= kCublasFromBytes &&
+        isGemmType(wt.dtype) && o.gemvTensorCoreMinRows == 0)
+      return unsupported(node, llvm::formatv("{0} rows of x over {1} MiB of weights (cuBLAS "
+                                             "is faster there)",
+                                             rows, wt.bytes() >> 20)
+                                   .str());
+    return emitDense(fn, node, ls, 1, o);
+  }
   default:
     break;
   }

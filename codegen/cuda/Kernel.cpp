@@ -1,5 +1,6 @@
 //===- Kernel.cpp - emitKernel dispatch, layouts, shared emitter helpers ---===//
 #include "codegen/cuda/Kernel.h"
+#include "ir/OpViews.h"
 #include "codegen/cuda/EmitterCommon.h"
 #include "codegen/cuda/KernelSources.h"
 
@@ -42,7 +43,7 @@ std::optional<Layout> viewLayout(const Node &node, const Layout &in) {
   case OpKind::Reshape: {
     if (!Layout{in.shape, in.strides, 0}.isContiguous())
       return std::nullopt;
-    out = Layout::contiguous(node.ints("shape"));
+    out = Layout::contiguous(op::Reshape(node).shape());
     out.offset = in.offset;
     return out;
   }
@@ -51,14 +52,15 @@ std::optional<Layout> viewLayout(const Node &node, const Layout &in) {
     Layout dense{in.shape, in.strides, 0};
     if (!dense.isContiguous())
       return std::nullopt;
-    out.shape.assign(node.ints("shape").begin(), node.ints("shape").end());
-    out.strides.assign(node.ints("strides").begin(), node.ints("strides").end());
-    out.offset = in.offset + node.i("offset");
+    op::View view(node);
+    out.shape.assign(view.shape().begin(), view.shape().end());
+    out.strides.assign(view.strides().begin(), view.strides().end());
+    out.offset = in.offset + view.offset();
     return out;
   }
   case OpKind::Permute: {
     out.offset = in.offset;
-    for (int64_t p : node.ints("perm")) {
+    for (int64_t p : op::Permute(node).perm()) {
       out.shape.push_back(in.shape[p]);
       out.strides.push_back(in.strides[p]);
     }
@@ -101,7 +103,8 @@ llvm::Expected<std::vector<Launch>> emitKernel(const Function &fn, const Node &n
   if (llvm::Error e = detail::rejectQuantized(fn, node))
     return e;
   if (node.kind == OpKind::MatMul || node.kind == OpKind::MatMulId ||
-      node.kind == OpKind::FusedGatedMatmul || node.kind == OpKind::FusedGatedMatmulId)
+      node.kind == OpKind::FusedGatedMatmul || node.kind == OpKind::FusedGatedMatmulId ||
+      node.kind == OpKind::FusedMatmulAdd)
     return detail::emitGemv(fn, node, layouts, options);
   if (node.kind == OpKind::Attention)
     return detail::emitAttention(fn, node, layouts, options);

@@ -23,6 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/KernelSources.h"
+#include "ir/OpViews.h"
 #include "codegen/cuda/RowKernels.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -193,7 +194,7 @@ llvm::Expected<KernelSpec> emitSoftmax(const Function &fn, const Node &node,
   RowSplit sp = chooseRowSplit(r->count, r->len / v, r->len / v, 512, /*canSplit=*/true, o);
 
   // ALiBi slope (ggml): head h = coordinate of dim rank-3 (r1 in the row space).
-  double maxBias = node.f("max_bias");
+  double maxBias = op::Softmax(node).maxBias();
   bool alibi = maxBias > 0 && hasMask;
   uint32_t n2 = 1;
   float m0 = 1, m1 = 1;
@@ -209,7 +210,7 @@ llvm::Expected<KernelSpec> emitSoftmax(const Function &fn, const Node &node,
   c += llvm::formatv("  static constexpr int kV = {0}, kScaleBits = {1}, kM0Bits = {2}, kM1Bits = "
                      "{3};\n  static constexpr long long kAlibiN2 = {4};\n"
                      "  static constexpr bool kMask = {5}, kAlibi = {6};\n",
-                     v, f32Bits(node.f("scale")), f32Bits(m0), f32Bits(m1), ilit(n2),
+                     v, f32Bits(op::Softmax(node).scale()), f32Bits(m0), f32Bits(m1), ilit(n2),
                      hasMask ? "true" : "false", alibi ? "true" : "false")
            .str();
   std::string params = "Cfg::Out* out, const Cfg::X::T* x";
@@ -232,8 +233,9 @@ llvm::Expected<KernelSpec> emitSort(const Function &fn, const Node &node, llvm::
   auto r = rowShape(node, xt.shape);
   if (!r)
     return r.takeError();
-  bool desc = node.kind == OpKind::TopK || node.e<SortOrder>("order") == SortOrder::Desc;
-  int64_t outLen = node.kind == OpKind::TopK ? node.i("k") : r->len;
+  bool topK = op::TopK::classof(node);
+  bool desc = topK || op::Argsort(node).order() == SortOrder::Desc;
+  int64_t outLen = topK ? op::TopK(node).k() : r->len;
   bool inShared = r->len * 4 <= 48 * 1024;
   RowSplit sp;
   sp.group = sp.threads = threadsForRow(r->len, 256);

@@ -34,6 +34,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "ir/OpViews.h"
 #include "ir/Verifier.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -110,15 +111,15 @@ private:
     if (const Node *inner = fn.producer(n.operands[0]); inner && inner->kind == OpKind::Permute) {
       // result dim i = inner dim outer[i] = x dim inner[outer[i]]
       llvm::SmallVector<int64_t, 4> composed;
-      for (int64_t p : n.ints("perm"))
-        composed.push_back(inner->ints("perm")[p]);
+      for (int64_t p : op::Permute(n).perm())
+        composed.push_back(op::Permute(*inner).perm()[p]);
       ValueId x = inner->operands[0];
-      n.attr("perm").ints.assign(composed.begin(), composed.end());
+      n.attrs[op::Permute::permIndex].ints.assign(composed.begin(), composed.end());
       bypass(fn, n, x);
       ctx.stat("permutes_folded");
       changed = true;
     }
-    if (isIdentity(n.ints("perm")))
+    if (isIdentity(op::Permute(n).perm()))
       changed |= replaceWithOperand(fn, id, ctx, "permutes_dropped");
     return changed;
   }
@@ -145,8 +146,9 @@ private:
 
   static bool isNoOpView(const Function &fn, const Node &n) {
     const TensorType &x = fn.type(n.operands[0]);
-    return n.i("offset") == 0 && llvm::ArrayRef<int64_t>(x.shape) == n.ints("shape") &&
-           llvm::ArrayRef<int64_t>(contiguousStrides(x.shape)) == n.ints("strides");
+    op::View view(n);
+    return view.offset() == 0 && llvm::ArrayRef<int64_t>(x.shape) == view.shape() &&
+           llvm::ArrayRef<int64_t>(contiguousStrides(x.shape)) == view.strides();
   }
 
   /// cont copies; values are logically dense, so only a view makes it matter

@@ -81,27 +81,27 @@ public:
     m.variant = std::to_string(len) + " links";
     // The deepest link: x is operand 0, b0 operand 1.
     const Node &deepest = fn.node(links[len - 1]);
-    m.values["x"] = deepest.operands[0];
-    m.values["b0"] = deepest.operands[1];
+    m.bind(Cap::x, deepest.operands[0]);
+    m.bind(Cap::b0, deepest.operands[1]);
     for (size_t i = len - 1; i-- > 0;) {
       const Node &n = fn.node(links[i]);
-      m.values["b" + std::to_string(len - 1 - i)] = n.operands[1 - via[i]];
+      m.bind(chainCap(static_cast<unsigned>(len - 1 - i)), n.operands[1 - via[i]]);
     }
     return m;
   }
 
   Decision check(const Function &fn, const Match &m) const override {
     const TensorType &rootType = fn.type(m.outputs[0]);
-    ValueId x = m.get("x");
+    ValueId x = m.get(Cap::x);
     if (fn.type(x).shape != rootType.shape)
       return Decision::no("chain input " + label(fn, x) + " " + fn.type(x).str() +
                           " must have the chain's shape " + rootType.str());
     for (ValueId v : {x, m.outputs[0]})
       if (Decision d = expectDType(fn, v, {DType::F32, DType::F16}, "chain value"); !d)
         return d;
-    ValueId b0 = m.get("b0");
+    ValueId b0 = m.get(Cap::b0);
     for (unsigned i = 0; i < m.nodes.size(); ++i) {
-      ValueId b = m.get("b" + std::to_string(i));
+      ValueId b = m.get(chainCap(i));
       if (Decision d = expectDType(fn, b, {DType::F32, DType::F16}, "operand"); !d)
         return d;
       if (fn.type(b) != fn.type(b0) || !isContiguous(fn, b))
@@ -115,10 +115,12 @@ public:
   }
 
   FusedOp rewrite(const Function &, const Match &m) const override {
-    FusedOp op{fused_, {m.get("x")}, defaultAttrs(fused_)};
+    // add_chain and mul_chain share one operand list (x, b0 .. b7) and no attributes.
+    static_assert(op::FusedAddChain::kMaxOperands == 9 && op::FusedMulChain::kMaxOperands == 9);
+    FusedOp fused{fused_, {m.get(Cap::x)}, defaultAttrs(fused_)};
     for (unsigned i = 0; i < m.nodes.size(); ++i)
-      op.operands.push_back(m.get("b" + std::to_string(i)));
-    return op;
+      fused.operands.push_back(m.get(chainCap(i)));
+    return fused;
   }
 
 private:

@@ -5,21 +5,21 @@ namespace fg::fusion {
 namespace {
 
 /// One lane: matmul(x, w) [+ bias], or matmul_id(x, w, ids) [add_id(., b, ids)].
-Pat lane(bool expertIndexed, bool withBias, const char *w, const char *b, const char *mm) {
+Pat lane(bool expertIndexed, bool withBias, Cap w, Cap b, Cap mm) {
   Pat product = expertIndexed
-                    ? m::Op(OpKind::MatMulId, {m::Any("x"), m::Any(w), m::Any("ids")}).bind(mm)
-                    : m::MatMul(m::Any("x"), m::Any(w)).bind(mm);
+                    ? m::MatMulId(m::Any(Cap::x), m::Any(w), m::Any(Cap::ids)).bind(mm)
+                    : m::MatMul(m::Any(Cap::x), m::Any(w)).bind(mm);
   if (!withBias)
     return product;
   if (expertIndexed)
-    return m::Op(OpKind::AddId, {product, m::Any(b), m::Any("ids")});
+    return m::AddId(product, m::Any(b), m::Any(Cap::ids));
   return m::Add(product, m::Any(b)).commutative();
 }
 
 Pat gatedMatmul(bool withBias, bool expertIndexed) {
-  return m::Glu(lane(expertIndexed, withBias, "w_gate", "b_gate", "gate"),
-                lane(expertIndexed, withBias, "w_up", "b_up", "up"))
-      .bind("glu");
+  return m::Glu(lane(expertIndexed, withBias, Cap::wGate, Cap::bGate, Cap::gate),
+                lane(expertIndexed, withBias, Cap::wUp, Cap::bUp, Cap::up))
+      .bind(Cap::glu);
 }
 
 class GatedMatmul : public TreePattern {
@@ -33,7 +33,7 @@ public:
   }
 
   Decision check(const Function &fn, const Match &m) const override {
-    ValueId x = m.get("x"), wg = m.get("w_gate"), wu = m.get("w_up");
+    ValueId x = m.get(Cap::x), wg = m.get(Cap::wGate), wu = m.get(Cap::wUp);
     const TensorType &xt = fn.type(x);
     int64_t tokens = expertIndexed_ ? xt.shape[0] : xt.numRows();
     // The fused op is a GEMV epilogue: only as many tokens as the target's GEMV takes.
@@ -50,10 +50,10 @@ public:
                           " and up weights " + label(fn, wu) + " " + fn.type(wu).str() + " differ");
     if (!isContiguous(fn, wg) || !isContiguous(fn, wu))
       return Decision::no("the gate and up weights must be contiguous");
-    if (!m.has("b_gate"))
+    if (!m.has(Cap::bGate))
       return Decision::yes();
-    int64_t cols = fn.type(m.get("gate")).rowLength();
-    for (const char *b : {"b_gate", "b_up"}) {
+    int64_t cols = fn.type(m.get(Cap::gate)).rowLength();
+    for (Cap b : {Cap::bGate, Cap::bUp}) {
       ValueId v = m.get(b);
       if (Decision d = expectDType(fn, v, {DType::F32}, "bias"); !d)
         return d;
@@ -69,15 +69,25 @@ public:
   }
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {
-    OpKind k = expertIndexed_ ? OpKind::FusedGatedMatmulId : OpKind::FusedGatedMatmul;
-    FusedOp op{k, {m.get("x"), m.get("w_gate"), m.get("w_up")}, copyAttrs(k, {&m.node(fn, "glu")})};
+    auto glu = m.op<op::Glu>(fn, Cap::glu);
     if (expertIndexed_)
-      op.operands.push_back(m.get("ids"));
-    if (m.has("b_gate")) {
-      op.operands.push_back(m.get("b_gate"));
-      op.operands.push_back(m.get("b_up"));
-    }
-    return op;
+      return FusedOp::of(op::FusedGatedMatmulIdArgs{.x = m.get(Cap::x),
+                                                    .wGate = m.get(Cap::wGate),
+                                                    .wUp = m.get(Cap::wUp),
+                                                    .ids = m.get(Cap::ids),
+                                                    .bGate = m.get(Cap::bGate),
+                                                    .bUp = m.get(Cap::bUp),
+                                                    .kind = glu->kind(),
+                                                    .alpha = glu->alpha(),
+                                                    .limit = glu->limit()});
+    return FusedOp::of(op::FusedGatedMatmulArgs{.x = m.get(Cap::x),
+                                                .wGate = m.get(Cap::wGate),
+                                                .wUp = m.get(Cap::wUp),
+                                                .bGate = m.get(Cap::bGate),
+                                                .bUp = m.get(Cap::bUp),
+                                                .kind = glu->kind(),
+                                                .alpha = glu->alpha(),
+                                                .limit = glu->limit()});
   }
 
 private:

@@ -11,21 +11,31 @@ namespace fg::fusion {
 
 namespace {
 
-/// Binds `name` to `v` in `m`; false when it is bound to another value.
-bool bindCapture(Match &m, const std::string &name, ValueId v) {
-  if (name.empty())
-    return true;
-  auto [it, inserted] = m.values.try_emplace(name, v);
-  return inserted || it->second == v;
+/// Binds `c` (if any) to `v` in `m`; false when it is bound to another value.
+bool bindCapture(Match &m, std::optional<Cap> c, ValueId v) {
+  return !c || m.bind(*c, v);
 }
 
 } // namespace
+
+llvm::StringRef capName(Cap c) {
+  switch (c) {
+#define FG_CAP_CASE(name)                                                                          \
+  case Cap::name:                                                                                  \
+    return #name;
+    FG_CAPTURES(FG_CAP_CASE)
+#undef FG_CAP_CASE
+  case Cap::root:
+    return "root";
+  }
+  return "?";
+}
 
 void Pat::matchAll(const Function &fn, ValueId v, const Match &in,
                    llvm::SmallVectorImpl<Match> &out) const {
   if (kind_ != Kind::Op) {
     Match m = in;
-    if (bindCapture(m, name_, v))
+    if (bindCapture(m, cap_, v))
       out.push_back(std::move(m));
     return;
   }
@@ -35,7 +45,7 @@ void Pat::matchAll(const Function &fn, ValueId v, const Match &in,
   if (pred_ && !pred_(fn, *node))
     return;
   Match m = in;
-  if (!bindCapture(m, name_, v))
+  if (!bindCapture(m, cap_, v))
     return;
   NodeId id = fn.value(v).def;
   if (!m.absorbs(id))
@@ -60,7 +70,7 @@ void Pat::matchOperands(const Function &fn, const Node &node, bool swap, const M
         children_[i].matchAll(fn, node.operands[slot], s, next);
       } else if (children_[i].kind_ == Kind::Optional) {
         Match m = s;
-        if (bindCapture(m, children_[i].name_, kNoValue))
+        if (bindCapture(m, children_[i].cap_, kNoValue))
           next.push_back(std::move(m));
       }
     }
@@ -83,8 +93,8 @@ void TreePattern::match(const Function &fn, NodeId root, llvm::SmallVectorImpl<M
     variant.pat.matchAll(fn, node.result(), start, found);
     for (Match &m : found) {
       m.variant = variant.name;
-      for (const std::string &o : variant.outputs)
-        m.outputs.push_back(o.empty() ? node.result() : m.get(o));
+      for (Cap o : variant.outputs)
+        m.outputs.push_back(o == Cap::root ? node.result() : m.get(o));
       m.benefit = static_cast<unsigned>(m.nodes.size());
       out.push_back(std::move(m));
     }
@@ -128,11 +138,11 @@ bool isContiguous(const Function &fn, ValueId v) {
     return true;
   switch (n->kind) {
   case OpKind::View:
-    if (!denseStrides(n->ints("shape"), n->ints("strides")))
+    if (!denseStrides(op::View(*n).shape(), op::View(*n).strides()))
       return false;
     break;
   case OpKind::Permute:
-    if (!keepsOrder(fn, *n, n->ints("perm")))
+    if (!keepsOrder(fn, *n, op::Permute(*n).perm()))
       return false;
     break;
   case OpKind::Transpose: {
@@ -156,9 +166,9 @@ bool hasContiguousRows(const Function &fn, ValueId v) {
     return true;
   switch (n->kind) {
   case OpKind::View:
-    return n->ints("strides").back() == 1 && hasContiguousRows(fn, n->operands[0]);
+    return op::View(*n).strides().back() == 1 && hasContiguousRows(fn, n->operands[0]);
   case OpKind::Permute:
-    return n->ints("perm").back() == t.rank() - 1 && hasContiguousRows(fn, n->operands[0]);
+    return op::Permute(*n).perm().back() == t.rank() - 1 && hasContiguousRows(fn, n->operands[0]);
   default:
     return false;
   }
@@ -186,49 +196,31 @@ Decision expectBroadcastsInto(const Function &fn, ValueId side, ValueId full,
                       label(fn, full) + " " + f.str());
 }
 
-AttrList copyAttrs(OpKind k, llvm::ArrayRef<const Node *> from) {
-  const OpInfo &info = opInfo(k);
-  AttrList out = defaultAttrs(k);
-  for (size_t i = 0; i < info.attrs.size(); ++i)
-    for (const Node *n : from) {
-      std::optional<unsigned> j = n->info().findAttr(info.attrs[i].name);
-      if (j && n->info().attrs[*j].kind == info.attrs[i].kind) {
-        out[i] = n->attrs[*j];
-        break;
-      }
-    }
-  return out;
-}
-
-void setAttr(OpKind k, AttrList &attrs, std::string_view name, Attribute value) {
-  attrs[opInfo(k).attrIndex(name)] = std::move(value);
-}
-
 // --- the rms_norm / rope / set_rows family --------------------------------------------
 
 Pat normMulPat() {
-  return m::Mul(m::RmsNorm(m::Any("x")).bind("norm").singleUse(), m::Any("w"))
+  return m::Mul(m::RmsNorm(m::Any(Cap::x)).bind(Cap::norm).singleUse(), m::Any(Cap::w))
       .commutative()
-      .bind("mul");
+      .bind(Cap::mul);
 }
 
 Decision checkNormMul(const Function &fn, const Match &m) {
-  ValueId x = m.get("x"), w = m.get("w");
+  ValueId x = m.get(Cap::x), w = m.get(Cap::w);
   for (auto [v, what] :
-       {std::pair<ValueId, const char *>{x, "input"}, {w, "weight"}, {m.get("mul"), "product"}})
+       {std::pair<ValueId, const char *>{x, "input"}, {w, "weight"}, {m.get(Cap::mul), "product"}})
     if (Decision d = expectDType(fn, v, {DType::F32}, what); !d)
       return d;
   if (!hasContiguousRows(fn, x) || !hasContiguousRows(fn, w))
     return Decision::no("the rows of " + label(fn, x) + " and " + label(fn, w) + " must be packed");
-  if (fn.type(m.get("mul")).shape != fn.type(x).shape)
+  if (fn.type(m.get(Cap::mul)).shape != fn.type(x).shape)
     return Decision::no("weight " + label(fn, w) + " " + fn.type(w).str() +
                         " does not broadcast into " + label(fn, x) + " " + fn.type(x).str());
   return Decision::yes();
 }
 
 Pat ropePat(Pat inner) {
-  return m::Op(OpKind::Rope, {std::move(inner), m::Any("positions"), m::Opt("freq_factors")})
-      .bind("rope");
+  return m::Rope(std::move(inner), m::Any(Cap::positions), m::Opt(Cap::freqFactors))
+      .bind(Cap::rope);
 }
 
 Decision checkRope(const Function &fn, const Node &rope) {
@@ -243,8 +235,8 @@ Decision checkRope(const Function &fn, const Node &rope) {
 }
 
 Pat setRowsPat(Pat inner) {
-  return m::Op(OpKind::SetRows, {m::Any("dest"), std::move(inner), m::Any("indices")})
-      .bind("set_rows");
+  return m::SetRows(m::Any(Cap::dest), std::move(inner), m::Any(Cap::indices))
+      .bind(Cap::setRows);
 }
 
 Decision checkSetRows(const Function &fn, const Node &setRows) {
@@ -263,13 +255,6 @@ Decision checkSetRows(const Function &fn, const Node &setRows) {
   return Decision::yes();
 }
 
-AttrList ropeAttrs(OpKind k, const Node &rope, const Node *norm) {
-  llvm::SmallVector<const Node *, 2> from{&rope};
-  if (norm)
-    from.push_back(norm);
-  return copyAttrs(k, from);
-}
-
 // --- the registry ------------------------------------------------------------------------
 
 std::vector<std::unique_ptr<FusionPattern>> fusionPatterns() {
@@ -278,6 +263,7 @@ std::vector<std::unique_ptr<FusionPattern>> fusionPatterns() {
   p.push_back(createMoeWeightedSumPattern());
   p.push_back(createGatedMatmulIdPattern());
   p.push_back(createGatedMatmulPattern());
+  p.push_back(createMatmulAddPattern());
   p.push_back(createRmsNormMulRopeSetRowsPattern());
   p.push_back(createRmsNormMulRopePattern());
   p.push_back(createRmsNormMulAddPattern());

@@ -1,15 +1,17 @@
 //===- Pattern.h - declarative use-def fusion patterns -----------*- C++ -*-===//
 //
 // A fusion pattern has three pieces (STYLE.md §3-6):
-//   - match: use-def structure from a root op, with named captures,
-//     commutativity declared once, optional trailing operands. Tree patterns
-//     are data (m::Mul(m::RmsNorm(m::Any("x")).bind("norm").singleUse(),
-//     m::Any("w")).commutative()); variants come from small factories;
+//   - match: use-def structure from a root op, with typed captures (Cap: a
+//     misspelt capture does not compile), commutativity declared once,
+//     optional trailing operands. Tree patterns are data
+//     (m::Mul(m::RmsNorm(m::Any(Cap::x)).bind(Cap::norm).singleUse(),
+//     m::Any(Cap::w)).commutative()); the m:: builders follow from the op
+//     rows of ir/Ops.def; variants come from small factories;
 //   - check: legality, yes() or no("why") — it declines, never asserts. The
 //     driver adds the rules every fusion shares: an elided intermediate has no
 //     consumer outside the group and is not a result of the entry;
-//   - rewrite: the fused op (kind, operands, typed attributes) replacing the
-//     group's outputs.
+//   - rewrite: the fused op replacing the group's outputs, built from its
+//     typed argument struct (FusedOp::of(op::FusedSoftcapArgs{...})).
 // Each candidate carries a benefit (the ops it absorbs); the driver applies
 // larger benefits first, so when two patterns overlap the larger one wins.
 //
@@ -17,14 +19,16 @@
 #pragma once
 
 #include "ir/Graph.h"
+#include "ir/OpViews.h"
 #include "passes/Target.h"
 
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/Twine.h"
 
 #include <cassert>
+#include <array>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,40 +49,86 @@ private:
   std::string reason_;
 };
 
+/// The captures patterns bind, one enumerator each: a misspelt capture does
+/// not compile. Names follow the fused ops' operand names where they are one.
+#define FG_CAPTURES(X)                                                                             \
+  X(x) X(w) X(b) X(p) X(logits) X(ids) X(bias) X(scale) X(positions) X(freqFactors) X(clamp)        \
+  X(weights) X(weighted) X(residual) X(mul) X(add) X(indices) X(experts) X(expertScale) X(dest)    \
+  X(wGate) X(wUp) X(bGate) X(bUp) X(gate) X(up) X(glu) X(delayed) X(act) X(unnormed) X(tanh)      \
+  X(setRows) X(rope) X(relu) X(norm) X(in) X(out) X(b0) X(b1) X(b2) X(b3) X(b4) X(b5) X(b6) X(b7)   \
+  X(matmul)
+enum class Cap : uint8_t {
+#define FG_CAP_ENUM(name) name,
+  FG_CAPTURES(FG_CAP_ENUM)
+#undef FG_CAP_ENUM
+  root, ///< an output that is the root's own value (TreePattern outputs)
+};
+constexpr unsigned kNumCaps = static_cast<unsigned>(Cap::root);
+/// The capture's name, for reasons and logs.
+llvm::StringRef capName(Cap c);
+/// b0 .. b7 of a chain by position.
+inline Cap chainCap(unsigned i) {
+  assert(i < 8 && "a chain has at most 8 operands after x");
+  return static_cast<Cap>(static_cast<unsigned>(Cap::b0) + i);
+}
+
 /// One structural match: captures, the nodes absorbed, the surviving outputs.
 struct Match {
   NodeId root = ~0u;
-  llvm::StringMap<ValueId> values;         ///< named captures (kNoValue: absent optional)
   llvm::SmallVector<NodeId, 8> nodes;      ///< every node the fusion absorbs
   llvm::SmallVector<ValueId, 2> outputs;   ///< replaced by the fused op's results, in order
   llvm::SmallVector<ValueId, 2> singleUse; ///< values that must have exactly one use
   unsigned benefit = 0;                    ///< default: nodes.size()
   std::string variant;                     ///< which variant matched (for logs)
 
-  Match() = default;
-  Match(const Match &) = default;
-  Match &operator=(const Match &) = default;
-  /// noexcept (StringMap's move does not throw), so vectors of candidates
-  /// grow and sort by moving instead of copying every capture map.
-  Match(Match &&) noexcept = default;
-  Match &operator=(Match &&) noexcept = default;
-
-  bool has(llvm::StringRef name) const {
-    auto it = values.find(name);
-    return it != values.end() && it->second != kNoValue;
+  /// Whether `c` is bound to a value (not unbound, not an absent optional operand).
+  bool has(Cap c) const { return get(c) != kNoValue; }
+  /// The value bound to `c`; kNoValue when unbound or an absent optional operand.
+  ValueId get(Cap c) const { return values_[index(c)]; }
+  /// Binds `c` to `v` (kNoValue: an absent optional operand); false when it is
+  /// already bound to another value.
+  bool bind(Cap c, ValueId v) {
+    uint64_t bit = uint64_t(1) << index(c);
+    if (bound_ & bit)
+      return values_[index(c)] == v;
+    bound_ |= bit;
+    values_[index(c)] = v;
+    return true;
   }
-  ValueId get(llvm::StringRef name) const {
-    auto it = values.find(name);
-    assert(it != values.end() && "no capture of this name");
-    return it->second;
+  /// Binds `c` to `v`, replacing any earlier binding (hand-written matchers).
+  void set(Cap c, ValueId v) {
+    bound_ |= uint64_t(1) << index(c);
+    values_[index(c)] = v;
   }
-  /// The node producing capture `name` (which must be an op's result).
-  const Node &node(const Function &fn, llvm::StringRef name) const {
-    const Node *n = fn.producer(get(name));
-    assert(n && "capture is not produced by a node");
-    return *n;
+  /// The typed view of the node producing capture `c`, or nullopt when `c`
+  /// is unbound, an argument, or another op.
+  template <typename View> std::optional<View> op(const Function &fn, Cap c) const {
+    if (!has(c))
+      return std::nullopt;
+    const Node *n = fn.producer(get(c));
+    if (!n || !View::classof(*n))
+      return std::nullopt;
+    return View(*n);
+  }
+  /// The node producing capture `c`, or null.
+  const Node *producer(const Function &fn, Cap c) const {
+    return has(c) ? fn.producer(get(c)) : nullptr;
   }
   bool absorbs(NodeId n) const { return llvm::is_contained(nodes, n); }
+
+private:
+  static unsigned index(Cap c) {
+    assert(c != Cap::root && "Cap::root names an output, not a capture");
+    return static_cast<unsigned>(c);
+  }
+  static std::array<ValueId, kNumCaps> unbound() {
+    std::array<ValueId, kNumCaps> a;
+    a.fill(kNoValue);
+    return a;
+  }
+  std::array<ValueId, kNumCaps> values_ = unbound();
+  uint64_t bound_ = 0;
+  static_assert(kNumCaps <= 64, "bound_ holds one bit per capture");
 };
 
 /// A node of a tree pattern: any value, or an op whose operands match children.
@@ -86,9 +136,9 @@ class Pat {
 public:
   enum class Kind { Any, Optional, Op };
 
-  /// Binds the matched value (an op's result) to `name`.
-  Pat &bind(llvm::StringRef name) {
-    name_ = name.str();
+  /// Binds the matched value (an op's result) to `c`.
+  Pat &bind(Cap c) {
+    cap_ = c;
     return *this;
   }
   /// The matched op's result must have exactly one use (checked as legality, with a reason).
@@ -107,10 +157,10 @@ public:
     return *this;
   }
 
-  static Pat any(llvm::StringRef name) { return Pat(Kind::Any, OpKind{}, {}, name); }
-  static Pat optional(llvm::StringRef name) { return Pat(Kind::Optional, OpKind{}, {}, name); }
+  static Pat any(std::optional<Cap> c) { return Pat(Kind::Any, OpKind{}, {}, c); }
+  static Pat optional(Cap c) { return Pat(Kind::Optional, OpKind{}, {}, c); }
   static Pat op(OpKind k, std::vector<Pat> children) {
-    return Pat(Kind::Op, k, std::move(children), {});
+    return Pat(Kind::Op, k, std::move(children), std::nullopt);
   }
 
   /// Every way `v` matches this pattern given the captures in `in`.
@@ -120,49 +170,34 @@ public:
   OpKind opKind() const { return op_; }
 
 private:
-  Pat(Kind k, OpKind op, std::vector<Pat> children, llvm::StringRef name)
-      : kind_(k), op_(op), children_(std::move(children)), name_(name.str()) {}
+  Pat(Kind k, OpKind op, std::vector<Pat> children, std::optional<Cap> c)
+      : kind_(k), op_(op), children_(std::move(children)), cap_(c) {}
   void matchOperands(const Function &fn, const Node &node, bool swap, const Match &in,
                      llvm::SmallVectorImpl<Match> &out) const;
 
   Kind kind_;
   OpKind op_;
   std::vector<Pat> children_;
-  std::string name_;
+  std::optional<Cap> cap_;
   bool single_ = false, commutative_ = false;
   std::function<bool(const Function &, const Node &)> pred_;
 };
 
-/// Pattern builders: m::Mul(a, b), m::Any("x"), m::Opt("freq_factors"), ...
+/// Pattern builders: m::Mul(a, b), m::Any(Cap::x), m::Opt(Cap::freqFactors),
+/// and one per op of ir/Ops.def (m::RmsNorm, m::Rope, ...), which refuses at
+/// compile time more children than the op's row declares operands.
 namespace m {
-inline Pat Any(llvm::StringRef name = {}) { return Pat::any(name); }
+inline Pat Any(std::optional<Cap> c = std::nullopt) { return Pat::any(c); }
 /// Matches a present operand (captured) or an absent trailing optional one.
-inline Pat Opt(llvm::StringRef name) { return Pat::optional(name); }
+inline Pat Opt(Cap c) { return Pat::optional(c); }
 inline Pat Op(OpKind k, std::vector<Pat> children) { return Pat::op(k, std::move(children)); }
-#define FG_M1(Name, K)                                                                             \
-  inline Pat Name(Pat a) { return Op(OpKind::K, {std::move(a)}); }
-#define FG_M2(Name, K)                                                                             \
-  inline Pat Name(Pat a, Pat b) { return Op(OpKind::K, {std::move(a), std::move(b)}); }
-FG_M1(RmsNorm, RmsNorm)
-FG_M1(Relu, Relu)
-FG_M1(Sqr, Sqr)
-FG_M1(Tanh, Tanh)
-FG_M1(Scale, Scale)
-FG_M1(Softmax, Softmax)
-FG_M1(Sigmoid, Sigmoid)
-FG_M1(Softplus, Softplus)
-FG_M1(Sqrt, Sqrt)
-FG_M1(SumRows, SumRows)
-FG_M1(Clamp, Clamp)
-FG_M1(TopK, TopK)
-FG_M2(Mul, Mul)
-FG_M2(Add, Add)
-FG_M2(Div, Div)
-FG_M2(MatMul, MatMul)
-FG_M2(GetRows, GetRows)
-FG_M2(Glu, Glu)
-#undef FG_M1
-#undef FG_M2
+#define FG_OP(Kind, ...)                                                                           \
+  template <typename... Children> Pat Kind(Children... children) {                                 \
+    static_assert(sizeof...(Children) <= fg::op::Kind::kMaxOperands,                               \
+                  "more children than the op's row declares operands");                            \
+    return Op(OpKind::Kind, {std::move(children)...});                                             \
+  }
+#include "ir/Ops.def"
 } // namespace m
 
 /// The fused op that replaces a match.
@@ -170,6 +205,16 @@ struct FusedOp {
   OpKind kind;
   llvm::SmallVector<ValueId, 6> operands; ///< present operands only
   AttrList attrs;                         ///< one per declared attribute
+
+  /// The fused op of a typed argument struct: FusedOp::of(op::FusedSoftcapArgs{
+  /// .x = m.get(Cap::x), .inScale = 0.5}); absent optional operands (kNoValue) trail.
+  template <typename Args> static FusedOp of(const Args &args) {
+    FusedOp f{Args::kKind, {}, {}};
+    op::lowerArgs(args, f.operands, f.attrs);
+    while (!f.operands.empty() && f.operands.back() == kNoValue)
+      f.operands.pop_back();
+    return f;
+  }
 };
 
 class FusionPattern {
@@ -196,19 +241,19 @@ private:
 };
 
 /// A pattern given as tree variants, each rooted at the root op. Outputs
-/// name captures ("" is the root's value), in the fused op's result order.
+/// name captures (Cap::root is the root's value), in the fused op's result order.
 class TreePattern : public FusionPattern {
 public:
   struct Variant {
     std::string name;
     Pat pat;
-    std::vector<std::string> outputs = {""};
+    llvm::SmallVector<Cap, 2> outputs = {Cap::root};
   };
   void match(const Function &fn, NodeId root, llvm::SmallVectorImpl<Match> &out) const override;
 
 protected:
-  void addVariant(std::string name, Pat pat, std::vector<std::string> outputs = {""}) {
-    variants_.push_back({std::move(name), std::move(pat), std::move(outputs)});
+  void addVariant(std::string name, Pat pat, llvm::ArrayRef<Cap> outputs = {Cap::root}) {
+    variants_.push_back({std::move(name), std::move(pat), {outputs.begin(), outputs.end()}});
   }
 
 private:
@@ -228,18 +273,12 @@ Decision expectDType(const Function &fn, ValueId v, llvm::ArrayRef<DType> allowe
                      llvm::StringRef what);
 /// no() unless `side` broadcasts into `full`'s shape without enlarging it.
 Decision expectBroadcastsInto(const Function &fn, ValueId side, ValueId full, llvm::StringRef what);
-/// The attributes of kind `k` with `from`'s attributes copied by name (the
-/// rest default): the fused op carries its pieces' typed attributes.
-AttrList copyAttrs(OpKind k, llvm::ArrayRef<const Node *> from);
-/// Sets attribute `name` of fused kind `k`.
-void setAttr(OpKind k, AttrList &attrs, std::string_view name, Attribute value);
-
 // --- pieces shared by the rms_norm / rope / set_rows family --------------------------
 /// mul(rms_norm(x) [norm], w) [mul], either operand order.
 Pat normMulPat();
 /// x, w, the norm and the mul are f32; rows of x and w packed; w broadcasts into x.
 Decision checkNormMul(const Function &fn, const Match &m);
-/// rope(inner [rope_in], positions, freq_factors?) [rope].
+/// rope(inner, positions, freq_factors?) [rope].
 Pat ropePat(Pat inner);
 /// The rope's head dim is even; its input and output have packed rows.
 Decision checkRope(const Function &fn, const Node &rope);
@@ -247,8 +286,19 @@ Decision checkRope(const Function &fn, const Node &rope);
 Pat setRowsPat(Pat inner);
 /// The cache is f32/f16/bf16 and an f16 source writes only f16.
 Decision checkSetRows(const Function &fn, const Node &setRows);
-/// The rope attributes of `rope`, copied into fused kind `k`.
-AttrList ropeAttrs(OpKind k, const Node &rope, const Node *norm);
+/// Sets the rope attributes of a fused argument struct from `rope` (each
+/// fused rope op's row declares the same nine, so a missing one does not compile).
+template <typename Args> void setRopeAttrs(Args &a, op::Rope rope) {
+  a.mode = rope.mode();
+  a.nDims = rope.nDims();
+  a.theta = rope.theta();
+  a.freqScale = rope.freqScale();
+  a.extFactor = rope.extFactor();
+  a.attnFactor = rope.attnFactor();
+  a.betaFast = rope.betaFast();
+  a.betaSlow = rope.betaSlow();
+  a.nCtxOrig = rope.nCtxOrig();
+}
 
 // --- the registry ------------------------------------------------------------------------
 /// One factory per file; fusionPatterns() lists them, by decreasing benefit.
@@ -260,6 +310,7 @@ std::unique_ptr<FusionPattern> createRopeSetRowsPattern();
 std::unique_ptr<FusionPattern> createTopkMoePattern();
 std::unique_ptr<FusionPattern> createGatedMatmulPattern();
 std::unique_ptr<FusionPattern> createGatedMatmulIdPattern();
+std::unique_ptr<FusionPattern> createMatmulAddPattern();
 std::unique_ptr<FusionPattern> createMoeWeightedSumPattern();
 std::unique_ptr<FusionPattern> createAddChainPattern();
 std::unique_ptr<FusionPattern> createMulChainPattern();

@@ -31,11 +31,12 @@ int64_t slotOf(const Function &fn, ValueId v, ValueId &weighted) {
   if (wt.rank() != 3)
     return -1;
   int64_t t = wt.shape[0], k = wt.shape[1], cols = wt.shape[2];
-  if (n->ints("shape") != llvm::ArrayRef<int64_t>{t, cols} ||
-      n->ints("strides") != llvm::ArrayRef<int64_t>{k * cols, 1} || n->i("offset") % cols)
+  op::View view(*n);
+  if (view.shape() != llvm::ArrayRef<int64_t>{t, cols} ||
+      view.strides() != llvm::ArrayRef<int64_t>{k * cols, 1} || view.offset() % cols)
     return -1;
   weighted = w;
-  return n->i("offset") / cols;
+  return view.offset() / cols;
 }
 
 class MoeWeightedSum : public FusionPattern {
@@ -98,9 +99,9 @@ public:
       if (!isSlotVector(fn, w, weighted) || fn.type(e).shape != fn.type(weighted).shape)
         continue;
       Match plain = m;
-      plain.values["experts"] = e;
-      plain.values["weights"] = w;
-      plain.values["weighted"] = weighted;
+      plain.bind(Cap::experts, e);
+      plain.bind(Cap::weights, w);
+      plain.bind(Cap::weighted, weighted);
       plain.benefit = static_cast<unsigned>(plain.nodes.size());
       plain.variant = "k = " + std::to_string(k);
       const Node *inner = fn.producer(e);
@@ -111,8 +112,8 @@ public:
             continue;
           Match scaled = plain;
           scaled.nodes.push_back(fn.value(e).def);
-          scaled.values["experts"] = e2;
-          scaled.values["expert_scale"] = s;
+          scaled.set(Cap::experts, e2);
+          scaled.set(Cap::expertScale, s);
           scaled.benefit = static_cast<unsigned>(scaled.nodes.size());
           scaled.variant += " + expert scale";
           out.push_back(std::move(scaled));
@@ -130,23 +131,25 @@ public:
   }
 
   Decision check(const Function &fn, const Match &m) const override {
-    for (const char *c : {"experts", "weights", "expert_scale", "weighted"}) {
+    for (auto [c, what] : {std::pair<Cap, const char *>{Cap::experts, "experts"},
+                           {Cap::weights, "weights"},
+                           {Cap::expertScale, "expert_scale"},
+                           {Cap::weighted, "weighted"}}) {
       if (!m.has(c))
         continue;
-      if (Decision d = expectDType(fn, m.get(c), {DType::F32}, c); !d)
+      if (Decision d = expectDType(fn, m.get(c), {DType::F32}, what); !d)
         return d;
     }
-    if (!isContiguous(fn, m.get("experts")) || !isContiguous(fn, m.get("weights")))
-      return Decision::no("experts " + label(fn, m.get("experts")) + " and weights " +
-                          label(fn, m.get("weights")) + " must be contiguous");
+    if (!isContiguous(fn, m.get(Cap::experts)) || !isContiguous(fn, m.get(Cap::weights)))
+      return Decision::no("experts " + label(fn, m.get(Cap::experts)) + " and weights " +
+                          label(fn, m.get(Cap::weights)) + " must be contiguous");
     return Decision::yes();
   }
 
   FusedOp rewrite(const Function &, const Match &m) const override {
-    FusedOp op{OpKind::FusedMoeWeightedSum, {m.get("experts"), m.get("weights")}, {}};
-    if (m.has("expert_scale"))
-      op.operands.push_back(m.get("expert_scale"));
-    return op;
+    return FusedOp::of(op::FusedMoeWeightedSumArgs{.experts = m.get(Cap::experts),
+                                                   .weights = m.get(Cap::weights),
+                                                   .expertScale = m.get(Cap::expertScale)});
   }
 };
 

@@ -15,11 +15,11 @@ namespace {
 
 class ReluSqr : public TreePattern {
 public:
-  ReluSqr() { addVariant("relu_sqr", m::Sqr(m::Relu(m::Any("x")).bind("relu").singleUse())); }
+  ReluSqr() { addVariant("relu_sqr", m::Sqr(m::Relu(m::Any(Cap::x)).bind(Cap::relu).singleUse())); }
   llvm::StringRef name() const override { return "relu_sqr"; }
 
   Decision check(const Function &fn, const Match &m) const override {
-    ValueId x = m.get("x");
+    ValueId x = m.get(Cap::x);
     if (Decision d = expectDType(fn, x, {DType::F32, DType::F16}, "input"); !d)
       return d;
     if (!isContiguous(fn, x))
@@ -28,7 +28,7 @@ public:
   }
 
   FusedOp rewrite(const Function &, const Match &m) const override {
-    return {OpKind::FusedReluSqr, {m.get("x")}, {}};
+    return FusedOp::of(op::FusedReluSqrArgs{.x = m.get(Cap::x)});
   }
 };
 

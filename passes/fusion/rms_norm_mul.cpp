@@ -21,9 +21,8 @@ public:
   Decision check(const Function &fn, const Match &m) const override { return checkNormMul(fn, m); }
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {
-    return {OpKind::FusedRmsNormMul,
-            {m.get("x"), m.get("w")},
-            copyAttrs(OpKind::FusedRmsNormMul, {&m.node(fn, "norm")})};
+    return FusedOp::of(op::FusedRmsNormMulArgs{
+        .x = m.get(Cap::x), .w = m.get(Cap::w), .eps = m.op<op::RmsNorm>(fn, Cap::norm)->eps()});
   }
 };
 

@@ -19,27 +19,28 @@ class RmsNormMulAdd : public TreePattern {
 public:
   RmsNormMulAdd() {
     addVariant("rms_norm_mul_add",
-               m::Add(normMulPat().singleUse(), m::Any("residual")).commutative().bind("add"));
+               m::Add(normMulPat().singleUse(), m::Any(Cap::residual)).commutative().bind(Cap::add));
   }
   llvm::StringRef name() const override { return "rms_norm_mul_add"; }
 
   Decision check(const Function &fn, const Match &m) const override {
     if (Decision d = checkNormMul(fn, m); !d)
       return d;
-    ValueId r = m.get("residual");
+    ValueId r = m.get(Cap::residual);
     if (Decision d = expectDType(fn, r, {DType::F32}, "residual"); !d)
       return d;
     if (!hasContiguousRows(fn, r))
       return Decision::no("the rows of residual " + label(fn, r) + " must be packed");
-    if (fn.type(m.get("add")).shape != fn.type(m.get("x")).shape)
-      return expectBroadcastsInto(fn, r, m.get("x"), "residual");
+    if (fn.type(m.get(Cap::add)).shape != fn.type(m.get(Cap::x)).shape)
+      return expectBroadcastsInto(fn, r, m.get(Cap::x), "residual");
     return Decision::yes();
   }
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {
-    return {OpKind::FusedRmsNormMulAdd,
-            {m.get("x"), m.get("w"), m.get("residual")},
-            copyAttrs(OpKind::FusedRmsNormMulAdd, {&m.node(fn, "norm")})};
+    return FusedOp::of(op::FusedRmsNormMulAddArgs{.x = m.get(Cap::x),
+                                                  .w = m.get(Cap::w),
+                                                  .residual = m.get(Cap::residual),
+                                                  .eps = m.op<op::RmsNorm>(fn, Cap::norm)->eps()});
   }
 };
 

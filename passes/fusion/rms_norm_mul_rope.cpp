@@ -23,16 +23,19 @@ public:
   Decision check(const Function &fn, const Match &m) const override {
     if (Decision d = checkNormMul(fn, m); !d)
       return d;
-    return checkRope(fn, m.node(fn, "rope"));
+    return checkRope(fn, *m.producer(fn, Cap::rope));
   }
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {
-    FusedOp op{OpKind::FusedRmsNormMulRope,
-               {m.get("x"), m.get("w"), m.get("positions")},
-               ropeAttrs(OpKind::FusedRmsNormMulRope, m.node(fn, "rope"), &m.node(fn, "norm"))};
-    if (m.has("freq_factors"))
-      op.operands.push_back(m.get("freq_factors"));
-    return op;
+    auto rope = m.op<op::Rope>(fn, Cap::rope);
+    op::FusedRmsNormMulRopeArgs a{.x = m.get(Cap::x),
+                                  .w = m.get(Cap::w),
+                                  .positions = m.get(Cap::positions),
+                                  .freqFactors = m.get(Cap::freqFactors),
+                                  .eps = m.op<op::RmsNorm>(fn, Cap::norm)->eps(),
+                                  .nDims = rope->nDims()};
+    setRopeAttrs(a, *rope);
+    return FusedOp::of(a);
   }
 };
 

@@ -28,19 +28,23 @@ public:
   Decision check(const Function &fn, const Match &m) const override {
     if (Decision d = checkNormMul(fn, m); !d)
       return d;
-    if (Decision d = checkRope(fn, m.node(fn, "rope")); !d)
+    if (Decision d = checkRope(fn, *m.producer(fn, Cap::rope)); !d)
       return d;
-    return checkSetRows(fn, m.node(fn, "set_rows"));
+    return checkSetRows(fn, *m.producer(fn, Cap::setRows));
   }
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {
-    FusedOp op{
-        OpKind::FusedRmsNormMulRopeSetRows,
-        {m.get("dest"), m.get("x"), m.get("w"), m.get("positions"), m.get("indices")},
-        ropeAttrs(OpKind::FusedRmsNormMulRopeSetRows, m.node(fn, "rope"), &m.node(fn, "norm"))};
-    if (m.has("freq_factors"))
-      op.operands.push_back(m.get("freq_factors"));
-    return op;
+    auto rope = m.op<op::Rope>(fn, Cap::rope);
+    op::FusedRmsNormMulRopeSetRowsArgs a{.dest = m.get(Cap::dest),
+                                         .x = m.get(Cap::x),
+                                         .w = m.get(Cap::w),
+                                         .positions = m.get(Cap::positions),
+                                         .indices = m.get(Cap::indices),
+                                         .freqFactors = m.get(Cap::freqFactors),
+                                         .eps = m.op<op::RmsNorm>(fn, Cap::norm)->eps(),
+                                         .nDims = rope->nDims()};
+    setRopeAttrs(a, *rope);
+    return FusedOp::of(a);
   }
 };
 

@@ -17,24 +17,27 @@ namespace {
 
 class RopeSetRows : public TreePattern {
 public:
-  RopeSetRows() { addVariant("rope_set_rows", setRowsPat(ropePat(m::Any("x")))); }
+  RopeSetRows() { addVariant("rope_set_rows", setRowsPat(ropePat(m::Any(Cap::x)))); }
   llvm::StringRef name() const override { return "rope_set_rows"; }
 
   Decision check(const Function &fn, const Match &m) const override {
-    if (Decision d = expectDType(fn, m.get("x"), {DType::F32, DType::F16}, "rope input"); !d)
+    if (Decision d = expectDType(fn, m.get(Cap::x), {DType::F32, DType::F16}, "rope input"); !d)
       return d;
-    if (Decision d = checkRope(fn, m.node(fn, "rope")); !d)
+    if (Decision d = checkRope(fn, *m.producer(fn, Cap::rope)); !d)
       return d;
-    return checkSetRows(fn, m.node(fn, "set_rows"));
+    return checkSetRows(fn, *m.producer(fn, Cap::setRows));
   }
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {
-    FusedOp op{OpKind::FusedRopeSetRows,
-               {m.get("dest"), m.get("x"), m.get("positions"), m.get("indices")},
-               ropeAttrs(OpKind::FusedRopeSetRows, m.node(fn, "rope"), nullptr)};
-    if (m.has("freq_factors"))
-      op.operands.push_back(m.get("freq_factors"));
-    return op;
+    auto rope = m.op<op::Rope>(fn, Cap::rope);
+    op::FusedRopeSetRowsArgs a{.dest = m.get(Cap::dest),
+                               .x = m.get(Cap::x),
+                               .positions = m.get(Cap::positions),
+                               .indices = m.get(Cap::indices),
+                               .freqFactors = m.get(Cap::freqFactors),
+                               .nDims = rope->nDims()};
+    setRopeAttrs(a, *rope);
+    return FusedOp::of(a);
   }
 };
 

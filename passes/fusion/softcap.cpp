@@ -19,16 +19,17 @@ public:
   Softcap() {
     addVariant(
         "softcap",
-        m::Scale(m::Tanh(m::Scale(m::Any("x")).bind("in").singleUse()).bind("tanh").singleUse())
-            .bind("out"));
+        m::Scale(
+            m::Tanh(m::Scale(m::Any(Cap::x)).bind(Cap::in).singleUse()).bind(Cap::tanh).singleUse())
+            .bind(Cap::out));
   }
   llvm::StringRef name() const override { return "softcap"; }
 
   Decision check(const Function &fn, const Match &m) const override {
-    for (const char *s : {"in", "out"})
-      if (m.node(fn, s).f("bias") != 0)
+    for (Cap s : {Cap::in, Cap::out})
+      if (m.op<op::Scale>(fn, s)->bias() != 0)
         return Decision::no("scale " + label(fn, m.get(s)) + " has a bias");
-    ValueId x = m.get("x");
+    ValueId x = m.get(Cap::x);
     if (Decision d = expectDType(fn, x, {DType::F32}, "input"); !d)
       return d;
     if (!isContiguous(fn, x))
@@ -37,12 +38,9 @@ public:
   }
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {
-    FusedOp op{OpKind::FusedSoftcap, {m.get("x")}, defaultAttrs(OpKind::FusedSoftcap)};
-    setAttr(OpKind::FusedSoftcap, op.attrs, "in_scale",
-            Attribute::ofFloat(m.node(fn, "in").f("scale")));
-    setAttr(OpKind::FusedSoftcap, op.attrs, "out_scale",
-            Attribute::ofFloat(m.node(fn, "out").f("scale")));
-    return op;
+    return FusedOp::of(op::FusedSoftcapArgs{.x = m.get(Cap::x),
+                                            .inScale = m.op<op::Scale>(fn, Cap::in)->scale(),
+                                            .outScale = m.op<op::Scale>(fn, Cap::out)->scale()});
   }
 };
 

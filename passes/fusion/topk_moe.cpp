@@ -27,37 +27,34 @@ namespace fg::fusion {
 namespace {
 
 /// The variant name of a gating (ir/Attr.h): the gating attribute's word.
-std::string gatingName(TopkGating g) {
-  const OpInfo &info = opInfo(OpKind::FusedTopkMoe);
-  return std::string(info.attrs[info.attrIndex("gating")].words[static_cast<size_t>(g)]);
-}
-
 Pat gate(TopkGating g) {
-  Pat logits = m::Any("logits");
+  Pat logits = m::Any(Cap::logits);
   switch (g) {
   case TopkGating::Softmax:
-    return m::Softmax(logits).bind("p");
+    return m::Softmax(logits).bind(Cap::p);
   case TopkGating::Sigmoid:
-    return m::Sigmoid(logits).bind("p");
+    return m::Sigmoid(logits).bind(Cap::p);
   default:
-    return m::Sqrt(m::Softplus(logits)).bind("p");
+    return m::Sqrt(m::Softplus(logits)).bind(Cap::p);
   }
 }
 
 /// The routing weights chain for one variant; ids are captured as "ids".
 Pat routing(TopkGating g, bool bias, bool renorm, bool scale) {
   Pat w = g == TopkGating::DelayedSoftmax
-              ? m::Softmax(m::GetRows(m::Any("logits"), m::TopK(m::Any("logits")).bind("ids")))
-                    .bind("delayed")
-              : m::GetRows(gate(g),
-                           m::TopK(bias ? m::Add(gate(g), m::Any("bias")).commutative() : gate(g))
-                               .bind("ids"));
+              ? m::Softmax(m::GetRows(m::Any(Cap::logits),
+                                      m::TopK(m::Any(Cap::logits)).bind(Cap::ids)))
+                    .bind(Cap::delayed)
+              : m::GetRows(
+                    gate(g),
+                    m::TopK(bias ? m::Add(gate(g), m::Any(Cap::bias)).commutative() : gate(g))
+                        .bind(Cap::ids));
   if (renorm) {
-    w.bind("unnormed");
-    w = m::Div(w, m::Clamp(m::SumRows(w)).bind("clamp"));
+    w.bind(Cap::unnormed);
+    w = m::Div(w, m::Clamp(m::SumRows(w)).bind(Cap::clamp));
   }
   if (scale)
-    w = m::Scale(w).bind("scale");
+    w = m::Scale(w).bind(Cap::scale);
   return w;
 }
 
@@ -71,23 +68,23 @@ public:
           for (bool scale : {false, true}) {
             if (g == TopkGating::DelayedSoftmax && (bias || renorm))
               continue; // the bias and renormalisation belong to early gating
-            std::string name = gatingName(g) + (bias ? "+bias" : "") + (renorm ? "+renorm" : "") +
-                               (scale ? "+scale" : "");
-            addVariant(name, routing(g, bias, renorm, scale), {"ids", ""});
+            std::string name = std::string(enumWord(g)) + (bias ? "+bias" : "") +
+                               (renorm ? "+renorm" : "") + (scale ? "+scale" : "");
+            addVariant(name, routing(g, bias, renorm, scale), {Cap::ids, Cap::root});
           }
   }
   llvm::StringRef name() const override { return "topk_moe"; }
 
 
-  static Decision plainSoftmax(const Function &fn, const Node &s) {
-    if (s.f("scale") != 1 || s.f("max_bias") != 0)
+  static Decision plainSoftmax(const Function &fn, op::Softmax s) {
+    if (s.scale() != 1 || s.maxBias() != 0)
       return Decision::no("softmax " + label(fn, s.result()) +
                           " has a scale or max_bias; the fused kernel takes a plain softmax");
     return Decision::yes();
   }
 
   Decision check(const Function &fn, const Match &m) const override {
-    ValueId logits = m.get("logits");
+    ValueId logits = m.get(Cap::logits);
     const TensorType &lt = fn.type(logits);
     if (Decision d = expectDType(fn, logits, {DType::F32}, "logits"); !d)
       return d;
@@ -95,47 +92,45 @@ public:
       return Decision::no("logits " + label(fn, logits) + " " + lt.str() + " must be [T, E]");
     if (!isContiguous(fn, logits))
       return Decision::no("logits " + label(fn, logits) + " must be contiguous");
-    if (m.has("p") && m.node(fn, "p").kind == OpKind::Softmax)
-      if (Decision d = plainSoftmax(fn, m.node(fn, "p")); !d)
+    if (auto p = m.op<op::Softmax>(fn, Cap::p))
+      if (Decision d = plainSoftmax(fn, *p); !d)
         return d;
-    if (m.has("delayed"))
-      if (Decision d = plainSoftmax(fn, m.node(fn, "delayed")); !d)
+    if (auto delayed = m.op<op::Softmax>(fn, Cap::delayed))
+      if (Decision d = plainSoftmax(fn, *delayed); !d)
         return d;
-    if (m.has("bias")) {
-      ValueId b = m.get("bias");
+    if (m.has(Cap::bias)) {
+      ValueId b = m.get(Cap::bias);
       if (Decision d = expectDType(fn, b, {DType::F32}, "selection bias"); !d)
         return d;
       if (fn.type(b).numElements() != lt.shape[1] || fn.type(b).rowLength() != lt.shape[1])
         return Decision::no("selection bias " + label(fn, b) + " " + fn.type(b).str() +
                             " must hold one value per expert");
     }
-    if (m.has("clamp") && m.node(fn, "clamp").f("max") != std::numeric_limits<double>::infinity())
-      return Decision::no("renormalisation clamp " + label(fn, m.get("clamp")) +
+    if (auto clamp = m.op<op::Clamp>(fn, Cap::clamp);
+        clamp && clamp->max() != std::numeric_limits<double>::infinity())
+      return Decision::no("renormalisation clamp " + label(fn, m.get(Cap::clamp)) +
                           " has an upper bound");
-    if (m.has("scale") && m.node(fn, "scale").f("bias") != 0)
-      return Decision::no("weights scale " + label(fn, m.get("scale")) + " has a bias");
+    if (auto scale = m.op<op::Scale>(fn, Cap::scale); scale && scale->bias() != 0)
+      return Decision::no("weights scale " + label(fn, m.get(Cap::scale)) + " has a bias");
     return Decision::yes();
   }
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {
-    const OpKind k = OpKind::FusedTopkMoe;
-    FusedOp op{k, {m.get("logits")}, defaultAttrs(k)};
-    if (m.has("bias"))
-      op.operands.push_back(m.get("bias"));
-    int64_t gating = int64_t(TopkGating::DelayedSoftmax);
-    if (m.has("p"))
-      gating = m.node(fn, "p").kind == OpKind::Softmax   ? int64_t(TopkGating::Softmax)
-               : m.node(fn, "p").kind == OpKind::Sigmoid ? int64_t(TopkGating::Sigmoid)
-                                                         : int64_t(TopkGating::SqrtSoftplus);
-    setAttr(k, op.attrs, "gating", Attribute::ofEnum(gating));
-    setAttr(k, op.attrs, "k", Attribute::ofInt(m.node(fn, "ids").i("k")));
-    if (m.has("clamp")) {
-      setAttr(k, op.attrs, "renorm", Attribute::ofInt(1));
-      setAttr(k, op.attrs, "clamp_min", Attribute::ofFloat(m.node(fn, "clamp").f("min")));
+    op::FusedTopkMoeArgs a{.logits = m.get(Cap::logits),
+                           .bias = m.get(Cap::bias),
+                           .gating = TopkGating::DelayedSoftmax,
+                           .k = m.op<op::TopK>(fn, Cap::ids)->k()};
+    if (const Node *p = m.producer(fn, Cap::p))
+      a.gating = p->kind == OpKind::Softmax   ? TopkGating::Softmax
+                 : p->kind == OpKind::Sigmoid ? TopkGating::Sigmoid
+                                              : TopkGating::SqrtSoftplus;
+    if (auto clamp = m.op<op::Clamp>(fn, Cap::clamp)) {
+      a.renorm = 1;
+      a.clampMin = clamp->min();
     }
-    if (m.has("scale"))
-      setAttr(k, op.attrs, "scale", Attribute::ofFloat(m.node(fn, "scale").f("scale")));
-    return op;
+    if (auto scale = m.op<op::Scale>(fn, Cap::scale))
+      a.scale = scale->scale();
+    return FusedOp::of(a);
   }
 };
 

@@ -14,21 +14,24 @@
 namespace fg::fusion {
 namespace {
 
-const std::pair<OpKind, const char *> kActs[] = {
-    {OpKind::Silu, "silu"}, {OpKind::Sigmoid, "sigmoid"}, {OpKind::Softplus, "softplus"}};
+/// The activations fused.unary_mul takes, each with its op.
+const std::pair<OpKind, UnaryMulAct> kActs[] = {{OpKind::Silu, UnaryMulAct::Silu},
+                                                {OpKind::Sigmoid, UnaryMulAct::Sigmoid},
+                                                {OpKind::Softplus, UnaryMulAct::Softplus}};
 
 class UnaryMul : public TreePattern {
 public:
   UnaryMul() {
     for (auto [kind, act] : kActs)
       addVariant(
-          act,
-          m::Mul(m::Op(kind, {m::Any("x")}).bind("act").singleUse(), m::Any("b")).commutative());
+          std::string(enumWord(act)),
+          m::Mul(m::Op(kind, {m::Any(Cap::x)}).bind(Cap::act).singleUse(), m::Any(Cap::b))
+              .commutative());
   }
   llvm::StringRef name() const override { return "unary_mul"; }
 
   Decision check(const Function &fn, const Match &m) const override {
-    ValueId a = m.get("act"), b = m.get("b"), x = m.get("x");
+    ValueId a = m.get(Cap::act), b = m.get(Cap::b), x = m.get(Cap::x);
     if (Decision d = expectDType(fn, a, {DType::F32, DType::F16}, "activation"); !d)
       return d;
     if (fn.type(b) != fn.type(a) || fn.type(m.outputs[0]) != fn.type(a))
@@ -44,13 +47,12 @@ public:
   }
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {
-    FusedOp op{
-        OpKind::FusedUnaryMul, {m.get("x"), m.get("b")}, defaultAttrs(OpKind::FusedUnaryMul)};
-    OpKind kind = m.node(fn, "act").kind;
-    for (size_t i = 0; i < std::size(kActs); ++i)
-      if (kActs[i].first == kind)
-        setAttr(OpKind::FusedUnaryMul, op.attrs, "act", Attribute::ofEnum(int64_t(i)));
-    return op;
+    op::FusedUnaryMulArgs a{.x = m.get(Cap::x), .b = m.get(Cap::b)};
+    OpKind kind = m.producer(fn, Cap::act)->kind;
+    for (auto [k, act] : kActs)
+      if (k == kind)
+        a.act = act;
+    return FusedOp::of(a);
   }
 };
 

@@ -2,6 +2,7 @@
 #include "passes/memory/BufferPlan.h"
 
 #include "ir/Diag.h"
+#include "ir/OpViews.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"
@@ -88,7 +89,8 @@ Placement derivePlacement(const Function &fn, const Node &node, const Placement 
     }
     Shape perm;
     if (node.kind == OpKind::Permute) {
-      perm.assign(node.ints("perm").begin(), node.ints("perm").end());
+      llvm::ArrayRef<int64_t> nodePerm = op::Permute(node).perm();
+      perm.assign(nodePerm.begin(), nodePerm.end());
     } else {
       for (int64_t d = 0; d < in.rank(); ++d)
         perm.push_back(d);
@@ -105,8 +107,8 @@ Placement derivePlacement(const Function &fn, const Node &node, const Placement 
       markOpaque(p); // element offsets count in a dense x_flat we cannot address
       return p;
     }
-    llvm::ArrayRef<int64_t> strides = node.ints("strides");
-    int64_t elemOffset = node.i("offset");
+    llvm::ArrayRef<int64_t> strides = op::View(node).strides();
+    int64_t elemOffset = op::View(node).offset();
     int64_t lo = elemOffset, hi = elemOffset;
     for (size_t d = 0; d < out.shape.size(); ++d) {
       int64_t span = (out.shape[d] - 1) * strides[d];

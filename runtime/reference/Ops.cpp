@@ -11,6 +11,7 @@
 #include "runtime/reference/Eval.h"
 
 #include "ir/Numeric.h"
+#include "ir/OpViews.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -300,11 +301,12 @@ double geluTanh(double x) {
 }
 
 Error evalScale(Ctx &c) {
-  double s = c.node.f("scale"), b = c.node.f("bias");
+  op::Scale v(c.node);
+  double s = v.scale(), b = v.bias();
   return unary(c, [&](double x) { return x * s + b; });
 }
 Error evalClamp(Ctx &c) {
-  double lo = c.node.f("min"), hi = c.node.f("max");
+  double lo = op::Clamp(c.node).min(), hi = op::Clamp(c.node).max();
   return unary(c, [&](double x) { return std::max(std::min(x, hi), lo); });
 }
 Error evalSqrt(Ctx &c) {
@@ -328,11 +330,15 @@ Error evalRelu(Ctx &c) {
 Error evalSoftplus(Ctx &c) {
   return unary(c, [](double x) { return x > 20 ? x : std::log1p(std::exp(x)); });
 }
+Error evalNeg(Ctx &c) {
+  return unary(c, [](double x) { return -x; });
+}
 
 Error evalGlu(Ctx &c) {
   std::vector<float> g = c.floats(0), u = c.floats(1);
-  auto kind = c.node.e<GluKind>("kind");
-  double alpha = c.node.f("alpha"), limit = c.node.f("limit");
+  op::Glu v(c.node);
+  GluKind kind = v.kind();
+  double alpha = v.alpha(), limit = v.limit();
   for (size_t i = 0; i < g.size(); ++i) {
     double gv = g[i], uv = u[i], y = 0;
     switch (kind) {
@@ -369,7 +375,7 @@ template <typename Fn> Error perRow(Ctx &c, Fn fn) {
 }
 
 Error evalRmsNorm(Ctx &c) {
-  double eps = c.node.f("eps");
+  double eps = op::RmsNorm(c.node).eps();
   return perRow(c, [&](float *row, int64_t n) {
     double ss = 0;
     for (int64_t i = 0; i < n; ++i)
@@ -381,7 +387,7 @@ Error evalRmsNorm(Ctx &c) {
 }
 
 Error evalLayerNorm(Ctx &c) {
-  double eps = c.node.f("eps");
+  double eps = op::LayerNorm(c.node).eps();
   return perRow(c, [&](float *row, int64_t n) {
     double sum = 0;
     for (int64_t i = 0; i < n; ++i)
@@ -400,19 +406,19 @@ Error evalRope(Ctx &c) {
   std::vector<float> x = c.floats(0);
   std::vector<int64_t> pos = c.ints(1);
   std::vector<float> ff = c.has(2) ? c.floats(2) : std::vector<float>();
-  const Node &nd = c.node;
-  auto mode = nd.e<RopeMode>("mode");
-  int64_t nDims = nd.i("n_dims"), half = nDims / 2;
-  double theta = nd.f("theta"), freqScale = nd.f("freq_scale"), ext = nd.f("ext_factor");
-  double attn = nd.f("attn_factor");
-  double nCtxOrig = static_cast<double>(nd.i("n_ctx_orig"));
+  op::Rope nd(c.node);
+  RopeMode mode = nd.mode();
+  int64_t nDims = nd.nDims(), half = nDims / 2;
+  double theta = nd.theta(), freqScale = nd.freqScale(), ext = nd.extFactor();
+  double attn = nd.attnFactor();
+  double nCtxOrig = static_cast<double>(nd.nCtxOrig());
   // ggml_rope_yarn_corr_dims
   auto corrDim = [&](double beta) {
     return static_cast<double>(nDims) * std::log(nCtxOrig / (beta * 2 * std::numbers::pi)) /
            (2 * std::log(theta));
   };
-  double low = std::max(0.0, std::floor(corrDim(nd.f("beta_fast"))));
-  double high = std::min(static_cast<double>(nDims - 1), std::ceil(corrDim(nd.f("beta_slow"))));
+  double low = std::max(0.0, std::floor(corrDim(nd.betaFast())));
+  double high = std::min(static_cast<double>(nDims - 1), std::ceil(corrDim(nd.betaSlow())));
   double mscale = ext != 0 ? attn * (1.0 + 0.1 * std::log(1.0 / freqScale)) : attn;
 
   ArrayRef<int64_t> shape = c.op(0).type.shape;
@@ -452,7 +458,7 @@ Error evalRope(Ctx &c) {
 Error evalSoftmax(Ctx &c) {
   std::vector<float> x = c.floats(0);
   std::vector<float> mask = c.has(1) ? c.floats(1) : std::vector<float>();
-  double scale = c.node.f("scale"), maxBias = c.node.f("max_bias");
+  double scale = op::Softmax(c.node).scale(), maxBias = op::Softmax(c.node).maxBias();
   ArrayRef<int64_t> shape = c.op(0).type.shape;
   int64_t rank = static_cast<int64_t>(shape.size());
   int64_t n = c.op(0).type.rowLength();
@@ -511,12 +517,12 @@ std::vector<int64_t> sortedRows(Ctx &c, bool descending, int64_t keep) {
 }
 
 Error evalArgsort(Ctx &c) {
-  bool desc = c.node.e<SortOrder>("order") == SortOrder::Desc;
+  bool desc = op::Argsort(c.node).order() == SortOrder::Desc;
   return c.emit(HostTensor::fromInts(c.type(), sortedRows(c, desc, c.op(0).type.rowLength())));
 }
 
 Error evalTopK(Ctx &c) {
-  return c.emit(HostTensor::fromInts(c.type(), sortedRows(c, true, c.node.i("k"))));
+  return c.emit(HostTensor::fromInts(c.type(), sortedRows(c, true, op::TopK(c.node).k())));
 }
 
 template <bool Mean> Error reduceRows(Ctx &c) {
@@ -538,7 +544,7 @@ Error evalMean(Ctx &c) { return reduceRows<true>(c); }
 // --- layout ---------------------------------------------------------------------
 
 Error evalConcat(Ctx &c) {
-  int64_t axis = c.node.i("axis");
+  int64_t axis = op::Concat(c.node).axis();
   const HostTensor &a = c.op(0), &b = c.op(1);
   if (isQuantized(a.type.dtype))
     return failf("the reference cannot concatenate block-quantised {0}", a.type.str());
@@ -580,13 +586,13 @@ Error evalReshape(Ctx &c) { return copyBytes(c); }
 Error evalCont(Ctx &c) { return copyBytes(c); }
 
 Error evalView(Ctx &c) {
-  ArrayRef<int64_t> strides = c.node.ints("strides");
-  int64_t offset = c.node.i("offset");
+  ArrayRef<int64_t> strides = op::View(c.node).strides();
+  int64_t offset = op::View(c.node).offset();
   return gatherBytes(c, c.op(0), [&](ArrayRef<int64_t> idx) { return offset + dot(idx, strides); });
 }
 
 Error evalPermute(Ctx &c) {
-  ArrayRef<int64_t> perm = c.node.ints("perm");
+  ArrayRef<int64_t> perm = op::Permute(c.node).perm();
   Shape xs = contiguousStrides(c.op(0).type.shape);
   Shape strides(perm.size());
   for (size_t i = 0; i < perm.size(); ++i)
@@ -615,8 +621,9 @@ Error evalAttention(Ctx &c) {
   const HostTensor &kc = c.op(1), &vc = c.op(2);
   int64_t tokens = c.op(0).type.shape[0], hq = c.op(0).type.shape[1], d = c.op(0).type.shape[2];
   int64_t ctx = kc.type.shape[0], hkv = kc.type.shape[1], dv = vc.type.shape[2];
-  double scale = c.node.f("scale"), softcap = c.node.f("softcap");
-  int64_t window = c.node.i("window");
+  op::Attention attn(c.node);
+  double scale = attn.scale(), softcap = attn.softcap();
+  int64_t window = attn.window();
   int64_t maxPos = -1;
   for (int64_t t = 0; t < tokens; ++t) {
     if (pos[t] < 0 || pos[t] >= ctx)
@@ -720,10 +727,10 @@ Error evalNode(const Node &node, ArrayRef<const HostTensor *> operands,
   size_t before = results.size();
   auto dispatch = [&]() -> Error {
     switch (node.kind) {
-#define FG_OP(Kind, mnemonic)                                                                      \
+#define FG_OP(Kind, ...)                                                                           \
   case OpKind::Kind:                                                                               \
     return eval##Kind(c);
-#define FG_FUSED_OP(Kind, mnemonic)                                                                \
+#define FG_FUSED_OP(Kind, ...)                                                                     \
   case OpKind::Kind:                                                                               \
     return ref::evalDecomposed(node, operands, results);
 #include "ir/Ops.def"

@@ -297,6 +297,25 @@ void registerGemvCases() {
         return tolFor(wt);
       });
     }
+  // matmul + add: the residual stream [T, N] or a bias [N] in the GEMV epilogue;
+  // N = 200, K = 300 (neither a multiple of 32 nor K of 8), T = 1, 3, 5, 8.
+  int j = 0;
+  for (bool residual : {true, false})
+    for (DType w : wts)
+      for (int64_t T : {int64_t(1), int64_t(3), int64_t(5), int64_t(8)}) {
+        if ((j++ % 2) == 1 && T != 1)
+          continue; // keep the grid small: every dtype at T = 1, half the rest
+        std::string sfx = std::string(residual ? "residual" : "bias") + "_" + dt(w) + "_t" +
+                          std::to_string(T);
+        add("matmul_add_" + sfx, OpKind::FusedMatmulAdd, [=](Builder &b, Inputs &) {
+          auto x = b.weight("x", {DType::F32, {T, 300}}, randn());
+          auto wo = b.weight("attn_output", {w, {200, 300}}, randn(0.1));
+          auto r = residual ? b.weight("residual", {DType::F32, {T, 200}}, randn())
+                            : b.weight("bias", {DType::F32, {200}}, randn());
+          b.result(b.add(r, b.matmul(x, wo), "attn_out"));
+          return tolFor(w);
+        });
+      }
   // The whole expert block of a decoder through the canonical blocks (swiglu).
   add("gated_matmul_id_block_t4", OpKind::FusedGatedMatmulId, [](Builder &b, Inputs &in) {
     auto x = b.weight("x", {DType::F32, {4, 64}}, randn());

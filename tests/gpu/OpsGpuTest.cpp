@@ -9,6 +9,7 @@
 #include "GpuTestUtil.h"
 
 #include "ir/OpTable.h"
+#include "ir/OpViews.h"
 
 #include <functional>
 #include <set>
@@ -44,10 +45,7 @@ void add(std::string name, OpKind op, std::function<double(Builder &, Inputs &)>
 
 void registerCases() {
   // --- unary elementwise, f32 and f16, incl. > 65535 rows and odd sizes.
-  const OpKind unaries[] = {OpKind::Sqrt, OpKind::Sqr,  OpKind::Exp,  OpKind::Tanh,
-                            OpKind::Sigmoid, OpKind::Silu, OpKind::Gelu, OpKind::Relu,
-                            OpKind::Softplus};
-  for (OpKind k : unaries)
+  for (OpKind k : op::kUnaryOps) // every FG_UNARY row of ir/Ops.def
     for (DType dt : {DType::F32, DType::F16})
       for (auto shape : {Shape{7, 33}, Shape{70001, 3}}) {
         std::string name = std::string(mnemonic(k)) + "_" + std::string(dtypeName(dt)) + "_" +

@@ -15,7 +15,8 @@
 //              EwAddId<rows, stride>, EwSetRows<Dest, rows, stride>,
 //              EwMoeWeightedSum<k, strides...>
 //   U          the unary math: UnSqrt, UnSqr, UnExp, UnTanh, UnSigmoid, UnSilu,
-//              UnGelu, UnRelu, UnSoftplus, UnScale<s, b>, UnClamp<lo, hi>
+//              UnGelu, UnRelu, UnSoftplus, UnNeg (fg::Un<Kind> of each FG_UNARY row
+//              of ir/Ops.def), UnScale<s, b>, UnClamp<lo, hi>
 //   Round      the dtype a step of a fused chain stores (float: none), so the
 //              fused kernel equals the unfused chain
 //
@@ -131,6 +132,9 @@ struct UnRelu {
 };
 struct UnSoftplus {
   static __device__ __forceinline__ float apply(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+};
+struct UnNeg {
+  static __device__ __forceinline__ float apply(float x) { return -x; }
 };
 template <int ScaleBits, int BiasBits> struct UnScale {
   static __device__ __forceinline__ float apply(float x) {

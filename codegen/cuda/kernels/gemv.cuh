@@ -15,7 +15,8 @@
 //   Cfg::M          tokens (rows of x); groups of 8 go to blockIdx.z
 //   Cfg::Pro        prologue applied to x: ProNone (rms_norm: to come)
 //   Cfg::Epi        epilogue: EpiStore, EpiGlu<kind> (two streams); bias
-//                   (Cfg::kBias) is added before it
+//                   (Cfg::kBias) is added before it, an addend (Cfg::kRes,
+//                   dense: fused.matmul_add's residual or bias) after it
 //   Cfg::kExpert    dense, or expert-indexed with one x row per pair
 //
 // Work split. A block owns one tile of 16 output rows (blockIdx.x) of one
@@ -195,6 +196,7 @@ template <class C> struct GemvArgs {
   const typename C::Ids *ids;
   const typename C::B0 *b0;
   const typename C::B1 *b1;
+  const typename C::R *res; ///< Cfg::kRes: added after the epilogue, (m, n) at res_off + m·res_sm + n·res_sn
 };
 
 template <class C> struct GemvShared {
@@ -381,7 +383,10 @@ static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a) {
               v[1] = v[1] + fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
           }
         }
-        a.y[(C::kExpert ? pr : m0 + m) * C::N + n] = C::Epi::apply(v);
+        float out = C::Epi::apply(v);
+        if constexpr (C::kRes)
+          out += fg_to_f(a.res[C::res_off + (m0 + m) * C::res_sm + n * C::res_sn]);
+        a.y[(C::kExpert ? pr : m0 + m) * C::N + n] = out;
       }
     }
     __syncthreads();
@@ -569,7 +574,10 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a) {
               v[1] = v[1] + fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
           }
         }
-        a.y[(C::kExpert ? pr : m0 + m) * C::N + n] = C::Epi::apply(v);
+        float out = C::Epi::apply(v);
+        if constexpr (C::kRes)
+          out += fg_to_f(a.res[C::res_off + (m0 + m) * C::res_sm + n * C::res_sn]);
+        a.y[(C::kExpert ? pr : m0 + m) * C::N + n] = out;
       }
     }
     __syncthreads();

@@ -1,10 +1,10 @@
 // The test build keeps assert() live (CMake option FG_ASSERTS, on by default,
 // strips -DNDEBUG from RelWithDebInfo): these tests prove it, and that a
-// misspelt attribute or capture name stops the program with its message
-// instead of reading past a table.
+// typed view of the wrong op stops the program with its message instead of
+// reading past an attribute list.
 #include "ir/Graph.h"
 #include "ir/OpTable.h"
-#include "passes/fusion/Pattern.h"
+#include "ir/OpViews.h"
 
 #include <gtest/gtest.h>
 
@@ -18,20 +18,15 @@ TEST(Asserts, LiveInTheTestBuild) {
 }
 
 #ifndef NDEBUG
-/// An attribute name the op does not declare fails loudly (ir/OpTable.cpp attrIndex).
-TEST(AssertsDeathTest, UnknownAttributeName) {
+/// A typed view of a node of another op fails loudly (ir/OpViews.h OpView):
+/// a programming error, not a user's. (Misspelt attribute and capture names
+/// do not compile at all: tests/unit/ir/OpViewsTest.cpp.)
+TEST(AssertsDeathTest, ViewOfAnotherOp) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_DEATH((void)opInfo(OpKind::RmsNorm).attrIndex("epsilon"),
-               "op has no attribute of this name");
-  EXPECT_EQ(opInfo(OpKind::RmsNorm).attrIndex("eps"), 0u);
-}
-
-/// A capture name the pattern did not bind fails loudly (passes/fusion/Pattern.h Match::get).
-TEST(AssertsDeathTest, UnknownCaptureName) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  fusion::Match m;
-  m.values["x"] = 3;
-  EXPECT_EQ(m.get("x"), 3u);
-  EXPECT_DEATH((void)m.get("y"), "no capture of this name");
+  Node n;
+  n.kind = OpKind::Rope;
+  n.attrs = defaultAttrs(OpKind::Rope);
+  EXPECT_DEATH((void)op::RmsNorm(n), "a typed view of another op");
+  EXPECT_EQ(op::Rope(n).theta(), 10000.0);
 }
 #endif

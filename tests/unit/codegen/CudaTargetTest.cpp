@@ -21,8 +21,12 @@ NodeDesc desc(OpKind kind, std::vector<TensorType> operands,
               std::vector<std::pair<std::string_view, Attribute>> set = {}) {
   NodeDesc d{kind, {}, defaultAttrs(kind), {}};
   d.operands.assign(operands.begin(), operands.end());
-  for (auto &[name, value] : set)
-    d.attrs[opInfo(kind).attrIndex(name)] = value;
+  for (auto &[name, value] : set) {
+    std::optional<unsigned> i = opInfo(kind).findAttr(name);
+    EXPECT_TRUE(i) << name;
+    if (i)
+      d.attrs[*i] = value;
+  }
   llvm::Error e = inferResultTypes(kind, d.operands, d.attrs, d.results);
   EXPECT_FALSE(static_cast<bool>(e)) << llvm::toString(std::move(e));
   return d;

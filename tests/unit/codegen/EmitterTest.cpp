@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/Kernel.h"
+#include "ir/OpViews.h"
 #include "codegen/cuda/Nvrtc.h"
 #include "ir/Builder.h"
 
@@ -197,8 +198,7 @@ TEST(CudaEmit, MoreThan65535RowsUseAGridStrideLoop) {
 }
 
 TEST(CudaEmit, UnaryScaleClampGlu) {
-  for (OpKind k : {OpKind::Sqrt, OpKind::Sqr, OpKind::Exp, OpKind::Tanh, OpKind::Sigmoid,
-                   OpKind::Silu, OpKind::Gelu, OpKind::Relu, OpKind::Softplus})
+  for (OpKind k : op::kUnaryOps) // every FG_UNARY row of ir/Ops.def
     emitAll([&](Builder &b) { b.result(b.unary(k, b.input("x", T(DType::F32, {37, 45})))); });
   for (DType dt : {DType::F16, DType::BF16})
     emitAll([&](Builder &b) {
@@ -929,6 +929,37 @@ TEST(CudaEmit, FusedGatedGemvEveryGluKind) {
   ASSERT_FALSE(static_cast<bool>(e));
   EXPECT_NE(llvm::toString(e.takeError()).find("no CUDA kernel for 'fused.gated_matmul'"),
             std::string::npos);
+}
+
+/// fused.matmul_add: the GEMV with the addend after its epilogue, a residual
+/// per row (evenly spaced rows) or a bias shared by all rows (row stride 0).
+TEST(CudaEmit, MatmulAddEpilogue) {
+  for (bool residual : {true, false})
+    for (DType wt : kFloats) {
+      int64_t M = residual ? 3 : 1;
+      auto ls = emitFused([&](Builder &b) {
+        auto x = b.input("x", T(DType::F32, {M, 96}));
+        auto w = b.weight("w", T(wt, {77, 96}));
+        auto r = residual ? b.input("r", T(DType::F32, {M, 77})) : b.weight("b", T(DType::F32, {77}));
+        b.result(b.create(OpKind::FusedMatmulAdd, {x, w, r}));
+      });
+      const KernelSpec &k = only(ls);
+      EXPECT_EQ(k.params, (std::vector<Param>{Param::result(0), Param::operand(0),
+                                              Param::operand(1), Param::operand(2)}));
+      EXPECT_TRUE(contains(k, "kRes = true"));
+      EXPECT_TRUE(contains(k, std::string("res_sm = ") + (residual ? "77LL" : "0LL")));
+    }
+  // Where cuBLAS would take the plain matmul (3+ rows over 64 MiB of 16-bit
+  // weights) the fused op has no kernel, so the fusion is refused there.
+  Function fn("big");
+  Builder b(fn);
+  auto x = b.input("x", T(DType::F32, {4, 8192}));
+  b.result(b.create(OpKind::FusedMatmulAdd, {x, b.weight("w", T(DType::F16, {8192, 8192})),
+                                             b.input("r", T(DType::F32, {4, 8192}))}));
+  ASSERT_TRUE(ok(b.finish()));
+  auto e = emitKernel(fn, fn.node(0), contiguousLayouts(fn, fn.node(0)));
+  ASSERT_FALSE(static_cast<bool>(e));
+  EXPECT_NE(llvm::toString(e.takeError()).find("cuBLAS is faster there"), std::string::npos);
 }
 
 /// Runs last (gtest runs tests in declaration order within a binary): every op

@@ -3,6 +3,7 @@
 #include "frontends/DecoderBlocks.h"
 
 #include "ir/Builder.h"
+#include "ir/OpViews.h"
 #include "passes/fusion/Fusion.h"
 
 #include <gtest/gtest.h>
@@ -93,7 +94,7 @@ TEST(DecoderBlocks, RmsNormMulAddChain) {
   const Node *norm = def(fn, mul->operands[0], OpKind::RmsNorm);
   ASSERT_TRUE(norm);
   EXPECT_EQ(norm->operands[0], x);
-  EXPECT_EQ(norm->f("eps"), 1e-5);
+  EXPECT_EQ(op::RmsNorm(*norm).eps(), 1e-5);
   EXPECT_EQ(fn.numNodes(), 3u);
 
   // Without a residual the mul is the result.
@@ -119,8 +120,8 @@ TEST(DecoderBlocks, AttentionChainWithQkNorm) {
   EXPECT_EQ(fn.type(flat->result()), TensorType(DType::F32, {3, 32}));
   const Node *attn = def(fn, flat->operands[0], OpKind::Attention);
   ASSERT_TRUE(attn);
-  EXPECT_DOUBLE_EQ(attn->f("scale"), 1 / std::sqrt(8.0));
-  EXPECT_EQ(attn->i("window"), 0);
+  EXPECT_DOUBLE_EQ(op::Attention(*attn).scale(), 1 / std::sqrt(8.0));
+  EXPECT_EQ(op::Attention(*attn).window(), 0);
   ASSERT_EQ(attn->operands.size(), 4u) << "no sinks";
   EXPECT_EQ(attn->operands[3], positions);
 
@@ -129,9 +130,9 @@ TEST(DecoderBlocks, AttentionChainWithQkNorm) {
   ASSERT_TRUE(qRope);
   EXPECT_EQ(qRope->operands.size(), 2u);
   EXPECT_EQ(qRope->operands[1], positions);
-  EXPECT_EQ(qRope->e<RopeMode>("mode"), RopeMode::Neox);
-  EXPECT_EQ(qRope->i("n_dims"), 8);
-  EXPECT_EQ(qRope->f("theta"), 1e6);
+  EXPECT_EQ(op::Rope(*qRope).mode(), RopeMode::Neox);
+  EXPECT_EQ(op::Rope(*qRope).nDims(), 8);
+  EXPECT_EQ(op::Rope(*qRope).theta(), 1e6);
   const Node *qMul = def(fn, qRope->operands[0], OpKind::Mul);
   ASSERT_TRUE(qMul);
   EXPECT_EQ(qMul->operands[1], fn.lookup("blk.0.attn_q_norm"));
@@ -200,16 +201,16 @@ TEST(DecoderBlocks, AttentionOptions) {
   Function fn = buildOne(c, 1);
   const Node *attn = def(fn, fn.lookup("blk.0.attn"), OpKind::Attention);
   ASSERT_TRUE(attn);
-  EXPECT_EQ(attn->f("scale"), 0.25);
-  EXPECT_EQ(attn->i("window"), 5);
-  EXPECT_EQ(attn->f("softcap"), 30);
+  EXPECT_EQ(op::Attention(*attn).scale(), 0.25);
+  EXPECT_EQ(op::Attention(*attn).window(), 5);
+  EXPECT_EQ(op::Attention(*attn).softcap(), 30);
   ASSERT_EQ(attn->operands.size(), 5u);
   EXPECT_EQ(attn->operands[4], fn.lookup("blk.0.attn_sinks"));
   EXPECT_EQ(fn.type(attn->operands[4]), TensorType(DType::F32, {4}));
 
   const Node *qRope = def(fn, attn->operands[0], OpKind::Rope);
   ASSERT_TRUE(qRope);
-  EXPECT_EQ(qRope->i("n_dims"), 4);
+  EXPECT_EQ(op::Rope(*qRope).nDims(), 4);
   ASSERT_EQ(qRope->operands.size(), 3u);
   EXPECT_EQ(qRope->operands[2], fn.lookup("rope_freqs"));
   EXPECT_EQ(fn.type(qRope->operands[2]), TensorType(DType::F32, {2}));
@@ -246,8 +247,8 @@ TEST(DecoderBlocks, MoeRoutingSoftmaxRenorm) {
   ASSERT_TRUE(div);
   const Node *clamp = def(fn, div->operands[1], OpKind::Clamp);
   ASSERT_TRUE(clamp);
-  EXPECT_EQ(clamp->f("min"), 6.103515625e-5);
-  EXPECT_TRUE(std::isinf(clamp->f("max")));
+  EXPECT_EQ(op::Clamp(*clamp).min(), 6.103515625e-5);
+  EXPECT_TRUE(std::isinf(op::Clamp(*clamp).max()));
   const Node *sum = def(fn, clamp->operands[0], OpKind::SumRows);
   ASSERT_TRUE(sum);
   EXPECT_EQ(sum->operands[0], div->operands[0]);
@@ -257,10 +258,10 @@ TEST(DecoderBlocks, MoeRoutingSoftmaxRenorm) {
   const Node *sm = def(fn, gather->operands[0], OpKind::Softmax);
   ASSERT_TRUE(sm);
   EXPECT_EQ(sm->operands.size(), 1u);
-  EXPECT_EQ(sm->f("scale"), 1);
+  EXPECT_EQ(op::Softmax(*sm).scale(), 1);
   const Node *topk = def(fn, r.ids, OpKind::TopK);
   ASSERT_TRUE(topk);
-  EXPECT_EQ(topk->i("k"), 2);
+  EXPECT_EQ(op::TopK(*topk).k(), 2);
   EXPECT_EQ(topk->operands[0], sm->result()) << "no bias: top_k reads the probabilities";
   const Node *logits = def(fn, sm->operands[0], OpKind::MatMul);
   ASSERT_TRUE(logits);
@@ -285,8 +286,8 @@ TEST(DecoderBlocks, MoeRoutingBiasSqrtSoftplusScale) {
   ASSERT_FALSE(b.failed()) << llvm::toString(b.finish());
   const Node *scale = def(fn, r.weights, OpKind::Scale);
   ASSERT_TRUE(scale);
-  EXPECT_EQ(scale->f("scale"), 2.5);
-  EXPECT_EQ(scale->f("bias"), 0);
+  EXPECT_EQ(op::Scale(*scale).scale(), 2.5);
+  EXPECT_EQ(op::Scale(*scale).bias(), 0);
   const Node *gather = def(fn, scale->operands[0], OpKind::GetRows);
   ASSERT_TRUE(gather);
   const Node *probs = def(fn, gather->operands[0], OpKind::Sqrt);
@@ -344,8 +345,8 @@ TEST(DecoderBlocks, MoeRoutingDelayedSoftmax) {
   ASSERT_EQ(report.count("topk_moe"), 1);
   for (const Node &n : g.functions().front().nodes())
     if (n.kind == OpKind::FusedTopkMoe) {
-      EXPECT_EQ(n.e<TopkGating>("gating"), TopkGating::DelayedSoftmax);
-      EXPECT_EQ(n.f("scale"), 1.5);
+      EXPECT_EQ(op::FusedTopkMoe(n).gating(), TopkGating::DelayedSoftmax);
+      EXPECT_EQ(op::FusedTopkMoe(n).scale(), 1.5);
     }
 }
 
@@ -362,7 +363,7 @@ TEST(DecoderBlocks, DenseGatedFfn) {
   EXPECT_EQ(down->operands[1], fn.lookup("blk.0.ffn_down"));
   const Node *glu = def(fn, down->operands[0], OpKind::Glu);
   ASSERT_TRUE(glu);
-  EXPECT_EQ(glu->e<GluKind>("kind"), GluKind::GeGLU);
+  EXPECT_EQ(op::Glu(*glu).kind(), GluKind::GeGLU);
   const Node *g = def(fn, glu->operands[0], OpKind::MatMul);
   const Node *u = def(fn, glu->operands[1], OpKind::MatMul);
   ASSERT_TRUE(g && u);
@@ -394,9 +395,9 @@ TEST(DecoderBlocks, ExpertFfnAndWeightedSum) {
                           def(fn, add2->operands[1], OpKind::View)};
   for (int j = 0; j < 3; ++j) {
     ASSERT_TRUE(views[j]);
-    EXPECT_EQ(views[j]->ints("shape"), llvm::ArrayRef<int64_t>({2, 32}));
-    EXPECT_EQ(views[j]->ints("strides"), llvm::ArrayRef<int64_t>({3 * 32, 1}));
-    EXPECT_EQ(views[j]->i("offset"), j * 32);
+    EXPECT_EQ(op::View(*views[j]).shape(), llvm::ArrayRef<int64_t>({2, 32}));
+    EXPECT_EQ(op::View(*views[j]).strides(), llvm::ArrayRef<int64_t>({3 * 32, 1}));
+    EXPECT_EQ(op::View(*views[j]).offset(), j * 32);
     EXPECT_EQ(views[j]->operands[0], views[0]->operands[0]);
   }
   const Node *weighted = def(fn, views[0]->operands[0], OpKind::Mul);

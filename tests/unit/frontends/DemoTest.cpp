@@ -1,6 +1,7 @@
 // The built-in demo: entries, the decoder ABI (argument names, roles, types,
 // order), initialisers, and the shape of its MoE layers.
 #include "frontends/models/Demo.h"
+#include "ir/OpViews.h"
 #include "frontends/Frontend.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
@@ -162,7 +163,7 @@ TEST(Demo, LayerStructure) {
   EXPECT_EQ(counts[OpKind::Clamp], 2);
   for (const Node &n : fn.nodes()) {
     if (n.kind == OpKind::TopK) {
-      EXPECT_EQ(n.i("k"), 2);
+      EXPECT_EQ(op::TopK(n).k(), 2);
     }
   }
 }

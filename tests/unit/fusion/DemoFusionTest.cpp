@@ -54,7 +54,8 @@ size_t countOps(const Function &fn, OpKind k) {
 
 /// Decode, per layer: 2 rms_norm_mul (attention and FFN norms), 1 q-norm ->
 /// rope, 1 k-norm -> rope -> KV write, 1 routing, 1 expert gated FFN, 1 MoE
-/// weighted sum; plus the final norm. Nothing is split back.
+/// weighted sum, 1 output projection + residual; plus the final norm. Nothing
+/// is split back.
 TEST(DemoFusion, DecodeCountsPerLayer) {
   Graph g = demo({});
   FusionReport report;
@@ -67,7 +68,8 @@ TEST(DemoFusion, DecodeCountsPerLayer) {
   EXPECT_EQ(report.count("topk_moe", "decode"), layers);
   EXPECT_EQ(report.count("gated_matmul_id", "decode"), layers);
   EXPECT_EQ(report.count("moe_weighted_sum", "decode"), layers);
-  EXPECT_EQ(report.total("decode"), 7 * layers + 1);
+  EXPECT_EQ(report.count("matmul_add", "decode"), layers);
+  EXPECT_EQ(report.total("decode"), 8 * layers + 1);
   EXPECT_EQ(report.splitBack, 0);
   const Function &fn = *g.lookup("decode");
   EXPECT_EQ(countOps(fn, OpKind::FusedRmsNormMul), 5u);

@@ -2,6 +2,7 @@
 // reference results bit for bit on pseudo-random inputs (fused ops evaluate
 // through their decompositions), and fused ops round-trip through text.
 #include "ir/Decomposition.h"
+#include "ir/OpViews.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "passes/fusion/Fusion.h"
@@ -131,5 +132,5 @@ TEST(FusionReference, ExpandTopkMoe) {
   ASSERT_EQ(repl.size(), 2u);
   EXPECT_EQ(fn.type(repl[0]), TensorType(DType::I32, {2, 2}));
   EXPECT_EQ(fn.node(fn.value(repl[1]).def).kind, OpKind::Scale);
-  EXPECT_EQ(fn.node(fn.value(repl[1]).def).f("scale"), 2.0);
+  EXPECT_EQ(op::Scale(fn.node(fn.value(repl[1]).def)).scale(), 2.0);
 }

@@ -1,4 +1,5 @@
 #include "ir/Parser.h"
+#include "ir/OpViews.h"
 #include "ir/Builder.h"
 #include "ir/Printer.h"
 
@@ -146,11 +147,11 @@ TEST(Parser, NamesLocationsAndAttributes) {
   EXPECT_EQ(decode.arguments()[6].init.file, "dir/model \"x\".gguf");
   const Node &rope = decode.node(9);
   ASSERT_EQ(rope.kind, OpKind::Rope);
-  EXPECT_EQ(rope.e<RopeMode>("mode"), RopeMode::Neox);
-  EXPECT_EQ(rope.i("n_dims"), 16);
-  EXPECT_EQ(rope.f("theta"), 500000.0);
+  EXPECT_EQ(op::Rope(rope).mode(), RopeMode::Neox);
+  EXPECT_EQ(op::Rope(rope).nDims(), 16);
+  EXPECT_EQ(op::Rope(rope).theta(), 500000.0);
   EXPECT_EQ(rope.operands.size(), 3u);
-  EXPECT_EQ(decode.node(1).f("eps"), 1e-6);
+  EXPECT_EQ(op::RmsNorm(decode.node(1)).eps(), 1e-6);
 }
 
 /// A graph built in C++ survives print -> parse -> print unchanged.

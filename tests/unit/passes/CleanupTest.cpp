@@ -2,6 +2,7 @@
 // directly on a Function built with fg::Builder; the checks look at node
 // counts, operands, attributes, counters and the changed flag.
 #include "ir/Builder.h"
+#include "ir/OpViews.h"
 #include "passes/Passes.h"
 
 #include <gtest/gtest.h>
@@ -191,7 +192,7 @@ TEST(Canonicalize, FoldsReshapeChain) {
   const Node &r = fn.node(0);
   EXPECT_EQ(r.kind, OpKind::Reshape);
   EXPECT_EQ(r.operands[0], x);
-  EXPECT_EQ(r.ints("shape"), llvm::ArrayRef<int64_t>({4, 4}));
+  EXPECT_EQ(op::Reshape(r).shape(), llvm::ArrayRef<int64_t>({4, 4}));
   EXPECT_EQ(fn.node(1).operands[0], r2);
   EXPECT_FALSE(runPass(*createCanonicalizePass(), fn));
 }
@@ -283,7 +284,7 @@ TEST(Canonicalize, Permutes) {
   ASSERT_EQ(count(fn, OpKind::Permute), 1u);
   const Node &q = fn.node(fn.value(q2).def);
   EXPECT_EQ(q.operands[0], x);
-  EXPECT_EQ(q.ints("perm"), llvm::ArrayRef<int64_t>({1, 2, 0}));
+  EXPECT_EQ(op::Permute(q).perm(), llvm::ArrayRef<int64_t>({1, 2, 0}));
   EXPECT_EQ(fn.type(q2), TensorType(DType::F32, {3, 4, 2}));
 }
 
