@@ -332,14 +332,16 @@ llvm::Error validateDecoderConfig(const DecoderConfig &c) {
   return llvm::Error::success();
 }
 
-std::vector<DecoderEntry> decoderEntries(llvm::ArrayRef<int64_t> prefillBuckets) {
-  std::vector<DecoderEntry> out{{"decode", 1}};
+std::vector<DecoderEntry> decoderEntries(llvm::ArrayRef<int64_t> prefillBuckets,
+                                         LogitRows logits) {
+  std::vector<DecoderEntry> out{{"decode", 1, LogitRows::Last}};
   for (int64_t n : prefillBuckets)
-    out.push_back({"prefill_" + std::to_string(n), n});
+    out.push_back({"prefill_" + std::to_string(n), n, logits});
   return out;
 }
 
-llvm::Error buildDecoderFunction(const DecoderConfig &c, int64_t tokens, Function &fn) {
+llvm::Error buildDecoderFunction(const DecoderConfig &c, int64_t tokens, Function &fn,
+                                 LogitRows logits) {
   if (auto e = validateDecoderConfig(c))
     return e;
   if (tokens < 1 || tokens > c.ctx)
@@ -451,6 +453,10 @@ llvm::Error buildDecoderFunction(const DecoderConfig &c, int64_t tokens, Functio
     x = present(L.postFfwNorm) ? rmsNormMul(b, ffnOut, L.postFfwNorm, c.normEps, ffnInp, p + "out")
                                : b.add(ffnOut, ffnInp, p + "out");
   }
+  // Only the last token's logits: row T-1 of the residual stream feeds the
+  // final norm and the lm head (a GEMV instead of a T-row GEMM).
+  if (logits == LogitRows::Last && tokens > 1)
+    x = b.view(x, {1, c.nEmbd}, {c.nEmbd, 1}, (tokens - 1) * c.nEmbd, "x_last");
   ValueId norm = rmsNormMul(b, x, outputNorm, c.normEps, kNoValue, "result_norm");
   b.result(b.matmul(norm, output, "logits"));
   return b.finish();
@@ -468,7 +474,7 @@ llvm::Expected<Graph> buildDecoderGraph(const DecoderConfig &config,
     if (!seen.insert(entry.name).second)
       return badConfig("entry '" + entry.name + "' is listed twice");
     Function &fn = g.addFunction(entry.name);
-    if (auto e = buildDecoderFunction(config, entry.tokens, fn))
+    if (auto e = buildDecoderFunction(config, entry.tokens, fn, entry.logits))
       return e;
   }
   return g;

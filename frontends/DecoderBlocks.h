@@ -181,13 +181,22 @@ struct DecoderConfig {
 /// rope dims, expert counts, dtypes).
 llvm::Error validateDecoderConfig(const DecoderConfig &config);
 
+/// Which rows of logits an entry returns.
+enum class LogitRows {
+  Last, ///< f32[1, vocab]: the last token's row (prefill's default: the lm head is a GEMV)
+  All,  ///< f32[T, vocab]: one row per token (`--all-logits`, for `--dump-logits`)
+};
+
 struct DecoderEntry {
   std::string name; ///< `decode`, `prefill_64`
   int64_t tokens = 1;
+  LogitRows logits = LogitRows::Last; ///< same thing for T = 1
 };
 
-/// `decode` (T = 1) then `prefill_N` for each bucket, in the order given.
-std::vector<DecoderEntry> decoderEntries(llvm::ArrayRef<int64_t> prefillBuckets);
+/// `decode` (T = 1) then `prefill_N` for each bucket, in the order given; the
+/// prefill entries return `logits` rows (the last one by default).
+std::vector<DecoderEntry> decoderEntries(llvm::ArrayRef<int64_t> prefillBuckets,
+                                         LogitRows logits = LogitRows::Last);
 
 /// One Function per entry, all with the same arguments in ABI order:
 /// tokens, positions, weights (fixed order), state (k_cache.L, v_cache.L per layer).
@@ -195,7 +204,10 @@ llvm::Expected<Graph> buildDecoderGraph(const DecoderConfig &config,
                                         llvm::ArrayRef<DecoderEntry> entries);
 
 /// Builds one entry into `fn` (already named). Exposed for tests and for
-/// frontends that add entries of their own.
-llvm::Error buildDecoderFunction(const DecoderConfig &config, int64_t tokens, Function &fn);
+/// frontends that add entries of their own. With LogitRows::Last and T > 1 the
+/// final norm and the lm head see only row T-1 of the residual stream (a view),
+/// so `logits` is f32[1, vocab] and the lm head is a GEMV, not a T-row GEMM.
+llvm::Error buildDecoderFunction(const DecoderConfig &config, int64_t tokens, Function &fn,
+                                 LogitRows logits = LogitRows::Last);
 
 } // namespace fg

@@ -54,7 +54,8 @@ llvm::Expected<LoadedModel> loadModelWithWeights(llvm::StringRef path, const Mod
   };
   if (path == "demo") {
     log(opts, LogLevel::Verbose, "building the built-in demo decoder");
-    return wrap(buildDemoGraph(opts.ctx, opts.prefill, opts.kvDType));
+    return wrap(buildDemoGraph(opts.ctx, opts.prefill, opts.kvDType,
+                               opts.allLogits ? LogitRows::All : LogitRows::Last));
   }
   if (isWorkloadName(path)) { // benchmark shapes, random weights made on the device
     log(opts, LogLevel::Verbose, "building benchmark workload " + path);
@@ -62,6 +63,7 @@ llvm::Expected<LoadedModel> loadModelWithWeights(llvm::StringRef path, const Mod
     wo.ctx = opts.ctx;
     wo.prefill = opts.prefill;
     wo.kvDType = opts.kvDType;
+    wo.allLogits = opts.allLogits;
     return wrap(buildWorkload(path, wo));
   }
   if (path.empty())
@@ -73,6 +75,7 @@ llvm::Expected<LoadedModel> loadModelWithWeights(llvm::StringRef path, const Mod
   bo.ctx = opts.ctx;
   bo.prefill = opts.prefill;
   bo.kvDType = opts.kvDType;
+  bo.allLogits = opts.allLogits;
   auto report = [&](llvm::Expected<LoadedModel> m) -> llvm::Expected<LoadedModel> {
     if (!m)
       return m.takeError();

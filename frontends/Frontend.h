@@ -31,6 +31,9 @@ struct ModelOptions {
   int64_t ctx = 4096;                  ///< KV cache rows
   std::vector<int64_t> prefill = {64}; ///< prefill buckets (entries `prefill_N`)
   DType kvDType = DType::F16;
+  /// Prefill entries return every row of logits (f32[N, vocab]) instead of the
+  /// last one (f32[1, vocab]); `--all-logits`, needed by `--dump-logits`.
+  bool allLogits = false;
   LogSink log; ///< optional; receives progress and verbose messages
 };
 

@@ -1,9 +1,7 @@
 //===- Executor.cpp - runs a Plan's entries -------------------------------===//
 #include "runtime/Executor.h"
 
-#include "runtime/ProgramIO.h"
-#include "runtime/WeightLoad.h"
-#include "runtime/cuda/CudaRunner.h"
+#include "runtime/Backend.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -32,47 +30,11 @@ const Argument *findInput(const Function &fn, StringRef name) {
   return a && a->role == ArgRole::Input ? a : nullptr;
 }
 
-/// Binds the weights a plan takes from a model file (its "weights" section,
-/// else the CUDA program's weight table) into the CPU reference.
-Error bindPlanWeights(const Plan &plan, ReferenceInterpreter &interp, const LogSink &log) {
-  std::vector<TensorSlot> slots;
-  if (const PlanSection *w = plan.section("weights")) {
-    Expected<std::vector<TensorSlot>> t = decodeWeightTable(w->bytes);
-    if (!t)
-      return t.takeError();
-    slots = std::move(*t);
-  } else if (const PlanSection *p = plan.section("program")) {
-    Expected<CompiledProgram> prog = decodeProgram(p->bytes);
-    if (!prog)
-      return prog.takeError();
-    slots = std::move(prog->weights);
-  }
-  size_t mapped = 0, transformed = 0, embedded = 0;
-  for (const TensorSlot &s : slots) {
-    if (!s.hasSource())
-      continue;
-    Expected<std::vector<uint8_t>> bytes = loadSlotBytes(s);
-    if (!bytes)
-      return bytes.takeError();
-    if (Error e = interp.bindWeight(s.name, HostTensor{s.type, std::move(*bytes)}))
-      return e;
-    ++(s.recipe.empty() ? embedded : s.recipe.isPlainRange() ? mapped : transformed);
-  }
-  if (log && mapped + transformed + embedded)
-    log(LogLevel::Verbose, "executor: " + std::to_string(mapped) +
-                               " weights read from model files as they are, " +
-                               std::to_string(transformed) + " made by their recipes, " +
-                               std::to_string(embedded) + " embedded in the plan");
-  return Error::success();
-}
-
 } // namespace
 
 StringRef deviceName(ExecOptions::Device d) {
   return d == ExecOptions::Device::Cpu ? "cpu" : "cuda";
 }
-
-bool cudaDeviceAvailable() { return CudaRunner::deviceAvailable(); }
 
 Executor::Executor(Executor &&) noexcept = default;
 Executor &Executor::operator=(Executor &&) noexcept = default;
@@ -84,37 +46,12 @@ Expected<Executor> Executor::create(const Plan &plan, const ExecOptions &opts) {
   e.graph_ = std::make_unique<Graph>(plan.graph());
   e.ctx_ = plan.options().ctx;
   e.entries_ = plan.entries();
-  if (opts.device == ExecOptions::Device::Cuda) {
-    const PlanSection *section = plan.section("program");
-    if (!section)
-      return makeError("this plan has no CUDA program (it was compiled without CUDA code "
-                       "generation); recompile it, or run with --device cpu");
-    Expected<CompiledProgram> prog = decodeProgram(section->bytes);
-    if (!prog)
-      return prog.takeError();
-    e.program_ = std::make_unique<CompiledProgram>(std::move(*prog));
-    if (opts.log)
-      opts.log(LogLevel::Verbose, "executor: cuda, " + std::to_string(e.program_->modules.size()) +
-                                      " kernel modules loaded from the plan (no NVRTC work), "
-                                      "mode " + (opts.mode == ExecOptions::Mode::Graph
-                                                     ? "graph"
-                                                     : "eager"));
-    auto runner = CudaRunner::create(*e.program_, opts.log);
-    if (!runner)
-      return runner.takeError();
-    e.cuda_ = std::move(*runner);
-    e.cuda_->setProfileLaunches(opts.profileLaunches);
-    e.cuda_->setProgrammaticLaunch(opts.programmaticLaunch);
-    return e;
-  }
-  e.interp_ = std::make_unique<ReferenceInterpreter>(*e.graph_);
-  if (Error err = bindPlanWeights(plan, *e.interp_, opts.log))
-    return err;
-  if (opts.log)
-    opts.log(LogLevel::Verbose, "executor: cpu reference interpreter, ctx " +
-                                    std::to_string(e.ctx_) + ", entries " + join(e.entries_, ", "));
-  if (Error err = e.interp_->prepare())
-    return err;
+  Expected<std::unique_ptr<ExecBackend>> backend =
+      opts.device == ExecOptions::Device::Cuda ? createCudaBackend(plan, opts)
+                                               : createCpuBackend(plan, *e.graph_, opts);
+  if (!backend)
+    return backend.takeError();
+  e.backend_ = std::move(*backend);
   return e;
 }
 
@@ -189,35 +126,23 @@ Error Executor::run(StringRef name) {
     inputs[v.name] = HostTensor::fromInts(v.type, std::vector<int64_t>(vals.begin(), vals.end()));
   }
 
-  if (!deviceFault_.empty())
-    return makeError("an earlier step failed on the device (" + deviceFault_ +
-                     "); the CUDA context cannot be trusted: create a new executor");
-  if (cuda_) {
-    for (const auto &kv : inputs)
-      if (Error e = cuda_->setInput(name, kv.getKey(), kv.getValue().data.data(),
-                                    kv.getValue().data.size()))
-        return e;
-    Error e = opts_.debugSync ? cuda_->runDebugSync(name)
-                              : cuda_->run(name, opts_.mode == ExecOptions::Mode::Graph);
-    if (e) {
-      // A failed launch or step leaves a CUDA context that is sticky-broken:
-      // refuse every later step with this first message, never crash.
-      std::string msg = toString(std::move(e));
-      deviceFault_ = msg;
-      return makeError(msg);
-    }
-    outputs_.clear();
-    floatOutputs_.clear();
-    lastEntry_ = name.str();
-    outputsStale_ = true;
-    return Error::success();
-  }
-
-  std::vector<std::pair<std::string, HostTensor>> results;
-  if (Error e = interp_->run(name, inputs, results))
+  if (Error e = backend_->run(*fn, inputs))
     return e;
   outputs_.clear();
   floatOutputs_.clear();
+  lastEntry_ = name.str();
+  outputsStale_ = true;
+  return Error::success();
+}
+
+/// Copies every output of the last run from the backend (once per run).
+Error Executor::fetchOutputs() const {
+  if (!outputsStale_)
+    return Error::success();
+  outputsStale_ = false;
+  std::vector<std::pair<std::string, HostTensor>> results;
+  if (Error e = backend_->readResults(*graph_->lookup(lastEntry_), results))
+    return e;
   for (auto &[resultName, t] : results) {
     if (t.type.dtype == DType::F32)
       floatOutputs_[resultName] = t.toFloats();
@@ -226,46 +151,14 @@ Error Executor::run(StringRef name) {
   return Error::success();
 }
 
-/// Copies every output of the last CUDA run to the host (once per run).
-Error Executor::fetchCudaOutputs() const {
-  if (!cuda_ || !outputsStale_)
-    return Error::success();
-  outputsStale_ = false;
-  const Function *fn = graph_->lookup(lastEntry_);
-  for (ValueId r : fn->results()) {
-    const Value &v = fn->value(r);
-    HostTensor t;
-    t.type = v.type;
-    if (Error e = cuda_->readOutput(lastEntry_, v.name, t.data))
-      return e;
-    if (t.type.dtype == DType::F32)
-      floatOutputs_[v.name] = t.toFloats();
-    outputs_[v.name] = std::move(t);
-  }
-  return Error::success();
-}
-
-float Executor::lastGpuMs() const { return cuda_ ? cuda_->lastGpuMs() : 0.0f; }
-double Executor::lastHostLaunchMs() const { return cuda_ ? cuda_->lastHostLaunchMs() : 0.0; }
-
+float Executor::lastGpuMs() const { return backend_->lastGpuMs(); }
+double Executor::lastHostLaunchMs() const { return backend_->lastHostLaunchMs(); }
 std::vector<Executor::LaunchTime> Executor::lastLaunchTimes() const {
-  std::vector<LaunchTime> out;
-  if (!cuda_ || !program_)
-    return out;
-  const std::vector<float> &ms = cuda_->lastLaunchMs();
-  for (const CompiledEntry &ce : program_->entries) {
-    if (ce.name != lastEntry_ || ce.launches.size() != ms.size())
-      continue;
-    for (size_t i = 0; i < ms.size(); ++i) {
-      const LaunchRecord &l = ce.launches[i];
-      out.push_back({l.what, l.symbol, l.kind == LaunchRecord::Kind::Gemm, ms[i], l.node, l.op});
-    }
-  }
-  return out;
+  return backend_->lastLaunchTimes();
 }
 
 Expected<HostTensor> Executor::output(StringRef name) const {
-  if (Error e = fetchCudaOutputs())
+  if (Error e = fetchOutputs())
     return e;
   auto it = outputs_.find(name);
   if (it == outputs_.end()) {
@@ -281,7 +174,7 @@ Expected<HostTensor> Executor::output(StringRef name) const {
 }
 
 Expected<ArrayRef<float>> Executor::outputFloats(StringRef name) const {
-  if (Error e = fetchCudaOutputs())
+  if (Error e = fetchOutputs())
     return e;
   auto it = floatOutputs_.find(name);
   if (it != floatOutputs_.end())
@@ -293,12 +186,8 @@ Expected<ArrayRef<float>> Executor::outputFloats(StringRef name) const {
 }
 
 void Executor::resetState() {
-  if (cuda_) {
-    // A failure here resurfaces at the next run.
-    consumeError(cuda_->resetState());
-    return;
-  }
-  interp_->resetState();
+  // A device failure here resurfaces at the next run.
+  consumeError(backend_->resetState());
 }
 
 } // namespace fg

@@ -6,17 +6,19 @@
 //   auto logits = exec->outputFloats("logits");
 //
 // One Executor per stream of work; not thread-safe. State (the KV cache)
-// persists across runs until resetState(). The CPU device runs the reference
-// interpreter; the CUDA device runs the plan's "program" section through
-// CudaRunner (arena, NVRTC kernels, one CUDA graph per entry, replayed).
-// Outputs of a CUDA run stay on the device until output() asks for them.
+// persists across runs until resetState(). The Executor checks inputs and
+// keeps outputs; a backend (runtime/Backend.h) runs the entries: the CPU
+// device runs the reference interpreter, the CUDA device the plan's "program"
+// section through CudaRunner (arena, NVRTC kernels, one CUDA graph per entry,
+// replayed). Outputs stay on the device until output() asks for them.
+// runtime/Session.h drives a decoder plan (prompt, prefill, decode, sampling)
+// on top of an Executor.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include "ir/Diag.h"
 #include "runtime/Plan.h"
-#include "runtime/Program.h"
 #include "runtime/reference/Interpreter.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -80,6 +82,9 @@ public:
   int64_t ctx() const { return ctx_; }
   /// The function of entry `name`, or null.
   const Function *entry(llvm::StringRef name) const;
+  /// The plan's graph (every entry).
+  const Graph &graph() const { return *graph_; }
+  const ExecOptions &options() const { return opts_; }
 
   /// GPU time of the last CUDA run from CUDA events, in ms (0 on the CPU).
   float lastGpuMs() const;
@@ -103,15 +108,11 @@ public:
 
 private:
   Executor() = default;
-  llvm::Error runCuda(const Function &fn);
-  llvm::Error fetchCudaOutputs() const;
+  llvm::Error fetchOutputs() const;
 
-  std::unique_ptr<Graph> graph_; ///< owned copy; the interpreter points into it
-  std::unique_ptr<ReferenceInterpreter> interp_; ///< Device::Cpu
-  std::unique_ptr<CompiledProgram> program_;     ///< Device::Cuda
-  std::unique_ptr<class CudaRunner> cuda_;       ///< Device::Cuda
-  std::string lastEntry_;                        ///< Device::Cuda: outputs fetched lazily
-  std::string deviceFault_; ///< Device::Cuda: the first failed step's error; later runs refuse
+  std::unique_ptr<Graph> graph_; ///< owned copy; the backend points into it
+  std::unique_ptr<class ExecBackend> backend_;
+  std::string lastEntry_;             ///< outputs are fetched lazily from the backend
   mutable bool outputsStale_ = false;
   ExecOptions opts_;
   int64_t ctx_ = 0;

@@ -66,7 +66,6 @@ std::string writeMeta(const PlanOptions &o, ArrayRef<PlanPassRecord> passes) {
   os << "fusion " << (o.fusion ? 1 : 0) << "\n";
   os << "disable_fusion " << join(o.disableFusion, ",") << "\n";
   os << "kv_dtype " << o.kvDtype << "\n";
-  os << "last_logits_only " << (o.lastLogitsOnly ? 1 : 0) << "\n";
   os << "source " << o.source << "\n";
   for (const PlanPassRecord &p : passes)
     os << "pass " << p.name << " " << (p.changed ? 1 : 0) << "\n";
@@ -108,7 +107,8 @@ Error readMeta(StringRef text, StringRef file, PlanOptions &o,
     } else if (key == "kv_dtype") {
       o.kvDtype = value.str();
     } else if (key == "last_logits_only") {
-      o.lastLogitsOnly = value == "1";
+      // Plans before issue 12 recorded a flag that changed nothing (their
+      // prefill entries return every row, as their IR says): ignored.
     } else if (key == "source") {
       o.source = value.str();
     } else if (key == "pass") {
@@ -132,8 +132,7 @@ Error readMeta(StringRef text, StringRef file, PlanOptions &o,
 
 bool PlanOptions::operator==(const PlanOptions &o) const {
   return ctx == o.ctx && prefill == o.prefill && arch == o.arch && fusion == o.fusion &&
-         disableFusion == o.disableFusion && kvDtype == o.kvDtype &&
-         lastLogitsOnly == o.lastLogitsOnly && source == o.source;
+         disableFusion == o.disableFusion && kvDtype == o.kvDtype && source == o.source;
 }
 
 Plan::Plan(Graph graph, PlanOptions options, std::vector<PlanPassRecord> passes,

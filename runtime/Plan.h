@@ -45,7 +45,6 @@ struct PlanOptions {
   bool fusion = true;                     ///< fusion passes enabled
   std::vector<std::string> disableFusion; ///< fusion patterns turned off by name
   std::string kvDtype = "f16";            ///< KV cache element type
-  bool lastLogitsOnly = false;            ///< prefill returns only the last row
   std::string source;                     ///< the model path or name it came from
 
   bool operator==(const PlanOptions &o) const;

@@ -31,7 +31,7 @@ struct ModelSettings {
   int64_t ctx = 4096;
   std::vector<int64_t> prefill = {64};
   std::string kvDtype = "f16";
-  bool lastLogitsOnly = false;
+  bool allLogits = false; ///< prefill entries return every logits row (--all-logits)
   LogSink log;
 };
 
@@ -67,8 +67,9 @@ struct GenerateExtras {
 llvm::Error writeLogits(llvm::StringRef path, llvm::ArrayRef<float> values, int64_t rows,
                         int64_t vocab);
 
-/// Feeds `prompt` (prefill entries where they fit, else decode), then decodes
-/// greedily until `steps` tokens are generated; prints the tokens and timing.
+/// Runs a Session (runtime/Session.h) over `plan`: feeds `prompt`, generates
+/// `steps` tokens greedily, prints them as they come (after the verbose
+/// messages' lines when `verbose`), then the timing.
 int generate(const Plan &plan, const ExecOptions &opts, llvm::ArrayRef<int32_t> prompt,
              int64_t steps, bool verbose, bool verify = false,
              const GenerateExtras &extras = {});

@@ -16,7 +16,7 @@ void addCompileFlags(Flags &f) {
   f.flag("no-fusion", "turn every fusion pass off");
   f.option("disable-fusion", "a,b", "turn these fusion patterns off");
   f.option("debug-fusion", "NAME", "log every candidate of pattern NAME and its decision");
-  f.flag("last-logits-only", "prefill entries return only the last row of logits");
+  f.flag("all-logits", "prefill entries return every row of logits, not only the last");
   f.flag("print-ir-after-all", "print the IR after every pass (stderr)");
   f.flag("print-ir-before-all", "print the IR before every pass (stderr)");
   f.option("print-ir-after", "P", "print the IR after pass P (stderr)");
@@ -39,11 +39,10 @@ bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &comp
   if (f.has("prefill") && !f.getInts("prefill", model.prefill, exitCode))
     return false;
   model.kvDtype = f.get("kv-dtype", "f16");
-  model.lastLogitsOnly = f.has("last-logits-only");
+  model.allLogits = f.has("all-logits");
 
   compile.ctx = model.ctx;
   compile.kvDtype = model.kvDtype;
-  compile.lastLogitsOnly = model.lastLogitsOnly;
   compile.arch = f.get("arch", "sm_90");
   compile.fusion = !f.has("no-fusion");
   compile.disableFusion = f.list("disable-fusion");

@@ -19,6 +19,7 @@ Expected<Graph> loadModelGraph(StringRef model, const ModelSettings &s,
   if (!kv)
     return makeError("unknown --kv-dtype '" + s.kvDtype + "' (f16, bf16 or f32)");
   mo.kvDType = *kv;
+  mo.allLogits = s.allLogits;
   mo.log = s.log;
   if (!weights)
     return loadModel(model, mo);

@@ -72,6 +72,9 @@ int runRun(ArrayRef<const char *> args) {
   co.log = ms.log = stderrLog(f.has("verbose"));
   // CUDA code is generated only for a run that needs it (or --verify).
   co.cuda = eo.device == ExecOptions::Device::Cuda;
+  // --dump-logits keeps a row per prompt token: prefill entries return every row.
+  if (f.has("dump-logits"))
+    ms.allLogits = true;
 
   Expected<Plan> plan = planFor(f.positional()[0], ms, co);
   if (!plan)

@@ -169,7 +169,6 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   po.fusion = opts.fusion;
   po.disableFusion = opts.disableFusion;
   po.kvDtype = opts.kvDtype;
-  po.lastLogitsOnly = opts.lastLogitsOnly;
   po.source = opts.source;
 
   std::vector<PlanPassRecord> records;

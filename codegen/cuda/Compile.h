@@ -34,7 +34,6 @@ struct CompileOptions {
   /// `k_cache.*` state (rows), else 4096.
   int64_t ctx = 0;
   std::string kvDtype = "f16";
-  bool lastLogitsOnly = false;
   std::string source; ///< model path or name, recorded in the plan
   /// The pipeline; empty: passes/Passes.h defaultPipeline().
   std::string pipeline;

@@ -43,8 +43,8 @@ WeightInit demoWeightInit(llvm::StringRef name, const TensorType &, unsigned ind
 }
 
 llvm::Expected<Graph> buildDemoGraph(int64_t ctx, llvm::ArrayRef<int64_t> prefillBuckets,
-                                     DType kvDType) {
-  return buildDecoderGraph(demoConfig(ctx, kvDType), decoderEntries(prefillBuckets));
+                                     DType kvDType, LogitRows logits) {
+  return buildDecoderGraph(demoConfig(ctx, kvDType), decoderEntries(prefillBuckets, logits));
 }
 
 } // namespace fg

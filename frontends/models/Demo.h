@@ -21,8 +21,10 @@ DecoderConfig demoConfig(int64_t ctx = 4096, DType kvDType = DType::F16);
 /// normal(seed, std = 0.1, mean = 1) for norm weights, std 0.05 for the embedding.
 WeightInit demoWeightInit(llvm::StringRef name, const TensorType &type, unsigned index);
 
-/// The demo graph with entries `decode` and `prefill_N` for each bucket.
+/// The demo graph with entries `decode` and `prefill_N` for each bucket
+/// (returning the last row of logits, or every row with LogitRows::All).
 llvm::Expected<Graph> buildDemoGraph(int64_t ctx, llvm::ArrayRef<int64_t> prefillBuckets,
-                                     DType kvDType = DType::F16);
+                                     DType kvDType = DType::F16,
+                                     LogitRows logits = LogitRows::Last);
 
 } // namespace fg

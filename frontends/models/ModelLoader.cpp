@@ -63,7 +63,8 @@ llvm::Expected<LoadedModel> buildModel(const ModelHParams &hp, const TensorSourc
       return dflt;
     return source.storedDType(name).value_or(dflt);
   };
-  auto graph = buildDecoderGraph(*config, decoderEntries(opts.prefill));
+  auto graph = buildDecoderGraph(
+      *config, decoderEntries(opts.prefill, opts.allLogits ? LogitRows::All : LogitRows::Last));
   if (!graph)
     return makeError(where, Loc{}, llvm::toString(graph.takeError()));
   config->weightDTypeOf = nullptr; // it captured `source`

@@ -25,6 +25,7 @@ struct DecoderBuildOptions {
   int64_t ctx = 4096;
   std::vector<int64_t> prefill = {64};
   DType kvDType = DType::F16;
+  bool allLogits = false; ///< prefill returns every logits row, not the last
 };
 
 /// Builds the family's decoder from `hp`, declaring matrices with the dtype the

@@ -114,7 +114,8 @@ llvm::Expected<Graph> buildWorkload(llvm::StringRef name, const WorkloadOptions 
     if (n < 1 || n > opts.ctx)
       return makeError("invalid option: prefill size " + std::to_string(n) +
                        " must be in [1, ctx = " + std::to_string(opts.ctx) + "]");
-  return buildDecoderGraph(*c, decoderEntries(opts.prefill));
+  return buildDecoderGraph(
+      *c, decoderEntries(opts.prefill, opts.allLogits ? LogitRows::All : LogitRows::Last));
 }
 
 WeightInit workloadWeightInit(llvm::StringRef name, const TensorType &, unsigned index) {

@@ -33,6 +33,7 @@ struct WorkloadOptions {
   std::vector<int64_t> prefill = {}; ///< prefill buckets; none: `decode` only
   DType kvDType = DType::F16;
   DType weightDType = DType::F16; ///< f16 or bf16; a `-bf16` name suffix overrides it
+  bool allLogits = false;         ///< prefill returns every logits row, not the last
 };
 
 /// The canonical workload names (without dtype suffixes).

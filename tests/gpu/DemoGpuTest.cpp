@@ -88,20 +88,24 @@ TEST(GpuDemo, PrefillThenDecodeEqualsDecodeOnly) {
   Executor a = make(plan, ExecOptions::Device::Cuda);
   Executor b = make(plan, ExecOptions::Device::Cuda);
   const std::vector<int32_t> prompt = {1, 7, 42, 3, 99, 12, 5, 8};
-  // a: the prompt through prefill_64, padded with positions past the prompt.
+  // a: the prompt through prefill_64, padded as Session pads: 56 padding rows
+  // FIRST (positions 8..63, past the prompt), then the prompt at 0..7, so the
+  // entry's one row of logits (the last row) is the prompt's last token's.
+  const int32_t P = static_cast<int32_t>(prompt.size());
   std::vector<int32_t> toks(64, 0), pos(64);
-  for (int32_t i = 0; i < 64; ++i) {
-    pos[i] = i;
-    if (i < static_cast<int32_t>(prompt.size()))
-      toks[i] = prompt[i];
+  for (int32_t i = 0; i < 64 - P; ++i)
+    pos[i] = P + i;
+  for (int32_t i = 0; i < P; ++i) {
+    toks[64 - P + i] = prompt[i];
+    pos[64 - P + i] = i;
   }
   ASSERT_FALSE(bool(a.setInput("tokens", toks)));
   ASSERT_FALSE(bool(a.setInput("positions", pos)));
   ASSERT_FALSE(bool(a.run("prefill_64")));
   auto all = a.outputFloats("logits");
   ASSERT_TRUE(bool(all));
-  std::vector<float> lastA(all->begin() + (prompt.size() - 1) * 512,
-                           all->begin() + prompt.size() * 512);
+  ASSERT_EQ(all->size(), 512u); // prefill returns the last row only
+  std::vector<float> lastA(all->begin(), all->end());
   // b: the prompt token by token.
   std::vector<float> lastB;
   for (size_t i = 0; i < prompt.size(); ++i)

@@ -11,10 +11,11 @@ with save_pretrained (safetensors) in f32 and in bf16, and run teacher-forced
 over `--tokens` random tokens in PyTorch (f32 compute; for bf16 the f32 model
 holds the bf16-rounded weights, the same numbers fusegraph reads). Then
 
-    fusegraph run DIR --device D --kv-dtype f32 --prompt-ids <first 16>
+    fusegraph run DIR --device D --kv-dtype f32 --all-logits --prompt-ids <first 16>
                       --teacher-forced <the rest> --dump-logits X.npy
 
-gives one logits row per token (prefill rows, then decode steps), compared as
+gives one logits row per token (every prefill row: --all-logits, which --dump-logits
+implies anyway; then the decode steps), compared as
 the largest normalised error ||a - b|| / ||b|| over the rows (threshold 1e-3
 for f32 weights, 1e-2 for bf16) and greedy-token agreement on every row whose
 top-2 margin, relative to the row's RMS, exceeds that error. One summary line
@@ -170,7 +171,7 @@ def main():
                 want = ref(torch.tensor([tokens])).logits[0].float().numpy()
             dump = os.path.join(out, f"{fam}-{dtype}.npy")
             cmd = [args.fusegraph, "run", folder, "--device", args.device, "--kv-dtype", "f32",
-                   "--ctx", str(max(128, args.tokens)), "--prefill", str(PROMPT),
+                   "--ctx", str(max(128, args.tokens)), "--prefill", str(PROMPT), "--all-logits",
                    "--prompt-ids", ",".join(map(str, tokens[:PROMPT])),
                    "--teacher-forced", ",".join(map(str, tokens[PROMPT:])),
                    "--dump-logits", dump]

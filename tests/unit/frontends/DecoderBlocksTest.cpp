@@ -59,9 +59,9 @@ DecoderConfig tinyConfig(bool moe) {
   return c;
 }
 
-Function buildOne(const DecoderConfig &c, int64_t tokens) {
+Function buildOne(const DecoderConfig &c, int64_t tokens, LogitRows rows = LogitRows::All) {
   Function fn("decode");
-  llvm::Error e = buildDecoderFunction(c, tokens, fn);
+  llvm::Error e = buildDecoderFunction(c, tokens, fn, rows);
   EXPECT_FALSE(bool(e)) << llvm::toString(std::move(e));
   return fn;
 }
@@ -468,6 +468,36 @@ TEST(DecoderBlocks, DecoderHeadAndTail) {
   const Node *in1 = def(fn, fn.lookup("blk.1.attn_in_rms"), OpKind::RmsNorm);
   ASSERT_TRUE(in1);
   EXPECT_EQ(in1->operands[0], fn.lookup("blk.0.out"));
+}
+
+/// LogitRows::Last (prefill's default): the final norm reads a view of row T-1
+/// of the last layer's output, so logits is f32[1, vocab] and the lm head a GEMV.
+TEST(DecoderBlocks, LastLogitsRowOnly) {
+  DecoderConfig c = tinyConfig(true);
+  c.nLayers = 2;
+  Function fn = buildOne(c, 4, LogitRows::Last);
+  ValueId logits = fn.results()[0];
+  EXPECT_EQ(fn.type(logits), TensorType(DType::F32, {1, 16}));
+  const Node *mm = def(fn, logits, OpKind::MatMul);
+  ASSERT_TRUE(mm);
+  const Node *mul = def(fn, mm->operands[0], OpKind::Mul);
+  ASSERT_TRUE(mul);
+  const Node *norm = def(fn, mul->operands[0], OpKind::RmsNorm);
+  ASSERT_TRUE(norm);
+  const Node *view = def(fn, norm->operands[0], OpKind::View);
+  ASSERT_TRUE(view);
+  EXPECT_EQ(view->operands[0], fn.lookup("blk.1.out"));
+  EXPECT_EQ(fn.type(norm->operands[0]), TensorType(DType::F32, {1, c.nEmbd}));
+  // Row 3 of [4, n_embd]: offset 3·n_embd elements.
+  EXPECT_EQ(view->i("offset"), 3 * c.nEmbd);
+  // decode (T = 1) has nothing to drop: no view.
+  Function one = buildOne(c, 1, LogitRows::Last);
+  const Node *mm1 = def(one, one.results()[0], OpKind::MatMul);
+  ASSERT_TRUE(mm1);
+  const Node *norm1 = def(one, def(one, mm1->operands[0], OpKind::Mul)->operands[0],
+                          OpKind::RmsNorm);
+  ASSERT_TRUE(norm1);
+  EXPECT_EQ(norm1->operands[0], one.lookup("blk.1.out"));
 }
 
 /// Tied embeddings: the logits matmul reads token_embd and there is no `output` weight.

@@ -35,7 +35,9 @@ std::vector<float> runEntry(ReferenceInterpreter &ri, llvm::StringRef entry,
     ADD_FAILURE() << "expected one output named logits";
     return {};
   }
-  EXPECT_EQ(outputs[0].second.type, TensorType(DType::F32, {t, vocab}));
+  int64_t rows = outputs[0].second.type.numRows();
+  EXPECT_TRUE(rows == t || rows == 1) << rows;
+  EXPECT_EQ(outputs[0].second.type, TensorType(DType::F32, {rows, vocab}));
   return outputs[0].second.toFloats();
 }
 
@@ -43,9 +45,10 @@ int64_t argmax(llvm::ArrayRef<float> row) {
   return std::max_element(row.begin(), row.end()) - row.begin();
 }
 
-Graph demo(llvm::ArrayRef<int64_t> prefill) {
+Graph demo(llvm::ArrayRef<int64_t> prefill, bool allLogits = true) {
   ModelOptions o;
   o.ctx = 64;
+  o.allLogits = allLogits;
   o.prefill.assign(prefill.begin(), prefill.end());
   auto g = loadModel("demo", o);
   if (!g) {
@@ -131,7 +134,7 @@ TEST(DemoNumeric, DenseWindowedVariantIsConsistent) {
   c.attnSoftcap = 20;
   c.vocab = 64;
   c.glu = GluKind::GeGLU;
-  auto g = buildDecoderGraph(c, decoderEntries({5, 6}));
+  auto g = buildDecoderGraph(c, decoderEntries({5, 6}, LogitRows::All));
   ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
   ReferenceInterpreter ri(*g);
   const std::vector<int64_t> prompt = {3, 60, 7, 41, 9, 22};
@@ -145,4 +148,33 @@ TEST(DemoNumeric, DenseWindowedVariantIsConsistent) {
   for (size_t i = 0; i < 64; ++i)
     maxDiff = std::max(maxDiff, std::fabs(last[i] - all[5 * 64 + i]));
   EXPECT_LT(maxDiff, 1e-4f);
+}
+
+/// The default prefill entry (the last row of logits only: the final norm and
+/// the lm head see a view of row N-1) gives row N-1 of the every-row entry, on
+/// the CPU reference, within 1e-6 (both compute that row from the same values).
+TEST(DemoNumeric, LastRowPrefillEqualsRowNMinus1OfAllRows) {
+  const std::vector<int64_t> prompt = {17, 301, 5, 444, 90, 123};
+  Graph gAll = demo({6}, /*allLogits=*/true), gLast = demo({6}, /*allLogits=*/false);
+  ReferenceInterpreter all(gAll), last(gLast);
+  std::vector<float> rows = runEntry(all, "prefill_6", prompt, 0);
+  std::vector<float> one = runEntry(last, "prefill_6", prompt, 0);
+  ASSERT_EQ(rows.size(), 6u * 512);
+  ASSERT_EQ(one.size(), 512u);
+  float maxDiff = 0;
+  for (size_t i = 0; i < 512; ++i)
+    maxDiff = std::max(maxDiff, std::fabs(one[i] - rows[5 * 512 + i]));
+  EXPECT_LE(maxDiff, 1e-6f);
+  // Not row 0's: the test can tell rows apart.
+  float row0Diff = 0;
+  for (size_t i = 0; i < 512; ++i)
+    row0Diff = std::max(row0Diff, std::fabs(one[i] - rows[i]));
+  EXPECT_GT(row0Diff, 1e-3f);
+  // The lm head of the default entry is a one-row matmul.
+  const Function &fn = *gLast.lookup("prefill_6");
+  for (const Node &n : fn.nodes()) {
+    if (n.kind != OpKind::MatMul || n.operands[1] != fn.lookup("output"))
+      continue;
+    EXPECT_EQ(fn.type(n.operands[0]).numRows(), 1);
+  }
 }

@@ -48,7 +48,8 @@ std::vector<std::string> expectedArgumentNames() {
 
 } // namespace
 
-/// Default options give `decode` and `prefill_64`, with logits f32[T, 512].
+/// Default options give `decode` and `prefill_64`, each returning one row of
+/// logits f32[1, 512] (prefill: the last token's); allLogits gives f32[64, 512].
 TEST(Demo, EntriesAndLogits) {
   Graph g = loadDemo();
   ASSERT_EQ(g.functions().size(), 2u);
@@ -59,7 +60,15 @@ TEST(Demo, EntriesAndLogits) {
   EXPECT_EQ(decode->value(decode->results()[0]).name, "logits");
   EXPECT_EQ(decode->type(decode->results()[0]), TensorType(DType::F32, {1, 512}));
   ASSERT_EQ(prefill->results().size(), 1u);
-  EXPECT_EQ(prefill->type(prefill->results()[0]), TensorType(DType::F32, {64, 512}));
+  EXPECT_EQ(prefill->type(prefill->results()[0]), TensorType(DType::F32, {1, 512}));
+  ModelOptions all;
+  all.allLogits = true;
+  Graph ga = loadDemo(all);
+  const Function *pa = ga.lookup("prefill_64");
+  ASSERT_TRUE(pa);
+  EXPECT_EQ(pa->type(pa->results()[0]), TensorType(DType::F32, {64, 512}));
+  EXPECT_EQ(ga.lookup("decode")->type(ga.lookup("decode")->results()[0]),
+            TensorType(DType::F32, {1, 512}));
 }
 
 /// Arguments follow the ABI: tokens, positions, weights..., state..., with the
@@ -111,7 +120,7 @@ TEST(Demo, OptionsShapeTheGraph) {
   EXPECT_EQ(g.functions()[2].name(), "prefill_16");
   const Function &p4 = g.functions()[1];
   EXPECT_EQ(p4.type(p4.lookup("k_cache.0")), TensorType(DType::BF16, {128, 2, 64}));
-  EXPECT_EQ(p4.type(p4.results()[0]), TensorType(DType::F32, {4, 512}));
+  EXPECT_EQ(p4.type(p4.results()[0]), TensorType(DType::F32, {1, 512}));
 }
 
 /// Initialisers: normal(seed = index + 1, std 0.02) for matrices, mean 1 / std 0.1

@@ -56,6 +56,7 @@ llvm::Expected<Plan> compileModel(const std::string &path, bool cuda = false) {
   mo.ctx = 32;
   mo.prefill = {7};
   mo.kvDType = DType::F32;
+  mo.allLogits = true; // Decoded keeps every prompt row
   auto m = loadModelWithWeights(path, mo);
   if (!m)
     return m.takeError();
@@ -105,6 +106,7 @@ Decoded decodeDirect(const std::string &path, int steps) {
   mo.ctx = 32;
   mo.prefill = {7};
   mo.kvDType = DType::F32;
+  mo.allLogits = true; // Decoded keeps every prompt row
   auto m = loadModelWithWeights(path, mo);
   EXPECT_TRUE(bool(m)) << llvm::toString(m.takeError());
   ReferenceInterpreter interp(m->graph);
@@ -367,8 +369,10 @@ TEST_P(CliRun, GivesTheTokensAndLogitsOfTheModelLoadedDirectly) {
       << out;
 }
 
-/// `run X.plan` (a plan compiled from the model file, with a CUDA program
-/// whose weights are recipes) gives the logits of `run MODEL` on the CPU.
+/// `run X.plan` (a plan compiled from the model file with --all-logits, with a
+/// CUDA program whose weights are recipes) gives the logits of `run MODEL` on
+/// the CPU; a plan whose prefill returns only the last row cannot dump every
+/// prompt row and says how to get one that can.
 TEST_P(CliRun, APlanFileGivesTheLogitsOfTheModelFile) {
   if (fusegraphBinary().empty())
     GTEST_SKIP() << "no fusegraph binary beside the tests";
@@ -378,8 +382,9 @@ TEST_P(CliRun, APlanFileGivesTheLogitsOfTheModelFile) {
   std::string model = dir + "/" + GetParam();
   std::string plan = test::tempPath(".plan");
   int rc = -1;
-  std::string out = runCli(
-      {"compile", model, "-o", plan, "--ctx", "32", "--prefill", "7", "--kv-dtype", "f32"}, rc);
+  std::string out = runCli({"compile", model, "-o", plan, "--ctx", "32", "--prefill", "7",
+                            "--kv-dtype", "f32", "--all-logits"},
+                           rc);
   ASSERT_EQ(rc, 0) << out;
   std::vector<std::vector<uint8_t>> dumps;
   for (const std::string &what : {model, plan}) {
@@ -392,9 +397,24 @@ TEST_P(CliRun, APlanFileGivesTheLogitsOfTheModelFile) {
     dumps.push_back(test::readFile(dump));
     llvm::sys::fs::remove(dump);
   }
-  llvm::sys::fs::remove(plan);
   ASSERT_FALSE(dumps[0].empty());
   EXPECT_TRUE(dumps[0] == dumps[1]) << "run MODEL and run X.plan give different logits";
+
+  // The default plan: prefill_7 returns one row; its tokens are the same.
+  out = runCli({"compile", model, "-o", plan, "--ctx", "32", "--prefill", "7", "--kv-dtype", "f32"},
+               rc);
+  ASSERT_EQ(rc, 0) << out;
+  std::string dump = test::tempPath(".bin");
+  out = runCli({"run", plan, "--prompt-ids", "3,17,42,5,77,9,31", "--steps", "4",
+                "--dump-logits", dump},
+               rc);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("--dump-logits needs the logits of every prompt token, but entry "
+                     "'prefill_7' returns only the last row; compile the plan with --all-logits"),
+            std::string::npos)
+      << out;
+  llvm::sys::fs::remove(dump);
+  llvm::sys::fs::remove(plan);
 }
 
 /// `inspect` shows each weight's recipe on one line: file @ offset, type, steps.

@@ -1,0 +1,68 @@
+//===- Backend.h - what an Executor runs entries on --------------*- C++ -*-===//
+//
+// An Executor checks what does not depend on the device (the entry exists,
+// every input is set with the entry's length, positions lie in [0, ctx), token
+// ids name rows) and keeps the outputs of the last run; a backend runs one
+// checked entry and hands its results back. Two backends exist:
+//
+//   cpu    the reference interpreter over the plan's graph (the oracle);
+//          weights from the plan's `weights` or `program` section
+//   cuda   the plan's `program` section through CudaRunner (arena, NVRTC
+//          kernels, one CUDA graph per entry); results stay on the device
+//          until readResults asks for them
+//
+// A new device is one more subclass and one more case in Executor::create.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Graph.h"
+#include "runtime/Executor.h"
+#include "runtime/Plan.h"
+#include "runtime/reference/Interpreter.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fg {
+
+class ExecBackend {
+public:
+  virtual ~ExecBackend();
+
+  /// Runs entry `fn` (a function of the plan's graph) on `inputs`: one tensor
+  /// per input argument, already checked by the Executor.
+  virtual llvm::Error run(const Function &fn, const llvm::StringMap<HostTensor> &inputs) = 0;
+  /// Every result of the last successful run of `fn`, by value name, in the
+  /// entry's result order. Called at most once per run.
+  virtual llvm::Error readResults(const Function &fn,
+                                  std::vector<std::pair<std::string, HostTensor>> &out) = 0;
+  /// Zeroes every state tensor. An error of the device may also surface at the
+  /// next run instead.
+  virtual llvm::Error resetState() = 0;
+
+  /// Device time of the last run from events, in ms (0 where not measured).
+  virtual float lastGpuMs() const { return 0; }
+  /// Host time of the last run until everything was enqueued, in ms.
+  virtual double lastHostLaunchMs() const { return 0; }
+  /// Per-launch device times of the last run (profiled CUDA eager runs only).
+  virtual std::vector<Executor::LaunchTime> lastLaunchTimes() const { return {}; }
+};
+
+/// The reference interpreter over `graph` (which must outlive the backend),
+/// with the weights `plan` takes from model files bound.
+llvm::Expected<std::unique_ptr<ExecBackend>>
+createCpuBackend(const Plan &plan, const Graph &graph, const ExecOptions &opts);
+
+/// The plan's CUDA program on the first device. Errors: the plan has no
+/// `program` section, no device, a module or weight that does not load.
+llvm::Expected<std::unique_ptr<ExecBackend>> createCudaBackend(const Plan &plan,
+                                                               const ExecOptions &opts);
+
+} // namespace fg

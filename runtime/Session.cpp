@@ -1,0 +1,240 @@
+//===- Session.cpp - prompt, prefill buckets, decode loop, sampling ---------===//
+#include "runtime/Session.h"
+
+#include "ir/Diag.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <algorithm>
+#include <chrono>
+
+using namespace llvm;
+
+namespace fg {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+/// The type of `logits` in `fn`, or null when it has no f32 result of that name.
+const TensorType *logitsType(const Function &fn) {
+  ValueId v = fn.lookup("logits");
+  if (v == kNoValue || !is_contained(fn.results(), v) || fn.type(v).dtype != DType::F32 ||
+      fn.type(v).rank() != 2)
+    return nullptr;
+  return &fn.type(v);
+}
+
+std::string plural(int64_t n, StringRef what) {
+  return std::to_string(n) + " " + what.str() + (n == 1 ? "" : "s");
+}
+
+} // namespace
+
+std::vector<PrefillBucket> prefillBuckets(const Graph &g) {
+  std::vector<PrefillBucket> out;
+  for (const Function &fn : g.functions()) {
+    int64_t n;
+    StringRef name = fn.name();
+    if (name.startswith("prefill_") && !name.drop_front(8).getAsInteger(10, n) && n > 0)
+      out.push_back({name.str(), n});
+  }
+  llvm::sort(out, [](const PrefillBucket &a, const PrefillBucket &b) { return a.tokens < b.tokens; });
+  return out;
+}
+
+int32_t greedyToken(ArrayRef<float> logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+Expected<Session> Session::create(const Plan &plan, const ExecOptions &exec,
+                                  SessionOptions opts) {
+  Expected<Executor> e = Executor::create(plan, exec);
+  if (!e)
+    return e.takeError();
+  return create(std::move(*e), std::move(opts));
+}
+
+Expected<Session> Session::create(Executor exec, SessionOptions opts) {
+  const Function *decode = exec.entry("decode");
+  if (!decode)
+    return makeError("the plan has no 'decode' entry; its entries are: " +
+                     join(exec.entries(), ", "));
+  const TensorType *lt = logitsType(*decode);
+  if (!lt)
+    return makeError("entry 'decode' has no 'logits' result; a session drives decoder plans "
+                     "(inputs tokens and positions, result logits: f32[T, vocab])");
+  if (lt->shape[0] != 1 || lt->shape[1] < 1)
+    return makeError("entry 'decode' returns logits " + lt->str() +
+                     "; expected one row over a non-empty vocabulary");
+  exec.resetState(); // position 0: a new conversation
+  Session s(std::move(exec), std::move(opts));
+  s.vocab_ = lt->shape[1];
+  for (const PrefillBucket &b : prefillBuckets(s.exec_.graph())) {
+    const TensorType *pt = logitsType(*s.exec_.entry(b.entry));
+    if (!pt || pt->shape[1] != s.vocab_ || (pt->shape[0] != 1 && pt->shape[0] != b.tokens))
+      return makeError("prefill entry '" + b.entry + "' returns " +
+                       (pt ? "logits " + pt->str() : std::string("no f32 logits")) +
+                       "; expected f32[" + std::to_string(b.tokens) + ", " +
+                       std::to_string(s.vocab_) + "] (every row) or f32[1, " +
+                       std::to_string(s.vocab_) + "] (the last row)");
+    s.buckets_.push_back(b);
+  }
+  return s;
+}
+
+Error Session::runChunk(StringRef entry, ArrayRef<int32_t> tokens, ArrayRef<int32_t> positions,
+                        int64_t newTokens) {
+  if (Error e = exec_.setInput("tokens", tokens))
+    return e;
+  if (Error e = exec_.setInput("positions", positions))
+    return e;
+  if (Error e = exec_.run(entry))
+    return e;
+  Expected<ArrayRef<float>> logits = exec_.outputFloats("logits");
+  if (!logits)
+    return logits.takeError();
+  int64_t rows = static_cast<int64_t>(logits->size()) / vocab_;
+  assert(rows >= 1 && rows * vocab_ == static_cast<int64_t>(logits->size()) &&
+         "create() checked the logits' shape");
+  lastLogits_.assign(logits->end() - vocab_, logits->end());
+  if (opts_.onRun) {
+    SessionRun run{entry, tokens, positions, newTokens, *logits, rows};
+    if (Error e = opts_.onRun(run, exec_))
+      return e;
+  }
+  if (const LogSink &log = exec_.options().log) {
+    int64_t first = positions[positions.size() - newTokens], last = positions.back();
+    int64_t pad = static_cast<int64_t>(tokens.size()) - newTokens;
+    log(LogLevel::Verbose,
+        "session: " +
+            (newTokens == 1 ? "token at position " + std::to_string(last)
+                            : "tokens at positions " + std::to_string(first) + ".." +
+                                  std::to_string(last)) +
+            " through " + entry.str() + (pad ? " (" + plural(pad, "padding row") + ")" : ""));
+  }
+  return Error::success();
+}
+
+Error Session::feed(ArrayRef<int32_t> tokens) {
+  if (tokens.empty())
+    return makeError("nothing to feed: the token list is empty");
+  const int64_t from = position(), to = from + static_cast<int64_t>(tokens.size());
+  if (to > ctx())
+    return makeError("feeding " + plural(static_cast<int64_t>(tokens.size()), "token") +
+                     " at position " + std::to_string(from) + " needs " + std::to_string(to) +
+                     " positions but the plan's ctx is " + std::to_string(ctx()));
+  Clock::time_point t0 = Clock::now();
+  int64_t done = from;
+  while (done < to) {
+    const int64_t left = to - done;
+    const PrefillBucket *pick = nullptr;
+    if (left >= 2) {
+      // 1. The smallest bucket that holds the rest, padded, if the padding's
+      //    positions stay under ctx.
+      for (const PrefillBucket &b : buckets_)
+        if (b.tokens >= left) {
+          if (done + b.tokens <= ctx())
+            pick = &b;
+          break;
+        }
+      // 2. Else the largest bucket that the rest fills.
+      if (!pick)
+        for (const PrefillBucket &b : llvm::reverse(buckets_))
+          if (b.tokens <= left) {
+            pick = &b;
+            break;
+          }
+    }
+    StringRef entry = pick ? StringRef(pick->entry) : StringRef("decode");
+    const int64_t size = pick ? pick->tokens : 1, n = std::min(size, left);
+    // Padding first, at the positions after the chunk's last token; then the
+    // tokens, so the last row is the last token's.
+    std::vector<int32_t> ids, positions;
+    for (int64_t i = 0; i < size - n; ++i) {
+      ids.push_back(tokens[done - from + n - 1]);
+      positions.push_back(static_cast<int32_t>(done + n + i));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      ids.push_back(tokens[done - from + i]);
+      positions.push_back(static_cast<int32_t>(done + i));
+    }
+    if (Error e = runChunk(entry, ids, positions, n))
+      return e;
+    history_.insert(history_.end(), tokens.begin() + (done - from),
+                    tokens.begin() + (done - from + n));
+    done += n;
+    ++stats_.promptRuns;
+  }
+  stats_.promptTokens += to - from;
+  stats_.promptMs += msSince(t0);
+  return Error::success();
+}
+
+Expected<int32_t> Session::sampleNext() const {
+  if (lastLogits_.empty())
+    return makeError("no logits to sample from: feed a token first");
+  if (opts_.sample)
+    return opts_.sample(lastLogits_);
+  return greedyToken(lastLogits_);
+}
+
+Expected<std::vector<int32_t>> Session::generate(ArrayRef<int32_t> prompt, int64_t maxTokens,
+                                                 ArrayRef<int32_t> forced) {
+  if (prompt.empty())
+    return makeError("the prompt is empty");
+  if (maxTokens < 1)
+    return makeError("asked for " + std::to_string(maxTokens) +
+                     " tokens; generate at least one");
+  if (!forced.empty() && static_cast<int64_t>(forced.size()) < maxTokens - 1)
+    return makeError("teacher forcing gives " + plural(static_cast<int64_t>(forced.size()), "token") +
+                     " but " + plural(maxTokens, "generated token") + " feed " +
+                     std::to_string(maxTokens - 1) + "; give more tokens or generate fewer");
+  // Positions used: the prompt's, then one decode per generated token but the last.
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  const int64_t needed = position() + P + maxTokens - 1;
+  if (needed > ctx())
+    return makeError("the prompt (" + plural(P, "token") + ") plus " +
+                     plural(maxTokens, "generated token") + " needs " + std::to_string(needed) +
+                     " positions" +
+                     (position() ? " from position " + std::to_string(position()) : "") +
+                     " but the plan's ctx is " + std::to_string(ctx()) +
+                     "; compile with a larger --ctx or generate fewer tokens");
+  stats_ = {};
+  if (Error e = feed(prompt))
+    return e;
+  std::vector<int32_t> out;
+  Clock::time_point t0 = Clock::now();
+  for (int64_t i = 0; i < maxTokens; ++i) {
+    Expected<int32_t> t = sampleNext();
+    if (!t)
+      return t.takeError();
+    out.push_back(*t);
+    if (opts_.onToken && !opts_.onToken(*t))
+      break;
+    if (i + 1 == maxTokens)
+      break;
+    int32_t next = forced.empty() ? *t : forced[i];
+    int32_t pos = static_cast<int32_t>(position());
+    if (Error e = runChunk("decode", next, pos, 1))
+      return e;
+    history_.push_back(next);
+    ++stats_.decodeSteps;
+  }
+  stats_.decodeMs = msSince(t0);
+  return out;
+}
+
+void Session::reset() {
+  exec_.resetState();
+  history_.clear();
+  lastLogits_.clear();
+  stats_ = {};
+}
+
+} // namespace fg

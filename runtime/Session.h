@@ -1,0 +1,157 @@
+//===- Session.h - a conversation with a decoder plan ------------*- C++ -*-===//
+//
+//   auto s = fg::Session::create(plan, {});           // ExecOptions: device, mode
+//   auto tokens = s->generate(promptIds, /*maxTokens=*/16);
+//
+// A Session drives a decoder plan (the ABI of DESIGN.md: entries `decode`
+// and prefill buckets, inputs `tokens` and `positions`, result `logits`) on an
+// Executor it owns: it feeds prompt tokens through the prefill buckets, then
+// decodes one token per step, picking each next token with a sampler (greedy
+// by default) and handing it to a per-token callback (streaming). It keeps the
+// conversation (every token fed, the next position), so feed() and generate()
+// may be called again to continue it; reset() starts a new one.
+//
+// How tokens are fed (feed): while at least two tokens are left, a prefill
+// bucket runs when one fits —
+//   1. the smallest bucket N >= the n tokens left, padded with N - n rows
+//      when the padding's positions stay under ctx;
+//   2. else the largest bucket N <= the tokens left (no padding);
+// and otherwise (one token left, or no bucket fits) `decode` takes one token.
+// Padding goes FIRST in a chunk, at the positions after its last token (the
+// pad rows repeat the last token): positions need not increase inside a
+// chunk, since attention is causal by position, and KV rows past the last
+// token are never read before a later step overwrites them. So row N-1 is
+// always the last token's: prefill entries that return only the last row of
+// logits (the default) and every-row entries (`--all-logits`) both work.
+//
+// Errors are llvm::Error; a Session never prints. Verbose progress goes to
+// ExecOptions::log. Not thread-safe (one per Executor).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Graph.h"
+#include "runtime/Executor.h"
+#include "runtime/Plan.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace fg {
+
+/// A prefill entry: its name and the tokens it takes.
+struct PrefillBucket {
+  std::string entry; ///< `prefill_64`
+  int64_t tokens = 0;
+};
+
+/// The prefill entries of a decoder graph, smallest first. The one place that
+/// decides which entry is a prefill bucket of which size (today from the
+/// `prefill_N` names; entry roles in the IR will answer it).
+std::vector<PrefillBucket> prefillBuckets(const Graph &g);
+
+/// The index of the largest logit (the first one on ties): greedy decoding.
+int32_t greedyToken(llvm::ArrayRef<float> logits);
+
+/// Picks the next token from the logits row of the last token fed.
+using Sampler = std::function<llvm::Expected<int32_t>(llvm::ArrayRef<float> logits)>;
+
+/// One run of the executor inside a Session (a prefill chunk or a decode
+/// step), for observers: `--dump-logits` keeps the rows, `--verify` runs a
+/// second executor with the same inputs.
+struct SessionRun {
+  llvm::StringRef entry;             ///< `decode`, `prefill_64`
+  llvm::ArrayRef<int32_t> tokens;    ///< the entry's `tokens` input
+  llvm::ArrayRef<int32_t> positions; ///< the entry's `positions` input
+  /// The tokens fed: the last `newTokens` rows of the chunk (the rows before
+  /// them, if any, are padding).
+  int64_t newTokens = 0;
+  /// The `logits` result: one row per token, or only the last token's row.
+  llvm::ArrayRef<float> logits;
+  int64_t logitRows = 0;
+};
+
+struct SessionOptions {
+  Sampler sample; ///< null: greedyToken
+  /// Called with each generated token as soon as it is picked (streaming);
+  /// returning false stops generation after that token.
+  std::function<bool(int32_t token)> onToken;
+  /// Called after every executor run with what it ran; an error stops the
+  /// session and is returned by feed/generate.
+  std::function<llvm::Error(const SessionRun &run, Executor &exec)> onRun;
+};
+
+/// What the last generate() did (feed() alone adds to the prompt figures).
+struct SessionStats {
+  int64_t promptTokens = 0, promptRuns = 0;
+  double promptMs = 0;     ///< wall time feeding the prompt
+  int64_t decodeSteps = 0; ///< decode runs after the prompt
+  double decodeMs = 0;
+};
+
+class Session {
+public:
+  /// A session over a new Executor for `plan`. Errors: what Executor::create
+  /// refuses, a plan without a `decode` entry returning f32 `logits`
+  /// [1, vocab], a prefill entry whose logits are neither [N, vocab] nor
+  /// [1, vocab].
+  static llvm::Expected<Session> create(const Plan &plan, const ExecOptions &exec,
+                                        SessionOptions opts = {});
+  /// A session over `exec`; its state is reset (position 0).
+  static llvm::Expected<Session> create(Executor exec, SessionOptions opts = {});
+
+  /// Feeds `tokens` at the next positions (prefill buckets, then decode, as
+  /// the header says). Errors: no tokens, past ctx (checked before anything
+  /// runs), and what the executor refuses (a token id outside the vocabulary).
+  llvm::Error feed(llvm::ArrayRef<int32_t> tokens);
+
+  /// Feeds `prompt`, then generates up to `maxTokens` tokens: each is sampled
+  /// from the logits of the last token fed, handed to onToken, and — but the
+  /// last — fed through `decode`. With `forced` (teacher forcing) forced[i] is
+  /// fed after the i-th generated token instead of it; it needs maxTokens - 1
+  /// tokens. Returns the generated tokens. Positions past ctx are refused
+  /// before anything runs.
+  llvm::Expected<std::vector<int32_t>> generate(llvm::ArrayRef<int32_t> prompt, int64_t maxTokens,
+                                                llvm::ArrayRef<int32_t> forced = {});
+
+  /// The logits row of the last token fed (empty before any); valid until the
+  /// next feed.
+  llvm::ArrayRef<float> lastLogits() const { return lastLogits_; }
+  /// Samples the next token from lastLogits() (the sampler, else greedy).
+  llvm::Expected<int32_t> sampleNext() const;
+  /// The next position: the number of tokens fed since the last reset.
+  int64_t position() const { return static_cast<int64_t>(history_.size()); }
+  /// Every token fed since the last reset, in position order.
+  llvm::ArrayRef<int32_t> history() const { return history_; }
+  /// Starts a new conversation: clears the KV cache and the history.
+  void reset();
+
+  int64_t vocab() const { return vocab_; }
+  int64_t ctx() const { return exec_.ctx(); }
+  const std::vector<PrefillBucket> &buckets() const { return buckets_; }
+  const SessionStats &stats() const { return stats_; }
+  Executor &executor() { return exec_; }
+
+private:
+  Session(Executor exec, SessionOptions opts) : exec_(std::move(exec)), opts_(std::move(opts)) {}
+  /// Runs `entry` on `tokens` at `positions`; the last `newTokens` are fed
+  /// (the rows before them are padding).
+  llvm::Error runChunk(llvm::StringRef entry, llvm::ArrayRef<int32_t> tokens,
+                       llvm::ArrayRef<int32_t> positions, int64_t newTokens);
+
+  Executor exec_;
+  SessionOptions opts_;
+  std::vector<PrefillBucket> buckets_;
+  int64_t vocab_ = 0;
+  std::vector<int32_t> history_;
+  std::vector<float> lastLogits_; ///< a copy: the executor's rows go at its next run
+  SessionStats stats_;
+};
+
+} // namespace fg

@@ -1,0 +1,110 @@
+//===- CudaBackend.cpp - CudaRunner as an Executor backend -----------------===//
+#include "runtime/Backend.h"
+
+#include "runtime/ProgramIO.h"
+#include "runtime/cuda/CudaRunner.h"
+
+using namespace llvm;
+
+namespace fg {
+
+namespace {
+
+class CudaBackend final : public ExecBackend {
+public:
+  CudaBackend(std::unique_ptr<CompiledProgram> program, std::unique_ptr<CudaRunner> runner,
+              const ExecOptions &opts)
+      : program_(std::move(program)), runner_(std::move(runner)), opts_(opts) {
+    runner_->setProfileLaunches(opts.profileLaunches);
+    runner_->setProgrammaticLaunch(opts.programmaticLaunch);
+  }
+
+  Error run(const Function &fn, const StringMap<HostTensor> &inputs) override {
+    if (!fault_.empty())
+      return makeError("an earlier step failed on the device (" + fault_ +
+                       "); the CUDA context cannot be trusted: create a new executor");
+    for (const auto &kv : inputs)
+      if (Error e = runner_->setInput(fn.name(), kv.getKey(), kv.getValue().data.data(),
+                                      kv.getValue().data.size()))
+        return e;
+    Error e = opts_.debugSync ? runner_->runDebugSync(fn.name())
+                              : runner_->run(fn.name(), opts_.mode == ExecOptions::Mode::Graph);
+    if (e) {
+      // A failed launch or step leaves a CUDA context that is sticky-broken:
+      // refuse every later step with this first message, never crash.
+      fault_ = toString(std::move(e));
+      return makeError(fault_);
+    }
+    lastEntry_ = fn.name().str();
+    return Error::success();
+  }
+
+  Error readResults(const Function &fn,
+                    std::vector<std::pair<std::string, HostTensor>> &out) override {
+    out.clear();
+    for (ValueId r : fn.results()) {
+      const Value &v = fn.value(r);
+      HostTensor t;
+      t.type = v.type;
+      if (Error e = runner_->readOutput(fn.name(), v.name, t.data))
+        return e;
+      out.emplace_back(v.name, std::move(t));
+    }
+    return Error::success();
+  }
+
+  Error resetState() override { return runner_->resetState(); }
+
+  float lastGpuMs() const override { return runner_->lastGpuMs(); }
+  double lastHostLaunchMs() const override { return runner_->lastHostLaunchMs(); }
+
+  std::vector<Executor::LaunchTime> lastLaunchTimes() const override {
+    std::vector<Executor::LaunchTime> out;
+    const std::vector<float> &ms = runner_->lastLaunchMs();
+    for (const CompiledEntry &ce : program_->entries) {
+      if (ce.name != lastEntry_ || ce.launches.size() != ms.size())
+        continue;
+      for (size_t i = 0; i < ms.size(); ++i) {
+        const LaunchRecord &l = ce.launches[i];
+        out.push_back(
+            {l.what, l.symbol, l.kind == LaunchRecord::Kind::Gemm, ms[i], l.node, l.op});
+      }
+    }
+    return out;
+  }
+
+private:
+  std::unique_ptr<CompiledProgram> program_; ///< the runner points into it
+  std::unique_ptr<CudaRunner> runner_;
+  ExecOptions opts_;
+  std::string lastEntry_;
+  std::string fault_; ///< the first failed step's error; later runs refuse
+};
+
+} // namespace
+
+bool cudaDeviceAvailable() { return CudaRunner::deviceAvailable(); }
+
+Expected<std::unique_ptr<ExecBackend>> createCudaBackend(const Plan &plan,
+                                                         const ExecOptions &opts) {
+  const PlanSection *section = plan.section("program");
+  if (!section)
+    return makeError("this plan has no CUDA program (it was compiled without CUDA code "
+                     "generation); recompile it, or run with --device cpu");
+  Expected<CompiledProgram> prog = decodeProgram(section->bytes);
+  if (!prog)
+    return prog.takeError();
+  auto program = std::make_unique<CompiledProgram>(std::move(*prog));
+  if (opts.log)
+    opts.log(LogLevel::Verbose, "executor: cuda, " + std::to_string(program->modules.size()) +
+                                    " kernel modules loaded from the plan (no NVRTC work), "
+                                    "mode " +
+                                    (opts.mode == ExecOptions::Mode::Graph ? "graph" : "eager"));
+  Expected<std::unique_ptr<CudaRunner>> runner = CudaRunner::create(*program, opts.log);
+  if (!runner)
+    return runner.takeError();
+  return std::unique_ptr<ExecBackend>(
+      std::make_unique<CudaBackend>(std::move(program), std::move(*runner), opts));
+}
+
+} // namespace fg
