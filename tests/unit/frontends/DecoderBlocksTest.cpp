@@ -489,7 +489,7 @@ TEST(DecoderBlocks, LastLogitsRowOnly) {
   EXPECT_EQ(view->operands[0], fn.lookup("blk.1.out"));
   EXPECT_EQ(fn.type(norm->operands[0]), TensorType(DType::F32, {1, c.nEmbd}));
   // Row 3 of [4, n_embd]: offset 3·n_embd elements.
-  EXPECT_EQ(view->i("offset"), 3 * c.nEmbd);
+  EXPECT_EQ(op::View(*view).offset(), 3 * c.nEmbd);
   // decode (T = 1) has nothing to drop: no view.
   Function one = buildOne(c, 1, LogitRows::Last);
   const Node *mm1 = def(one, one.results()[0], OpKind::MatMul);
