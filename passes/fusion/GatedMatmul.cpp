@@ -6,9 +6,8 @@ namespace {
 
 /// One lane: matmul(x, w) [+ bias], or matmul_id(x, w, ids) [add_id(., b, ids)].
 Pat lane(bool expertIndexed, bool withBias, Cap w, Cap b, Cap mm) {
-  Pat product = expertIndexed
-                    ? m::MatMulId(m::Any(Cap::x), m::Any(w), m::Any(Cap::ids)).bind(mm)
-                    : m::MatMul(m::Any(Cap::x), m::Any(w)).bind(mm);
+  Pat product = expertIndexed ? m::MatMulId(m::Any(Cap::x), m::Any(w), m::Any(Cap::ids)).bind(mm)
+                              : m::MatMul(m::Any(Cap::x), m::Any(w)).bind(mm);
   if (!withBias)
     return product;
   if (expertIndexed)
@@ -69,25 +68,21 @@ public:
   }
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {
-    auto glu = m.op<op::Glu>(fn, Cap::glu);
+    // Both forms' rows declare the same biases and glu attributes.
+    auto withGlu = [&](auto args) {
+      auto glu = m.op<op::Glu>(fn, Cap::glu);
+      args.bGate = m.get(Cap::bGate);
+      args.bUp = m.get(Cap::bUp);
+      args.kind = glu->kind();
+      args.alpha = glu->alpha();
+      args.limit = glu->limit();
+      return FusedOp::of(args);
+    };
+    ValueId x = m.get(Cap::x), wg = m.get(Cap::wGate), wu = m.get(Cap::wUp);
     if (expertIndexed_)
-      return FusedOp::of(op::FusedGatedMatmulIdArgs{.x = m.get(Cap::x),
-                                                    .wGate = m.get(Cap::wGate),
-                                                    .wUp = m.get(Cap::wUp),
-                                                    .ids = m.get(Cap::ids),
-                                                    .bGate = m.get(Cap::bGate),
-                                                    .bUp = m.get(Cap::bUp),
-                                                    .kind = glu->kind(),
-                                                    .alpha = glu->alpha(),
-                                                    .limit = glu->limit()});
-    return FusedOp::of(op::FusedGatedMatmulArgs{.x = m.get(Cap::x),
-                                                .wGate = m.get(Cap::wGate),
-                                                .wUp = m.get(Cap::wUp),
-                                                .bGate = m.get(Cap::bGate),
-                                                .bUp = m.get(Cap::bUp),
-                                                .kind = glu->kind(),
-                                                .alpha = glu->alpha(),
-                                                .limit = glu->limit()});
+      return withGlu(
+          op::FusedGatedMatmulIdArgs{.x = x, .wGate = wg, .wUp = wu, .ids = m.get(Cap::ids)});
+    return withGlu(op::FusedGatedMatmulArgs{.x = x, .wGate = wg, .wUp = wu});
   }
 
 private:
