@@ -197,10 +197,12 @@ GemvSplit chooseSplit(bool tensorCores, int64_t N, int64_t K, int64_t M, bool ex
     int64_t steps = (K + 32 * perLoad - 1) / (32 * perLoad);
     s.unroll = static_cast<int>(std::clamp<int64_t>(8 / (s.rows * streams), 1, steps));
     // Two rows of x, one weight stream: deeper chunks on a long K (4 steps
-    // from 20: 18944 -> 3584 took 42.0 µs against 48.9 with 2), single steps
-    // below 16 (K = 2048: 8 chunks for 8 warps instead of 4 for 4).
+    // from 20: 18944 -> 3584 took 41.9 µs against 48.9 with 2), single steps
+    // below 16 when the grid is small (N <= 8192; W-moe q, K = 2048: 6.4 µs
+    // against 7.8), but not on a large one (3584 -> 18944: 45.5 against 37.8).
     if (M == 2 && !expert && streams == 1 && o.gemvRows == 0)
-      s.unroll = static_cast<int>(std::min<int64_t>(steps >= 20 ? 4 : steps >= 16 ? 2 : 1, steps));
+      s.unroll = static_cast<int>(std::min<int64_t>(
+          steps >= 20 ? 4 : steps >= 16 ? 2 : (N <= 8192 ? 1 : 2), steps));
     int64_t chunks = (steps + s.unroll - 1) / s.unroll;
     int64_t maxWarps = std::min<int64_t>(8, chunks);
     s.warps = 1;
