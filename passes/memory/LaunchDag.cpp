@@ -190,12 +190,6 @@ llvm::Expected<LaunchDag> LaunchDag::build(const Function &fn) {
     dag.numLevels_ = std::max(dag.numLevels_, launch.level + 1);
   }
 
-  dag.levelOrder_.resize(numLaunches);
-  for (LaunchId l = 0; l < numLaunches; ++l)
-    dag.levelOrder_[l] = l;
-  std::stable_sort(dag.levelOrder_.begin(), dag.levelOrder_.end(), [&](LaunchId a, LaunchId b) {
-    return dag.launches_[a].level < dag.launches_[b].level;
-  });
   std::vector<unsigned> width(dag.numLevels_, 0);
   for (const LaunchNode &launch : dag.launches_)
     dag.maxWidth_ = std::max(dag.maxWidth_, ++width[launch.level]);

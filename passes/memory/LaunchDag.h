@@ -88,8 +88,7 @@ public:
   bool ordered(LaunchId a, LaunchId b) const {
     return a == b || happensBefore(a, b) || happensBefore(b, a);
   }
-  /// Launches sorted by (level, id): each level's launches may run concurrently.
-  llvm::ArrayRef<LaunchId> levelOrder() const { return levelOrder_; }
+  /// Length of the longest dependency chain (levels 0 .. numLevels() - 1).
   unsigned numLevels() const { return numLevels_; }
   /// The largest number of launches sharing one level.
   unsigned maxLevelWidth() const { return maxWidth_; }
@@ -104,7 +103,6 @@ private:
   std::vector<Intervals> ancestors_;
   std::vector<uint32_t> denseIndex_;
   std::vector<llvm::BitVector> dense_;
-  std::vector<LaunchId> levelOrder_;
   unsigned numLevels_ = 0, maxWidth_ = 0;
   size_t numEdges_ = 0;
 };

@@ -4,7 +4,7 @@
 
 #include "frontends/DecoderBlocks.h"
 #include "frontends/models/Demo.h"
-#include "passes/memory/Schedule.h"
+#include "ScheduleSummary.h"
 
 namespace fg {
 namespace {

@@ -1,4 +1,6 @@
-//===- Schedule.h - how parallel a launch DAG is (for `inspect`) ---*- C++ -*-===//
+//===- ScheduleSummary.h - how parallel a launch DAG is (tests) ----*- C++ -*-===//
+// A test helper: the memory and DAG tests count a DAG's parallel branches
+// with it (nothing in the compiler needs the summary).
 #pragma once
 
 #include "passes/memory/LaunchDag.h"
