@@ -58,16 +58,22 @@ struct KernelImage {
   std::string ptx;
 };
 
-/// One cublasGemmEx call in cuBLAS's own (column-major) terms:
+/// The shape of one cublasGemmEx call in cuBLAS's own (column-major) terms:
 ///   C = alpha·op(A)·op(B) + beta·C,  op = transpose when trans*, f32 compute.
-/// Buffer offsets already include each operand's byte offset.
-struct GemmDesc {
+/// The emitter's CublasGemmSpec (operands as node parameters) and the plan's
+/// GemmDesc (operands as buffers) share it.
+struct GemmShape {
   bool transA = true, transB = false;
   int64_t m = 0, n = 0, k = 0;
   DType aType = DType::F32, bType = DType::F32, cType = DType::F32;
   int64_t lda = 0, ldb = 0, ldc = 0;
-  BufferRef a, b, c;
   float alpha = 1, beta = 0;
+};
+
+/// A GEMM launch of the plan: its shape and buffers (offsets already include
+/// each operand's byte offset).
+struct GemmDesc : GemmShape {
+  BufferRef a, b, c;
 };
 
 struct LaunchRecord {

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "ir/DType.h"
+#include "runtime/Program.h"
 
 #include <cstdint>
 #include <string>
@@ -49,14 +50,11 @@ struct GemmOperand {
   uint64_t byteOffset = 0; ///< added to the buffer's base address
 };
 
-struct CublasGemmSpec {
+/// A GEMM the emitter asks for: its shape (runtime/Program.h) and operands as
+/// the node's parameters; the launch schedule resolves them to buffers.
+struct CublasGemmSpec : GemmShape {
   std::string name; ///< for logs and --debug-sync
-  bool transA = true, transB = false;
-  int64_t m = 0, n = 0, k = 0;
-  DType aType = DType::F32, bType = DType::F32, cType = DType::F32;
-  int64_t lda = 0, ldb = 0, ldc = 0;
   GemmOperand a, b, c;
-  float alpha = 1, beta = 0;
   uint64_t scratchBytes = 0; ///< scratch this launch list needs (converted B)
 };
 

@@ -72,19 +72,7 @@ private:
 };
 
 llvm::Error fillGemm(Scheduler &s, NodeId id, const CublasGemmSpec &g, GemmDesc &d) {
-  d.transA = g.transA;
-  d.transB = g.transB;
-  d.m = g.m;
-  d.n = g.n;
-  d.k = g.k;
-  d.aType = g.aType;
-  d.bType = g.bType;
-  d.cType = g.cType;
-  d.lda = g.lda;
-  d.ldb = g.ldb;
-  d.ldc = g.ldc;
-  d.alpha = g.alpha;
-  d.beta = g.beta;
+  static_cast<GemmShape &>(d) = g;
   for (auto [from, to] : {std::pair{&g.a, &d.a}, std::pair{&g.b, &d.b}, std::pair{&g.c, &d.c}}) {
     llvm::Expected<BufferRef> ref = s.resolve(id, from->param);
     if (!ref)
