@@ -18,6 +18,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace fg {
 
@@ -111,7 +112,9 @@ inline constexpr double kAttrInf = std::numeric_limits<double>::infinity();
 /// back (get), the type a Builder argument struct holds (Value) and the type a
 /// view returns (Ref). T is double, int64_t, IntList, DType or an enum of
 /// ir/Enums.def.
-template <typename T> struct AttrTraits;
+// (SFINAE, not `requires`: the tools that include llvm/Support/JSON.h are
+// compiled as C++17 by clang 14; see CMakeLists.txt.)
+template <typename T, typename = void> struct AttrTraits;
 template <> struct AttrTraits<double> {
   using Value = double;
   using Ref = double;
@@ -144,9 +147,7 @@ template <> struct AttrTraits<DType> {
   static DType get(const Attribute &a) { return static_cast<DType>(a.i); }
   static llvm::ArrayRef<std::string_view> words() { return {}; }
 };
-template <typename E>
-  requires requires { EnumWords<E>::kWords; }
-struct AttrTraits<E> {
+template <typename E> struct AttrTraits<E, std::void_t<decltype(EnumWords<E>::kWords)>> {
   using Value = E;
   using Ref = E;
   static constexpr AttrKind kKind = AttrKind::Enum;

@@ -45,8 +45,7 @@ public:
   /// follows from the op's row: b.create(op::RmsNormArgs{.x = x, .eps = 1e-6}).
   /// Names its results `name` (made unique), or leaves them numbered when
   /// empty. Returns the first result.
-  template <typename Args>
-    requires requires { Args::kKind; }
+  template <typename Args, typename = decltype(Args::kKind)>
   ValueId create(const Args &args, llvm::StringRef name = {}) {
     llvm::SmallVector<ValueId, 6> operands;
     AttrList attrs;

@@ -31,6 +31,7 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <cassert>
+#include <type_traits>
 #include <initializer_list>
 
 namespace fg::op {
@@ -147,11 +148,9 @@ class ViewsStart_ {
 template <typename T> struct Required {
   T v;
   Required(T x) : v(std::move(x)) {}
-  template <typename U = T>
-    requires std::is_same_v<U, IntList>
+  template <typename U = T, std::enable_if_t<std::is_same_v<U, IntList>, int> = 0>
   Required(std::initializer_list<int64_t> l) : v(l) {}
-  template <typename U = T>
-    requires std::is_same_v<U, IntList>
+  template <typename U = T, std::enable_if_t<std::is_same_v<U, IntList>, int> = 0>
   Required(llvm::ArrayRef<int64_t> l) : v(l.begin(), l.end()) {}
 };
 
