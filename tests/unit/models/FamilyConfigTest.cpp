@@ -176,7 +176,8 @@ TEST_F(FamilyConfig, Llama3RopeParameters) {
   });
   ASSERT_FALSE(v5.empty());
   expectSameModel(dir_ + "/llama3-hf", v5);
-  const WeightEntry *f = load(v5).weights.lookup("rope_freqs");
+  auto model = load(v5); // keep it alive: lookup points into its weights
+  const WeightEntry *f = model.weights.lookup("rope_freqs");
   ASSERT_NE(f, nullptr) << "Llama-3 scaling read from rope_parameters";
   EXPECT_TRUE(f->isEmbedded());
 }
