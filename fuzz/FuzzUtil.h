@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "frontends/Frontend.h"
+
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -58,6 +60,25 @@ template <typename T> void drop(llvm::Expected<T> &e) {
     llvm::consumeError(e.takeError());
 }
 inline void drop(llvm::Error e) { llvm::consumeError(std::move(e)); }
+
+/// Loads a model file or folder the way `fusegraph compile` does (ctx 256, one
+/// prefill bucket of 8), then reads every weight's bytes, so a bounds check that
+/// lets a tensor past the end of its file shows up. Errors are expected.
+inline void loadModelAndReadWeights(const std::string &path) {
+  ModelOptions opts;
+  opts.ctx = 256;
+  opts.prefill = {8};
+  llvm::Expected<LoadedModel> m = loadModelWithWeights(path, opts);
+  if (!m) {
+    llvm::consumeError(m.takeError());
+    return;
+  }
+  volatile uint8_t sum = 0;
+  for (const WeightEntry &w : m->weights.entries())
+    for (uint8_t b : w.bytes())
+      sum = sum + b;
+  (void)sum;
+}
 
 /// A broken invariant the harness checks (e.g. print(parse(s)) != s): a
 /// finding, reported on stderr, then a trap so libFuzzer saves the input.

@@ -9,25 +9,11 @@
 //===----------------------------------------------------------------------===//
 #include "FuzzUtil.h"
 
-#include "frontends/Frontend.h"
-
 using namespace fg;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string path =
       fuzz::writeScratch("model.gguf", llvm::StringRef(reinterpret_cast<const char *>(data), size));
-  ModelOptions opts;
-  opts.ctx = 256;
-  opts.prefill = {8};
-  llvm::Expected<LoadedModel> m = loadModelWithWeights(path, opts);
-  if (!m) {
-    llvm::consumeError(m.takeError());
-    return 0;
-  }
-  volatile uint8_t sum = 0;
-  for (const WeightEntry &w : m->weights.entries())
-    for (uint8_t b : w.bytes())
-      sum = sum + b;
-  (void)sum;
+  fuzz::loadModelAndReadWeights(path);
   return 0;
 }

@@ -10,8 +10,6 @@
 //===----------------------------------------------------------------------===//
 #include "FuzzUtil.h"
 
-#include "frontends/Frontend.h"
-
 using namespace fg;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -21,18 +19,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   llvm::StringRef tensors = nul == llvm::StringRef::npos ? "" : all.substr(nul + 1);
   fuzz::writeScratch("config.json", config);
   fuzz::writeScratch("model.safetensors", tensors);
-  ModelOptions opts;
-  opts.ctx = 256;
-  opts.prefill = {8};
-  llvm::Expected<LoadedModel> m = loadModelWithWeights(fuzz::scratchDir(), opts);
-  if (!m) {
-    llvm::consumeError(m.takeError());
-    return 0;
-  }
-  volatile uint8_t sum = 0;
-  for (const WeightEntry &w : m->weights.entries())
-    for (uint8_t b : w.bytes())
-      sum = sum + b;
-  (void)sum;
+  fuzz::loadModelAndReadWeights(fuzz::scratchDir());
   return 0;
 }

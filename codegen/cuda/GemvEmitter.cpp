@@ -169,6 +169,14 @@ constexpr int64_t kTensorCoreMinRows = 3;
 /// Weights from which a matmul of 3+ rows of x goes to cuBLAS instead.
 constexpr uint64_t kCublasFromBytes = 64ull << 20;
 
+/// Whether cuBLAS beats the tensor-core GEMV for `rows` rows of x over these
+/// weights (W-dense gate/up at T = 4: the GEMV took 1.5x cuBLAS's time; q/o:
+/// 0.9x; bench/RESULTS.md), unless a tuning override forces the GEMV.
+bool cublasIsFaster(int64_t rows, const TensorType &wt, const EmitOptions &o) {
+  return rows >= kTensorCoreMinRows && static_cast<uint64_t>(wt.bytes()) >= kCublasFromBytes &&
+         isGemmType(wt.dtype) && o.gemvTensorCoreMinRows == 0;
+}
+
 /// How a GEMV launch splits its work (see kernels/gemv.cuh).
 struct GemvSplit {
   bool tensorCores = false;
@@ -478,8 +486,7 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
       return unsupported(node, llvm::formatv("{0} rows of x (the GEMV takes at most {1})", rows,
                                              o.maxGemvTokens)
                                    .str());
-    if (rows >= kTensorCoreMinRows && static_cast<uint64_t>(wt.bytes()) >= kCublasFromBytes &&
-        isGemmType(wt.dtype) && o.gemvTensorCoreMinRows == 0)
+    if (cublasIsFaster(rows, wt, o))
       return unsupported(node, llvm::formatv("{0} rows of x over {1} MiB of weights (cuBLAS "
                                              "is faster there)",
                                              rows, wt.bytes() >> 20)
@@ -493,11 +500,7 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
   int64_t rows = xt.numRows();
   if (rows > o.maxGemvTokens)
     return emitCublas(fn, node, ls);
-  // From 3 rows of x the tensor-core GEMV loses to cuBLAS on large weights
-  // (W-dense gate/up at T = 4: 1.5x cuBLAS's time; q/o: 0.9x; bench/RESULTS.md).
-  uint64_t weightBytes = static_cast<uint64_t>(wt.bytes());
-  if (rows >= kTensorCoreMinRows && weightBytes >= kCublasFromBytes && isGemmType(wt.dtype) &&
-      o.gemvTensorCoreMinRows == 0)
+  if (cublasIsFaster(rows, wt, o))
     return emitCublas(fn, node, ls);
   return emitDense(fn, node, ls, 1, o);
 }

@@ -29,6 +29,21 @@ DecoderConfig demoConfig(int64_t ctx, DType kvDType) {
   return c;
 }
 
+DecoderConfig demoDenseConfig(int64_t ctx) {
+  DecoderConfig c = demoConfig(ctx);
+  c.ffn = DecoderConfig::FfnKind::Dense;
+  c.nFf = 64;
+  c.qkNorm = false;
+  c.qkvBias = true;
+  c.ropeFreqFactors = true;
+  c.attnSinks = true;
+  c.slidingWindow = 3;
+  c.attnSoftcap = 20;
+  c.vocab = 64;
+  c.glu = GluKind::GeGLU;
+  return c;
+}
+
 WeightInit demoWeightInit(llvm::StringRef name, const TensorType &, unsigned index) {
   uint64_t seed = index + 1;
   if (name.endswith("_norm"))

@@ -17,6 +17,11 @@ namespace fg {
 /// The demo's configuration for a given context length and cache dtype.
 DecoderConfig demoConfig(int64_t ctx = 4096, DType kvDType = DType::F16);
 
+/// The demo's dense sibling for tests: what the MoE demo does not exercise —
+/// a dense GeGLU FFN (64), q/k/v biases, rope frequency factors, attention
+/// sinks, a sliding window of 3, an attention softcap of 20 — with vocab 64.
+DecoderConfig demoDenseConfig(int64_t ctx);
+
 /// The demo's initialiser: normal(seed = index + 1, std = 0.02) for matrices,
 /// normal(seed, std = 0.1, mean = 1) for norm weights, std 0.05 for the embedding.
 WeightInit demoWeightInit(llvm::StringRef name, const TensorType &type, unsigned index);

@@ -29,6 +29,16 @@ struct EntryState {
   std::vector<size_t> pinnedOffset;
   cudaGraphExec_t exec = nullptr;
   cudaGraph_t graph = nullptr;
+
+  /// Destroys the entry's CUDA graph (built again at its next graph run).
+  void dropGraph() {
+    if (exec)
+      cudaGraphExecDestroy(exec);
+    if (graph)
+      cudaGraphDestroy(graph);
+    exec = nullptr;
+    graph = nullptr;
+  }
 };
 
 } // namespace
@@ -58,10 +68,7 @@ struct CudaRunner::Impl {
     if (tracing)
       KernelTrace::stop();
     for (auto &[name, e] : entries) {
-      if (e.exec)
-        cudaGraphExecDestroy(e.exec);
-      if (e.graph)
-        cudaGraphDestroy(e.graph);
+      e.dropGraph();
       if (e.pinned)
         cudaFreeHost(e.pinned);
     }
@@ -643,14 +650,8 @@ void CudaRunner::setProgrammaticLaunch(bool on) {
   if (impl_->programmatic == on)
     return;
   impl_->programmatic = on;
-  for (auto &[name, es] : impl_->entries) {
-    if (es.exec)
-      cudaGraphExecDestroy(es.exec);
-    if (es.graph)
-      cudaGraphDestroy(es.graph);
-    es.exec = nullptr;
-    es.graph = nullptr;
-  }
+  for (auto &[name, es] : impl_->entries)
+    es.dropGraph();
 }
 
 llvm::Error CudaRunner::resetState() {

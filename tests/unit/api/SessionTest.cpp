@@ -53,17 +53,7 @@ Plan demoPlan(std::vector<int64_t> buckets, bool allLogits, int64_t ctx = 32,
 /// sliding window of 3 (padding and chunking must agree on the rows each
 /// token sees), a softcap and GeGLU; vocab 64.
 Plan tinyDensePlan(std::vector<int64_t> buckets, LogitRows rows) {
-  DecoderConfig c = demoConfig(24);
-  c.ffn = DecoderConfig::FfnKind::Dense;
-  c.nFf = 64;
-  c.qkNorm = false;
-  c.qkvBias = true;
-  c.ropeFreqFactors = true;
-  c.attnSinks = true;
-  c.slidingWindow = 3;
-  c.attnSoftcap = 20;
-  c.vocab = 64;
-  c.glu = GluKind::GeGLU;
+  DecoderConfig c = demoDenseConfig(24);
   return compileCpu(buildDecoderGraph(c, decoderEntries(buckets, rows)), 24);
 }
 

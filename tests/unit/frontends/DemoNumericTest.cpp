@@ -123,17 +123,7 @@ TEST(DemoNumeric, DecodeLogitsAreInformative) {
 /// sinks, a sliding window of 3 and a softcap: the window makes the 6th token
 /// ignore rows 0-2, so prefill and decode must agree on which rows they read.
 TEST(DemoNumeric, DenseWindowedVariantIsConsistent) {
-  DecoderConfig c = demoConfig(16);
-  c.ffn = DecoderConfig::FfnKind::Dense;
-  c.nFf = 64;
-  c.qkNorm = false;
-  c.qkvBias = true;
-  c.ropeFreqFactors = true;
-  c.attnSinks = true;
-  c.slidingWindow = 3;
-  c.attnSoftcap = 20;
-  c.vocab = 64;
-  c.glu = GluKind::GeGLU;
+  DecoderConfig c = demoDenseConfig(16);
   auto g = buildDecoderGraph(c, decoderEntries({5, 6}, LogitRows::All));
   ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
   ReferenceInterpreter ri(*g);
