@@ -134,6 +134,11 @@ struct GemvDesc {
   bool res = false;
   DType r = DType::F32;
   int64_t rOff = 0, rSm = 0, rSn = 1;
+  // rms_norm prologue (dense): x · rstd(row) · nw[nwOff + k]
+  bool norm = false;
+  DType nw = DType::F32;
+  int64_t nwOff = 0;
+  double eps = 0;
 };
 
 const char *decoderName(DType t) {
@@ -283,7 +288,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   c += "  using Ids = " + ctype(d.expert ? d.ids : DType::I32) + ";\n";
   c += "  using B0 = " + ctype(d.b0) + ";\n  using B1 = " + ctype(d.b1) + ";\n";
   c += "  using R = " + ctype(d.r) + ";\n";
-  c += "  using Pro = fg::ProNone;\n  using Epi = " + d.epilogue + ";\n";
+  c += "  using NW = " + ctype(d.nw) + ";\n";
+  c += "  using Epi = " + d.epilogue + ";\n";
   c += llvm::formatv("  static constexpr int M = {0}, kWarps = {1}, kUnroll = {2}, kRows = {3};\n",
                      d.M, sp.warps, sp.unroll, sp.rows)
            .str();
@@ -293,6 +299,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
        ", kPairs = " + lit(d.pairs) + ", kk = " + lit(d.kk) + ";\n";
   c += std::string("  static constexpr bool kExpert = ") + (d.expert ? "true" : "false") +
        ", kBias = " + (d.bias ? "true" : "false") + ", kRes = " + (d.res ? "true" : "false") +
+       ", kNorm = " + (d.norm ? "true" : "false") +
        ", kWVec = " + (wVec ? "true" : "false") +
        ", kXVec = " + (xVec ? "true" : "false") + ";\n";
   c += "  static constexpr long long w0_off = " + lit(w0.off) + ", w0_ld = " + lit(w0.ld) +
@@ -303,7 +310,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
        ", b0_se = " + lit(d.b0Se) + ", b1_off = " + lit(d.b1Off) + ", b1_sn = " + lit(d.b1Sn) +
        ", b1_se = " + lit(d.b1Se) + ";\n";
   c += "  static constexpr long long res_off = " + lit(d.rOff) + ", res_sm = " + lit(d.rSm) +
-       ", res_sn = " + lit(d.rSn) + ";\n";
+       ", res_sn = " + lit(d.rSn) + ", nw_off = " + lit(d.nwOff) + ";\n";
+  c += "  static constexpr int kNormEpsBits = " + std::to_string(floatBits(d.eps)) + ";\n";
   c += "  static constexpr long long x_ks = " + lit(d.xKs) + ", x_off = " + lit(d.xOff) +
        ", x_st = " + lit(d.xSt) + ", x_sj = " + lit(d.xSj) + ";\n";
   c += "  static constexpr long long ids_off = " + lit(d.idsOff) + ", ids_st = " + lit(d.idsSt) +
@@ -334,6 +342,12 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   } else {
     args += ", nullptr";
   }
+  if (d.norm) {
+    params += ", const Cfg::NW* nw";
+    args += ", nw";
+  } else {
+    args += ", nullptr";
+  }
   c += kernelEntry(32 * sp.warps, params, "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{" + args + "});");
 
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() + c);
@@ -341,8 +355,10 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   k.grid[1] = static_cast<unsigned>(std::clamp<int64_t>(d.pairs, 1, 65535));
   k.grid[2] = static_cast<unsigned>(d.expert ? 1 : (d.M + 7) / 8); // groups of 8 rows of x
   k.block[0] = 32 * sp.warps;
-  k.params = {Param::result(0), Param::operand(0), Param::operand(1)};
-  unsigned next = 2;
+  // Operands: x, [nw], weights, [ids], [biases], [addend]; parameters: y,
+  // x, weights, [ids], [biases], [addend], [nw].
+  unsigned next = d.norm ? 2 : 1;
+  k.params = {Param::result(0), Param::operand(0), Param::operand(next++)};
   if (two)
     k.params.push_back(Param::operand(next++));
   if (d.expert)
@@ -353,6 +369,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   }
   if (d.res)
     k.params.push_back(Param::operand(next++));
+  if (d.norm)
+    k.params.push_back(Param::operand(1));
   return k;
 }
 
@@ -371,10 +389,23 @@ llvm::Error checkWeights(const Node &node, const GemvDesc &d) {
 llvm::Expected<std::vector<Launch>> emitDense(const Function &fn, const Node &node,
                                               llvm::ArrayRef<Layout> ls, unsigned streams,
                                               const EmitOptions &o) {
-  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+  // Operands: x, [norm weight], weights, [biases | addend].
+  const bool norm =
+      node.kind == OpKind::FusedRmsNormMatmul || node.kind == OpKind::FusedRmsNormGatedMatmul;
+  const unsigned w0At = norm ? 2 : 1;
+  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[w0At]);
   GemvDesc d;
   d.mnemonic = node.info().mnemonic;
   d.x = xt.dtype;
+  if (norm) {
+    d.norm = true;
+    d.nw = fn.type(node.operands[1]).dtype;
+    d.nwOff = ls[1].offset;
+    d.eps = node.kind == OpKind::FusedRmsNormMatmul ? op::FusedRmsNormMatmul(node).eps()
+                                                    : op::FusedRmsNormGatedMatmul(node).eps();
+    if (ls[1].strides.back() != 1 && ls[1].shape.back() != 1)
+      return unsupported(node, "a norm weight that is not unit-stride");
+  }
   d.N = wt.shape[0];
   d.K = wt.shape[1];
   d.xRows = rowOffsets(ls[0]);
@@ -385,10 +416,13 @@ llvm::Expected<std::vector<Launch>> emitDense(const Function &fn, const Node &no
                                            o.maxGemvTokens)
                                  .str());
   for (unsigned s = 0; s < streams; ++s) {
-    const Layout &wl = ls[1 + s];
-    d.w.push_back({fn.type(node.operands[1 + s]).dtype, wl.offset, wl.strides[0], wl.strides[1], 0});
+    const Layout &wl = ls[w0At + s];
+    d.w.push_back(
+        {fn.type(node.operands[w0At + s]).dtype, wl.offset, wl.strides[0], wl.strides[1], 0});
   }
-  if (streams == 2) {
+  if (streams == 2 && norm) {
+    d.epilogue = gluEpilogue(op::FusedRmsNormGatedMatmul(node));
+  } else if (streams == 2) {
     d.epilogue = gluEpilogue(op::FusedGatedMatmul(node));
     if (node.operands.size() > 3) {
       d.bias = true;
@@ -472,15 +506,20 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
                                              llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
   switch (node.kind) {
   case OpKind::FusedGatedMatmul:
+  case OpKind::FusedRmsNormGatedMatmul:
     return emitDense(fn, node, ls, 2, o);
   case OpKind::FusedGatedMatmulId:
     return emitExpert(fn, node, ls, 2, o);
   case OpKind::MatMulId:
     return emitExpert(fn, node, ls, 1, o);
-  case OpKind::FusedMatmulAdd: {
+  case OpKind::FusedMatmulAdd:
+  case OpKind::FusedRmsNormMatmul: {
     // The GEMV only where the plain matmul would take it (cuBLAS, which has
-    // no such epilogue here, is faster above): the fusion is refused there.
-    const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+    // no such epilogue or prologue here, is faster above): the fusion is
+    // refused there.
+    const TensorType &xt = fn.type(node.operands[0]);
+    const TensorType &wt =
+        fn.type(node.operands[node.kind == OpKind::FusedRmsNormMatmul ? 2 : 1]);
     int64_t rows = xt.numRows();
     if (rows > o.maxGemvTokens)
       return unsupported(node, llvm::formatv("{0} rows of x (the GEMV takes at most {1})", rows,

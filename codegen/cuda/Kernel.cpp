@@ -104,7 +104,8 @@ llvm::Expected<std::vector<Launch>> emitKernel(const Function &fn, const Node &n
     return e;
   if (node.kind == OpKind::MatMul || node.kind == OpKind::MatMulId ||
       node.kind == OpKind::FusedGatedMatmul || node.kind == OpKind::FusedGatedMatmulId ||
-      node.kind == OpKind::FusedMatmulAdd)
+      node.kind == OpKind::FusedMatmulAdd || node.kind == OpKind::FusedRmsNormMatmul ||
+      node.kind == OpKind::FusedRmsNormGatedMatmul)
     return detail::emitGemv(fn, node, layouts, options);
   if (node.kind == OpKind::Attention)
     return detail::emitAttention(fn, node, layouts, options);

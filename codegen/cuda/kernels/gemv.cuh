@@ -13,7 +13,13 @@
 //                   are decoders to come: they hand 8 weights as 4 packed
 //                   half2 registers to the same main loop)
 //   Cfg::M          tokens (rows of x); groups of 8 go to blockIdx.z
-//   Cfg::Pro        prologue applied to x: ProNone (rms_norm: to come)
+//   Cfg::kNorm      prologue: x is rms-normalised and multiplied by the norm
+//                   weight nw as it is loaded (fused.rms_norm_matmul,
+//                   fused.rms_norm_gated_matmul; dense only). The block first
+//                   sums the squares of its x rows (all threads over K, a
+//                   fixed order: replays stay bit-exact), then every x value
+//                   it loads is multiplied by rstd(row) · nw[k]. Scaling x,
+//                   not the sums, keeps the mma's f16 split within range.
 //   Cfg::Epi        epilogue: EpiStore, EpiGlu<kind> (two streams); bias
 //                   (Cfg::kBias) is added before it, an addend (Cfg::kRes,
 //                   dense: fused.matmul_add's residual or bias) after it
@@ -112,9 +118,6 @@ struct DecF32 {
 
 // --- prologues and epilogues ----------------------------------------------------
 
-/// x as it is.
-struct ProNone {};
-
 /// y = acc (+ bias).
 struct EpiStore {
   static constexpr int kStreams = 1;
@@ -197,7 +200,60 @@ template <class C> struct GemvArgs {
   const typename C::B0 *b0;
   const typename C::B1 *b1;
   const typename C::R *res; ///< Cfg::kRes: added after the epilogue, (m, n) at res_off + m·res_sm + n·res_sn
+  const typename C::NW *nw; ///< Cfg::kNorm: the norm weight, k at nw_off + k
 };
+
+/// The rms_norm prologue: rs[m] = 1 / sqrt(mean_k x[m0 + m, k]² + eps) for the
+/// block's rows of x (up to 8), summed by all threads in a fixed order.
+template <class C>
+static __device__ __forceinline__ void gemvNormScales(const GemvArgs<C> &a, int m0, float *rs) {
+  constexpr int W = C::kWarps, kRowsX = C::M < 8 ? C::M : 8;
+  __shared__ float red[8][W];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int m = 0; m < kRowsX; ++m) {
+    if (m0 + m >= C::M)
+      break;
+    const typename C::X *xr = a.x + C::xRow(m0 + m);
+    float s = 0.0f;
+    if constexpr (C::kXVec) {
+      for (long long k = 4 * (long long)threadIdx.x; k < C::K; k += 4 * 32 * W) {
+        const float4 t = __ldg(reinterpret_cast<const float4 *>(xr + k));
+        s += t.x * t.x + t.y * t.y + t.z * t.z + t.w * t.w;
+      }
+    } else {
+      for (long long k = threadIdx.x; k < C::K; k += 32 * W) {
+        const float v = fg_to_f(xr[k * C::x_ks]);
+        s += v * v;
+      }
+    }
+    s = fg_warp_sum(s);
+    if (lane == 0)
+      red[m][warp] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x < kRowsX) {
+    float sum = 0.0f;
+    for (int w = 0; w < W; ++w)
+      sum += red[threadIdx.x][w];
+    rs[threadIdx.x] = 1.0f / sqrtf(sum / (float)C::K + __int_as_float(C::kNormEpsBits));
+  }
+  __syncthreads();
+}
+
+/// x values k0 .. k0 + P - 1 of one row, normalised: · scale · nw[k] (Cfg::kNorm).
+template <class C, bool Guard, int P>
+static __device__ __forceinline__ void gemvNormX(const GemvArgs<C> &a, long long k0, float scale,
+                                                 float (&v)[P]) {
+  if constexpr (C::kNorm) {
+#pragma unroll
+    for (int e = 0; e < P; ++e) {
+      const long long k = k0 + e;
+      const float w = (!Guard || k < C::K) ? fg_to_f(a.nw[C::nw_off + k]) : 0.0f;
+      v[e] *= scale * w;
+    }
+  }
+}
 
 template <class C> struct GemvShared {
   float part[C::kWarps][C::Epi::kStreams][16][8];
@@ -234,7 +290,8 @@ static __device__ __forceinline__ void gemvChunk(const GemvArgs<C> &a, long long
                                                  const typename C::Dec1::T *r1a,
                                                  const typename C::Dec1::T *r1b,
                                                  const typename C::X *xr, bool xLive, int t, int m0,
-                                                 float (&acc)[2][4], float (&fac)[2][2][8]) {
+                                                 const float *rs, float (&acc)[2][4],
+                                                 float (&fac)[2][2][8]) {
   constexpr int S = C::Epi::kStreams, U = C::kUnroll;
   using D0 = typename C::Dec0;
   using D1 = typename C::Dec1;
@@ -258,9 +315,10 @@ static __device__ __forceinline__ void gemvChunk(const GemvArgs<C> &a, long long
     if constexpr (D0::kMma) {
       // This lane's x column is token g: 8 values, split into hi + lo.
       float xv[8];
-      if (xLive)
+      if (xLive) {
         gemvLoadX<C, Guard>(xr, k0, xv);
-      else {
+        gemvNormX<C, Guard, 8>(a, k0, C::kNorm ? rs[(threadIdx.x & 31) >> 2] : 1.0f, xv);
+      } else {
 #pragma unroll
         for (int e = 0; e < 8; ++e)
           xv[e] = 0.0f;
@@ -280,6 +338,7 @@ static __device__ __forceinline__ void gemvChunk(const GemvArgs<C> &a, long long
           break;
         float xv[8];
         gemvLoadX<C, Guard>(C::kExpert ? xr : a.x + C::xRow(m0 + m), k0, xv);
+        gemvNormX<C, Guard, 8>(a, k0, C::kNorm ? rs[m] : 1.0f, xv);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
           fac[0][0][m] += fa0[e] * xv[e];
@@ -306,6 +365,10 @@ static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a) {
   const long long n0 = (long long)blockIdx.x * 16;
   const int m0 = 8 * blockIdx.z; // this block's group of (up to) 8 rows of x
   const long long ra = min(n0 + g, C::N - 1), rb = min(n0 + g + 8, C::N - 1);
+  static_assert(!C::kNorm || !C::kExpert, "the norm prologue is dense only");
+  __shared__ float rs[8];
+  if constexpr (C::kNorm)
+    gemvNormScales<C>(a, m0, rs);
 
   for (long long pr = blockIdx.y; pr < C::kPairs; pr += gridDim.y) {
     // The weight matrix (expert) and x row of this pair.
@@ -336,9 +399,9 @@ static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a) {
     if (valid) {
       constexpr long long kFull = kExact ? kChunks : kChunks - 1;
       for (long long c = warp; c < kFull; c += W)
-        gemvChunk<C, false>(a, c, r0a, r0b, r1a, r1b, xr, xLive, t, m0, acc, fac);
+        gemvChunk<C, false>(a, c, r0a, r0b, r1a, r1b, xr, xLive, t, m0, rs, acc, fac);
       if (!kExact && (kChunks - 1) % W == warp)
-        gemvChunk<C, true>(a, kChunks - 1, r0a, r0b, r1a, r1b, xr, xLive, t, m0, acc, fac);
+        gemvChunk<C, true>(a, kChunks - 1, r0a, r0b, r1a, r1b, xr, xLive, t, m0, rs, acc, fac);
     }
 
     // This warp's partial sums of the 16 x 8 tile into shared memory.
@@ -443,7 +506,7 @@ template <class C, bool Guard, int MG>
 static __device__ __forceinline__ void gemvLanesChunk(
     long long kc, int kl, const typename C::Dec0::T *const (&p0)[C::kRows],
     const typename C::Dec1::T *const (&p1)[C::kRows], const typename C::X *const (&px)[MG],
-    float (&acc)[C::Epi::kStreams][C::kRows][MG]) {
+    const GemvArgs<C> &a, const float *rs, float (&acc)[C::Epi::kStreams][C::kRows][MG]) {
   using D0 = typename C::Dec0;
   using D1 = typename C::Dec1;
   constexpr int S = C::Epi::kStreams, U = C::kUnroll, R = C::kRows, P = D0::kPerLoad;
@@ -465,8 +528,10 @@ static __device__ __forceinline__ void gemvLanesChunk(
     const long long k = kc + u * kStep;
     float xv[MG][P];
 #pragma unroll
-    for (int m = 0; m < MG; ++m)
+    for (int m = 0; m < MG; ++m) {
       gemvLoadXLane<C, P, Guard>(px[m], k, k + kl, xv[m]);
+      gemvNormX<C, Guard, P>(a, k + kl, C::kNorm ? rs[m] : 1.0f, xv[m]);
+    }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       float wf[P];
@@ -504,6 +569,10 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kl = lane * P;
   const long long n0 = (long long)blockIdx.x * R;
   const int m0 = 8 * blockIdx.z;
+  static_assert(!C::kNorm || !C::kExpert, "the norm prologue is dense only");
+  __shared__ float rs[8];
+  if constexpr (C::kNorm)
+    gemvNormScales<C>(a, m0, rs);
 
   for (long long pr = blockIdx.y; pr < C::kPairs; pr += gridDim.y) {
     long long e = 0, xoff = 0;
@@ -543,9 +612,9 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a) {
     if (valid) {
       constexpr long long kFull = kExact ? kChunks : kChunks - 1;
       for (long long c = warp; c < kFull; c += W)
-        gemvLanesChunk<C, false, MG>(c * U * 32 * P, kl, p0, p1, px, acc);
+        gemvLanesChunk<C, false, MG>(c * U * 32 * P, kl, p0, p1, px, a, rs, acc);
       if (!kExact && (kChunks - 1) % W == warp)
-        gemvLanesChunk<C, true, MG>((kChunks - 1) * U * 32 * P, kl, p0, p1, px, acc);
+        gemvLanesChunk<C, true, MG>((kChunks - 1) * U * 32 * P, kl, p0, p1, px, a, rs, acc);
     }
 #pragma unroll
     for (int s = 0; s < S; ++s)

@@ -962,6 +962,33 @@ TEST(CudaEmit, MatmulAddEpilogue) {
   EXPECT_NE(llvm::toString(e.takeError()).find("cuBLAS is faster there"), std::string::npos);
 }
 
+/// The rms_norm prologue: the norm weight is the last parameter, the
+/// weights follow x in the operands; the gated form keeps the GLU epilogue.
+TEST(CudaEmit, RmsNormPrologue) {
+  for (bool gated : {false, true}) {
+    auto ls = emitFused([&](Builder &b) {
+      auto x = b.input("x", T(DType::F32, {3, 96}));
+      auto g = b.weight("g", T(DType::F32, {96}));
+      auto w = b.weight("w", T(DType::F16, {77, 96}));
+      if (gated)
+        b.result(b.create(op::FusedRmsNormGatedMatmulArgs{
+            .x = x, .normW = g, .wGate = w, .wUp = b.weight("u", T(DType::F16, {77, 96})),
+            .eps = 1e-5}));
+      else
+        b.result(b.create(op::FusedRmsNormMatmulArgs{.x = x, .normW = g, .w = w, .eps = 1e-5}));
+    });
+    const KernelSpec &k = only(ls);
+    std::vector<Param> want{Param::result(0), Param::operand(0), Param::operand(2)};
+    if (gated)
+      want.push_back(Param::operand(3));
+    want.push_back(Param::operand(1));
+    EXPECT_EQ(k.params, want);
+    EXPECT_TRUE(contains(k, "kNorm = true"));
+    EXPECT_TRUE(contains(k, "kNormEpsBits = 925353388")); // 1e-5f
+    EXPECT_EQ(contains(k, "fg::EpiGlu<"), gated);
+  }
+}
+
 /// Coverage, checked once every test of the run has finished (a test
 /// environment's TearDown: no dependence on test order): when the run was the
 /// whole CudaEmit suite (ctest's fg_codegen_tests.whole_suite, or the binary
