@@ -88,6 +88,9 @@ llvm::Expected<std::vector<Launch>> emitFusedRow(const Function &fn, const Node 
 llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &node,
                                              llvm::ArrayRef<Layout> layouts,
                                              const EmitOptions &options);
+/// Weight dtypes the GEMV template decodes (f32, f16, bf16 and the GGUF
+/// block types with a decoder in kernels/gemv.cuh).
+bool gemvDecodesNatively(DType t);
 llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node &node,
                                                   llvm::ArrayRef<Layout> layouts,
                                                   const EmitOptions &options);

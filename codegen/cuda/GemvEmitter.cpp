@@ -142,12 +142,42 @@ const char *decoderName(DType t) {
     return "fg::DecF16";
   case DType::BF16:
     return "fg::DecBF16";
+  case DType::Q8_0:
+    return "fg::DecQ8_0";
+  case DType::Q4_0:
+    return "fg::DecQ4_0";
+  case DType::Q4_1:
+    return "fg::DecQ4_1";
+  case DType::Q4_K:
+    return "fg::DecQ4_K";
+  case DType::Q6_K:
+    return "fg::DecQ6_K";
   default:
     return "fg::DecF32";
   }
 }
 
-bool isGemvWeightType(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+} // namespace
+
+bool gemvDecodesNatively(DType t) {
+  switch (t) {
+  case DType::F32:
+  case DType::F16:
+  case DType::BF16:
+  case DType::Q8_0:
+  case DType::Q4_0:
+  case DType::Q4_1:
+  case DType::Q4_K:
+  case DType::Q6_K:
+    return true;
+  default:
+    return false;
+  }
+}
+
+namespace {
+
+bool isGemvWeightType(DType t) { return gemvDecodesNatively(t); }
 
 int32_t floatBits(double v) {
   float f = static_cast<float>(v);
@@ -253,14 +283,20 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   const WeightStream &w0 = d.w[0];
   const WeightStream &w1 = d.w.size() > 1 ? d.w[1] : d.w[0];
   bool two = d.w.size() > 1;
-  int64_t perLoad = 16 / elemBytes(w0.dtype); // weights in one 16-byte load
+  // Quantised weights always run on the tensor cores (dequantised to f16 in
+  // registers, kernels/gemv.cuh "Quantised weights"), for every T.
+  bool quant = isQuantized(w0.dtype) || isQuantized(w1.dtype);
+  int64_t perLoad = quant ? 8 : 16 / elemBytes(w0.dtype); // weights in one 16-byte load
   bool tensorCores = w0.dtype != DType::F32 && w1.dtype != DType::F32 &&
-                     (d.expert ? false
-                               : d.M >= (o.gemvTensorCoreMinRows > 0 ? o.gemvTensorCoreMinRows
-                                                                     : kTensorCoreMinRows));
+                     (quant || (d.expert ? false
+                                         : d.M >= (o.gemvTensorCoreMinRows > 0
+                                                       ? o.gemvTensorCoreMinRows
+                                                       : kTensorCoreMinRows)));
   GemvSplit sp = chooseSplit(tensorCores, d.N, d.K, d.M, d.expert, d.pairs, two ? 2 : 1, perLoad, o);
   // 16-byte weight loads: unit stride along K and every row start aligned.
   auto vecOk = [&](const WeightStream &w) {
+    if (isQuantized(w.dtype)) // block decoders do their own loads
+      return true;
     int64_t v = 16 / elemBytes(w.dtype);
     return w.ks == 1 && d.K % v == 0 && w.off % v == 0 && w.ld % v == 0 && w.es % v == 0;
   };
@@ -356,13 +392,31 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   return k;
 }
 
-/// Checks the weight dtypes a GEMV can decode.
-llvm::Error checkWeights(const Node &node, const GemvDesc &d) {
+/// Checks the weight dtypes a GEMV can decode, and turns the element offsets
+/// and strides of block-quantised streams into bytes (the decoders walk the
+/// GGUF blocks of a row as stored).
+llvm::Error checkWeights(const Node &node, GemvDesc &d) {
   for (const WeightStream &w : d.w)
     if (!isGemvWeightType(w.dtype))
       return unsupported(node, "weight dtype " + std::string(dtypeName(w.dtype)) + " in the GEMV");
   if (d.w.size() == 2 && (d.w[0].dtype == DType::F32) != (d.w[1].dtype == DType::F32))
     return unsupported(node, "an f32 and a 16-bit weight in one gated GEMV");
+  for (WeightStream &w : d.w) {
+    if (!isQuantized(w.dtype))
+      continue;
+    const DTypeInfo &qi = dtypeInfo(w.dtype);
+    int64_t be = qi.blockElems, bb = qi.blockBytes;
+    if (w.ks != 1 || d.K % be != 0 || w.off % be != 0 || w.ld % be != 0 || w.es % be != 0)
+      return unsupported(node, "a " + std::string(dtypeName(w.dtype)) +
+                                   " weight whose rows are not whole contiguous blocks");
+    w.off = w.off / be * bb, w.ld = w.ld / be * bb, w.es = w.es / be * bb;
+    // q4_1 and q4_K blocks are read with 4- and 8-byte loads.
+    int64_t align = w.dtype == DType::Q4_K ? 8 : w.dtype == DType::Q4_1 ? 4 : 2;
+    if (w.off % align != 0 || w.ld % align != 0 || w.es % align != 0)
+      return unsupported(node, "a " + std::string(dtypeName(w.dtype)) +
+                                   " weight whose rows are not " + std::to_string(align) +
+                                   "-byte aligned");
+  }
   return llvm::Error::success();
 }
 
@@ -470,6 +524,18 @@ llvm::Expected<std::vector<Launch>> emitExpert(const Function &fn, const Node &n
 
 llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &node,
                                              llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
+  // Only the weight streams may be block-quantised (operands 1, and 2 of the
+  // gated forms); x, ids, biases, addends and the result may not.
+  unsigned streams =
+      node.kind == OpKind::FusedGatedMatmul || node.kind == OpKind::FusedGatedMatmulId ? 2 : 1;
+  for (size_t i = 0; i < node.operands.size(); ++i)
+    if ((i == 0 || i > streams) && isQuantized(fn.type(node.operands[i]).dtype))
+      return unsupported(node, llvm::formatv("block-quantised operand {0} ({1})", i,
+                                             fn.type(node.operands[i]).str())
+                                   .str());
+  for (ValueId r : node.results)
+    if (isQuantized(fn.type(r).dtype))
+      return unsupported(node, "a block-quantised result " + fn.type(r).str());
   switch (node.kind) {
   case OpKind::FusedGatedMatmul:
     return emitDense(fn, node, ls, 2, o);
