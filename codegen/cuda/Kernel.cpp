@@ -106,6 +106,8 @@ llvm::Expected<std::vector<Launch>> emitKernel(const Function &fn, const Node &n
       node.kind == OpKind::FusedGatedMatmul || node.kind == OpKind::FusedGatedMatmulId ||
       node.kind == OpKind::FusedMatmulAdd)
     return detail::emitGemv(fn, node, layouts, options);
+  if (node.kind == OpKind::GetRows && isQuantized(fn.type(node.operands[0]).dtype))
+    return detail::emitQuantGetRows(fn, node, layouts);
   if (llvm::Error e = detail::rejectQuantized(fn, node))
     return e;
   if (node.kind == OpKind::Attention)

@@ -1020,6 +1020,38 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
   EXPECT_NE(llvm::toString(r.takeError()).find("block-quantised operand 0"), std::string::npos);
 }
 
+/// Quantised rows decoded by kernels/dequant.cuh: get_rows of a [V, K] table
+/// (ids gathered from device memory), and a prefill-sized matmul: the weight
+/// decoded to f16 in scratch after x's f16 copy, then cuBLAS on f16.
+TEST(CudaEmit, QuantisedGetRowsAndPrefillMatmul) {
+  for (DType wt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K}) {
+    SCOPED_TRACE(dtypeName(wt));
+    int64_t K = dtypeInfo(wt).blockElems == 256 ? 512 : 96;
+    auto g = emitAll([&](Builder &b) {
+      b.result(b.getRows(b.weight("table", T(wt, {50, K})), b.input("ids", T(DType::I32, {3}))));
+    });
+    const KernelSpec &k = only(g);
+    EXPECT_TRUE(contains(k, "fg::dequantRows<Cfg>"));
+    EXPECT_TRUE(contains(k, "kGather = true"));
+    EXPECT_EQ(k.params, (std::vector<Param>{Param::result(0), Param::operand(0), Param::operand(1)}));
+    auto ls = emitAll([&](Builder &b) {
+      auto x = b.input("x", T(DType::F32, {16, K}));
+      b.result(b.matmul(x, b.weight("w", T(wt, {40, K}))));
+    });
+    ASSERT_EQ(ls.size(), 3u);
+    const KernelSpec &deq = kernel(ls, 0);
+    EXPECT_TRUE(contains(deq, "kGather = false"));
+    EXPECT_EQ(deq.params, (std::vector<Param>{Param::scratch(), Param::operand(1)}));
+    const auto &gemm = std::get<CublasGemmSpec>(ls[2]);
+    EXPECT_EQ(gemm.aType, DType::F16);
+    EXPECT_EQ(gemm.bType, DType::F16);
+    uint64_t xBytes = (16 * K * 2 + 255) / 256 * 256;
+    EXPECT_EQ(gemm.a.byteOffset, xBytes);
+    EXPECT_EQ(gemm.scratchBytes, xBytes + 40 * K * 2);
+    EXPECT_EQ(deq.scratchBytes, gemm.scratchBytes);
+  }
+}
+
 /// Coverage, checked once every test of the run has finished (a test
 /// environment's TearDown: no dependence on test order): when the run was the
 /// whole CudaEmit suite (ctest's fg_codegen_tests.whole_suite, or the binary
