@@ -3,6 +3,7 @@
 
 #include "codegen/cuda/CudaTarget.h"
 #include "codegen/cuda/Lower.h"
+#include "codegen/cuda/QuantWeights.h"
 #include "ir/Verifier.h"
 #include "runtime/ProgramIO.h"
 #include "runtime/WeightLoad.h"

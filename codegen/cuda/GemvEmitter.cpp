@@ -12,6 +12,7 @@
 #include "codegen/cuda/EmitterCommon.h"
 #include "ir/OpViews.h"
 #include "codegen/cuda/KernelSources.h"
+#include "codegen/cuda/QuantWeights.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

@@ -94,16 +94,6 @@ llvm::Expected<std::vector<Launch>> emitKernel(const Function &fn, const Node &n
                                                llvm::ArrayRef<Layout> operandLayouts,
                                                const EmitOptions &options = {});
 
-/// Whether `node`'s kernel reads operand `operand` in its block-quantised
-/// dtype as stored (GGUF blocks, dequantised in registers): the weight
-/// streams of a GEMV (matmul, matmul_id, fused.gated_matmul(_id),
-/// fused.matmul_add) with at most `maxGemvTokens` rows of x, for the types
-/// with a decoder in kernels/gemv.cuh (q8_0, q4_0, q4_1, q4_k, q6_k). When
-/// false, `why` says what the kernel would need; compile then dequantises
-/// that weight to f16 at load time (the named fallback).
-bool readsQuantizedNatively(const Function &fn, const Node &node, unsigned operand,
-                            const EmitOptions &options, std::string *why = nullptr);
-
 /// Convenience: contiguous layouts of every operand.
 std::vector<Layout> contiguousLayouts(const Function &fn, const Node &node);
 

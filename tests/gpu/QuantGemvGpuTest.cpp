@@ -104,10 +104,12 @@ void expectQuantMatches(QuantCase &c, double tol) {
   const Function *fn = plan->graph().lookup("main");
   ASSERT_NE(fn, nullptr);
   for (const Argument &a : fn->arguments())
-    for (const ExternalWeight &w : c.weights)
-      if (fn->value(a.value).name == w.name)
-        EXPECT_EQ(fn->value(a.value).type.dtype, w.type.dtype)
-            << w.name << " was retyped instead of read natively";
+    for (const ExternalWeight &w : c.weights) {
+      if (fn->value(a.value).name != w.name)
+        continue;
+      EXPECT_EQ(fn->value(a.value).type.dtype, w.type.dtype)
+          << w.name << " was retyped instead of read natively";
+    }
   ExecOptions gpuOpts, cpuOpts;
   gpuOpts.device = ExecOptions::Device::Cuda;
   auto gpu = Executor::create(*plan, gpuOpts);

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/Compile.h"
-#include "codegen/cuda/Kernel.h"
+#include "codegen/cuda/QuantWeights.h"
 #include "ir/Builder.h"
 #include "runtime/ProgramIO.h"
 
