@@ -639,8 +639,9 @@ TEST(CudaEmit, ViewsEmitNothingAndComposeLayouts) {
 TEST(CudaEmit, UnsupportedCasesSayWhy) {
   Function fn("u");
   Builder b(fn);
-  auto x = b.input("x", T(DType::F32, {1, 64}));
-  b.result(b.matmul(x, b.weight("w", T(DType::Q4_0, {32, 64}))));
+  // A q4_0 weight is decoded by the GEMV; a q4_0 x is refused.
+  auto x = b.weight("x", T(DType::Q4_0, {1, 64}));
+  b.result(b.matmul(x, b.weight("w", T(DType::F16, {32, 64}))));
   auto q = b.input("q", T(DType::F32, {1, 1, 640}));
   auto k = b.state("k", T(DType::F16, {16, 1, 640}));
   b.result(b.attention(q, k, k, b.input("pos", T(DType::I32, {1})), {1.0, 0, 0}));
