@@ -53,8 +53,11 @@
 //    exponent byte 0x64 (one byte permute, two weights per register) is the
 //    half 1024 + b, so one sub.f16x2 gives b - zero exactly and one
 //    fma.rn.f16x2 / mul.f16x2 applies the scale (and min); per 8 weights of
-//    a row: 2 shift/and, 4 prmt, 4 hsub2, 4 hfma2 plus the block's loads,
-//    about 2-3 instructions per weight against issue 14's budget of 5;
+//    a row (q4_0): 2 shift, 2 and, 4 prmt, 4 hsub2, 4 hmul2 and 5 narrow
+//    loads, ~2.6 instructions per weight, plus x's hi/lo split (~20 per
+//    k-step per thread, i.e. ~1.3 per weight at 16 weights per thread):
+//    ~4 per weight at T = 1 against issue 14's budget of 5 (counted from
+//    the source, not yet from SASS or a profile);
 //  - every x is reused by the 16 rows of a tile (x is split hi + lo once per
 //    k-step, amortised over 16 rows), T = 1..8 cost the same mma count, and
 //    x keeps ~22 bits (no activation quantisation, so the exact CPU
