@@ -88,6 +88,27 @@ llvm::Expected<std::vector<Launch>> emitFusedRow(const Function &fn, const Node 
 llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &node,
                                              llvm::ArrayRef<Layout> layouts,
                                              const EmitOptions &options);
+/// Weight dtypes the GEMV template decodes (f32, f16, bf16 and the GGUF
+/// block types with a decoder in kernels/gemv.cuh).
+bool gemvDecodesNatively(DType t);
+
+/// Rows of a block-quantised matrix decoded by kernels/dequant.cuh (element
+/// offsets and strides; the kernel turns the matrix's into bytes).
+struct DequantDesc {
+  std::string mnemonic;
+  DType q = DType::Q8_0, out = DType::F16, ids = DType::I32;
+  int64_t K = 0, R = 0, V = 0;           ///< columns, rows written, rows of the matrix
+  int64_t wOff = 0, wLd = 0;             ///< matrix: element offset, row stride
+  int64_t oOff = 0, oLd = 0;             ///< output: element offset, row stride
+  bool gather = false;                   ///< row r reads row ids[idsOff + r·idsS]
+  int64_t idsOff = 0, idsS = 1;
+  Param outParam = Param::result(0), wParam = Param::operand(0), idsParam = Param::operand(1);
+};
+KernelSpec dequantKernel(const DequantDesc &d);
+/// get_rows of a quantised table [V, K] by ids [T] (QuantEmitter.cpp).
+bool quantGetRowsSupported(const Function &fn, const Node &node, std::string *why);
+llvm::Expected<std::vector<Launch>> emitQuantGetRows(const Function &fn, const Node &node,
+                                                     llvm::ArrayRef<Layout> layouts);
 llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node &node,
                                                   llvm::ArrayRef<Layout> layouts,
                                                   const EmitOptions &options);

@@ -12,6 +12,7 @@
 #include "codegen/cuda/EmitterCommon.h"
 #include "ir/OpViews.h"
 #include "codegen/cuda/KernelSources.h"
+#include "codegen/cuda/QuantWeights.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -66,10 +67,76 @@ bool uniformRows(const Layout &l, int64_t &rowStride) {
   return rowStride >= l.shape[r - 1];
 }
 
+/// A matmul over more rows than the GEMV takes, with a block-quantised
+/// weight: the weight decoded to f16 in scratch (kernels/dequant.cuh), x
+/// converted to f16 in scratch unless it already is f16 with evenly spaced
+/// rows, then cuBLAS. Scratch: [x f16 | W f16], each 256-byte aligned; the
+/// weight stays quantised in device memory.
+llvm::Expected<std::vector<Launch>> emitCublasQuant(const Function &fn, const Node &node,
+                                                    llvm::ArrayRef<Layout> ls) {
+  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+  const Layout &xl = ls[0], &wl = ls[1];
+  int64_t N = wt.shape[0], K = wt.shape[1], M = xt.numRows();
+  int64_t be = dtypeInfo(wt.dtype).blockElems;
+  if (!gemvDecodesNatively(wt.dtype))
+    return unsupported(node, "weight dtype " + std::string(dtypeName(wt.dtype)) + " for cuBLAS");
+  if (wl.strides[1] != 1 || wl.offset % be != 0 || wl.strides[0] % be != 0 || K % be != 0)
+    return unsupported(node, "a quantised weight whose rows are not whole contiguous blocks");
+  auto align = [](uint64_t b) { return (b + 255) / 256 * 256; };
+  uint64_t xBytes = align(static_cast<uint64_t>(M * K * 2));
+  uint64_t total = xBytes + static_cast<uint64_t>(N * K * 2);
+  std::vector<Launch> out;
+  DequantDesc dq;
+  dq.mnemonic = node.info().mnemonic;
+  dq.q = wt.dtype;
+  dq.out = DType::F16;
+  dq.K = K;
+  dq.R = N;
+  dq.V = N;
+  dq.wOff = wl.offset;
+  dq.wLd = wl.strides[0];
+  dq.oOff = static_cast<int64_t>(xBytes / 2);
+  dq.oLd = K;
+  dq.outParam = Param::scratch();
+  dq.wParam = Param::operand(1);
+  KernelSpec deq = dequantKernel(dq);
+  deq.scratchBytes = total;
+  out.push_back(std::move(deq));
+  CublasGemmSpec g;
+  g.name = "matmul_cublas";
+  g.transA = true;
+  g.transB = false;
+  g.m = N;
+  g.n = M;
+  g.k = K;
+  g.aType = g.bType = DType::F16;
+  g.cType = DType::F32;
+  g.lda = K;
+  g.a = {Param::scratch(), xBytes};
+  g.c = {Param::result(0), 0};
+  g.ldc = N;
+  int64_t rowStride = 0;
+  if (xt.dtype == DType::F16 && uniformRows(xl, rowStride)) {
+    g.b = {Param::operand(0), static_cast<uint64_t>(xl.offset * 2)};
+    g.ldb = rowStride;
+  } else {
+    KernelSpec cvt = emitCopyKernel(xt.dtype, xl, DType::F16, Param::scratch(), Param::operand(0));
+    cvt.scratchBytes = total;
+    g.b = {Param::scratch(), 0};
+    g.ldb = K;
+    out.push_back(std::move(cvt));
+  }
+  g.scratchBytes = total;
+  out.push_back(std::move(g));
+  return out;
+}
+
 llvm::Expected<std::vector<Launch>> emitCublas(const Function &fn, const Node &node,
                                                llvm::ArrayRef<Layout> ls) {
   const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
   const Layout &xl = ls[0], &wl = ls[1];
+  if (isQuantized(wt.dtype))
+    return emitCublasQuant(fn, node, ls);
   if (!isGemmType(wt.dtype))
     return unsupported(node, "weight dtype " + std::string(dtypeName(wt.dtype)) + " for cuBLAS");
   if (wl.strides[1] != 1 || wl.strides[0] < wt.shape[1])
@@ -147,12 +214,42 @@ const char *decoderName(DType t) {
     return "fg::DecF16";
   case DType::BF16:
     return "fg::DecBF16";
+  case DType::Q8_0:
+    return "fg::DecQ8_0";
+  case DType::Q4_0:
+    return "fg::DecQ4_0";
+  case DType::Q4_1:
+    return "fg::DecQ4_1";
+  case DType::Q4_K:
+    return "fg::DecQ4_K";
+  case DType::Q6_K:
+    return "fg::DecQ6_K";
   default:
     return "fg::DecF32";
   }
 }
 
-bool isGemvWeightType(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+} // namespace
+
+bool gemvDecodesNatively(DType t) {
+  switch (t) {
+  case DType::F32:
+  case DType::F16:
+  case DType::BF16:
+  case DType::Q8_0:
+  case DType::Q4_0:
+  case DType::Q4_1:
+  case DType::Q4_K:
+  case DType::Q6_K:
+    return true;
+  default:
+    return false;
+  }
+}
+
+namespace {
+
+bool isGemvWeightType(DType t) { return gemvDecodesNatively(t); }
 
 int32_t floatBits(double v) {
   float f = static_cast<float>(v);
@@ -258,14 +355,25 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   const WeightStream &w0 = d.w[0];
   const WeightStream &w1 = d.w.size() > 1 ? d.w[1] : d.w[0];
   bool two = d.w.size() > 1;
-  int64_t perLoad = 16 / elemBytes(w0.dtype); // weights in one 16-byte load
+  // Quantised weights always run on the tensor cores (dequantised to f16 in
+  // registers, kernels/gemv.cuh "Quantised weights"), for every T.
+  bool quant = isQuantized(w0.dtype) || isQuantized(w1.dtype);
+  int64_t perLoad = quant ? 8 : 16 / elemBytes(w0.dtype); // weights in one 16-byte load
   bool tensorCores = w0.dtype != DType::F32 && w1.dtype != DType::F32 &&
-                     (d.expert ? false
-                               : d.M >= (o.gemvTensorCoreMinRows > 0 ? o.gemvTensorCoreMinRows
-                                                                     : kTensorCoreMinRows));
+                     (quant || (d.expert ? false
+                                         : d.M >= (o.gemvTensorCoreMinRows > 0
+                                                       ? o.gemvTensorCoreMinRows
+                                                       : kTensorCoreMinRows)));
   GemvSplit sp = chooseSplit(tensorCores, d.N, d.K, d.M, d.expert, d.pairs, two ? 2 : 1, perLoad, o);
+  // Two quantised streams hold 2 rows x 2 streams x up to 6 registers of
+  // block bytes per k-step: at most 2 steps per chunk, so 512-thread blocks
+  // keep them in registers (not measured yet: a first rule for the tuning).
+  if (quant && two && o.gemvUnroll == 0)
+    sp.unroll = std::min(sp.unroll, 2);
   // 16-byte weight loads: unit stride along K and every row start aligned.
   auto vecOk = [&](const WeightStream &w) {
+    if (isQuantized(w.dtype)) // block decoders do their own loads
+      return true;
     int64_t v = 16 / elemBytes(w.dtype);
     return w.ks == 1 && d.K % v == 0 && w.off % v == 0 && w.ld % v == 0 && w.es % v == 0;
   };
@@ -374,13 +482,31 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   return k;
 }
 
-/// Checks the weight dtypes a GEMV can decode.
-llvm::Error checkWeights(const Node &node, const GemvDesc &d) {
+/// Checks the weight dtypes a GEMV can decode, and turns the element offsets
+/// and strides of block-quantised streams into bytes (the decoders walk the
+/// GGUF blocks of a row as stored).
+llvm::Error checkWeights(const Node &node, GemvDesc &d) {
   for (const WeightStream &w : d.w)
     if (!isGemvWeightType(w.dtype))
       return unsupported(node, "weight dtype " + std::string(dtypeName(w.dtype)) + " in the GEMV");
   if (d.w.size() == 2 && (d.w[0].dtype == DType::F32) != (d.w[1].dtype == DType::F32))
     return unsupported(node, "an f32 and a 16-bit weight in one gated GEMV");
+  for (WeightStream &w : d.w) {
+    if (!isQuantized(w.dtype))
+      continue;
+    const DTypeInfo &qi = dtypeInfo(w.dtype);
+    int64_t be = qi.blockElems, bb = qi.blockBytes;
+    if (w.ks != 1 || d.K % be != 0 || w.off % be != 0 || w.ld % be != 0 || w.es % be != 0)
+      return unsupported(node, "a " + std::string(dtypeName(w.dtype)) +
+                                   " weight whose rows are not whole contiguous blocks");
+    w.off = w.off / be * bb, w.ld = w.ld / be * bb, w.es = w.es / be * bb;
+    // q4_1 and q4_K blocks are read with 4- and 8-byte loads.
+    int64_t align = w.dtype == DType::Q4_K ? 8 : w.dtype == DType::Q4_1 ? 4 : 2;
+    if (w.off % align != 0 || w.ld % align != 0 || w.es % align != 0)
+      return unsupported(node, "a " + std::string(dtypeName(w.dtype)) +
+                                   " weight whose rows are not " + std::to_string(align) +
+                                   "-byte aligned");
+  }
   return llvm::Error::success();
 }
 
@@ -504,6 +630,18 @@ llvm::Expected<std::vector<Launch>> emitExpert(const Function &fn, const Node &n
 
 llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &node,
                                              llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
+  // Only the weight streams may be block-quantised (operands 1, and 2 of the
+  // gated forms); x, ids, biases, addends and the result may not.
+  unsigned streams =
+      node.kind == OpKind::FusedGatedMatmul || node.kind == OpKind::FusedGatedMatmulId ? 2 : 1;
+  for (size_t i = 0; i < node.operands.size(); ++i)
+    if ((i == 0 || i > streams) && isQuantized(fn.type(node.operands[i]).dtype))
+      return unsupported(node, llvm::formatv("block-quantised operand {0} ({1})", i,
+                                             fn.type(node.operands[i]).str())
+                                   .str());
+  for (ValueId r : node.results)
+    if (isQuantized(fn.type(r).dtype))
+      return unsupported(node, "a block-quantised result " + fn.type(r).str());
   switch (node.kind) {
   case OpKind::FusedGatedMatmul:
   case OpKind::FusedRmsNormGatedMatmul:
@@ -545,3 +683,45 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
 }
 
 } // namespace fg::cuda::detail
+
+namespace fg::cuda {
+
+bool readsQuantizedNatively(const Function &fn, const Node &node, unsigned operand,
+                            const EmitOptions &o, std::string *why) {
+  auto no = [&](std::string w) {
+    if (why)
+      *why = std::move(w);
+    return false;
+  };
+  bool gemv = node.kind == OpKind::MatMul || node.kind == OpKind::MatMulId ||
+              node.kind == OpKind::FusedGatedMatmul || node.kind == OpKind::FusedGatedMatmulId ||
+              node.kind == OpKind::FusedMatmulAdd || node.kind == OpKind::FusedRmsNormMatmul ||
+              node.kind == OpKind::FusedRmsNormGatedMatmul;
+  if (node.kind == OpKind::GetRows && operand == 0)
+    return detail::quantGetRowsSupported(fn, node, why);
+  if (!gemv)
+    return no("'" + std::string(node.info().mnemonic) + "' reads no quantised operand");
+  unsigned streams = node.kind == OpKind::FusedGatedMatmul ||
+                             node.kind == OpKind::FusedGatedMatmulId ||
+                             node.kind == OpKind::FusedRmsNormGatedMatmul
+                         ? 2
+                         : 1;
+  // The norm-prologue forms take the norm weight before the weight streams.
+  unsigned first = node.kind == OpKind::FusedRmsNormMatmul ||
+                           node.kind == OpKind::FusedRmsNormGatedMatmul
+                       ? 2
+                       : 1;
+  if (operand < first || operand >= first + streams)
+    return no("operand " + std::to_string(operand) + " of '" + std::string(node.info().mnemonic) +
+              "' is not a weight");
+  DType t = fn.type(node.operands[operand]).dtype;
+  if (!detail::gemvDecodesNatively(t))
+    return no("no GEMV decoder for " + std::string(dtypeName(t)));
+  // A plain matmul over more rows decodes the weight to f16 in scratch for
+  // cuBLAS (emitCublasQuant); the fused forms refuse those rows, so their
+  // fusion is declined and the plain matmul remains.
+  (void)o;
+  return true;
+}
+
+} // namespace fg::cuda
