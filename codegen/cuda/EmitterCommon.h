@@ -91,6 +91,13 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
 llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node &node,
                                                   llvm::ArrayRef<Layout> layouts,
                                                   const EmitOptions &options);
+/// Why the flash-attention prefill kernel cannot take this attention node
+/// (empty: it can); emitAttention asks when T >= attentionPrefillMinTokens.
+std::string attentionPrefillRefusal(const Function &fn, const Node &node);
+/// The flash-attention prefill kernel (kernels/attention_prefill.cuh).
+llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, const Node &node,
+                                                         llvm::ArrayRef<Layout> layouts,
+                                                         const EmitOptions &options);
 
 /// A dense copy of `src` (read through `layout`) converted to `to`, written to
 /// `dst` (used by the cuBLAS path to stage B). Param order: dst, src.
