@@ -470,12 +470,21 @@ llvm::Expected<std::vector<Launch>> emitExpert(const Function &fn, const Node &n
 
 llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &node,
                                              llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
+  // Prefill chunks of expert-indexed matmuls: one grouped GEMM (MoeEmitter.cpp).
+  auto grouped = [&](unsigned streams) {
+    return fn.type(node.operands[0]).shape[0] >= o.groupedExpertMinTokens &&
+           groupedExpertRefusal(fn, node, streams).empty();
+  };
   switch (node.kind) {
   case OpKind::FusedGatedMatmul:
     return emitDense(fn, node, ls, 2, o);
   case OpKind::FusedGatedMatmulId:
+    if (grouped(2))
+      return emitGroupedExpert(fn, node, ls, 2, gluEpilogue(op::FusedGatedMatmulId(node)), o);
     return emitExpert(fn, node, ls, 2, o);
   case OpKind::MatMulId:
+    if (grouped(1))
+      return emitGroupedExpert(fn, node, ls, 1, "fg::EpiStore", o);
     return emitExpert(fn, node, ls, 1, o);
   case OpKind::FusedMatmulAdd: {
     // The GEMV only where the plain matmul would take it (cuBLAS, which has

@@ -683,6 +683,95 @@ TEST(CudaEmit, AttentionPrefillKernel) {
   EXPECT_TRUE(contains(kernel(ls, 0), "k_off = 3LL"));
 }
 
+/// Expert-indexed matmuls over 9+ tokens with 16-bit weights: a routing
+/// launch (one block: counts, tile table, permutation in scratch) and the
+/// grouped GEMM (grid: 64-column tiles × the most 32-row tiles the pairs can
+/// need); both compile. f32 weights, mixed weight types and 8 tokens keep the
+/// expert-indexed GEMV.
+TEST(CudaEmit, GroupedExpertGemm) {
+  struct Case {
+    int64_t T, X, E, N, K, kk;
+    DType w;
+    bool gated, bias;
+  };
+  Case cases[] = {
+      {64, 1, 8, 100, 72, 2, DType::F16, false, false},  // N, K past the tiles: zero-padded
+      {64, 2, 8, 64, 64, 2, DType::BF16, false, false},  // one x row per slot
+      {16, 1, 16, 40, 64, 4, DType::F16, true, true},    // gate|up + GLU, biases
+      {512, 1, 128, 768, 2048, 8, DType::BF16, true, false}, // W-moe gate|up
+      {512, 8, 128, 2048, 768, 8, DType::F16, false, false}, // W-moe down
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(llvm::formatv("T={0} E={1} N={2} K={3} kk={4}", c.T, c.E, c.N, c.K, c.kk).str());
+    auto build = [&](Builder &b) {
+      auto x = b.input("x", T(DType::F32, {c.T, c.X, c.K}));
+      auto ids = b.input("ids", T(DType::I32, {c.T, c.kk}));
+      auto w = b.weight("gate_exps", T(c.w, {c.E, c.N, c.K}));
+      if (!c.gated) {
+        b.result(b.matmulId(x, w, ids));
+        return;
+      }
+      std::vector<ValueId> ops{x, w, b.weight("up_exps", T(c.w, {c.E, c.N, c.K})), ids};
+      if (c.bias) {
+        ops.push_back(b.weight("b_gate", T(DType::F32, {c.E, c.N})));
+        ops.push_back(b.weight("b_up", T(DType::F32, {c.E, c.N})));
+      }
+      b.result(b.create(OpKind::FusedGatedMatmulId, ops,
+                        {{"kind", Attribute::ofEnum(0)},
+                         {"alpha", Attribute::ofFloat(1.702)},
+                         {"limit", Attribute::ofFloat(7.0)}}));
+    };
+    auto ls = emitAll(build);
+    ASSERT_EQ(ls.size(), 2u);
+    const KernelSpec &route = kernel(ls, 0), &gemm = kernel(ls, 1);
+    int64_t pairs = c.T * c.kk;
+    int64_t tiles = pairs / 32 + std::min(c.E + 1, pairs);
+    EXPECT_TRUE(contains(route, "fg::moeRoute<Cfg>("));
+    EXPECT_EQ(route.block[0], 1024u);
+    EXPECT_EQ(route.grid[0] * route.grid[1] * route.grid[2], 1u);
+    unsigned idsAt = c.gated ? 3 : 2;
+    EXPECT_EQ(route.params, (std::vector<Param>{Param::scratch(), Param::operand(idsAt)}));
+    EXPECT_TRUE(contains(gemm, "fg::moeGemm<Cfg>("));
+    EXPECT_EQ(gemm.grid[0], unsigned((c.N + 63) / 64));
+    EXPECT_EQ(gemm.grid[1], unsigned(tiles));
+    EXPECT_EQ(gemm.block[0], 128u);
+    std::vector<Param> params = {Param::result(0), Param::scratch(), Param::operand(0),
+                                 Param::operand(1)};
+    if (c.gated)
+      params.push_back(Param::operand(2));
+    params.push_back(Param::operand(idsAt));
+    if (c.bias) {
+      params.push_back(Param::operand(4));
+      params.push_back(Param::operand(5));
+    }
+    EXPECT_EQ(gemm.params, params);
+    // Scratch: the tile count (+ 3 ints of padding), 4 ints a tile, one int a pair.
+    uint64_t scratch = uint64_t(4 + 4 * tiles + pairs) * 4;
+    EXPECT_EQ(route.scratchBytes, scratch);
+    EXPECT_EQ(gemm.scratchBytes, scratch);
+    EXPECT_TRUE(contains(gemm, "kPermOff = " + std::to_string(4 + 4 * tiles) + "LL"));
+    EXPECT_TRUE(contains(gemm, c.gated ? "using Epi = fg::EpiGlu<" : "using Epi = fg::EpiStore"));
+  }
+  // The GEMV keeps 8 tokens, f32 weights and a mixed pair of weight types.
+  auto gemvOnly = [&](int64_t tokens, DType w0, DType w1) {
+    return emitAll([&](Builder &b) {
+      auto x = b.input("x", T(DType::F32, {tokens, 1, 64}));
+      auto ids = b.input("ids", T(DType::I32, {tokens, 2}));
+      b.result(b.create(OpKind::FusedGatedMatmulId,
+                        {x, b.weight("g", T(w0, {4, 32, 64})), b.weight("u", T(w1, {4, 32, 64})),
+                         ids},
+                        {{"kind", Attribute::ofEnum(0)},
+                         {"alpha", Attribute::ofFloat(1.702)},
+                         {"limit", Attribute::ofFloat(7.0)}}));
+    });
+  };
+  for (auto ls : {gemvOnly(8, DType::F16, DType::F16), gemvOnly(64, DType::F32, DType::F32),
+                  gemvOnly(64, DType::F16, DType::BF16)}) {
+    ASSERT_EQ(ls.size(), 1u);
+    EXPECT_TRUE(contains(kernel(ls, 0), "fg::gemv<Cfg>("));
+  }
+}
+
 TEST(CudaEmit, ViewsEmitNothingAndComposeLayouts) {
   Function fn("v");
   Builder b(fn);
