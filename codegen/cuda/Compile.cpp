@@ -188,6 +188,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   // The passes ask the target for kernel facts (token limits, aliasing, scratch, cost).
   cuda::EmitOptions emit;
   emit.arch = opts.arch;
+  if (opts.attentionPrefillMinTokens > 0)
+    emit.attentionPrefillMinTokens = opts.attentionPrefillMinTokens;
   cuda::CudaTarget target(emit);
   passOpts.target = &target;
   FusionOptions fusion;

@@ -112,6 +112,24 @@ llvm::Expected<std::vector<Launch>> emitQuantGetRows(const Function &fn, const N
 llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node &node,
                                                   llvm::ArrayRef<Layout> layouts,
                                                   const EmitOptions &options);
+/// Why the flash-attention prefill kernel cannot take this attention node
+/// (empty: it can); emitAttention asks when T >= attentionPrefillMinTokens.
+std::string attentionPrefillRefusal(const Function &fn, const Node &node);
+/// Why the grouped expert GEMM (kernels/moe.cuh) cannot take this matmul_id
+/// (streams 1) or fused.gated_matmul_id (streams 2) node (empty: it can).
+std::string groupedExpertRefusal(const Function &fn, const Node &node, unsigned streams);
+/// Tiles the grouped GEMM's grid holds for `pairs` (token, slot) pairs.
+int64_t groupedExpertTiles(int64_t pairs, int64_t experts);
+/// Routing + grouped GEMM launches; `epilogue` is the GEMV's epilogue policy
+/// (`fg::EpiStore` or `fg::EpiGlu<...>`), shared with kernels/gemv.cuh.
+llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const Node &node,
+                                                      llvm::ArrayRef<Layout> layouts,
+                                                      unsigned streams, llvm::StringRef epilogue,
+                                                      const EmitOptions &options);
+/// The flash-attention prefill kernel (kernels/attention_prefill.cuh).
+llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, const Node &node,
+                                                         llvm::ArrayRef<Layout> layouts,
+                                                         const EmitOptions &options);
 
 /// A dense copy of `src` (read through `layout`) converted to `to`, written to
 /// `dst` (used by the cuBLAS path to stage B). Param order: dst, src.

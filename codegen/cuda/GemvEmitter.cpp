@@ -631,24 +631,41 @@ llvm::Expected<std::vector<Launch>> emitExpert(const Function &fn, const Node &n
 llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &node,
                                              llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
   // Only the weight streams may be block-quantised (operands 1, and 2 of the
-  // gated forms); x, ids, biases, addends and the result may not.
-  unsigned streams =
-      node.kind == OpKind::FusedGatedMatmul || node.kind == OpKind::FusedGatedMatmulId ? 2 : 1;
+  // gated forms; 2, and 3, after the norm weight of the norm-prologue forms);
+  // x, the norm weight, ids, biases, addends and the result may not.
+  unsigned streams = node.kind == OpKind::FusedGatedMatmul ||
+                             node.kind == OpKind::FusedGatedMatmulId ||
+                             node.kind == OpKind::FusedRmsNormGatedMatmul
+                         ? 2
+                         : 1;
+  unsigned first = node.kind == OpKind::FusedRmsNormMatmul ||
+                           node.kind == OpKind::FusedRmsNormGatedMatmul
+                       ? 2
+                       : 1;
   for (size_t i = 0; i < node.operands.size(); ++i)
-    if ((i == 0 || i > streams) && isQuantized(fn.type(node.operands[i]).dtype))
+    if ((i < first || i >= first + streams) && isQuantized(fn.type(node.operands[i]).dtype))
       return unsupported(node, llvm::formatv("block-quantised operand {0} ({1})", i,
                                              fn.type(node.operands[i]).str())
                                    .str());
   for (ValueId r : node.results)
     if (isQuantized(fn.type(r).dtype))
       return unsupported(node, "a block-quantised result " + fn.type(r).str());
+  // Prefill chunks of expert-indexed matmuls: one grouped GEMM (MoeEmitter.cpp).
+  auto grouped = [&](unsigned n) {
+    return fn.type(node.operands[0]).shape[0] >= o.groupedExpertMinTokens &&
+           groupedExpertRefusal(fn, node, n).empty();
+  };
   switch (node.kind) {
   case OpKind::FusedGatedMatmul:
   case OpKind::FusedRmsNormGatedMatmul:
     return emitDense(fn, node, ls, 2, o);
   case OpKind::FusedGatedMatmulId:
+    if (grouped(2))
+      return emitGroupedExpert(fn, node, ls, 2, gluEpilogue(op::FusedGatedMatmulId(node)), o);
     return emitExpert(fn, node, ls, 2, o);
   case OpKind::MatMulId:
+    if (grouped(1))
+      return emitGroupedExpert(fn, node, ls, 1, "fg::EpiStore", o);
     return emitExpert(fn, node, ls, 1, o);
   case OpKind::FusedMatmulAdd:
   case OpKind::FusedRmsNormMatmul: {
