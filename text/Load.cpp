@@ -575,6 +575,8 @@ Expected<Tokenizer> Tokenizer::forModel(StringRef model) {
   }
   if (model.endswith(".gguf"))
     return fromGgufPath(model);
+  if (model.endswith(".json"))
+    return fromHfJsonPath(model);
   return makeError("'" + model + "' has no tokenizer (built-in models, workloads and .fg files "
                    "carry none; a .gguf file or a Hugging Face folder with tokenizer.json does); "
                    "give token ids with --prompt-ids");

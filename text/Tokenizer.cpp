@@ -400,6 +400,23 @@ std::string StreamDecoder::flush() {
   return out;
 }
 
+bool TextStream::push(int32_t id) {
+  if (tok_.isEndOfGeneration(id)) {
+    stoppedAt_ = id;
+    return false;
+  }
+  std::string piece = decoder_.push(id);
+  if (!piece.empty())
+    write_(piece);
+  return true;
+}
+
+void TextStream::flush() {
+  std::string rest = decoder_.flush();
+  if (!rest.empty())
+    write_(rest);
+}
+
 int64_t Tokenizer::vocabSize() const { return static_cast<int64_t>(m_->pieces.size()); }
 StringRef Tokenizer::tokenText(int32_t id) const {
   return id >= 0 && id < vocabSize() ? StringRef(m_->pieces[id]) : StringRef();

@@ -32,6 +32,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,8 +72,10 @@ public:
   /// From a Hugging Face tokenizer.json (its text; `name` for messages).
   static llvm::Expected<Tokenizer> fromHfJson(llvm::StringRef json, llvm::StringRef name);
   static llvm::Expected<Tokenizer> fromHfJsonPath(llvm::StringRef path);
-  /// The tokenizer of a model: a .gguf file's metadata, or an HF folder's
-  /// tokenizer.json. Errors say why none exists (built-in models, .fg files).
+  /// The tokenizer of a model: a .gguf file's metadata, an HF folder's
+  /// tokenizer.json (end-of-sequence ids also from its config.json and
+  /// generation_config.json), or a tokenizer.json file. Errors say why none
+  /// exists (built-in models, workloads, .fg files).
   static llvm::Expected<Tokenizer> forModel(llvm::StringRef model);
 
   /// Text (UTF-8) -> ids. Errors: text that is not valid UTF-8, a character
@@ -122,6 +125,27 @@ private:
   bool skipSpecial_;
   bool first_ = true;
   std::string pending_;
+};
+
+/// What `run --prompt` streams: generated ids in, text out as it completes,
+/// stopping at the end of generation (whose token is not written).
+class TextStream {
+public:
+  TextStream(const Tokenizer &tok, std::function<void(llvm::StringRef)> write)
+      : tok_(tok), decoder_(tok), write_(std::move(write)) {}
+  /// Writes the text complete after `id`; false (nothing written) when `id`
+  /// ends the generation.
+  bool push(int32_t id);
+  /// Writes what is held back.
+  void flush();
+  /// The end-of-generation token that stopped the stream, -1 if none.
+  int32_t stoppedAt() const { return stoppedAt_; }
+
+private:
+  const Tokenizer &tok_;
+  StreamDecoder decoder_;
+  std::function<void(llvm::StringRef)> write_;
+  int32_t stoppedAt_ = -1;
 };
 
 /// Bytes -> valid UTF-8: each maximal invalid subsequence becomes U+FFFD.
