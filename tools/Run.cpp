@@ -116,6 +116,9 @@ int runRun(ArrayRef<const char *> args) {
     if (!encoded)
       return reportError(encoded.takeError());
     prompt = std::move(*encoded);
+    if (prompt.empty())
+      return reportError(makeError("--prompt encodes to no tokens (the text is empty and the "
+                                   "tokenizer adds no BOS)"));
     if (f.has("verbose"))
       errs() << "fusegraph: tokenizer: " << tok->describe() << "\n";
   }
