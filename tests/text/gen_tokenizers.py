@@ -95,6 +95,16 @@ TEXTS = [
     "\U0001F9D1\u200D\U0001F4BB\u2764\uFE0F",
     "a",
     "ÿ þ ß",
+    "\r",
+    " \r\n \n\n x",
+    "next\u0085line and\u2028separator\u000bvt\u000cff",
+    "Tiếng Việt có dấu; ภาษาไทย ไม่มีช่องว่าง",
+    "'s 'S 'll 'LL 'd don't WON'T",
+    "x = [1,2,3]; y = {'k': \"v\"}  // comment\n#include <stdio.h>",
+    "12345678901234567890",
+    "   \n   ",
+    "$$$ %%% ^^^ ~~~ ``` |||",
+    "🤖🤖🤖🤖🤖🤖🤖🤖",
 ]
 
 # A vocabulary entry with no merge path to it: only ignore_merges (llama3) finds it whole.
