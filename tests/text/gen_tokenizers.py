@@ -16,6 +16,7 @@ Families (what the model families of frontends/models/families use):
   qwen2   byte-level BPE, qwen2 split regex, NFC normalizer, no BOS                  (GGUF gpt2 + qwen2)
   llama2  SentencePiece-style BPE with byte fallback, space prefix, BOS <s>           (GGUF llama)
   gemma   the same without the space prefix (add_space_prefix = false), BOS <bos>     (GGUF llama)
+  gpt2    byte-level BPE with ByteLevel's own (GPT-2) regex, no BOS                   (GGUF gpt2 + gpt-2)
 
 Exit status 3 (and a message) when tokenizers or gguf is missing.
 """
@@ -130,9 +131,12 @@ def corpus_lines():
 
 def train_bytelevel(regex, vocab_size):
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    if regex is None:  # GPT-2: ByteLevel splits with its own regex
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tr = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                              show_progress=False)
     tok.train_from_iterator(corpus_lines(), trainer=tr)
@@ -157,7 +161,9 @@ def bytelevel_json(pieces, merges, regex, specials, bos, nfc, ignore_merges):
     return {
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
         "normalizer": {"type": "NFC"} if nfc else None,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                          "use_regex": True} if regex is None else
+        {"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
         "post_processor": post,
@@ -181,7 +187,7 @@ def make_bytelevel(name, regex, vocab_size, specials, bos, eos, nfc, ignore_merg
 
     def gguf_meta(w):
         w.add_tokenizer_model("gpt2")
-        w.add_tokenizer_pre({"llama3": "llama-bpe", "qwen2": "qwen2"}[name])
+        w.add_tokenizer_pre({"llama3": "llama-bpe", "qwen2": "qwen2", "gpt2": "gpt-2"}[name])
         w.add_token_list(pieces)
         w.add_token_types(types)
         w.add_token_merges([f"{a} {b}" for a, b in merges])
@@ -267,6 +273,8 @@ FAMILIES = {
                                      "<|begin_of_text|>", "<|end_of_text|>", nfc=False, ignore_merges=True),
     "qwen2": lambda: make_bytelevel("qwen2", QWEN2_RE, 700, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
                                     None, "<|endoftext|>", nfc=True, ignore_merges=False),
+    "gpt2": lambda: make_bytelevel("gpt2", None, 600, ["<|endoftext|>"], None, "<|endoftext|>", nfc=False,
+                                   ignore_merges=False),
     "llama2": lambda: make_spm("llama2", 500, prefix=True),
     "gemma": lambda: make_spm("gemma", 500, prefix=False),
 }

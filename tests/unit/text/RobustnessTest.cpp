@@ -98,7 +98,7 @@ TEST_P(Family, RandomTextRoundTrips) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Family, testing::Values("llama3", "qwen2", "llama2", "gemma"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, Family, testing::Values("llama3", "qwen2", "llama2", "gemma", "gpt2"));
 
 /// A long text with no spaces (one SentencePiece word) encodes in reasonable
 /// time: the merge loop is a priority queue, not a rescan per merge.

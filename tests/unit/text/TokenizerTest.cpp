@@ -135,6 +135,9 @@ TEST_P(FamilyTokenizer, SpecialTokenIds) {
   } else if (f == "llama2") {
     EXPECT_EQ(tok.bos(), id("<s>"));
     EXPECT_TRUE(tok.isEndOfGeneration(id("</s>")));
+  } else if (f == "gpt2") {
+    EXPECT_EQ(tok.bos(), -1);
+    EXPECT_TRUE(tok.isEndOfGeneration(id("<|endoftext|>")));
   } else {
     EXPECT_EQ(tok.bos(), id("<bos>"));
     EXPECT_TRUE(tok.isEndOfGeneration(id("<end_of_turn>")));
@@ -147,7 +150,7 @@ TEST_P(FamilyTokenizer, SpecialTokenIds) {
 
 std::vector<Case> allCases() {
   std::vector<Case> cs;
-  for (const char *f : {"llama3", "qwen2", "llama2", "gemma"})
+  for (const char *f : {"llama3", "qwen2", "llama2", "gemma", "gpt2"})
     for (const char *file : {"tokenizer.json", "tokenizer.gguf"})
       cs.push_back({f, file});
   return cs;
