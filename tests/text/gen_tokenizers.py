@@ -106,6 +106,7 @@ TEXTS = [
     "   \n   ",
     "$$$ %%% ^^^ ~~~ ``` |||",
     "🤖🤖🤖🤖🤖🤖🤖🤖",
+    "case folding: it'ſ 'K 'İ 'ß",
 ]
 
 # A vocabulary entry with no merge path to it: only ignore_merges (llama3) finds it whole.
