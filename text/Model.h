@@ -102,9 +102,9 @@ struct Tokenizer::Model {
     auto it = ids.find(piece);
     return it == ids.end() ? -1 : it->second;
   }
-  /// After pieces, attrs (and scores) are set: builds ids, byteIds, the split
-  /// tokens and the end-of-generation set. Errors: duplicate-free is not
-  /// required (the first id of a piece wins), but a piece list must be non-empty.
+  /// After pieces, attrs (and scores) are set: builds ids (a piece listed
+  /// twice keeps its first id), byteIds, the split tokens and the
+  /// end-of-generation set. Error: an empty vocabulary.
   llvm::Error finish();
 };
 
