@@ -212,7 +212,7 @@ std::optional<PyFusionReport> fusionReport(const fg::Plan &plan) {
 }
 
 nb::object optionalInt(const std::optional<int64_t> &v) {
-  return v ? nb::int_(*v) : nb::none();
+  return v ? nb::object(nb::int_(*v)) : nb::object(nb::none());
 }
 
 nb::dict optionsFacts(const fg::PlanOptions &o) {
@@ -327,7 +327,8 @@ nb::object programFacts(const fg::Plan &plan) {
         symbols.push_back(l.symbol);
       nb::dict d;
       d["kind"] = gemm ? "cublas" : "kernel";
-      d["node"] = l.node == fg::kNoNode ? nb::none() : nb::int_(static_cast<int64_t>(l.node));
+      d["node"] = optionalInt(l.node == fg::kNoNode ? std::nullopt
+                                                    : std::optional<int64_t>(l.node));
       d["op"] = l.node == fg::kNoNode ? std::string("input check")
                                       : std::string(fg::mnemonic(l.op));
       d["what"] = l.what;
@@ -588,8 +589,8 @@ private:
       nb::object r = sampler_(toNumpy(logits, shape));
       int64_t t;
       if (!nb::try_cast(r, t))
-        return fg::makeError("the sampler returned " + nb::repr(r).c_str() +
-                             llvm::Twine(", not a token id"));
+        return fg::makeError(llvm::Twine("the sampler returned ") + nb::repr(r).c_str() +
+                             ", not a token id");
       if (t < 0 || t >= static_cast<int64_t>(logits.size()))
         return fg::makeError("the sampler returned token " + llvm::Twine(t) +
                              ", outside [0, " + llvm::Twine(logits.size()) + ")");
@@ -762,7 +763,7 @@ NB_MODULE(fusegraph, m) {
            "(fg::Session::generate) and returns them. sample(logits) -> id picks each token "
            "(default greedy); on_token(id) streams them (return False to stop). reset=False "
            "continues the conversation of the last generate().")
-      .def_prop_ro("last_logits", &PyExecutor::lastLogits,
+      .def_prop_ro("last_logits", &PyExecutor::lastLogits, nb::rv_policy::move,
                    "the logits row of the last token generate() fed (a copy)")
       .def_prop_ro("stats", &PyExecutor::stats, "what the last generate() did, with timings")
       .def_prop_ro("position", [](PyExecutor &e) { return e.session().position(); })

@@ -24,5 +24,6 @@ def test_readme_snippet_prints_what_it_shows(fg, tmp_path, monkeypatch):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, "README.md", "exec"), {})
-    assert out.getvalue() == expected
+    assert out.getvalue() == expected, \
+        "the README's Python section no longer prints what it shows: update its output block"
     assert os.path.exists(tmp_path / "demo.plan")
