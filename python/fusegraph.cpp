@@ -447,17 +447,17 @@ public:
     Expected<fg::Session> s = fg::Session::create(std::move(exec), std::move(so));
     if (s) {
       session_.emplace(std::move(*s));
+      exec_ = &session_->executor();
       return;
     }
     noSession_ = llvm::toString(s.takeError());
     plain_.emplace(unwrap(fg::Executor::create(plan, opts_))); // the session took the first
+    exec_ = &*plain_;
   }
   PyExecutor(const PyExecutor &) = delete; // the session's callbacks point here
 
-  fg::Executor &exec() { return session_ ? session_->executor() : *plain_; }
-  const fg::Executor &exec() const {
-    return session_ ? const_cast<fg::Session &>(*session_).executor() : *plain_;
-  }
+  fg::Executor &exec() { return *exec_; }
+  const fg::Executor &exec() const { return *exec_; }
 
   /// The entry that takes `n` tokens: the decode entry for one, else the
   /// prefill bucket of size n.
@@ -617,6 +617,7 @@ private:
   fg::ExecOptions opts_;
   std::optional<fg::Session> session_; ///< decoder plans
   std::optional<fg::Executor> plain_;  ///< other plans
+  fg::Executor *exec_ = nullptr;       ///< the session's executor, else plain_
   std::string noSession_;              ///< why there is no session
   /// Counts runs (step, generate, reset): a DeviceLogits view is valid only
   /// for the generation it was made in.
@@ -647,7 +648,7 @@ struct DeviceLogits {
     nb::ndarray<nb::array_api, float> a(const_cast<void *>(out.data), shape.size(), shape.data(),
                                         owner, /*strides=*/nullptr, nb::dtype<float>(),
                                         nb::device::cuda::value, out.device);
-    return nb::cast(a, nb::rv_policy::reference);
+    return nb::cast(a, nb::rv_policy::reference); // no copy: `owner` keeps the arena
   }
 };
 

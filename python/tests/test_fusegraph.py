@@ -208,3 +208,24 @@ def test_compile_options_reach_the_plan(fg):
     assert off.fusion_report().count("rms_norm_mul") == 0
     assert off.options["disable_fusion"] == ["rms_norm_mul"]
     assert "rms_norm_mul" in fg.fusion_patterns()
+
+
+def test_fg_text_without_a_decoder_abi(fg, demo_plan):
+    src = str(fg_root() / "tests" / "ir" / "cli" / "roundtrip.fg")
+    with pytest.raises(fg.Error, match="brings its own entries and ctx"):
+        fg.compile(src, ctx=64)
+    plan = fg.compile(src, cuda=False)
+    ex = fg.Executor(plan, device="cpu")
+    assert not ex.is_decoder and plan.entries == ["decode"]
+    with pytest.raises(fg.Error, match="entries have no roles; give entry="):
+        ex.step([3], [0])
+    n = ex.step([3], [0], entry="decode")  # its one result, rms_norm of an embedding row
+    assert n.shape == (1, 8)
+    np.testing.assert_allclose(np.mean(n.astype(np.float64) ** 2), 1.0, rtol=1e-4)
+    with pytest.raises(fg.Error, match="generate\\(\\) needs a decoder plan: "):
+        ex.generate([1], 2)
+
+
+def fg_root():
+    from conftest import ROOT
+    return ROOT
