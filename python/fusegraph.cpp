@@ -114,7 +114,8 @@ fg::Plan compileModel(const std::string &model, std::optional<int64_t> ctx,
     throw FgError("'" + model + "' is a compiled plan: load it with fusegraph.Plan.load");
   const bool fgText = path.endswith(".fg");
   if (fgText && (ctx || prefill))
-    throw FgError("'" + model + "' brings its own entries and ctx; ctx= and prefill= apply to "
+    throw FgError("'" + model +
+                  "' brings its own entries and ctx; ctx= and prefill= apply to "
                   "model files and 'demo'");
   std::optional<fg::DType> kv = fg::parseDType(kvDType);
   if (!kv || (*kv != fg::DType::F16 && *kv != fg::DType::BF16 && *kv != fg::DType::F32))
@@ -122,8 +123,8 @@ fg::Plan compileModel(const std::string &model, std::optional<int64_t> ctx,
   std::vector<std::string> patterns = fg::fusionPatternNames();
   for (const std::string &name : disableFusion)
     if (!llvm::is_contained(patterns, name))
-      throw FgError("unknown fusion pattern '" + name + "' in disable_fusion; the patterns are: " +
-                    llvm::join(patterns, ", "));
+      throw FgError("unknown fusion pattern '" + name +
+                    "' in disable_fusion; the patterns are: " + llvm::join(patterns, ", "));
 
   fg::ModelOptions mo;
   if (ctx)
@@ -176,7 +177,7 @@ std::optional<int64_t> rootNode(const fg::Graph &g, StringRef entry, StringRef r
 struct FusionApplied {
   std::string entry, pattern;
   int64_t count = 0;
-  std::vector<std::string> roots;          ///< `%name` of each fused node's root value
+  std::vector<std::string> roots;            ///< `%name` of each fused node's root value
   std::vector<std::optional<int64_t>> nodes; ///< their node ids in the plan's graph
 };
 
@@ -205,8 +206,8 @@ std::optional<PyFusionReport> fusionReport(const fg::Plan &plan) {
     out.applied.push_back(std::move(x));
   }
   for (const fg::FusionReport::Refusal &r : report.refused)
-    out.refused.push_back({r.entry, r.pattern, r.root, r.reason,
-                           rootNode(plan.graph(), r.entry, r.root)});
+    out.refused.push_back(
+        {r.entry, r.pattern, r.root, r.reason, rootNode(plan.graph(), r.entry, r.root)});
   out.splitBack = report.splitBack;
   return out;
 }
@@ -327,10 +328,10 @@ nb::object programFacts(const fg::Plan &plan) {
         symbols.push_back(l.symbol);
       nb::dict d;
       d["kind"] = gemm ? "cublas" : "kernel";
-      d["node"] = optionalInt(l.node == fg::kNoNode ? std::nullopt
-                                                    : std::optional<int64_t>(l.node));
-      d["op"] = l.node == fg::kNoNode ? std::string("input check")
-                                      : std::string(fg::mnemonic(l.op));
+      d["node"] =
+          optionalInt(l.node == fg::kNoNode ? std::nullopt : std::optional<int64_t>(l.node));
+      d["op"] =
+          l.node == fg::kNoNode ? std::string("input check") : std::string(fg::mnemonic(l.op));
       d["what"] = l.what;
       if (!gemm)
         d["symbol"] = l.symbol;
@@ -369,8 +370,8 @@ nb::object programFacts(const fg::Plan &plan) {
 
 nb::dict planFacts(const fg::Plan &plan) {
   nb::dict d;
-  d["format"] = std::to_string(fg::Plan::kFormatMajor) + "." +
-                std::to_string(fg::Plan::kFormatMinor);
+  d["format"] =
+      std::to_string(fg::Plan::kFormatMajor) + "." + std::to_string(fg::Plan::kFormatMinor);
   d["cuda_runtime_version"] = static_cast<int64_t>(plan.cudaRuntimeVersion());
   d["nvrtc_version"] = static_cast<int64_t>(plan.nvrtcVersion());
   d["options"] = optionsFacts(plan.options());
@@ -486,8 +487,8 @@ public:
     std::string name = entry ? *entry : entryFor(t.size());
     const fg::Function *fn = exec().entry(name);
     if (!fn)
-      throw FgError("no entry named '" + name + "'; the entries are: " +
-                    llvm::join(exec().entries(), ", "));
+      throw FgError("no entry named '" + name +
+                    "'; the entries are: " + llvm::join(exec().entries(), ", "));
     ++generation_;
     rawSteps_ = true;
     {
@@ -592,8 +593,8 @@ private:
         return fg::makeError(llvm::Twine("the sampler returned ") + nb::repr(r).c_str() +
                              ", not a token id");
       if (t < 0 || t >= static_cast<int64_t>(logits.size()))
-        return fg::makeError("the sampler returned token " + llvm::Twine(t) +
-                             ", outside [0, " + llvm::Twine(logits.size()) + ")");
+        return fg::makeError("the sampler returned token " + llvm::Twine(t) + ", outside [0, " +
+                             llvm::Twine(logits.size()) + ")");
       return static_cast<int32_t>(t);
     } catch (nb::python_error &e) {
       pending_.emplace(std::move(e));
@@ -660,8 +661,8 @@ NB_MODULE(fusegraph, m) {
 
   m.def("compile", &compileModel, "model"_a, nb::kw_only(), "ctx"_a = nb::none(),
         "prefill"_a = nb::none(), "fusion"_a = true,
-        "disable_fusion"_a = std::vector<std::string>(), "kv_dtype"_a = "f16",
-        "arch"_a = "sm_90", "cuda"_a = true, "all_logits"_a = false, "kernel_cache_dir"_a = "",
+        "disable_fusion"_a = std::vector<std::string>(), "kv_dtype"_a = "f16", "arch"_a = "sm_90",
+        "cuda"_a = true, "all_logits"_a = false, "kernel_cache_dir"_a = "",
         "Loads MODEL ('demo', a .fg file, a .gguf file or a Hugging Face folder) and compiles "
         "it into a Plan (fg::compile). ctx (default 4096) and prefill (default [64]) shape model "
         "files; a .fg file brings its own. cuda=False skips CUDA code generation (a plan only the "
@@ -679,8 +680,7 @@ NB_MODULE(fusegraph, m) {
       .def_ro("roots", &FusionApplied::roots, "the fused nodes' root values ('%name')")
       .def_ro("nodes", &FusionApplied::nodes, "their node ids in the plan's graph (or None)")
       .def("__repr__", [](const FusionApplied &a) {
-        return "FusionApplied(" + a.entry + ", " + a.pattern + " x" + std::to_string(a.count) +
-               ")";
+        return "FusionApplied(" + a.entry + ", " + a.pattern + " x" + std::to_string(a.count) + ")";
       });
   nb::class_<FusionRefusal>(m, "FusionRefusal", "A fusion candidate declined, with the reason.")
       .def_ro("entry", &FusionRefusal::entry)
@@ -695,47 +695,49 @@ NB_MODULE(fusegraph, m) {
   nb::class_<PyFusionReport>(m, "FusionReport")
       .def_ro("applied", &PyFusionReport::applied)
       .def_ro("refused", &PyFusionReport::refused)
-      .def_ro("split_back", &PyFusionReport::splitBack,
-              "fused nodes the overlap proof split back")
-      .def("count", [](const PyFusionReport &r, const std::string &pattern) {
-        int64_t n = 0;
-        for (const FusionApplied &a : r.applied)
-          if (a.pattern == pattern)
-            n += a.count;
-        return n;
-      }, "pattern"_a, "Fusions of PATTERN applied, over every entry.");
+      .def_ro("split_back", &PyFusionReport::splitBack, "fused nodes the overlap proof split back")
+      .def(
+          "count",
+          [](const PyFusionReport &r, const std::string &pattern) {
+            int64_t n = 0;
+            for (const FusionApplied &a : r.applied)
+              if (a.pattern == pattern)
+                n += a.count;
+            return n;
+          },
+          "pattern"_a, "Fusions of PATTERN applied, over every entry.");
 
   nb::class_<fg::Plan>(m, "Plan", "A compiled model (fg::Plan): what an Executor runs.")
-      .def_static("load", [](const std::string &path) { return unwrap(fg::Plan::load(path)); },
-                  "path"_a, "Reads a .plan file.")
-      .def("save", [](const fg::Plan &p, const std::string &path) { check(p.save(path)); },
-           "path"_a, "Writes the plan (atomically).")
+      .def_static(
+          "load", [](const std::string &path) { return unwrap(fg::Plan::load(path)); }, "path"_a,
+          "Reads a .plan file.")
+      .def(
+          "save", [](const fg::Plan &p, const std::string &path) { check(p.save(path)); }, "path"_a,
+          "Writes the plan (atomically).")
       .def_prop_ro("entries", &fg::Plan::entries)
       .def_prop_ro("options", [](const fg::Plan &p) { return optionsFacts(p.options()); })
       .def_prop_ro("has_cuda_program",
                    [](const fg::Plan &p) { return p.section("program") != nullptr; })
-      .def_prop_ro("ir", [](const fg::Plan &p) { return fg::printToString(p.graph()); },
-                   "the final graph as .fg text")
+      .def_prop_ro(
+          "ir", [](const fg::Plan &p) { return fg::printToString(p.graph()); },
+          "the final graph as .fg text")
       .def("fusion_report", &fusionReport,
            "What fusion applied and refused (with reasons); None when the plan recorded none.")
       .def("facts", &planFacts,
            "The program facts `fusegraph inspect --json` shows, as dicts and lists (options, "
            "entries, weights and state totals, fusions, the CUDA program, passes).")
       .def("__repr__", [](const fg::Plan &p) {
-        return "Plan(" + p.options().source + ", entries=[" + llvm::join(p.entries(), ", ") +
-               "])";
+        return "Plan(" + p.options().source + ", entries=[" + llvm::join(p.entries(), ", ") + "])";
       });
 
   nb::class_<DeviceLogits>(m, "DeviceLogits",
                            "The logits of the last step in device memory, for "
                            "torch.from_dlpack without a copy; valid until the next step.")
       .def_prop_ro("valid", &DeviceLogits::valid)
-      .def("__dlpack__", [](const DeviceLogits &d, nb::kwargs kw) {
-        return d.array().attr("__dlpack__")(**kw);
-      })
-      .def("__dlpack_device__", [](const DeviceLogits &d) {
-        return d.array().attr("__dlpack_device__")();
-      });
+      .def("__dlpack__",
+           [](const DeviceLogits &d, nb::kwargs kw) { return d.array().attr("__dlpack__")(**kw); })
+      .def("__dlpack_device__",
+           [](const DeviceLogits &d) { return d.array().attr("__dlpack_device__")(); });
 
   nb::class_<PyExecutor>(m, "Executor",
                          "Runs a Plan on the CPU reference or the CUDA device; generate() "
@@ -748,14 +750,17 @@ NB_MODULE(fusegraph, m) {
            "Runs the entry that takes len(tokens) tokens (decode for one, prefill_N for N) "
            "at POSITIONS and returns its logits as a new float32 NumPy array [rows, vocab] "
            "(a copy: it stays valid). Updates the KV cache.")
-      .def("device_logits", [](nb::object self) {
-        PyExecutor &ex = nb::cast<PyExecutor &>(self);
-        DeviceLogits d{self, ex.generation()};
-        d.array(); // errors now (CPU device, nothing run), not at conversion
-        return d;
-      }, "The last step's logits in device memory (DLPack, CUDA only): "
-         "torch.from_dlpack(ex.device_logits()). Aliases the arena: the next step overwrites "
-         "it, and the DeviceLogits refuses conversion after it.")
+      .def(
+          "device_logits",
+          [](nb::object self) {
+            PyExecutor &ex = nb::cast<PyExecutor &>(self);
+            DeviceLogits d{self, ex.generation()};
+            d.array(); // errors now (CPU device, nothing run), not at conversion
+            return d;
+          },
+          "The last step's logits in device memory (DLPack, CUDA only): "
+          "torch.from_dlpack(ex.device_logits()). Aliases the arena: the next step overwrites "
+          "it, and the DeviceLogits refuses conversion after it.")
       .def("reset", &PyExecutor::reset, "Clears the KV cache and the conversation.")
       .def("generate", &PyExecutor::generate, "prompt"_a, "steps"_a, nb::kw_only(),
            "sample"_a = nb::none(), "on_token"_a = nb::none(), "reset"_a = true,
@@ -768,10 +773,11 @@ NB_MODULE(fusegraph, m) {
                    "the logits row of the last token generate() fed (a copy)")
       .def_prop_ro("stats", &PyExecutor::stats, "what the last generate() did, with timings")
       .def_prop_ro("position", [](PyExecutor &e) { return e.session().position(); })
-      .def_prop_ro("history", [](PyExecutor &e) {
-        ArrayRef<int32_t> h = e.session().history();
-        return std::vector<int32_t>(h.begin(), h.end());
-      })
+      .def_prop_ro("history",
+                   [](PyExecutor &e) {
+                     ArrayRef<int32_t> h = e.session().history();
+                     return std::vector<int32_t>(h.begin(), h.end());
+                   })
       .def_prop_ro("vocab", [](PyExecutor &e) { return e.session().vocab(); })
       .def_prop_ro("ctx", [](const PyExecutor &e) { return e.exec().ctx(); })
       .def_prop_ro("entries", [](const PyExecutor &e) { return e.exec().entries(); })

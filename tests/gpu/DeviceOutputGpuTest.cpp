@@ -57,7 +57,6 @@ TEST(GpuDeviceOutput, AliasesTheArenaSlotOfTheResult) {
     ASSERT_TRUE(bool(host));
     std::vector<float> dev = deviceFloats(*d);
     ASSERT_EQ(dev.size(), host->size());
-    EXPECT_EQ(0, std::memcmp(dev.data(), host->data(), dev.size() * sizeof(float)))
-        << "step " << p;
+    EXPECT_EQ(0, std::memcmp(dev.data(), host->data(), dev.size() * sizeof(float))) << "step " << p;
   }
 }
