@@ -457,6 +457,21 @@ public:
   }
   PyExecutor(const PyExecutor &) = delete; // the session's callbacks point here
 
+  /// Marks the executor busy for one call (only touched with the GIL held). A
+  /// second call meanwhile — another thread while the GIL is released, or a
+  /// generate() callback calling back in — is refused: an fg::Executor is not
+  /// thread-safe, and a step inside generate() would corrupt its conversation.
+  struct Busy {
+    explicit Busy(bool &flag) : flag(flag) {
+      if (flag)
+        throw FgError("this Executor is busy (a call from another thread, or from a "
+                      "generate() callback, while a step, reset or generate runs)");
+      flag = true;
+    }
+    ~Busy() { flag = false; }
+    bool &flag;
+  };
+
   fg::Executor &exec() { return *exec_; }
   const fg::Executor &exec() const { return *exec_; }
 
@@ -483,6 +498,7 @@ public:
   /// Runs one entry; returns its `logits` result (else its first) as a copy.
   FloatArray step(const std::vector<int64_t> &tokens, const std::vector<int64_t> &positions,
                   std::optional<std::string> entry) {
+    Busy busy(busy_);
     std::vector<int32_t> t = toInt32(tokens, "tokens"), p = toInt32(positions, "positions");
     std::string name = entry ? *entry : entryFor(t.size());
     const fg::Function *fn = exec().entry(name);
@@ -514,6 +530,11 @@ public:
   }
 
   void reset() {
+    Busy busy(busy_);
+    resetConversation();
+  }
+
+  void resetConversation() {
     ++generation_;
     rawSteps_ = false;
     if (session_)
@@ -531,13 +552,14 @@ public:
   std::vector<int32_t> generate(const std::vector<int64_t> &prompt, int64_t steps,
                                 nb::object sampler, nb::object onTok, bool resetFirst,
                                 const std::vector<int64_t> &forced) {
+    Busy busy(busy_);
     fg::Session &s = session();
     if (!resetFirst && rawSteps_)
       throw FgError("step() has changed the KV cache since the session last ran; call "
                     "generate(..., reset=True) or reset() first");
     std::vector<int32_t> p = toInt32(prompt, "prompt"), f = toInt32(forced, "forced");
     if (resetFirst)
-      reset();
+      resetConversation();
     ++generation_;
     sampler_ = std::move(sampler);
     onToken_ = std::move(onTok);
@@ -624,6 +646,7 @@ private:
   /// for the generation it was made in.
   uint64_t generation_ = 0;
   bool rawSteps_ = false; ///< step() ran since the session's last reset
+  bool busy_ = false;     ///< a step, reset or generate is running (read with the GIL)
   nb::object sampler_, onToken_;
   std::optional<nb::python_error> pending_;
 };

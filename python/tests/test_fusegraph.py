@@ -100,6 +100,11 @@ def test_sampler_and_stopping(fg, demo_plan):
     with pytest.raises(ValueError, match="sampler bug"):  # the callback's own exception
         ex.generate([1], 2, sample=broken)
 
+    # A callback that calls back in is refused (with its own exception raised by generate).
+    with pytest.raises(fg.Error, match="this Executor is busy"):
+        ex.generate([1], 2, on_token=lambda t: ex.step([t], [1]))
+    assert ex.generate([1, 2], 2) == ex.generate([1, 2], 2)  # and it stays usable
+
 
 def test_errors_carry_the_library_message(fg, cli, demo_plan):
     rc, _, err = cli("run", "demo", "--prompt-ids", "999", "--steps", "1", "--device", "cpu",
