@@ -132,6 +132,8 @@ def test_errors_carry_the_library_message(fg, cli, demo_plan):
         fg.compile("demo", kv_dtype="f8")
     with pytest.raises(fg.Error, match="unknown fusion pattern 'rms_nrom'"):
         fg.compile("demo", disable_fusion=["rms_nrom"])
+    # "auto" (the default) takes the GPU only when there is one and the plan has a program.
+    assert fg.Executor(demo_plan).device == "cpu"  # demo_plan has no CUDA program
     with pytest.raises(fg.Error, match="device must be 'cpu', 'cuda' or 'auto'"):
         fg.Executor(demo_plan, device="tpu")
     with pytest.raises(fg.Error, match="lives on the host"):
