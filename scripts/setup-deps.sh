@@ -45,6 +45,15 @@ if ! python3 -c "import tokenizers" >/dev/null 2>&1; then
     echo "setup-deps: could not install tokenizers; the regeneration test will skip" >&2
 fi
 
+# The Python module (python/, built by scripts/build.sh with FG_PYTHON=ON) and its
+# pytest suite (ctest's python.pytest): nanobind builds it, pytest runs the tests.
+if ! python3 -c "import nanobind, pytest, numpy" >/dev/null 2>&1; then
+  echo "setup-deps: pip-installing nanobind pytest numpy"
+  python3 -m pip install --quiet nanobind pytest numpy ||
+    python3 -m pip install --quiet --break-system-packages nanobind pytest numpy ||
+    { echo "setup-deps: could not install nanobind pytest numpy (the Python module)" >&2; exit 1; }
+fi
+
 cuda="${CUDA_HOME:-/usr/local/cuda}"
 if [[ ! -x "$cuda/bin/nvcc" || ! -f "$cuda/include/nvrtc.h" ]]; then
   echo "setup-deps: no CUDA toolkit at $cuda (need bin/nvcc and include/nvrtc.h);" \

@@ -701,6 +701,17 @@ llvm::Error CudaRunner::readOutput(llvm::StringRef entry, llvm::StringRef name,
   return makeError("entry '" + entry + "' has no output '" + name + "'");
 }
 
+llvm::Expected<const void *> CudaRunner::outputAddress(llvm::StringRef entry,
+                                                       llvm::StringRef name) {
+  auto es = impl_->lookup(entry);
+  if (!es)
+    return es.takeError();
+  for (const IoBinding &o : (*es)->entry->outputs)
+    if (o.name == name)
+      return static_cast<const void *>(impl_->address(o.where));
+  return makeError("entry '" + entry + "' has no output '" + name + "'");
+}
+
 void CudaRunner::setProgrammaticLaunch(bool on) {
   if (impl_->programmatic == on)
     return;
