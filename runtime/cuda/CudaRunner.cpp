@@ -15,6 +15,8 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <cstdlib>
+#include <string_view>
 
 namespace fg {
 
@@ -62,6 +64,13 @@ struct CudaRunner::Impl {
   uint32_t *statusHost = nullptr; ///< pinned copy, read after each checked step
   std::map<std::string, EntryState, std::less<>> entries;
   bool programmatic = true; ///< programmatic edges between kernel nodes of a graph
+  /// A graph run copies its inputs, records its events and copies the status
+  /// back inside the graph (one call per step); FG_DEBUG_GRAPH_COPIES=0 puts
+  /// them on the stream around the graph launch instead, for measuring.
+  bool graphCopies = [] {
+    const char *v = std::getenv("FG_DEBUG_GRAPH_COPIES");
+    return !(v && std::string_view(v) == "0");
+  }();
   bool tracing = false;      ///< KernelTrace started by a profiled graph run
 
   explicit Impl(const CompiledProgram &p) : prog(p) {}
@@ -195,8 +204,8 @@ struct CudaRunner::Impl {
     // staging and the start event come first, the stop event and the copy
     // of the input check's status words last, all inside the graph.
     const CompiledEntry &ce = *es.entry;
-    std::vector<cudaGraphNode_t> copies(ce.inputs.size());
-    for (size_t i = 0; i < ce.inputs.size(); ++i)
+    std::vector<cudaGraphNode_t> copies(graphCopies ? ce.inputs.size() : 0);
+    for (size_t i = 0; i < copies.size(); ++i)
       if (auto e = cudaCheck(cudaGraphAddMemcpyNode1D(
                                  &copies[i], es.graph, nullptr, 0, address(ce.inputs[i].where),
                                  static_cast<char *>(es.pinned) + es.pinnedOffset[i],
@@ -205,10 +214,15 @@ struct CudaRunner::Impl {
                              "graph copy of input " + ce.inputs[i].name))
         return e;
     cudaGraphNode_t startNode = nullptr, stopNode = nullptr;
-    if (auto e = cudaCheck(cudaGraphAddEventRecordNode(&startNode, es.graph, copies.data(),
-                                                       copies.size(), start),
-                           "graph start event"))
+    if (graphCopies) {
+      if (auto e = cudaCheck(cudaGraphAddEventRecordNode(&startNode, es.graph, copies.data(),
+                                                         copies.size(), start),
+                             "graph start event"))
+        return e;
+    } else if (auto e = cudaCheck(cudaGraphAddEmptyNode(&startNode, es.graph, nullptr, 0),
+                                  "graph start node")) {
       return e;
+    }
     std::vector<cudaGraphNode_t> nodes(launches.size());
     std::vector<bool> hasSuccessor(launches.size(), false);
     std::vector<cudaGraphNode_t> from, to;
@@ -277,6 +291,8 @@ struct CudaRunner::Impl {
         sinks.push_back(nodes[i]);
     if (sinks.empty())
       sinks.push_back(startNode);
+    if (!graphCopies)
+      return cudaCheck(cudaGraphInstantiate(&es.exec, es.graph, 0), "cudaGraphInstantiate");
     if (auto e = cudaCheck(cudaGraphAddEventRecordNode(&stopNode, es.graph, sinks.data(),
                                                        sinks.size(), stop),
                            "graph stop event"))
@@ -612,6 +628,13 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
   if (auto e = m.checkInputsSet(es))
     return e;
   auto hostStart = std::chrono::steady_clock::now();
+  const bool onStream = !useGraph || !m.graphCopies;
+  if (useGraph && onStream) {
+    if (auto e = m.copyInputs(es))
+      return e;
+    if (auto e = cudaCheck(cudaEventRecord(m.start, m.stream), "event"))
+      return e;
+  }
   if (useGraph) {
     // One call: the graph copies the inputs, records the events and copies
     // the status words back itself (buildGraph).
@@ -633,7 +656,7 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
           return e;
     }
   }
-  if (!useGraph) {
+  if (onStream) {
     if (auto e = cudaCheck(cudaEventRecord(m.stop, m.stream), "event"))
       return e;
     if (auto e = m.fetchStatus(es))

@@ -65,6 +65,45 @@ TEST(GpuDemo, GraphReplayEqualsEagerBitForBit) {
   }
 }
 
+/// Teacher-forced steps of `plan` on the GPU (`mode`) against the CPU
+/// reference, random tokens from the test seed; the worst normalised error.
+double teacherForcedWorst(const Plan &plan, ExecOptions::Mode mode, int32_t steps) {
+  Executor gpu = make(plan, ExecOptions::Device::Cuda, mode);
+  Executor cpu = make(plan, ExecOptions::Device::Cpu);
+  std::mt19937 rng(static_cast<uint32_t>(baseSeed()));
+  double worst = 0;
+  for (int32_t p = 0; p < steps; ++p) {
+    int32_t tok = static_cast<int32_t>(rng() % 512);
+    auto a = step(gpu, tok, p), b = step(cpu, tok, p);
+    double err = normalizedError(a, b);
+    worst = std::max(worst, err);
+    EXPECT_LE(err, 1e-3) << "step " << p << " token " << tok;
+    if (err > 1e-3)
+      break;
+  }
+  return worst;
+}
+
+/// The same tokens through the unfused plan and through eager launches:
+/// tells a fused kernel, the graph (PDL edges, in-graph copies) and the
+/// kernels themselves apart when the fused graph run disagrees.
+TEST(GpuDemo, TeacherForcedUnfusedAndEagerMatchReference) {
+  FG_REQUIRE_GPU();
+  ModelOptions mo;
+  mo.ctx = 2048;
+  auto g = loadModel("demo", mo);
+  ASSERT_TRUE(bool(g)) << errString(g.takeError());
+  CompileOptions co;
+  co.fusion = false;
+  auto unfused = compile(*g, co);
+  ASSERT_TRUE(bool(unfused)) << errString(unfused.takeError());
+  std::printf("[demo] teacher-forced 200 steps unfused graph: worst %.3g\n",
+              teacherForcedWorst(*unfused, ExecOptions::Mode::Graph, 200));
+  Plan fused = demoPlan();
+  std::printf("[demo] teacher-forced 200 steps fused eager: worst %.3g\n",
+              teacherForcedWorst(fused, ExecOptions::Mode::Eager, 200));
+}
+
 TEST(GpuDemo, TeacherForced1000StepsMatchReference) {
   FG_REQUIRE_GPU();
   Plan plan = demoPlan();
