@@ -60,6 +60,12 @@ void normalise(std::vector<TokenProb> &c) {
     t.prob /= sum;
 }
 
+std::string num(double v) {
+  std::string s;
+  raw_string_ostream(s) << format("%g", v);
+  return s;
+}
+
 } // namespace
 
 std::string SamplingOptions::str() const {
@@ -99,13 +105,13 @@ uint64_t SamplerRng::next() {
 Expected<TokenSampler> TokenSampler::create(const SamplingOptions &o) {
   if (!std::isfinite(o.temperature) || o.temperature < 0)
     return makeError("the temperature must be a finite number >= 0 (0: greedy), got " +
-                     std::to_string(o.temperature));
+                     num(o.temperature));
   if (o.topK < 0)
     return makeError("top-k must be >= 0 (0: off), got " + std::to_string(o.topK));
   if (!(o.topP > 0 && o.topP <= 1))
-    return makeError("top-p must be in (0, 1] (1: off), got " + std::to_string(o.topP));
+    return makeError("top-p must be in (0, 1] (1: off), got " + num(o.topP));
   if (!(o.minP >= 0 && o.minP <= 1))
-    return makeError("min-p must be in [0, 1] (0: off), got " + std::to_string(o.minP));
+    return makeError("min-p must be in [0, 1] (0: off), got " + num(o.minP));
   return TokenSampler(o);
 }
 

@@ -6,6 +6,7 @@
 #include "ir/Graph.h"
 #include "runtime/Executor.h"
 #include "runtime/Plan.h"
+#include "runtime/Sampler.h"
 #include "tools/Flags.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -32,6 +33,7 @@ struct ModelSettings {
   std::vector<int64_t> prefill = {64};
   DType kvDType = DType::F16;
   bool allLogits = false; ///< prefill entries return every logits row (--all-logits)
+  bool prefillGiven = false; ///< --prefill was given (else `prefill` is the default)
   LogSink log;
 };
 
@@ -41,9 +43,20 @@ void addCompileFlags(Flags &f);
 /// Reads them back. Returns false (with `exitCode` set) on a usage error.
 bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &compile, int &exitCode);
 /// Reads `--device`, `--mode`, `--debug-sync`, `--verbose` (declared by the caller).
-/// `--device` (cpu|cuda; "auto" and no flag mean `defaultDevice`), `--mode`, `--debug-sync`.
+/// `--device` cpu|cuda|auto; no flag means `defaultDevice`. auto is cuda when a
+/// device is present, else cpu, and then `*cpuNote` (when given) is set to a
+/// one-line note for stderr. `--device cuda` without a device is an error here,
+/// before anything is compiled.
 bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode,
-                    llvm::StringRef defaultDevice = "cpu");
+                    llvm::StringRef defaultDevice = "auto", std::string *cpuNote = nullptr);
+/// An output file (`-o`, `--dump-logits`) that cannot be written, found
+/// before the work starts: a folder, a missing or read-only folder.
+llvm::Error checkOutputPath(llvm::StringRef path, llvm::StringRef flag);
+/// For a command given an X.plan: the compile flags that would change it
+/// (`--ctx`, `--prefill`, `--kv-dtype`, `--arch`, `--no-fusion`,
+/// `--disable-fusion`) are usage errors unless they repeat the plan's values;
+/// those that only observe a compilation are warned about.
+bool checkPlanCompileFlags(const Flags &f, const Plan &plan, int &exitCode);
 /// MODEL or X.plan -> a Plan (loading and compiling a model as needed).
 llvm::Expected<Plan> planFor(llvm::StringRef modelOrPlan, const ModelSettings &model,
                              const CompileOptions &compile);
@@ -54,6 +67,11 @@ LogSink stderrLog(bool verbose);
 /// What `run` adds to greedy decoding, to compare logits with another
 /// implementation.
 struct GenerateExtras {
+  /// How tokens are picked (greedy by default) and where generation stops.
+  SamplingOptions sampling;
+  std::vector<int32_t> stopTokens;
+  /// Printed on stderr once the session has started (the CPU fallback note).
+  std::string deviceNote;
   /// Fed at decode steps 1, 2, ... instead of the greedy tokens (steps - 1 of
   /// them are needed).
   std::vector<int32_t> teacherForced;

@@ -269,13 +269,13 @@ TEST(Sampler, Errors) {
   SamplingOptions o;
   o.temperature = -1;
   EXPECT_EQ(errorText(TokenSampler::create(o)),
-            "the temperature must be a finite number >= 0 (0: greedy), got -1.000000");
+            "the temperature must be a finite number >= 0 (0: greedy), got -1");
   o = {};
   o.topP = 0;
-  EXPECT_EQ(errorText(TokenSampler::create(o)), "top-p must be in (0, 1] (1: off), got 0.000000");
+  EXPECT_EQ(errorText(TokenSampler::create(o)), "top-p must be in (0, 1] (1: off), got 0");
   o = {};
   o.minP = 1.5;
-  EXPECT_EQ(errorText(TokenSampler::create(o)), "min-p must be in [0, 1] (0: off), got 1.500000");
+  EXPECT_EQ(errorText(TokenSampler::create(o)), "min-p must be in [0, 1] (0: off), got 1.5");
   o = {};
   o.topK = -2;
   EXPECT_EQ(errorText(TokenSampler::create(o)), "top-k must be >= 0 (0: off), got -2");
@@ -363,7 +363,7 @@ TEST(SessionSampling, StopTokensAndSeeds) {
   bad = {};
   bad.sampling.topP = 2;
   EXPECT_EQ(errorText(Session::create(plan, {}, bad)),
-            "top-p must be in (0, 1] (1: off), got 2.000000");
+            "top-p must be in (0, 1] (1: off), got 2");
 }
 
 } // namespace

@@ -4,6 +4,9 @@
 #include "frontends/ModelChat.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
 
 #include <gtest/gtest.h>
 
@@ -84,6 +87,79 @@ TEST(ModelChat, FromHfFolder) {
   ASSERT_TRUE(bool(demo));
   EXPECT_TRUE(demo->chatTemplate.empty() && demo->eosIds.empty());
   llvm::sys::fs::remove_directories(d);
+}
+
+} // namespace
+} // namespace fg
+
+namespace fg {
+namespace {
+
+/// The token ids after "tokens: " in run's output.
+std::vector<int32_t> tokensOf(const std::string &out) {
+  std::vector<int32_t> ids;
+  size_t at = out.find("\ntokens: ");
+  if (at == std::string::npos)
+    return ids;
+  llvm::StringRef line = llvm::StringRef(out).substr(at + 9).take_until([](char c) { return c == '\n'; });
+  llvm::SmallVector<llvm::StringRef, 16> parts;
+  line.split(parts, ' ', -1, false);
+  for (llvm::StringRef p : parts)
+    ids.push_back(std::stoi(p.str()));
+  return ids;
+}
+
+/// `run` on an HF folder stops at the eos ids of its generation_config.json
+/// (not with --ignore-eos or teacher forcing); --seed reproduces a sampled run.
+TEST(CliChat, StopsAtTheModelsEosAndSeedsRepeat) {
+  if (test::fusegraphBinary().empty())
+    GTEST_SKIP() << "no fusegraph binary beside the tests";
+  std::string why, dir = test::generatedModels(why);
+  if (dir.empty())
+    GTEST_SKIP() << "model files not generated: " << why;
+  std::string from = dir + "/llama3-hf";
+  llvm::SmallString<256> to;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("fg-chat-eos", to));
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(from, ec), end; it != end && !ec; it.increment(ec))
+    ASSERT_FALSE(llvm::sys::fs::copy_file(it->path(), to + "/" + llvm::sys::path::filename(it->path())));
+  std::string model = to.str().str();
+  const std::vector<std::string> base = {"run", model, "--device", "cpu", "--ctx", "32",
+                                         "--prefill", "4", "--prompt-ids", "3,17,42", "--steps", "6"};
+  int rc = -1;
+  std::string out = test::runCli(base, rc);
+  ASSERT_EQ(rc, 0) << out;
+  std::vector<int32_t> all = tokensOf(out);
+  ASSERT_EQ(all.size(), 6u) << out;
+  size_t k = 1; // the first token not seen before it
+  while (k < all.size() && std::find(all.begin(), all.begin() + k, all[k]) != all.begin() + k)
+    ++k;
+  ASSERT_LT(k, all.size()) << out;
+  writeText(model + "/generation_config.json",
+            "{\"eos_token_id\": [" + std::to_string(all[k]) + "]}");
+  out = test::runCli(base, rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(tokensOf(out), std::vector<int32_t>(all.begin(), all.begin() + k + 1)) << out;
+  EXPECT_NE(out.find("stopped at end-of-sequence token " + std::to_string(all[k])),
+            std::string::npos)
+      << out;
+  std::vector<std::string> ignore = base;
+  ignore.push_back("--ignore-eos");
+  out = test::runCli(ignore, rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(tokensOf(out), all) << out;
+  // Sampling: the seed is printed and repeats the run.
+  std::vector<std::string> sampled = ignore;
+  for (const char *a : {"--temperature", "1.3", "--top-k", "20", "--seed", "77"})
+    sampled.push_back(a);
+  std::string a = test::runCli(sampled, rc);
+  ASSERT_EQ(rc, 0) << a;
+  EXPECT_NE(a.find("sampling: temperature 1.3, top-k 20, seed 77"), std::string::npos) << a;
+  std::string b = test::runCli(sampled, rc);
+  ASSERT_EQ(rc, 0) << b;
+  EXPECT_EQ(tokensOf(a), tokensOf(b));
+  EXPECT_EQ(tokensOf(a).size(), 6u);
+  llvm::sys::fs::remove_directories(model);
 }
 
 } // namespace
