@@ -1,6 +1,8 @@
 //===- ModelChat.cpp - chat template, BOS/EOS texts and stop ids -----------===//
 #include "frontends/ModelChat.h"
 
+#include "frontends/ChatTemplate.h"
+
 #include "frontends/gguf/GgufFile.h"
 #include "ir/Diag.h"
 #include "ir/ReadFile.h"
@@ -152,6 +154,18 @@ Expected<ModelChatInfo> readModelChatInfo(StringRef path) {
   if (sys::path::extension(path).equals_insensitive(".gguf"))
     return fromGguf(path);
   return ModelChatInfo{};
+}
+
+Expected<std::string> renderUserPrompt(const ModelChatInfo &info, StringRef userText,
+                                       bool tokenizerAddsBos) {
+  if (info.chatTemplate.empty())
+    return makeError("the model has no chat template (GGUF tokenizer.chat_template, HF "
+                     "tokenizer_config.json chat_template); give the prompt without --chat");
+  ChatRenderOptions o;
+  o.addGenerationPrompt = true;
+  o.bosToken = tokenizerAddsBos ? "" : info.bosToken;
+  o.eosToken = info.eosToken;
+  return renderChat(info.chatTemplate, ChatMessage{"user", userText.str()}, o);
 }
 
 } // namespace fg

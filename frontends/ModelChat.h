@@ -37,4 +37,12 @@ struct ModelChatInfo {
 /// malformed JSON.
 llvm::Expected<ModelChatInfo> readModelChatInfo(llvm::StringRef modelPath);
 
+/// `run --chat`: `userText` as one user message in the model's chat template,
+/// with the generation prompt, ready for the tokenizer. The template's BOS
+/// text is left out when the tokenizer adds BOS itself (`tokenizerAddsBos`),
+/// so the prompt does not start with two. Errors: a model without a chat
+/// template, a template of no known family (frontends/ChatTemplate.h).
+llvm::Expected<std::string> renderUserPrompt(const ModelChatInfo &info, llvm::StringRef userText,
+                                             bool tokenizerAddsBos);
+
 } // namespace fg

@@ -156,8 +156,9 @@ int runRun(ArrayRef<const char *> args) {
       !readSampling(f, extras.sampling, code) ||
       !parseExecFlags(f, eo, code, "auto", &extras.deviceNote))
     return code;
-  // --chat wraps --prompt TEXT (the tokenizer's): renderChat over the model's
-  // template (frontends/ChatTemplate.h, frontends/ModelChat.h), then encode.
+  // --chat wraps --prompt TEXT (the tokenizer's) when it exists:
+  //   text = renderUserPrompt(readModelChatInfo(source), text, tokenizer adds BOS)
+  // (frontends/ModelChat.h), then encode; the stop ids are read below.
   if (f.has("chat"))
     return f.usageError("--chat wraps --prompt TEXT in the model's chat template; it needs "
                         "--prompt (token ids are not wrapped)");

@@ -53,6 +53,25 @@ TEST(ModelChat, FromGguf) {
   llvm::sys::fs::remove(path);
 }
 
+/// --chat's text: the user message in the template, BOS left to a tokenizer
+/// that adds it; a model without a template is refused.
+TEST(ModelChat, UserPrompt) {
+  ModelChatInfo info;
+  info.chatTemplate = "{{ bos_token }}...<|start_header_id|>...<|eot_id|>";
+  info.bosToken = "<|begin_of_text|>";
+  llvm::Expected<std::string> p = renderUserPrompt(info, " Hi! ", /*tokenizerAddsBos=*/false);
+  ASSERT_TRUE(bool(p)) << errorText(p);
+  EXPECT_EQ(*p, "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"
+                "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  p = renderUserPrompt(info, "Hi!", /*tokenizerAddsBos=*/true);
+  ASSERT_TRUE(bool(p)) << errorText(p);
+  EXPECT_EQ(p->rfind("<|start_header_id|>user", 0), 0u) << *p;
+  info.chatTemplate.clear();
+  p = renderUserPrompt(info, "Hi!", false);
+  EXPECT_EQ(errorText(p), "the model has no chat template (GGUF tokenizer.chat_template, HF "
+                          "tokenizer_config.json chat_template); give the prompt without --chat");
+}
+
 void writeText(const std::string &path, const std::string &text) {
   std::ofstream(path) << text;
 }
