@@ -52,10 +52,27 @@ bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode,
 /// An output file (`-o`, `--dump-logits`) that cannot be written, found
 /// before the work starts: a folder, a missing or read-only folder.
 llvm::Error checkOutputPath(llvm::StringRef path, llvm::StringRef flag);
+/// `run`'s sampling flags (--temperature, --top-k, --top-p, --min-p, --seed),
+/// --ignore-eos and --chat.
+void addSamplingFlags(Flags &f);
+/// Reads them: the temperature defaults to 0 (greedy), or 1 when a filter is
+/// given; no --seed is a random seed. Out-of-range values are usage errors.
+bool readSamplingFlags(const Flags &f, SamplingOptions &s, int &exitCode);
+/// Token ids of `--NAME` (its last value): integers in [0, 2^31); an empty
+/// item is a usage error, not skipped.
+bool getTokenIds(const Flags &f, llvm::StringRef name, std::vector<int32_t> &out, int &exitCode);
+/// Token ids outside the plan's vocabulary (its `tokens` binding) are usage
+/// errors naming the flag and the vocabulary size.
+bool checkTokenIds(const Flags &f, const Plan &plan, llvm::ArrayRef<int32_t> prompt,
+                   llvm::ArrayRef<int32_t> teacher, int &exitCode);
+/// The stop ids of MODEL, or of the model file a plan was compiled from
+/// (frontends/ModelChat.h); none for built-in models.
+llvm::Error readStopTokens(llvm::StringRef modelOrPlan, const Plan &plan,
+                           std::vector<int32_t> &out);
 /// For a command given an X.plan: the compile flags that would change it
 /// (`--ctx`, `--prefill`, `--kv-dtype`, `--arch`, `--no-fusion`,
 /// `--disable-fusion`) are usage errors unless they repeat the plan's values;
-/// those that only observe a compilation are warned about.
+/// those that only observe a compilation are warned about. True for a MODEL.
 bool checkPlanCompileFlags(const Flags &f, const Plan &plan, int &exitCode);
 /// MODEL or X.plan -> a Plan (loading and compiling a model as needed).
 llvm::Expected<Plan> planFor(llvm::StringRef modelOrPlan, const ModelSettings &model,

@@ -1,10 +1,14 @@
 //===- Common.cpp - flags and steps shared by several subcommands ----------===//
 #include "tools/Commands.h"
 
+#include "frontends/ModelChat.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <random>
 
 using namespace llvm;
 
@@ -76,6 +80,108 @@ LogSink stderrLog(bool verbose) {
   };
 }
 
+void addSamplingFlags(Flags &f) {
+  f.option("temperature", "T", "sampling temperature; 0 is greedy (1 when a filter is given)", "0");
+  f.option("top-k", "K", "sample from the K most likely tokens (0: off)", "0");
+  f.option("top-p", "P", "sample from the most likely tokens whose mass reaches P (1: off)", "1");
+  f.option("min-p", "P", "drop tokens less likely than P x the most likely (0: off)", "0");
+  f.option("seed", "N", "seed of the sampler (default: random, printed)");
+  f.flag("ignore-eos", "do not stop at the model's end-of-sequence tokens");
+  f.flag("chat", "wrap --prompt in the model's chat template (needs --prompt)");
+}
+
+/// Token ids from `--NAME` (its last value): each item an integer in
+/// [0, 2^31); an empty item is an error, not skipped.
+bool getTokenIds(const Flags &f, StringRef name, std::vector<int32_t> &out, int &code) {
+  out.clear();
+  if (!f.has(name))
+    return true;
+  std::string text = f.get(name);
+  SmallVector<StringRef, 16> items;
+  StringRef(text).split(items, ',', -1, /*KeepEmpty=*/true);
+  for (size_t i = 0; i < items.size(); ++i) {
+    StringRef item = items[i].trim();
+    if (item.empty()) {
+      code = f.usageError("--" + name + " '" + text + "': item " + Twine(i + 1) +
+                          " is empty (token ids separated by single commas)");
+      return false;
+    }
+    int64_t v;
+    if (item.getAsInteger(10, v)) {
+      code = f.usageError("--" + name + " expects token ids separated by commas, got '" + item +
+                          "'");
+      return false;
+    }
+    if (v < 0 || v > INT32_MAX) {
+      code = f.usageError("--" + name + ": " + item + " is not a token id (ids are in [0, " +
+                          Twine(int64_t(INT32_MAX) + 1) + "), and below the model's vocabulary)");
+      return false;
+    }
+    out.push_back(static_cast<int32_t>(v));
+  }
+  return true;
+}
+
+/// --temperature, --top-k, --top-p, --min-p, --seed. The temperature defaults
+/// to 0 (greedy), or to 1 when a filter (top-k/top-p/min-p) is given; the seed
+/// to a random one (printed, so a run can be repeated).
+bool readSamplingFlags(const Flags &f, SamplingOptions &s, int &code) {
+  auto getDouble = [&](StringRef name, double def, double &out) {
+    out = def;
+    if (!f.has(name))
+      return true;
+    std::string v = f.get(name);
+    if (StringRef(v).getAsDouble(out)) {
+      code = f.usageError("flag --" + name + " of 'run' expects a number, got '" + v + "'");
+      return false;
+    }
+    return true;
+  };
+  const bool filtered = f.has("top-k") || f.has("top-p") || f.has("min-p");
+  int64_t seed = 0;
+  if (!getDouble("temperature", filtered ? 1.0 : 0.0, s.temperature) ||
+      !f.getInt("top-k", 0, s.topK, code) || !getDouble("top-p", 1.0, s.topP) ||
+      !getDouble("min-p", 0.0, s.minP) || !f.getInt("seed", 0, seed, code))
+    return false;
+  s.seed = f.has("seed") ? static_cast<uint64_t>(seed) : std::random_device{}();
+  if (Expected<TokenSampler> t = TokenSampler::create(s); !t) {
+    code = f.usageError(toString(t.takeError()));
+    return false;
+  }
+  if (f.has("seed") && s.greedy())
+    errs() << "fusegraph: warning: --seed has no effect with greedy decoding (give --temperature)\n";
+  return true;
+}
+
+bool checkTokenIds(const Flags &f, const Plan &plan, ArrayRef<int32_t> prompt,
+                   ArrayRef<int32_t> teacher, int &exitCode) {
+  const Function *decode = plan.graph().lookup("decode");
+  if (!decode)
+    return true;
+  InputBinding b = decode->binding("tokens");
+  if (b.kind != BindKind::Tokens || !b.hasRange())
+    return true;
+  for (auto [flag, ids] : {std::pair<StringRef, ArrayRef<int32_t>>{"--prompt-ids", prompt},
+                           {"--teacher-forced", teacher}})
+    for (int32_t t : ids)
+      if (t < b.lo || t >= b.hi) {
+        exitCode = f.usageError(flag + ": token id " + Twine(t) +
+                                " is outside the model's vocabulary of " + Twine(b.hi) +
+                                " tokens [" + Twine(b.lo) + ", " + Twine(b.hi) + ")");
+        return false;
+      }
+  return true;
+}
+
+Error readStopTokens(StringRef modelOrPlan, const Plan &plan, std::vector<int32_t> &out) {
+  std::string source = isPlanFile(modelOrPlan) ? plan.options().source : modelOrPlan.str();
+  Expected<ModelChatInfo> chat = readModelChatInfo(source);
+  if (!chat)
+    return chat.takeError();
+  out = chat->eosIds;
+  return Error::success();
+}
+
 Error checkOutputPath(StringRef path, StringRef flag) {
   if (path.empty())
     return makeError(flag + " needs a file name");
@@ -97,6 +203,8 @@ Error checkOutputPath(StringRef path, StringRef flag) {
 }
 
 bool checkPlanCompileFlags(const Flags &f, const Plan &plan, int &exitCode) {
+  if (f.positional().empty() || !isPlanFile(f.positional()[0]))
+    return true;
   const PlanOptions &po = plan.options();
   std::string path = f.positional().empty() ? "the plan" : f.positional()[0];
   // `given` is the flag as written, `compiled` what the plan has.

@@ -144,7 +144,7 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   if (!tokens)
     return reportError(tokens.takeError());
   if (session->stats().stopped)
-    outs() << "stopped at end-of-sequence token " << tokens->back() << "\n";
+    outs() << "stopped at end of sequence (token " << tokens->back() << ")\n";
   if (verbose)
     tokensLine() << join(llvm::map_range(*tokens, [](int32_t t) { return std::to_string(t); }),
                          " ")

@@ -159,7 +159,7 @@ TEST(CliChat, StopsAtTheModelsEosAndSeedsRepeat) {
   out = test::runCli(base, rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(tokensOf(out), std::vector<int32_t>(all.begin(), all.begin() + k + 1)) << out;
-  EXPECT_NE(out.find("stopped at end-of-sequence token " + std::to_string(all[k])),
+  EXPECT_NE(out.find("stopped at end of sequence (token " + std::to_string(all[k]) + ")"),
             std::string::npos)
       << out;
   std::vector<std::string> ignore = base;
