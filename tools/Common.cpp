@@ -178,7 +178,20 @@ Error readStopTokens(StringRef modelOrPlan, const Plan &plan, std::vector<int32_
   Expected<ModelChatInfo> chat = readModelChatInfo(source);
   if (!chat)
     return chat.takeError();
-  out = chat->eosIds;
+  // A stop id the plan's vocabulary cannot produce is dropped (the Session
+  // refuses it), with a warning.
+  InputBinding b;
+  if (const Function *decode = plan.graph().lookup("decode"))
+    b = decode->binding("tokens");
+  out.clear();
+  for (int32_t id : chat->eosIds) {
+    if (b.kind == BindKind::Tokens && b.hasRange() && (id < b.lo || id >= b.hi)) {
+      errs() << "fusegraph: warning: end-of-sequence id " << id << " of " << source
+             << " is outside the vocabulary [" << b.lo << ", " << b.hi << "); not a stop token\n";
+      continue;
+    }
+    out.push_back(id);
+  }
   return Error::success();
 }
 

@@ -129,7 +129,7 @@ std::vector<int32_t> tokensOf(const std::string &out) {
 }
 
 /// `run` on an HF folder stops at the eos ids of its generation_config.json
-/// (not with --ignore-eos or teacher forcing); --seed reproduces a sampled run.
+/// (not with --ignore-eos); --seed reproduces a sampled run.
 TEST(CliChat, StopsAtTheModelsEosAndSeedsRepeat) {
   if (test::fusegraphBinary().empty())
     GTEST_SKIP() << "no fusegraph binary beside the tests";
@@ -154,10 +154,12 @@ TEST(CliChat, StopsAtTheModelsEosAndSeedsRepeat) {
   while (k < all.size() && std::find(all.begin(), all.begin() + k, all[k]) != all.begin() + k)
     ++k;
   ASSERT_LT(k, all.size()) << out;
+  // An id past the vocabulary is dropped with a warning, the others stop.
   writeText(model + "/generation_config.json",
-            "{\"eos_token_id\": [" + std::to_string(all[k]) + "]}");
+            "{\"eos_token_id\": [99999, " + std::to_string(all[k]) + "]}");
   out = test::runCli(base, rc);
   ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("warning: end-of-sequence id 99999 of "), std::string::npos) << out;
   EXPECT_EQ(tokensOf(out), std::vector<int32_t>(all.begin(), all.begin() + k + 1)) << out;
   EXPECT_NE(out.find("stopped at end of sequence (token " + std::to_string(all[k]) + ")"),
             std::string::npos)
