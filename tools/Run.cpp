@@ -43,9 +43,10 @@ bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode,
 }
 
 int runRun(ArrayRef<const char *> args) {
-  Flags f("run", "run MODEL|X.plan --prompt-ids 1,2,3 [--steps N] [--device cpu|cuda]",
+  Flags f("run", "run MODEL|X.plan --prompt-ids 1,2,3 [--steps N] [--device cpu|cuda|auto]",
           "Feeds the prompt (through prefill entries where they fit, else decode), then decodes\n"
-          "greedily and prints the token ids and the time per step. MODEL is compiled first.");
+          "(greedily unless --temperature or a filter is given) and prints the token ids and the\n"
+          "time per step, stopping at the model's end-of-sequence tokens. MODEL is compiled first.");
   f.option("prompt-ids", "1,2,3", "prompt token ids");
   f.option("steps", "N", "tokens to generate", "16");
   f.option("device", "D", "cuda, cpu (reference interpreter) or auto: cuda when a GPU is present",
