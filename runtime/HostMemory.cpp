@@ -4,6 +4,7 @@
 #include "ir/Checked.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -26,10 +27,16 @@ llvm::Error checkHostAllocation(uint64_t bytes, const llvm::Twine &what) {
   uint64_t limit = hostMemoryLimit();
   if (bytes <= limit)
     return llvm::Error::success();
+  auto gib = [](uint64_t b) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1ull << 30));
+    return std::string(buf);
+  };
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  what + " needs " + llvm::Twine(bytes) +
                                      " bytes of host memory but this machine can hold at most " +
-                                     llvm::Twine(limit));
+                                     llvm::Twine(limit) + " (" + gib(bytes) + " > " + gib(limit) +
+                                     ")");
 }
 
 llvm::Expected<uint64_t> checkHostTensor(const TensorType &t, const llvm::Twine &what,

@@ -124,9 +124,17 @@ Expected<Session> Session::create(Executor exec, SessionOptions opts) {
   if (lt->shape[0] != 1 || lt->shape[1] < 1)
     return makeError("entry 'decode' returns logits " + lt->str() +
                      "; expected one row over a non-empty vocabulary");
+  const int64_t vocab = lt->shape[1];
+  for (int32_t t : opts.stopTokens)
+    if (t < 0 || t >= vocab)
+      return makeError("stop token " + std::to_string(t) + " is outside the vocabulary [0, " +
+                       std::to_string(vocab) + ")");
+  Expected<TokenSampler> sampler = TokenSampler::create(opts.sampling);
+  if (!sampler)
+    return sampler.takeError();
   exec.resetState(); // position 0: a new conversation
-  Session s(std::move(exec), std::move(opts));
-  s.vocab_ = lt->shape[1];
+  Session s(std::move(exec), std::move(opts), std::move(*sampler));
+  s.vocab_ = vocab;
   for (const PrefillBucket &b : prefillBuckets(s.exec_.graph())) {
     const TensorType *pt = logitsType(*s.exec_.entry(b.entry));
     if (!pt || pt->shape[1] != s.vocab_ || (pt->shape[0] != 1 && pt->shape[0] != b.tokens))
@@ -218,13 +226,15 @@ Error Session::feed(ArrayRef<int32_t> tokens) {
   return Error::success();
 }
 
-Expected<int32_t> Session::sampleNext() const {
+Expected<int32_t> Session::sampleNext() {
   if (lastLogits_.empty())
     return makeError("no logits to sample from: feed a token first");
   if (opts_.sample)
     return opts_.sample(lastLogits_);
-  return greedyToken(lastLogits_);
+  return sampler_.sample(lastLogits_);
 }
+
+bool Session::isStop(int32_t token) const { return is_contained(opts_.stopTokens, token); }
 
 Expected<std::vector<int32_t>> Session::generate(ArrayRef<int32_t> prompt, int64_t maxTokens,
                                                  ArrayRef<int32_t> forced) {
@@ -259,6 +269,10 @@ Expected<std::vector<int32_t>> Session::generate(ArrayRef<int32_t> prompt, int64
     out.push_back(*t);
     if (opts_.onToken && !opts_.onToken(*t))
       break;
+    if (isStop(*t)) {
+      stats_.stopped = true;
+      break;
+    }
     if (i + 1 == maxTokens)
       break;
     int32_t next = forced.empty() ? *t : forced[i];

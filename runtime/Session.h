@@ -7,7 +7,10 @@
 // and prefill buckets, inputs `tokens` and `positions`, result `logits`) on an
 // Executor it owns: it feeds prompt tokens through the prefill buckets, then
 // decodes one token per step, picking each next token with a sampler (greedy
-// by default) and handing it to a per-token callback (streaming). It keeps the
+// by default; SessionOptions::sampling for temperature, top-k, top-p, min-p and
+// a seed: runtime/Sampler.h) and handing it to a per-token callback
+// (streaming); a token of the stop set (the model's end-of-sequence ids) ends
+// the generation. It keeps the
 // conversation (every token fed, the next position), so feed() and generate()
 // may be called again to continue it; reset() starts a new one.
 //
@@ -33,6 +36,7 @@
 #include "ir/Graph.h"
 #include "runtime/Executor.h"
 #include "runtime/Plan.h"
+#include "runtime/Sampler.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -98,7 +102,15 @@ struct SessionRun {
 };
 
 struct SessionOptions {
-  Sampler sample; ///< null: greedyToken
+  /// How the next token is picked when `sample` is null: greedy by default
+  /// (runtime/Sampler.h). The seeded generator lives as long as the Session
+  /// (reset() does not restart it).
+  SamplingOptions sampling;
+  Sampler sample; ///< a custom sampler; null: `sampling`
+  /// Stop tokens (the model's end-of-sequence ids): generate() ends after
+  /// generating one of them (it is returned and handed to onToken, but not
+  /// fed). Each must be in [0, vocab).
+  std::vector<int32_t> stopTokens;
   /// Called with each generated token as soon as it is picked (streaming);
   /// returning false stops generation after that token.
   std::function<bool(int32_t token)> onToken;
@@ -113,6 +125,7 @@ struct SessionStats {
   double promptMs = 0;     ///< wall time feeding the prompt
   int64_t decodeSteps = 0; ///< decode runs after the prompt
   double decodeMs = 0;
+  bool stopped = false; ///< generation ended at a stop token
 };
 
 class Session {
@@ -120,7 +133,8 @@ public:
   /// A session over a new Executor for `plan`. Errors: what Executor::create
   /// refuses, a plan without a `decode` entry returning f32 `logits`
   /// [1, vocab], a prefill entry whose logits are neither [N, vocab] nor
-  /// [1, vocab].
+  /// [1, vocab], sampling options out of range, a stop token outside the
+  /// vocabulary.
   static llvm::Expected<Session> create(const Plan &plan, const ExecOptions &exec,
                                         SessionOptions opts = {});
   /// A session over `exec`; its state is reset (position 0).
@@ -143,8 +157,9 @@ public:
   /// The logits row of the last token fed (empty before any); valid until the
   /// next feed.
   llvm::ArrayRef<float> lastLogits() const { return lastLogits_; }
-  /// Samples the next token from lastLogits() (the sampler, else greedy).
-  llvm::Expected<int32_t> sampleNext() const;
+  /// Samples the next token from lastLogits() (the custom sampler, else
+  /// `sampling`; a seeded draw advances the generator).
+  llvm::Expected<int32_t> sampleNext();
   /// The next position: the number of tokens fed since the last reset.
   int64_t position() const { return static_cast<int64_t>(history_.size()); }
   /// Every token fed since the last reset, in position order.
@@ -159,7 +174,9 @@ public:
   Executor &executor() { return exec_; }
 
 private:
-  Session(Executor exec, SessionOptions opts) : exec_(std::move(exec)), opts_(std::move(opts)) {}
+  Session(Executor exec, SessionOptions opts, TokenSampler sampler)
+      : exec_(std::move(exec)), opts_(std::move(opts)), sampler_(std::move(sampler)) {}
+  bool isStop(int32_t token) const;
   /// Runs `entry` on `tokens` at `positions`; the last `newTokens` are fed
   /// (the rows before them are padding).
   llvm::Error runChunk(llvm::StringRef entry, llvm::ArrayRef<int32_t> tokens,
@@ -167,6 +184,7 @@ private:
 
   Executor exec_;
   SessionOptions opts_;
+  TokenSampler sampler_;
   std::vector<PrefillBucket> buckets_;
   int64_t vocab_ = 0;
   std::vector<int32_t> history_;

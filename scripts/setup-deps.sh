@@ -28,12 +28,13 @@ if ((${#missing[@]} > 0)); then
 fi
 
 # Python packages the model-frontend tests write their model files with
-# (tests/models/gen_models.py; the tests skip with a message without them).
-if ! python3 -c "import gguf, numpy, safetensors" >/dev/null 2>&1; then
-  echo "setup-deps: pip-installing gguf numpy safetensors"
-  python3 -m pip install --quiet gguf numpy safetensors ||
-    python3 -m pip install --quiet --break-system-packages gguf numpy safetensors ||
-    echo "setup-deps: could not install gguf numpy safetensors; model-file tests will skip" >&2
+# (tests/models/gen_models.py; the tests skip with a message without them), and
+# jinja2 for the chat-template check (tests/models/gen_chat_fixtures.py).
+if ! python3 -c "import gguf, numpy, safetensors, jinja2" >/dev/null 2>&1; then
+  echo "setup-deps: pip-installing gguf numpy safetensors jinja2"
+  python3 -m pip install --quiet gguf numpy safetensors jinja2 ||
+    python3 -m pip install --quiet --break-system-packages gguf numpy safetensors jinja2 ||
+    echo "setup-deps: could not install gguf numpy safetensors jinja2; model-file tests will skip" >&2
 fi
 
 # The tokenizer tests regenerate their expected ids with Hugging Face `tokenizers`

@@ -4,7 +4,8 @@
 // asked for (eager / graph) and prints one table: wall ms per step (median),
 // GPU ms (CUDA events), host launch ms, the ideal ms (bytes a step must move
 // ÷ the read bandwidth measured in the same run) and % of that roofline.
-// Without a CUDA device it prints a skip line and exits 0 (CI).
+// Without a CUDA device (or with --device cpu) it times the CPU reference
+// interpreter's decode steps instead: wall time only.
 //
 //===----------------------------------------------------------------------===//
 #include "tools/Commands.h"
@@ -66,6 +67,35 @@ std::string firstLine(std::string s) {
   return nl == std::string::npos ? s : s.substr(0, nl);
 }
 
+/// Without a GPU (or with --device cpu): decode steps of the CPU reference
+/// interpreter, wall time only (the oracle, not a fast path: no roofline).
+int benchCpu(StringRef model, const ModelSettings &ms, const StepLoopOptions &lo, bool verbose) {
+  CompileOptions co;
+  co.ctx = ms.ctx;
+  co.cuda = false;
+  co.log = ms.log;
+  Expected<Plan> plan = planFor(model, ms, co);
+  if (!plan)
+    return reportError(plan.takeError());
+  ExecOptions eo;
+  eo.device = ExecOptions::Device::Cpu;
+  eo.log = stderrLog(verbose);
+  Expected<Executor> ex = Executor::create(*plan, eo);
+  if (!ex)
+    return reportError(ex.takeError());
+  Expected<std::vector<StepSample>> samples = timeSteps(*ex, lo);
+  if (!samples)
+    return reportError(samples.takeError());
+  StepSummary s = summarize(*samples);
+  outs() << "bench " << model << ": decode on the CPU reference interpreter, KV "
+         << lo.startPosition << ", median of " << lo.steps << " steps after " << lo.warmup
+         << " warm-up\n"
+         << "wall ms/step: " << format("%.2f", s.wallMs) << " (min " << format("%.2f", s.wallMinMs)
+         << ", max " << format("%.2f", s.wallMaxMs)
+         << "; the reference interpreter is the oracle, not a fast path: no roofline)\n";
+  return kOk;
+}
+
 } // namespace
 
 int runBench(ArrayRef<const char *> args) {
@@ -76,8 +106,8 @@ int runBench(ArrayRef<const char *> args) {
           "prints wall, GPU and host-launch medians beside the ideal time: the bytes a step\n"
           "must move (weights used, KV rows read and written, inputs and logits) divided by\n"
           "the read bandwidth measured in the same run. Workloads (no files): w-dense,\n"
-          "w-moe-12, w-moe-48, w-tiny (add -bf16 for bf16 weights). Without a GPU it says so\n"
-          "and exits 0.");
+          "w-moe-12, w-moe-48, w-tiny (add -bf16 for bf16 weights). Without a GPU it times\n"
+          "the CPU reference interpreter (wall time only).");
   f.option("workload", "NAME", "a benchmark workload instead of MODEL");
   f.option("compare", "LIST", "variants: fused, unfused (compiled), eager, graph (modes), nopdl (graph without programmatic launch)",
            "fused,unfused,eager,graph");
@@ -89,6 +119,10 @@ int runBench(ArrayRef<const char *> args) {
   f.option("arch", "SM", "GPU architecture to compile kernels for", "sm_90");
   f.option("json", "FILE", "also write the figures as JSON");
   f.flag("breakdown", "trace graph replays with CUPTI and print device time per kernel family");
+  f.option("device", "D",
+           "cuda, cpu (the reference interpreter: wall time only; 3 steps, 1 warm-up unless "
+           "given) or auto: cuda when a GPU is present",
+           "auto");
   f.flag("verbose", "print what happens");
   f.option("prefill", "N,...", "time the prefill entries of N tokens instead of decode (tokens/s, "
                                "% of a cuBLAS GEMM's TFLOP/s measured in the same run)");
@@ -159,9 +193,25 @@ int runBench(ArrayRef<const char *> args) {
 
   if (isPlan && !sys::fs::exists(model))
     return reportError(makeError("plan '" + model + "' does not exist"));
-  if (!cudaDeviceAvailable()) {
-    outs() << "bench " << model << ": skipped: no CUDA device available\n";
-    return kOk;
+  std::string device = f.get("device", "auto");
+  if (device != "auto" && device != "cpu" && device != "cuda")
+    return f.usageError("--device must be cpu, cuda or auto, got '" + device + "'");
+  if (device == "cuda" && !cudaDeviceAvailable())
+    return reportError(makeError("--device cuda: no CUDA device is available; use --device cpu "
+                                 "(the reference interpreter) or auto"));
+  if (device == "cpu" || !cudaDeviceAvailable()) {
+    if (device == "auto")
+      errs() << "fusegraph: note: no CUDA device: timing the CPU reference interpreter (give "
+                "--device cpu to skip this note)\n";
+    StepLoopOptions lo;
+    lo.steps = f.has("steps") ? steps : 3;
+    lo.warmup = f.has("warmup") ? warmup : 1;
+    lo.startPosition = kv;
+    ModelSettings ms;
+    ms.ctx = ctx;
+    ms.prefill = {};
+    ms.log = stderrLog(verbose);
+    return benchCpu(model, ms, lo, verbose);
   }
 
   Expected<cuda::Bandwidth> bw = cuda::measureBandwidth();

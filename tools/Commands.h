@@ -6,6 +6,7 @@
 #include "ir/Graph.h"
 #include "runtime/Executor.h"
 #include "runtime/Plan.h"
+#include "runtime/Sampler.h"
 #include "tools/Flags.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -36,6 +37,7 @@ struct ModelSettings {
   std::vector<int64_t> prefill = {64};
   DType kvDType = DType::F16;
   bool allLogits = false; ///< prefill entries return every logits row (--all-logits)
+  bool prefillGiven = false; ///< --prefill was given (else `prefill` is the default)
   LogSink log;
 };
 
@@ -45,9 +47,37 @@ void addCompileFlags(Flags &f);
 /// Reads them back. Returns false (with `exitCode` set) on a usage error.
 bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &compile, int &exitCode);
 /// Reads `--device`, `--mode`, `--debug-sync`, `--verbose` (declared by the caller).
-/// `--device` (cpu|cuda; "auto" and no flag mean `defaultDevice`), `--mode`, `--debug-sync`.
+/// `--device` cpu|cuda|auto; no flag means `defaultDevice`. auto is cuda when a
+/// device is present, else cpu, and then `*cpuNote` (when given) is set to a
+/// one-line note for stderr. `--device cuda` without a device is an error here,
+/// before anything is compiled.
 bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode,
-                    llvm::StringRef defaultDevice = "cpu");
+                    llvm::StringRef defaultDevice = "auto", std::string *cpuNote = nullptr);
+/// An output file (`-o`, `--dump-logits`) that cannot be written, found
+/// before the work starts: a folder, a missing or read-only folder.
+llvm::Error checkOutputPath(llvm::StringRef path, llvm::StringRef flag);
+/// `run`'s sampling flags (--temperature, --top-k, --top-p, --min-p, --seed),
+/// --ignore-eos and --chat.
+void addSamplingFlags(Flags &f);
+/// Reads them: the temperature defaults to 0 (greedy), or 1 when a filter is
+/// given; no --seed is a random seed. Out-of-range values are usage errors.
+bool readSamplingFlags(const Flags &f, SamplingOptions &s, int &exitCode);
+/// Token ids of `--NAME` (its last value): integers in [0, 2^31); an empty
+/// item is a usage error, not skipped.
+bool getTokenIds(const Flags &f, llvm::StringRef name, std::vector<int32_t> &out, int &exitCode);
+/// Token ids outside the plan's vocabulary (its `tokens` binding) are usage
+/// errors naming the flag and the vocabulary size.
+bool checkTokenIds(const Flags &f, const Plan &plan, llvm::ArrayRef<int32_t> prompt,
+                   llvm::ArrayRef<int32_t> teacher, int &exitCode);
+/// The stop ids of MODEL, or of the model file a plan was compiled from
+/// (frontends/ModelChat.h); none for built-in models.
+llvm::Error readStopTokens(llvm::StringRef modelOrPlan, const Plan &plan,
+                           std::vector<int32_t> &out);
+/// For a command given an X.plan: the compile flags that would change it
+/// (`--ctx`, `--prefill`, `--kv-dtype`, `--arch`, `--no-fusion`,
+/// `--disable-fusion`) are usage errors unless they repeat the plan's values;
+/// those that only observe a compilation are warned about. True for a MODEL.
+bool checkPlanCompileFlags(const Flags &f, const Plan &plan, int &exitCode);
 /// MODEL or X.plan -> a Plan (loading and compiling a model as needed).
 llvm::Expected<Plan> planFor(llvm::StringRef modelOrPlan, const ModelSettings &model,
                              const CompileOptions &compile);
@@ -58,6 +88,11 @@ LogSink stderrLog(bool verbose);
 /// What `run` adds to greedy decoding, to compare logits with another
 /// implementation.
 struct GenerateExtras {
+  /// How tokens are picked (greedy by default) and where generation stops.
+  SamplingOptions sampling;
+  std::vector<int32_t> stopTokens;
+  /// Printed on stderr once the session has started (the CPU fallback note).
+  std::string deviceNote;
   /// Fed at decode steps 1, 2, ... instead of the greedy tokens (steps - 1 of
   /// them are needed).
   std::vector<int32_t> teacherForced;

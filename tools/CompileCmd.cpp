@@ -28,6 +28,8 @@ int runCompile(ArrayRef<const char *> args) {
   StringRef model = f.positional()[0];
   if (isPlanFile(model))
     return f.usageError("'" + model + "' is already a plan; compile takes a model");
+  if (Error e = checkOutputPath(f.get("o"), "-o"))
+    return reportError(std::move(e));
   Expected<Plan> plan = planFor(model, ms, co);
   if (!plan)
     return reportError(plan.takeError());

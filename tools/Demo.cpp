@@ -29,7 +29,7 @@ int runDemo(ArrayRef<const char *> args) {
   ModelSettings ms;
   ExecOptions eo;
   if (!f.getInt("steps", 16, steps, code) || !f.getInt("ctx", 4096, ms.ctx, code) ||
-      !parseExecFlags(f, eo, code, cudaDeviceAvailable() ? "cuda" : "cpu"))
+      !parseExecFlags(f, eo, code, "auto"))
     return code;
   ms.log = stderrLog(f.has("verbose"));
 

@@ -81,6 +81,8 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   bool lineOpen = false;
 
   SessionOptions so;
+  so.sampling = extras.sampling;
+  so.stopTokens = extras.stopTokens;
   so.onRun = [&](const SessionRun &run, Executor &exec) -> Error {
     vocab = static_cast<int64_t>(run.logits.size()) / run.logitRows;
     if (dump) {
@@ -140,12 +142,16 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   Expected<Session> session = Session::create(plan, opts, std::move(so));
   if (!session)
     return reportError(session.takeError());
+  if (!extras.deviceNote.empty())
+    errs() << "fusegraph: note: " << extras.deviceNote << "\n";
 
   outs() << "device: "
          << (opts.device == ExecOptions::Device::Cpu ? "cpu (reference interpreter)" : "cuda")
          << "\n";
   outs() << "prompt: "
          << join(llvm::map_range(prompt, [](int32_t t) { return std::to_string(t); }), ",") << "\n";
+  if (!extras.sampling.greedy())
+    outs() << "sampling: " << extras.sampling.str() << "\n";
   Expected<std::vector<int32_t>> tokens = session->generate(prompt, steps, teacher);
   if (textOut)
     textOut->flush();
@@ -155,6 +161,8 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
     outs() << "stopped at end of sequence (token " << textOut->stoppedAt() << ")\n";
   if (!tokens)
     return reportError(tokens.takeError());
+  if (session->stats().stopped)
+    outs() << "stopped at end of sequence (token " << tokens->back() << ")\n";
   if (verbose)
     tokensLine() << join(llvm::map_range(*tokens, [](int32_t t) { return std::to_string(t); }),
                          " ")

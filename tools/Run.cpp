@@ -1,6 +1,7 @@
 //===- Run.cpp - `fusegraph run`: feed a prompt, decode greedily -----------===//
 #include "tools/Commands.h"
 
+#include "frontends/ModelChat.h"
 #include "text/Tokenizer.h"
 
 using namespace llvm;
@@ -8,16 +9,26 @@ using namespace llvm;
 namespace fg::cli {
 
 bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode,
-                    llvm::StringRef defaultDevice) {
+                    llvm::StringRef defaultDevice, std::string *cpuNote) {
   std::string device = f.get("device", defaultDevice.str());
-  if (device == "auto")
-    device = defaultDevice.str();
+  if (device == "auto") {
+    device = cudaDeviceAvailable() ? "cuda" : "cpu";
+    if (device == "cpu" && cpuNote)
+      *cpuNote = "no CUDA device: running on the CPU reference interpreter (slow; give "
+                 "--device cpu to skip this note)";
+  }
   if (device == "cpu")
     opts.device = ExecOptions::Device::Cpu;
   else if (device == "cuda")
     opts.device = ExecOptions::Device::Cuda;
   else {
-    exitCode = f.usageError("--device must be cpu or cuda, got '" + device + "'");
+    exitCode = f.usageError("--device must be cpu, cuda or auto, got '" + device + "'");
+    return false;
+  }
+  // Before anything is compiled for it.
+  if (opts.device == ExecOptions::Device::Cuda && !cudaDeviceAvailable()) {
+    exitCode = reportError(makeError("--device cuda: no CUDA device is available; use --device "
+                                     "cpu (the reference interpreter) or auto"));
     return false;
   }
   std::string mode = f.get("mode", "graph");
@@ -36,10 +47,11 @@ bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode,
 
 int runRun(ArrayRef<const char *> args) {
   Flags f("run",
-          "run MODEL|X.plan --prompt TEXT|--prompt-ids 1,2,3 [--steps N] [--device cpu|cuda]",
+          "run MODEL|X.plan --prompt TEXT|--prompt-ids 1,2,3 [--steps N] [--device cpu|cuda|auto]",
           "Feeds the prompt (through prefill entries where they fit, else decode), then decodes\n"
-          "greedily and prints the token ids (or, with --prompt, streams the text) and the time\n"
-          "per step. MODEL is compiled first.");
+          "(greedily unless --temperature or a filter is given) and prints the token ids (or, with\n"
+          "--prompt, streams the text) and the time per step, stopping at the model's\n"
+          "end-of-sequence tokens. MODEL is compiled first.");
   f.option("prompt-ids", "1,2,3", "prompt token ids");
   f.option("prompt", "TEXT",
            "prompt text, encoded with the model's tokenizer (GGUF metadata or the folder's "
@@ -48,7 +60,8 @@ int runRun(ArrayRef<const char *> args) {
   f.flag("parse-special", "with --prompt: special tokens written in the text (<|im_start|>) "
                           "become their ids");
   f.option("steps", "N", "tokens to generate", "16");
-  f.option("device", "D", "cpu (reference interpreter) or cuda", "cpu");
+  f.option("device", "D", "cuda, cpu (reference interpreter) or auto: cuda when a GPU is present",
+           "auto");
   f.option("mode", "M", "graph (CUDA graph replay) or eager", "graph");
   f.flag("verify", "run the CPU reference beside the GPU and compare (CUDA only)");
   f.flag("debug-sync", "synchronise after every launch (CUDA only)");
@@ -58,29 +71,38 @@ int runRun(ArrayRef<const char *> args) {
            "feed these tokens at the decode steps instead of the greedy ones (--steps defaults "
            "to their count + 1)");
   addCompileFlags(f);
+  addSamplingFlags(f);
   int code;
   if (!f.parse(args, code))
     return code;
   if (f.positional().size() != 1)
     return f.usageError("'run' takes one MODEL or X.plan (see fusegraph run --help)");
-  std::vector<int64_t> ids, teacher;
+  std::vector<int32_t> ids, teacher;
   int64_t steps;
   ModelSettings ms;
   CompileOptions co;
   ExecOptions eo;
-  if (!f.getInts("prompt-ids", ids, code) ||
-      (f.has("teacher-forced") && !f.getInts("teacher-forced", teacher, code)))
+  GenerateExtras extras;
+  if (!getTokenIds(f, "prompt-ids", ids, code) || !getTokenIds(f, "teacher-forced", teacher, code))
     return code;
   int64_t defaultSteps = teacher.empty() ? 16 : static_cast<int64_t>(teacher.size()) + 1;
   if (!f.getInt("steps", defaultSteps, steps, code) || !readCompileFlags(f, ms, co, code) ||
-      !parseExecFlags(f, eo, code))
+      !readSamplingFlags(f, extras.sampling, code) ||
+      !parseExecFlags(f, eo, code, "auto", &extras.deviceNote))
     return code;
   if (f.has("prompt") && f.has("prompt-ids"))
     return f.usageError("give --prompt or --prompt-ids, not both");
   if (ids.empty() && !f.has("prompt"))
     return f.usageError("'run' needs --prompt TEXT or --prompt-ids 1,2,3");
+  if (f.has("chat") && !f.has("prompt"))
+    return f.usageError("--chat wraps --prompt TEXT in the model's chat template; it needs "
+                        "--prompt (token ids are not wrapped)");
   if (f.has("verify") && eo.device == ExecOptions::Device::Cpu)
     return f.usageError("--verify compares a GPU run with the CPU reference; use --device cuda");
+  // Output paths are checked before anything is compiled or run.
+  if (f.has("dump-logits"))
+    if (Error e = checkOutputPath(f.get("dump-logits"), "--dump-logits"))
+      return reportError(std::move(e));
   co.log = ms.log = stderrLog(f.has("verbose"));
   // CUDA code is generated only for a run that needs it (or --verify).
   co.cuda = eo.device == ExecOptions::Device::Cuda;
@@ -105,6 +127,12 @@ int runRun(ArrayRef<const char *> args) {
   Expected<Plan> plan = planFor(model, ms, co);
   if (!plan)
     return reportError(plan.takeError());
+  if (!checkPlanCompileFlags(f, *plan, code) || !checkTokenIds(f, *plan, ids, teacher, code))
+    return code;
+  // Stop at the model's end-of-sequence ids, unless teacher-forced or --ignore-eos.
+  if (teacher.empty() && !f.has("ignore-eos"))
+    if (Error e = readStopTokens(f.positional()[0], *plan, extras.stopTokens))
+      return reportError(std::move(e));
   if (f.has("prompt") && !tok)
     if (Error e = loadTokenizer(plan->options().source))
       return reportError(std::move(e));
@@ -112,7 +140,25 @@ int runRun(ArrayRef<const char *> args) {
   if (tok) {
     text::EncodeOptions eopts;
     eopts.parseSpecial = f.has("parse-special");
-    Expected<std::vector<int32_t>> encoded = tok->encode(f.get("prompt"), eopts);
+    std::string text = f.get("prompt");
+    if (f.has("chat")) {
+      // The template's markers (<|im_start|>, <start_of_turn>) are special
+      // tokens: the rendered text is parsed for them.
+      StringRef source = isPlanFile(model) ? StringRef(plan->options().source) : model;
+      Expected<ModelChatInfo> info = readModelChatInfo(source);
+      if (!info)
+        return reportError(info.takeError());
+      Expected<std::vector<int32_t>> empty = tok->encode("", {});
+      bool addsBos = empty && !empty->empty() && empty->front() == tok->bos();
+      if (!empty)
+        consumeError(empty.takeError());
+      Expected<std::string> rendered = renderUserPrompt(*info, text, addsBos);
+      if (!rendered)
+        return reportError(rendered.takeError());
+      text = std::move(*rendered);
+      eopts.parseSpecial = true;
+    }
+    Expected<std::vector<int32_t>> encoded = tok->encode(text, eopts);
     if (!encoded)
       return reportError(encoded.takeError());
     prompt = std::move(*encoded);
@@ -122,7 +168,6 @@ int runRun(ArrayRef<const char *> args) {
     if (f.has("verbose"))
       errs() << "fusegraph: tokenizer: " << tok->describe() << "\n";
   }
-  GenerateExtras extras;
   extras.tokenizer = tok ? &*tok : nullptr;
   extras.teacherForced.assign(teacher.begin(), teacher.end());
   extras.dumpLogits = f.get("dump-logits");

@@ -344,7 +344,8 @@ TEST_P(CliRun, GivesTheTokensAndLogitsOfTheModelLoadedDirectly) {
                                   ",");
   std::string dump = test::tempPath(".npy");
   int rc = -1;
-  std::string out = runCli({"run", model, "--ctx", "32", "--prefill", "7", "--kv-dtype", "f32",
+  std::string out = runCli({"run", model, "--device", "cpu", "--ctx", "32", "--prefill", "7",
+                            "--kv-dtype", "f32",
                             "--prompt-ids", "3,17,42,5,77,9,31", "--teacher-forced", forced,
                             "--dump-logits", dump},
                            rc);
@@ -360,7 +361,7 @@ TEST_P(CliRun, GivesTheTokensAndLogitsOfTheModelLoadedDirectly) {
   EXPECT_EQ(got, direct.logits);
   llvm::sys::fs::remove(dump);
   // Too few teacher tokens for --steps is a usage error, not a crash.
-  out = runCli({"run", model, "--ctx", "32", "--prefill", "7", "--prompt-ids", "3,17",
+  out = runCli({"run", model, "--device", "cpu", "--ctx", "32", "--prefill", "7", "--prompt-ids", "3,17",
                 "--teacher-forced", "1,2",
                 "--steps", "5"},
                rc);
@@ -405,7 +406,7 @@ TEST_P(CliRun, APlanFileGivesTheLogitsOfTheModelFile) {
                rc);
   ASSERT_EQ(rc, 0) << out;
   std::string dump = test::tempPath(".bin");
-  out = runCli({"run", plan, "--prompt-ids", "3,17,42,5,77,9,31", "--steps", "4",
+  out = runCli({"run", plan, "--device", "cpu", "--prompt-ids", "3,17,42,5,77,9,31", "--steps", "4",
                 "--dump-logits", dump},
                rc);
   EXPECT_EQ(rc, 1) << out;
