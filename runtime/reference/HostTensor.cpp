@@ -3,6 +3,7 @@
 
 #include "ir/InitFormula.h"
 #include "ir/Numeric.h"
+#include "ir/Quantize.h"
 #include "runtime/HostMemory.h"
 
 #include <cassert>
@@ -104,14 +105,16 @@ llvm::Error materializeInit(const WeightInit &init, const TensorType &type, Host
   case WeightInit::Kind::Constant:
     break;
   }
+  int64_t block = dtypeInfo(type.dtype).blockElems;
+  if (block > 1 && (type.shape.empty() || type.shape.back() % block))
+    return fail("cannot initialise " + type.str() + ": its rows must be whole blocks of " +
+                llvm::Twine(block));
   // The values (staged as f32 or i64, at most 8 bytes each), then the tensor.
   if (llvm::Expected<uint64_t> bytes = checkHostTensor(type, "initialising", 8); !bytes)
     return bytes.takeError();
 
-  if (isQuantized(type.dtype))
-    return fail("cannot initialise block-quantised weight " + type.str() + " from " + init.str() +
-                ": bind its bytes instead");
-  // ir/InitFormula.h: f64 value -> f32 -> the dtype (integers: llroundf).
+  // ir/InitFormula.h: f64 value -> f32 -> the dtype (integers: llroundf; block
+  // types: ir/Quantize.h, round to nearest per block).
   if (isInteger(type.dtype)) {
     std::vector<int64_t> values(static_cast<size_t>(type.numElements()));
     for (size_t i = 0; i < values.size(); ++i)
@@ -122,6 +125,13 @@ llvm::Error materializeInit(const WeightInit &init, const TensorType &type, Host
   std::vector<float> values(static_cast<size_t>(type.numElements()));
   for (size_t i = 0; i < values.size(); ++i)
     values[i] = fg_init::toF32(initValue(init, i));
+  if (isQuantized(type.dtype)) {
+    out = HostTensor::zeros(type);
+    bool ok = quantizeRow(type.dtype, values.data(), out.data.data(), out.numElements());
+    assert(ok && "rows of whole blocks quantise");
+    (void)ok;
+    return llvm::Error::success();
+  }
   out = HostTensor::fromFloats(type, values);
   return llvm::Error::success();
 }
