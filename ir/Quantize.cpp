@@ -22,9 +22,10 @@ namespace {
 
 float finite(float x) { return std::isfinite(x) ? x : 0.0f; }
 
-/// f16-rounds a scale: what the decoder will read back.
+/// f16-rounds a scale: what the decoder will read back (clamped to f16's
+/// finite range, so huge inputs saturate instead of decoding to inf · 0).
 float asHalf(float x, uint8_t *dst) {
-  uint16_t h = floatToHalf(x);
+  uint16_t h = floatToHalf(std::clamp(x, -65504.0f, 65504.0f));
   dst[0] = static_cast<uint8_t>(h);
   dst[1] = static_cast<uint8_t>(h >> 8);
   return halfToFloat(h);

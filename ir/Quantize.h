@@ -20,7 +20,8 @@ namespace fg {
 
 /// Quantises `n` f32 values (a multiple of `t`'s block size) into `dst`
 /// (storageBytes(t, n) bytes). Returns false when `t` is not a block type or
-/// `n` is not a whole number of blocks. Non-finite inputs are read as 0.
+/// `n` is not a whole number of blocks. Non-finite inputs are read as 0;
+/// scales saturate at f16's largest finite value (never inf).
 bool quantizeRow(DType t, const float *src, uint8_t *dst, int64_t n);
 
 } // namespace fg

@@ -112,6 +112,17 @@ TEST(Quantize, ZerosAndNonFiniteInputsGiveZeros) {
   }
 }
 
+/// Values past f16's range saturate the scales instead of decoding to inf or
+/// nan (inf · 0): every decoded value is finite.
+TEST(Quantize, HugeValuesSaturate) {
+  std::vector<float> x = normals(256, 9, 1e6f);
+  for (const Bound &b : kBounds) {
+    std::vector<float> y = roundTrip(b.t, x);
+    for (size_t i = 0; i < y.size(); ++i)
+      ASSERT_TRUE(std::isfinite(y[i])) << dtypeName(b.t) << "[" << i << "] = " << y[i];
+  }
+}
+
 /// Values on a block's own grid come back exactly: integers −8..7 for q4_0
 /// (d = 1 from the extreme −8), 0..31 plus an offset for q5_1, −127..127 for q8_0.
 TEST(Quantize, RepresentableValuesComeBackExactly) {
