@@ -4,7 +4,8 @@
     gen_seeds.py OUT
 
 OUT/gguf/<family>.gguf      tiny models of every family (f32, as llama.cpp lays them out),
-                            llama-q8.gguf (q8_0/q4_0/q4_1 matrices) and quants.gguf
+                            llama-q8.gguf (q8_0/q4_0/q4_1 matrices), llama-q4_k_m.gguf
+                            (llama.cpp's Q4_K_M mix with fallback types) and quants.gguf
                             (every block type and metadata value type)
 OUT/models/<family>/        the same models as Hugging Face folders (for plan seeds)
 OUT/hf/<family>.bin         config.json, a NUL byte, model.safetensors: the hf target's input
@@ -81,6 +82,12 @@ def main():
                 gm.write_gguf(os.path.join(out, "gguf", "llama-q8.gguf"), c, w)
             finally:
                 gm.gguf.GGUFWriter = plain
+    # A Q4_K_M-like mix (q4_K, q6_K, the q5_0 / q8_0 fallbacks, tied embeddings): hidden
+    # size 256 so the k-quants have whole blocks, one small head to keep it ~60 KiB.
+    c = dict(tiny_config("smollm2"), hidden_size=256, num_attention_heads=1,
+             num_key_value_heads=1, head_dim=64, intermediate_size=32)
+    gm.write_gguf(os.path.join(out, "gguf", "llama-q4_k_m.gguf"), c, gm.hf_weights("qmix", c),
+                  quant=gm.q4_k_m)
     gm.write_quants(os.path.join(out, "gguf", "quants.gguf"))
 
 

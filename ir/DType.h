@@ -3,7 +3,8 @@
 // One table describes every element type: its mnemonic, how many logical
 // elements one storage block holds and how many bytes that block takes.
 // Scalar types are blocks of one element; the GGUF block-quantised types hold
-// 32 (q8_0, q4_0, q4_1) or 256 (q4_k, q6_k) elements per block. Nothing in the
+// 32 (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl) or 256 (the k-quants q2_k … q6_k,
+// iq4_xs) elements per block. Nothing in the
 // compiler assumes one element == one scalar: byte sizes go through here.
 //
 //===----------------------------------------------------------------------===//
@@ -19,6 +20,12 @@ enum class DType : uint8_t {
 #define FG_DTYPE(Kind, name, blockElems, blockBytes, flags) Kind,
 #include "ir/DTypes.def"
 };
+
+/// How many dtypes there are: a reader refuses a stored dtype value at or past it.
+inline constexpr unsigned kNumDTypes = 0
+#define FG_DTYPE(Kind, name, blockElems, blockBytes, flags) +1
+#include "ir/DTypes.def"
+    ;
 
 enum DTypeFlags : unsigned {
   kFloat = 1u << 0,     ///< a real-valued scalar type (f32, f16, bf16)

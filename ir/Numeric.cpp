@@ -44,6 +44,14 @@ template <typename T> void storeLE(uint8_t *p, T v) { std::memcpy(p, &v, sizeof 
 
 // --- GGUF blocks (ggml-quants.c, dequantize_row_*) ------------------------------
 
+} // namespace
+
+/// ggml's kvalues_iq4nl: the 16 levels of iq4_nl and iq4_xs.
+const int8_t kIQ4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                               1,    13,   25,  38,  53,  69,  89,  113};
+
+namespace {
+
 /// q8_0: f16 d; i8 q[32]. y = d·q.
 void decodeQ8_0(const uint8_t *b, float *y) {
   float d = halfToFloat(load16(b));
@@ -101,6 +109,82 @@ void decodeQ4_K(const uint8_t *b, float *y) {
   }
 }
 
+/// q5_0: f16 d; u8 qh[4]; u8 qs[16]. Element j < 16 is the low nibble of qs[j],
+/// element j + 16 the high nibble; bit j of the little-endian u32 qh is the
+/// fifth bit of element j. y = d·(q − 16).
+void decodeQ5_0(const uint8_t *b, float *y) {
+  float d = halfToFloat(load16(b));
+  uint32_t qh = loadLE<uint32_t>(b + 2);
+  const uint8_t *qs = b + 6;
+  for (int j = 0; j < 16; ++j) {
+    int lo = (qs[j] & 0x0F) | (((qh >> j) & 1) << 4);
+    int hi = (qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+    y[j] = d * static_cast<float>(lo - 16);
+    y[j + 16] = d * static_cast<float>(hi - 16);
+  }
+}
+
+/// q5_1: f16 d, m; u8 qh[4]; u8 qs[16]. Bits as q5_0; y = d·q + m.
+void decodeQ5_1(const uint8_t *b, float *y) {
+  float d = halfToFloat(load16(b)), m = halfToFloat(load16(b + 2));
+  uint32_t qh = loadLE<uint32_t>(b + 4);
+  const uint8_t *qs = b + 8;
+  for (int j = 0; j < 16; ++j) {
+    int lo = (qs[j] & 0x0F) | (((qh >> j) & 1) << 4);
+    int hi = (qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+    y[j] = d * static_cast<float>(lo) + m;
+    y[j + 16] = d * static_cast<float>(hi) + m;
+  }
+}
+
+/// q2_k: u8 scales[16]; u8 qs[64]; f16 d, dmin. Two 128-element halves of four
+/// 32-element groups; group g of half h reads bits 2g..2g+1 of qs[32h + l];
+/// each 16 elements have a scale (low nibble) and a min (high nibble):
+/// y = d·sc·q − dmin·m.
+void decodeQ2_K(const uint8_t *b, float *y) {
+  const uint8_t *scales = b, *q = b + 16;
+  float d = halfToFloat(load16(b + 80)), dmin = halfToFloat(load16(b + 82));
+  int is = 0;
+  for (int h = 0; h < 2; ++h, q += 32) {
+    for (int shift = 0; shift < 8; shift += 2) {
+      for (int half = 0; half < 2; ++half, ++is) {
+        float dl = d * static_cast<float>(scales[is] & 0xF);
+        float ml = dmin * static_cast<float>(scales[is] >> 4);
+        for (int l = 0; l < 16; ++l)
+          *y++ = dl * static_cast<float>((q[16 * half + l] >> shift) & 3) - ml;
+      }
+    }
+  }
+}
+
+/// The 6-bit scale of q3_k's sub-block i (0..63, stored + 32): low nibble from
+/// byte i % 8 (its high nibble when i ≥ 8), top two bits from byte 8 + i % 4.
+int scaleQ3K(const uint8_t *s, int i) {
+  int lo = (i < 8 ? s[i] : s[i - 8] >> 4) & 0xF;
+  int hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+  return lo | (hi << 4);
+}
+
+/// q3_k: u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d. The low two bits are
+/// laid out as q2_k's; bit 4h + g of hmask[l] is the third bit, set meaning
+/// "no −4": y = d·(sc − 32)·(q − (bit ? 0 : 4)).
+void decodeQ3_K(const uint8_t *b, float *y) {
+  const uint8_t *hm = b, *q = b + 32, *scales = b + 96;
+  float d = halfToFloat(load16(b + 108));
+  int is = 0, bit = 0;
+  for (int h = 0; h < 2; ++h, q += 32) {
+    for (int shift = 0; shift < 8; shift += 2, ++bit) {
+      for (int half = 0; half < 2; ++half, ++is) {
+        float dl = d * static_cast<float>(scaleQ3K(scales, is) - 32);
+        for (int l = 16 * half; l < 16 * half + 16; ++l) {
+          int v = ((q[l] >> shift) & 3) - ((hm[l] >> bit) & 1 ? 0 : 4);
+          *y++ = dl * static_cast<float>(v);
+        }
+      }
+    }
+  }
+}
+
 /// q6_k: u8 ql[128], qh[64]; i8 scales[16]; f16 d. Two 128-element halves;
 /// y = d·sc·(q − 32) with q = 4 low bits from ql and 2 high bits from qh.
 void decodeQ6_K(const uint8_t *b, float *y) {
@@ -118,6 +202,53 @@ void decodeQ6_K(const uint8_t *b, float *y) {
       y[l + 32] = d * static_cast<float>(sc[is + 2] * q2);
       y[l + 64] = d * static_cast<float>(sc[is + 4] * q3);
       y[l + 96] = d * static_cast<float>(sc[is + 6] * q4);
+    }
+  }
+}
+
+/// q5_k: f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]. q4_k's layout
+/// plus a fifth bit: bit 2c (low nibbles) or 2c + 1 (high) of qh[l] in chunk c.
+void decodeQ5_K(const uint8_t *b, float *y) {
+  float d = halfToFloat(load16(b)), dmin = halfToFloat(load16(b + 2));
+  const uint8_t *scales = b + 4, *qh = b + 16, *q = b + 48;
+  for (int c = 0; c < 4; ++c, q += 32, y += 64) {
+    uint8_t sc, m;
+    scaleMinK4(2 * c, scales, sc, m);
+    float d1 = d * sc, m1 = dmin * m;
+    scaleMinK4(2 * c + 1, scales, sc, m);
+    float d2 = d * sc, m2 = dmin * m;
+    for (int l = 0; l < 32; ++l) {
+      int lo = (q[l] & 0xF) | (((qh[l] >> (2 * c)) & 1) << 4);
+      int hi = (q[l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4);
+      y[l] = d1 * static_cast<float>(lo) - m1;
+      y[l + 32] = d2 * static_cast<float>(hi) - m2;
+    }
+  }
+}
+
+/// iq4_nl: f16 d; u8 qs[16]; nibbles as q4_0, each an index into kIQ4Values.
+void decodeIQ4_NL(const uint8_t *b, float *y) {
+  float d = halfToFloat(load16(b));
+  const uint8_t *qs = b + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * static_cast<float>(kIQ4Values[qs[j] & 0xF]);
+    y[j + 16] = d * static_cast<float>(kIQ4Values[qs[j] >> 4]);
+  }
+}
+
+/// iq4_xs: f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]. Eight 32-element
+/// sub-blocks, each an iq4_nl body with a 6-bit scale (stored + 32): low nibble
+/// from scales_l[i / 2], top two bits from bits 2i..2i+1 of scales_h.
+void decodeIQ4_XS(const uint8_t *b, float *y) {
+  float d = halfToFloat(load16(b));
+  unsigned sh = load16(b + 2);
+  const uint8_t *sl = b + 4, *qs = b + 8;
+  for (int i = 0; i < 8; ++i, qs += 16, y += 32) {
+    int ls = ((sl[i / 2] >> (4 * (i % 2))) & 0xF) | (((sh >> (2 * i)) & 3) << 4);
+    float dl = d * static_cast<float>(ls - 32);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = dl * static_cast<float>(kIQ4Values[qs[j] & 0xF]);
+      y[j + 16] = dl * static_cast<float>(kIQ4Values[qs[j] >> 4]);
     }
   }
 }
@@ -202,6 +333,20 @@ void decodeRow(DType t, const uint8_t *src, float *dst, int64_t n) {
     return decodeBlocks(t, src, dst, n, decodeQ4_K);
   case DType::Q6_K:
     return decodeBlocks(t, src, dst, n, decodeQ6_K);
+  case DType::Q5_0:
+    return decodeBlocks(t, src, dst, n, decodeQ5_0);
+  case DType::Q5_1:
+    return decodeBlocks(t, src, dst, n, decodeQ5_1);
+  case DType::Q2_K:
+    return decodeBlocks(t, src, dst, n, decodeQ2_K);
+  case DType::Q3_K:
+    return decodeBlocks(t, src, dst, n, decodeQ3_K);
+  case DType::Q5_K:
+    return decodeBlocks(t, src, dst, n, decodeQ5_K);
+  case DType::IQ4_NL:
+    return decodeBlocks(t, src, dst, n, decodeIQ4_NL);
+  case DType::IQ4_XS:
+    return decodeBlocks(t, src, dst, n, decodeIQ4_XS);
   }
   assert(false && "unhandled dtype in decodeRow");
 }
@@ -232,7 +377,14 @@ bool encodeRow(DType t, const float *src, uint8_t *dst, int64_t n) {
   case DType::Q4_1:
   case DType::Q4_K:
   case DType::Q6_K:
-    return false;
+  case DType::Q5_0:
+  case DType::Q5_1:
+  case DType::Q2_K:
+  case DType::Q3_K:
+  case DType::Q5_K:
+  case DType::IQ4_NL:
+  case DType::IQ4_XS:
+    return false; // ir/Quantize.h quantises them
   }
   return false;
 }

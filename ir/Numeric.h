@@ -25,4 +25,7 @@ void decodeRow(DType t, const uint8_t *src, float *dst, int64_t n);
 /// here: returns false.
 bool encodeRow(DType t, const float *src, uint8_t *dst, int64_t n);
 
+/// The 16 levels of iq4_nl / iq4_xs (ggml's kvalues_iq4nl), times the block scale.
+extern const int8_t kIQ4Values[16];
+
 } // namespace fg

@@ -95,7 +95,7 @@ public:
   TensorType type() {
     TensorType t;
     auto dt = pod<uint8_t>();
-    if (dt > static_cast<uint8_t>(DType::Q6_K))
+    if (dt >= kNumDTypes)
       failed_ = true;
     t.dtype = static_cast<DType>(dt);
     uint64_t rank = count(8);
@@ -248,10 +248,10 @@ void readSlots(Reader &r, std::vector<TensorSlot> &slots, std::vector<uint64_t> 
       st.scalar = r.pod<double>();
       if (op >= kNumRecipeOps)
         note("unknown recipe step " + std::to_string(op));
-      if (dt > static_cast<uint8_t>(DType::Q6_K))
+      if (dt >= kNumDTypes)
         note("a recipe step names unknown dtype " + std::to_string(dt));
       st.op = static_cast<RecipeOp>(op < kNumRecipeOps ? op : 0);
-      st.dtype = static_cast<DType>(dt > static_cast<uint8_t>(DType::Q6_K) ? 0 : dt);
+      st.dtype = static_cast<DType>(dt >= kNumDTypes ? 0 : dt);
       s.recipe.steps.push_back(st);
     }
     if (!r.failed() && bad.empty())

@@ -250,12 +250,26 @@ std::optional<DType> dtypeFromGgml(uint32_t t) {
     return DType::Q4_0;
   case 3:
     return DType::Q4_1;
+  case 6:
+    return DType::Q5_0;
+  case 7:
+    return DType::Q5_1;
   case 8:
     return DType::Q8_0;
+  case 10:
+    return DType::Q2_K;
+  case 11:
+    return DType::Q3_K;
   case 12:
     return DType::Q4_K;
+  case 13:
+    return DType::Q5_K;
   case 14:
     return DType::Q6_K;
+  case 20:
+    return DType::IQ4_NL;
+  case 23:
+    return DType::IQ4_XS;
   case 30:
     return DType::BF16;
   default:
@@ -272,6 +286,14 @@ std::string ggmlTypeName(uint32_t t) {
   if (t < sizeof(names) / sizeof(names[0]))
     return names[t];
   return "type " + std::to_string(t);
+}
+
+std::string supportedGgmlTypes() {
+  std::string list;
+  for (uint32_t t = 0; t < 64; ++t)
+    if (dtypeFromGgml(t))
+      list += (list.empty() ? "" : ", ") + ggmlTypeName(t);
+  return list;
 }
 
 llvm::Error GgufFile::error(const llvm::Twine &msg) const { return makeError(path_, Loc{}, msg); }
@@ -368,8 +390,8 @@ llvm::Error GgufFile::parse() {
       return e;
     std::optional<DType> dt = dtypeFromGgml(ggmlType);
     if (!dt)
-      return error(what + " has unsupported dtype " + ggmlTypeName(ggmlType) +
-                   " (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q4_K, q6_K)");
+      return error(what + " has unsupported dtype " + ggmlTypeName(ggmlType) + " (supported: " +
+                   supportedGgmlTypes() + ")");
     info.dtype = *dt;
     for (uint32_t d = 0; d < nDims; ++d) {
       uint64_t n = ne[nDims - 1 - d];

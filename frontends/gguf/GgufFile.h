@@ -116,9 +116,11 @@ private:
   llvm::StringMap<size_t> tensorIndex_;
 };
 
-/// ggml type id → our dtype (f32, f16, bf16, q8_0, q4_0, q4_1, q4_K, q6_K).
+/// ggml type id → our dtype (f32, f16, bf16, the legacy and k-quants, iq4_nl, iq4_xs).
 std::optional<DType> dtypeFromGgml(uint32_t ggmlType);
 /// ggml's name for a type id ("q5_K"), or "type N".
 std::string ggmlTypeName(uint32_t ggmlType);
+/// The ggml types dtypeFromGgml maps, by name in ggml's order ("f32, f16, q4_0, ...").
+std::string supportedGgmlTypes();
 
 } // namespace fg

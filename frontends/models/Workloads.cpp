@@ -1,6 +1,7 @@
 //===- Workloads.cpp - the benchmark workloads ----------------------------===//
 #include "frontends/models/Workloads.h"
 
+#include "frontends/models/QuantScheme.h"
 #include "ir/Diag.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -9,13 +10,41 @@ namespace fg {
 
 namespace {
 
-/// Splits a `-bf16` / `-f16` suffix off `name`.
-llvm::StringRef splitDType(llvm::StringRef name, DType &dtype) {
-  if (name.consume_back("-bf16"))
+/// A workload name split into its shape and weight suffix: `-bf16` / `-f16`,
+/// or a quantisation (`-q4_k`, `-q4_k_m`, any block type; QuantScheme.h).
+struct SplitName {
+  llvm::StringRef base;
+  std::optional<QuantScheme> quant;
+};
+
+SplitName splitName(llvm::StringRef name, DType &dtype) {
+  if (name.consume_back("-bf16")) {
     dtype = DType::BF16;
-  else if (name.consume_back("-f16"))
+  } else if (name.consume_back("-f16")) {
     dtype = DType::F16;
-  return name;
+  } else if (size_t dash = name.rfind('-'); dash != llvm::StringRef::npos) {
+    if (std::optional<QuantScheme> q = QuantScheme::parse(name.substr(dash + 1)))
+      return {name.take_front(dash), q};
+  }
+  return {name, std::nullopt};
+}
+
+/// Quantised weights by `q`: the matrices and the embedding (the weights
+/// declared with `matrixMark`) get q.dtypeOf(name, row length); norms, biases
+/// and the router keep their f32.
+void quantiseMatrices(DecoderConfig &c, const QuantScheme &q, DType matrixMark) {
+  const int64_t nLayers = c.nLayers, nEmbd = c.nEmbd, qDim = c.nHeads * c.resolvedHeadDim();
+  const int64_t ffIn = c.ffn == DecoderConfig::FfnKind::Dense ? c.nFf : c.expertFf;
+  c.weightDTypeOf = [=](llvm::StringRef name, DType dflt) {
+    if (dflt != matrixMark)
+      return dflt;
+    int64_t row = nEmbd;
+    if (name.endswith(".ffn_down") || name.endswith(".ffn_down_exps"))
+      row = ffIn;
+    else if (name.endswith(".attn_output"))
+      row = qDim;
+    return q.dtypeOf(name, row, nLayers);
+  };
 }
 
 DecoderConfig denseConfig() {
@@ -75,15 +104,22 @@ DecoderConfig tinyConfig() {
 
 std::vector<std::string> workloadNames() { return {"w-dense", "w-moe-12", "w-moe-48", "w-tiny"}; }
 
+std::vector<std::string> quantisedWorkloadNames() {
+  return {"w-dense-q4_k",  "w-dense-q8_0",  "w-dense-q4_0",  "w-dense-q6_k",
+          "w-dense-q4_k_m", "w-moe-12-q4_k", "w-moe-12-q4_0", "w-moe-12-q6_k",
+          "w-tiny-q4_k",   "w-tiny-q8_0",   "w-tiny-q4_k_m"};
+}
+
 bool isWorkloadName(llvm::StringRef name) {
   DType d = DType::F16;
-  llvm::StringRef base = splitDType(name, d);
+  llvm::StringRef base = splitName(name, d).base;
   return base == "w-moe" || llvm::is_contained(workloadNames(), base.str());
 }
 
 llvm::Expected<DecoderConfig> workloadConfig(llvm::StringRef name, const WorkloadOptions &opts) {
   DType wt = opts.weightDType;
-  llvm::StringRef base = splitDType(name, wt);
+  SplitName split = splitName(name, wt);
+  llvm::StringRef base = split.base;
   DecoderConfig c;
   if (base == "w-dense")
     c = denseConfig();
@@ -95,11 +131,15 @@ llvm::Expected<DecoderConfig> workloadConfig(llvm::StringRef name, const Workloa
     c = tinyConfig();
   else
     return makeError("unknown workload '" + name + "' (workloads: " +
-                     llvm::join(workloadNames(), ", ") + "; add -bf16 for bf16 weights)");
+                     llvm::join(workloadNames(), ", ") +
+                     "; add -bf16 for bf16 weights or a quantisation such as -q4_k, -q8_0, "
+                     "-q4_k_m)");
   if (wt != DType::F16 && wt != DType::BF16)
     return makeError("workload weights must be f16 or bf16, got " +
                      std::string(dtypeName(wt)));
   c.weightDType = wt;
+  if (split.quant)
+    quantiseMatrices(c, *split.quant, wt);
   c.ctx = opts.ctx;
   c.kvDType = opts.kvDType;
   c.init = workloadWeightInit;

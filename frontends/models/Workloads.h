@@ -11,6 +11,10 @@
 //   w-tiny       512 embd, 8 layers, 8 heads, 8 KV heads, ffn 1408, vocab 32000
 //
 // A `-bf16` suffix (`w-dense-bf16`) selects bf16 weights; f16 is the default.
+// A quantisation suffix (`w-dense-q4_k`, `w-moe-12-q6_k`, `w-dense-q4_k_m`;
+// any block type, or llama.cpp's Q4_K_M mix: QuantScheme.h) quantises the
+// matrices and the embedding: the same normal values, quantised on the host
+// at load (ir/Quantize.h).
 // Matrices and the embedding are normal(std 0.02), norms normal(mean 1,
 // std 0.02); the router stays f32 as DecoderBlocks declares it.
 //
@@ -38,6 +42,10 @@ struct WorkloadOptions {
 
 /// The canonical workload names (without dtype suffixes).
 std::vector<std::string> workloadNames();
+
+/// The quantised workloads the benchmarks and tests name (any other block
+/// type suffix works too).
+std::vector<std::string> quantisedWorkloadNames();
 
 /// Whether `name` is a workload (`w-dense`, `w-moe-12-bf16`, ...).
 bool isWorkloadName(llvm::StringRef name);

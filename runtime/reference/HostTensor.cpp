@@ -3,11 +3,14 @@
 
 #include "ir/InitFormula.h"
 #include "ir/Numeric.h"
+#include "ir/Quantize.h"
 #include "runtime/HostMemory.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 namespace fg {
 
@@ -66,6 +69,25 @@ std::vector<int64_t> HostTensor::toInts() const {
   return out;
 }
 
+namespace {
+
+/// fn(r0, r1) over rows [0, rows) in contiguous chunks, one per core for
+/// tensors of a million elements or more.
+template <typename Fn> void forRowChunks(int64_t rows, int64_t rowLen, Fn fn) {
+  int64_t workers = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  if (workers == 1 || rows < 2 || rows * rowLen < (int64_t(1) << 20))
+    return fn(0, rows);
+  workers = std::min(workers, rows);
+  int64_t per = (rows + workers - 1) / workers;
+  std::vector<std::thread> pool;
+  for (int64_t r0 = 0; r0 < rows; r0 += per)
+    pool.emplace_back(fn, r0, std::min(rows, r0 + per));
+  for (std::thread &t : pool)
+    t.join();
+}
+
+} // namespace
+
 InitFormulaArgs initFormulaArgs(const WeightInit &init) {
   switch (init.kind) {
   case WeightInit::Kind::Normal:
@@ -104,14 +126,16 @@ llvm::Error materializeInit(const WeightInit &init, const TensorType &type, Host
   case WeightInit::Kind::Constant:
     break;
   }
+  int64_t block = dtypeInfo(type.dtype).blockElems;
+  if (block > 1 && (type.shape.empty() || type.shape.back() % block))
+    return fail("cannot initialise " + type.str() + ": its rows must be whole blocks of " +
+                llvm::Twine(block));
   // The values (staged as f32 or i64, at most 8 bytes each), then the tensor.
   if (llvm::Expected<uint64_t> bytes = checkHostTensor(type, "initialising", 8); !bytes)
     return bytes.takeError();
 
-  if (isQuantized(type.dtype))
-    return fail("cannot initialise block-quantised weight " + type.str() + " from " + init.str() +
-                ": bind its bytes instead");
-  // ir/InitFormula.h: f64 value -> f32 -> the dtype (integers: llroundf).
+  // ir/InitFormula.h: f64 value -> f32 -> the dtype (integers: llroundf; block
+  // types: ir/Quantize.h, round to nearest per block).
   if (isInteger(type.dtype)) {
     std::vector<int64_t> values(static_cast<size_t>(type.numElements()));
     for (size_t i = 0; i < values.size(); ++i)
@@ -119,9 +143,33 @@ llvm::Error materializeInit(const WeightInit &init, const TensorType &type, Host
     out = HostTensor::fromInts(type, values);
     return llvm::Error::success();
   }
-  std::vector<float> values(static_cast<size_t>(type.numElements()));
-  for (size_t i = 0; i < values.size(); ++i)
-    values[i] = fg_init::toF32(initValue(init, i));
+  // Real types: the values row by row on every core (a w-dense-q4_k weight
+  // has 0.5 G values; the formula is a pure function of the index).
+  int64_t n = type.numElements(), rowLen = type.shape.empty() ? 1 : type.shape.back();
+  int64_t rows = rowLen ? n / rowLen : 0;
+  auto fill = [&](float *dst, int64_t r) {
+    for (int64_t j = 0; j < rowLen; ++j)
+      dst[j] = fg_init::toF32(initValue(init, static_cast<uint64_t>(r * rowLen + j)));
+  };
+  if (isQuantized(type.dtype)) {
+    out = HostTensor::zeros(type);
+    int64_t rowBytes = storageBytes(type.dtype, rowLen);
+    forRowChunks(rows, rowLen, [&](int64_t r0, int64_t r1) {
+      std::vector<float> row(static_cast<size_t>(rowLen));
+      for (int64_t r = r0; r < r1; ++r) {
+        fill(row.data(), r);
+        bool ok = quantizeRow(type.dtype, row.data(), out.data.data() + r * rowBytes, rowLen);
+        assert(ok && "rows of whole blocks quantise");
+        (void)ok;
+      }
+    });
+    return llvm::Error::success();
+  }
+  std::vector<float> values(static_cast<size_t>(n));
+  forRowChunks(rows, rowLen, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      fill(values.data() + r * rowLen, r);
+  });
   out = HostTensor::fromFloats(type, values);
   return llvm::Error::success();
 }

@@ -10,10 +10,14 @@ gemma3 norms with +1 folded in, experts stacked, f32 norms, rope_freqs for
 Llama-3 scaling), and OUTDIR/F.logits.bin: f32 [len(PROMPT), vocab] logits of
 a float64 numpy forward pass written from the Hugging Face semantics (neox
 rope on unpermuted rows, (1 + w) gemma norms, ...), independent of fusegraph.
-OUTDIR/qwen3-q8_0.gguf has qwen3's layer matrices in q8_0.
+OUTDIR/qwen3-q8_0.gguf has qwen3's layer matrices in q8_0. OUTDIR/qmix.gguf is a
+llama with tied embeddings quantised as llama.cpp's Q4_K_M (q4_K, q6_K, and the
+q5_0 / q8_0 fallbacks for rows that are not whole 256-blocks), OUTDIR/qmix-f32.gguf
+the same model with those tensors' dequantised values in f32.
 OUTDIR/llama3big.gguf and OUTDIR/llama3big-hf/ (about 26 MB each, no logits) serve
 the plan-size test. OUTDIR/quants.gguf holds random blocks of every block type with the gguf
-package's own dequantisation beside them, plus metadata of every value type.
+package's own dequantisation beside them, values the gguf package quantised (the types it
+can quantise) with their dequantisation, plus metadata of every value type.
 
 Exit status 3 (and a message) when numpy, gguf or safetensors is missing.
 """
@@ -220,7 +224,10 @@ def gguf_name(hf, gemma):
     return f"blk.{il}.{mapping[base]}.{suffix}"
 
 
-def write_gguf(path, c, w, quant=None):
+def write_gguf(path, c, w, quant=None, dequantised=False):
+    """quant: None (all f32), a type for the layers' matrices, or a function
+    (gguf name, f32 tensor, config) -> type or None; dequantised: write the
+    f32 values of those quantised tensors instead (an f32 twin)."""
     arch = GGUF_ARCH[c["model_type"]]
     gemma = arch == "gemma3"
     wr = gguf.GGUFWriter(path, arch)
@@ -270,10 +277,18 @@ def write_gguf(path, c, w, quant=None):
         tensors["rope_freqs.weight"] = llama3_factors(c)
     for name in sorted(tensors, key=lambda n: (n.split(".")[0] != "token_embd", n)):
         t = np.ascontiguousarray(tensors[name], dtype=np.float32)
-        if quant is not None and name.startswith("blk.") and t.ndim == 2:
-            wr.add_tensor(name, gguf.quants.quantize(t, quant), raw_dtype=quant)
+        if callable(quant):
+            qt = quant(name, t, c)
+        elif quant is not None and name.startswith("blk.") and t.ndim == 2:
+            qt = quant
         else:
+            qt = None
+        if qt is None:
             wr.add_tensor(name, t)
+        elif dequantised:  # the f32 twin: the values the quantised file decodes to
+            wr.add_tensor(name, gguf.quants.dequantize(quantize(t, qt), qt).astype(np.float32))
+        else:
+            wr.add_tensor(name, quantize(t, qt), raw_dtype=qt)
     wr.write_header_to_file()
     wr.write_kv_data_to_file()
     wr.write_tensors_to_file()
@@ -385,12 +400,112 @@ def forward(c, w, tokens):
     return x @ head.T
 
 
+# --- quantisers the gguf package lacks (q4_K, q6_K), and llama.cpp's Q4_K_M mix -----------
+
+def quantize_q4_k(x):
+    """Round to nearest per block, ggml's block_q4_K layout (d, dmin, 12 scale bytes, qs)."""
+    n = x.shape[0]
+    x = x.reshape(n, 8, 32).astype(np.float32)
+    lo = np.minimum(x.min(-1), 0)
+    scale, minv = (x.max(-1) - lo) / 15, -lo
+    d = (scale.max(-1) / 63).astype(np.float16)
+    dmin = (minv.max(-1) / 63).astype(np.float16)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d32, m32 = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
+        sc = np.where(d32 == 0, 0, np.rint(scale / d32)).clip(0, 63).astype(np.uint8)
+        m = np.where(m32 == 0, 0, np.rint(minv / m32)).clip(0, 63).astype(np.uint8)
+        dl, ml = (d32 * sc)[..., None], (m32 * m)[..., None]
+        q = np.where(dl == 0, 0, np.rint((x + ml) / dl)).clip(0, 15).astype(np.uint8)
+    q = q.reshape(n, 4, 2, 32)
+    qs = (q[:, :, 0] | (q[:, :, 1] << 4)).reshape(n, 128)
+    s = np.concatenate([sc[:, :4] | ((sc[:, 4:] >> 4) << 6), m[:, :4] | ((m[:, 4:] >> 4) << 6),
+                        (sc[:, 4:] & 0xF) | ((m[:, 4:] & 0xF) << 4)], axis=-1)
+    return np.concatenate([d.view(np.uint8).reshape(n, 2), dmin.view(np.uint8).reshape(n, 2),
+                           s.astype(np.uint8), qs], axis=-1)
+
+
+def quantize_q6_k(x):
+    """Round to nearest per block, ggml's block_q6_K layout (ql, qh, int8 scales, d)."""
+    n = x.shape[0]
+    x = x.reshape(n, 16, 16).astype(np.float32)
+    ext = np.take_along_axis(x, np.abs(x).argmax(-1)[..., None], -1)[..., 0]
+    scale = ext / -32
+    big = np.take_along_axis(scale, np.abs(scale).argmax(-1)[:, None], -1)
+    d = (big / -128).astype(np.float16)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d32 = d.astype(np.float32)
+        ls = np.where(d32 == 0, 0, np.rint(scale / d32)).clip(-128, 127)
+        dl = (d32 * ls)[..., None]
+        q = (np.where(dl == 0, 0, np.rint(x / dl)).clip(-32, 31) + 32).astype(np.uint8)
+    q = q.reshape(n, 2, 4, 32)  # element 128h + 32k + l
+    ql = np.concatenate([(q[:, :, 0] & 0xF) | ((q[:, :, 2] & 0xF) << 4),
+                         (q[:, :, 1] & 0xF) | ((q[:, :, 3] & 0xF) << 4)], axis=-1)
+    qh = sum((q[:, :, k] >> 4) << (2 * k) for k in range(4)).astype(np.uint8)
+    return np.concatenate([ql.reshape(n, 128), qh.reshape(n, 64),
+                           ls.astype(np.int8).view(np.uint8), d.view(np.uint8).reshape(n, 2)],
+                          axis=-1)
+
+
+def quantize(t, qt):
+    """Rows of t in type qt (the gguf package's quantiser where it has one)."""
+    if qt in (QT.Q4_K, QT.Q6_K):
+        rows = t.reshape(-1, t.shape[-1])
+        blocks = rows.reshape(-1, 256)
+        raw = (quantize_q4_k if qt == QT.Q4_K else quantize_q6_k)(blocks)
+        size = gguf.GGML_QUANT_SIZES[qt][1]
+        out = raw.reshape(*t.shape[:-1], t.shape[-1] // 256 * size)
+        back = gguf.quants.dequantize(out, qt)
+        err = np.linalg.norm(back - t) / np.linalg.norm(t)
+        assert err < 0.1, f"{qt.name} quantiser: error {err}"  # a layout slip shows here
+        return out
+    return gguf.quants.quantize(t, qt)
+
+
+def use_more_bits(i, n):  # llama-quant.cpp
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+FALLBACK = {QT.Q4_K: QT.Q5_0, QT.Q6_K: QT.Q8_0}  # llama-quant.cpp, rows not whole 256-blocks
+
+
+def q4_k_m(name, t, c):
+    """llama.cpp's Q4_K_M: q4_K; q6_K for the output (token_embd when tied)
+    and for attn_v / ffn_down of the layers use_more_bits picks; a tensor
+    whose rows are not whole 256-blocks takes the fallback type."""
+    if t.ndim < 2 or "norm" in name:
+        return None
+    qt = QT.Q4_K
+    n = c["num_hidden_layers"]
+    if name == "output.weight" or (name == "token_embd.weight" and c["tie_word_embeddings"]):
+        qt = QT.Q6_K
+    elif name.startswith("blk.") and name.split(".")[2] in ("attn_v", "ffn_down", "ffn_down_exps"):
+        if use_more_bits(int(name.split(".")[1]), n):
+            qt = QT.Q6_K
+    if t.shape[-1] % 256:
+        qt = FALLBACK[qt]
+    return qt
+
+
+# A llama with tied embeddings whose matrices are whole 256-blocks, but for
+# ffn_down (rows of 288): Q4_K_M gives q4_K, q6_K (token_embd, attn_v and
+# ffn_down of layer 1), q5_0 and q8_0 (the fallbacks of ffn_down).
+QMIX = dict(model_type="llama", hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, intermediate_size=288, vocab_size=96, rms_norm_eps=1e-5,
+            rope_theta=10000.0, hidden_act="silu", tie_word_embeddings=True)
+
+
 # --- quantised blocks and metadata of every type ------------------------------------------
+
+ALL_QUANTS = (QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K,
+              QT.Q6_K, QT.IQ4_NL, QT.IQ4_XS)
+
 
 def random_blocks(qt, n_blocks, g):
     elems, size = gguf.GGML_QUANT_SIZES[qt]
     raw = g.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
-    scale_at = {QT.Q8_0: [0], QT.Q4_0: [0], QT.Q4_1: [0, 2], QT.Q4_K: [0, 2], QT.Q6_K: [208]}[qt]
+    scale_at = {QT.Q8_0: [0], QT.Q4_0: [0], QT.Q4_1: [0, 2], QT.Q4_K: [0, 2], QT.Q6_K: [208],
+                QT.Q5_0: [0], QT.Q5_1: [0, 2], QT.Q2_K: [80, 82], QT.Q3_K: [108],
+                QT.Q5_K: [0, 2], QT.IQ4_NL: [0], QT.IQ4_XS: [0]}[qt]
     for off in scale_at:
         d = (g.uniform(0.005, 0.05, size=n_blocks)).astype(np.float16)
         raw[:, off:off + 2] = d.view(np.uint8).reshape(n_blocks, 2)
@@ -417,7 +532,7 @@ def write_quants(path):
     wr.add_array("test.strings", ["a", "", "ccc"])
     wr.add_array("test.floats", [0.5, -2.0])
     rows = 3
-    for qt in (QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q6_K):
+    for qt in ALL_QUANTS:
         elems, size = gguf.GGML_QUANT_SIZES[qt]
         per_row = 2
         raw = random_blocks(qt, rows * per_row, g).reshape(rows, per_row * size)
@@ -426,6 +541,13 @@ def write_quants(path):
         name = qt.name.lower()
         wr.add_tensor(name, raw, raw_dtype=qt)
         wr.add_tensor(name + ".ref", ref)
+    # Values the gguf package quantised itself (the types it has a quantiser for).
+    for qt in (QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0):
+        x = (g.standard_normal((rows, 64)) * 0.02).astype(np.float32)
+        raw = gguf.quants.quantize(x, qt)
+        name = qt.name.lower() + ".quantised"
+        wr.add_tensor(name, raw, raw_dtype=qt)
+        wr.add_tensor(name + ".ref", gguf.quants.dequantize(raw, qt).astype(np.float32))
     f16 = g.standard_normal((2, 8)).astype(np.float16)
     wr.add_tensor("f16", f16)
     wr.add_tensor("f16.ref", f16.astype(np.float32))
@@ -454,6 +576,10 @@ def main():
         write_hf(os.path.join(out, fam + "-hf"), c, w)
         write_gguf(os.path.join(out, fam + ".gguf"), c, w)
     write_quants(os.path.join(out, "quants.gguf"))
+    # A Q4_K_M-like mix with tied embeddings and fallback types, and its f32 twin.
+    w = hf_weights("qmix", QMIX)
+    write_gguf(os.path.join(out, "qmix.gguf"), QMIX, w, quant=q4_k_m)
+    write_gguf(os.path.join(out, "qmix-f32.gguf"), QMIX, w, quant=q4_k_m, dequantised=True)
     with open(os.path.join(out, "prompt.txt"), "w") as f:
         f.write(",".join(map(str, PROMPT)))
 

@@ -200,9 +200,10 @@ TEST(GgufBadInput, UnknownArchitecture) {
 
 TEST(GgufBadInput, UnknownDType) {
   GgufSpec s;
-  s.typeOverride["blk.0.attn_v.weight"] = 13; // q5_K
-  EXPECT_EQ(ggufError(s), "tensor 'blk.0.attn_v.weight' has unsupported dtype q5_K (supported: "
-                          "f32, f16, bf16, q8_0, q4_0, q4_1, q4_K, q6_K)");
+  s.typeOverride["blk.0.attn_v.weight"] = 16; // iq2_xxs
+  EXPECT_EQ(ggufError(s), "tensor 'blk.0.attn_v.weight' has unsupported dtype iq2_xxs (supported: "
+                          "f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, "
+                          "iq4_nl, iq4_xs, bf16)");
 }
 
 TEST(GgufBadInput, MissingKey) {

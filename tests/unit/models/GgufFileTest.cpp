@@ -1,8 +1,10 @@
 //===- GgufFileTest.cpp - GGUF files written by the gguf Python package ---===//
 //
-// quants.gguf (gen_models.py) holds metadata of every value type and random
-// blocks of every block type beside the gguf package's own dequantisation
-// (`<type>.ref`, f32): our decoder must agree with it bit for bit.
+// quants.gguf (gen_models.py) holds metadata of every value type, random
+// blocks of every block type and values the gguf package quantised (q4_0,
+// q4_1, q5_0, q5_1, q8_0: the types it has a quantiser for), each beside the
+// gguf package's own dequantisation (`<name>.ref`, f32): our decoder must
+// agree with it bit for bit.
 //
 //===----------------------------------------------------------------------===//
 #include "ModelFiles.h"
@@ -85,8 +87,24 @@ TEST(GgufFile, BlockTypesMatchTheGgufPackage) {
   struct Case {
     const char *name;
     DType dtype;
-  } cases[] = {{"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1},
-               {"q4_k", DType::Q4_K}, {"q6_k", DType::Q6_K}, {"f16", DType::F16}};
+  } cases[] = {{"q8_0", DType::Q8_0},     {"q4_0", DType::Q4_0},
+               {"q4_1", DType::Q4_1},     {"q5_0", DType::Q5_0},
+               {"q5_1", DType::Q5_1},     {"q2_k", DType::Q2_K},
+               {"q3_k", DType::Q3_K},     {"q4_k", DType::Q4_K},
+               {"q5_k", DType::Q5_K},     {"q6_k", DType::Q6_K},
+               {"iq4_nl", DType::IQ4_NL}, {"iq4_xs", DType::IQ4_XS},
+               {"f16", DType::F16},
+               // values the gguf package quantised itself
+               {"q4_0.quantised", DType::Q4_0}, {"q4_1.quantised", DType::Q4_1},
+               {"q5_0.quantised", DType::Q5_0}, {"q5_1.quantised", DType::Q5_1},
+               {"q8_0.quantised", DType::Q8_0}};
+  for (unsigned i = 0; i < kNumDTypes; ++i) {
+    bool covered = false;
+    for (const Case &c : cases)
+      covered |= c.dtype == static_cast<DType>(i);
+    EXPECT_TRUE(covered || !isQuantized(static_cast<DType>(i)))
+        << dtypeName(static_cast<DType>(i)) << " is not compared with the gguf package";
+  }
   for (const Case &c : cases) {
     const GgufTensorInfo *q = f->tensor(c.name);
     const GgufTensorInfo *ref = f->tensor(std::string(c.name) + ".ref");

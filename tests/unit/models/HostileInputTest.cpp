@@ -51,6 +51,25 @@ TEST(Checked, ProductsThatOverflowAreNullopt) {
   EXPECT_EQ(checkedBytes(DType::Q8_0, {2, 48}), std::nullopt) << "rows of whole blocks only";
 }
 
+/// The block types added for issue 14 size through the same table: whole
+/// blocks only, and a product past int64 is refused, not wrapped.
+TEST(Checked, EveryBlockTypeSizesByItsTable) {
+  EXPECT_EQ(checkedBytes(DType::Q5_0, {3, 64}), 3 * 2 * 22);
+  EXPECT_EQ(checkedBytes(DType::Q5_1, {1, 32}), 24);
+  EXPECT_EQ(checkedBytes(DType::Q2_K, {2, 512}), 2 * 2 * 84);
+  EXPECT_EQ(checkedBytes(DType::Q3_K, {1, 256}), 110);
+  EXPECT_EQ(checkedBytes(DType::Q5_K, {4, 256}), 4 * 176);
+  EXPECT_EQ(checkedBytes(DType::IQ4_NL, {2, 96}), 2 * 3 * 18);
+  EXPECT_EQ(checkedBytes(DType::IQ4_XS, {1, 768}), 3 * 136);
+  EXPECT_EQ(checkedBytes(DType::IQ4_XS, {2, 96}), std::nullopt) << "rows of whole blocks only";
+  EXPECT_EQ(checkedBytes(DType::Q3_K, {4, 128}), std::nullopt);
+  // Block types take at most ~1.1 bytes per element, so their sizes overflow
+  // only with the element count: 2^62 elements fit, 2^64 do not.
+  EXPECT_EQ(checkedBytes(DType::Q3_K, {int64_t(1) << 54, 256}), (int64_t(1) << 54) * 110);
+  EXPECT_EQ(checkedBytes(DType::Q3_K, {int64_t(1) << 56, 256}), std::nullopt);
+  EXPECT_EQ(checkedBytes(DType::Q2_K, {int64_t(1) << 42, int64_t(1) << 22}), std::nullopt);
+}
+
 // --- plans whose checksum is valid but whose slots are not --------------------------------
 
 /// A plan with a `weights` section holding `slot`, checksummed as compile

@@ -191,13 +191,32 @@ TEST(RefInterpreter, WeightsWithoutBytesAreErrorsNamingTheWeight) {
     EXPECT_TRUE(contains(err, "weight 'w'")) << err;
     EXPECT_TRUE(contains(err, "'blk.0.attn_q.weight' in 'm.gguf'")) << err;
   }
-  {
-    Graph g;
-    buildMatmul(g, {DType::Q4_K, {2, 256}}, WeightInit::normal(1, 0.02));
-    ReferenceInterpreter ri(g);
-    std::string err = runError(ri, "main", onesX(256));
-    EXPECT_TRUE(contains(err, "weight 'w'")) << err;
-    EXPECT_TRUE(contains(err, "block-quantised")) << err;
+}
+
+/// A block-quantised weight with an initialiser holds the formula's values
+/// quantised (ir/Quantize.h): x · wᵀ with x = ones sums each dequantised row.
+TEST(RefInterpreter, QuantisedWeightFromAnInitialiser) {
+  Graph g;
+  WeightInit init = WeightInit::normal(1, 0.02);
+  buildMatmul(g, {DType::Q4_K, {2, 256}}, init);
+  ReferenceInterpreter ri(g);
+  Outputs out;
+  llvm::Error e = ri.run("main", onesX(256), out);
+  ASSERT_FALSE(bool(e)) << llvm::toString(std::move(e));
+  HostTensor w, f;
+  ASSERT_FALSE(bool(materializeInit(init, {DType::Q4_K, {2, 256}}, w)));
+  ASSERT_FALSE(bool(materializeInit(init, {DType::F32, {2, 256}}, f)));
+  std::vector<float> deq = w.toFloats(), x = f.toFloats(), y = out.at(0).second.toFloats();
+  ASSERT_EQ(y.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    double sum = 0, exact = 0;
+    for (int k = 0; k < 256; ++k) {
+      sum += deq[r * 256 + k];
+      exact += x[r * 256 + k];
+    }
+    EXPECT_NEAR(y[r], sum, 1e-5) << r;
+    EXPECT_NE(deq[r * 256], x[r * 256]) << "quantised, not f32";
+    EXPECT_NEAR(sum, exact, 0.1) << "close to the unquantised values";
   }
 }
 

@@ -1,0 +1,95 @@
+//===- QuantGpuTest.cpp - quantised workloads on the GPU vs the reference --===//
+//
+// w-tiny's shapes (2 layers, vocab 4096, ffn 1536 so every matrix is whole
+// 256-blocks and no fallback type appears) in each block type the native GEMV
+// kernels of issue 14.2 decode, and the Q4_K_M mix (q4_k + q6_k): the weights
+// are normal initialisers quantised on the host at load (the device has no
+// quantiser: CudaRunner's host fallback); the embedding is read by get_rows
+// from quantised rows. The CUDA session, teacher-forced with the CPU's tokens,
+// must give every logits row within 1e-2 of the CPU reference (normalised, the
+// issue's bound for f16-accumulating paths).
+//
+// A build whose CUDA code generation refuses quantised operands (this branch
+// before the native kernels are merged) skips with the compiler's reason; the
+// CPU side of the same graphs is tested in
+// tests/unit/frontends/QuantWorkloadTest.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "GpuTestUtil.h"
+
+#include "frontends/models/Workloads.h"
+#include "runtime/Session.h"
+
+using namespace fg;
+using namespace fg::gputest;
+
+namespace {
+
+struct Rows {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;
+};
+
+Rows generate(const Plan &plan, ExecOptions::Device device, llvm::ArrayRef<int32_t> prompt,
+              int64_t steps, llvm::ArrayRef<int32_t> forced) {
+  Rows out;
+  ExecOptions eo;
+  eo.device = device;
+  SessionOptions so;
+  so.sample = [&](llvm::ArrayRef<float> l) -> llvm::Expected<int32_t> {
+    out.logits.push_back(l.vec());
+    return greedyToken(l);
+  };
+  auto s = Session::create(plan, eo, so);
+  EXPECT_TRUE(bool(s)) << errString(s.takeError());
+  if (!s)
+    return out;
+  auto t = s->generate(prompt, steps, forced);
+  EXPECT_TRUE(bool(t)) << errString(t.takeError());
+  if (t)
+    out.tokens = *t;
+  return out;
+}
+
+class GpuQuantWorkload : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(GpuQuantWorkload, TeacherForcedMatchesReference) {
+  FG_REQUIRE_GPU();
+  WorkloadOptions wo;
+  wo.ctx = 256;
+  auto cfg = workloadConfig(std::string("w-tiny-") + GetParam(), wo);
+  ASSERT_TRUE(bool(cfg)) << errString(cfg.takeError());
+  cfg->nLayers = 2;
+  cfg->vocab = 4096;
+  cfg->nFf = 1536; // whole 256-blocks: no fallback type (q5_0) without a native kernel
+  auto g = buildDecoderGraph(*cfg, decoderEntries({8}, LogitRows::Last));
+  ASSERT_TRUE(bool(g)) << errString(g.takeError());
+  auto plan = compile(*g, CompileOptions{});
+  if (!plan) {
+    std::string why = errString(plan.takeError());
+    if (why.find("block-quantised") != std::string::npos)
+      GTEST_SKIP() << "no native quantised kernels in this build: " << why;
+    FAIL() << why;
+  }
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 11; ++i)
+    prompt.push_back((i * 389 + 17) % 4096);
+  const int64_t steps = 8;
+  Rows cpu = generate(*plan, ExecOptions::Device::Cpu, prompt, steps, {});
+  ASSERT_EQ(cpu.tokens.size(), static_cast<size_t>(steps));
+  Rows gpu = generate(*plan, ExecOptions::Device::Cuda, prompt, steps,
+                      llvm::ArrayRef<int32_t>(cpu.tokens).drop_back());
+  ASSERT_EQ(gpu.logits.size(), cpu.logits.size());
+  double worst = 0;
+  for (size_t i = 0; i < cpu.logits.size(); ++i) {
+    double err = normalizedError(gpu.logits[i], cpu.logits[i]);
+    worst = std::max(worst, err);
+    EXPECT_LE(err, 1e-2) << GetParam() << ", token " << i;
+  }
+  std::printf("[quant] w-tiny-%s (2 layers): worst normalised error %.3g\n", GetParam(), worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GpuQuantWorkload,
+                         ::testing::Values("q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "q4_k_m"));
+
+} // namespace
