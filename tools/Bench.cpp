@@ -144,6 +144,9 @@ int runBench(ArrayRef<const char *> args) {
 
   if (isPlan && !sys::fs::exists(model))
     return reportError(makeError("plan '" + model + "' does not exist"));
+  // A missing model file is an error here too, not a GPU skip.
+  if (!isPlan && !isWorkloadName(model) && model != "demo" && !sys::fs::exists(model))
+    return reportError(makeError("model '" + model + "' does not exist"));
   if (!cudaDeviceAvailable()) {
     outs() << "bench " << model << ": skipped: no CUDA device available\n";
     return kOk;

@@ -38,6 +38,9 @@ struct ModelSettings {
 /// Adds the flags that shape a model and its compilation (`--ctx`, `--prefill`,
 /// `--arch`, `--no-fusion`, dump flags, ...) to a subcommand.
 void addCompileFlags(Flags &f);
+/// `--disable-fusion` and `--debug-fusion` name fusion patterns: an unknown
+/// name is a usage error (with a "did you mean"). Returns false on one.
+bool checkFusionNames(const Flags &f, int &exitCode);
 /// Reads them back. Returns false (with `exitCode` set) on a usage error.
 bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &compile, int &exitCode);
 /// Reads `--device`, `--mode`, `--debug-sync`, `--verbose` (declared by the caller).

@@ -1,6 +1,8 @@
 //===- Common.cpp - flags and steps shared by several subcommands ----------===//
 #include "tools/Commands.h"
 
+#include "passes/fusion/FusionReport.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -26,6 +28,20 @@ void addCompileFlags(Flags &f) {
   f.flag("timing", "print per-pass wall time (stderr)");
 }
 
+bool checkFusionNames(const Flags &f, int &exitCode) {
+  std::vector<std::string> known = fusionPatternNames();
+  for (const char *flag : {"disable-fusion", "debug-fusion"})
+    for (const std::string &name : f.list(flag)) {
+      if (is_contained(known, name))
+        continue;
+      std::string hint = didYouMean(name, known);
+      exitCode = f.usageError("--" + Twine(flag) + ": unknown fusion pattern '" + name + "'" +
+                              (hint.empty() ? " (patterns: " + join(known, ", ") + ")" : hint));
+      return false;
+    }
+  return true;
+}
+
 static void printToStderr(LogLevel, StringRef text) {
   errs() << text;
   if (!text.endswith("\n"))
@@ -46,6 +62,8 @@ bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &comp
   }
   model.kvDType = *kvType;
   model.allLogits = f.has("all-logits");
+  if (!checkFusionNames(f, exitCode))
+    return false;
 
   compile.ctx = model.ctx;
   compile.kvDType = model.kvDType;

@@ -3,6 +3,7 @@
 
 #include "codegen/cuda/CudaTarget.h"
 #include "codegen/cuda/Lower.h"
+#include "codegen/cuda/Nvrtc.h"
 #include "ir/Verifier.h"
 #include "runtime/ProgramIO.h"
 #include "runtime/WeightLoad.h"
@@ -116,6 +117,9 @@ Error fillWeightSlot(TensorSlot &s, const ExternalWeight &w) {
 Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   if (Error e = verifyGraph(g))
     return e;
+  if (opts.cuda)
+    if (Error e = cuda::checkArch(opts.arch))
+      return e;
   Expected<int64_t> ctxOr = graphCtx(g);
   if (!ctxOr)
     return ctxOr.takeError();
