@@ -49,6 +49,9 @@ struct ExecOptions {
   /// kernels (CudaRunner::setProgrammaticLaunch).
   bool programmaticLaunch = true;
   LogSink log;             ///< verbose messages; may be empty
+  /// Long work: weights loaded (CPU) or uploaded (CUDA), in bytes, and a
+  /// Session's prompt, in tokens (ir/Diag.h Progress); may be empty.
+  ProgressSink progress;
 };
 
 class Executor {

@@ -2,6 +2,7 @@
 #include "tools/Commands.h"
 
 #include "passes/fusion/FusionReport.h"
+#include "tools/Progress.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
@@ -80,6 +81,7 @@ bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &comp
   po.stats = f.has("stats");
   po.timing = f.has("timing");
   po.sink = printToStderr;
+  compile.progress = stderrProgress();
   return true;
 }
 
@@ -87,6 +89,7 @@ LogSink stderrLog(bool verbose) {
   return [verbose](LogLevel level, StringRef msg) {
     if (level == LogLevel::Verbose && !verbose)
       return;
+    clearProgressLine();
     errs() << "fusegraph: " << msg.rtrim('\n') << "\n";
   };
 }

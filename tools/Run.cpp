@@ -1,5 +1,6 @@
 //===- Run.cpp - `fusegraph run`: feed a prompt, decode greedily -----------===//
 #include "tools/Commands.h"
+#include "tools/Progress.h"
 
 using namespace llvm;
 
@@ -29,6 +30,7 @@ bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode,
   }
   opts.debugSync = f.has("debug-sync");
   opts.log = stderrLog(f.has("verbose"));
+  opts.progress = stderrProgress();
   return true;
 }
 

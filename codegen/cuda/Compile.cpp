@@ -198,6 +198,7 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     lo.nvrtc.cacheDir = opts.kernelCacheDir;
     lo.ctx = po.ctx;
     lo.log = opts.log;
+    lo.progress = opts.progress;
     cuda::LowerStats stats;
     Expected<CompiledProgram> prog = cuda::lowerGraph(work, lo, &stats);
     if (!prog)

@@ -106,7 +106,7 @@ Expected<std::unique_ptr<ExecBackend>> createCudaBackend(const Plan &plan,
                                     " kernel modules loaded from the plan (no NVRTC work), "
                                     "mode " +
                                     (opts.mode == ExecOptions::Mode::Graph ? "graph" : "eager"));
-  Expected<std::unique_ptr<CudaRunner>> runner = CudaRunner::create(*program, opts.log);
+  Expected<std::unique_ptr<CudaRunner>> runner = CudaRunner::create(*program, opts.log, opts.progress);
   if (!runner)
     return runner.takeError();
   return std::unique_ptr<ExecBackend>(

@@ -5,6 +5,7 @@
 #include "ir/InitFormula.h"
 #include "runtime/InputCheck.h"
 #include "runtime/WeightLoad.h"
+#include "runtime/WeightProgress.h"
 #include "runtime/reference/Interpreter.h"
 
 #include <cublas_v2.h>
@@ -385,7 +386,8 @@ CudaRunner::CudaRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaRunner::~CudaRunner() = default;
 
 llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledProgram &prog,
-                                                               LogSink log) {
+                                                               LogSink log,
+                                                               ProgressSink progress) {
   if (!deviceAvailable())
     return makeError("no CUDA device is available");
   auto impl = std::make_unique<Impl>(prog);
@@ -443,9 +445,12 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
     return cudaCheck(cudaMemcpy(p, t.data.data(), bytes, cudaMemcpyHostToDevice),
                      "uploading " + slot.name);
   };
-  for (const TensorSlot &w : prog.weights)
+  WeightProgress weightProgress(progress, prog.weightBytes());
+  for (const TensorSlot &w : prog.weights) {
     if (auto e = upload(w, m.weights, false))
       return e;
+    weightProgress.add(static_cast<uint64_t>(w.type.bytes()));
+  }
   for (const TensorSlot &s : prog.state)
     if (auto e = upload(s, m.state, true))
       return e;

@@ -28,8 +28,10 @@ public:
 
   /// Uploads weights (materialising initialisers on the host), zeroes state,
   /// loads every kernel image. The program must outlive the runner.
+  /// `progress` hears the weight upload, in bytes.
   static llvm::Expected<std::unique_ptr<CudaRunner>> create(const CompiledProgram &program,
-                                                            LogSink log = {});
+                                                            LogSink log = {},
+                                                            ProgressSink progress = {});
   ~CudaRunner();
 
   /// Stages an input's bytes for the next run of `entry`.
