@@ -87,6 +87,9 @@ int runBench(ArrayRef<const char *> args) {
   f.option("weight-dtype", "T", "workload weights: f16 or bf16", "f16");
   f.option("arch", "SM", "GPU architecture to compile kernels for", "sm_90");
   f.option("json", "FILE", "also write the figures as JSON");
+  f.option("trace", "FILE",
+            "trace one decode step at --kv (CUDA graph, CUPTI) of the fused plan into FILE as "
+            "a Chrome/Perfetto trace");
   f.flag("breakdown", "trace graph replays with CUPTI and print device time per kernel family");
   f.flag("verbose", "print what happens");
   int code;
@@ -364,6 +367,17 @@ int runBench(ArrayRef<const char *> args) {
     if (ec)
       return reportError(makeError("cannot write '" + f.get("json") + "': " + ec.message()));
     out << formatv("{0:2}", json::Value(std::move(root))) << "\n";
+  }
+  if (f.has("trace")) {
+    // The fused plan (or the plan given) when there is one, else the first.
+    const Variant *traced = nullptr;
+    for (const Variant &v : variants)
+      if (v.plan && (!traced || v.fusion != "unfused"))
+        traced = &v;
+    if (!traced)
+      return reportError(makeError("--trace: no plan compiled to trace"));
+    if (Error e = writeStepTrace(*traced->plan, f.get("trace"), kv, stderrLog(true)))
+      return reportError(std::move(e));
   }
   return kOk;
 }

@@ -77,6 +77,12 @@ int generate(const Plan &plan, const ExecOptions &opts, llvm::ArrayRef<int32_t> 
              int64_t steps, bool verbose, bool verify = false,
              const GenerateExtras &extras = {});
 
+/// `--trace FILE` (run, bench): replays one decode step of `plan` at
+/// `position` as a CUDA graph traced with CUPTI and writes it as a Chrome /
+/// Perfetto trace (runtime/StepTrace.h). Needs a GPU.
+llvm::Error writeStepTrace(const Plan &plan, llvm::StringRef path, int64_t position,
+                           const LogSink &log);
+
 /// Loads MODEL (`.fg`, `.gguf`, an HF folder or `demo`) into a Graph; with
 /// `weights`, also the model file's weight table (for CompileOptions::weights).
 llvm::Expected<Graph> loadModelGraph(llvm::StringRef model, const ModelSettings &s,

@@ -45,6 +45,9 @@ int runRun(ArrayRef<const char *> args) {
   f.flag("verify", "run the CPU reference beside the GPU and compare (CUDA only)");
   f.flag("debug-sync", "synchronise after every launch (CUDA only)");
   f.flag("verbose", "print what happens");
+  f.option("trace", "FILE",
+           "after the run, trace one decode step (CUDA graph, CUPTI) into FILE as a "
+           "Chrome/Perfetto trace (--device cuda)");
   f.option("dump-logits", "FILE", "write every logits row as f32 (.npy, else raw rows)");
   f.option("teacher-forced", "1,2,3",
            "feed these tokens at the decode steps instead of the greedy ones (--steps defaults "
@@ -71,6 +74,8 @@ int runRun(ArrayRef<const char *> args) {
     return f.usageError("'run' needs --prompt-ids 1,2,3");
   if (f.has("verify") && eo.device == ExecOptions::Device::Cpu)
     return f.usageError("--verify compares a GPU run with the CPU reference; use --device cuda");
+  if (f.has("trace") && eo.device != ExecOptions::Device::Cuda)
+    return f.usageError("--trace records a CUDA graph replay; use --device cuda");
   co.log = ms.log = stderrLog(f.has("verbose"));
   // CUDA code is generated only for a run that needs it (or --verify).
   co.cuda = eo.device == ExecOptions::Device::Cuda;
@@ -85,7 +90,11 @@ int runRun(ArrayRef<const char *> args) {
   GenerateExtras extras;
   extras.teacherForced.assign(teacher.begin(), teacher.end());
   extras.dumpLogits = f.get("dump-logits");
-  return generate(*plan, eo, prompt, steps, f.has("verbose"), f.has("verify"), extras);
+  int rc = generate(*plan, eo, prompt, steps, f.has("verbose"), f.has("verify"), extras);
+  if (rc == kOk && f.has("trace"))
+    if (Error e = writeStepTrace(*plan, f.get("trace"), 0, stderrLog(true)))
+      return reportError(std::move(e));
+  return rc;
 }
 
 } // namespace fg::cli

@@ -74,6 +74,10 @@ public:
         const LaunchRecord &l = ce.launches[i];
         out.push_back(
             {l.what, l.symbol, l.kind == LaunchRecord::Kind::Gemm, ms[i], l.node, l.op});
+        if (runner_->lastLaunchSpans().size() == ms.size()) {
+          out.back().startNs = runner_->lastLaunchSpans()[i].startNs;
+          out.back().endNs = runner_->lastLaunchSpans()[i].endNs;
+        }
       }
     }
     return out;

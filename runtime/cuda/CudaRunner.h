@@ -12,6 +12,7 @@
 
 #include "ir/Diag.h"
 #include "runtime/Program.h"
+#include "runtime/StepTrace.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -68,6 +69,9 @@ public:
   /// Device time of each launch of the last profiled eager run, in launch
   /// order (ms); empty after any other run.
   const std::vector<float> &lastLaunchMs() const { return lastLaunchMs_; }
+  /// Traced graph runs: each launch's device interval (StepTrace.h); empty
+  /// after any other run.
+  const std::vector<LaunchSpan> &lastLaunchSpans() const { return lastLaunchSpans_; }
 
   struct Impl;
 
@@ -78,6 +82,7 @@ private:
   double lastHostLaunchMs_ = 0;
   bool profileLaunches_ = false;
   std::vector<float> lastLaunchMs_;
+  std::vector<LaunchSpan> lastLaunchSpans_;
 };
 
 } // namespace fg
