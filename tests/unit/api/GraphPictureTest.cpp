@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 using namespace fg;
+using llvm::Expected;
+using llvm::toString;
 
 namespace {
 
@@ -25,9 +27,9 @@ const char *kGraph = R"(graph @decode(
     weight %wv: f32[8, 8],
     weight %w1: f32[8]) {
   %blk.0.n = fused.rms_norm_mul(%x, %w) {eps = 1e-05} : f32[1, 8]
-  %blk.0.q = matmul(%wq, %blk.0.n) : f32[1, 8]
-  %blk.0.k = matmul(%wk, %blk.0.n) : f32[1, 8]
-  %blk.0.v = matmul(%wv, %blk.0.n) : f32[1, 8]
+  %blk.0.q = matmul(%blk.0.n, %wq) : f32[1, 8]
+  %blk.0.k = matmul(%blk.0.n, %wk) : f32[1, 8]
+  %blk.0.v = matmul(%blk.0.n, %wv) : f32[1, 8]
   %blk.0.qk = add(%blk.0.q, %blk.0.k) : f32[1, 8]
   %blk.0.out = add(%blk.0.qk, %blk.0.v) : f32[1, 8]
   %blk.1.n = fused.rms_norm_mul(%blk.0.out, %w1) {eps = 1e-05} : f32[1, 8]
@@ -125,9 +127,11 @@ TEST(GraphPicture, FusedNodesAreClustersOfTheirDecomposition) {
   EXPECT_NE(p->launches[1].x, p->launches[2].x);
   EXPECT_GT(p->launches[4].y, p->launches[1].y);
   // Op nodes carry their launch's level.
-  for (const GraphPicture::Node &n : p->nodes)
-    if (n.kind == GraphPicture::NodeKind::Op && n.node >= 1 && n.node <= 3)
+  for (const GraphPicture::Node &n : p->nodes) {
+    if (n.kind == GraphPicture::NodeKind::Op && n.node >= 1 && n.node <= 3) {
       EXPECT_EQ(n.level, 1);
+    }
+  }
   // The input %x feeds the first group's rms_norm (weights are not nodes).
   size_t inputs = 0;
   for (const GraphPicture::Node &n : p->nodes)
