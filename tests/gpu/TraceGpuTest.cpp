@@ -41,7 +41,7 @@ TEST(TraceGpu, GraphReplayGivesEveryLaunchAnIntervalAndATraceEvent) {
     EXPECT_GT(l.ms, -1e-9) << l.what;
   }
   std::string text = chromeTraceJson(fn, launches, 1, "demo");
-  Expected<llvm::json::Value> v = llvm::json::parse(text);
+  llvm::Expected<llvm::json::Value> v = llvm::json::parse(text);
   ASSERT_TRUE(bool(v)) << errString(v.takeError());
   size_t complete = 0;
   for (const llvm::json::Value &e : *v->getAsObject()->getArray("traceEvents"))
