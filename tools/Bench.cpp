@@ -4,10 +4,12 @@
 // asked for (eager / graph) and prints one table: wall ms per step (median),
 // GPU ms (CUDA events), host launch ms, the ideal ms (bytes a step must move
 // ÷ the read bandwidth measured in the same run) and % of that roofline.
-// Without a CUDA device it prints a skip line and exits 0 (CI).
+// Without a CUDA device it prints a skip line and exits 0 (CI); a missing
+// model file is an error first. `--trace F` writes one traced decode step.
 //
 //===----------------------------------------------------------------------===//
 #include "tools/Commands.h"
+#include "tools/Progress.h"
 
 #include "codegen/cuda/Bandwidth.h"
 #include "frontends/models/Workloads.h"
@@ -185,6 +187,7 @@ int runBench(ArrayRef<const char *> args) {
       co.fusion = fused;
       co.arch = f.get("arch", "sm_90");
       co.log = ms.log;
+      co.progress = stderrProgress();
       if (verbose)
         errs() << "fusegraph: compiling " << model << " (" << v.fusion << ")\n";
       Expected<Plan> p = planFor(model, ms, co);
