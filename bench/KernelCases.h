@@ -14,8 +14,10 @@
 //   rms_norm, fused.rms_norm_mul   T rows of the hidden size
 //
 // Activations are f32 as the decoder blocks produce them; weights f16 and
-// bf16 (the router stays f32, as DecoderBlocks declares it). Header-only so
-// tests/unit/bench can check the table without a GPU.
+// bf16 (the router stays f32, as DecoderBlocks declares it), and the GGUF
+// block types (q4_k, q4_0, q8_0, q6_k, q4_1) at T = 1, 2, 8 on the W-dense
+// and W-moe GEMV shapes, whose bytes (and so % of bandwidth) are the GGUF
+// bytes. Header-only so tests/unit/bench can check the table without a GPU.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -31,6 +33,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace fg::bench {
@@ -86,8 +89,9 @@ struct KernelCase {
   bool isMatmul() const {
     return family == KernelFamily::Matmul || family == KernelFamily::GatedMatmul || isExpert();
   }
-  /// The cuBLAS figure exists for every matmul family.
-  bool hasCublas() const { return isMatmul(); }
+  /// The cuBLAS figure exists for every matmul family with 16/32-bit weights
+  /// (cuBLAS reads no GGUF blocks).
+  bool hasCublas() const { return isMatmul() && !isQuantized(dtype); }
 
   /// `matmul/w-dense/gate_up/f16/T1` (the Google Benchmark name).
   std::string name() const {
@@ -122,6 +126,14 @@ inline constexpr WorkloadRef kKernelWorkloads[] = {
     {"w-dense", "w-dense"}, {"w-moe", "w-moe-12"}, {"w-tiny", "w-tiny"}};
 
 inline constexpr int64_t kKernelTokens[] = {1, 2, 4, 8};
+/// Block-quantised weight types of the GEMV cases, and their token counts.
+inline constexpr DType kQuantWeightTypes[] = {DType::Q4_K, DType::Q4_0, DType::Q8_0, DType::Q6_K,
+                                              DType::Q4_1};
+inline constexpr int64_t kQuantTokens[] = {1, 2, 8};
+
+/// Operands the benchmark rotates and fills with random values: float
+/// operands and block-quantised weights (not indices).
+inline bool isRotatedType(DType t) { return isFloat(t) || isQuantized(t); }
 inline constexpr int64_t kAttentionKv[] = {1024, 8192, 32768};
 
 /// One GEMV weight shape of a decoder, named by the projections that have it.
@@ -169,6 +181,16 @@ inline llvm::Expected<std::vector<KernelCase>> kernelCases() {
       c.smoke = firstShape && (T == 1 || T == 8) && c.dtype != DType::BF16;
       out.push_back(c);
     }
+  };
+  // Quantised GEMVs: W-dense and W-moe shapes, T = 1, 2, 8 (never smoke).
+  auto addQuant = [&](KernelCase c) {
+    for (DType q : kQuantWeightTypes)
+      for (int64_t T : kQuantTokens) {
+        c.dtype = q;
+        c.T = T;
+        c.smoke = false;
+        out.push_back(c);
+      }
   };
   for (const WorkloadRef &w : kKernelWorkloads) {
     auto cfg = workloadConfig(w.config, WorkloadOptions{});
@@ -252,6 +274,41 @@ inline llvm::Expected<std::vector<KernelCase>> kernelCases() {
       r.dtype = DType::F32;
       r.hidden = c.nEmbd;
       add(r, true);
+    }
+    // The same GEMV shapes with GGUF block weights (not w-tiny, not the router).
+    if (llvm::StringRef(w.label) != "w-tiny") {
+      for (const GemvShape &s : gemvShapes(c)) {
+        if (s.f32Only)
+          continue;
+        KernelCase m = base;
+        m.family = KernelFamily::Matmul;
+        m.shape = s.name;
+        m.n = s.n;
+        m.k = s.k;
+        addQuant(m);
+      }
+      if (c.ffn == DecoderConfig::FfnKind::Dense) {
+        KernelCase g = base;
+        g.family = KernelFamily::GatedMatmul;
+        g.shape = "gate_up";
+        g.n = c.nFf;
+        g.k = c.nEmbd;
+        addQuant(g);
+      } else {
+        for (auto [family, name, n, k] :
+             {std::tuple{KernelFamily::MatmulId, "gate_up", c.expertFf, c.nEmbd},
+              std::tuple{KernelFamily::MatmulId, "down", c.nEmbd, c.expertFf},
+              std::tuple{KernelFamily::GatedMatmulId, "gate_up", c.expertFf, c.nEmbd}}) {
+          KernelCase e = base;
+          e.family = family;
+          e.shape = name;
+          e.n = n;
+          e.k = k;
+          e.experts = c.nExperts;
+          e.topK = c.nExpertsUsed;
+          addQuant(e);
+        }
+      }
     }
   }
   // Shapes no variant rule was tuned on (issue 11, item 6): the GEMV's rule
@@ -386,20 +443,21 @@ struct Rotation {
   double footprintBytes() const { return static_cast<double>(slots) * touchedBytes; }
   /// Copies of operand `i` (of `fn`'s node) that must be allocated; 1 for index operands.
   int64_t copiesOf(const KernelCase &c, const Function &fn, unsigned i) const {
-    if (!isFloat(fn.type(fn.node(0).operands[i]).dtype))
+    if (!isRotatedType(fn.type(fn.node(0).operands[i]).dtype))
       return 1;
     return isExpertWeight(c, fn, i) ? (slots + setsPerCopy - 1) / setsPerCopy : slots;
   }
   /// Which copy of operand `i` slot `slot` uses.
   int64_t copyFor(const KernelCase &c, const Function &fn, unsigned i, int64_t slot) const {
-    if (!isFloat(fn.type(fn.node(0).operands[i]).dtype))
+    if (!isRotatedType(fn.type(fn.node(0).operands[i]).dtype))
       return 0;
     return isExpertWeight(c, fn, i) ? slot / setsPerCopy : slot;
   }
   /// The stacked expert matrices [E, N, K] of an expert case (operands after x).
   static bool isExpertWeight(const KernelCase &c, const Function &fn, unsigned i) {
     const TensorType &t = fn.type(fn.node(0).operands[i]);
-    return c.isExpert() && i > 0 && isFloat(t.dtype) && t.rank() == 3 && t.shape[0] == c.experts;
+    return c.isExpert() && i > 0 && isRotatedType(t.dtype) && t.rank() == 3 &&
+           t.shape[0] == c.experts;
   }
 };
 
@@ -410,7 +468,7 @@ inline Rotation planRotation(const KernelCase &c, const Function &fn,
   int64_t pairs = c.T * c.topK;
   for (unsigned i = 0; i < n.operands.size(); ++i) {
     const TensorType &t = fn.type(n.operands[i]);
-    if (!isFloat(t.dtype))
+    if (!isRotatedType(t.dtype))
       continue;
     double bytes = static_cast<double>(t.bytes());
     if (Rotation::isExpertWeight(c, fn, i))

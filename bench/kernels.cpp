@@ -336,7 +336,7 @@ struct NodeBuffers {
       const std::string &name = fn.value(node.operands[i]).name;
       Operand o;
       o.stride = alignUp(static_cast<uint64_t>(t.bytes()), 256);
-      if (!isFloat(t.dtype)) {
+      if (!isRotatedType(t.dtype)) {
         // Indices: ids (one set per slot) or positions (kvLen − T … kvLen − 1).
         std::vector<int32_t> host;
         if (c.isExpert()) {
@@ -364,8 +364,11 @@ struct NodeBuffers {
         o.copies = rot.copiesOf(c, fn, i);
         if (auto e = o.buf.allocate(o.stride * static_cast<uint64_t>(o.copies), name))
           return e;
-        uint64_t elems = o.buf.bytes / static_cast<uint64_t>(bytesPerElem(t.dtype));
-        if (auto e = dev.fill(o.buf.ptr, t.dtype, elems, 1000 + i))
+        // GGUF blocks are filled as f16 values: every 2-byte field of a block
+        // (scales, mins, quants) is then a finite half, so the blocks are valid.
+        DType fillType = isQuantized(t.dtype) ? DType::F16 : t.dtype;
+        uint64_t elems = o.buf.bytes / static_cast<uint64_t>(bytesPerElem(fillType));
+        if (auto e = dev.fill(o.buf.ptr, fillType, elems, 1000 + i))
           return e;
       }
       b->operands.push_back(std::move(o));

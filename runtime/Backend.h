@@ -48,6 +48,13 @@ public:
   /// entry's result order. Called at most once per run.
   virtual llvm::Error readResults(const Function &fn,
                                   std::vector<std::pair<std::string, HostTensor>> &out) = 0;
+  /// The device address of result `name` of the last successful run of `fn`
+  /// (valid until the next run); an error on a backend whose results live on
+  /// the host. Executor::deviceOutput's way in (DLPack views, python/).
+  virtual llvm::Expected<const void *> deviceResult(const Function &fn, llvm::StringRef name) {
+    (void)fn;
+    return makeError("result '" + name + "' lives on the host (this device has no device memory)");
+  }
   /// Zeroes every state tensor. An error of the device may also surface at the
   /// next run instead.
   virtual llvm::Error resetState() = 0;

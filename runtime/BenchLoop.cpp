@@ -38,10 +38,27 @@ Cost costOf(const Function &fn, const Node &n, int64_t kvRows) {
   return opCost(n.kind, in, n.attrs, out, ctx);
 }
 
+/// Nodes whose flops are GEMM work (a fused matmul counts its epilogue too).
+bool isMatmulLike(OpKind k) {
+  return k == OpKind::MatMul || k == OpKind::MatMulId || k == OpKind::FusedGatedMatmul ||
+         k == OpKind::FusedGatedMatmulId || k == OpKind::FusedMatmulAdd;
+}
+
 } // namespace
 
 double nodeBytes(const Function &fn, const Node &n, int64_t kvRows) {
   return costOf(fn, n, kvRows).bytes;
+}
+
+StepFlops stepFlops(const Function &fn, int64_t kvRows) {
+  StepFlops out;
+  for (const Node &n : fn.nodes()) {
+    double f = costOf(fn, n, kvRows).flops;
+    out.total += f;
+    if (isMatmulLike(n.kind))
+      out.matmul += f;
+  }
+  return out;
 }
 
 StepBytes idealStepBytes(const Function &fn, int64_t kvRows) {

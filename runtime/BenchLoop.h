@@ -52,6 +52,15 @@ StepBytes idealStepBytes(const Function &fn, int64_t kvRows);
 /// Bytes node `n` of `fn` reads and writes (0 for view-like nodes, which launch nothing).
 double nodeBytes(const Function &fn, const Node &n, int64_t kvRows);
 
+/// Floating-point operations of one run of `fn` by the op table's cost model
+/// (a matmul 2·M·N·K; attention 2·kvRows·(|q| + |y|), every query against
+/// kvRows keys, so a causal prefill counts its masked half too).
+struct StepFlops {
+  double matmul = 0; ///< matmul-like nodes (matmul, matmul_id and their fusions)
+  double total = 0;  ///< every node
+};
+StepFlops stepFlops(const Function &fn, int64_t kvRows);
+
 /// How a timed step loop runs an entry.
 struct StepLoopOptions {
   std::string entry = "decode";

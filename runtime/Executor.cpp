@@ -196,6 +196,24 @@ Expected<HostTensor> Executor::output(StringRef name) const {
   return it->second;
 }
 
+Expected<Executor::DeviceOutput> Executor::deviceOutput(StringRef name) const {
+  if (lastEntry_.empty())
+    return makeError("no output '" + name + "': nothing has run yet");
+  const Function *fn = graph_->lookup(lastEntry_);
+  for (ValueId r : fn->results()) {
+    if (fn->value(r).name != name)
+      continue;
+    Expected<const void *> p = backend_->deviceResult(*fn, name);
+    if (!p)
+      return p.takeError();
+    return DeviceOutput{*p, fn->type(r), 0};
+  }
+  std::vector<std::string> names;
+  for (ValueId r : fn->results())
+    names.push_back(fn->value(r).name);
+  return makeError("no output named '" + name + "'; the last run produced: " + join(names, ", "));
+}
+
 Expected<ArrayRef<float>> Executor::outputFloats(StringRef name) const {
   if (Error e = fetchOutputs())
     return e;

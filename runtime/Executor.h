@@ -83,6 +83,17 @@ public:
   llvm::Expected<HostTensor> output(llvm::StringRef name) const;
   /// An f32 result of the last run (valid until the next run).
   llvm::Expected<llvm::ArrayRef<float>> outputFloats(llvm::StringRef name) const;
+  /// A result of the last run where the device keeps it: its address and
+  /// type, without a copy. It aliases the device's buffers, so the next run()
+  /// (or resetState) overwrites it; the pointer stays valid as long as the
+  /// Executor lives. Errors: the CPU device (results live on the host),
+  /// nothing has run, no result of that name.
+  struct DeviceOutput {
+    const void *data = nullptr;
+    TensorType type;
+    int device = 0; ///< the CUDA device ordinal
+  };
+  llvm::Expected<DeviceOutput> deviceOutput(llvm::StringRef name) const;
   /// Zeroes every state tensor (a fresh conversation).
   void resetState();
 

@@ -47,6 +47,59 @@ std::vector<PrefillBucket> prefillBuckets(const Graph &g) {
   return out;
 }
 
+std::vector<PromptChunk> planPromptChunks(ArrayRef<PrefillBucket> buckets, int64_t from,
+                                          int64_t count, int64_t ctx) {
+  std::vector<PromptChunk> out;
+  const int64_t to = from + count;
+  for (int64_t done = from; done < to;) {
+    const int64_t left = to - done;
+    const PrefillBucket *pick = nullptr;
+    if (left >= 2) {
+      // 1. The smallest bucket that holds the rest, padded, if the padding's
+      //    positions stay under ctx.
+      for (const PrefillBucket &b : buckets)
+        if (b.tokens >= left) {
+          if (done + b.tokens <= ctx)
+            pick = &b;
+          break;
+        }
+      // 2. Else the largest bucket that the rest fills.
+      if (!pick)
+        for (const PrefillBucket &b : llvm::reverse(buckets))
+          if (b.tokens <= left) {
+            pick = &b;
+            break;
+          }
+    }
+    PromptChunk c;
+    c.entry = pick ? pick->entry : "decode";
+    c.size = pick ? pick->tokens : 1;
+    c.tokens = std::min(c.size, left);
+    done += c.tokens;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string describeChunks(ArrayRef<PromptChunk> chunks) {
+  std::string out;
+  for (size_t i = 0; i < chunks.size();) {
+    size_t j = i + 1; // a run of equal chunks
+    while (j < chunks.size() && chunks[j].entry == chunks[i].entry &&
+           chunks[j].tokens == chunks[i].tokens && chunks[j].size == chunks[i].size)
+      ++j;
+    if (!out.empty())
+      out += ", ";
+    out += chunks[i].entry;
+    if (j - i > 1)
+      out += " x" + std::to_string(j - i);
+    if (int64_t pad = chunks[i].size - chunks[i].tokens)
+      out += " (" + plural(pad, "padding row") + ")";
+    i = j;
+  }
+  return out;
+}
+
 int32_t greedyToken(ArrayRef<float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
@@ -129,33 +182,23 @@ Error Session::feed(ArrayRef<int32_t> tokens) {
                      " at position " + std::to_string(from) + " needs " + std::to_string(to) +
                      " positions but the plan's ctx is " + std::to_string(ctx()));
   Clock::time_point t0 = Clock::now();
+  std::vector<PromptChunk> chunks = planPromptChunks(buckets_, from, to - from, ctx());
+  if (const LogSink &log = exec_.options().log) {
+    std::string sizes;
+    for (const PrefillBucket &b : buckets_)
+      sizes += (sizes.empty() ? "" : ", ") + std::to_string(b.tokens);
+    log(LogLevel::Verbose, "session: " + plural(to - from, "prompt token") + " at position " +
+                               std::to_string(from) + "; prefill buckets: " +
+                               (sizes.empty() ? "none" : sizes) + "; chunks: " +
+                               describeChunks(chunks));
+  }
   int64_t done = from;
-  while (done < to) {
-    const int64_t left = to - done;
-    const PrefillBucket *pick = nullptr;
-    if (left >= 2) {
-      // 1. The smallest bucket that holds the rest, padded, if the padding's
-      //    positions stay under ctx.
-      for (const PrefillBucket &b : buckets_)
-        if (b.tokens >= left) {
-          if (done + b.tokens <= ctx())
-            pick = &b;
-          break;
-        }
-      // 2. Else the largest bucket that the rest fills.
-      if (!pick)
-        for (const PrefillBucket &b : llvm::reverse(buckets_))
-          if (b.tokens <= left) {
-            pick = &b;
-            break;
-          }
-    }
-    StringRef entry = pick ? StringRef(pick->entry) : StringRef("decode");
-    const int64_t size = pick ? pick->tokens : 1, n = std::min(size, left);
+  for (const PromptChunk &c : chunks) {
+    const int64_t n = c.tokens;
     // Padding first, at the positions after the chunk's last token; then the
     // tokens, so the last row is the last token's.
     std::vector<int32_t> ids, positions;
-    for (int64_t i = 0; i < size - n; ++i) {
+    for (int64_t i = 0; i < c.size - n; ++i) {
       ids.push_back(tokens[done - from + n - 1]);
       positions.push_back(static_cast<int32_t>(done + n + i));
     }
@@ -163,7 +206,7 @@ Error Session::feed(ArrayRef<int32_t> tokens) {
       ids.push_back(tokens[done - from + i]);
       positions.push_back(static_cast<int32_t>(done + i));
     }
-    if (Error e = runChunk(entry, ids, positions, n))
+    if (Error e = runChunk(c.entry, ids, positions, n))
       return e;
     history_.insert(history_.end(), tokens.begin() + (done - from),
                     tokens.begin() + (done - from + n));

@@ -57,6 +57,25 @@ struct PrefillBucket {
 /// whatever its name. Entries without a role (old .fg files) are no buckets.
 std::vector<PrefillBucket> prefillBuckets(const Graph &g);
 
+/// One run of a prompt: `entry` takes `size` rows, of which the last `tokens`
+/// are prompt tokens (the first size - tokens rows are padding).
+struct PromptChunk {
+  std::string entry; ///< `prefill_512` or `decode`
+  int64_t size = 1, tokens = 1;
+};
+
+/// How `count` prompt tokens starting at position `from` are fed through
+/// `buckets` (smallest first) with `ctx` positions: while two or more tokens
+/// are left, the smallest bucket that holds them, padded, when the padding's
+/// positions stay under ctx, else the largest bucket they fill (a long prompt
+/// runs as a sequence of full chunks, then a padded or smaller one); one token
+/// left, or no bucket that fits, goes through `decode`.
+std::vector<PromptChunk> planPromptChunks(llvm::ArrayRef<PrefillBucket> buckets, int64_t from,
+                                          int64_t count, int64_t ctx);
+
+/// `prefill_512 x3, prefill_64 (12 padding rows), decode` (for --verbose).
+std::string describeChunks(llvm::ArrayRef<PromptChunk> chunks);
+
 /// The index of the largest logit (the first one on ties): greedy decoding.
 int32_t greedyToken(llvm::ArrayRef<float> logits);
 

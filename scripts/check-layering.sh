@@ -3,6 +3,7 @@
 #   ir         includes nothing of ours but ir/
 #   passes     ir/ and passes/
 #   frontends  ir/ and frontends/
+#   text       ir/, frontends/ (GGUF metadata) and text/  (tokenizers)
 #   runtime    ir/ and runtime/  (loading and replaying a plan needs no compiler)
 #   codegen    ir/, passes/, runtime/ and codegen/  (never tools/ or frontends/)
 #   tools, tests, bench: anything
@@ -10,18 +11,19 @@
 set -euo pipefail
 
 root="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
-ours="ir passes frontends runtime codegen tools tests bench"
+ours="ir passes frontends text runtime codegen tools tests bench"
 
 declare -A allowed=(
   [ir]="ir"
   [passes]="ir passes"
   [frontends]="ir frontends"
+  [text]="ir frontends text"
   [runtime]="ir runtime"
   [codegen]="ir passes runtime codegen"
 )
 
 violations=0
-for layer in ir passes frontends runtime codegen; do
+for layer in ir passes frontends text runtime codegen; do
   [[ -d "$root/$layer" ]] || continue
   while IFS= read -r hit; do
     [[ -n "$hit" ]] || continue

@@ -5,7 +5,8 @@
 # TOOL: memcheck | racecheck | synccheck | initcheck. SHARD/TOTAL use GoogleTest's own sharding
 # (GTEST_SHARD_INDEX / GTEST_TOTAL_SHARDS: every test lands in exactly one shard). TESTS is the
 # test binary (default: fusegraph_gpu_tests on PATH). Prints the sanitizer's summary line and the
-# gtest result; exits non-zero on any finding or failed test.
+# gtest result (every test with its time: a slow one shows); exits non-zero on any finding or
+# failed test. GTEST_EXTRA adds GoogleTest flags (e.g. --gtest_filter=...).
 set -uo pipefail
 tool=${1:?tool}
 shard=${2:-0}
@@ -20,7 +21,7 @@ case "$tool" in
 esac
 GTEST_SHARD_INDEX=$shard GTEST_TOTAL_SHARDS=$total \
   compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 86 --print-limit 20 \
-  "$(command -v "$tests")" --gtest_brief=1
+  "$(command -v "$tests")" ${GTEST_EXTRA:-}
 rc=$?
 echo "gpu-sanitize: $tool shard $shard/$total exit $rc"
 exit $rc

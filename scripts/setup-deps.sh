@@ -10,6 +10,8 @@ set -euo pipefail
 # the HTML in a headless browser, the DOT through `dot`).
 packages=(cmake ninja-build g++ llvm-14-dev llvm-14-tools libgtest-dev libbenchmark-dev
           nlohmann-json3-dev python3 clang-14 libclang-rt-14-dev chromium graphviz)
+# text/ (tokenizers): PCRE2 for the split regexes, ICU for NFC, found with pkg-config.
+packages+=(pkg-config libpcre2-dev libicu-dev)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -34,6 +36,24 @@ if ! python3 -c "import gguf, numpy, safetensors" >/dev/null 2>&1; then
   python3 -m pip install --quiet gguf numpy safetensors ||
     python3 -m pip install --quiet --break-system-packages gguf numpy safetensors ||
     echo "setup-deps: could not install gguf numpy safetensors; model-file tests will skip" >&2
+fi
+
+# The tokenizer tests regenerate their expected ids with Hugging Face `tokenizers`
+# (tests/text/gen_tokenizers.py --check; the committed fixtures need no Python).
+if ! python3 -c "import tokenizers" >/dev/null 2>&1; then
+  echo "setup-deps: pip-installing tokenizers"
+  python3 -m pip install --quiet tokenizers ||
+    python3 -m pip install --quiet --break-system-packages tokenizers ||
+    echo "setup-deps: could not install tokenizers; the regeneration test will skip" >&2
+fi
+
+# The Python module (python/, built by scripts/build.sh with FG_PYTHON=ON) and its
+# pytest suite (ctest's python.pytest): nanobind builds it, pytest runs the tests.
+if ! python3 -c "import nanobind, pytest, numpy" >/dev/null 2>&1; then
+  echo "setup-deps: pip-installing nanobind pytest numpy"
+  python3 -m pip install --quiet nanobind pytest numpy ||
+    python3 -m pip install --quiet --break-system-packages nanobind pytest numpy ||
+    { echo "setup-deps: could not install nanobind pytest numpy (the Python module)" >&2; exit 1; }
 fi
 
 cuda="${CUDA_HOME:-/usr/local/cuda}"

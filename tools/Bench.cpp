@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tools/Commands.h"
+#include "tools/BenchPrefill.h"
 #include "tools/Progress.h"
 
 #include "codegen/cuda/Bandwidth.h"
@@ -94,6 +95,8 @@ int runBench(ArrayRef<const char *> args) {
             "a Chrome/Perfetto trace");
   f.flag("breakdown", "trace graph replays with CUPTI and print device time per kernel family");
   f.flag("verbose", "print what happens");
+  f.option("prefill", "N,...", "time the prefill entries of N tokens instead of decode (tokens/s, "
+                               "% of a cuBLAS GEMM's TFLOP/s measured in the same run)");
   int code;
   if (!f.parse(args, code))
     return code;
@@ -146,6 +149,18 @@ int runBench(ArrayRef<const char *> args) {
   if (!isPlan && kv + 1 > ctx)
     return f.usageError("--kv " + Twine(kv) + " needs --ctx > " + Twine(kv));
   bool verbose = f.has("verbose");
+  if (f.has("prefill")) {
+    PrefillBenchArgs pa;
+    pa.model = model;
+    if (!f.getInts("prefill", pa.sizes, code))
+      return code;
+    if (pa.sizes.empty() || llvm::any_of(pa.sizes, [](int64_t n) { return n < 2; }))
+      return f.usageError("--prefill takes token counts >= 2");
+    pa.steps = steps, pa.warmup = warmup, pa.ctx = ctx, pa.arch = f.get("arch", "sm_90");
+    pa.bf16 = wdt == "bf16", pa.breakdown = f.has("breakdown"), pa.verbose = verbose;
+    pa.json = f.get("json");
+    return runPrefillBench(pa);
+  }
 
   if (isPlan && !sys::fs::exists(model))
     return reportError(makeError("plan '" + model + "' does not exist"));

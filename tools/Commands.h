@@ -16,6 +16,10 @@
 #include <string>
 #include <vector>
 
+namespace fg::text {
+class Tokenizer;
+}
+
 namespace fg::cli {
 
 // Each takes the arguments after the subcommand name and returns the exit code.
@@ -64,6 +68,9 @@ struct GenerateExtras {
   /// as f32: a .npy file [rows, vocab] when the name ends in .npy, else raw
   /// little-endian rows.
   std::string dumpLogits;
+  /// `--prompt`: generated text is streamed through it (text/Tokenizer.h),
+  /// generation stops at its end-of-generation tokens.
+  const text::Tokenizer *tokenizer = nullptr;
 };
 
 /// Writes rows × vocab f32 values as .npy (path ends in .npy) or raw f32.

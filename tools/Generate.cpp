@@ -3,6 +3,7 @@
 
 #include "runtime/Compare.h"
 #include "runtime/Session.h"
+#include "text/Tokenizer.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -114,7 +115,20 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   auto tokensLine = [&]() -> raw_ostream & {
     return outs() << (teacher.empty() ? "tokens: " : "tokens (greedy, teacher-forced inputs): ");
   };
-  if (!verbose)
+  // --prompt: the text streams as it decodes and stops at end of generation.
+  std::optional<text::TextStream> textOut;
+  if (extras.tokenizer) {
+    textOut.emplace(*extras.tokenizer, [](StringRef piece) {
+      outs() << piece;
+      outs().flush();
+    });
+    so.onToken = [&](int32_t t) {
+      if (!lineOpen)
+        outs() << "text: ";
+      lineOpen = true;
+      return textOut->push(t);
+    };
+  } else if (!verbose)
     so.onToken = [&](int32_t t) {
       if (!lineOpen)
         tokensLine();
@@ -133,8 +147,12 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   outs() << "prompt: "
          << join(llvm::map_range(prompt, [](int32_t t) { return std::to_string(t); }), ",") << "\n";
   Expected<std::vector<int32_t>> tokens = session->generate(prompt, steps, teacher);
+  if (textOut)
+    textOut->flush();
   if (lineOpen)
     outs() << "\n";
+  if (textOut && textOut->stoppedAt() >= 0)
+    outs() << "stopped at end of sequence (token " << textOut->stoppedAt() << ")\n";
   if (!tokens)
     return reportError(tokens.takeError());
   if (verbose)

@@ -2,6 +2,8 @@
 #include "tools/Commands.h"
 #include "tools/Progress.h"
 
+#include "text/Tokenizer.h"
+
 using namespace llvm;
 
 namespace fg::cli {
@@ -35,10 +37,18 @@ bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode,
 }
 
 int runRun(ArrayRef<const char *> args) {
-  Flags f("run", "run MODEL|X.plan --prompt-ids 1,2,3 [--steps N] [--device cpu|cuda]",
+  Flags f("run",
+          "run MODEL|X.plan --prompt TEXT|--prompt-ids 1,2,3 [--steps N] [--device cpu|cuda]",
           "Feeds the prompt (through prefill entries where they fit, else decode), then decodes\n"
-          "greedily and prints the token ids and the time per step. MODEL is compiled first.");
+          "greedily and prints the token ids (or, with --prompt, streams the text) and the time\n"
+          "per step. MODEL is compiled first.");
   f.option("prompt-ids", "1,2,3", "prompt token ids");
+  f.option("prompt", "TEXT",
+           "prompt text, encoded with the model's tokenizer (GGUF metadata or the folder's "
+           "tokenizer.json); the generated text streams to stdout, stopping at end of sequence");
+  f.option("tokenizer", "PATH", "the tokenizer for --prompt: a .gguf, tokenizer.json or HF folder");
+  f.flag("parse-special", "with --prompt: special tokens written in the text (<|im_start|>) "
+                          "become their ids");
   f.option("steps", "N", "tokens to generate", "16");
   f.option("device", "D", "cpu (reference interpreter) or cuda", "cpu");
   f.option("mode", "M", "graph (CUDA graph replay) or eager", "graph");
@@ -70,8 +80,10 @@ int runRun(ArrayRef<const char *> args) {
   if (!f.getInt("steps", defaultSteps, steps, code) || !readCompileFlags(f, ms, co, code) ||
       !parseExecFlags(f, eo, code))
     return code;
-  if (ids.empty())
-    return f.usageError("'run' needs --prompt-ids 1,2,3");
+  if (f.has("prompt") && f.has("prompt-ids"))
+    return f.usageError("give --prompt or --prompt-ids, not both");
+  if (ids.empty() && !f.has("prompt"))
+    return f.usageError("'run' needs --prompt TEXT or --prompt-ids 1,2,3");
   if (f.has("verify") && eo.device == ExecOptions::Device::Cpu)
     return f.usageError("--verify compares a GPU run with the CPU reference; use --device cuda");
   if (f.has("trace") && eo.device != ExecOptions::Device::Cuda)
@@ -83,11 +95,42 @@ int runRun(ArrayRef<const char *> args) {
   if (f.has("dump-logits"))
     ms.allLogits = true;
 
-  Expected<Plan> plan = planFor(f.positional()[0], ms, co);
+  // --prompt: the tokenizer of the model (of the plan's source model), loaded
+  // before compiling when the model is given.
+  StringRef model = f.positional()[0];
+  std::optional<text::Tokenizer> tok;
+  auto loadTokenizer = [&](StringRef source) -> Error {
+    Expected<text::Tokenizer> t = text::Tokenizer::forModel(f.get("tokenizer", source.str()));
+    if (!t)
+      return t.takeError();
+    tok.emplace(std::move(*t));
+    return Error::success();
+  };
+  if (f.has("prompt") && !isPlanFile(model))
+    if (Error e = loadTokenizer(model))
+      return reportError(std::move(e));
+  Expected<Plan> plan = planFor(model, ms, co);
   if (!plan)
     return reportError(plan.takeError());
+  if (f.has("prompt") && !tok)
+    if (Error e = loadTokenizer(plan->options().source))
+      return reportError(std::move(e));
   std::vector<int32_t> prompt(ids.begin(), ids.end());
+  if (tok) {
+    text::EncodeOptions eopts;
+    eopts.parseSpecial = f.has("parse-special");
+    Expected<std::vector<int32_t>> encoded = tok->encode(f.get("prompt"), eopts);
+    if (!encoded)
+      return reportError(encoded.takeError());
+    prompt = std::move(*encoded);
+    if (prompt.empty())
+      return reportError(makeError("--prompt encodes to no tokens (the text is empty and the "
+                                   "tokenizer adds no BOS)"));
+    if (f.has("verbose"))
+      errs() << "fusegraph: tokenizer: " << tok->describe() << "\n";
+  }
   GenerateExtras extras;
+  extras.tokenizer = tok ? &*tok : nullptr;
   extras.teacherForced.assign(teacher.begin(), teacher.end());
   extras.dumpLogits = f.get("dump-logits");
   int rc = generate(*plan, eo, prompt, steps, f.has("verbose"), f.has("verify"), extras);

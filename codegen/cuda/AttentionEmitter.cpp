@@ -118,6 +118,8 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   if (hasSinks && !isFloatType(fn.type(node.operands[4]).dtype))
     return unsupported(node, "sinks of dtype " +
                                  std::string(dtypeName(fn.type(node.operands[4]).dtype)));
+  if (T >= o.attentionPrefillMinTokens && attentionPrefillRefusal(fn, node).empty())
+    return emitAttentionPrefill(fn, node, ls, o);
   AttnPlan p = plan(T, Hq, Hkv, D, Dv, ctx, kt.dtype, vt.dtype, o.smCount);
   if (p.HB > 65535 || T > 65535)
     return unsupported(node, llvm::formatv("{0} tokens x {1} head blocks (at most 65535 each)", T,

@@ -4,6 +4,7 @@
 #include "codegen/cuda/CudaTarget.h"
 #include "codegen/cuda/Lower.h"
 #include "codegen/cuda/Nvrtc.h"
+#include "codegen/cuda/QuantWeights.h"
 #include "ir/Verifier.h"
 #include "runtime/ProgramIO.h"
 #include "runtime/WeightLoad.h"
@@ -68,22 +69,57 @@ std::vector<int64_t> graphPrefill(const Graph &g) {
   return buckets;
 }
 
-/// Retypes the quantised weights that `external` provides to f16 (and the
-/// views of them): the GPU program dequantises them at load time (native
-/// quantised kernels come later). Returns the retyped weight names.
+/// Retypes to f16 (and the views of them) the quantised weights that
+/// `external` provides and that some node cannot read as stored: the GPU
+/// program dequantises those at load time (the fallback). Every other
+/// quantised weight stays in its GGUF type, read natively by the GEMV
+/// (cuda::readsQuantizedNatively). Returns "name (why)" per retyped weight.
 std::vector<std::string> retypeQuantisedWeights(Graph &g,
-                                                const StringMap<const ExternalWeight *> &external) {
+                                                const StringMap<const ExternalWeight *> &external,
+                                                const cuda::EmitOptions &emit) {
+  // Pass 1: which weights (by name, over every entry) have a consumer that
+  // cannot read them quantised. Views are followed to their readers.
+  StringMap<std::string> fallback;
+  for (Function &fn : g.functions()) {
+    std::vector<int32_t> root(fn.numValues(), -1); // weight argument a value views
+    for (const Argument &a : fn.arguments()) {
+      const Value &v = fn.value(a.value);
+      if (a.role == ArgRole::Weight && isQuantized(v.type.dtype) && external.count(v.name))
+        root[a.value] = static_cast<int32_t>(a.value);
+    }
+    for (const Node &n : fn.nodes()) {
+      bool view = n.info().has(kViewLike);
+      for (unsigned i = 0; i < n.operands.size(); ++i) {
+        int32_t r = root[n.operands[i]];
+        if (r < 0)
+          continue;
+        if (view && i == 0) {
+          for (ValueId res : n.results)
+            root[res] = r;
+          continue;
+        }
+        std::string why;
+        if (!cuda::readsQuantizedNatively(fn, n, i, emit, &why)) {
+          const std::string &name = fn.value(static_cast<ValueId>(r)).name;
+          if (!fallback.count(name))
+            fallback[name] = why;
+        }
+      }
+    }
+  }
+  // Pass 2: retype them (and their views) in every entry.
   std::vector<std::string> names;
   for (Function &fn : g.functions()) {
     std::vector<bool> retyped(fn.numValues(), false);
     for (const Argument &a : fn.arguments()) {
       Value &v = fn.value(a.value);
-      if (a.role != ArgRole::Weight || !isQuantized(v.type.dtype) || !external.count(v.name))
+      if (a.role != ArgRole::Weight || !isQuantized(v.type.dtype) || !fallback.count(v.name))
         continue;
+      std::string label = v.name + " (" + fallback[v.name] + ")";
       v.type.dtype = DType::F16;
       retyped[a.value] = true;
-      if (!is_contained(names, v.name))
-        names.push_back(v.name);
+      if (!is_contained(names, label))
+        names.push_back(label);
     }
     for (const Node &n : fn.nodes())
       if (n.info().has(kViewLike) && !n.operands.empty() && retyped[n.operands[0]])
@@ -134,12 +170,14 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   for (const ExternalWeight &w : opts.weights)
     external[w.name] = &w;
   if (opts.cuda) {
-    std::vector<std::string> retyped = retypeQuantisedWeights(work, external);
+    cuda::EmitOptions probe;
+    probe.arch = opts.arch;
+    std::vector<std::string> retyped = retypeQuantisedWeights(work, external, probe);
     if (!retyped.empty() && opts.log)
       opts.log(LogLevel::Verbose,
                "compile: " + std::to_string(retyped.size()) +
-                   " quantised weights are dequantised to f16 for the GPU at load time "
-                   "(native quantised kernels come later): " +
+                   " quantised weights have a reader without a native kernel and are "
+                   "dequantised to f16 at load time: " +
                    join(retyped.begin(), retyped.begin() + std::min<size_t>(retyped.size(), 4),
                         ", ") +
                    (retyped.size() > 4 ? ", ..." : ""));
@@ -154,6 +192,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   // The passes ask the target for kernel facts (token limits, aliasing, scratch, cost).
   cuda::EmitOptions emit;
   emit.arch = opts.arch;
+  if (opts.attentionPrefillMinTokens > 0)
+    emit.attentionPrefillMinTokens = opts.attentionPrefillMinTokens;
   cuda::CudaTarget target(emit);
   passOpts.target = &target;
   FusionOptions fusion;

@@ -52,6 +52,10 @@ struct CompileOptions {
   /// section the CPU reference reads. With `cuda`, quantised ones become f16
   /// weights in the plan's graph, dequantised at load time.
   std::vector<ExternalWeight> weights;
+  /// Attention over at least this many queries takes the flash-attention
+  /// prefill kernel (cuda::EmitOptions::attentionPrefillMinTokens); 0 keeps
+  /// the target's default. Tests set 1 to run it on every chunk length.
+  int64_t attentionPrefillMinTokens = 0;
   /// Tests only: edits each entry's memory plan before lowering proves it
   /// (cuda::LowerOptions::testPlanHook).
   cuda::PlanHook testPlanHook;

@@ -88,9 +88,48 @@ llvm::Expected<std::vector<Launch>> emitFusedRow(const Function &fn, const Node 
 llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &node,
                                              llvm::ArrayRef<Layout> layouts,
                                              const EmitOptions &options);
+/// Weight dtypes the GEMV template decodes (f32, f16, bf16 and the GGUF
+/// block types with a decoder in kernels/gemv.cuh).
+bool gemvDecodesNatively(DType t);
+
+/// Rows of a block-quantised matrix decoded by kernels/dequant.cuh (element
+/// offsets and strides; the kernel turns the matrix's into bytes).
+struct DequantDesc {
+  std::string mnemonic;
+  DType q = DType::Q8_0, out = DType::F16, ids = DType::I32;
+  int64_t K = 0, R = 0, V = 0;           ///< columns, rows written, rows of the matrix
+  int64_t wOff = 0, wLd = 0;             ///< matrix: element offset, row stride
+  int64_t oOff = 0, oLd = 0;             ///< output: element offset, row stride
+  bool gather = false;                   ///< row r reads row ids[idsOff + r·idsS]
+  int64_t idsOff = 0, idsS = 1;
+  Param outParam = Param::result(0), wParam = Param::operand(0), idsParam = Param::operand(1);
+};
+KernelSpec dequantKernel(const DequantDesc &d);
+/// get_rows of a quantised table [V, K] by ids [T] (QuantEmitter.cpp).
+bool quantGetRowsSupported(const Function &fn, const Node &node, std::string *why);
+llvm::Expected<std::vector<Launch>> emitQuantGetRows(const Function &fn, const Node &node,
+                                                     llvm::ArrayRef<Layout> layouts);
 llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node &node,
                                                   llvm::ArrayRef<Layout> layouts,
                                                   const EmitOptions &options);
+/// Why the flash-attention prefill kernel cannot take this attention node
+/// (empty: it can); emitAttention asks when T >= attentionPrefillMinTokens.
+std::string attentionPrefillRefusal(const Function &fn, const Node &node);
+/// Why the grouped expert GEMM (kernels/moe.cuh) cannot take this matmul_id
+/// (streams 1) or fused.gated_matmul_id (streams 2) node (empty: it can).
+std::string groupedExpertRefusal(const Function &fn, const Node &node, unsigned streams);
+/// Tiles the grouped GEMM's grid holds for `pairs` (token, slot) pairs.
+int64_t groupedExpertTiles(int64_t pairs, int64_t experts);
+/// Routing + grouped GEMM launches; `epilogue` is the GEMV's epilogue policy
+/// (`fg::EpiStore` or `fg::EpiGlu<...>`), shared with kernels/gemv.cuh.
+llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const Node &node,
+                                                      llvm::ArrayRef<Layout> layouts,
+                                                      unsigned streams, llvm::StringRef epilogue,
+                                                      const EmitOptions &options);
+/// The flash-attention prefill kernel (kernels/attention_prefill.cuh).
+llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, const Node &node,
+                                                         llvm::ArrayRef<Layout> layouts,
+                                                         const EmitOptions &options);
 
 /// A dense copy of `src` (read through `layout`) converted to `to`, written to
 /// `dst` (used by the cuBLAS path to stage B). Param order: dst, src.

@@ -12,6 +12,7 @@
 #include "codegen/cuda/EmitterCommon.h"
 #include "ir/OpViews.h"
 #include "codegen/cuda/KernelSources.h"
+#include "codegen/cuda/QuantWeights.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -66,10 +67,76 @@ bool uniformRows(const Layout &l, int64_t &rowStride) {
   return rowStride >= l.shape[r - 1];
 }
 
+/// A matmul over more rows than the GEMV takes, with a block-quantised
+/// weight: the weight decoded to f16 in scratch (kernels/dequant.cuh), x
+/// converted to f16 in scratch unless it already is f16 with evenly spaced
+/// rows, then cuBLAS. Scratch: [x f16 | W f16], each 256-byte aligned; the
+/// weight stays quantised in device memory.
+llvm::Expected<std::vector<Launch>> emitCublasQuant(const Function &fn, const Node &node,
+                                                    llvm::ArrayRef<Layout> ls) {
+  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+  const Layout &xl = ls[0], &wl = ls[1];
+  int64_t N = wt.shape[0], K = wt.shape[1], M = xt.numRows();
+  int64_t be = dtypeInfo(wt.dtype).blockElems;
+  if (!gemvDecodesNatively(wt.dtype))
+    return unsupported(node, "weight dtype " + std::string(dtypeName(wt.dtype)) + " for cuBLAS");
+  if (wl.strides[1] != 1 || wl.offset % be != 0 || wl.strides[0] % be != 0 || K % be != 0)
+    return unsupported(node, "a quantised weight whose rows are not whole contiguous blocks");
+  auto align = [](uint64_t b) { return (b + 255) / 256 * 256; };
+  uint64_t xBytes = align(static_cast<uint64_t>(M * K * 2));
+  uint64_t total = xBytes + static_cast<uint64_t>(N * K * 2);
+  std::vector<Launch> out;
+  DequantDesc dq;
+  dq.mnemonic = node.info().mnemonic;
+  dq.q = wt.dtype;
+  dq.out = DType::F16;
+  dq.K = K;
+  dq.R = N;
+  dq.V = N;
+  dq.wOff = wl.offset;
+  dq.wLd = wl.strides[0];
+  dq.oOff = static_cast<int64_t>(xBytes / 2);
+  dq.oLd = K;
+  dq.outParam = Param::scratch();
+  dq.wParam = Param::operand(1);
+  KernelSpec deq = dequantKernel(dq);
+  deq.scratchBytes = total;
+  out.push_back(std::move(deq));
+  CublasGemmSpec g;
+  g.name = "matmul_cublas";
+  g.transA = true;
+  g.transB = false;
+  g.m = N;
+  g.n = M;
+  g.k = K;
+  g.aType = g.bType = DType::F16;
+  g.cType = DType::F32;
+  g.lda = K;
+  g.a = {Param::scratch(), xBytes};
+  g.c = {Param::result(0), 0};
+  g.ldc = N;
+  int64_t rowStride = 0;
+  if (xt.dtype == DType::F16 && uniformRows(xl, rowStride)) {
+    g.b = {Param::operand(0), static_cast<uint64_t>(xl.offset * 2)};
+    g.ldb = rowStride;
+  } else {
+    KernelSpec cvt = emitCopyKernel(xt.dtype, xl, DType::F16, Param::scratch(), Param::operand(0));
+    cvt.scratchBytes = total;
+    g.b = {Param::scratch(), 0};
+    g.ldb = K;
+    out.push_back(std::move(cvt));
+  }
+  g.scratchBytes = total;
+  out.push_back(std::move(g));
+  return out;
+}
+
 llvm::Expected<std::vector<Launch>> emitCublas(const Function &fn, const Node &node,
                                                llvm::ArrayRef<Layout> ls) {
   const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
   const Layout &xl = ls[0], &wl = ls[1];
+  if (isQuantized(wt.dtype))
+    return emitCublasQuant(fn, node, ls);
   if (!isGemmType(wt.dtype))
     return unsupported(node, "weight dtype " + std::string(dtypeName(wt.dtype)) + " for cuBLAS");
   if (wl.strides[1] != 1 || wl.strides[0] < wt.shape[1])
@@ -134,6 +201,11 @@ struct GemvDesc {
   bool res = false;
   DType r = DType::F32;
   int64_t rOff = 0, rSm = 0, rSn = 1;
+  // rms_norm prologue (dense): x · rstd(row) · nw[nwOff + k]
+  bool norm = false;
+  DType nw = DType::F32;
+  int64_t nwOff = 0;
+  double eps = 0;
 };
 
 const char *decoderName(DType t) {
@@ -142,12 +214,42 @@ const char *decoderName(DType t) {
     return "fg::DecF16";
   case DType::BF16:
     return "fg::DecBF16";
+  case DType::Q8_0:
+    return "fg::DecQ8_0";
+  case DType::Q4_0:
+    return "fg::DecQ4_0";
+  case DType::Q4_1:
+    return "fg::DecQ4_1";
+  case DType::Q4_K:
+    return "fg::DecQ4_K";
+  case DType::Q6_K:
+    return "fg::DecQ6_K";
   default:
     return "fg::DecF32";
   }
 }
 
-bool isGemvWeightType(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+} // namespace
+
+bool gemvDecodesNatively(DType t) {
+  switch (t) {
+  case DType::F32:
+  case DType::F16:
+  case DType::BF16:
+  case DType::Q8_0:
+  case DType::Q4_0:
+  case DType::Q4_1:
+  case DType::Q4_K:
+  case DType::Q6_K:
+    return true;
+  default:
+    return false;
+  }
+}
+
+namespace {
+
+bool isGemvWeightType(DType t) { return gemvDecodesNatively(t); }
 
 int32_t floatBits(double v) {
   float f = static_cast<float>(v);
@@ -253,14 +355,25 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   const WeightStream &w0 = d.w[0];
   const WeightStream &w1 = d.w.size() > 1 ? d.w[1] : d.w[0];
   bool two = d.w.size() > 1;
-  int64_t perLoad = 16 / elemBytes(w0.dtype); // weights in one 16-byte load
+  // Quantised weights always run on the tensor cores (dequantised to f16 in
+  // registers, kernels/gemv.cuh "Quantised weights"), for every T.
+  bool quant = isQuantized(w0.dtype) || isQuantized(w1.dtype);
+  int64_t perLoad = quant ? 8 : 16 / elemBytes(w0.dtype); // weights in one 16-byte load
   bool tensorCores = w0.dtype != DType::F32 && w1.dtype != DType::F32 &&
-                     (d.expert ? false
-                               : d.M >= (o.gemvTensorCoreMinRows > 0 ? o.gemvTensorCoreMinRows
-                                                                     : kTensorCoreMinRows));
+                     (quant || (d.expert ? false
+                                         : d.M >= (o.gemvTensorCoreMinRows > 0
+                                                       ? o.gemvTensorCoreMinRows
+                                                       : kTensorCoreMinRows)));
   GemvSplit sp = chooseSplit(tensorCores, d.N, d.K, d.M, d.expert, d.pairs, two ? 2 : 1, perLoad, o);
+  // Two quantised streams hold 2 rows x 2 streams x up to 6 registers of
+  // block bytes per k-step: at most 2 steps per chunk, so 512-thread blocks
+  // keep them in registers (not measured yet: a first rule for the tuning).
+  if (quant && two && o.gemvUnroll == 0)
+    sp.unroll = std::min(sp.unroll, 2);
   // 16-byte weight loads: unit stride along K and every row start aligned.
   auto vecOk = [&](const WeightStream &w) {
+    if (isQuantized(w.dtype)) // block decoders do their own loads
+      return true;
     int64_t v = 16 / elemBytes(w.dtype);
     return w.ks == 1 && d.K % v == 0 && w.off % v == 0 && w.ld % v == 0 && w.es % v == 0;
   };
@@ -283,7 +396,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   c += "  using Ids = " + ctype(d.expert ? d.ids : DType::I32) + ";\n";
   c += "  using B0 = " + ctype(d.b0) + ";\n  using B1 = " + ctype(d.b1) + ";\n";
   c += "  using R = " + ctype(d.r) + ";\n";
-  c += "  using Pro = fg::ProNone;\n  using Epi = " + d.epilogue + ";\n";
+  c += "  using NW = " + ctype(d.nw) + ";\n";
+  c += "  using Epi = " + d.epilogue + ";\n";
   c += llvm::formatv("  static constexpr int M = {0}, kWarps = {1}, kUnroll = {2}, kRows = {3};\n",
                      d.M, sp.warps, sp.unroll, sp.rows)
            .str();
@@ -293,6 +407,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
        ", kPairs = " + lit(d.pairs) + ", kk = " + lit(d.kk) + ";\n";
   c += std::string("  static constexpr bool kExpert = ") + (d.expert ? "true" : "false") +
        ", kBias = " + (d.bias ? "true" : "false") + ", kRes = " + (d.res ? "true" : "false") +
+       ", kNorm = " + (d.norm ? "true" : "false") +
        ", kWVec = " + (wVec ? "true" : "false") +
        ", kXVec = " + (xVec ? "true" : "false") + ";\n";
   c += "  static constexpr long long w0_off = " + lit(w0.off) + ", w0_ld = " + lit(w0.ld) +
@@ -303,7 +418,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
        ", b0_se = " + lit(d.b0Se) + ", b1_off = " + lit(d.b1Off) + ", b1_sn = " + lit(d.b1Sn) +
        ", b1_se = " + lit(d.b1Se) + ";\n";
   c += "  static constexpr long long res_off = " + lit(d.rOff) + ", res_sm = " + lit(d.rSm) +
-       ", res_sn = " + lit(d.rSn) + ";\n";
+       ", res_sn = " + lit(d.rSn) + ", nw_off = " + lit(d.nwOff) + ";\n";
+  c += "  static constexpr int kNormEpsBits = " + std::to_string(floatBits(d.eps)) + ";\n";
   c += "  static constexpr long long x_ks = " + lit(d.xKs) + ", x_off = " + lit(d.xOff) +
        ", x_st = " + lit(d.xSt) + ", x_sj = " + lit(d.xSj) + ";\n";
   c += "  static constexpr long long ids_off = " + lit(d.idsOff) + ", ids_st = " + lit(d.idsSt) +
@@ -334,6 +450,12 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   } else {
     args += ", nullptr";
   }
+  if (d.norm) {
+    params += ", const Cfg::NW* nw";
+    args += ", nw";
+  } else {
+    args += ", nullptr";
+  }
   c += kernelEntry(32 * sp.warps, params, "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{" + args + "});");
 
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() + c);
@@ -341,8 +463,10 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   k.grid[1] = static_cast<unsigned>(std::clamp<int64_t>(d.pairs, 1, 65535));
   k.grid[2] = static_cast<unsigned>(d.expert ? 1 : (d.M + 7) / 8); // groups of 8 rows of x
   k.block[0] = 32 * sp.warps;
-  k.params = {Param::result(0), Param::operand(0), Param::operand(1)};
-  unsigned next = 2;
+  // Operands: x, [nw], weights, [ids], [biases], [addend]; parameters: y,
+  // x, weights, [ids], [biases], [addend], [nw].
+  unsigned next = d.norm ? 2 : 1;
+  k.params = {Param::result(0), Param::operand(0), Param::operand(next++)};
   if (two)
     k.params.push_back(Param::operand(next++));
   if (d.expert)
@@ -353,16 +477,36 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   }
   if (d.res)
     k.params.push_back(Param::operand(next++));
+  if (d.norm)
+    k.params.push_back(Param::operand(1));
   return k;
 }
 
-/// Checks the weight dtypes a GEMV can decode.
-llvm::Error checkWeights(const Node &node, const GemvDesc &d) {
+/// Checks the weight dtypes a GEMV can decode, and turns the element offsets
+/// and strides of block-quantised streams into bytes (the decoders walk the
+/// GGUF blocks of a row as stored).
+llvm::Error checkWeights(const Node &node, GemvDesc &d) {
   for (const WeightStream &w : d.w)
     if (!isGemvWeightType(w.dtype))
       return unsupported(node, "weight dtype " + std::string(dtypeName(w.dtype)) + " in the GEMV");
   if (d.w.size() == 2 && (d.w[0].dtype == DType::F32) != (d.w[1].dtype == DType::F32))
     return unsupported(node, "an f32 and a 16-bit weight in one gated GEMV");
+  for (WeightStream &w : d.w) {
+    if (!isQuantized(w.dtype))
+      continue;
+    const DTypeInfo &qi = dtypeInfo(w.dtype);
+    int64_t be = qi.blockElems, bb = qi.blockBytes;
+    if (w.ks != 1 || d.K % be != 0 || w.off % be != 0 || w.ld % be != 0 || w.es % be != 0)
+      return unsupported(node, "a " + std::string(dtypeName(w.dtype)) +
+                                   " weight whose rows are not whole contiguous blocks");
+    w.off = w.off / be * bb, w.ld = w.ld / be * bb, w.es = w.es / be * bb;
+    // q4_1 and q4_K blocks are read with 4- and 8-byte loads.
+    int64_t align = w.dtype == DType::Q4_K ? 8 : w.dtype == DType::Q4_1 ? 4 : 2;
+    if (w.off % align != 0 || w.ld % align != 0 || w.es % align != 0)
+      return unsupported(node, "a " + std::string(dtypeName(w.dtype)) +
+                                   " weight whose rows are not " + std::to_string(align) +
+                                   "-byte aligned");
+  }
   return llvm::Error::success();
 }
 
@@ -371,10 +515,23 @@ llvm::Error checkWeights(const Node &node, const GemvDesc &d) {
 llvm::Expected<std::vector<Launch>> emitDense(const Function &fn, const Node &node,
                                               llvm::ArrayRef<Layout> ls, unsigned streams,
                                               const EmitOptions &o) {
-  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+  // Operands: x, [norm weight], weights, [biases | addend].
+  const bool norm =
+      node.kind == OpKind::FusedRmsNormMatmul || node.kind == OpKind::FusedRmsNormGatedMatmul;
+  const unsigned w0At = norm ? 2 : 1;
+  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[w0At]);
   GemvDesc d;
   d.mnemonic = node.info().mnemonic;
   d.x = xt.dtype;
+  if (norm) {
+    d.norm = true;
+    d.nw = fn.type(node.operands[1]).dtype;
+    d.nwOff = ls[1].offset;
+    d.eps = node.kind == OpKind::FusedRmsNormMatmul ? op::FusedRmsNormMatmul(node).eps()
+                                                    : op::FusedRmsNormGatedMatmul(node).eps();
+    if (ls[1].strides.back() != 1 && ls[1].shape.back() != 1)
+      return unsupported(node, "a norm weight that is not unit-stride");
+  }
   d.N = wt.shape[0];
   d.K = wt.shape[1];
   d.xRows = rowOffsets(ls[0]);
@@ -385,10 +542,13 @@ llvm::Expected<std::vector<Launch>> emitDense(const Function &fn, const Node &no
                                            o.maxGemvTokens)
                                  .str());
   for (unsigned s = 0; s < streams; ++s) {
-    const Layout &wl = ls[1 + s];
-    d.w.push_back({fn.type(node.operands[1 + s]).dtype, wl.offset, wl.strides[0], wl.strides[1], 0});
+    const Layout &wl = ls[w0At + s];
+    d.w.push_back(
+        {fn.type(node.operands[w0At + s]).dtype, wl.offset, wl.strides[0], wl.strides[1], 0});
   }
-  if (streams == 2) {
+  if (streams == 2 && norm) {
+    d.epilogue = gluEpilogue(op::FusedRmsNormGatedMatmul(node));
+  } else if (streams == 2) {
     d.epilogue = gluEpilogue(op::FusedGatedMatmul(node));
     if (node.operands.size() > 3) {
       d.bias = true;
@@ -470,17 +630,51 @@ llvm::Expected<std::vector<Launch>> emitExpert(const Function &fn, const Node &n
 
 llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &node,
                                              llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
+  // Only the weight streams may be block-quantised (operands 1, and 2 of the
+  // gated forms; 2, and 3, after the norm weight of the norm-prologue forms);
+  // x, the norm weight, ids, biases, addends and the result may not.
+  unsigned streams = node.kind == OpKind::FusedGatedMatmul ||
+                             node.kind == OpKind::FusedGatedMatmulId ||
+                             node.kind == OpKind::FusedRmsNormGatedMatmul
+                         ? 2
+                         : 1;
+  unsigned first = node.kind == OpKind::FusedRmsNormMatmul ||
+                           node.kind == OpKind::FusedRmsNormGatedMatmul
+                       ? 2
+                       : 1;
+  for (size_t i = 0; i < node.operands.size(); ++i)
+    if ((i < first || i >= first + streams) && isQuantized(fn.type(node.operands[i]).dtype))
+      return unsupported(node, llvm::formatv("block-quantised operand {0} ({1})", i,
+                                             fn.type(node.operands[i]).str())
+                                   .str());
+  for (ValueId r : node.results)
+    if (isQuantized(fn.type(r).dtype))
+      return unsupported(node, "a block-quantised result " + fn.type(r).str());
+  // Prefill chunks of expert-indexed matmuls: one grouped GEMM (MoeEmitter.cpp).
+  auto grouped = [&](unsigned n) {
+    return fn.type(node.operands[0]).shape[0] >= o.groupedExpertMinTokens &&
+           groupedExpertRefusal(fn, node, n).empty();
+  };
   switch (node.kind) {
   case OpKind::FusedGatedMatmul:
+  case OpKind::FusedRmsNormGatedMatmul:
     return emitDense(fn, node, ls, 2, o);
   case OpKind::FusedGatedMatmulId:
+    if (grouped(2))
+      return emitGroupedExpert(fn, node, ls, 2, gluEpilogue(op::FusedGatedMatmulId(node)), o);
     return emitExpert(fn, node, ls, 2, o);
   case OpKind::MatMulId:
+    if (grouped(1))
+      return emitGroupedExpert(fn, node, ls, 1, "fg::EpiStore", o);
     return emitExpert(fn, node, ls, 1, o);
-  case OpKind::FusedMatmulAdd: {
+  case OpKind::FusedMatmulAdd:
+  case OpKind::FusedRmsNormMatmul: {
     // The GEMV only where the plain matmul would take it (cuBLAS, which has
-    // no such epilogue here, is faster above): the fusion is refused there.
-    const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+    // no such epilogue or prologue here, is faster above): the fusion is
+    // refused there.
+    const TensorType &xt = fn.type(node.operands[0]);
+    const TensorType &wt =
+        fn.type(node.operands[node.kind == OpKind::FusedRmsNormMatmul ? 2 : 1]);
     int64_t rows = xt.numRows();
     if (rows > o.maxGemvTokens)
       return unsupported(node, llvm::formatv("{0} rows of x (the GEMV takes at most {1})", rows,
@@ -506,3 +700,45 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
 }
 
 } // namespace fg::cuda::detail
+
+namespace fg::cuda {
+
+bool readsQuantizedNatively(const Function &fn, const Node &node, unsigned operand,
+                            const EmitOptions &o, std::string *why) {
+  auto no = [&](std::string w) {
+    if (why)
+      *why = std::move(w);
+    return false;
+  };
+  bool gemv = node.kind == OpKind::MatMul || node.kind == OpKind::MatMulId ||
+              node.kind == OpKind::FusedGatedMatmul || node.kind == OpKind::FusedGatedMatmulId ||
+              node.kind == OpKind::FusedMatmulAdd || node.kind == OpKind::FusedRmsNormMatmul ||
+              node.kind == OpKind::FusedRmsNormGatedMatmul;
+  if (node.kind == OpKind::GetRows && operand == 0)
+    return detail::quantGetRowsSupported(fn, node, why);
+  if (!gemv)
+    return no("'" + std::string(node.info().mnemonic) + "' reads no quantised operand");
+  unsigned streams = node.kind == OpKind::FusedGatedMatmul ||
+                             node.kind == OpKind::FusedGatedMatmulId ||
+                             node.kind == OpKind::FusedRmsNormGatedMatmul
+                         ? 2
+                         : 1;
+  // The norm-prologue forms take the norm weight before the weight streams.
+  unsigned first = node.kind == OpKind::FusedRmsNormMatmul ||
+                           node.kind == OpKind::FusedRmsNormGatedMatmul
+                       ? 2
+                       : 1;
+  if (operand < first || operand >= first + streams)
+    return no("operand " + std::to_string(operand) + " of '" + std::string(node.info().mnemonic) +
+              "' is not a weight");
+  DType t = fn.type(node.operands[operand]).dtype;
+  if (!detail::gemvDecodesNatively(t))
+    return no("no GEMV decoder for " + std::string(dtypeName(t)));
+  // A plain matmul over more rows decodes the weight to f16 in scratch for
+  // cuBLAS (emitCublasQuant); the fused forms refuse those rows, so their
+  // fusion is declined and the plain matmul remains.
+  (void)o;
+  return true;
+}
+
+} // namespace fg::cuda

@@ -100,12 +100,17 @@ llvm::Expected<std::vector<Launch>> emitKernel(const Function &fn, const Node &n
   }
   if (node.info().has(kViewLike))
     return std::vector<Launch>{};
-  if (llvm::Error e = detail::rejectQuantized(fn, node))
-    return e;
+  // The GEMV family reads block-quantised weights itself (and checks that
+  // nothing else is quantised); every other family takes none.
   if (node.kind == OpKind::MatMul || node.kind == OpKind::MatMulId ||
       node.kind == OpKind::FusedGatedMatmul || node.kind == OpKind::FusedGatedMatmulId ||
-      node.kind == OpKind::FusedMatmulAdd)
+      node.kind == OpKind::FusedMatmulAdd || node.kind == OpKind::FusedRmsNormMatmul ||
+      node.kind == OpKind::FusedRmsNormGatedMatmul)
     return detail::emitGemv(fn, node, layouts, options);
+  if (node.kind == OpKind::GetRows && isQuantized(fn.type(node.operands[0]).dtype))
+    return detail::emitQuantGetRows(fn, node, layouts);
+  if (llvm::Error e = detail::rejectQuantized(fn, node))
+    return e;
   if (node.kind == OpKind::Attention)
     return detail::emitAttention(fn, node, layouts, options);
   if (detail::isFusedRowFamily(node.kind))

@@ -71,6 +71,14 @@ struct EmitOptions {
   /// matmul with at most this many rows of x uses the generated GEMV; above,
   /// cuBLAS.
   int64_t maxGemvTokens = 8;
+  /// attention over at least this many queries (a prefill chunk) uses the
+  /// flash-attention prefill kernel where it applies (16-bit caches, head
+  /// dims multiples of 16 up to 128); fewer, the flash-decoding kernel.
+  int64_t attentionPrefillMinTokens = 9;
+  /// matmul_id / fused.gated_matmul_id over at least this many tokens sort
+  /// their (token, slot) pairs by expert on the device and run one grouped
+  /// GEMM (16-bit weights); fewer, the expert-indexed GEMV.
+  int64_t groupedExpertMinTokens = 9;
   /// Streaming multiprocessors of the target (H200: 132); sizes split grids.
   unsigned smCount = 132;
   /// GEMV variant overrides for tuning (fg_bench_kernels --gemv-*); 0 keeps

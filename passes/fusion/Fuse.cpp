@@ -150,6 +150,8 @@ struct Candidate {
   Match match;
 };
 
+llvm::StringRef patternOf(OpKind k);
+
 class Driver {
 public:
   Driver(Function &fn, const FusionOptions &opts, FusionReport &report, const LogSink &log,
@@ -216,7 +218,7 @@ private:
           if (d)
             d = p.check(fn_, m);
           if (d && opts_.target)
-            d = targetAccepts(p, m);
+            d = targetAccepts(p, m, uses);
           if (!d) {
             debug(p, round, m, "refused: " + d.reason());
             refused.push_back({fn_.name().str(), p.name().str(), rootLabel(m), d.reason()});
@@ -257,7 +259,8 @@ private:
   /// Whether the target has a kernel for the fused op `m` would become, and
   /// its cost estimate (the op table's bytes and flops plus launch costs)
   /// says the fused node is no slower than the nodes it absorbs.
-  Decision targetAccepts(const FusionPattern &p, const Match &m) const {
+  Decision targetAccepts(const FusionPattern &p, const Match &m,
+                         llvm::ArrayRef<unsigned> uses) const {
     FusedOp op = p.rewrite(fn_, m);
     NodeDesc desc{op.kind, {}, op.attrs, {}};
     for (ValueId v : op.operands)
@@ -269,6 +272,10 @@ private:
     double fused = opts_.target->cost(desc).seconds, unfused = 0;
     for (NodeId n : m.nodes)
       unfused += opts_.target->cost(NodeDesc::of(fn_, fn_.node(n))).seconds;
+    for (NodeId n : m.recomputed) {
+      unsigned consumers = std::max(1u, uses[fn_.node(n).result()]);
+      unfused += opts_.target->cost(NodeDesc::of(fn_, fn_.node(n))).seconds / consumers;
+    }
     if (fused > unfused)
       return Decision::no(llvm::formatv("the {0} target estimates the fused op at {1:f2} us, "
                                         "the ops it replaces at {2:f2} us",
@@ -335,6 +342,24 @@ private:
     }
     if (applied) {
       replaceUses(fn_, repl);
+      // A recomputed node whose last consumer was rewritten is dead too.
+      std::vector<unsigned> uses(fn_.numValues(), 0);
+      for (NodeId i = 0; i < fn_.numNodes(); ++i)
+        if (!dead[i])
+          for (ValueId o : fn_.node(i).operands)
+            ++uses[o];
+      for (const Candidate &c : legal)
+        for (NodeId n : c.match.recomputed)
+          if (!dead[n] && llvm::all_of(fn_.node(n).results, [&](ValueId r) {
+                return uses[r] == 0 && !llvm::is_contained(fn_.results(), r);
+              })) {
+            dead[n] = true;
+            // An earlier fusion's node that is gone: its record goes too.
+            const Node &gone = fn_.node(n);
+            if (gone.info().has(kFused))
+              report_.addApplied(fn_.name(), patternOf(gone.kind), -1,
+                                 label(fn_, gone.results.back()));
+          }
       rebuild(fn_, dead, key, rename);
     }
     return applied;

@@ -78,6 +78,11 @@ struct Match {
   llvm::SmallVector<NodeId, 8> nodes;      ///< every node the fusion absorbs
   llvm::SmallVector<ValueId, 2> outputs;   ///< replaced by the fused op's results, in order
   llvm::SmallVector<ValueId, 2> singleUse; ///< values that must have exactly one use
+  /// Nodes whose work the fused op repeats without absorbing them (a norm
+  /// prologue): they stay while other consumers need them and die with their
+  /// last consumer; the cost comparison credits the fusion with a share of
+  /// each (its cost over its consumers).
+  llvm::SmallVector<NodeId, 1> recomputed;
   unsigned benefit = 0;                    ///< default: nodes.size()
   std::string variant;                     ///< which variant matched (for logs)
 
@@ -311,6 +316,7 @@ std::unique_ptr<FusionPattern> createTopkMoePattern();
 std::unique_ptr<FusionPattern> createGatedMatmulPattern();
 std::unique_ptr<FusionPattern> createGatedMatmulIdPattern();
 std::unique_ptr<FusionPattern> createMatmulAddPattern();
+std::unique_ptr<FusionPattern> createRmsNormMatmulPattern();
 std::unique_ptr<FusionPattern> createMoeWeightedSumPattern();
 std::unique_ptr<FusionPattern> createAddChainPattern();
 std::unique_ptr<FusionPattern> createMulChainPattern();

@@ -57,6 +57,10 @@ public:
     return Error::success();
   }
 
+  Expected<const void *> deviceResult(const Function &fn, StringRef name) override {
+    return runner_->outputAddress(fn.name(), name);
+  }
+
   Error resetState() override { return runner_->resetState(); }
 
   bool checksInputsOnDevice() const override { return true; }

@@ -24,10 +24,12 @@ namespace {
 
 struct EntryState {
   const CompiledEntry *entry = nullptr;
-  std::vector<void *> kernels;             ///< per launch (null for gemm)
-  std::vector<std::vector<uint8_t>> staged; ///< per input, host bytes
+  std::vector<void *> kernels; ///< per launch (null for gemm)
   std::vector<bool> hasInput;
-  void *pinned = nullptr;                   ///< pinned staging for all inputs
+  /// Pinned host staging for all inputs: setInput writes here; a graph run
+  /// copies from here inside the graph (memcpy nodes), an eager run on the
+  /// stream.
+  void *pinned = nullptr;
   std::vector<size_t> pinnedOffset;
   cudaGraphExec_t exec = nullptr;
   cudaGraph_t graph = nullptr;
@@ -191,13 +193,37 @@ struct CudaRunner::Impl {
         this->programmatic && std::none_of(launches.begin(), launches.end(), [](const auto &l) {
           return l.kind == LaunchRecord::Kind::Gemm;
         });
+    // The step is one cudaGraphLaunch: the inputs' copies from the pinned
+    // staging and the start event come first, the stop event and the copy
+    // of the input check's status words last, all inside the graph.
+    const CompiledEntry &ce = *es.entry;
+    std::vector<cudaGraphNode_t> copies(ce.inputs.size());
+    for (size_t i = 0; i < ce.inputs.size(); ++i)
+      if (auto e = cudaCheck(cudaGraphAddMemcpyNode1D(
+                                 &copies[i], es.graph, nullptr, 0, address(ce.inputs[i].where),
+                                 static_cast<char *>(es.pinned) + es.pinnedOffset[i],
+                                 static_cast<size_t>(ce.inputs[i].type.bytes()),
+                                 cudaMemcpyHostToDevice),
+                             "graph copy of input " + ce.inputs[i].name))
+        return e;
+    cudaGraphNode_t startNode = nullptr, stopNode = nullptr;
+    if (auto e = cudaCheck(cudaGraphAddEventRecordNode(&startNode, es.graph, copies.data(),
+                                                       copies.size(), start),
+                           "graph start event"))
+      return e;
     std::vector<cudaGraphNode_t> nodes(launches.size());
+    std::vector<bool> hasSuccessor(launches.size(), false);
     std::vector<cudaGraphNode_t> from, to;
     std::vector<cudaGraphEdgeData> edges;
     for (size_t i = 0; i < launches.size(); ++i) {
       const LaunchRecord &l = launches[i];
       bool isKernel = l.kind != LaunchRecord::Kind::Gemm;
+      if (l.deps.empty()) { // a root: after the copies (a full edge)
+        from.push_back(startNode);
+        edges.push_back(cudaGraphEdgeData{});
+      }
       for (uint32_t d : l.deps) {
+        hasSuccessor[d] = true;
         cudaGraphEdgeData ed{};
         if (programmatic && isKernel && launches[d].kind != LaunchRecord::Kind::Gemm) {
           ed.from_port = cudaGraphKernelNodePortProgrammatic;
@@ -239,13 +265,32 @@ struct CudaRunner::Impl {
                                "graph node for " + l.what))
           return e;
       }
-      std::fill(to.end() - l.deps.size(), to.end(), *self);
+      size_t added = std::max<size_t>(l.deps.size(), 1);
+      std::fill(to.end() - added, to.end(), *self);
     }
     if (!from.empty())
       if (auto e = cudaCheck(cudaGraphAddDependencies(es.graph, from.data(), to.data(),
                                                       edges.data(), from.size()),
                              "graph edges"))
         return e;
+    std::vector<cudaGraphNode_t> sinks;
+    for (size_t i = 0; i < launches.size(); ++i)
+      if (!hasSuccessor[i])
+        sinks.push_back(nodes[i]);
+    if (sinks.empty())
+      sinks.push_back(startNode);
+    if (auto e = cudaCheck(cudaGraphAddEventRecordNode(&stopNode, es.graph, sinks.data(),
+                                                       sinks.size(), stop),
+                           "graph stop event"))
+      return e;
+    if (checksInputs(es)) {
+      cudaGraphNode_t statusCopy = nullptr;
+      if (auto e = cudaCheck(cudaGraphAddMemcpyNode1D(&statusCopy, es.graph, &stopNode, 1,
+                                                      statusHost, status, kStatusBytes,
+                                                      cudaMemcpyDeviceToHost),
+                             "graph copy of the input check's status"))
+        return e;
+    }
     return cudaCheck(cudaGraphInstantiate(&es.exec, es.graph, 0), "cudaGraphInstantiate");
   }
 
@@ -254,19 +299,25 @@ struct CudaRunner::Impl {
   /// before it, to its end), ms. Kernel records map to launches by symbol,
   /// in start order; records of other kernels (cuBLAS's) go to the earliest
   /// cuBLAS call not yet passed.
-  llvm::Error copyInputs(EntryState &es) {
+  static llvm::Error checkInputsSet(const EntryState &es) {
     const CompiledEntry &ce = *es.entry;
-    for (size_t i = 0; i < ce.inputs.size(); ++i) {
+    for (size_t i = 0; i < ce.inputs.size(); ++i)
       if (!es.hasInput[i])
         return makeError("input '" + ce.inputs[i].name + "' of entry '" + ce.name +
                          "' was not set");
-      char *host = static_cast<char *>(es.pinned) + es.pinnedOffset[i];
-      std::memcpy(host, es.staged[i].data(), es.staged[i].size());
-      if (auto e = cudaCheck(cudaMemcpyAsync(address(ce.inputs[i].where), host,
-                                             es.staged[i].size(), cudaMemcpyHostToDevice, stream),
+    return llvm::Error::success();
+  }
+
+  /// Eager runs: the inputs' copies from the pinned staging, on the stream.
+  llvm::Error copyInputs(EntryState &es) {
+    const CompiledEntry &ce = *es.entry;
+    for (size_t i = 0; i < ce.inputs.size(); ++i)
+      if (auto e = cudaCheck(cudaMemcpyAsync(address(ce.inputs[i].where),
+                                             static_cast<char *>(es.pinned) + es.pinnedOffset[i],
+                                             static_cast<size_t>(ce.inputs[i].type.bytes()),
+                                             cudaMemcpyHostToDevice, stream),
                              "copy of input " + ce.inputs[i].name))
         return e;
-    }
     return llvm::Error::success();
   }
 
@@ -459,7 +510,6 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
       es.pinnedOffset.push_back(total);
       total += (static_cast<size_t>(in.type.bytes()) + 255) / 256 * 256;
     }
-    es.staged.resize(ce.inputs.size());
     es.hasInput.assign(ce.inputs.size(), false);
     if (total)
       if (auto e = cudaCheck(cudaMallocHost(&es.pinned, total), "pinned input staging"))
@@ -484,8 +534,7 @@ llvm::Error CudaRunner::setInput(llvm::StringRef entry, llvm::StringRef name, co
     if (bytes != want)
       return makeError("input '" + name + "' of entry '" + entry + "' takes " + llvm::Twine(want) +
                        " bytes (" + ce.inputs[i].type.str() + "), got " + llvm::Twine(bytes));
-    auto *p = static_cast<const uint8_t *>(data);
-    (*es)->staged[i].assign(p, p + bytes);
+    std::memcpy(static_cast<char *>((*es)->pinned) + (*es)->pinnedOffset[i], data, bytes);
     (*es)->hasInput[i] = true;
     return llvm::Error::success();
   }
@@ -521,15 +570,19 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
       return e;
     m.launchEvents.push_back(ev);
   }
+  if (auto e = m.checkInputsSet(es))
+    return e;
   auto hostStart = std::chrono::steady_clock::now();
-  if (auto e = m.copyInputs(es))
-    return e;
-  if (auto e = cudaCheck(cudaEventRecord(m.start, m.stream), "event"))
-    return e;
   if (useGraph) {
+    // One call: the graph copies the inputs, records the events and copies
+    // the status words back itself (buildGraph).
     if (auto e = cudaCheck(cudaGraphLaunch(es.exec, m.stream), "graph launch of " + entry))
       return e;
   } else {
+    if (auto e = m.copyInputs(es))
+      return e;
+    if (auto e = cudaCheck(cudaEventRecord(m.start, m.stream), "event"))
+      return e;
     if (profile)
       if (auto e = cudaCheck(cudaEventRecord(m.launchEvents[0], m.stream), "event"))
         return e;
@@ -541,10 +594,12 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
           return e;
     }
   }
-  if (auto e = cudaCheck(cudaEventRecord(m.stop, m.stream), "event"))
-    return e;
-  if (auto e = m.fetchStatus(es))
-    return e;
+  if (!useGraph) {
+    if (auto e = cudaCheck(cudaEventRecord(m.stop, m.stream), "event"))
+      return e;
+    if (auto e = m.fetchStatus(es))
+      return e;
+  }
   lastHostLaunchMs_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - hostStart).count();
   if (auto e = cudaCheck(cudaStreamSynchronize(m.stream),
@@ -607,6 +662,17 @@ llvm::Error CudaRunner::readOutput(llvm::StringRef entry, llvm::StringRef name,
                                 cudaMemcpyDeviceToHost),
                      "reading output " + name);
   }
+  return makeError("entry '" + entry + "' has no output '" + name + "'");
+}
+
+llvm::Expected<const void *> CudaRunner::outputAddress(llvm::StringRef entry,
+                                                       llvm::StringRef name) {
+  auto es = impl_->lookup(entry);
+  if (!es)
+    return es.takeError();
+  for (const IoBinding &o : (*es)->entry->outputs)
+    if (o.name == name)
+      return static_cast<const void *>(impl_->address(o.where));
   return makeError("entry '" + entry + "' has no output '" + name + "'");
 }
 

@@ -49,6 +49,9 @@ public:
   /// Copies an output to the host.
   llvm::Error readOutput(llvm::StringRef entry, llvm::StringRef name, std::vector<uint8_t> &out);
   llvm::Error resetState();
+  /// The device address of an output of `entry` (no copy; the next run
+  /// overwrites it).
+  llvm::Expected<const void *> outputAddress(llvm::StringRef entry, llvm::StringRef name);
 
   /// Graph runs join consecutive kernels with programmatic edges
   /// (programmatic dependent launch; default on). Changing it rebuilds the

@@ -316,6 +316,34 @@ void registerGemvCases() {
           return tolFor(w);
         });
       }
+  // rms_norm prologue: one norm feeding q, k and v (three GEMVs recompute it)
+  // and one feeding gate|up + GLU; K = 300 (scalar x loads) and 320
+  // (vectorised), N odd, T = 1, 3, 8, every weight dtype.
+  for (DType w : wts)
+    for (int64_t T : {int64_t(1), int64_t(3), int64_t(8)})
+      for (int64_t K : {int64_t(300), int64_t(320)}) {
+        std::string sfx = dt(w) + "_t" + std::to_string(T) + "_k" + std::to_string(K);
+        add("rms_norm_matmul_" + sfx, OpKind::FusedRmsNormMatmul, [=](Builder &b, Inputs &) {
+          auto h = b.weight("h", {DType::F32, {T, K}}, randn(3.0));
+          auto g = b.weight("attn_norm", {DType::F32, {K}}, randn(1.0, 1.0));
+          auto n = b.mul(b.rmsNorm(h, 1e-5), g);
+          b.result(b.matmul(n, b.weight("wq", {w, {131, K}}, randn(0.1)), "q"));
+          b.result(b.matmul(n, b.weight("wk", {w, {33, K}}, randn(0.1)), "k"));
+          b.result(b.matmul(n, b.weight("wv", {w, {33, K}}, randn(0.1)), "v"));
+          return tolFor(w);
+        });
+        add("rms_norm_gated_matmul_" + sfx, OpKind::FusedRmsNormGatedMatmul,
+            [=](Builder &b, Inputs &) {
+              auto h = b.weight("h", {DType::F32, {T, K}}, randn(3.0));
+              auto g = b.weight("ffn_norm", {DType::F32, {K}}, randn(1.0, 1.0));
+              auto n = b.mul(g, b.rmsNorm(h, 1e-6));
+              auto wg = b.weight("ffn_gate", {w, {201, K}}, randn(0.1));
+              auto wu = b.weight("ffn_up", {w, {201, K}}, randn(0.1));
+              b.result(b.glu(b.matmul(n, wg), b.matmul(n, wu), GluKind::SwiGLU, 1.702, 7.0,
+                             "ffn_act"));
+              return tolFor(w);
+            });
+      }
   // The whole expert block of a decoder through the canonical blocks (swiglu).
   add("gated_matmul_id_block_t4", OpKind::FusedGatedMatmulId, [](Builder &b, Inputs &in) {
     auto x = b.weight("x", {DType::F32, {4, 64}}, randn());

@@ -50,11 +50,12 @@ using Inputs = std::map<std::string, std::vector<int32_t>>;
 
 /// Runs entry `entry` of `g` on the GPU (graph mode unless `eager`) and on the
 /// CPU reference with the same inputs, and checks every result within `tol`.
+/// `base` carries compile options a test sets (ctx and pipeline are set here).
 /// Integer results must match exactly.
 inline void expectMatchesReference(const Graph &g, const Inputs &inputs, double tol,
                                    llvm::StringRef entry = "main", bool eager = false,
-                                   int64_t ctx = 0) {
-  CompileOptions co;
+                                   int64_t ctx = 0, const CompileOptions &base = {}) {
+  CompileOptions co = base;
   co.ctx = ctx;
   co.pipeline = "canonicalize,cse,dce";
   auto plan = compile(g, co);

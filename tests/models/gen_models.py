@@ -446,7 +446,7 @@ def main():
         write_hf(os.path.join(out, fam + "-hf"), c, w, shards=2 if fam == "qwen3moe" else 1)
         write_gguf(os.path.join(out, fam + ".gguf"), c, w)
         forward(c, w, PROMPT).astype(np.float32).tofile(os.path.join(out, fam + ".logits.bin"))
-    # qwen3 with q8_0 layer matrices: dequantised by a convert(f16) recipe step for the GPU.
+    # qwen3 with q8_0 layer matrices: read as stored by the GPU kernels (no convert step).
     write_gguf(os.path.join(out, "qwen3-q8_0.gguf"), FAMILIES["qwen3"], hf_weights("qwen3", FAMILIES["qwen3"]),
                quant=QT.Q8_0)
     for fam, c in BIG.items():

@@ -9,11 +9,18 @@
 // policies; it never writes kernel code. The policy axes:
 //
 //   Cfg::Dec0/Dec1  weight decoder of each stream: DecF16, DecBF16 run on the
-//                   tensor cores, DecF32 on the CUDA cores (quantised types
-//                   are decoders to come: they hand 8 weights as 4 packed
-//                   half2 registers to the same main loop)
+//                   tensor cores, DecF32 on the CUDA cores; the GGUF block
+//                   types DecQ8_0, DecQ4_0, DecQ4_1, DecQ4_K, DecQ6_K hand 8
+//                   weights as 4 packed half2 registers to the tensor-core
+//                   main loop (below, "Quantised weights")
 //   Cfg::M          tokens (rows of x); groups of 8 go to blockIdx.z
-//   Cfg::Pro        prologue applied to x: ProNone (rms_norm: to come)
+//   Cfg::kNorm      prologue: x is rms-normalised and multiplied by the norm
+//                   weight nw as it is loaded (fused.rms_norm_matmul,
+//                   fused.rms_norm_gated_matmul; dense only). The block first
+//                   sums the squares of its x rows (all threads over K, a
+//                   fixed order: replays stay bit-exact), then every x value
+//                   it loads is multiplied by rstd(row) · nw[k]. Scaling x,
+//                   not the sums, keeps the mma's f16 split within range.
 //   Cfg::Epi        epilogue: EpiStore, EpiGlu<kind> (two streams); bias
 //                   (Cfg::kBias) is added before it, an addend (Cfg::kRes,
 //                   dense: fused.matmul_add's residual or bias) after it
@@ -41,6 +48,36 @@
 // CUDA-core path (f32 weights): the same mapping, 4 + 4 floats per row per
 // step, FMAs into per-token sums, reduced over the 4 lanes of a row.
 //
+// Quantised weights (GGUF blocks read as stored: no repacking, no
+// dequantised copy in memory; % of roofline counts the GGUF bytes). We chose
+// scheme (a) of issue 14, dequantising in registers to f16 and feeding the
+// same tensor-core loop, over (b), quantising x to int8 and using dp4a:
+//  - the k-step of the mma path is 32 weights, exactly one block of the
+//    32-element types and one sub-block of the K-quants, so a thread's 8
+//    weights (k = 8t .. 8t + 7 of a row) always share one scale (and min);
+//  - integer values become f16 without any I2F: a byte b placed under the
+//    exponent byte 0x64 (one byte permute, two weights per register) is the
+//    half 1024 + b, so one sub.f16x2 gives b - zero exactly and one
+//    fma.rn.f16x2 / mul.f16x2 applies the scale (and min); per 8 weights of
+//    a row (q4_0): 2 shift, 2 and, 4 prmt, 4 hsub2, 4 hmul2 and 5 narrow
+//    loads, ~2.6 instructions per weight, plus x's hi/lo split (~20 per
+//    k-step per thread, i.e. ~1.3 per weight at 16 weights per thread):
+//    ~4 per weight at T = 1 against issue 14's budget of 5 (counted from
+//    the source, not yet from SASS or a profile);
+//  - every x is reused by the 16 rows of a tile (x is split hi + lo once per
+//    k-step, amortised over 16 rows), T = 1..8 cost the same mma count, and
+//    x keeps ~22 bits (no activation quantisation, so the exact CPU
+//    reference is the only reference; the dequantised weight equals the
+//    reference's f32 value rounded to f16: the retype-at-load numerics);
+//  - dp4a would need x quantised per 32 values (a prologue kernel or a
+//    second pass), a CPU mode reproducing it, and at T = 8 eight times the
+//    dp4a count, while the mma count does not grow with T.
+// Blocks are only 2-byte aligned (q4_0 18 bytes, q8_0 34, q6_K 210): those
+// decoders use 2-byte loads, q4_1 (20 bytes) 4-byte loads and q4_K (144)
+// 8-byte loads; weights past K are zero blocks (d = 0, so w = 0). The loads
+// are narrow and a tile reads 16 rows 18..210 bytes apart: a repacked layout
+// (a load-time recipe) with 16-byte loads is the next step of the tuning.
+//
 //===----------------------------------------------------------------------===//
 
 namespace fg {
@@ -49,7 +86,7 @@ namespace fg {
 
 /// 16-bit weights: a 16-byte load is 4 packed pairs, each unpacked by D.
 template <class D> struct DecPairs {
-  static constexpr bool kMma = true;
+  static constexpr bool kMma = true, kQuant = false;
   static constexpr int kPerLoad = 8; ///< weights in one 16-byte load
   static __device__ __forceinline__ void decode(const uint4 &r, float (&w)[8]) {
     const unsigned u[4] = {r.x, r.y, r.z, r.w};
@@ -102,7 +139,7 @@ struct DecBF16 : DecPairs<DecBF16> {
 
 struct DecF32 {
   using T = float;
-  static constexpr bool kMma = false;
+  static constexpr bool kMma = false, kQuant = false;
   static constexpr int kPerLoad = 4;
   static __device__ __forceinline__ void decode(const uint4 &r, float (&w)[4]) {
     w[0] = __uint_as_float(r.x), w[1] = __uint_as_float(r.y);
@@ -110,10 +147,213 @@ struct DecF32 {
   }
 };
 
-// --- prologues and epilogues ----------------------------------------------------
+// --- quantised decoders (GGUF blocks) ---------------------------------------------
+//
+// Each reads, for one row, k-step `step` (32 weights) and thread t, the bytes
+// of weights k = 32·step + 8t .. + 7 into a Raw (loads only, so a chunk
+// issues every load before any arithmetic), and turns a Raw into 8 f16
+// weights in k order (4 half2 registers, like one 16-byte f16 load). The
+// mma, pack and unpack are DecF16's: the weights are f16 once decoded.
 
-/// x as it is.
-struct ProNone {};
+static __device__ __forceinline__ unsigned fg_ld16(const unsigned char *p) {
+  return __ldg(reinterpret_cast<const unsigned short *>(p));
+}
+static __device__ __forceinline__ unsigned fg_ld32(const unsigned char *p) {
+  return __ldg(reinterpret_cast<const unsigned *>(p));
+}
+/// 4 bytes at a 2-byte aligned address.
+static __device__ __forceinline__ unsigned fg_ld32a2(const unsigned char *p) {
+  return fg_ld16(p) | (fg_ld16(p + 2) << 16);
+}
+static __device__ __forceinline__ unsigned fg_hsub2(unsigned a, unsigned b) {
+  unsigned r;
+  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+static __device__ __forceinline__ unsigned fg_hfma2(unsigned a, unsigned b, unsigned c) {
+  unsigned r;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+}
+static __device__ __forceinline__ unsigned fg_hmul2(unsigned a, unsigned b) {
+  unsigned r;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+/// Both halves = f (rounded to f16).
+static __device__ __forceinline__ unsigned fg_h2splat(float f) {
+  unsigned r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %1;" : "=r"(r) : "f"(f));
+  return r;
+}
+static __device__ __forceinline__ float fg_h2f(unsigned h) {
+  float f;
+  asm("{ .reg .f16 a, b; mov.b32 {a, b}, %1; cvt.f32.f16 %0, a; }" : "=f"(f) : "r"(h));
+  return f;
+}
+
+/// 8 byte values (lo: weights 0..3, hi: 4..7, each 0..255) -> 8 f16 weights
+/// (b - Z)·scale + bias, as 4 half2 registers. 0x64 above a byte is the half
+/// 1024 + b; subtracting 1024 + Z is exact.
+template <int Z>
+static __device__ __forceinline__ uint4 fg_bytes_to_h8(unsigned lo, unsigned hi, unsigned scale2,
+                                                       unsigned bias2, bool withBias) {
+  constexpr unsigned kMagic = 0x64646464u, kZero = (0x6400u | Z) * 0x10001u;
+  unsigned h[4] = {__byte_perm(lo, kMagic, 0x4140), __byte_perm(lo, kMagic, 0x4342),
+                   __byte_perm(hi, kMagic, 0x4140), __byte_perm(hi, kMagic, 0x4342)};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    h[i] = fg_hsub2(h[i], kZero);
+    h[i] = withBias ? fg_hfma2(h[i], scale2, bias2) : fg_hmul2(h[i], scale2);
+  }
+  return make_uint4(h[0], h[1], h[2], h[3]);
+}
+
+/// Common part: a quantised decoder's weights are f16 once decoded.
+struct DecQuant : DecF16 {
+  using T = unsigned char; ///< the weight pointer is to bytes
+  static constexpr bool kQuant = true;
+};
+
+/// q8_0 (34 bytes: f16 d; i8 q[32]); w = d·q. Thread t: q[8t .. 8t + 7].
+struct DecQ8_0 : DecQuant {
+  static constexpr int kBlockElems = 32, kBlockBytes = 34;
+  struct Raw {
+    unsigned q0, q1, d;
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, long long step, int t,
+                                              Raw &r) {
+    const unsigned char *b = row + step * kBlockBytes;
+    r.d = fg_ld16(b);
+    r.q0 = fg_ld32a2(b + 2 + 8 * t);
+    r.q1 = fg_ld32a2(b + 6 + 8 * t);
+  }
+  static __device__ __forceinline__ uint4 half8(const Raw &r, long long, int) {
+    // i8 -> u8 by flipping the sign bit: b + 128, so Z = 128.
+    return fg_bytes_to_h8<128>(r.q0 ^ 0x80808080u, r.q1 ^ 0x80808080u, r.d * 0x10001u, 0, false);
+  }
+};
+
+/// q4_0 (18 bytes: f16 d; u8 qs[16], low nibbles elements 0..15, high 16..31);
+/// w = d·(q − 8). Thread t: bytes 8(t & 1) .., nibble t >> 1.
+struct DecQ4_0 : DecQuant {
+  static constexpr int kBlockElems = 32, kBlockBytes = 18;
+  struct Raw {
+    unsigned q0, q1, d;
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, long long step, int t,
+                                              Raw &r) {
+    const unsigned char *b = row + step * kBlockBytes;
+    r.d = fg_ld16(b);
+    r.q0 = fg_ld32a2(b + 2 + 8 * (t & 1));
+    r.q1 = fg_ld32a2(b + 6 + 8 * (t & 1));
+  }
+  static __device__ __forceinline__ uint4 half8(const Raw &r, long long, int t) {
+    const int sh = 4 * (t >> 1);
+    return fg_bytes_to_h8<8>((r.q0 >> sh) & 0x0F0F0F0Fu, (r.q1 >> sh) & 0x0F0F0F0Fu,
+                             r.d * 0x10001u, 0, false);
+  }
+};
+
+/// q4_1 (20 bytes: f16 d, m; u8 qs[16], q4_0's nibble order); w = d·q + m.
+struct DecQ4_1 : DecQuant {
+  static constexpr int kBlockElems = 32, kBlockBytes = 20;
+  struct Raw {
+    unsigned q0, q1, dm;
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, long long step, int t,
+                                              Raw &r) {
+    const unsigned char *b = row + step * kBlockBytes;
+    r.dm = fg_ld32(b);
+    r.q0 = fg_ld32(b + 4 + 8 * (t & 1));
+    r.q1 = fg_ld32(b + 8 + 8 * (t & 1));
+  }
+  static __device__ __forceinline__ uint4 half8(const Raw &r, long long, int t) {
+    const int sh = 4 * (t >> 1);
+    return fg_bytes_to_h8<0>((r.q0 >> sh) & 0x0F0F0F0Fu, (r.q1 >> sh) & 0x0F0F0F0Fu,
+                             (r.dm & 0xffffu) * 0x10001u, (r.dm >> 16) * 0x10001u, true);
+  }
+};
+
+/// q4_K (144 bytes: f16 d, dmin; u8 scales[12]; u8 qs[128]). Sub-block
+/// s = step % 8 (32 weights): the low (s even) or high nibbles of qs[32(s/2)
+/// ..]; w = d·sc_s·q − dmin·m_s with ggml's 6-bit get_scale_min_k4.
+struct DecQ4_K : DecQuant {
+  static constexpr int kBlockElems = 256, kBlockBytes = 144;
+  struct Raw {
+    uint2 q;
+    unsigned dm, s0, s1, s2;
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, long long step, int t,
+                                              Raw &r) {
+    const unsigned char *b = row + (step >> 3) * kBlockBytes;
+    const int s = static_cast<int>(step & 7);
+    r.dm = fg_ld32(b);
+    r.s0 = fg_ld32(b + 4);
+    r.s1 = fg_ld32(b + 8);
+    r.s2 = fg_ld32(b + 12);
+    r.q = __ldg(reinterpret_cast<const uint2 *>(b + 16 + 32 * (s >> 1) + 8 * t));
+  }
+  static __device__ __forceinline__ uint4 half8(const Raw &r, long long step, int) {
+    const int s = static_cast<int>(step & 7), sh = 4 * (s & 1);
+    // scales[j] for j = 0..11 as bytes of s0, s1, s2.
+    const unsigned w[3] = {r.s0, r.s1, r.s2};
+    auto byte = [&](int j) { return (w[j >> 2] >> (8 * (j & 3))) & 0xffu; };
+    unsigned sc, m;
+    if (s < 4) {
+      sc = byte(s) & 63;
+      m = byte(s + 4) & 63;
+    } else {
+      sc = (byte(s + 4) & 0xF) | ((byte(s - 4) >> 6) << 4);
+      m = (byte(s + 4) >> 4) | ((byte(s) >> 6) << 4);
+    }
+    const float d = fg_h2f(r.dm & 0xffffu), dmin = fg_h2f(r.dm >> 16);
+    return fg_bytes_to_h8<0>((r.q.x >> sh) & 0x0F0F0F0Fu, (r.q.y >> sh) & 0x0F0F0F0Fu,
+                             fg_h2splat(d * static_cast<float>(sc)),
+                             fg_h2splat(-(dmin * static_cast<float>(m))), true);
+  }
+};
+
+/// q6_K (210 bytes: u8 ql[128], qh[64]; i8 scales[16]; f16 d). Step s = step
+/// % 8: half n = s / 4, quarter q = s % 4 (weights 128n + 32q + l): 4 low bits
+/// from ql[64n + 32(q & 1) + l] (nibble q >> 1), 2 high bits from qh[32n + l]
+/// (bits 2q); w = d·sc[8n + 2q + l / 16]·(q6 − 32).
+struct DecQ6_K : DecQuant {
+  static constexpr int kBlockElems = 256, kBlockBytes = 210;
+  struct Raw {
+    unsigned l0, l1, h0, h1, sd;
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, long long step, int t,
+                                              Raw &r) {
+    const unsigned char *b = row + (step >> 3) * kBlockBytes;
+    const int s = static_cast<int>(step & 7), n = s >> 2, q = s & 3;
+    const unsigned char *ql = b + 64 * n + 32 * (q & 1) + 8 * t, *qh = b + 128 + 32 * n + 8 * t;
+    r.l0 = fg_ld32a2(ql);
+    r.l1 = fg_ld32a2(ql + 4);
+    r.h0 = fg_ld32a2(qh);
+    r.h1 = fg_ld32a2(qh + 4);
+    // The scale byte (i8) in the low half, d in the high half.
+    r.sd = __ldg(b + 192 + 8 * n + 2 * q + (t >> 1)) | (fg_ld16(b + 208) << 16);
+  }
+  static __device__ __forceinline__ uint4 half8(const Raw &r, long long step, int) {
+    const int q = static_cast<int>(step & 3), sl = 4 * (q >> 1), sh = 2 * q;
+    const unsigned v0 = ((r.l0 >> sl) & 0x0F0F0F0Fu) | (((r.h0 >> sh) & 0x03030303u) << 4);
+    const unsigned v1 = ((r.l1 >> sl) & 0x0F0F0F0Fu) | (((r.h1 >> sh) & 0x03030303u) << 4);
+    const float sc = static_cast<float>(static_cast<signed char>(r.sd & 0xffu));
+    return fg_bytes_to_h8<32>(v0, v1, fg_h2splat(fg_h2f(r.sd >> 16) * sc), 0, false);
+  }
+};
+
+/// What a chunk holds for one row of one stream between its loads and its
+/// arithmetic: 16-byte loads (two for f32), or a quantised decoder's Raw.
+template <class D, bool Q = D::kQuant> struct GemvW {
+  uint4 v[sizeof(typename D::T) == 4 ? 2 : 1];
+};
+template <class D> struct GemvW<D, true> {
+  typename D::Raw v;
+};
+
+// --- prologues and epilogues ----------------------------------------------------
 
 /// y = acc (+ bias).
 struct EpiStore {
@@ -197,11 +437,89 @@ template <class C> struct GemvArgs {
   const typename C::B0 *b0;
   const typename C::B1 *b1;
   const typename C::R *res; ///< Cfg::kRes: added after the epilogue, (m, n) at res_off + m·res_sm + n·res_sn
+  const typename C::NW *nw; ///< Cfg::kNorm: the norm weight, k at nw_off + k
 };
+
+/// The rms_norm prologue: rs[m] = 1 / sqrt(mean_k x[m0 + m, k]² + eps) for the
+/// block's rows of x (up to 8), summed by all threads in a fixed order.
+template <class C>
+static __device__ __forceinline__ void gemvNormScales(const GemvArgs<C> &a, int m0, float *rs) {
+  constexpr int W = C::kWarps, kRowsX = C::M < 8 ? C::M : 8;
+  __shared__ float red[8][W];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int m = 0; m < kRowsX; ++m) {
+    if (m0 + m >= C::M)
+      break;
+    const typename C::X *xr = a.x + C::xRow(m0 + m);
+    float s = 0.0f;
+    if constexpr (C::kXVec) {
+      for (long long k = 4 * (long long)threadIdx.x; k < C::K; k += 4 * 32 * W) {
+        const float4 t = __ldg(reinterpret_cast<const float4 *>(xr + k));
+        s += t.x * t.x + t.y * t.y + t.z * t.z + t.w * t.w;
+      }
+    } else {
+      for (long long k = threadIdx.x; k < C::K; k += 32 * W) {
+        const float v = fg_to_f(xr[k * C::x_ks]);
+        s += v * v;
+      }
+    }
+    s = fg_warp_sum(s);
+    if (lane == 0)
+      red[m][warp] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x < kRowsX) {
+    float sum = 0.0f;
+    for (int w = 0; w < W; ++w)
+      sum += red[threadIdx.x][w];
+    rs[threadIdx.x] = 1.0f / sqrtf(sum / (float)C::K + __int_as_float(C::kNormEpsBits));
+  }
+  __syncthreads();
+}
+
+/// x values k0 .. k0 + P - 1 of one row, normalised: · scale · nw[k] (Cfg::kNorm).
+template <class C, bool Guard, int P>
+static __device__ __forceinline__ void gemvNormX(const GemvArgs<C> &a, long long k0, float scale,
+                                                 float (&v)[P]) {
+  if constexpr (C::kNorm) {
+#pragma unroll
+    for (int e = 0; e < P; ++e) {
+      const long long k = k0 + e;
+      const float w = (!Guard || k < C::K) ? fg_to_f(a.nw[C::nw_off + k]) : 0.0f;
+      v[e] *= scale * w;
+    }
+  }
+}
 
 template <class C> struct GemvShared {
   float part[C::kWarps][C::Epi::kStreams][16][8];
 };
+
+/// One row's weights of k-step `step` for this thread (k0 = 32·step + 8t):
+/// a quantised decoder's Raw (zero blocks past K: scale 0), else the 16-byte
+/// load(s) of gemvLoadW.
+template <class D, long long K, long long KS, bool Vec, bool Guard>
+static __device__ __forceinline__ void gemvLoadRow(const typename D::T *row, long long step, int t,
+                                                   long long k0, GemvW<D> &out) {
+  if constexpr (D::kQuant) {
+    if (!Guard || step * 32 < K)
+      D::load(row, step, t, out.v);
+    else
+      out.v = typename D::Raw{};
+  } else {
+    gemvLoadW<D, K, KS, Vec, Guard>(row, k0, out.v);
+  }
+}
+
+/// The 8 weights of a GemvW as 4 packed pairs in the mma's 16-bit type.
+template <class D>
+static __device__ __forceinline__ uint4 gemvHalves(const GemvW<D> &w, long long step, int t) {
+  if constexpr (D::kQuant)
+    return D::half8(w.v, step, t);
+  else
+    return w.v[0];
+}
 
 /// One k-step on the tensor cores: x (8 values of this lane's token) split
 /// into hi + lo in the weight's type, two mmas (j = 0, 1) for each half.
@@ -234,52 +552,56 @@ static __device__ __forceinline__ void gemvChunk(const GemvArgs<C> &a, long long
                                                  const typename C::Dec1::T *r1a,
                                                  const typename C::Dec1::T *r1b,
                                                  const typename C::X *xr, bool xLive, int t, int m0,
-                                                 float (&acc)[2][4], float (&fac)[2][2][8]) {
+                                                 const float *rs, float (&acc)[2][4],
+                                                 float (&fac)[2][2][8]) {
   constexpr int S = C::Epi::kStreams, U = C::kUnroll;
   using D0 = typename C::Dec0;
   using D1 = typename C::Dec1;
-  constexpr int P0 = sizeof(typename D0::T) == 4 ? 2 : 1;
-  constexpr int P1 = sizeof(typename D1::T) == 4 ? 2 : 1;
-  uint4 wa0[U][P0], wb0[U][P0], wa1[U][P1], wb1[U][P1];
+  GemvW<D0> wa0[U], wb0[U];
+  GemvW<D1> wa1[U], wb1[U];
   // Every load of the chunk first, then the arithmetic.
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    const long long k0 = (c * U + u) * 32 + 8 * t;
-    gemvLoadW<D0, C::K, C::w0_ks, C::kWVec, Guard>(r0a, k0, wa0[u]);
-    gemvLoadW<D0, C::K, C::w0_ks, C::kWVec, Guard>(r0b, k0, wb0[u]);
+    const long long step = c * U + u, k0 = step * 32 + 8 * t;
+    gemvLoadRow<D0, C::K, C::w0_ks, C::kWVec, Guard>(r0a, step, t, k0, wa0[u]);
+    gemvLoadRow<D0, C::K, C::w0_ks, C::kWVec, Guard>(r0b, step, t, k0, wb0[u]);
     if (S == 2) {
-      gemvLoadW<D1, C::K, C::w1_ks, C::kWVec, Guard>(r1a, k0, wa1[u]);
-      gemvLoadW<D1, C::K, C::w1_ks, C::kWVec, Guard>(r1b, k0, wb1[u]);
+      gemvLoadRow<D1, C::K, C::w1_ks, C::kWVec, Guard>(r1a, step, t, k0, wa1[u]);
+      gemvLoadRow<D1, C::K, C::w1_ks, C::kWVec, Guard>(r1b, step, t, k0, wb1[u]);
     }
   }
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    const long long k0 = (c * U + u) * 32 + 8 * t;
+    const long long step = c * U + u, k0 = step * 32 + 8 * t;
     if constexpr (D0::kMma) {
       // This lane's x column is token g: 8 values, split into hi + lo.
       float xv[8];
-      if (xLive)
+      if (xLive) {
         gemvLoadX<C, Guard>(xr, k0, xv);
-      else {
+        gemvNormX<C, Guard, 8>(a, k0, C::kNorm ? rs[(threadIdx.x & 31) >> 2] : 1.0f, xv);
+      } else {
 #pragma unroll
         for (int e = 0; e < 8; ++e)
           xv[e] = 0.0f;
       }
-      gemvMmaStep<D0>(xv, wa0[u][0], wb0[u][0], acc[0]);
+      gemvMmaStep<D0>(xv, gemvHalves<D0>(wa0[u], step, t), gemvHalves<D0>(wb0[u], step, t),
+                      acc[0]);
       if constexpr (S == 2)
-        gemvMmaStep<D1>(xv, wa1[u][0], wb1[u][0], acc[1]);
+        gemvMmaStep<D1>(xv, gemvHalves<D1>(wa1[u], step, t), gemvHalves<D1>(wb1[u], step, t),
+                        acc[1]);
     } else {
       // CUDA cores: every token's x against this lane's 8 weights of rows g, g + 8.
-      const float *fa0 = reinterpret_cast<const float *>(wa0[u]);
-      const float *fb0 = reinterpret_cast<const float *>(wb0[u]);
-      const float *fa1 = reinterpret_cast<const float *>(wa1[u]);
-      const float *fb1 = reinterpret_cast<const float *>(wb1[u]);
+      const float *fa0 = reinterpret_cast<const float *>(wa0[u].v);
+      const float *fb0 = reinterpret_cast<const float *>(wb0[u].v);
+      const float *fa1 = reinterpret_cast<const float *>(wa1[u].v);
+      const float *fb1 = reinterpret_cast<const float *>(wb1[u].v);
 #pragma unroll
       for (int m = 0; m < (C::M < 8 ? C::M : 8); ++m) {
         if (m0 + m >= C::M)
           break;
         float xv[8];
         gemvLoadX<C, Guard>(C::kExpert ? xr : a.x + C::xRow(m0 + m), k0, xv);
+        gemvNormX<C, Guard, 8>(a, k0, C::kNorm ? rs[m] : 1.0f, xv);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
           fac[0][0][m] += fa0[e] * xv[e];
@@ -306,6 +628,10 @@ static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a) {
   const long long n0 = (long long)blockIdx.x * 16;
   const int m0 = 8 * blockIdx.z; // this block's group of (up to) 8 rows of x
   const long long ra = min(n0 + g, C::N - 1), rb = min(n0 + g + 8, C::N - 1);
+  static_assert(!C::kNorm || !C::kExpert, "the norm prologue is dense only");
+  __shared__ float rs[8];
+  if constexpr (C::kNorm)
+    gemvNormScales<C>(a, m0, rs);
 
   for (long long pr = blockIdx.y; pr < C::kPairs; pr += gridDim.y) {
     // The weight matrix (expert) and x row of this pair.
@@ -336,9 +662,9 @@ static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a) {
     if (valid) {
       constexpr long long kFull = kExact ? kChunks : kChunks - 1;
       for (long long c = warp; c < kFull; c += W)
-        gemvChunk<C, false>(a, c, r0a, r0b, r1a, r1b, xr, xLive, t, m0, acc, fac);
+        gemvChunk<C, false>(a, c, r0a, r0b, r1a, r1b, xr, xLive, t, m0, rs, acc, fac);
       if (!kExact && (kChunks - 1) % W == warp)
-        gemvChunk<C, true>(a, kChunks - 1, r0a, r0b, r1a, r1b, xr, xLive, t, m0, acc, fac);
+        gemvChunk<C, true>(a, kChunks - 1, r0a, r0b, r1a, r1b, xr, xLive, t, m0, rs, acc, fac);
     }
 
     // This warp's partial sums of the 16 x 8 tile into shared memory.
@@ -443,7 +769,7 @@ template <class C, bool Guard, int MG>
 static __device__ __forceinline__ void gemvLanesChunk(
     long long kc, int kl, const typename C::Dec0::T *const (&p0)[C::kRows],
     const typename C::Dec1::T *const (&p1)[C::kRows], const typename C::X *const (&px)[MG],
-    float (&acc)[C::Epi::kStreams][C::kRows][MG]) {
+    const GemvArgs<C> &a, const float *rs, float (&acc)[C::Epi::kStreams][C::kRows][MG]) {
   using D0 = typename C::Dec0;
   using D1 = typename C::Dec1;
   constexpr int S = C::Epi::kStreams, U = C::kUnroll, R = C::kRows, P = D0::kPerLoad;
@@ -465,8 +791,10 @@ static __device__ __forceinline__ void gemvLanesChunk(
     const long long k = kc + u * kStep;
     float xv[MG][P];
 #pragma unroll
-    for (int m = 0; m < MG; ++m)
+    for (int m = 0; m < MG; ++m) {
       gemvLoadXLane<C, P, Guard>(px[m], k, k + kl, xv[m]);
+      gemvNormX<C, Guard, P>(a, k + kl, C::kNorm ? rs[m] : 1.0f, xv[m]);
+    }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       float wf[P];
@@ -504,6 +832,10 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kl = lane * P;
   const long long n0 = (long long)blockIdx.x * R;
   const int m0 = 8 * blockIdx.z;
+  static_assert(!C::kNorm || !C::kExpert, "the norm prologue is dense only");
+  __shared__ float rs[8];
+  if constexpr (C::kNorm)
+    gemvNormScales<C>(a, m0, rs);
 
   for (long long pr = blockIdx.y; pr < C::kPairs; pr += gridDim.y) {
     long long e = 0, xoff = 0;
@@ -543,9 +875,9 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a) {
     if (valid) {
       constexpr long long kFull = kExact ? kChunks : kChunks - 1;
       for (long long c = warp; c < kFull; c += W)
-        gemvLanesChunk<C, false, MG>(c * U * 32 * P, kl, p0, p1, px, acc);
+        gemvLanesChunk<C, false, MG>(c * U * 32 * P, kl, p0, p1, px, a, rs, acc);
       if (!kExact && (kChunks - 1) % W == warp)
-        gemvLanesChunk<C, true, MG>((kChunks - 1) * U * 32 * P, kl, p0, p1, px, acc);
+        gemvLanesChunk<C, true, MG>((kChunks - 1) * U * 32 * P, kl, p0, p1, px, a, rs, acc);
     }
 #pragma unroll
     for (int s = 0; s < S; ++s)

@@ -182,6 +182,22 @@ TEST(Executor, NoOutputYetAndNoCuda) {
   EXPECT_NE(errorText(c).find("this plan has no CUDA program"), std::string::npos);
 }
 
+/// deviceOutput (DLPack views, python/) needs a device: before any run it
+/// says so, on the CPU the result lives on the host, and a wrong name lists
+/// the last run's results.
+TEST(Executor, DeviceOutputIsRefusedOnTheCpu) {
+  Executor e = makeExec();
+  EXPECT_EQ(errorText(e.deviceOutput("logits").takeError()),
+            "no output 'logits': nothing has run yet");
+  ASSERT_FALSE(bool(e.setInput("tokens", {1})));
+  ASSERT_FALSE(bool(e.setInput("positions", {0})));
+  ASSERT_FALSE(bool(e.run("decode")));
+  EXPECT_EQ(errorText(e.deviceOutput("logits").takeError()),
+            "result 'logits' lives on the host (this device has no device memory)");
+  EXPECT_EQ(errorText(e.deviceOutput("logit").takeError()),
+            "no output named 'logit'; the last run produced: logits");
+}
+
 /// The executor computes what the reference interpreter computes.
 TEST(Executor, MatchesReferenceInterpreter) {
   Executor e = makeExec();

@@ -231,6 +231,72 @@ TEST(Session, ChunksPaddingAndDecode) {
   }
 }
 
+/// Long prompts run as a sequence of chunks: full largest buckets, then the
+/// smallest bucket that holds the rest (padded), or decode for one token;
+/// near ctx a padded bucket that would pass it gives way to smaller ones.
+TEST(Session, PlanPromptChunks) {
+  std::vector<PrefillBucket> b = {{"prefill_64", 64}, {"prefill_512", 512}};
+  auto shape = [](const std::vector<PromptChunk> &cs) {
+    std::vector<std::tuple<std::string, int64_t, int64_t>> out;
+    for (const PromptChunk &c : cs)
+      out.emplace_back(c.entry, c.size, c.tokens);
+    return out;
+  };
+  using V = std::vector<std::tuple<std::string, int64_t, int64_t>>;
+  EXPECT_EQ(shape(planPromptChunks(b, 0, 1, 4096)), (V{{"decode", 1, 1}}));
+  EXPECT_EQ(shape(planPromptChunks(b, 0, 63, 4096)), (V{{"prefill_64", 64, 63}}));
+  EXPECT_EQ(shape(planPromptChunks(b, 0, 64, 4096)), (V{{"prefill_64", 64, 64}}));
+  EXPECT_EQ(shape(planPromptChunks(b, 0, 65, 4096)), (V{{"prefill_512", 512, 65}}));
+  EXPECT_EQ(shape(planPromptChunks(b, 0, 1025, 4096)),
+            (V{{"prefill_512", 512, 512}, {"prefill_512", 512, 512}, {"decode", 1, 1}}));
+  EXPECT_EQ(shape(planPromptChunks(b, 0, 2049 + 60, 4096)),
+            (V{{"prefill_512", 512, 512},
+               {"prefill_512", 512, 512},
+               {"prefill_512", 512, 512},
+               {"prefill_512", 512, 512},
+               {"prefill_64", 64, 61}}));
+  // At position 3700 of 4096: 90 tokens do not fit prefill_512 padded
+  // (3700 + 512 > 4096): prefill_64 full, then prefill_64 padded (3764 + 64 <= 4096).
+  EXPECT_EQ(shape(planPromptChunks(b, 3700, 90, 4096)),
+            (V{{"prefill_64", 64, 64}, {"prefill_64", 64, 26}}));
+  // At 4000: after the full prefill_64, a padded one would pass ctx (4064 + 64):
+  // the last 26 tokens go through decode.
+  std::vector<PromptChunk> nearEnd = planPromptChunks(b, 4000, 90, 4096);
+  ASSERT_EQ(nearEnd.size(), 27u);
+  EXPECT_EQ(nearEnd[0].entry, "prefill_64");
+  EXPECT_EQ(nearEnd[26].entry, "decode");
+  EXPECT_EQ(shape(planPromptChunks({}, 0, 3, 16)),
+            (V{{"decode", 1, 1}, {"decode", 1, 1}, {"decode", 1, 1}}));
+  // Every prompt token is fed exactly once.
+  for (int64_t n : {1, 2, 63, 64, 65, 511, 512, 513, 2047, 2049}) {
+    int64_t fed = 0;
+    for (const PromptChunk &c : planPromptChunks(b, 7, n, 8192)) {
+      EXPECT_LE(c.tokens, c.size);
+      fed += c.tokens;
+    }
+    EXPECT_EQ(fed, n) << n;
+  }
+  EXPECT_EQ(describeChunks(planPromptChunks(b, 0, 2049 + 60, 4096)),
+            "prefill_512 x4, prefill_64 (3 padding rows)");
+  EXPECT_EQ(describeChunks(planPromptChunks(b, 0, 1025, 4096)), "prefill_512 x2, decode");
+}
+
+/// --verbose: the buckets and the chunks chosen, then one line per chunk.
+TEST(Session, VerboseShowsBucketsAndChunks) {
+  std::vector<std::string> lines;
+  ExecOptions eo;
+  eo.log = [&](LogLevel, llvm::StringRef m) { lines.push_back(m.str()); };
+  Expected<Session> s = Session::create(demoPlan({4, 8}, false, 32), eo);
+  ASSERT_TRUE(bool(s)) << errorText(s);
+  ASSERT_FALSE(bool(s->feed(kPrompt10)));
+  auto has = [&](llvm::StringRef text) {
+    return llvm::any_of(lines, [&](const std::string &l) { return StringRef(l).contains(text); });
+  };
+  EXPECT_TRUE(has("session: 10 prompt tokens at position 0; prefill buckets: 4, 8; chunks: "
+                  "prefill_8, prefill_4 (2 padding rows)"));
+  EXPECT_TRUE(has("tokens at positions 8..9 through prefill_4 (2 padding rows)"));
+}
+
 /// Feeding in pieces continues the conversation: the logits of the last token
 /// match feeding everything at once (prefill vs decode rounding: 1e-4).
 TEST(Session, ContinuesAConversation) {

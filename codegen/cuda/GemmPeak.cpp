@@ -1,0 +1,99 @@
+//===- GemmPeak.cpp - measured tensor-core GEMM throughput -----------------===//
+#include "codegen/cuda/GemmPeak.h"
+
+#include "ir/Diag.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace fg::cuda {
+
+namespace {
+
+llvm::Error check(cudaError_t e, const char *what) {
+  if (e == cudaSuccess)
+    return llvm::Error::success();
+  return makeError(std::string("CUDA error in ") + what + ": " + cudaGetErrorName(e));
+}
+
+llvm::Error check(cublasStatus_t s, const char *what) {
+  if (s == CUBLAS_STATUS_SUCCESS)
+    return llvm::Error::success();
+  return makeError(std::string("cuBLAS error in ") + what + ": status " +
+                   std::to_string(static_cast<int>(s)));
+}
+
+/// Owns what one measurement allocates.
+struct Resources {
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cublasHandle_t handle = nullptr;
+  ~Resources() {
+    if (handle)
+      cublasDestroy(handle);
+    for (void *p : {a, b, c})
+      if (p)
+        cudaFree(p);
+    if (start)
+      cudaEventDestroy(start);
+    if (stop)
+      cudaEventDestroy(stop);
+  }
+};
+
+} // namespace
+
+llvm::Expected<GemmPeak> measureGemmPeak(const GemmPeakOptions &opts) {
+  Resources r;
+  int64_t n = opts.n;
+  size_t bytes = static_cast<size_t>(n * n) * 2;
+  for (void **p : {&r.a, &r.b, &r.c})
+    if (llvm::Error e = check(cudaMalloc(p, bytes), "cudaMalloc"))
+      return e;
+  // Small finite values (the bit pattern 0x2c00 is 2^-4 in f16, 2^-39 in
+  // bf16): tensor-core time does not depend on them, but NaNs could.
+  for (void *p : {r.a, r.b})
+    if (llvm::Error e = check(cudaMemset(p, 0x2c, bytes), "cudaMemset"))
+      return e;
+  if (llvm::Error e = check(cublasCreate(&r.handle), "cublasCreate"))
+    return e;
+  if (llvm::Error e = check(cudaEventCreate(&r.start), "cudaEventCreate"))
+    return e;
+  if (llvm::Error e = check(cudaEventCreate(&r.stop), "cudaEventCreate"))
+    return e;
+  cudaDataType t = opts.bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  float alpha = 1, beta = 0;
+  int dim = static_cast<int>(n);
+  auto gemm = [&]() {
+    return cublasGemmEx(r.handle, CUBLAS_OP_T, CUBLAS_OP_N, dim, dim, dim, &alpha, r.a, t, dim,
+                        r.b, t, dim, &beta, r.c, t, dim, CUBLAS_COMPUTE_32F,
+                        CUBLAS_GEMM_DEFAULT);
+  };
+  std::vector<float> times;
+  for (int i = 0; i < 3 + opts.repeats; ++i) {
+    if (llvm::Error e = check(cudaEventRecord(r.start), "cudaEventRecord"))
+      return e;
+    if (llvm::Error e = check(gemm(), "cublasGemmEx"))
+      return e;
+    if (llvm::Error e = check(cudaEventRecord(r.stop), "cudaEventRecord"))
+      return e;
+    if (llvm::Error e = check(cudaEventSynchronize(r.stop), "cudaEventSynchronize"))
+      return e;
+    float ms = 0;
+    if (llvm::Error e = check(cudaEventElapsedTime(&ms, r.start, r.stop), "cudaEventElapsedTime"))
+      return e;
+    if (i >= 3)
+      times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  GemmPeak out;
+  out.n = n;
+  out.ms = times[times.size() / 2];
+  out.tflops = out.ms > 0 ? 2.0 * n * n * static_cast<double>(n) / (out.ms * 1e9) : 0;
+  return out;
+}
+
+} // namespace fg::cuda

@@ -1,0 +1,32 @@
+//===- GemmPeak.h - measured tensor-core GEMM throughput ----------*- C++ -*-===//
+//
+// The compute roofline beside the prefill benchmark (issue 15): one large
+// cuBLAS GEMM (f16 or bf16 operands, f32 accumulate, the compute type the
+// plan's cuBLAS calls use) timed with CUDA events in the same process, so a
+// prefill figure is read as a fraction of what this GPU reaches today.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+
+namespace fg::cuda {
+
+struct GemmPeakOptions {
+  int64_t n = 8192;  ///< an n x n x n GEMM
+  bool bf16 = false; ///< operand type: f16 (default) or bf16
+  int repeats = 10;  ///< timed repetitions after 3 untimed ones; the median is reported
+};
+
+struct GemmPeak {
+  double tflops = 0; ///< 2 n^3 / median time
+  double ms = 0;     ///< the median time of one GEMM
+  int64_t n = 0;
+};
+
+/// Times the GEMM on the current device. Errors: no device, CUDA or cuBLAS failures.
+llvm::Expected<GemmPeak> measureGemmPeak(const GemmPeakOptions &opts = {});
+
+} // namespace fg::cuda

@@ -1,0 +1,157 @@
+//===- MoeEmitter.cpp - prefill expert matmuls as one grouped GEMM --------===//
+//
+// matmul_id and fused.gated_matmul_id over at least
+// EmitOptions::groupedExpertMinTokens tokens (a prefill chunk) run
+// kernels/moe.cuh (the design is in its banner): a routing launch that sorts
+// the (token, slot) pairs by expert and writes the tile table on the device,
+// then a grouped GEMM on the tensor cores whose grid rows take one tile each.
+// This file only checks that the kernels apply, writes their `Cfg` (shared by
+// both launches) and entries, and sizes the scratch and the grid. Where they
+// do not apply (f32 weights, two streams of different types, more than 4095
+// experts), the expert-indexed GEMV serves every token count.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/cuda/EmitterCommon.h"
+#include "codegen/cuda/KernelSources.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#define FG_MOE_FN inline
+#include "codegen/cuda/kernels/moe_tiles.cuh"
+
+namespace fg::cuda::detail {
+namespace {
+
+constexpr int64_t kBM = 32, kBN = 64, kKT = 32;
+constexpr int64_t kMaxExperts = 4095; // counters in shared memory
+constexpr unsigned kRouteThreads = 1024;
+
+const char *decoder(DType t) { return t == DType::BF16 ? "fg::DecBF16" : "fg::DecF16"; }
+bool is16(DType t) { return t == DType::F16 || t == DType::BF16; }
+std::string flag(bool b) { return b ? "true" : "false"; }
+
+} // namespace
+
+int64_t groupedExpertTiles(int64_t pairs, int64_t experts) {
+  return moeMaxTiles(pairs, experts + 1, kBM);
+}
+
+std::string groupedExpertRefusal(const Function &fn, const Node &node, unsigned streams) {
+  const TensorType &xt = fn.type(node.operands[0]);
+  unsigned idsAt = 1 + streams;
+  const TensorType &it = fn.type(node.operands[idsAt]);
+  DType w0 = fn.type(node.operands[1]).dtype, w1 = fn.type(node.operands[streams]).dtype;
+  if (!is16(w0) || w0 != w1)
+    return "weights " + std::string(dtypeName(w0)) + "/" + std::string(dtypeName(w1)) +
+           " (one 16-bit type)";
+  if (xt.dtype != DType::F32 && !is16(xt.dtype))
+    return "x of dtype " + std::string(dtypeName(xt.dtype));
+  int64_t E = fn.type(node.operands[1]).shape[0];
+  if (E > kMaxExperts)
+    return llvm::formatv("{0} experts (at most {1})", E, kMaxExperts).str();
+  int64_t pairs = xt.shape[0] * it.shape[1];
+  if (pairs >= (int64_t(1) << 31) || groupedExpertTiles(pairs, E) > 65535)
+    return llvm::formatv("{0} (token, slot) pairs", pairs).str();
+  return "";
+}
+
+llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const Node &node,
+                                                      llvm::ArrayRef<Layout> ls, unsigned streams,
+                                                      llvm::StringRef epilogue,
+                                                      const EmitOptions &) {
+  std::string why = groupedExpertRefusal(fn, node, streams);
+  if (!why.empty())
+    return unsupported(node, "the grouped expert GEMM: " + why);
+  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+  unsigned idsAt = 1 + streams;
+  const TensorType &it = fn.type(node.operands[idsAt]);
+  const Layout &xl = ls[0], &il = ls[idsAt];
+  int64_t E = wt.shape[0], N = wt.shape[1], K = wt.shape[2], kk = it.shape[1];
+  int64_t pairs = xt.shape[0] * kk, tiles = groupedExpertTiles(pairs, E);
+  bool bias = node.operands.size() > idsAt + 1;
+  const Layout &w0l = ls[1], &w1l = ls[streams];
+  auto vecOk = [&](const Layout &w) {
+    return w.strides[2] == 1 && K % 8 == 0 && w.offset % 8 == 0 && w.strides[1] % 8 == 0 &&
+           w.strides[0] % 8 == 0;
+  };
+  Layout b0l = bias ? ls[idsAt + 1] : Layout::contiguous({1, 1});
+  Layout b1l = bias ? ls[idsAt + 2] : Layout::contiguous({1, 1});
+  DType b0t = bias ? fn.type(node.operands[idsAt + 1]).dtype : DType::F32;
+  DType b1t = bias ? fn.type(node.operands[idsAt + 2]).dtype : DType::F32;
+
+  std::string c;
+  c += "struct Cfg {\n";
+  c += "  using X = " + ctype(xt.dtype) + ";\n";
+  c += std::string("  using Dec0 = ") + decoder(wt.dtype) + ";\n";
+  c += std::string("  using Dec1 = ") + decoder(wt.dtype) + ";\n";
+  c += "  using Ids = " + ctype(it.dtype) + ";\n";
+  c += "  using B0 = " + ctype(b0t) + ";\n  using B1 = " + ctype(b1t) + ";\n";
+  c += "  using Epi = " + epilogue.str() + ";\n";
+  c += llvm::formatv("  static constexpr int BM = {0}, BN = {1}, KT = {2};\n", kBM, kBN, kKT).str();
+  c += "  static constexpr long long N = " + ilit(N) + ", K = " + ilit(K) + ", E = " + ilit(E) +
+       ", kk = " + ilit(kk) + ", kPairs = " + ilit(pairs) + ", kTilesOff = 4LL, kPermOff = " +
+       ilit(4 + 4 * tiles) + ";\n";
+  c += "  static constexpr bool kBias = " + flag(bias) +
+       ", kWVec = " + flag(vecOk(w0l) && vecOk(w1l)) + ";\n";
+  c += "  static constexpr long long w0_off = " + ilit(w0l.offset) + ", w0_ld = " +
+       ilit(w0l.strides[1]) + ", w0_ks = " + ilit(w0l.strides[2]) + ", w0_es = " +
+       ilit(w0l.strides[0]) + ";\n";
+  c += "  static constexpr long long w1_off = " + ilit(w1l.offset) + ", w1_ld = " +
+       ilit(w1l.strides[1]) + ", w1_ks = " + ilit(w1l.strides[2]) + ", w1_es = " +
+       ilit(w1l.strides[0]) + ";\n";
+  c += "  static constexpr long long b0_off = " + ilit(b0l.offset) + ", b0_se = " +
+       ilit(b0l.strides[0]) + ", b0_sn = " + ilit(b0l.strides[1]) + ", b1_off = " +
+       ilit(b1l.offset) + ", b1_se = " + ilit(b1l.strides[0]) + ", b1_sn = " +
+       ilit(b1l.strides[1]) + ";\n";
+  c += "  static constexpr long long x_off = " + ilit(xl.offset) + ", x_st = " +
+       ilit(xl.strides[0]) + ", x_sj = " + ilit(xt.shape[1] == 1 ? 0 : xl.strides[1]) +
+       ", x_ks = " + ilit(xl.strides[2]) + ";\n";
+  c += "  static constexpr long long ids_off = " + ilit(il.offset) + ", ids_st = " +
+       ilit(il.strides[0]) + ", ids_sj = " + ilit(il.strides[1]) + ";\n";
+  c += "};\n";
+  std::string srcs = kernelSource("gemv.cuh").str() + kernelSource("moe_tiles.cuh").str() +
+                     kernelSource("moe.cuh").str() + c;
+
+  KernelSpec route = finishSpec(node.info().mnemonic,
+                                srcs + kernelEntry(kRouteThreads,
+                                                   "int* scratch, const Cfg::Ids* ids",
+                                                   "fg::moeRoute<Cfg>(fg::MoeArgs<Cfg>{nullptr, "
+                                                   "scratch, nullptr, nullptr, nullptr, ids, "
+                                                   "nullptr, nullptr});"));
+  route.block[0] = kRouteThreads;
+  route.params = {Param::scratch(), Param::operand(idsAt)};
+
+  std::string params = "float* y, int* scratch, const Cfg::X* x, const Cfg::Dec0::T* w0";
+  std::string args = "y, scratch, x, w0, ";
+  args += streams == 2 ? "w1" : "nullptr";
+  if (streams == 2)
+    params += ", const Cfg::Dec1::T* w1";
+  params += ", const Cfg::Ids* ids";
+  args += ", ids";
+  if (bias) {
+    params += ", const Cfg::B0* b0, const Cfg::B1* b1";
+    args += ", b0, b1";
+  } else {
+    args += ", nullptr, nullptr";
+  }
+  KernelSpec gemm = finishSpec(node.info().mnemonic,
+                               srcs + kernelEntry(128, params,
+                                                  "fg::moeGemm<Cfg>(fg::MoeArgs<Cfg>{" + args +
+                                                      "});"));
+  gemm.grid[0] = static_cast<unsigned>((N + kBN - 1) / kBN);
+  gemm.grid[1] = static_cast<unsigned>(tiles);
+  gemm.block[0] = 128;
+  gemm.params = {Param::result(0), Param::scratch(), Param::operand(0), Param::operand(1)};
+  if (streams == 2)
+    gemm.params.push_back(Param::operand(2));
+  gemm.params.push_back(Param::operand(idsAt));
+  if (bias) {
+    gemm.params.push_back(Param::operand(idsAt + 1));
+    gemm.params.push_back(Param::operand(idsAt + 2));
+  }
+  uint64_t scratch = static_cast<uint64_t>(4 + 4 * tiles + pairs) * 4;
+  route.scratchBytes = gemm.scratchBytes = scratch;
+  return std::vector<Launch>{std::move(route), std::move(gemm)};
+}
+
+} // namespace fg::cuda::detail

@@ -1,0 +1,282 @@
+//===- attention_prefill.cuh - prefill attention: causal flash attention -------===//
+//
+// attention(q [T, Hq, D], k [ctx, Hkv, D], v [ctx, Hkv, Dv], pos [T], sinks [Hq]?)
+//   y[t, h, :] = softmax_j(cap(scale · q[t, h] · k[j, h / G])) · v[j, h / G]
+// over the visible rows j ∈ [lo(t), min(pos[t], ctx − 1)] (lo = pos − window + 1
+// with a sliding window, else 0) — the same op as attention.cuh, for a chunk of
+// many queries (T > 8: prefill). FlashAttention-2 structure; this file is put
+// after attention.cuh (it uses its mma wrappers AttnMma, attnSplit, the KV
+// decoders AttnF16 / AttnBF16 and attnLoad8). 16-bit caches only (f32 caches
+// keep the decode kernel).
+//
+// Work split. Grid (⌈T / BM⌉, Hq): one block per (tile of BM = 16·kW queries,
+// query head); warp w owns queries 16w .. 16w + 15 of the tile. The block's
+// key range is [min lo, max hi] over its queries (positions read from device
+// memory, so one graph serves every chunk; positions need not increase inside
+// a chunk). Keys go through shared memory in tiles of BN rows of K and V
+// (rows outside the range load zeros, so nothing undefined enters an mma); a
+// warp skips the tiles its own queries do not see.
+//
+// Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16", f16/bf16 A and B,
+// f32 C): lane = 4·g + t (g = lane / 4 "groupID", t = lane % 4).
+//   A (16×16, row-major) a0: (row g, cols 2t, 2t+1)   a1: (row g+8, cols 2t, 2t+1)
+//                        a2: (row g, cols 2t+8, 2t+9) a3: (row g+8, cols 2t+8, 2t+9)
+//   B (16×8, "col")      b0: (rows 2t, 2t+1, col g)   b1: (rows 2t+8, 2t+9, col g)
+//   C (16×8)             c0, c1: (row g, cols 2t, 2t+1)  c2, c3: (row g+8, same cols)
+// The lower 16 bits of a register hold the element of the smaller index.
+//   S = Q·Kᵀ: A = q rows (queries × head dims 16ks..16ks+15), held in
+//             registers for the whole block as hi + lo halves in K's mma type
+//             (q · scale rounded, and the remainder: ~22 bits of q survive, as in
+//             the decode kernel); B = K tile rows: b0 is the 32-bit word
+//             K[key 8n + g][16ks + 2t], b1 the one at + 8 (row-major K in
+//             shared memory gives B's column-major pairs directly).
+//   O += P·V: A = P from the S accumulators of n-tiles 2kk, 2kk + 1 (c0,c1 →
+//             a0 / a2 and c2,c3 → a1 / a3: the C layout of two adjacent n-tiles
+//             is the A layout of one k16 step), split hi + lo in V's mma type;
+//             B = V[keys 16kk + 2t, 2t+1 | +8, +9][dv 8c + g], two 16-bit
+//             shared loads packed per register.
+// Online softmax per query row: lanes t = 0..3 of a group share a row (a
+// quad), so row maxima are two xor-shuffles; the running sum stays a per-lane
+// partial until the end. A sink starts the row at m = sink, l = 1 (the
+// reference's denominator term). A row with no visible key writes zeros.
+// At D = Dv = 128 (f16, sm_90, NVRTC 12) the kernel takes 254 registers, no
+// spills, 35 KB of shared memory: 2 blocks (8 warps) per SM. Unmeasured on a
+// GPU so far (issue 15); q fragments in shared memory would free ~64 registers.
+//
+//===----------------------------------------------------------------------===//
+
+namespace fg {
+
+template <class C> struct FlashArgs {
+  float *y;
+  const typename C::Q *q;
+  const typename C::DecK::T *k;
+  const typename C::DecV::T *v;
+  const typename C::Pos *pos;
+  const typename C::Sink *sinks;
+};
+
+template <class C> struct __align__(16) FlashShared {
+  /// One key tile; rows padded by 8 elements (16 bytes: rows stay aligned for
+  /// the uint4 stores, and the 32-bit fragment reads of 8 keys × 4 lanes fall
+  /// in 32 different banks for D = 128).
+  unsigned short k[C::BN][C::D + 8];
+  unsigned short v[C::BN][C::Dv + 8];
+  int lo[16 * C::kW], hi[16 * C::kW]; ///< visible keys per query row (lo > hi: none)
+  int klo, khi;                       ///< the block's key range
+};
+
+/// The visible keys [lo, hi] of a query at position p (lo > hi when none).
+template <class C> static __device__ __forceinline__ void flashRange(long long p, int &lo, int &hi) {
+  const long long h = p < C::ctx - 1 ? p : C::ctx - 1;
+  const long long l = C::window > 0 ? (p - C::window + 1 > 0 ? p - C::window + 1 : 0) : 0;
+  if (h < 0 || h < l) {
+    lo = 0x7fffffff, hi = -1;
+    return;
+  }
+  lo = (int)l, hi = (int)h;
+}
+
+/// Two 16-bit elements as one mma register (a in the lower half).
+static __device__ __forceinline__ unsigned flashPair(unsigned short a, unsigned short b) {
+  return (unsigned)a | ((unsigned)b << 16);
+}
+
+template <class C> static __device__ __forceinline__ void flashAttention(const FlashArgs<C> &a) {
+  using DK = typename C::DecK;
+  using DV = typename C::DecV;
+  using MK = AttnMma<DK::kBf16>;
+  using MV = AttnMma<DV::kBf16>;
+  constexpr int W = C::kW, NT = 32 * W, BM = 16 * W, BN = C::BN;
+  constexpr int KS = C::D / 16, NS = BN / 8, NO = C::Dv / 8;
+  static_assert(DK::kParts == 1 && DV::kParts == 1, "16-bit caches only");
+  static_assert(C::D % 16 == 0 && C::Dv % 16 == 0 && BN % 16 == 0, "whole mma tiles");
+  __shared__ FlashShared<C> sh;
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const long long q0 = (long long)blockIdx.x * BM, h = blockIdx.y, hk = h / C::G;
+
+  // Visible ranges of the block's queries, and the block's key range.
+  if (threadIdx.x == 0) {
+    sh.klo = 0x7fffffff;
+    sh.khi = -1;
+  }
+  __syncthreads();
+  if (threadIdx.x < BM) {
+    const long long qi = q0 + threadIdx.x;
+    int lo = 0x7fffffff, hi = -1;
+    if (qi < C::T)
+      flashRange<C>((long long)a.pos[C::pos_off + qi * C::pos_st], lo, hi);
+    sh.lo[threadIdx.x] = lo;
+    sh.hi[threadIdx.x] = hi;
+    if (hi >= 0) {
+      atomicMin(&sh.klo, lo);
+      atomicMax(&sh.khi, hi);
+    }
+  }
+  __syncthreads();
+  const int klo = sh.klo, khi = sh.khi;
+  const int rA = 16 * warp + g, rB = rA + 8; // this lane's two query rows in the tile
+  const int loA = sh.lo[rA], hiA = sh.hi[rA], loB = sh.lo[rB], hiB = sh.hi[rB];
+  // The warp's own key range (its 16 rows), to skip tiles it does not see.
+  int wlo = loA < loB ? loA : loB, whi = hiA > hiB ? hiA : hiB;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const int l2 = __shfl_xor_sync(0xffffffffu, wlo, o), h2 = __shfl_xor_sync(0xffffffffu, whi, o);
+    wlo = l2 < wlo ? l2 : wlo;
+    whi = h2 > whi ? h2 : whi;
+  }
+
+  // q · scale as A fragments, hi + lo halves in K's mma type.
+  uint4 qh[KS], ql[KS];
+  {
+    const long long qa = q0 + rA, qb = q0 + rB;
+    auto qv = [&](long long qi, int d) {
+      return qi < C::T ? fg_to_f(a.q[C::q_off + qi * C::q_st + h * C::q_sh + d * C::q_sd]) *
+                             C::scale()
+                       : 0.0f;
+    };
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      const int d = 16 * ks + 2 * t;
+      attnSplit<DK::kBf16>(qv(qa, d), qv(qa, d + 1), qh[ks].x, ql[ks].x);
+      attnSplit<DK::kBf16>(qv(qb, d), qv(qb, d + 1), qh[ks].y, ql[ks].y);
+      attnSplit<DK::kBf16>(qv(qa, d + 8), qv(qa, d + 9), qh[ks].z, ql[ks].z);
+      attnSplit<DK::kBf16>(qv(qb, d + 8), qv(qb, d + 9), qh[ks].w, ql[ks].w);
+    }
+  }
+
+  // Running max and (per-lane partial) sum of rows A (r = 0) and B (r = 1).
+  float m[2] = {-FG_INF, -FG_INF}, l[2] = {0.0f, 0.0f};
+  if constexpr (C::kSinks) {
+    const float s = fg_to_f(a.sinks[C::sink_off + h * C::sink_sh]);
+    m[0] = m[1] = s;
+    l[0] = l[1] = t == 0 ? 1.0f : 0.0f; // exp(sink − m), counted once per quad
+  }
+  float o[NO][4];
+#pragma unroll
+  for (int c = 0; c < NO; ++c)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      o[c][e] = 0.0f;
+
+  const typename DK::T *kbase = a.k + C::k_off + hk * C::k_sh;
+  const typename DV::T *vbase = a.v + C::v_off + hk * C::v_sh;
+  for (int j0 = klo; j0 <= khi; j0 += BN) {
+    // The key tile into shared memory (zeros outside [klo, khi]).
+    __syncthreads(); // the previous tile is no longer read
+    constexpr int KU = C::D / 8, VU = C::Dv / 8;
+    for (int i = threadIdx.x; i < BN * KU; i += NT) {
+      const int r = i / KU, c = i % KU;
+      const long long j = (long long)j0 + r;
+      uint4 x[1];
+      attnLoad8<DK, C::D, C::k_sd, C::kVecK>(kbase + j * C::k_sj, 8 * c, j <= khi, x);
+      *reinterpret_cast<uint4 *>(&sh.k[r][8 * c]) = x[0];
+    }
+    for (int i = threadIdx.x; i < BN * VU; i += NT) {
+      const int r = i / VU, c = i % VU;
+      const long long j = (long long)j0 + r;
+      uint4 x[1];
+      attnLoad8<DV, C::Dv, C::v_sd, C::kVecV>(vbase + j * C::v_sj, 8 * c, j <= khi, x);
+      *reinterpret_cast<uint4 *>(&sh.v[r][8 * c]) = x[0];
+    }
+    __syncthreads();
+    if (j0 > whi || j0 + BN - 1 < wlo)
+      continue; // no query of this warp sees these keys
+
+    // S = (q · scale) · Kᵀ for the warp's 16 rows × BN keys.
+    float s[NS][4];
+#pragma unroll
+    for (int n = 0; n < NS; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[n][e] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) {
+        const unsigned b0 = *reinterpret_cast<const unsigned *>(&sh.k[8 * n + g][16 * ks + 2 * t]);
+        const unsigned b1 =
+            *reinterpret_cast<const unsigned *>(&sh.k[8 * n + g][16 * ks + 2 * t + 8]);
+        MK::mmaK16(s[n], qh[ks], b0, b1);
+        MK::mmaK16(s[n], ql[ks], b0, b1);
+      }
+    }
+    // Softcap and the causal / window mask.
+#pragma unroll
+    for (int n = 0; n < NS; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = j0 + 8 * n + 2 * t + (e & 1);
+        const bool vis = e < 2 ? (j >= loA && j <= hiA) : (j >= loB && j <= hiB);
+        float x = s[n][e];
+        if constexpr (C::kSoftcap)
+          x = C::softcap() * tanhf(x / C::softcap());
+        s[n][e] = vis ? x : -FG_INF;
+      }
+    // Online softmax, per row.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -FG_INF;
+#pragma unroll
+      for (int n = 0; n < NS; ++n)
+        mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mn = fmaxf(m[r], mx);
+      const float corr = mn == -FG_INF ? 1.0f : expf(m[r] - mn);
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < NS; ++n)
+#pragma unroll
+        for (int e = 2 * r; e < 2 * r + 2; ++e) {
+          s[n][e] = s[n][e] == -FG_INF ? 0.0f : expf(s[n][e] - mn);
+          sum += s[n][e];
+        }
+      l[r] = l[r] * corr + sum;
+      m[r] = mn;
+#pragma unroll
+      for (int c = 0; c < NO; ++c) {
+        o[c][2 * r] *= corr;
+        o[c][2 * r + 1] *= corr;
+      }
+    }
+    // O += P · V, one k16 step per 16 keys.
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      uint4 ph, pl;
+      attnSplit<DV::kBf16>(s[2 * kk][0], s[2 * kk][1], ph.x, pl.x);
+      attnSplit<DV::kBf16>(s[2 * kk][2], s[2 * kk][3], ph.y, pl.y);
+      attnSplit<DV::kBf16>(s[2 * kk + 1][0], s[2 * kk + 1][1], ph.z, pl.z);
+      attnSplit<DV::kBf16>(s[2 * kk + 1][2], s[2 * kk + 1][3], ph.w, pl.w);
+      const int k0 = 16 * kk + 2 * t;
+#pragma unroll
+      for (int c = 0; c < NO; ++c) {
+        const int col = 8 * c + g;
+        const unsigned b0 = flashPair(sh.v[k0][col], sh.v[k0 + 1][col]);
+        const unsigned b1 = flashPair(sh.v[k0 + 8][col], sh.v[k0 + 9][col]);
+        MV::mmaK16(o[c], ph, b0, b1);
+        MV::mmaK16(o[c], pl, b0, b1);
+      }
+    }
+  }
+
+  // y = O / l (zeros for a row that saw no key and has no sink).
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float lr = l[r];
+    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+    const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
+    const long long qi = q0 + (r == 0 ? rA : rB);
+    if (qi >= C::T)
+      continue;
+    float *yr = a.y + (qi * C::Hq + h) * C::Dv;
+#pragma unroll
+    for (int c = 0; c < NO; ++c) {
+      const int col = 8 * c + 2 * t;
+      yr[col] = o[c][2 * r] * inv;
+      yr[col + 1] = o[c][2 * r + 1] * inv;
+    }
+  }
+}
+
+} // namespace fg

@@ -1,0 +1,210 @@
+//===- moe.cuh - prefill expert matmuls: route, then one grouped GEMM ---------===//
+//
+// matmul_id(x [T, X, K], w [E, N, K], ids [T, kk]) -> y [T, kk, N] (and the
+// two-stream fused.gated_matmul_id with its GLU epilogue) for a prefill chunk,
+// where one GEMV per (token, slot) pair would read every used expert's
+// weights once per pair. Two launches, everything on the device (the counts
+// never reach the host, so a CUDA graph captures it):
+//
+//   moeRoute  (one block): counts per expert (shared-memory atomics), the
+//             tile table (moe_tiles.cuh: exclusive prefix sum + ⌈count / BM⌉
+//             tiles per expert, by one thread in expert order), then the
+//             permutation: each pair takes the next row of its expert's
+//             range. The order inside an expert's range depends on the
+//             atomics' timing, but nothing else does: every output row is
+//             computed from its own x row with the same k-order, so results
+//             are bit-identical from run to run.
+//   moeGemm   grid (⌈N / BN⌉, max tiles): block (n tile, tile i) computes the
+//             rows of tile i (pairs of one expert) × BN columns on the tensor
+//             cores and writes each row straight to its pair's row of y (the
+//             un-permute is the store). Blocks past the table's length exit.
+//
+// Fragments (mma.m16n8k16, see attention_prefill.cuh for the layouts): BM =
+// 32 rows (two m16 tiles) × BN = 64 columns; warp w takes m tile w % 2 and
+// columns 32 · (w / 2) .. + 31 (four n8 tiles). K advances 32 at a time
+// through shared memory: A = x rows gathered by the permutation, split into
+// hi + lo halves in the weight's mma type (~22 bits of x survive, as in the
+// GEMV); B = weight rows n (row-major [N, K] is B's column-major layout, so
+// b0 / b1 are 32-bit words of one row). Rows past the tile and columns past
+// N load zeros. Pairs whose expert id is out of range form the last group:
+// their tiles skip the loop and store the epilogue of zeros (the GEMV's rule).
+//
+// Scratch: [0] the tile count, tiles (int4) from int 4, the permutation after
+// them (Cfg::kTilesOff, kPermOff).
+//
+//===----------------------------------------------------------------------===//
+
+namespace fg {
+
+template <class C> struct MoeArgs {
+  float *y;
+  int *scratch;
+  const typename C::X *x;
+  const typename C::Dec0::T *w0;
+  const typename C::Dec1::T *w1;
+  const typename C::Ids *ids;
+  const typename C::B0 *b0;
+  const typename C::B1 *b1;
+};
+
+/// The expert of pair p, or E when its id is out of range.
+template <class C> static __device__ __forceinline__ int moeGroup(const typename C::Ids *ids,
+                                                                  long long p) {
+  const long long tok = p / C::kk, j = p % C::kk;
+  const long long e = (long long)ids[C::ids_off + tok * C::ids_st + j * C::ids_sj];
+  return e >= 0 && e < C::E ? (int)e : (int)C::E;
+}
+
+template <class C> static __device__ __forceinline__ void moeRoute(const MoeArgs<C> &a) {
+  constexpr int G = (int)C::E + 1;
+  __shared__ int cnt[G], cursor[G];
+  for (int g = threadIdx.x; g < G; g += blockDim.x)
+    cnt[g] = 0;
+  __syncthreads();
+  for (long long p = threadIdx.x; p < C::kPairs; p += blockDim.x)
+    atomicAdd(&cnt[moeGroup<C>(a.ids, p)], 1);
+  __syncthreads();
+  MoeTile *tiles = reinterpret_cast<MoeTile *>(a.scratch + C::kTilesOff);
+  if (threadIdx.x == 0)
+    a.scratch[0] = moeTileTable(cnt, G, C::BM, cursor, tiles);
+  __syncthreads();
+  int *perm = a.scratch + C::kPermOff;
+  for (long long p = threadIdx.x; p < C::kPairs; p += blockDim.x)
+    perm[atomicAdd(&cursor[moeGroup<C>(a.ids, p)], 1)] = (int)p;
+}
+
+template <class C> struct __align__(16) MoeShared {
+  unsigned short ah[C::BM][C::KT + 8], al[C::BM][C::KT + 8]; ///< x hi / lo
+  unsigned short b[C::Epi::kStreams][C::BN][C::KT + 8];     ///< weight rows
+  int pair[C::BM];
+};
+
+/// Element k of weight row n of expert e, stream s (zeros past N or K).
+template <class C, class Dec, int S>
+static __device__ __forceinline__ uint4 moeLoadW(const typename Dec::T *w, long long e, long long n,
+                                                 long long k0) {
+  constexpr long long off = S == 0 ? C::w0_off : C::w1_off, ld = S == 0 ? C::w0_ld : C::w1_ld,
+                      ks = S == 0 ? C::w0_ks : C::w1_ks, es = S == 0 ? C::w0_es : C::w1_es;
+  if (n >= C::N)
+    return make_uint4(0, 0, 0, 0);
+  const typename Dec::T *row = w + off + e * es + n * ld;
+  if constexpr (C::kWVec) {
+    if (k0 + 8 <= C::K)
+      return fg_load_stream(row + k0);
+  }
+  union {
+    typename Dec::T v[8];
+    uint4 u;
+  } r;
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    r.v[i] = k0 + i < C::K ? row[(k0 + i) * ks] : typename Dec::T{};
+  return r.u;
+}
+
+template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<C> &a) {
+  using Dec = typename C::Dec0;
+  constexpr int S = C::Epi::kStreams, BM = C::BM, BN = C::BN, KT = C::KT, NT = 128;
+  static_assert(BM == 32 && BN == 64 && KT == 32, "the warp layout below");
+  __shared__ MoeShared<C> sh;
+  if ((int)blockIdx.y >= a.scratch[0])
+    return; // past the tile table (the whole block leaves before any barrier)
+  const MoeTile tile = reinterpret_cast<const MoeTile *>(a.scratch + C::kTilesOff)[blockIdx.y];
+  const int *perm = a.scratch + C::kPermOff;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int mt = warp & 1, nw = 32 * (warp >> 1);
+  const long long n0 = (long long)blockIdx.x * BN, e = tile.group;
+  const bool valid = tile.group < C::E;
+  if (threadIdx.x < BM)
+    sh.pair[threadIdx.x] = threadIdx.x < tile.rows ? perm[tile.row0 + threadIdx.x] : -1;
+  __syncthreads();
+
+  float acc[S][4][4];
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        acc[s][j][i] = 0.0f;
+
+  for (long long k0 = 0; valid && k0 < C::K; k0 += KT) {
+    // A: 32 rows × 32 k, one 8-element unit per thread.
+    {
+      const int r = threadIdx.x >> 2, c = 8 * (threadIdx.x & 3);
+      const int p = sh.pair[r];
+      float xv[8];
+      const long long tok = p >= 0 ? p / C::kk : 0, j = p >= 0 ? p % C::kk : 0;
+      const typename C::X *xr = a.x + C::x_off + tok * C::x_st + j * C::x_sj;
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        xv[i] = p >= 0 && k0 + c + i < C::K ? fg_to_f(xr[(k0 + c + i) * C::x_ks]) : 0.0f;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const unsigned hi = Dec::pack(xv[2 * i], xv[2 * i + 1]);
+        float h0, h1;
+        Dec::unpack(hi, h0, h1);
+        const unsigned lo = Dec::pack(xv[2 * i] - h0, xv[2 * i + 1] - h1);
+        *reinterpret_cast<unsigned *>(&sh.ah[r][c + 2 * i]) = hi;
+        *reinterpret_cast<unsigned *>(&sh.al[r][c + 2 * i]) = lo;
+      }
+    }
+    // B: per stream 64 rows × 32 k, two 16-byte units per thread.
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int i = threadIdx.x + NT * u, r = i >> 2, c = 8 * (i & 3);
+      *reinterpret_cast<uint4 *>(&sh.b[0][r][c]) =
+          moeLoadW<C, typename C::Dec0, 0>(a.w0, e, n0 + r, k0 + c);
+      if constexpr (S == 2)
+        *reinterpret_cast<uint4 *>(&sh.b[S - 1][r][c]) =
+            moeLoadW<C, typename C::Dec1, 1>(a.w1, e, n0 + r, k0 + c);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int ks = 0; ks < KT / 16; ++ks) {
+      const int ra = 16 * mt + g, kc = 16 * ks + 2 * t;
+      const unsigned ah[4] = {*reinterpret_cast<const unsigned *>(&sh.ah[ra][kc]),
+                              *reinterpret_cast<const unsigned *>(&sh.ah[ra + 8][kc]),
+                              *reinterpret_cast<const unsigned *>(&sh.ah[ra][kc + 8]),
+                              *reinterpret_cast<const unsigned *>(&sh.ah[ra + 8][kc + 8])};
+      const unsigned al[4] = {*reinterpret_cast<const unsigned *>(&sh.al[ra][kc]),
+                              *reinterpret_cast<const unsigned *>(&sh.al[ra + 8][kc]),
+                              *reinterpret_cast<const unsigned *>(&sh.al[ra][kc + 8]),
+                              *reinterpret_cast<const unsigned *>(&sh.al[ra + 8][kc + 8])};
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int nb = nw + 8 * j + g;
+          const unsigned b0 = *reinterpret_cast<const unsigned *>(&sh.b[s][nb][kc]);
+          const unsigned b1 = *reinterpret_cast<const unsigned *>(&sh.b[s][nb][kc + 8]);
+          Dec::mma(acc[s][j], ah, b0, b1);
+          Dec::mma(acc[s][j], al, b0, b1);
+        }
+    }
+    __syncthreads();
+  }
+
+  // Epilogue: (+ bias), Epi, store to the pair's row.
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = 16 * mt + g + (i >= 2 ? 8 : 0);
+      const long long n = n0 + nw + 8 * j + 2 * t + (i & 1);
+      const int p = sh.pair[r];
+      if (p < 0 || n >= C::N)
+        continue;
+      float v[2] = {acc[0][j][i], acc[S - 1][j][i]};
+      if constexpr (C::kBias) {
+        if (valid) {
+          v[0] += fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
+          if (S == 2)
+            v[1] += fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
+        }
+      }
+      a.y[(long long)p * C::N + n] = C::Epi::apply(v);
+    }
+}
+
+} // namespace fg

@@ -1,0 +1,122 @@
+//===- rms_norm_matmul.cpp - norm prologue into the GEMVs that read it ----===//
+//
+//   %n = fused.rms_norm_mul(%h, %attn_norm) {eps = 1e-05} : f32[1, 4096]
+//   %q = matmul(%n, %wq) : f32[1, 4096]
+//   %k = matmul(%n, %wk) : f32[1, 1024]
+//   %v = matmul(%n, %wv) : f32[1, 1024]
+// becomes
+//   %q = fused.rms_norm_matmul(%h, %attn_norm, %wq) {eps = 1e-05}
+//   %k = fused.rms_norm_matmul(%h, %attn_norm, %wk) {eps = 1e-05}
+//   %v = fused.rms_norm_matmul(%h, %attn_norm, %wv) {eps = 1e-05}
+// and a fused.gated_matmul (no biases) reading %n becomes
+// fused.rms_norm_gated_matmul(%h, %attn_norm, %w_gate, %w_up).
+//
+// Unlike the other patterns this one does not absorb the norm: each
+// consumer recomputes it (a GEMV block reads the x row it would have read
+// anyway, plus the norm weight), and the norm node dies once its last
+// consumer is rewritten. Legality: every consumer of the norm is such a
+// GEMV (else the norm launch stays and the recomputation is pure cost), the
+// norm is the GEMV's x, 1 to the target's GEMV token limit rows, x packed.
+// The cost comparison credits each rewrite with its share of the norm.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/fusion/Pattern.h"
+
+namespace fg::fusion {
+namespace {
+
+class RmsNormMatmul : public FusionPattern {
+public:
+  llvm::StringRef name() const override { return "rms_norm_matmul"; }
+
+  void prepare(const Function &fn) override {
+    users_.assign(fn.numValues(), {});
+    for (NodeId i = 0; i < fn.numNodes(); ++i)
+      for (ValueId o : fn.node(i).operands)
+        if (users_[o].empty() || users_[o].back() != i)
+          users_[o].push_back(i);
+  }
+
+  /// Whether `n` is a GEMV this pattern can give a norm prologue.
+  static bool isConsumer(const Node &n) {
+    return n.kind == OpKind::MatMul ||
+           (n.kind == OpKind::FusedGatedMatmul && n.operands.size() == 3);
+  }
+
+  void match(const Function &fn, NodeId root, llvm::SmallVectorImpl<Match> &out) const override {
+    const Node &gemv = fn.node(root);
+    if (!isConsumer(gemv))
+      return;
+    const Node *norm = fn.producer(gemv.operands[0]);
+    if (!norm || norm->kind != OpKind::FusedRmsNormMul)
+      return;
+    Match m;
+    m.root = root;
+    m.nodes.push_back(root);
+    m.outputs.push_back(gemv.result());
+    m.recomputed.push_back(fn.value(gemv.operands[0]).def);
+    m.set(Cap::norm, gemv.operands[0]);
+    m.set(Cap::x, norm->operands[0]);
+    m.set(Cap::w, norm->operands[1]);
+    m.set(Cap::wGate, gemv.operands[1]);
+    if (gemv.kind == OpKind::FusedGatedMatmul)
+      m.set(Cap::wUp, gemv.operands[2]);
+    m.benefit = 1;
+    m.variant = gemv.kind == OpKind::MatMul ? "matmul" : "gated_matmul";
+    out.push_back(std::move(m));
+  }
+
+  Decision check(const Function &fn, const Match &m) const override {
+    ValueId n = m.get(Cap::norm), x = m.get(Cap::x);
+    if (llvm::is_contained(fn.results(), n))
+      return Decision::no("the normalised row " + label(fn, n) + " is a result of @" + fn.name());
+    for (NodeId u : users_[n]) {
+      const Node &user = fn.node(u);
+      if (!isConsumer(user) || user.operands[0] != n ||
+          llvm::count(user.operands, n) != 1)
+        return Decision::no("the normalised row " + label(fn, n) + " also feeds " +
+                            label(fn, user.result()) + " (" + std::string(mnemonic(user.kind)) +
+                            "): the norm launch would stay");
+    }
+    int64_t tokens = fn.type(x).numRows();
+    int64_t maxTokens = target() ? target()->maxGemvTokens() : INT64_MAX;
+    if (tokens < 1 || tokens > maxTokens)
+      return Decision::no(label(fn, x) + " has " + llvm::Twine(tokens) +
+                          " tokens; the fused GEMV takes 1 to " + llvm::Twine(maxTokens));
+    if (!isContiguous(fn, x) || !isContiguous(fn, m.get(Cap::w)))
+      return Decision::no("input " + label(fn, x) + " and norm weight " +
+                          label(fn, m.get(Cap::w)) + " must be contiguous");
+    if (fn.type(m.get(Cap::w)).numElements() != fn.type(x).rowLength())
+      return Decision::no("norm weight " + label(fn, m.get(Cap::w)) + " " +
+                          fn.type(m.get(Cap::w)).str() + " is not one value per column of " +
+                          label(fn, x));
+    return Decision::yes();
+  }
+
+  FusedOp rewrite(const Function &fn, const Match &m) const override {
+    double eps = op::FusedRmsNormMul(*fn.producer(m.get(Cap::norm))).eps();
+    if (!m.has(Cap::wUp))
+      return FusedOp::of(op::FusedRmsNormMatmulArgs{
+          .x = m.get(Cap::x), .normW = m.get(Cap::w), .w = m.get(Cap::wGate), .eps = eps});
+    op::FusedGatedMatmul gated(fn.node(m.root));
+    return FusedOp::of(op::FusedRmsNormGatedMatmulArgs{.x = m.get(Cap::x),
+                                                        .normW = m.get(Cap::w),
+                                                        .wGate = m.get(Cap::wGate),
+                                                        .wUp = m.get(Cap::wUp),
+                                                        .eps = eps,
+                                                        .kind = gated.kind(),
+                                                        .alpha = gated.alpha(),
+                                                        .limit = gated.limit()});
+  }
+
+private:
+  std::vector<llvm::SmallVector<NodeId, 2>> users_;
+};
+
+} // namespace
+
+std::unique_ptr<FusionPattern> createRmsNormMatmulPattern() {
+  return std::make_unique<RmsNormMatmul>();
+}
+
+} // namespace fg::fusion

@@ -1,0 +1,218 @@
+//===- AttentionPrefillGpuTest.cpp - flash-attention prefill vs the reference ===//
+//
+// The prefill kernel (codegen/cuda/kernels/attention_prefill.cuh) against the
+// CPU reference, forced on for every chunk length (attentionPrefillMinTokens
+// = 1): odd lengths 1, 63, 64, 65, 511 starting at position 0 (a fresh
+// prompt) and after 300 cached rows (a later chunk); head dims 64 and 128;
+// f16 and bf16 caches; GQA groups 1, 4, 8; sliding windows shorter and longer
+// than the chunk; softcap with sinks; Dv != D; positions out of order (the
+// Session puts a chunk's padding first, at positions after its last token);
+// and replays of one graph are bit-identical (no atomics in the kernel).
+//
+//===----------------------------------------------------------------------===//
+#include "GpuTestUtil.h"
+
+#include <algorithm>
+
+using namespace fg;
+using namespace fg::gputest;
+
+namespace {
+
+constexpr int64_t kCtx = 4096;
+
+struct PrefillCase {
+  int64_t tokens;
+  int64_t start = 0; ///< position of the chunk's first query
+  int64_t headDim = 128;
+  int64_t group = 4;
+  DType cache = DType::F16;
+  int64_t window = 0;
+  double softcap = 0;
+  bool sinks = false;
+  int64_t valueDim = 0; ///< 0: = headDim
+  int64_t kvHeads = 2;
+  bool reversed = false; ///< positions in reverse order inside the chunk
+};
+
+Graph buildGraph(const PrefillCase &c) {
+  Graph g;
+  Function &fn = g.addFunction("main");
+  Builder b(fn);
+  int64_t hq = c.kvHeads * c.group, dv = c.valueDim ? c.valueDim : c.headDim;
+  auto q = b.weight("q", {DType::F32, {c.tokens, hq, c.headDim}}, randn());
+  auto k = b.weight("k", {c.cache, {kCtx, c.kvHeads, c.headDim}}, randn());
+  auto v = b.weight("v", {c.cache, {kCtx, c.kvHeads, dv}}, randn());
+  auto pos = b.input("positions", {DType::I32, {c.tokens}});
+  std::optional<ValueId> sinks;
+  if (c.sinks)
+    sinks = b.weight("sinks", {DType::F32, {hq}}, randn());
+  Builder::AttentionParams p;
+  p.scale = 1.0 / std::sqrt(static_cast<double>(c.headDim));
+  p.window = c.window;
+  p.softcap = c.softcap;
+  b.result(b.attention(q, k, v, pos, p, sinks, "out"));
+  EXPECT_FALSE(bool(b.finish()));
+  return g;
+}
+
+Inputs positionsFor(const PrefillCase &c) {
+  Inputs in;
+  std::vector<int32_t> &p = in["positions"];
+  for (int64_t t = 0; t < c.tokens; ++t)
+    p.push_back(static_cast<int32_t>(c.start + t));
+  if (c.reversed)
+    std::reverse(p.begin(), p.end());
+  return in;
+}
+
+/// q and P keep ~22 bits (hi + lo halves) with f16 caches, ~16 with bf16.
+double tolerance(DType cache) { return cache == DType::BF16 ? 2e-3 : 1e-4; }
+
+CompileOptions prefillKernelAlways() {
+  CompileOptions co;
+  co.attentionPrefillMinTokens = 1;
+  return co;
+}
+
+void runCase(const PrefillCase &c) {
+  SCOPED_TRACE(testing::Message() << "T=" << c.tokens << " start=" << c.start << " D="
+                                  << c.headDim << " group=" << c.group << " "
+                                  << dtypeName(c.cache) << " window=" << c.window);
+  expectMatchesReference(buildGraph(c), positionsFor(c), tolerance(c.cache), "main",
+                         /*eager=*/false, kCtx, prefillKernelAlways());
+}
+
+using GridParam = std::tuple<int64_t, int64_t, DType>;
+class GpuFlashPrefill : public ::testing::TestWithParam<GridParam> {};
+
+/// Chunk lengths × head dims × cache dtypes, at position 0 and after 300 rows.
+TEST_P(GpuFlashPrefill, Causal) {
+  FG_REQUIRE_GPU();
+  auto [tokens, hd, cache] = GetParam();
+  for (int64_t start : {0, 300}) {
+    PrefillCase c{tokens, start, hd};
+    c.cache = cache;
+    runCase(c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, GpuFlashPrefill,
+                         ::testing::Combine(::testing::Values(1, 63, 64, 65, 511),
+                                            ::testing::Values(64, 128),
+                                            ::testing::Values(DType::F16, DType::BF16)),
+                         [](const auto &info) {
+                           return "T" + std::to_string(std::get<0>(info.param)) + "_d" +
+                                  std::to_string(std::get<1>(info.param)) + "_" +
+                                  std::string(dtypeName(std::get<2>(info.param)));
+                         });
+
+TEST(GpuFlashPrefillOptions, GqaGroups) {
+  FG_REQUIRE_GPU();
+  for (int64_t group : {1, 8}) {
+    PrefillCase c{65, 100};
+    c.group = group;
+    runCase(c);
+  }
+  PrefillCase dense{511, 0}; // W-dense heads: 32 over 8
+  dense.group = 4;
+  dense.kvHeads = 8;
+  runCase(dense);
+}
+
+TEST(GpuFlashPrefillOptions, Windows) {
+  FG_REQUIRE_GPU();
+  for (int64_t window : {1, 16, 100, 1000})
+    for (int64_t start : {0, 500}) {
+      PrefillCase c{65, start, 64};
+      c.window = window;
+      runCase(c);
+    }
+  PrefillCase c{511, 0};
+  c.window = 128;
+  c.cache = DType::BF16;
+  runCase(c);
+}
+
+TEST(GpuFlashPrefillOptions, SoftcapAndSinks) {
+  FG_REQUIRE_GPU();
+  PrefillCase c{63, 200};
+  c.softcap = 30.0;
+  c.sinks = true;
+  runCase(c);
+  c.window = 8; // rows that see few keys: the sink weighs more
+  c.tokens = 65;
+  runCase(c);
+  PrefillCase first{1, 0, 64}; // one query, one key, a sink
+  first.sinks = true;
+  runCase(first);
+}
+
+TEST(GpuFlashPrefillOptions, ValueDimDiffers) {
+  FG_REQUIRE_GPU();
+  PrefillCase c{65, 40};
+  c.valueDim = 64;
+  runCase(c);
+  c.headDim = 64;
+  c.valueDim = 128;
+  c.cache = DType::BF16;
+  runCase(c);
+}
+
+TEST(GpuFlashPrefillOptions, PositionsOutOfOrder) {
+  FG_REQUIRE_GPU();
+  for (int64_t tokens : {64, 130}) {
+    PrefillCase c{tokens, 77};
+    c.reversed = true;
+    runCase(c);
+  }
+}
+
+/// The default threshold: a 64-token chunk takes the prefill kernel in a
+/// plain compile (no option), and agrees with the reference.
+TEST(GpuFlashPrefillOptions, DefaultThreshold) {
+  FG_REQUIRE_GPU();
+  PrefillCase c{64, 1000};
+  expectMatchesReference(buildGraph(c), positionsFor(c), tolerance(c.cache), "main",
+                         /*eager=*/false, kCtx);
+}
+
+TEST(GpuFlashPrefillReplay, BitIdentical) {
+  FG_REQUIRE_GPU();
+  PrefillCase c{130, 900};
+  c.sinks = true;
+  Graph g = buildGraph(c);
+  CompileOptions co = prefillKernelAlways();
+  co.ctx = kCtx;
+  co.pipeline = "canonicalize,cse,dce";
+  auto plan = compile(g, co);
+  ASSERT_TRUE(bool(plan)) << errString(plan.takeError());
+  ExecOptions eo;
+  eo.device = ExecOptions::Device::Cuda;
+  eo.mode = ExecOptions::Mode::Graph;
+  auto gpu = Executor::create(*plan, eo);
+  ASSERT_TRUE(bool(gpu)) << errString(gpu.takeError());
+  auto step = [&](int64_t start) -> std::vector<uint8_t> {
+    PrefillCase s = c;
+    s.start = start;
+    Inputs in = positionsFor(s);
+    EXPECT_FALSE(bool(gpu->setInput("positions", in["positions"])));
+    if (auto e = gpu->run("main")) {
+      ADD_FAILURE() << errString(std::move(e));
+      return {};
+    }
+    auto out = gpu->output("out");
+    if (!out) {
+      ADD_FAILURE() << errString(out.takeError());
+      return {};
+    }
+    return out->data;
+  };
+  std::vector<uint8_t> a = step(900), b = step(900), mid = step(10), d = step(900);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, d);
+  EXPECT_NE(a, mid);
+}
+
+} // namespace
