@@ -1156,6 +1156,8 @@ TEST(CudaEmit, RmsNormPrologue) {
     EXPECT_TRUE(contains(k, "kNorm = true"));
     EXPECT_TRUE(contains(k, "kNormEpsBits = 925353388")); // 1e-5f
     EXPECT_EQ(contains(k, "fg::EpiGlu<"), gated);
+  }
+}
 
 /// Block-quantised weights (GGUF blocks read as stored) in every GEMV form:
 /// dense T = 1 and 3 (K = 96 and 288: not multiples of 256 for the 32-element
