@@ -602,7 +602,8 @@ std::string summaryText(const GraphPicture &p) {
     return !n.refusal.empty();
   });
   std::string s = std::to_string(p.clusters.size()) + " fused groups (" + std::to_string(steps) +
-                  " ops inside), " + std::to_string(refused) + " nodes with refused candidates";
+                  " ops inside), refused candidates at " + std::to_string(refused) +
+                  (refused == 1 ? " node" : " nodes");
   if (!p.launches.empty())
     s += "; " + std::to_string(p.launches.size()) + " launches on " + std::to_string(p.levels) +
          " levels, " + std::to_string(p.parallelLevels) +
