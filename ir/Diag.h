@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ir/Graph.h"
+#include "ir/Progress.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
@@ -28,5 +29,6 @@ enum class LogLevel { Info, Verbose, Progress };
 
 /// Libraries never print: they hand messages to a sink the caller provides.
 using LogSink = std::function<void(LogLevel, llvm::StringRef)>;
+
 
 } // namespace fg

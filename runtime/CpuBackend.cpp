@@ -3,6 +3,7 @@
 
 #include "runtime/ProgramIO.h"
 #include "runtime/WeightLoad.h"
+#include "runtime/WeightProgress.h"
 
 #include "llvm/ADT/StringExtras.h"
 
@@ -16,7 +17,8 @@ namespace {
 
 /// Binds the weights a plan takes from a model file (its "weights" section,
 /// else the CUDA program's weight table) into the CPU reference.
-Error bindPlanWeights(const Plan &plan, ReferenceInterpreter &interp, const LogSink &log) {
+Error bindPlanWeights(const Plan &plan, ReferenceInterpreter &interp, const LogSink &log,
+                      const ProgressSink &progress) {
   std::vector<TensorSlot> slots;
   if (const PlanSection *w = plan.section("weights")) {
     Expected<std::vector<TensorSlot>> t = decodeWeightTable(w->bytes);
@@ -30,6 +32,11 @@ Error bindPlanWeights(const Plan &plan, ReferenceInterpreter &interp, const LogS
     slots = std::move(prog->weights);
   }
   size_t mapped = 0, transformed = 0, embedded = 0;
+  uint64_t total = 0;
+  for (const TensorSlot &s : slots)
+    if (s.hasSource())
+      total += static_cast<uint64_t>(s.type.bytes());
+  WeightProgress weightProgress(progress, total);
   for (const TensorSlot &s : slots) {
     if (!s.hasSource())
       continue;
@@ -39,6 +46,7 @@ Error bindPlanWeights(const Plan &plan, ReferenceInterpreter &interp, const LogS
     if (Error e = interp.bindWeight(s.name, HostTensor{s.type, std::move(*bytes)}))
       return e;
     ++(s.recipe.empty() ? embedded : s.recipe.isPlainRange() ? mapped : transformed);
+    weightProgress.add(static_cast<uint64_t>(s.type.bytes()));
   }
   if (log && mapped + transformed + embedded)
     log(LogLevel::Verbose, "executor: " + std::to_string(mapped) +
@@ -81,7 +89,7 @@ private:
 Expected<std::unique_ptr<ExecBackend>> createCpuBackend(const Plan &plan, const Graph &graph,
                                                         const ExecOptions &opts) {
   auto backend = std::make_unique<CpuBackend>(graph);
-  if (Error err = bindPlanWeights(plan, backend->interp(), opts.log))
+  if (Error err = bindPlanWeights(plan, backend->interp(), opts.log, opts.progress))
     return err;
   if (opts.log)
     opts.log(LogLevel::Verbose, "executor: cpu reference interpreter, ctx " +

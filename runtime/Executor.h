@@ -49,6 +49,9 @@ struct ExecOptions {
   /// kernels (CudaRunner::setProgrammaticLaunch).
   bool programmaticLaunch = true;
   LogSink log;             ///< verbose messages; may be empty
+  /// Long work: weights loaded (CPU) or uploaded (CUDA), in bytes, and a
+  /// Session's prompt, in tokens (ir/Diag.h Progress); may be empty.
+  ProgressSink progress;
 };
 
 class Executor {
@@ -118,6 +121,9 @@ public:
     float ms = 0;
     NodeId node = 0; ///< the node launched (index in the entry's function)
     OpKind op = OpKind{};
+    /// Traced graph runs: device clock (ns) of its first kernel's start and
+    /// last kernel's end; 0 otherwise.
+    uint64_t startNs = 0, endNs = 0;
   };
   /// Per-launch device times of the last run, in launch order; empty unless it
   /// was a CUDA eager run with ExecOptions::profileLaunches.

@@ -220,6 +220,15 @@ Error Session::feed(ArrayRef<int32_t> tokens) {
                     tokens.begin() + (done - from + n));
     done += n;
     ++stats_.promptRuns;
+    if (const ProgressSink &progress = exec_.options().progress) {
+      Progress p;
+      p.task = "prefill";
+      p.unit = "tokens";
+      p.done = static_cast<uint64_t>(done - from);
+      p.total = static_cast<uint64_t>(to - from);
+      p.seconds = msSince(t0) / 1e3;
+      progress(p);
+    }
   }
   stats_.promptTokens += to - from;
   stats_.promptMs += msSince(t0);

@@ -6,8 +6,10 @@ set -euo pipefail
 
 # clang-14 and libclang-rt-14-dev (the ASan/UBSan runtimes and libFuzzer) are for
 # the sanitizer build and the fuzzers (scripts/build-asan.sh, scripts/fuzz.sh).
+# chromium and graphviz check `inspect --graph` pictures (tests/ir/cli/graph-picture.fg:
+# the HTML in a headless browser, the DOT through `dot`).
 packages=(cmake ninja-build g++ llvm-14-dev llvm-14-tools libgtest-dev libbenchmark-dev
-          nlohmann-json3-dev python3 clang-14 libclang-rt-14-dev)
+          nlohmann-json3-dev python3 clang-14 libclang-rt-14-dev chromium graphviz)
 # text/ (tokenizers): PCRE2 for the split regexes, ICU for NFC, found with pkg-config.
 packages+=(pkg-config libpcre2-dev libicu-dev)
 

@@ -6,10 +6,12 @@
 // ÷ the read bandwidth measured in the same run) and % of that roofline.
 // Without a CUDA device (or with --device cpu) it times the CPU reference
 // interpreter's decode steps instead: wall time only.
+// A missing model file is an error first. `--trace F` writes one traced decode step.
 //
 //===----------------------------------------------------------------------===//
 #include "tools/Commands.h"
 #include "tools/BenchPrefill.h"
+#include "tools/Progress.h"
 
 #include "codegen/cuda/Bandwidth.h"
 #include "frontends/models/Workloads.h"
@@ -118,6 +120,9 @@ int runBench(ArrayRef<const char *> args) {
   f.option("weight-dtype", "T", "workload weights: f16 or bf16", "f16");
   f.option("arch", "SM", "GPU architecture to compile kernels for", "sm_90");
   f.option("json", "FILE", "also write the figures as JSON");
+  f.option("trace", "FILE",
+            "trace one decode step at --kv (CUDA graph, CUPTI) of the fused plan into FILE as "
+            "a Chrome/Perfetto trace");
   f.flag("breakdown", "trace graph replays with CUPTI and print device time per kernel family");
   f.option("device", "D",
            "cuda, cpu (the reference interpreter: wall time only; 3 steps, 1 warm-up unless "
@@ -193,6 +198,9 @@ int runBench(ArrayRef<const char *> args) {
 
   if (isPlan && !sys::fs::exists(model))
     return reportError(makeError("plan '" + model + "' does not exist"));
+  // A missing model file is an error here too, not a GPU skip.
+  if (!isPlan && !isWorkloadName(model) && model != "demo" && !sys::fs::exists(model))
+    return reportError(makeError("model '" + model + "' does not exist"));
   std::string device = f.get("device", "auto");
   if (device != "auto" && device != "cpu" && device != "cuda")
     return f.usageError("--device must be cpu, cuda or auto, got '" + device + "'");
@@ -244,6 +252,7 @@ int runBench(ArrayRef<const char *> args) {
       co.fusion = fused;
       co.arch = f.get("arch", "sm_90");
       co.log = ms.log;
+      co.progress = stderrProgress();
       if (verbose)
         errs() << "fusegraph: compiling " << model << " (" << v.fusion << ")\n";
       Expected<Plan> p = planFor(model, ms, co);
@@ -426,6 +435,17 @@ int runBench(ArrayRef<const char *> args) {
     if (ec)
       return reportError(makeError("cannot write '" + f.get("json") + "': " + ec.message()));
     out << formatv("{0:2}", json::Value(std::move(root))) << "\n";
+  }
+  if (f.has("trace")) {
+    // The fused plan (or the plan given) when there is one, else the first.
+    const Variant *traced = nullptr;
+    for (const Variant &v : variants)
+      if (v.plan && (!traced || v.fusion != "unfused"))
+        traced = &v;
+    if (!traced)
+      return reportError(makeError("--trace: no plan compiled to trace"));
+    if (Error e = writeStepTrace(*traced->plan, f.get("trace"), kv, stderrLog(true)))
+      return reportError(std::move(e));
   }
   return kOk;
 }

@@ -44,6 +44,9 @@ struct ModelSettings {
 /// Adds the flags that shape a model and its compilation (`--ctx`, `--prefill`,
 /// `--arch`, `--no-fusion`, dump flags, ...) to a subcommand.
 void addCompileFlags(Flags &f);
+/// `--disable-fusion` and `--debug-fusion` name fusion patterns: an unknown
+/// name is a usage error (with a "did you mean"). Returns false on one.
+bool checkFusionNames(const Flags &f, int &exitCode);
 /// Reads them back. Returns false (with `exitCode` set) on a usage error.
 bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &compile, int &exitCode);
 /// Reads `--device`, `--mode`, `--debug-sync`, `--verbose` (declared by the caller).
@@ -115,6 +118,12 @@ llvm::Error writeLogits(llvm::StringRef path, llvm::ArrayRef<float> values, int6
 int generate(const Plan &plan, const ExecOptions &opts, llvm::ArrayRef<int32_t> prompt,
              int64_t steps, bool verbose, bool verify = false,
              const GenerateExtras &extras = {});
+
+/// `--trace FILE` (run, bench): replays one decode step of `plan` at
+/// `position` as a CUDA graph traced with CUPTI and writes it as a Chrome /
+/// Perfetto trace (runtime/StepTrace.h). Needs a GPU.
+llvm::Error writeStepTrace(const Plan &plan, llvm::StringRef path, int64_t position,
+                           const LogSink &log);
 
 /// Loads MODEL (`.fg`, `.gguf`, an HF folder or `demo`) into a Graph; with
 /// `weights`, also the model file's weight table (for CompileOptions::weights).

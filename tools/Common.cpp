@@ -2,6 +2,8 @@
 #include "tools/Commands.h"
 
 #include "frontends/ModelChat.h"
+#include "passes/fusion/FusionReport.h"
+#include "tools/Progress.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -32,6 +34,20 @@ void addCompileFlags(Flags &f) {
   f.flag("timing", "print per-pass wall time (stderr)");
 }
 
+bool checkFusionNames(const Flags &f, int &exitCode) {
+  std::vector<std::string> known = fusionPatternNames();
+  for (const char *flag : {"disable-fusion", "debug-fusion"})
+    for (const std::string &name : f.list(flag)) {
+      if (is_contained(known, name))
+        continue;
+      std::string hint = didYouMean(name, known);
+      exitCode = f.usageError("--" + Twine(flag) + ": unknown fusion pattern '" + name + "'" +
+                              (hint.empty() ? " (patterns: " + join(known, ", ") + ")" : hint));
+      return false;
+    }
+  return true;
+}
+
 static void printToStderr(LogLevel, StringRef text) {
   errs() << text;
   if (!text.endswith("\n"))
@@ -53,6 +69,8 @@ bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &comp
   }
   model.kvDType = *kvType;
   model.allLogits = f.has("all-logits");
+  if (!checkFusionNames(f, exitCode))
+    return false;
 
   compile.ctx = model.ctx;
   compile.kvDType = model.kvDType;
@@ -69,6 +87,7 @@ bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &comp
   po.stats = f.has("stats");
   po.timing = f.has("timing");
   po.sink = printToStderr;
+  compile.progress = stderrProgress();
   return true;
 }
 
@@ -76,6 +95,7 @@ LogSink stderrLog(bool verbose) {
   return [verbose](LogLevel level, StringRef msg) {
     if (level == LogLevel::Verbose && !verbose)
       return;
+    clearProgressLine();
     errs() << "fusegraph: " << msg.rtrim('\n') << "\n";
   };
 }

@@ -28,6 +28,22 @@ const Flags::Spec *Flags::find(StringRef name) const {
   return nullptr;
 }
 
+std::string didYouMean(StringRef word, ArrayRef<std::string> candidates, StringRef prefix) {
+  const std::string *best = nullptr;
+  unsigned bestDistance = ~0u;
+  for (const std::string &c : candidates) {
+    unsigned d = word.edit_distance(c, /*AllowReplacements=*/true, /*MaxEditDistance=*/8);
+    if (d < bestDistance) {
+      best = &c;
+      bestDistance = d;
+    }
+  }
+  // Close enough to be a typo: a third of the word, at least two edits (a swap).
+  if (!best || bestDistance > std::max<size_t>(2, word.size() / 3))
+    return "";
+  return " (did you mean " + prefix.str() + *best + "?)";
+}
+
 int Flags::usageError(const Twine &msg) const {
   errs() << "fusegraph: error: " << msg << "\n";
   return kUsage;
@@ -44,10 +60,16 @@ bool Flags::parse(ArrayRef<const char *> args, int &exitCode) {
     StringRef body = arg.drop_while([](char c) { return c == '-'; });
     auto [name, value] = body.split('=');
     bool hasValue = body.contains('=');
+    if (arg == "-h")
+      name = "help";
     const Spec *spec = find(name);
     if (!spec) {
-      exitCode = usageError("unknown flag " + arg.split('=').first + " for '" + command_ +
-                            "' (see fusegraph " + command_ + " --help)");
+      std::vector<std::string> names;
+      for (const Spec &s : specs_)
+        names.push_back(s.name);
+      std::string hint = didYouMean(name, names, "--");
+      exitCode = usageError("unknown flag " + arg.split('=').first + " for '" + command_ + "'" +
+                            (hint.empty() ? " (see fusegraph " + command_ + " --help)" : hint));
       return false;
     }
     if (!spec->takesValue) {
@@ -138,7 +160,10 @@ void Flags::printHelp(raw_ostream &os) const {
 int reportError(Error e) {
   handleAllErrors(std::move(e), [](const ErrorInfoBase &info) {
     std::string msg = info.message();
-    if (StringRef(msg).contains(": error: "))
+    // Located messages (`file.fg:12:7: error: ...`) as they are; a message
+    // that only quotes another tool's "error:" later on gets the prefix.
+    StringRef where = StringRef(msg).split(": error: ").first;
+    if (StringRef(msg).contains(": error: ") && !where.contains(' '))
       errs() << msg << "\n";
     else
       errs() << "fusegraph: error: " << msg << "\n";

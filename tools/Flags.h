@@ -64,6 +64,11 @@ private:
   std::vector<std::string> positional_;
 };
 
+/// " (did you mean PREFIX<candidate>?)" for the candidate nearest `word` by
+/// edit distance when it is close enough to be a typo, else "".
+std::string didYouMean(llvm::StringRef word, llvm::ArrayRef<std::string> candidates,
+                       llvm::StringRef prefix = "");
+
 /// Prints a library error as one line per message: messages that already
 /// carry `file:line:col: error:` as they are, others as `fusegraph: error: msg`.
 /// Returns kFailed.

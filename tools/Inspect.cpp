@@ -3,10 +3,13 @@
 
 #include "codegen/cuda/Lower.h"
 #include "passes/fusion/FusionReport.h"
+#include "runtime/GraphPicture.h"
 #include "runtime/ProgramIO.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
@@ -288,7 +291,7 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
     }
     os << ")\n";
     os << "    cost: " << humanFlops(e.cost.flops) << ", " << humanBytes(e.cost.bytes)
-       << " moved\n";
+       << " moved (attention over the full context, " << o.ctx << " rows)\n";
     os << "    role: " << roleText(e.contract);
     for (const auto &[name, b] : e.bindings)
       os << "; " << bindingText(name, b);
@@ -615,6 +618,75 @@ void printJson(const Plan &plan, StringRef path, bool isPlan, const Summary &s,
   os << "\n";
 }
 
+/// `--graph FILE`: a picture of one entry (`--entry`, default decode, else
+/// the first) or one layer of it (`--layer N`), as .html, .svg or .dot.
+Error writeGraphPicture(const Plan &plan, StringRef path, StringRef out, StringRef entryName,
+                        std::optional<int64_t> layer) {
+  StringRef ext = sys::path::extension(out);
+  if (ext != ".html" && ext != ".svg" && ext != ".dot")
+    return makeError("--graph " + out + ": the picture is written as .html, .svg or .dot");
+  const Graph &g = plan.graph();
+  const Function *fn = nullptr;
+  if (!entryName.empty()) {
+    fn = g.lookup(entryName);
+    if (!fn) {
+      std::vector<std::string> names;
+      for (const Function &f : g.functions())
+        names.push_back(f.name().str());
+      return makeError("--entry " + entryName + ": no such entry (entries: " + join(names, ", ") +
+                       ")");
+    }
+  } else {
+    fn = g.lookup("decode");
+    if (!fn && !g.functions().empty())
+      fn = &g.functions().front();
+    if (!fn)
+      return makeError("the plan has no entry to draw");
+  }
+  std::optional<CompiledProgram> prog;
+  if (const PlanSection *p = plan.section("program")) {
+    Expected<CompiledProgram> decoded = decodeProgram(p->bytes);
+    if (!decoded)
+      return decoded.takeError();
+    prog = std::move(*decoded);
+  }
+  const CompiledEntry *entry = nullptr;
+  if (prog)
+    for (const CompiledEntry &e : prog->entries)
+      if (e.name == fn->name())
+        entry = &e;
+  std::vector<PictureRefusal> refusals;
+  if (const PlanSection *f = plan.section("fusion")) {
+    Expected<FusionReport> report = FusionReport::parse(f->bytes);
+    if (report) {
+      for (const FusionReport::Refusal &r : report->refused)
+        if (r.entry == fn->name())
+          refusals.push_back({r.pattern, r.root, r.reason});
+    } else {
+      consumeError(report.takeError()); // an old plan: no structured refusals to mark
+    }
+  }
+  PictureOptions po;
+  po.layer = layer;
+  po.title = sys::path::filename(path).str() + ", entry " + fn->name().str() +
+             (layer ? ", layer " + std::to_string(*layer) : std::string());
+  Expected<GraphPicture> pic = buildGraphPicture(*fn, entry, refusals, po);
+  if (!pic)
+    return pic.takeError();
+  std::string text = ext == ".html"  ? renderPictureHtml(*pic)
+                     : ext == ".svg" ? renderPictureSvg(*pic)
+                                     : renderPictureDot(*pic);
+  std::error_code ec;
+  raw_fd_ostream os(out, ec, sys::fs::OF_None);
+  if (ec)
+    return makeError("cannot write '" + out + "': " + ec.message());
+  os << text;
+  os.close();
+  if (os.has_error())
+    return makeError("cannot write '" + out + "': " + os.error().message());
+  return Error::success();
+}
+
 } // namespace
 
 int runInspect(ArrayRef<const char *> args) {
@@ -626,6 +698,10 @@ int runInspect(ArrayRef<const char *> args) {
   f.flag("json", "print JSON instead of text");
   f.flag("compile-time", "compile the plan's kernels again with the kernel cache off and report "
                          "the cold NVRTC compile time");
+  f.option("graph", "FILE", "draw the graph (fused groups as boxes, refusals, the launch DAG) "
+                            "into FILE: .html (self-contained), .svg or .dot");
+  f.option("entry", "NAME", "the entry --graph draws", "decode");
+  f.option("layer", "N", "--graph draws only decoder layer N (values blk.N.*)");
   addCompileFlags(f);
   int code;
   if (!f.parse(args, code))
@@ -637,9 +713,31 @@ int runInspect(ArrayRef<const char *> args) {
   if (!readCompileFlags(f, ms, co, code))
     return code;
   StringRef path = f.positional()[0];
+  std::optional<int64_t> layer;
+  if (f.has("layer")) {
+    int64_t n;
+    if (!f.getInt("layer", 0, n, code))
+      return code;
+    layer = n;
+  }
+  if ((layer || f.has("entry")) && !f.has("graph"))
+    return f.usageError("--layer and --entry choose what --graph draws; add --graph FILE");
   Expected<Plan> plan = planFor(path, ms, co);
   if (!plan)
     return reportError(plan.takeError());
+  // A corrupt program section is the plan's error, not a line of the report.
+  if (const PlanSection *p = plan->section("program")) {
+    Expected<CompiledProgram> prog = decodeProgram(p->bytes);
+    if (!prog)
+      return reportError(makeError(path + ": corrupt program section: " +
+                                   toString(prog.takeError())));
+  }
+  if (f.has("graph")) {
+    if (Error e = writeGraphPicture(*plan, path, f.get("graph"), f.get("entry"), layer))
+      return reportError(std::move(e));
+    errs() << "fusegraph: wrote " << f.get("graph") << "\n";
+    return kOk;
+  }
   Summary s = summarize(plan->graph());
   std::optional<ColdCompile> cold;
   if (f.has("compile-time")) {

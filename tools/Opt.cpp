@@ -8,6 +8,7 @@
 #include "ir/Printer.h"
 #include "ir/ReadFile.h"
 #include "passes/PassManager.h"
+#include "passes/fusion/FusionReport.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -40,11 +41,15 @@ int runOpt(ArrayRef<const char *> args) {
   f.option("dump-dir", "DIR", "write one numbered .fg file per pass into DIR");
   f.flag("stats", "print pass statistics");
   f.flag("timing", "print per-pass wall time");
+  f.option("disable-fusion", "a,b", "turn these fusion patterns off (pass `fuse`)");
+  f.option("debug-fusion", "NAME", "log every candidate of pattern NAME and its decision (stderr)");
   f.option("o", "OUT", "write the IR to OUT instead of stdout");
   f.option("target", "T",
            "the code generator passes ask for kernel facts: cuda (default) or none");
   int code;
   if (!f.parse(args, code))
+    return code;
+  if (!checkFusionNames(f, code))
     return code;
   if (f.positional().size() != 1)
     return f.usageError("'opt' takes one input file, got " + Twine(f.positional().size()) +
@@ -83,6 +88,11 @@ int runOpt(ArrayRef<const char *> args) {
   po.stats = f.has("stats");
   po.timing = f.has("timing");
   po.sink = printToStderr;
+  FusionOptions fusion;
+  fusion.target = po.target;
+  fusion.disabled = f.list("disable-fusion");
+  fusion.debug = f.list("debug-fusion");
+  po.fusionOptions = &fusion;
   if (!po.dumpDir.empty())
     if (std::error_code ec = sys::fs::create_directories(po.dumpDir))
       return reportError(makeError("cannot create '" + po.dumpDir + "': " + ec.message()));

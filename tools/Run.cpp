@@ -1,5 +1,6 @@
 //===- Run.cpp - `fusegraph run`: feed a prompt, decode greedily -----------===//
 #include "tools/Commands.h"
+#include "tools/Progress.h"
 
 #include "frontends/ModelChat.h"
 #include "text/Tokenizer.h"
@@ -42,6 +43,7 @@ bool parseExecFlags(const Flags &f, ExecOptions &opts, int &exitCode,
   }
   opts.debugSync = f.has("debug-sync");
   opts.log = stderrLog(f.has("verbose"));
+  opts.progress = stderrProgress();
   return true;
 }
 
@@ -66,6 +68,9 @@ int runRun(ArrayRef<const char *> args) {
   f.flag("verify", "run the CPU reference beside the GPU and compare (CUDA only)");
   f.flag("debug-sync", "synchronise after every launch (CUDA only)");
   f.flag("verbose", "print what happens");
+  f.option("trace", "FILE",
+           "after the run, trace one decode step (CUDA graph, CUPTI) into FILE as a "
+           "Chrome/Perfetto trace (--device cuda)");
   f.option("dump-logits", "FILE", "write every logits row as f32 (.npy, else raw rows)");
   f.option("teacher-forced", "1,2,3",
            "feed these tokens at the decode steps instead of the greedy ones (--steps defaults "
@@ -103,6 +108,8 @@ int runRun(ArrayRef<const char *> args) {
   if (f.has("dump-logits"))
     if (Error e = checkOutputPath(f.get("dump-logits"), "--dump-logits"))
       return reportError(std::move(e));
+  if (f.has("trace") && eo.device != ExecOptions::Device::Cuda)
+    return f.usageError("--trace records a CUDA graph replay; use --device cuda");
   co.log = ms.log = stderrLog(f.has("verbose"));
   // CUDA code is generated only for a run that needs it (or --verify).
   co.cuda = eo.device == ExecOptions::Device::Cuda;
@@ -171,7 +178,11 @@ int runRun(ArrayRef<const char *> args) {
   extras.tokenizer = tok ? &*tok : nullptr;
   extras.teacherForced.assign(teacher.begin(), teacher.end());
   extras.dumpLogits = f.get("dump-logits");
-  return generate(*plan, eo, prompt, steps, f.has("verbose"), f.has("verify"), extras);
+  int rc = generate(*plan, eo, prompt, steps, f.has("verbose"), f.has("verify"), extras);
+  if (rc == kOk && f.has("trace"))
+    if (Error e = writeStepTrace(*plan, f.get("trace"), 0, stderrLog(true)))
+      return reportError(std::move(e));
+  return rc;
 }
 
 } // namespace fg::cli

@@ -2,6 +2,7 @@
 #include "tools/Commands.h"
 #include "tools/Flags.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -48,14 +49,22 @@ int main(int argc, char **argv) {
     return kUsage;
   }
   StringRef cmd = argv[1];
-  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+  if (cmd == "--help" || cmd == "-h" || (cmd == "help" && argc == 2)) {
     printUsage(outs());
     return kOk;
   }
+  // `fusegraph help run` is `fusegraph run --help`.
+  const char *helpArgs[] = {"--help"};
+  bool help = cmd == "help";
+  if (help)
+    cmd = argv[2];
   for (const Command &c : kCommands)
     if (cmd == c.name)
-      return c.run(ArrayRef<const char *>(argv + 2, argv + argc));
-  errs() << "fusegraph: error: unknown command '" << cmd
-         << "' (commands: compile, run, opt, inspect, demo, bench)\n";
+      return help ? c.run(ArrayRef<const char *>(helpArgs)) : c.run(ArrayRef<const char *>(argv + 2, argv + argc));
+  std::vector<std::string> names;
+  for (const Command &c : kCommands)
+    names.push_back(c.name);
+  errs() << "fusegraph: error: unknown command '" << cmd << "'" << didYouMean(cmd, names)
+         << " (commands: " << join(names, ", ") << ")\n";
   return kUsage;
 }

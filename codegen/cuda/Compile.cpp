@@ -3,6 +3,7 @@
 
 #include "codegen/cuda/CudaTarget.h"
 #include "codegen/cuda/Lower.h"
+#include "codegen/cuda/Nvrtc.h"
 #include "codegen/cuda/QuantWeights.h"
 #include "ir/Verifier.h"
 #include "runtime/ProgramIO.h"
@@ -152,6 +153,9 @@ Error fillWeightSlot(TensorSlot &s, const ExternalWeight &w) {
 Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   if (Error e = verifyGraph(g))
     return e;
+  if (opts.cuda)
+    if (Error e = cuda::checkArch(opts.arch))
+      return e;
   Expected<int64_t> ctxOr = graphCtx(g);
   if (!ctxOr)
     return ctxOr.takeError();
@@ -234,6 +238,7 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     lo.nvrtc.cacheDir = opts.kernelCacheDir;
     lo.ctx = po.ctx;
     lo.log = opts.log;
+    lo.progress = opts.progress;
     cuda::LowerStats stats;
     Expected<CompiledProgram> prog = cuda::lowerGraph(work, lo, &stats);
     if (!prog)

@@ -44,6 +44,7 @@ struct CompileOptions {
   /// NVRTC kernel cache folder; empty: $FG_KERNEL_CACHE or ~/.cache/fusegraph/kernels.
   std::string kernelCacheDir;
   LogSink log;             ///< verbose messages; may be empty
+  ProgressSink progress;   ///< kernels compiled (and from the cache) so far; may be empty
   /// Weights a model frontend provides (mapped: file + offset; embedded:
   /// bytes), by the graph's weight name. The plan refers to mapped ones by
   /// file and offset and stores embedded ones (bulk bytes, outside the

@@ -1,8 +1,12 @@
 //===- KernelModules.cpp - kernel sources -> NVRTC modules ----------------===//
 #include "codegen/cuda/KernelModules.h"
 
+#include "llvm/Support/FileSystem.h"
+
 #include <atomic>
+#include <chrono>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -10,7 +14,8 @@ namespace fg::cuda {
 
 llvm::Expected<std::vector<uint32_t>> buildModules(const KernelSources &ks, llvm::StringRef arch,
                                                    const NvrtcOptions &nvrtc, const LogSink &log,
-                                                   CompiledProgram &prog, ModuleStats &stats) {
+                                                   CompiledProgram &prog, ModuleStats &stats,
+                                                   const ProgressSink &progress) {
   const auto &sources = ks.sources;
   // Dedupe sources; compile each unique one (in parallel) into a module.
   std::map<std::string, uint32_t> moduleOfSource;
@@ -23,10 +28,36 @@ llvm::Expected<std::vector<uint32_t>> buildModules(const KernelSources &ks, llvm
       unique.push_back(&sources[i]);
     moduleOfSourceIndex[i] = it->second;
   }
+  // How many the disk cache holds already (a corrupt entry is rebuilt, so
+  // this can be one high; the progress and the stats count what happened).
+  size_t inCache = 0;
+  if (nvrtc.useCache)
+    for (const auto *src : unique)
+      inCache += llvm::sys::fs::exists(cachePath(src->second, arch, nvrtc));
   if (log)
-    log(LogLevel::Progress,
-        "compiling " + std::to_string(unique.size()) + " kernels with NVRTC for " + arch.str());
+    log(LogLevel::Progress, "compiling " + std::to_string(unique.size()) + " kernels for " +
+                                arch.str() + " (" + std::to_string(inCache) +
+                                " from the cache, " + std::to_string(unique.size() - inCache) +
+                                " with NVRTC)");
   std::vector<std::optional<llvm::Expected<CompiledModule>>> results(unique.size());
+  std::mutex progressMutex;
+  uint64_t done = 0, cached = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  auto report = [&](llvm::Expected<CompiledModule> &m) {
+    if (!progress)
+      return;
+    std::lock_guard<std::mutex> lock(progressMutex);
+    ++done;
+    cached += static_cast<bool>(m) && m->cacheHit;
+    Progress p;
+    p.task = "compiling kernels";
+    p.unit = "kernels";
+    p.done = done;
+    p.total = unique.size();
+    p.cached = cached;
+    p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    progress(p);
+  };
   {
     unsigned workers = std::max(1u, std::thread::hardware_concurrency());
     std::atomic<size_t> next{0};
@@ -34,7 +65,10 @@ llvm::Expected<std::vector<uint32_t>> buildModules(const KernelSources &ks, llvm
     for (unsigned w = 0; w < std::min<size_t>(workers, unique.size()); ++w)
       pool.emplace_back([&] {
         for (size_t i = next++; i < unique.size(); i = next++)
+        {
           results[i].emplace(compileCuda(unique[i]->second, unique[i]->first, arch, nvrtc));
+          report(*results[i]);
+        }
       });
     for (std::thread &t : pool)
       t.join();

@@ -23,6 +23,7 @@ struct ModuleStats {
 llvm::Expected<std::vector<uint32_t>> buildModules(const KernelSources &sources,
                                                    llvm::StringRef arch, const NvrtcOptions &nvrtc,
                                                    const LogSink &log, CompiledProgram &prog,
-                                                   ModuleStats &stats);
+                                                   ModuleStats &stats,
+                                                   const ProgressSink &progress = {});
 
 } // namespace fg::cuda

@@ -70,7 +70,7 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
   }
   ModuleStats ms;
   llvm::Expected<std::vector<uint32_t>> moduleOfSource =
-      buildModules(sources, opts.emit.arch, opts.nvrtc, opts.log, prog, ms);
+      buildModules(sources, opts.emit.arch, opts.nvrtc, opts.log, prog, ms, opts.progress);
   if (!moduleOfSource)
     return moduleOfSource.takeError();
   stats.modules = ms.modules;

@@ -31,6 +31,7 @@ struct LowerOptions {
   int64_t ctx = 0;
   uint64_t cublasWorkspaceBytes = 32ull << 20;
   LogSink log;
+  ProgressSink progress; ///< kernels compiled so far (KernelModules)
   /// Tests only: edits each entry's memory plan before it is proven (to plant
   /// an alias and see the compilation refuse it).
   PlanHook testPlanHook;

@@ -167,6 +167,19 @@ std::string cachePath(llvm::StringRef source, llvm::StringRef arch, const NvrtcO
   return std::string(p.str());
 }
 
+llvm::Error checkArch(llvm::StringRef arch) {
+  llvm::StringRef rest = arch;
+  bool prefixed = rest.consume_front("sm_") || rest.consume_front("compute_");
+  llvm::StringRef digits = rest.take_while([](char c) { return c >= '0' && c <= '9'; });
+  llvm::StringRef suffix = rest.drop_front(digits.size());
+  if (prefixed && !digits.empty() && suffix.size() <= 1 &&
+      llvm::all_of(suffix, [](char c) { return c >= 'a' && c <= 'z'; }))
+    return llvm::Error::success();
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "unknown GPU architecture '" + arch +
+                                     "' (expected sm_NN or compute_NN, e.g. sm_90)");
+}
+
 llvm::Expected<CompiledModule> compileCuda(llvm::StringRef source, llvm::StringRef name,
                                            llvm::StringRef arch, const NvrtcOptions &o) {
   CompiledModule m;

@@ -43,6 +43,11 @@ llvm::Expected<CompiledModule> compileCuda(llvm::StringRef source, llvm::StringR
                                            llvm::StringRef arch = "sm_90",
                                            const NvrtcOptions &options = {});
 
+/// An architecture NVRTC can be asked for: `sm_NN` or `compute_NN` (with an
+/// optional letter suffix, `sm_90a`); else an error naming it, before any
+/// kernel is compiled.
+llvm::Error checkArch(llvm::StringRef arch);
+
 /// NVRTC's version as major * 1000 + minor * 10 (12040 for 12.4); 0 when unknown.
 uint32_t nvrtcVersionNumber();
 

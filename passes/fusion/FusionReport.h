@@ -61,7 +61,17 @@ struct FusionReport {
   /// Fusions of `pattern` applied in `entry` (every entry when empty).
   int64_t count(llvm::StringRef pattern, llvm::StringRef entry = {}) const;
   int64_t total(llvm::StringRef entry = {}) const;
-  /// Human-readable: one line per (entry, pattern) applied, then one per refusal.
+  /// Refusals that differ only in their layer numbers (`blk.3.` in names),
+  /// as one group with those numbers written `blk.N.`, in order of first
+  /// appearance. A group of one keeps its own names and no layers.
+  struct RefusalGroup {
+    std::string entry, pattern, root, reason;
+    int64_t count = 0;
+    std::vector<int64_t> layers; ///< layer of each member's root
+  };
+  std::vector<RefusalGroup> groupedRefusals() const;
+  /// Human-readable: one line per (entry, pattern) applied, then one per
+  /// refusal group ("refused 30× (layers 0-29) at %blk.N.out: ...").
   void print(llvm::raw_ostream &os) const;
 
   /// The plan's "fusion" section: a first line `fusion-report 1`, then one

@@ -339,6 +339,83 @@ int64_t FusionReport::total(llvm::StringRef entry) const {
   return n;
 }
 
+namespace {
+
+/// `text` with each layer number of a canonical tensor name (`blk.12.`)
+/// replaced by N; the first layer number found goes to `layer`.
+std::string withoutLayers(llvm::StringRef text, int64_t &layer) {
+  std::string out;
+  layer = -1;
+  while (!text.empty()) {
+    size_t at = text.find("blk.");
+    if (at == llvm::StringRef::npos) {
+      out += text.str();
+      break;
+    }
+    out += text.take_front(at + 4).str();
+    text = text.drop_front(at + 4);
+    llvm::StringRef digits = text.take_while([](char c) { return c >= '0' && c <= '9'; });
+    if (digits.empty() || !text.drop_front(digits.size()).startswith("."))
+      continue;
+    if (layer < 0)
+      digits.getAsInteger(10, layer);
+    out += "N";
+    text = text.drop_front(digits.size());
+  }
+  return out;
+}
+
+/// "0-3, 7, 9-31".
+std::string layerRanges(std::vector<int64_t> layers) {
+  llvm::sort(layers);
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  std::string out;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1)
+      ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(layers[i]) +
+           (j > i ? "-" + std::to_string(layers[j]) : std::string());
+    i = j + 1;
+  }
+  return out;
+}
+
+} // namespace
+
+std::vector<FusionReport::RefusalGroup> FusionReport::groupedRefusals() const {
+  std::vector<RefusalGroup> groups;
+  for (const Refusal &r : refused) {
+    int64_t rootLayer, reasonLayer;
+    std::string root = withoutLayers(r.root, rootLayer);
+    std::string reason = withoutLayers(r.reason, reasonLayer);
+    auto it = llvm::find_if(groups, [&](const RefusalGroup &g) {
+      return g.entry == r.entry && g.pattern == r.pattern && g.root == root && g.reason == reason;
+    });
+    if (it == groups.end()) {
+      groups.push_back({r.entry, r.pattern, root, reason, 0, {}});
+      it = std::prev(groups.end());
+    }
+    ++it->count;
+    if (rootLayer >= 0)
+      it->layers.push_back(rootLayer);
+  }
+  // A group of one keeps its own names.
+  for (RefusalGroup &g : groups)
+    if (g.count == 1)
+      for (const Refusal &r : refused) {
+        int64_t l;
+        if (r.entry == g.entry && r.pattern == g.pattern && withoutLayers(r.root, l) == g.root &&
+            withoutLayers(r.reason, l) == g.reason) {
+          g.root = r.root;
+          g.reason = r.reason;
+          g.layers.clear();
+          break;
+        }
+      }
+  return groups;
+}
+
 void FusionReport::print(llvm::raw_ostream &os) const {
   os << "fusions applied:";
   if (applied.empty())
@@ -353,8 +430,14 @@ void FusionReport::print(llvm::raw_ostream &os) const {
   if (refused.empty())
     os << " none";
   os << "\n";
-  for (const Refusal &r : refused)
-    os << "  @" << r.entry << "  " << r.pattern << " at " << r.root << ": " << r.reason << "\n";
+  // The same refusal in every layer is one line: "refused 30× (layers 0-29)".
+  for (const RefusalGroup &g : groupedRefusals()) {
+    os << "  @" << g.entry << "  " << g.pattern;
+    if (g.count > 1)
+      os << " refused " << g.count << "\u00d7"
+         << (g.layers.empty() ? std::string() : " (layers " + layerRanges(g.layers) + ")");
+    os << " at " << g.root << ": " << g.reason << "\n";
+  }
 }
 
 namespace {

@@ -78,6 +78,10 @@ public:
         const LaunchRecord &l = ce.launches[i];
         out.push_back(
             {l.what, l.symbol, l.kind == LaunchRecord::Kind::Gemm, ms[i], l.node, l.op});
+        if (runner_->lastLaunchSpans().size() == ms.size()) {
+          out.back().startNs = runner_->lastLaunchSpans()[i].startNs;
+          out.back().endNs = runner_->lastLaunchSpans()[i].endNs;
+        }
       }
     }
     return out;
@@ -110,7 +114,7 @@ Expected<std::unique_ptr<ExecBackend>> createCudaBackend(const Plan &plan,
                                     " kernel modules loaded from the plan (no NVRTC work), "
                                     "mode " +
                                     (opts.mode == ExecOptions::Mode::Graph ? "graph" : "eager"));
-  Expected<std::unique_ptr<CudaRunner>> runner = CudaRunner::create(*program, opts.log);
+  Expected<std::unique_ptr<CudaRunner>> runner = CudaRunner::create(*program, opts.log, opts.progress);
   if (!runner)
     return runner.takeError();
   return std::unique_ptr<ExecBackend>(

@@ -5,6 +5,8 @@
 #include "ir/InitFormula.h"
 #include "runtime/InputCheck.h"
 #include "runtime/WeightLoad.h"
+#include "runtime/StepTrace.h"
+#include "runtime/WeightProgress.h"
 #include "runtime/reference/Interpreter.h"
 
 #include <cublas_v2.h>
@@ -313,52 +315,6 @@ struct CudaRunner::Impl {
   /// before it, to its end), ms. Kernel records map to launches by symbol,
   /// in start order; records of other kernels (cuBLAS's) go to the earliest
   /// cuBLAS call not yet passed.
-  static llvm::Expected<std::vector<float>> launchTimes(const CompiledEntry &entry,
-                                                        std::vector<KernelRecord> records) {
-    std::stable_sort(records.begin(), records.end(),
-                     [](const KernelRecord &a, const KernelRecord &b) { return a.start < b.start; });
-    std::vector<uint64_t> ns = chargedTimes(records);
-    std::map<std::string, std::deque<size_t>, std::less<>> bySymbol;
-    std::deque<size_t> gemms;
-    for (size_t i = 0; i < entry.launches.size(); ++i) {
-      const LaunchRecord &l = entry.launches[i];
-      if (l.kind == LaunchRecord::Kind::Gemm)
-        gemms.push_back(i);
-      else
-        bySymbol[l.symbol].push_back(i);
-    }
-    std::vector<float> ms(entry.launches.size(), 0.0f);
-    size_t unmatched = 0;
-    for (size_t r = 0; r < records.size(); ++r) {
-      auto it = bySymbol.find(records[r].name);
-      size_t launch;
-      if (it != bySymbol.end() && !it->second.empty()) {
-        launch = it->second.front();
-        it->second.pop_front();
-      } else if (!gemms.empty()) {
-        launch = gemms.front();
-        bool nextIsOurs = r + 1 < records.size() && bySymbol.count(records[r + 1].name);
-        if (nextIsOurs)
-          gemms.pop_front();
-      } else {
-        ++unmatched;
-        continue;
-      }
-      ms[launch] += static_cast<float>(ns[r] / 1e6);
-    }
-    size_t missing = 0;
-    for (auto &[sym, q] : bySymbol)
-      missing += q.size();
-    if (missing || unmatched)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "kernel trace of entry '" + entry.name + "': " + std::to_string(records.size()) +
-              " kernel records for " + std::to_string(entry.launches.size()) + " launches (" +
-              std::to_string(missing) + " launches without a record, " +
-              std::to_string(unmatched) + " records without a launch)");
-    return ms;
-  }
-
   static llvm::Error checkInputsSet(const EntryState &es) {
     const CompiledEntry &ce = *es.entry;
     for (size_t i = 0; i < ce.inputs.size(); ++i)
@@ -452,7 +408,8 @@ CudaRunner::CudaRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaRunner::~CudaRunner() = default;
 
 llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledProgram &prog,
-                                                               LogSink log) {
+                                                               LogSink log,
+                                                               ProgressSink progress) {
   if (!deviceAvailable())
     return makeError("no CUDA device is available");
   auto impl = std::make_unique<Impl>(prog);
@@ -510,9 +467,12 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
     return cudaCheck(cudaMemcpy(p, t.data.data(), bytes, cudaMemcpyHostToDevice),
                      "uploading " + slot.name);
   };
-  for (const TensorSlot &w : prog.weights)
+  WeightProgress weightProgress(progress, prog.weightBytes());
+  for (const TensorSlot &w : prog.weights) {
     if (auto e = upload(w, m.weights, false))
       return e;
+    weightProgress.add(static_cast<uint64_t>(w.type.bytes()));
+  }
   for (const TensorSlot &s : prog.state)
     if (auto e = upload(s, m.state, true))
       return e;
@@ -607,6 +567,7 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
     if (auto e = m.buildGraph(es))
       return e;
   lastLaunchMs_.clear();
+  lastLaunchSpans_.clear();
   size_t nLaunches = es.entry->launches.size();
   bool profile = profileLaunches_ && !useGraph;
   bool trace = profileLaunches_ && useGraph;
@@ -677,10 +638,13 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
     auto records = KernelTrace::take();
     if (!records)
       return records.takeError();
-    auto ms = Impl::launchTimes(*es.entry, *records);
-    if (!ms)
-      return ms.takeError();
-    lastLaunchMs_ = std::move(*ms);
+    auto spans = matchKernelRecords(*es.entry, std::move(*records));
+    if (!spans)
+      return spans.takeError();
+    lastLaunchMs_.clear();
+    for (const LaunchSpan &s : *spans)
+      lastLaunchMs_.push_back(static_cast<float>(s.ms));
+    lastLaunchSpans_ = std::move(*spans);
   }
   return m.statusError(es);
 }

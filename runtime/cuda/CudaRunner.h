@@ -12,6 +12,7 @@
 
 #include "ir/Diag.h"
 #include "runtime/Program.h"
+#include "runtime/StepTrace.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -28,8 +29,10 @@ public:
 
   /// Uploads weights (materialising initialisers on the host), zeroes state,
   /// loads every kernel image. The program must outlive the runner.
+  /// `progress` hears the weight upload, in bytes.
   static llvm::Expected<std::unique_ptr<CudaRunner>> create(const CompiledProgram &program,
-                                                            LogSink log = {});
+                                                            LogSink log = {},
+                                                            ProgressSink progress = {});
   ~CudaRunner();
 
   /// Stages an input's bytes for the next run of `entry`.
@@ -69,6 +72,9 @@ public:
   /// Device time of each launch of the last profiled eager run, in launch
   /// order (ms); empty after any other run.
   const std::vector<float> &lastLaunchMs() const { return lastLaunchMs_; }
+  /// Traced graph runs: each launch's device interval (StepTrace.h); empty
+  /// after any other run.
+  const std::vector<LaunchSpan> &lastLaunchSpans() const { return lastLaunchSpans_; }
 
   struct Impl;
 
@@ -79,6 +85,7 @@ private:
   double lastHostLaunchMs_ = 0;
   bool profileLaunches_ = false;
   std::vector<float> lastLaunchMs_;
+  std::vector<LaunchSpan> lastLaunchSpans_;
 };
 
 } // namespace fg
