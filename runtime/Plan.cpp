@@ -65,6 +65,8 @@ std::string writeMeta(const PlanOptions &o, ArrayRef<PlanPassRecord> passes) {
   os << "arch " << o.arch << "\n";
   os << "fusion " << (o.fusion ? 1 : 0) << "\n";
   os << "disable_fusion " << join(o.disableFusion, ",") << "\n";
+  if (!o.enableFusion.empty())
+    os << "enable_fusion " << join(o.enableFusion, ",") << "\n";
   os << "kv_dtype " << dtypeName(o.kvDType) << "\n";
   os << "source " << o.source << "\n";
   for (const PlanPassRecord &p : passes)
@@ -104,6 +106,12 @@ Error readMeta(StringRef text, StringRef file, PlanOptions &o,
       value.split(parts, ',', -1, false);
       for (StringRef p : parts)
         o.disableFusion.push_back(p.str());
+    } else if (key == "enable_fusion") {
+      o.enableFusion.clear();
+      SmallVector<StringRef, 4> parts;
+      value.split(parts, ',', -1, false);
+      for (StringRef p : parts)
+        o.enableFusion.push_back(p.str());
     } else if (key == "kv_dtype") {
       std::optional<DType> kv = parseDType(std::string_view(value.data(), value.size()));
       if (!kv)
@@ -135,7 +143,7 @@ Error readMeta(StringRef text, StringRef file, PlanOptions &o,
 
 bool PlanOptions::operator==(const PlanOptions &o) const {
   return ctx == o.ctx && prefill == o.prefill && arch == o.arch && fusion == o.fusion &&
-         disableFusion == o.disableFusion && kvDType == o.kvDType && source == o.source;
+         disableFusion == o.disableFusion && enableFusion == o.enableFusion && kvDType == o.kvDType && source == o.source;
 }
 
 Plan::Plan(Graph graph, PlanOptions options, std::vector<PlanPassRecord> passes,

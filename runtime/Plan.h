@@ -44,6 +44,7 @@ struct PlanOptions {
   std::string arch = "sm_90";             ///< target GPU architecture
   bool fusion = true;                     ///< fusion passes enabled
   std::vector<std::string> disableFusion; ///< fusion patterns turned off by name
+  std::vector<std::string> enableFusion;  ///< off-by-default patterns turned on by name
   DType kvDType = DType::F16;             ///< KV cache element type
   std::string source;                     ///< the model path or name it came from
 

@@ -1,29 +1,40 @@
 #!/usr/bin/env bash
-# One GPU call of the fourth session (x2 machine): GPU 0 runs the suite and the
-# benchmarks, GPU 1 a compute-sanitizer tool over the whole suite (SAN_TOOL,
-# default synccheck), each writing into $OUT.  bash scripts/gpu-call.sh DEADLINE_S
+# The fourth session's last GPU call (x2 machine): GPU 1 runs compute-sanitizer
+# tools over the whole suite (the death test that faults the device on purpose
+# excluded), GPU 0 the diagnostics, new tests and benchmarks; all into $OUT.
+#   bash scripts/gpu-call.sh DEADLINE_S
 set -uo pipefail
 source .gpu/env.sh
-S=$SECONDS; D=${1:-560}
+S=$SECONDS; D=${1:-500}
 t() { echo "[$((SECONDS - S)) s] $*"; }
 T=$(command -v fusegraph_gpu_tests)
-ngpu=$(nvidia-smi -L | wc -l)
-if [ "$ngpu" -ge 2 ] && [ -n "${SAN_TOOL:-synccheck}" ]; then
-  ( export CUDA_VISIBLE_DEVICES=1 FG_KERNEL_CACHE=/tmp/fgk1
-    timeout $((D - 20)) bash scripts/gpu-sanitize.sh "${SAN_TOOL:-synccheck}" "${SAN_SHARD:-0}" "${SAN_SHARDS:-1}" "$T" \
-      > "$OUT/san.txt" 2>&1; echo "exit $?" >> "$OUT/san.txt" ) &
-  san=$!
-fi
+( export CUDA_VISIBLE_DEVICES=1 FG_KERNEL_CACHE=/tmp/fgk1
+  for tool in ${SAN_TOOLS:-synccheck initcheck}; do
+    left=$((D - 15 - (SECONDS - S))); [ $left -gt 30 ] || break
+    GTEST_EXTRA=--gtest_filter=-GpuInputCheck.DeviceFaultIsSticky timeout $left \
+      bash scripts/gpu-sanitize.sh $tool 0 1 "$T" > "$OUT/san-$tool.txt" 2>&1
+    echo "exit $? after $((SECONDS - S)) s" >> "$OUT/san-$tool.txt"
+  done ) &
+san=$!
 export CUDA_VISIBLE_DEVICES=0 FG_KERNEL_CACHE=/tmp/fgk0
-timeout 300 "$T" ${SUITE_FILTER:+--gtest_filter=$SUITE_FILTER} > "$OUT/gpu.txt" 2>&1; t "suite rc $?"
-grep -E "^\[  (PASSED|FAILED)|tests ran" "$OUT/gpu.txt" | head -30
+# 1. The seed at which the fused graph disagreed with the reference, three ways.
+FG_TEST_SEED=154801226 timeout 60 "$T" --gtest_filter='GpuDemo.TeacherForced*' > "$OUT/diag.txt" 2>&1; t "diag rc $?"
+FG_DEBUG_GRAPH_COPIES=0 FG_TEST_SEED=154801226 timeout 40 "$T" --gtest_filter='GpuDemo.TeacherForced1000*' > "$OUT/diag-nocopies.txt" 2>&1; t "diag no copies rc $?"
+grep -hE "Failure|step [0-9]|worst|OK|FAILED" "$OUT"/diag*.txt | head -20
+# 2. Tests new since the last call.
+timeout 120 "$T" --gtest_filter='GpuQuantWorkload*:*Trace*:GpuSampling*:GpuDemo*:Fused/GpuFused.*rms_norm*:GpuQuant*' > "$OUT/new.txt" 2>&1; t "new tests rc $?"
+grep -E "^\[  (PASSED|FAILED|SKIPPED)|tests ran" "$OUT/new.txt" | head -20
+# 3. Decode steps: previous build, now, now without in-graph copies, now without the norm prologue.
 {
   for w in w-tiny w-dense w-moe-12; do
     echo "== prev $w"; timeout 60 fusegraph-prev bench --workload $w --compare fused,unfused,graph --steps 50 2>&1 | grep -E "graph-"
     echo "== now $w"; timeout 60 fusegraph bench --workload $w --compare fused,unfused,graph --steps 50 2>&1 | grep -E "graph-|launches"
+    echo "== now-nocopies $w"; FG_DEBUG_GRAPH_COPIES=0 timeout 60 fusegraph bench --workload $w --compare fused,graph --steps 50 2>&1 | grep -E "graph-"
+    echo "== now-nonorm $w"; timeout 60 fusegraph bench --workload $w --compare fused,graph --steps 50 --disable-fusion rms_norm_matmul 2>&1 | grep -E "graph-"
   done
 } > "$OUT/bench.txt" 2>&1; t "bench"; cat "$OUT/bench.txt"
-[ $((SECONDS - S)) -lt $((D - 150)) ] && { timeout 120 fg_bench_kernels --benchmark_filter='/(q4_k|q4_0|q8_0|q6_k|q4_1)/.*T1$' --table "$OUT/quant.md" > "$OUT/quant.txt" 2>&1; t "quant bench rc $?"; }
-[ $((SECONDS - S)) -lt $((D - 100)) ] && { for w in w-dense w-moe-12; do timeout 80 fusegraph bench --workload $w --prefill 64,512 --steps 10 --warmup 2 --breakdown > "$OUT/prefill-$w.txt" 2>&1; t "prefill $w rc $?"; done; }
-[ -n "${san:-}" ] && { wait $san; t "sanitizer done"; tail -3 "$OUT/san.txt"; }
-t end
+{ for b in fusegraph-prev fusegraph; do echo "== $b"; timeout 60 $b bench --workload w-dense --compare fused,graph --breakdown --steps 10 2>&1 | sed -n '/per kernel family/,$p' | head -16; done; } > "$OUT/breakdown.txt" 2>&1; t breakdown
+[ $((SECONDS - S)) -lt $((D - 110)) ] && { timeout 100 fg_bench_kernels --reps 5 --benchmark_filter='/(q4_k|q4_0|q8_0|q6_k)/T1|/f16/T1' --table "$OUT/quant.md" > "$OUT/quant.txt" 2>&1; t "quant kernels rc $?"; }
+[ $((SECONDS - S)) -lt $((D - 60)) ] && { timeout 55 fusegraph bench --workload w-moe-12-q4_k --compare fused,graph --steps 30 > "$OUT/q-moe.txt" 2>&1; t "w-moe-12-q4_k rc $?"; grep -E "graph-|ideal" "$OUT/q-moe.txt"; }
+[ $((SECONDS - S)) -lt $((D - 60)) ] && { timeout 55 fusegraph bench --workload w-dense-q4_k --compare fused,graph --steps 30 > "$OUT/q-dense.txt" 2>&1; t "w-dense-q4_k rc $?"; grep -E "graph-|ideal" "$OUT/q-dense.txt"; }
+wait $san; t "sanitizers"; for f in "$OUT"/san-*.txt; do echo "$f: $(grep -cE 'OK \]' $f) ok; $(grep -E 'ERROR SUMMARY|exit' $f | tr '\n' ' ')"; done

@@ -23,6 +23,7 @@ void addCompileFlags(Flags &f) {
   f.option("arch", "SM", "GPU architecture to compile kernels for", "sm_90");
   f.flag("no-fusion", "turn every fusion pass off");
   f.option("disable-fusion", "a,b", "turn these fusion patterns off");
+  f.option("enable-fusion", "a,b", "turn these off-by-default fusion patterns on (rms_norm_matmul)");
   f.option("debug-fusion", "NAME", "log every candidate of pattern NAME and its decision");
   f.flag("all-logits", "prefill entries return every row of logits, not only the last");
   f.flag("print-ir-after-all", "print the IR after every pass (stderr)");
@@ -36,7 +37,7 @@ void addCompileFlags(Flags &f) {
 
 bool checkFusionNames(const Flags &f, int &exitCode) {
   std::vector<std::string> known = fusionPatternNames();
-  for (const char *flag : {"disable-fusion", "debug-fusion"})
+  for (const char *flag : {"disable-fusion", "enable-fusion", "debug-fusion"})
     for (const std::string &name : f.list(flag)) {
       if (is_contained(known, name))
         continue;
@@ -77,6 +78,7 @@ bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &comp
   compile.arch = f.get("arch", "sm_90");
   compile.fusion = !f.has("no-fusion");
   compile.disableFusion = f.list("disable-fusion");
+  compile.enableFusion = f.list("enable-fusion");
   compile.debugFusion = f.list("debug-fusion");
   PassOptions &po = compile.passOptions;
   po.printIrAfterAll = f.has("print-ir-after-all");

@@ -42,6 +42,7 @@ int runOpt(ArrayRef<const char *> args) {
   f.flag("stats", "print pass statistics");
   f.flag("timing", "print per-pass wall time");
   f.option("disable-fusion", "a,b", "turn these fusion patterns off (pass `fuse`)");
+  f.option("enable-fusion", "a,b", "turn these off-by-default fusion patterns on (pass `fuse`)");
   f.option("debug-fusion", "NAME", "log every candidate of pattern NAME and its decision (stderr)");
   f.option("o", "OUT", "write the IR to OUT instead of stdout");
   f.option("target", "T",
@@ -91,6 +92,7 @@ int runOpt(ArrayRef<const char *> args) {
   FusionOptions fusion;
   fusion.target = po.target;
   fusion.disabled = f.list("disable-fusion");
+  fusion.optIn = f.list("enable-fusion");
   fusion.debug = f.list("debug-fusion");
   po.fusionOptions = &fusion;
   if (!po.dumpDir.empty())

@@ -200,6 +200,7 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   fusion.target = &target;
   fusion.enabled = opts.fusion;
   fusion.disabled = opts.disableFusion;
+  fusion.optIn = opts.enableFusion;
   fusion.debug = opts.debugFusion;
   FusionReport report;
   passOpts.fusionOptions = &fusion;
@@ -219,6 +220,7 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   po.arch = opts.arch;
   po.fusion = opts.fusion;
   po.disableFusion = opts.disableFusion;
+  po.enableFusion = opts.enableFusion;
   po.kvDType = opts.kvDType;
   po.source = opts.source;
 

@@ -28,6 +28,7 @@ namespace fg {
 struct CompileOptions {
   bool fusion = true;                     ///< run the fusion passes
   std::vector<std::string> disableFusion; ///< fusion patterns to skip, by name
+  std::vector<std::string> enableFusion;  ///< off-by-default patterns to apply, by name
   std::vector<std::string> debugFusion;   ///< patterns whose decisions are logged
   std::string arch = "sm_90";             ///< GPU architecture for NVRTC
   /// KV context the model was built for; 0 takes it from the graph (the

@@ -19,6 +19,14 @@
 // norm is the GEMV's x, 1 to the target's GEMV token limit rows, x packed.
 // The cost comparison credits each rewrite with its share of the norm.
 //
+// Opt-in (--enable-fusion rms_norm_matmul; optInFusionPatterns()): measured
+// on the H200 (W-dense, one run, bench/RESULTS.md "Fourth session") the
+// prologue cost more than the launch it saves — gate|up 1.753 -> 2.086 ms,
+// q/k/v/lm head 0.786 (with the norm) -> 0.874 — because every block reduces
+// its x rows before its first weight load. The next form: issue the first
+// chunk's weight loads before the reduction, or (lanes path, f32 FMAs) sum
+// x² during the main loop and apply rstd in the epilogue.
+//
 //===----------------------------------------------------------------------===//
 #include "passes/fusion/Pattern.h"
 

@@ -66,12 +66,17 @@ struct CudaRunner::Impl {
   uint32_t *statusHost = nullptr; ///< pinned copy, read after each checked step
   std::map<std::string, EntryState, std::less<>> entries;
   bool programmatic = true; ///< programmatic edges between kernel nodes of a graph
-  /// A graph run copies its inputs, records its events and copies the status
-  /// back inside the graph (one call per step); FG_DEBUG_GRAPH_COPIES=0 puts
-  /// them on the stream around the graph launch instead, for measuring.
+  /// FG_GRAPH_COPIES=1: a graph run copies its inputs, records its events
+  /// and copies the status back inside the graph (one call per step: host
+  /// time per W-dense step 45 -> 9 us). Off by default: in the one run that
+  /// measured it (H200, fourth session) the steps of that build were slower
+  /// on the device (W-dense 4.15 -> 4.63 ms, unfused too), with or without the
+  /// extra nodes, and the cause was not found before the session's GPU time
+  /// ran out; the default keeps the graph the previous build measured (kernel
+  /// nodes only), copies and events on the stream around the launch.
   bool graphCopies = [] {
-    const char *v = std::getenv("FG_DEBUG_GRAPH_COPIES");
-    return !(v && std::string_view(v) == "0");
+    const char *v = std::getenv("FG_GRAPH_COPIES");
+    return v && std::string_view(v) == "1";
   }();
   bool tracing = false;      ///< KernelTrace started by a profiled graph run
 
@@ -216,15 +221,11 @@ struct CudaRunner::Impl {
                              "graph copy of input " + ce.inputs[i].name))
         return e;
     cudaGraphNode_t startNode = nullptr, stopNode = nullptr;
-    if (graphCopies) {
+    if (graphCopies)
       if (auto e = cudaCheck(cudaGraphAddEventRecordNode(&startNode, es.graph, copies.data(),
                                                          copies.size(), start),
                              "graph start event"))
         return e;
-    } else if (auto e = cudaCheck(cudaGraphAddEmptyNode(&startNode, es.graph, nullptr, 0),
-                                  "graph start node")) {
-      return e;
-    }
     std::vector<cudaGraphNode_t> nodes(launches.size());
     std::vector<bool> hasSuccessor(launches.size(), false);
     std::vector<cudaGraphNode_t> from, to;
@@ -232,7 +233,7 @@ struct CudaRunner::Impl {
     for (size_t i = 0; i < launches.size(); ++i) {
       const LaunchRecord &l = launches[i];
       bool isKernel = l.kind != LaunchRecord::Kind::Gemm;
-      if (l.deps.empty()) { // a root: after the copies (a full edge)
+      if (l.deps.empty() && startNode) { // a root: after the copies (a full edge)
         from.push_back(startNode);
         edges.push_back(cudaGraphEdgeData{});
       }
@@ -279,7 +280,7 @@ struct CudaRunner::Impl {
                                "graph node for " + l.what))
           return e;
       }
-      size_t added = std::max<size_t>(l.deps.size(), 1);
+      size_t added = l.deps.size() + (l.deps.empty() && startNode ? 1 : 0);
       std::fill(to.end() - added, to.end(), *self);
     }
     if (!from.empty())
@@ -291,10 +292,10 @@ struct CudaRunner::Impl {
     for (size_t i = 0; i < launches.size(); ++i)
       if (!hasSuccessor[i])
         sinks.push_back(nodes[i]);
-    if (sinks.empty())
-      sinks.push_back(startNode);
     if (!graphCopies)
       return cudaCheck(cudaGraphInstantiate(&es.exec, es.graph, 0), "cudaGraphInstantiate");
+    if (sinks.empty())
+      sinks.push_back(startNode);
     if (auto e = cudaCheck(cudaGraphAddEventRecordNode(&stopNode, es.graph, sinks.data(),
                                                        sinks.size(), stop),
                            "graph stop event"))

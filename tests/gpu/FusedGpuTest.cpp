@@ -21,6 +21,7 @@
 
 #include "frontends/DecoderBlocks.h"
 #include "ir/OpTable.h"
+#include "passes/fusion/FusionReport.h"
 
 #include <algorithm>
 #include <functional>
@@ -456,6 +457,7 @@ TEST_P(GpuFused, EqualsUnfusedAndReference) {
 
   CompileOptions on;
   on.fusion = true; // the default pipeline: cleanup, fuse (with the overlap proof), dce
+  on.enableFusion = optInFusionPatterns(); // every fused op keeps a GPU case
   CompileOptions off = on;
   off.fusion = false;
   auto fusedPlan = compile(g, on);

@@ -14,7 +14,9 @@
 //                   weights as 4 packed half2 registers to the tensor-core
 //                   main loop (below, "Quantised weights")
 //   Cfg::M          tokens (rows of x); groups of 8 go to blockIdx.z
-//   Cfg::kNorm      prologue: x is rms-normalised and multiplied by the norm
+//   Cfg::kNorm      prologue (fused.rms_norm_matmul, an opt-in pattern: measured
+//                   slower than the norm launch it saves, see below and
+//                   passes/fusion/rms_norm_matmul.cpp): x is rms-normalised and multiplied by the norm
 //                   weight nw as it is loaded (fused.rms_norm_matmul,
 //                   fused.rms_norm_gated_matmul; dense only). The block first
 //                   sums the squares of its x rows (all threads over K, a
@@ -487,7 +489,7 @@ static __device__ __forceinline__ void gemvNormX(const GemvArgs<C> &a, long long
     for (int e = 0; e < P; ++e) {
       const long long k = k0 + e;
       const float w = (!Guard || k < C::K) ? fg_to_f(a.nw[C::nw_off + k]) : 0.0f;
-      v[e] *= scale * w;
+      v[e] = v[e] * scale * w; // the reference's order: (x · rstd) · w
     }
   }
 }
