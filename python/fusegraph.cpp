@@ -47,6 +47,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -399,6 +400,25 @@ nb::dict planFacts(const fg::Plan &plan) {
   s["bytes"] = state.bytes;
   d["weights"] = w;
   d["state"] = s;
+  // Device memory once loaded (inspect's `memory`): the program's weight
+  // slots as uploaded (else the graph's), the KV state, the largest arena.
+  int64_t weightBytes = weights.bytes, arenaBytes = 0;
+  if (const fg::PlanSection *p = plan.section("program")) {
+    llvm::Expected<fg::CompiledProgram> prog = fg::decodeProgram(p->bytes);
+    if (prog) {
+      weightBytes = static_cast<int64_t>(prog->weightBytes());
+      for (const fg::CompiledEntry &e : prog->entries)
+        arenaBytes = std::max(arenaBytes, static_cast<int64_t>(e.arenaBytes));
+    } else {
+      llvm::consumeError(prog.takeError());
+    }
+  }
+  nb::dict mem;
+  mem["weight_bytes"] = weightBytes;
+  mem["state_bytes"] = state.bytes;
+  mem["arena_bytes"] = arenaBytes;
+  mem["total_bytes"] = weightBytes + state.bytes + arenaBytes;
+  d["memory"] = mem;
   d["fusions"] = fusionFacts(plan);
   d["cuda"] = programFacts(plan);
   nb::list passes;

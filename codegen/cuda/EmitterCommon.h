@@ -92,6 +92,15 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
 /// block types with a decoder in kernels/gemv.cuh).
 bool gemvDecodesNatively(DType t);
 
+/// Where a GEMV-family op keeps its weight streams: operands first ..
+/// first + streams - 1 (x is operand 0; the norm-prologue forms take the
+/// norm weight as operand 1). `family` is false for any other op.
+struct GemvOperands {
+  bool family = false;
+  unsigned first = 1, streams = 1;
+};
+GemvOperands gemvOperands(OpKind kind);
+
 /// Rows of a block-quantised matrix decoded by kernels/dequant.cuh (element
 /// offsets and strides; the kernel turns the matrix's into bytes).
 struct DequantDesc {

@@ -231,6 +231,30 @@ const char *decoderName(DType t) {
 
 } // namespace
 
+GemvOperands gemvOperands(OpKind kind) {
+  GemvOperands g;
+  switch (kind) {
+  case OpKind::MatMul:
+  case OpKind::MatMulId:
+  case OpKind::FusedMatmulAdd:
+    g.family = true;
+    break;
+  case OpKind::FusedGatedMatmul:
+  case OpKind::FusedGatedMatmulId:
+    g.family = true, g.streams = 2;
+    break;
+  case OpKind::FusedRmsNormMatmul:
+    g.family = true, g.first = 2;
+    break;
+  case OpKind::FusedRmsNormGatedMatmul:
+    g.family = true, g.first = 2, g.streams = 2;
+    break;
+  default:
+    break;
+  }
+  return g;
+}
+
 bool gemvDecodesNatively(DType t) {
   switch (t) {
   case DType::F32:
@@ -516,9 +540,8 @@ llvm::Expected<std::vector<Launch>> emitDense(const Function &fn, const Node &no
                                               llvm::ArrayRef<Layout> ls, unsigned streams,
                                               const EmitOptions &o) {
   // Operands: x, [norm weight], weights, [biases | addend].
-  const bool norm =
-      node.kind == OpKind::FusedRmsNormMatmul || node.kind == OpKind::FusedRmsNormGatedMatmul;
-  const unsigned w0At = norm ? 2 : 1;
+  const unsigned w0At = gemvOperands(node.kind).first;
+  const bool norm = w0At == 2;
   const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[w0At]);
   GemvDesc d;
   d.mnemonic = node.info().mnemonic;
@@ -630,20 +653,12 @@ llvm::Expected<std::vector<Launch>> emitExpert(const Function &fn, const Node &n
 
 llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &node,
                                              llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
-  // Only the weight streams may be block-quantised (operands 1, and 2 of the
-  // gated forms; 2, and 3, after the norm weight of the norm-prologue forms);
-  // x, the norm weight, ids, biases, addends and the result may not.
-  unsigned streams = node.kind == OpKind::FusedGatedMatmul ||
-                             node.kind == OpKind::FusedGatedMatmulId ||
-                             node.kind == OpKind::FusedRmsNormGatedMatmul
-                         ? 2
-                         : 1;
-  unsigned first = node.kind == OpKind::FusedRmsNormMatmul ||
-                           node.kind == OpKind::FusedRmsNormGatedMatmul
-                       ? 2
-                       : 1;
+  // Only the weight streams may be block-quantised; x, the norm weight, ids,
+  // biases, addends and the result may not.
+  const GemvOperands wo = gemvOperands(node.kind);
   for (size_t i = 0; i < node.operands.size(); ++i)
-    if ((i < first || i >= first + streams) && isQuantized(fn.type(node.operands[i]).dtype))
+    if ((i < wo.first || i >= wo.first + wo.streams) &&
+        isQuantized(fn.type(node.operands[i]).dtype))
       return unsupported(node, llvm::formatv("block-quantised operand {0} ({1})", i,
                                              fn.type(node.operands[i]).str())
                                    .str());
@@ -710,25 +725,12 @@ bool readsQuantizedNatively(const Function &fn, const Node &node, unsigned opera
       *why = std::move(w);
     return false;
   };
-  bool gemv = node.kind == OpKind::MatMul || node.kind == OpKind::MatMulId ||
-              node.kind == OpKind::FusedGatedMatmul || node.kind == OpKind::FusedGatedMatmulId ||
-              node.kind == OpKind::FusedMatmulAdd || node.kind == OpKind::FusedRmsNormMatmul ||
-              node.kind == OpKind::FusedRmsNormGatedMatmul;
   if (node.kind == OpKind::GetRows && operand == 0)
     return detail::quantGetRowsSupported(fn, node, why);
-  if (!gemv)
+  const detail::GemvOperands wo = detail::gemvOperands(node.kind);
+  if (!wo.family)
     return no("'" + std::string(node.info().mnemonic) + "' reads no quantised operand");
-  unsigned streams = node.kind == OpKind::FusedGatedMatmul ||
-                             node.kind == OpKind::FusedGatedMatmulId ||
-                             node.kind == OpKind::FusedRmsNormGatedMatmul
-                         ? 2
-                         : 1;
-  // The norm-prologue forms take the norm weight before the weight streams.
-  unsigned first = node.kind == OpKind::FusedRmsNormMatmul ||
-                           node.kind == OpKind::FusedRmsNormGatedMatmul
-                       ? 2
-                       : 1;
-  if (operand < first || operand >= first + streams)
+  if (operand < wo.first || operand >= wo.first + wo.streams)
     return no("operand " + std::to_string(operand) + " of '" + std::string(node.info().mnemonic) +
               "' is not a weight");
   DType t = fn.type(node.operands[operand]).dtype;

@@ -102,10 +102,7 @@ llvm::Expected<std::vector<Launch>> emitKernel(const Function &fn, const Node &n
     return std::vector<Launch>{};
   // The GEMV family reads block-quantised weights itself (and checks that
   // nothing else is quantised); every other family takes none.
-  if (node.kind == OpKind::MatMul || node.kind == OpKind::MatMulId ||
-      node.kind == OpKind::FusedGatedMatmul || node.kind == OpKind::FusedGatedMatmulId ||
-      node.kind == OpKind::FusedMatmulAdd || node.kind == OpKind::FusedRmsNormMatmul ||
-      node.kind == OpKind::FusedRmsNormGatedMatmul)
+  if (detail::gemvOperands(node.kind).family)
     return detail::emitGemv(fn, node, layouts, options);
   if (node.kind == OpKind::GetRows && isQuantized(fn.type(node.operands[0]).dtype))
     return detail::emitQuantGetRows(fn, node, layouts);
