@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The fourth session's last GPU call (x2 machine): GPU 1 runs compute-sanitizer
-# tools over the whole suite (the death test that faults the device on purpose
-# excluded), GPU 0 the diagnostics, new tests and benchmarks; all into $OUT.
+# One GPU call on the x2 machine (the fourth session's last, with the variants that
+# settle what it left open): GPU 1 runs compute-sanitizer tools over the whole suite
+# (the death test that faults the device on purpose excluded), GPU 0 the
+# diagnostics, new tests and benchmarks; all into $OUT.
 #   bash scripts/gpu-call.sh DEADLINE_S
 set -uo pipefail
 source .gpu/env.sh
@@ -19,18 +20,19 @@ san=$!
 export CUDA_VISIBLE_DEVICES=0 FG_KERNEL_CACHE=/tmp/fgk0
 # 1. The seed at which the fused graph disagreed with the reference, three ways.
 FG_TEST_SEED=154801226 timeout 60 "$T" --gtest_filter='GpuDemo.TeacherForced*' > "$OUT/diag.txt" 2>&1; t "diag rc $?"
-FG_DEBUG_GRAPH_COPIES=0 FG_TEST_SEED=154801226 timeout 40 "$T" --gtest_filter='GpuDemo.TeacherForced1000*' > "$OUT/diag-nocopies.txt" 2>&1; t "diag no copies rc $?"
+FG_GRAPH_COPIES=1 FG_TEST_SEED=154801226 timeout 40 "$T" --gtest_filter='GpuDemo.TeacherForced1000*' > "$OUT/diag-copies.txt" 2>&1; t "diag graph copies rc $?"
 grep -hE "Failure|step [0-9]|worst|OK|FAILED" "$OUT"/diag*.txt | head -20
 # 2. Tests new since the last call.
 timeout 120 "$T" --gtest_filter='GpuQuantWorkload*:*Trace*:GpuSampling*:GpuDemo*:Fused/GpuFused.*rms_norm*:GpuQuant*' > "$OUT/new.txt" 2>&1; t "new tests rc $?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED)|tests ran" "$OUT/new.txt" | head -20
-# 3. Decode steps: previous build, now, now without in-graph copies, now without the norm prologue.
+# 3. Decode steps: previous build, now (default), now with the copies inside the graph (and
+#    without PDL), now with the norm prologue.
 {
   for w in w-tiny w-dense w-moe-12; do
     echo "== prev $w"; timeout 60 fusegraph-prev bench --workload $w --compare fused,unfused,graph --steps 50 2>&1 | grep -E "graph-"
-    echo "== now $w"; timeout 60 fusegraph bench --workload $w --compare fused,unfused,graph --steps 50 2>&1 | grep -E "graph-|launches"
-    echo "== now-nocopies $w"; FG_DEBUG_GRAPH_COPIES=0 timeout 60 fusegraph bench --workload $w --compare fused,graph --steps 50 2>&1 | grep -E "graph-"
-    echo "== now-nonorm $w"; timeout 60 fusegraph bench --workload $w --compare fused,graph --steps 50 --disable-fusion rms_norm_matmul 2>&1 | grep -E "graph-"
+    echo "== now $w"; timeout 60 fusegraph bench --workload $w --compare fused,unfused,graph,nopdl --steps 50 2>&1 | grep -E "graph-|launches"
+    echo "== now-graphcopies $w"; FG_GRAPH_COPIES=1 timeout 60 fusegraph bench --workload $w --compare fused,graph,nopdl --steps 50 2>&1 | grep -E "graph-"
+    echo "== now-normprologue $w"; timeout 60 fusegraph bench --workload $w --compare fused,graph --steps 50 --enable-fusion rms_norm_matmul 2>&1 | grep -E "graph-"
   done
 } > "$OUT/bench.txt" 2>&1; t "bench"; cat "$OUT/bench.txt"
 { for b in fusegraph-prev fusegraph; do echo "== $b"; timeout 60 $b bench --workload w-dense --compare fused,graph --breakdown --steps 10 2>&1 | sed -n '/per kernel family/,$p' | head -16; done; } > "$OUT/breakdown.txt" 2>&1; t breakdown

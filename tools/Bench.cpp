@@ -119,6 +119,8 @@ int runBench(ArrayRef<const char *> args) {
   f.option("ctx", "N", "KV cache rows the model is built for", "2048");
   f.option("weight-dtype", "T", "workload weights: f16 or bf16", "f16");
   f.option("arch", "SM", "GPU architecture to compile kernels for", "sm_90");
+  f.option("disable-fusion", "a,b", "the fused variant without these fusion patterns");
+  f.option("enable-fusion", "a,b", "the fused variant with these off-by-default patterns (rms_norm_matmul)");
   f.option("json", "FILE", "also write the figures as JSON");
   f.option("trace", "FILE",
             "trace one decode step at --kv (CUDA graph, CUPTI) of the fused plan into FILE as "
@@ -132,7 +134,7 @@ int runBench(ArrayRef<const char *> args) {
   f.option("prefill", "N,...", "time the prefill entries of N tokens instead of decode (tokens/s, "
                                "% of a cuBLAS GEMM's TFLOP/s measured in the same run)");
   int code;
-  if (!f.parse(args, code))
+  if (!f.parse(args, code) || !checkFusionNames(f, code))
     return code;
   std::string model = f.get("workload");
   if (!model.empty() && !f.positional().empty())
@@ -250,6 +252,8 @@ int runBench(ArrayRef<const char *> args) {
       CompileOptions co;
       co.ctx = ctx;
       co.fusion = fused;
+      co.disableFusion = f.list("disable-fusion");
+      co.enableFusion = f.list("enable-fusion");
       co.arch = f.get("arch", "sm_90");
       co.log = ms.log;
       co.progress = stderrProgress();
