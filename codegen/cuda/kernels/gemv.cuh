@@ -18,11 +18,16 @@
 //                   slower than the norm launch it saves, see below and
 //                   passes/fusion/rms_norm_matmul.cpp): x is rms-normalised and multiplied by the norm
 //                   weight nw as it is loaded (fused.rms_norm_matmul,
-//                   fused.rms_norm_gated_matmul; dense only). The block first
-//                   sums the squares of its x rows (all threads over K, a
-//                   fixed order: replays stay bit-exact), then every x value
-//                   it loads is multiplied by rstd(row) · nw[k]. Scaling x,
-//                   not the sums, keeps the mma's f16 split within range.
+//                   fused.rms_norm_gated_matmul; dense only). Tensor cores:
+//                   the block first sums the squares of its x rows (all
+//                   threads over K, a fixed order: replays stay bit-exact),
+//                   then every x value it loads is multiplied by rstd(row) ·
+//                   nw[k] (scaling x, not the sums, keeps the mma's f16 split
+//                   within range). Lanes over K (T <= 2): no pre-pass (the
+//                   measured cost of the first form, which delayed every
+//                   block's weight stream): Σx² accumulates from the x the
+//                   lanes load anyway, x · nw enters the f32 FMAs, and the
+//                   sums are scaled by rstd in the epilogue.
 //   Cfg::Epi        epilogue: EpiStore, EpiGlu<kind> (two streams); bias
 //                   (Cfg::kBias) is added before it, an addend (Cfg::kRes,
 //                   dense: fused.matmul_add's residual or bias) after it
@@ -771,7 +776,7 @@ template <class C, bool Guard, int MG>
 static __device__ __forceinline__ void gemvLanesChunk(
     long long kc, int kl, const typename C::Dec0::T *const (&p0)[C::kRows],
     const typename C::Dec1::T *const (&p1)[C::kRows], const typename C::X *const (&px)[MG],
-    const GemvArgs<C> &a, const float *rs, float (&acc)[C::Epi::kStreams][C::kRows][MG]) {
+    const GemvArgs<C> &a, float (&ss)[MG], float (&acc)[C::Epi::kStreams][C::kRows][MG]) {
   using D0 = typename C::Dec0;
   using D1 = typename C::Dec1;
   constexpr int S = C::Epi::kStreams, U = C::kUnroll, R = C::kRows, P = D0::kPerLoad;
@@ -795,7 +800,15 @@ static __device__ __forceinline__ void gemvLanesChunk(
 #pragma unroll
     for (int m = 0; m < MG; ++m) {
       gemvLoadXLane<C, P, Guard>(px[m], k, k + kl, xv[m]);
-      gemvNormX<C, Guard, P>(a, k + kl, C::kNorm ? rs[m] : 1.0f, xv[m]);
+      if constexpr (C::kNorm) {
+        // The norm on the fly: Σx² from the x this lane loads anyway (the
+        // block's warps load every k of a row exactly once), x · nw here,
+        // rstd in the epilogue (f32 FMAs: no range limit on x · nw).
+#pragma unroll
+        for (int e = 0; e < P; ++e)
+          ss[m] = fmaf(xv[m][e], xv[m][e], ss[m]);
+        gemvNormX<C, Guard, P>(a, k + kl, 1.0f, xv[m]);
+      }
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -835,9 +848,7 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a) {
   const long long n0 = (long long)blockIdx.x * R;
   const int m0 = 8 * blockIdx.z;
   static_assert(!C::kNorm || !C::kExpert, "the norm prologue is dense only");
-  __shared__ float rs[8];
-  if constexpr (C::kNorm)
-    gemvNormScales<C>(a, m0, rs);
+  __shared__ float ssPart[W][MG]; // Cfg::kNorm: each warp's Σx² per row of x
 
   for (long long pr = blockIdx.y; pr < C::kPairs; pr += gridDim.y) {
     long long e = 0, xoff = 0;
@@ -874,12 +885,24 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a) {
 #pragma unroll
         for (int m = 0; m < MG; ++m)
           acc[s][r][m] = 0.0f;
+    float ss[MG];
+#pragma unroll
+    for (int m = 0; m < MG; ++m)
+      ss[m] = 0.0f;
     if (valid) {
       constexpr long long kFull = kExact ? kChunks : kChunks - 1;
       for (long long c = warp; c < kFull; c += W)
-        gemvLanesChunk<C, false, MG>(c * U * 32 * P, kl, p0, p1, px, a, rs, acc);
+        gemvLanesChunk<C, false, MG>(c * U * 32 * P, kl, p0, p1, px, a, ss, acc);
       if (!kExact && (kChunks - 1) % W == warp)
-        gemvLanesChunk<C, true, MG>((kChunks - 1) * U * 32 * P, kl, p0, p1, px, a, rs, acc);
+        gemvLanesChunk<C, true, MG>((kChunks - 1) * U * 32 * P, kl, p0, p1, px, a, ss, acc);
+    }
+    if constexpr (C::kNorm) {
+#pragma unroll
+      for (int m = 0; m < MG; ++m) {
+        const float v = fg_warp_sum(ss[m]);
+        if (lane == 0)
+          ssPart[warp][m] = v;
+      }
     }
 #pragma unroll
     for (int s = 0; s < S; ++s)
@@ -901,6 +924,15 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a) {
         for (int s = 0; s < S; ++s)
           for (int w = 0; w < W; ++w)
             v[s] += part[w][s][r][m];
+        if constexpr (C::kNorm) {
+          float sum = 0.0f;
+          for (int w = 0; w < W; ++w)
+            sum += ssPart[w][m];
+          const float rstd = 1.0f / sqrtf(sum / (float)C::K + __int_as_float(C::kNormEpsBits));
+#pragma unroll
+          for (int s = 0; s < S; ++s)
+            v[s] *= rstd;
+        }
         if constexpr (C::kBias) {
           if (valid) {
             v[0] = v[0] + fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
