@@ -266,10 +266,14 @@ bool checkPlanCompileFlags(const Flags &f, const Plan &plan, int &exitCode) {
     return refuse("--arch " + f.get("arch"), "arch " + po.arch);
   if (f.has("no-fusion") && po.fusion)
     return refuse("--no-fusion", "fusion on");
-  std::string disabled = join(po.disableFusion, ",");
-  if (f.has("disable-fusion") && f.list("disable-fusion") != po.disableFusion)
-    return refuse("--disable-fusion " + join(f.list("disable-fusion"), ","),
-                  "disable-fusion " + (disabled.empty() ? std::string("none") : disabled));
+  for (auto [flag, planned] : {std::pair<const char *, const std::vector<std::string> *>{
+                                  "disable-fusion", &po.disableFusion},
+                              {"enable-fusion", &po.enableFusion}}) {
+    std::string has = join(*planned, ",");
+    if (f.has(flag) && f.list(flag) != *planned)
+      return refuse("--" + Twine(flag) + " " + join(f.list(flag), ","),
+                    Twine(flag) + " " + (has.empty() ? std::string("none") : has));
+  }
   if (exitCode != kOk)
     return false;
   // Flags that only observe a compilation: nothing is compiled.

@@ -34,26 +34,7 @@ struct AttnCase {
   int64_t kvHeads = 2;
 };
 
-Graph buildGraph(const AttnCase &c) {
-  Graph g;
-  Function &fn = g.addFunction("main");
-  Builder b(fn);
-  int64_t hq = c.kvHeads * c.group, dv = c.valueDim ? c.valueDim : c.headDim;
-  auto q = b.weight("q", {DType::F32, {c.tokens, hq, c.headDim}}, randn());
-  auto k = b.weight("k", {c.cache, {kCtx, c.kvHeads, c.headDim}}, randn());
-  auto v = b.weight("v", {c.cache, {kCtx, c.kvHeads, dv}}, randn());
-  auto pos = b.input("positions", {DType::I32, {c.tokens}});
-  std::optional<ValueId> sinks;
-  if (c.sinks)
-    sinks = b.weight("sinks", {DType::F32, {hq}}, randn());
-  Builder::AttentionParams p;
-  p.scale = 1.0 / std::sqrt(static_cast<double>(c.headDim));
-  p.window = c.window;
-  p.softcap = c.softcap;
-  b.result(b.attention(q, k, v, pos, p, sinks, "out"));
-  EXPECT_FALSE(bool(b.finish()));
-  return g;
-}
+Graph buildGraph(const AttnCase &c) { return attentionGraph(c, kCtx); }
 
 Inputs positionsFor(const AttnCase &c, int64_t live) {
   Inputs in;
@@ -232,20 +213,7 @@ TEST(GpuAttentionReplay, BitIdentical) {
     eo.mode = ExecOptions::Mode::Graph;
     auto gpu = Executor::create(*plan, eo);
     ASSERT_TRUE(bool(gpu)) << errString(gpu.takeError());
-    auto step = [&](int64_t live) -> std::vector<uint8_t> {
-      Inputs in = positionsFor(c, live);
-      EXPECT_FALSE(bool(gpu->setInput("positions", in["positions"])));
-      if (auto e = gpu->run("main")) {
-        ADD_FAILURE() << errString(std::move(e));
-        return {};
-      }
-      auto out = gpu->output("out");
-      if (!out) {
-        ADD_FAILURE() << errString(out.takeError());
-        return {};
-      }
-      return out->data;
-    };
+    auto step = [&](int64_t live) { return runBytes(*gpu, positionsFor(c, live)); };
     std::vector<uint8_t> a = step(5000), b = step(5000), mid = step(33), d = step(5000);
     ASSERT_FALSE(a.empty());
     EXPECT_EQ(a, b) << "two replays differ (" << dtypeName(cache) << ")";

@@ -35,26 +35,7 @@ struct PrefillCase {
   bool reversed = false; ///< positions in reverse order inside the chunk
 };
 
-Graph buildGraph(const PrefillCase &c) {
-  Graph g;
-  Function &fn = g.addFunction("main");
-  Builder b(fn);
-  int64_t hq = c.kvHeads * c.group, dv = c.valueDim ? c.valueDim : c.headDim;
-  auto q = b.weight("q", {DType::F32, {c.tokens, hq, c.headDim}}, randn());
-  auto k = b.weight("k", {c.cache, {kCtx, c.kvHeads, c.headDim}}, randn());
-  auto v = b.weight("v", {c.cache, {kCtx, c.kvHeads, dv}}, randn());
-  auto pos = b.input("positions", {DType::I32, {c.tokens}});
-  std::optional<ValueId> sinks;
-  if (c.sinks)
-    sinks = b.weight("sinks", {DType::F32, {hq}}, randn());
-  Builder::AttentionParams p;
-  p.scale = 1.0 / std::sqrt(static_cast<double>(c.headDim));
-  p.window = c.window;
-  p.softcap = c.softcap;
-  b.result(b.attention(q, k, v, pos, p, sinks, "out"));
-  EXPECT_FALSE(bool(b.finish()));
-  return g;
-}
+Graph buildGraph(const PrefillCase &c) { return attentionGraph(c, kCtx); }
 
 Inputs positionsFor(const PrefillCase &c) {
   Inputs in;
@@ -192,21 +173,10 @@ TEST(GpuFlashPrefillReplay, BitIdentical) {
   eo.mode = ExecOptions::Mode::Graph;
   auto gpu = Executor::create(*plan, eo);
   ASSERT_TRUE(bool(gpu)) << errString(gpu.takeError());
-  auto step = [&](int64_t start) -> std::vector<uint8_t> {
+  auto step = [&](int64_t start) {
     PrefillCase s = c;
     s.start = start;
-    Inputs in = positionsFor(s);
-    EXPECT_FALSE(bool(gpu->setInput("positions", in["positions"])));
-    if (auto e = gpu->run("main")) {
-      ADD_FAILURE() << errString(std::move(e));
-      return {};
-    }
-    auto out = gpu->output("out");
-    if (!out) {
-      ADD_FAILURE() << errString(out.takeError());
-      return {};
-    }
-    return out->data;
+    return runBytes(*gpu, positionsFor(s));
   };
   std::vector<uint8_t> a = step(900), b = step(900), mid = step(10), d = step(900);
   ASSERT_FALSE(a.empty());

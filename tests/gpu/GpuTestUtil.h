@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -93,6 +94,50 @@ inline void expectMatchesReference(const Graph &g, const Inputs &inputs, double 
     double err = normalizedError(out->toFloats(), ref->toFloats());
     EXPECT_LE(err, tol) << "result %" << name << " (" << out->type.str() << ")";
   }
+}
+
+/// Sets `inputs`, runs `entry` and returns the bytes of result `output`;
+/// empty (with a test failure) when the run fails. For replay tests that
+/// compare the bits of several runs of one executor.
+inline std::vector<uint8_t> runBytes(Executor &e, const Inputs &inputs,
+                                     llvm::StringRef entry = "main",
+                                     llvm::StringRef output = "out") {
+  for (const auto &[name, vals] : inputs)
+    EXPECT_FALSE(bool(e.setInput(name, vals))) << name;
+  if (auto err = e.run(entry)) {
+    ADD_FAILURE() << errString(std::move(err));
+    return {};
+  }
+  auto out = e.output(output);
+  if (!out) {
+    ADD_FAILURE() << errString(out.takeError());
+    return {};
+  }
+  return out->data;
+}
+
+/// The graph of one attention op (q f32 [T, Hq, D], caches [ctx, Hkv, D|Dv],
+/// positions, optional sinks) from a case with the fields tokens, headDim,
+/// group, kvHeads, valueDim (0: = headDim), cache, window, softcap, sinks.
+template <typename Case> Graph attentionGraph(const Case &c, int64_t ctx) {
+  Graph g;
+  Function &fn = g.addFunction("main");
+  Builder b(fn);
+  int64_t hq = c.kvHeads * c.group, dv = c.valueDim ? c.valueDim : c.headDim;
+  auto q = b.weight("q", {DType::F32, {c.tokens, hq, c.headDim}}, randn());
+  auto k = b.weight("k", {c.cache, {ctx, c.kvHeads, c.headDim}}, randn());
+  auto v = b.weight("v", {c.cache, {ctx, c.kvHeads, dv}}, randn());
+  auto pos = b.input("positions", {DType::I32, {c.tokens}});
+  std::optional<ValueId> sinks;
+  if (c.sinks)
+    sinks = b.weight("sinks", {DType::F32, {hq}}, randn());
+  Builder::AttentionParams p;
+  p.scale = 1.0 / std::sqrt(static_cast<double>(c.headDim));
+  p.window = c.window;
+  p.softcap = c.softcap;
+  b.result(b.attention(q, k, v, pos, p, sinks, "out"));
+  EXPECT_FALSE(bool(b.finish()));
+  return g;
 }
 
 /// Tolerance for results computed from operands of dtype `t`.

@@ -135,20 +135,7 @@ TEST(GpuGroupedExpertReplay, BitIdentical) {
   eo.mode = ExecOptions::Mode::Graph;
   auto gpu = Executor::create(*plan, eo);
   ASSERT_TRUE(bool(gpu)) << errString(gpu.takeError());
-  auto step = [&](uint32_t seed) -> std::vector<uint8_t> {
-    Inputs in = spread(c, seed);
-    EXPECT_FALSE(bool(gpu->setInput("ids", in["ids"])));
-    if (auto e = gpu->run("main")) {
-      ADD_FAILURE() << errString(std::move(e));
-      return {};
-    }
-    auto out = gpu->output("out");
-    if (!out) {
-      ADD_FAILURE() << errString(out.takeError());
-      return {};
-    }
-    return out->data;
-  };
+  auto step = [&](uint32_t seed) { return runBytes(*gpu, {{"ids", spread(c, seed)["ids"]}}); };
   std::vector<uint8_t> a = step(5), b = step(5), mid = step(6), d = step(5);
   ASSERT_FALSE(a.empty());
   EXPECT_EQ(a, b);
