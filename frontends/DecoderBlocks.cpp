@@ -227,7 +227,7 @@ class WeightDeclarer {
 public:
   WeightDeclarer(Builder &b, const DecoderConfig &c) : b_(b), c_(c) {}
   ValueId operator()(const std::string &name, DType dt, llvm::ArrayRef<int64_t> shape) {
-    TensorType t(c_.weightDTypeOf ? c_.weightDTypeOf(name, dt) : dt, shape);
+    TensorType t(c_.weightDTypeOf ? c_.weightDTypeOf(c_, name, dt, shape) : dt, shape);
     WeightInit init = c_.init ? c_.init(name, t, index_) : WeightInit();
     ++index_;
     return b_.weight(name, t, init);

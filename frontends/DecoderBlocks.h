@@ -158,10 +158,13 @@ struct DecoderConfig {
   bool postNorms = false; ///< gemma3: blk.N.post_attention_norm / post_ffw_norm
                           ///< normalise the attention and FFN outputs before the residual add
 
-  /// Per-weight storage dtype (a model file's own), from the weight's name and
-  /// the default chosen here (weightDType for matrices and the embedding, f32
-  /// for norms, biases, the router and rope factors); null: the defaults.
-  std::function<DType(llvm::StringRef name, DType dflt)> weightDTypeOf;
+  /// Per-weight storage dtype (a model file's own), from the config being
+  /// built, the weight's name, its shape (rows of the last dimension) and the
+  /// default chosen here (weightDType for matrices and the embedding, f32 for
+  /// norms, biases, the router and rope factors); null: the defaults.
+  std::function<DType(const DecoderConfig &c, llvm::StringRef name, DType dflt,
+                      llvm::ArrayRef<int64_t> shape)>
+      weightDTypeOf;
 
   int64_t ctx = 4096;
   DType kvDType = DType::F16;

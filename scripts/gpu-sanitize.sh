@@ -8,6 +8,8 @@
 # gtest result (every test with its time: a slow one shows); exits non-zero on any finding or
 # failed test. GTEST_EXTRA replaces the default GoogleTest flags, which leave out
 # GpuInputCheck.DeviceFaultIsSticky: it faults the device on purpose and hangs under synccheck.
+# FG_UNDER_SANITIZER is set for the tests: the CUPTI trace test skips (CUPTI takes no second
+# subscriber beside the sanitizer).
 set -uo pipefail
 tool=${1:?tool}
 shard=${2:-0}
@@ -20,7 +22,7 @@ case "$tool" in
   synccheck|initcheck) ;;
   *) echo "unknown tool $tool" >&2; exit 2 ;;
 esac
-GTEST_SHARD_INDEX=$shard GTEST_TOTAL_SHARDS=$total \
+FG_UNDER_SANITIZER=$tool GTEST_SHARD_INDEX=$shard GTEST_TOTAL_SHARDS=$total \
   compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 86 --print-limit 20 \
   "$(command -v "$tests")" ${GTEST_EXTRA:---gtest_filter=-GpuInputCheck.DeviceFaultIsSticky}
 rc=$?

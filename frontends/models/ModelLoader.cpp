@@ -58,7 +58,8 @@ llvm::Expected<LoadedModel> buildModel(const ModelHParams &hp, const TensorSourc
   const DType matrixMark = config->weightDType;
   // Matrices (and the embedding) keep the dtype they are stored in; everything
   // else is f32 by the blocks' rule.
-  config->weightDTypeOf = [&source, matrixMark](llvm::StringRef name, DType dflt) {
+  config->weightDTypeOf = [&source, matrixMark](const DecoderConfig &, llvm::StringRef name, DType dflt,
+                                                     llvm::ArrayRef<int64_t>) {
     if (dflt != matrixMark)
       return dflt;
     return source.storedDType(name).value_or(dflt);

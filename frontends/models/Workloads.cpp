@@ -30,20 +30,15 @@ SplitName splitName(llvm::StringRef name, DType &dtype) {
 }
 
 /// Quantised weights by `q`: the matrices and the embedding (the weights
-/// declared with `matrixMark`) get q.dtypeOf(name, row length); norms, biases
-/// and the router keep their f32.
+/// declared with `matrixMark`) get q.dtypeOf(name, row length), the row length
+/// read from the weight's own shape and the layer count from the config being
+/// built (a caller may change the sizes after workloadConfig); norms, biases and the router keep their f32.
 void quantiseMatrices(DecoderConfig &c, const QuantScheme &q, DType matrixMark) {
-  const int64_t nLayers = c.nLayers, nEmbd = c.nEmbd, qDim = c.nHeads * c.resolvedHeadDim();
-  const int64_t ffIn = c.ffn == DecoderConfig::FfnKind::Dense ? c.nFf : c.expertFf;
-  c.weightDTypeOf = [=](llvm::StringRef name, DType dflt) {
-    if (dflt != matrixMark)
+  c.weightDTypeOf = [q, matrixMark](const DecoderConfig &built, llvm::StringRef name, DType dflt,
+                                    llvm::ArrayRef<int64_t> shape) {
+    if (dflt != matrixMark || shape.empty())
       return dflt;
-    int64_t row = nEmbd;
-    if (name.endswith(".ffn_down") || name.endswith(".ffn_down_exps"))
-      row = ffIn;
-    else if (name.endswith(".attn_output"))
-      row = qDim;
-    return q.dtypeOf(name, row, nLayers);
+    return q.dtypeOf(name, shape.back(), built.nLayers);
   };
 }
 

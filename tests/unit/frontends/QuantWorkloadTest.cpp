@@ -111,6 +111,45 @@ TEST(QuantWorkloads, Q4KMediumMix) {
   EXPECT_EQ(t["blk.6.attn_v"], DType::Q6_K);
 }
 
+/// A caller that changes the sizes after workloadConfig (the GPU test takes
+/// w-tiny with 2 layers and an ffn of 1536) gets types from those sizes: the
+/// row length is the weight's own, the layer count the built config's. (The
+/// types were once chosen from a copy taken inside workloadConfig: ffn_down's
+/// rows of 1408 made it q5_0 however the caller changed nFf.)
+TEST(QuantWorkloads, TypesFollowSizesChangedAfterWorkloadConfig) {
+  WorkloadOptions o;
+  o.ctx = 16;
+  auto cfg = workloadConfig("w-tiny-q4_k_m", o);
+  ASSERT_TRUE(bool(cfg)) << llvm::toString(cfg.takeError());
+  cfg->nLayers = 2;
+  cfg->nFf = 1536;
+  auto g = buildDecoderGraph(*cfg, decoderEntries({}, LogitRows::Last));
+  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
+  std::map<std::string, DType> t;
+  const Function *fn = g->lookup("decode");
+  for (const Argument &a : fn->arguments())
+    if (a.role == ArgRole::Weight)
+      t[fn->value(a.value).name] = fn->value(a.value).type.dtype;
+  // 2 layers: use_more_bits(1, 2) holds (i >= 7n/8), use_more_bits(0, 2) does not.
+  EXPECT_EQ(t["blk.0.ffn_down"], DType::Q4_K) << "rows of 1536: whole blocks";
+  EXPECT_EQ(t["blk.1.ffn_down"], DType::Q6_K) << "the last layer of 2";
+  EXPECT_EQ(t["blk.1.ffn_gate"], DType::Q4_K);
+  cfg->nFf = 1408; // not whole 256-blocks: llama.cpp's fallbacks
+  auto g2 = buildDecoderGraph(*cfg, decoderEntries({}, LogitRows::Last));
+  ASSERT_TRUE(bool(g2)) << llvm::toString(g2.takeError());
+  fn = g2->lookup("decode");
+  for (const Argument &a : fn->arguments()) {
+    if (a.role != ArgRole::Weight)
+      continue;
+    if (fn->value(a.value).name == "blk.0.ffn_down") {
+      EXPECT_EQ(fn->value(a.value).type.dtype, DType::Q5_0) << "q4_k's fallback";
+    }
+    if (fn->value(a.value).name == "blk.1.ffn_down") {
+      EXPECT_EQ(fn->value(a.value).type.dtype, DType::Q8_0) << "q6_k's fallback";
+    }
+  }
+}
+
 TEST(QuantWorkloads, UnknownSuffixNamesTheQuantisations) {
   auto bad = buildWorkload("w-dense-q4_k_s", WorkloadOptions{});
   ASSERT_FALSE(bool(bad));
