@@ -23,7 +23,7 @@
 //
 //   fg_bench_kernels [--smoke] [--list] [--compile-only] [--json FILE] [--table FILE]
 //                    [--reps N] [--no-cublas] [--gemv-tc-min N] [--gemv-rows N]
-//                    [--gemv-warps N] [--gemv-unroll N] [--benchmark_filter=REGEX]
+//                    [--gemv-warps N] [--gemv-unroll N] [--gemv-narrow-quant] [--benchmark_filter=REGEX]
 //
 // Without a device it prints one skip line and exits 0.
 //
@@ -925,7 +925,8 @@ int usage(const char *argv0, int code = 2) {
       "  --reps N      timed graph replays per case (default 10; smoke 3)\n"
       "  --no-cublas   skip the cuBLAS figures\n"
       "  --gemv-tc-min N, --gemv-rows N, --gemv-warps N, --gemv-unroll N\n"
-      "                GEMV variant overrides (EmitOptions::gemv*) for tuning\n",
+      "                GEMV variant overrides (EmitOptions::gemv*) for tuning\n"
+      "  --gemv-narrow-quant  q4_K through the previous (narrow) decoder\n",
       argv0);
   return code;
 }
@@ -974,6 +975,8 @@ int main(int argc, char **argv) {
         return usage(argv[0]);
       s.reps = std::atoi(v->c_str());
       repsGiven = true;
+    } else if (a == "--gemv-narrow-quant") {
+      s.emit.gemvNarrowQuant = true;
     } else if (a.rfind("--gemv-", 0) == 0) {
       // GEMV variant overrides (EmitOptions::gemv*), for tuning the rule.
       std::string f = a.substr(0, a.find('='));

@@ -18,6 +18,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Process.h"
 
 using namespace llvm;
 
@@ -194,6 +195,10 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   emit.arch = opts.arch;
   if (opts.attentionPrefillMinTokens > 0)
     emit.attentionPrefillMinTokens = opts.attentionPrefillMinTokens;
+  // A debugging switch (like FG_DEBUG_PDL_*): q4_K through the previous,
+  // narrow GEMV decoder, to time both in one run.
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_NARROW_QUANT"); v && *v == "1")
+    emit.gemvNarrowQuant = true;
   cuda::CudaTarget target(emit);
   passOpts.target = &target;
   FusionOptions fusion;

@@ -208,7 +208,8 @@ struct GemvDesc {
   double eps = 0;
 };
 
-const char *decoderName(DType t) {
+/// `wide`: the whole-super-block decoder (DecQ4_KW; gemvWide says when).
+const char *decoderName(DType t, bool wide) {
   switch (t) {
   case DType::F16:
     return "fg::DecF16";
@@ -221,7 +222,7 @@ const char *decoderName(DType t) {
   case DType::Q4_1:
     return "fg::DecQ4_1";
   case DType::Q4_K:
-    return "fg::DecQ4_K";
+    return wide ? "fg::DecQ4_KW" : "fg::DecQ4_K";
   case DType::Q6_K:
     return "fg::DecQ6_K";
   default:
@@ -394,6 +395,27 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   // keep them in registers (not measured yet: a first rule for the tuning).
   if (quant && two && o.gemvUnroll == 0)
     sp.unroll = std::min(sp.unroll, 2);
+  // q4_K rows whose blocks start 16-byte aligned (in bytes here: checkWeights)
+  // are read whole (DecQ4_KW): a k-step is a super-block, so the chunk depth
+  // counts super-blocks: 2 per chunk for one stream, 1 for two (registers),
+  // and the warps split the super-blocks (not measured yet: a first rule).
+  auto wideOk = [&](const WeightStream &w) {
+    return w.dtype == DType::Q4_K && w.off % 16 == 0 && w.ld % 16 == 0 && w.es % 16 == 0;
+  };
+  bool wide = tensorCores && wideOk(w0) && (!two || wideOk(w1)) && !o.gemvNarrowQuant;
+  if (wide) {
+    int64_t sbs = d.K / 256;
+    sp.unroll = o.gemvUnroll > 0 ? o.gemvUnroll : (!two && sbs % 2 == 0 ? 2 : 1);
+    if (sbs % sp.unroll != 0)
+      sp.unroll = 1;
+    int64_t chunks = sbs / sp.unroll, blocks = (d.N + 15) / 16 * d.pairs;
+    int64_t want = static_cast<int64_t>(o.smCount) * 24, w = 1;
+    while (w < 16 && blocks * w < want)
+      w *= 2;
+    while (w > 1 && w > chunks)
+      w /= 2;
+    sp.warps = o.gemvWarps > 0 ? o.gemvWarps : static_cast<int>(w);
+  }
   // 16-byte weight loads: unit stride along K and every row start aligned.
   auto vecOk = [&](const WeightStream &w) {
     if (isQuantized(w.dtype)) // block decoders do their own loads
@@ -415,8 +437,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   std::string c;
   c += "struct Cfg {\n";
   c += "  using X = " + ctype(d.x) + ";\n";
-  c += std::string("  using Dec0 = ") + decoderName(w0.dtype) + ";\n";
-  c += std::string("  using Dec1 = ") + decoderName(w1.dtype) + ";\n";
+  c += std::string("  using Dec0 = ") + decoderName(w0.dtype, wide) + ";\n";
+  c += std::string("  using Dec1 = ") + decoderName(w1.dtype, wide) + ";\n";
   c += "  using Ids = " + ctype(d.expert ? d.ids : DType::I32) + ";\n";
   c += "  using B0 = " + ctype(d.b0) + ";\n  using B1 = " + ctype(d.b1) + ";\n";
   c += "  using R = " + ctype(d.r) + ";\n";

@@ -87,6 +87,9 @@ struct EmitOptions {
   /// k-steps per chunk.
   int64_t gemvTensorCoreMinRows = 0;
   int gemvRows = 0, gemvWarps = 0, gemvUnroll = 0;
+  /// q4_K through the narrow decoder (a k-step of 32, 8-byte loads) instead of
+  /// the whole-super-block one: the previous kernel, for side-by-side timing.
+  bool gemvNarrowQuant = false;
 };
 
 /// fused.topk_moe with at most this many rows runs in one block that stages all

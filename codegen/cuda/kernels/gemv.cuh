@@ -93,7 +93,7 @@ namespace fg {
 
 /// 16-bit weights: a 16-byte load is 4 packed pairs, each unpacked by D.
 template <class D> struct DecPairs {
-  static constexpr bool kMma = true, kQuant = false;
+  static constexpr bool kMma = true, kQuant = false, kWide = false;
   static constexpr int kPerLoad = 8; ///< weights in one 16-byte load
   static __device__ __forceinline__ void decode(const uint4 &r, float (&w)[8]) {
     const unsigned u[4] = {r.x, r.y, r.z, r.w};
@@ -146,7 +146,7 @@ struct DecBF16 : DecPairs<DecBF16> {
 
 struct DecF32 {
   using T = float;
-  static constexpr bool kMma = false, kQuant = false;
+  static constexpr bool kMma = false, kQuant = false, kWide = false;
   static constexpr int kPerLoad = 4;
   static __device__ __forceinline__ void decode(const uint4 &r, float (&w)[4]) {
     w[0] = __uint_as_float(r.x), w[1] = __uint_as_float(r.y);
@@ -348,6 +348,66 @@ struct DecQ6_K : DecQuant {
     const unsigned v1 = ((r.l1 >> sl) & 0x0F0F0F0Fu) | (((r.h1 >> sh) & 0x03030303u) << 4);
     const float sc = static_cast<float>(static_cast<signed char>(r.sd & 0xffu));
     return fg_bytes_to_h8<32>(v0, v1, fg_h2splat(fg_h2f(r.sd >> 16) * sc), 0, false);
+  }
+};
+
+/// (a & b) | c in one instruction (LOP3's lookup table 0xEA).
+static __device__ __forceinline__ unsigned fg_lop3_or_and(unsigned a, unsigned b, unsigned c) {
+  unsigned r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+}
+
+/// q4_K read whole: a k-step is one super-block (256 weights) and every load
+/// is 16 bytes (144-byte blocks keep 16-byte alignment, the emitter checks the
+/// row starts). Thread t of row r reads the header (d, dmin, the 12 scale
+/// bytes: one load) and the quant pieces t and t + 4 (16 bytes each) of qs.
+/// Piece p holds bytes 16(p & 1) .. + 15 of the 32-byte chunk c = p / 2: low
+/// nibbles are sub-block 2c (weights 64c + l), high nibbles sub-block 2c + 1
+/// (64c + 32 + l). So a thread's weights are 4 runs of 16 consecutive k, and
+/// the mma's k-permutation (gemvChunkWide) pairs nibbles (l, l + 2) of one
+/// 32-bit word: one LOP3 puts two of them under the exponent 0x64 (the half
+/// 1024 + q), one HSUB2 removes the 1024 exactly, one HFMA2 applies d·sc and
+/// −dmin·m: three instructions per 2 weights, no byte permutes, no I2F.
+struct DecQ4_KW : DecQuant {
+  static constexpr bool kWide = true;
+  static constexpr int kBlockElems = 256, kBlockBytes = 144;
+  struct Raw {
+    uint4 h, p0, p1;
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, long long sb, int t,
+                                              Raw &r) {
+    const uint4 *b = reinterpret_cast<const uint4 *>(row + sb * kBlockBytes);
+    r.h = fg_load_stream(b);
+    r.p0 = fg_load_stream(b + 1 + t);
+    r.p1 = fg_load_stream(b + 5 + t);
+  }
+  /// Scale and negated min (half2 splats) of this thread's sub-blocks: j =
+  /// 2c, 2c + 1 (piece t) and 2c + 4, 2c + 5 (piece t + 4), c = t / 2, with
+  /// ggml's 6-bit get_scale_min_k4 unrolled for them.
+  static __device__ __forceinline__ void scales(const Raw &r, int t, unsigned (&sc2)[4],
+                                                unsigned (&mn2)[4]) {
+    const int sh = 16 * (t >> 1);
+    const unsigned a = r.h.y >> sh, b = r.h.z >> sh, c = r.h.w >> sh;
+    const unsigned sc[4] = {a & 63u, (a >> 8) & 63u, (c & 0xFu) | (((a >> 6) & 3u) << 4),
+                            ((c >> 8) & 0xFu) | (((a >> 14) & 3u) << 4)};
+    const unsigned m[4] = {b & 63u, (b >> 8) & 63u, ((c >> 4) & 0xFu) | (((b >> 6) & 3u) << 4),
+                           ((c >> 12) & 0xFu) | (((b >> 14) & 3u) << 4)};
+    const float d = fg_h2f(r.h.x & 0xffffu), dmin = fg_h2f(r.h.x >> 16);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      sc2[j] = fg_h2splat(d * static_cast<float>(sc[j]));
+      mn2[j] = fg_h2splat(-(dmin * static_cast<float>(m[j])));
+    }
+  }
+  /// Word q of a piece (bytes l .. l + 3), nibble half `hi`: the weights
+  /// (l, l + 2) and (l + 1, l + 3) of that sub-block, as two half2.
+  static __device__ __forceinline__ void pairs(unsigned q, bool hi, unsigned sc2, unsigned mn2,
+                                               unsigned &w02, unsigned &w13) {
+    constexpr unsigned kMagic = 0x64006400u; // 1024.0 in both halves
+    const unsigned v = hi ? q >> 4 : q;
+    w02 = fg_hfma2(fg_hsub2(fg_lop3_or_and(v, 0x000f000fu, kMagic), kMagic), sc2, mn2);
+    w13 = fg_hfma2(fg_hsub2(fg_lop3_or_and(v >> 8, 0x000f000fu, kMagic), kMagic), sc2, mn2);
   }
 };
 
@@ -623,6 +683,103 @@ static __device__ __forceinline__ void gemvChunk(const GemvArgs<C> &a, long long
   }
 }
 
+/// x hi + lo of one k pair (weights (k0, k1) of an mma slot pair), in f16.
+static __device__ __forceinline__ void fg_split_pair(float x0, float x1, unsigned &hi,
+                                                     unsigned &lo) {
+  hi = DecF16::pack(x0, x1);
+  float h0, h1;
+  DecF16::unpack(hi, h0, h1);
+  lo = DecF16::pack(x0 - h0, x1 - h1);
+}
+
+/// Chunk c of a wide decoder (Dec::kWide: a k-step is one super-block of 256,
+/// U super-blocks per chunk; K is whole super-blocks): all loads first, then
+/// per (piece, nibble half) the 16 x values of that run, split hi + lo, and
+/// 4 words x 2 mmas x (hi, lo). Lane (g, t)'s k-slots {2t, 2t+1 | 2t+8, 2t+9}
+/// of an mma hold the weights (l, l + 2 | l + 1, l + 3) of one word, for rows
+/// g and g + 8, and x of token g at the same k: the same sums, in another
+/// order of k.
+template <class C>
+static __device__ __forceinline__ void gemvChunkWide(const GemvArgs<C> &a, long long c,
+                                                     const unsigned char *r0a,
+                                                     const unsigned char *r0b,
+                                                     const unsigned char *r1a,
+                                                     const unsigned char *r1b,
+                                                     const typename C::X *xr, bool xLive, int t,
+                                                     const float *rs, float (&acc)[2][4]) {
+  constexpr int S = C::Epi::kStreams, U = C::kUnroll;
+  using D0 = typename C::Dec0;
+  using D1 = typename C::Dec1;
+  typename D0::Raw wa0[U], wb0[U];
+  typename D1::Raw wa1[U], wb1[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long long sb = c * U + u;
+    D0::load(r0a, sb, t, wa0[u]);
+    D0::load(r0b, sb, t, wb0[u]);
+    if constexpr (S == 2) {
+      D1::load(r1a, sb, t, wa1[u]);
+      D1::load(r1b, sb, t, wb1[u]);
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long long sb = c * U + u;
+    unsigned sa0[4], ma0[4], sb0[4], mb0[4], sa1[4], ma1[4], sb1[4], mb1[4];
+    D0::scales(wa0[u], t, sa0, ma0);
+    D0::scales(wb0[u], t, sb0, mb0);
+    if constexpr (S == 2) {
+      D1::scales(wa1[u], t, sa1, ma1);
+      D1::scales(wb1[u], t, sb1, mb1);
+    }
+#pragma unroll
+    for (int pc = 0; pc < 2; ++pc) {
+      const uint4 qa0 = pc ? wa0[u].p1 : wa0[u].p0, qb0 = pc ? wb0[u].p1 : wb0[u].p0;
+      uint4 qa1 = qa0, qb1 = qb0;
+      if constexpr (S == 2) {
+        qa1 = pc ? wa1[u].p1 : wa1[u].p0;
+        qb1 = pc ? wb1[u].p1 : wb1[u].p0;
+      }
+      const unsigned wa0w[4] = {qa0.x, qa0.y, qa0.z, qa0.w}, wb0w[4] = {qb0.x, qb0.y, qb0.z, qb0.w};
+      const unsigned wa1w[4] = {qa1.x, qa1.y, qa1.z, qa1.w}, wb1w[4] = {qb1.x, qb1.y, qb1.z, qb1.w};
+#pragma unroll
+      for (int hb = 0; hb < 2; ++hb) {
+        const int j = 2 * pc + hb;
+        const long long k0 = 256 * sb + 64 * (t >> 1) + 16 * (t & 1) + 128 * pc + 32 * hb;
+        float xv[16], x8[2][8];
+        if (xLive) {
+          gemvLoadX<C, false>(xr, k0, x8[0]);
+          gemvLoadX<C, false>(xr, k0 + 8, x8[1]);
+        }
+#pragma unroll
+        for (int e = 0; e < 16; ++e)
+          xv[e] = xLive ? x8[e >> 3][e & 7] : 0.0f;
+        if (xLive)
+          gemvNormX<C, false, 16>(a, k0, C::kNorm ? rs[(threadIdx.x & 31) >> 2] : 1.0f, xv);
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          unsigned h0, l0, h1, l1;
+          fg_split_pair(xv[4 * w], xv[4 * w + 2], h0, l0);
+          fg_split_pair(xv[4 * w + 1], xv[4 * w + 3], h1, l1);
+          unsigned a02, a13, b02, b13;
+          D0::pairs(wa0w[w], hb, sa0[j], ma0[j], a02, a13);
+          D0::pairs(wb0w[w], hb, sb0[j], mb0[j], b02, b13);
+          const unsigned f0[4] = {a02, b02, a13, b13};
+          D0::mma(acc[0], f0, h0, h1);
+          D0::mma(acc[0], f0, l0, l1);
+          if constexpr (S == 2) {
+            D1::pairs(wa1w[w], hb, sa1[j], ma1[j], a02, a13);
+            D1::pairs(wb1w[w], hb, sb1[j], mb1[j], b02, b13);
+            const unsigned f1[4] = {a02, b02, a13, b13};
+            D1::mma(acc[1], f1, h0, h1);
+            D1::mma(acc[1], f1, l0, l1);
+          }
+        }
+      }
+    }
+  }
+}
+
 template <class C>
 static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a) {
   static_assert(C::M >= 1, "at least one row of x");
@@ -667,11 +824,18 @@ static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a) {
     float acc[2][4] = {};
     float fac[2][2][8] = {};
     if (valid) {
-      constexpr long long kFull = kExact ? kChunks : kChunks - 1;
-      for (long long c = warp; c < kFull; c += W)
-        gemvChunk<C, false>(a, c, r0a, r0b, r1a, r1b, xr, xLive, t, m0, rs, acc, fac);
-      if (!kExact && (kChunks - 1) % W == warp)
-        gemvChunk<C, true>(a, kChunks - 1, r0a, r0b, r1a, r1b, xr, xLive, t, m0, rs, acc, fac);
+      if constexpr (C::Dec0::kWide) {
+        static_assert(C::Dec1::kWide && C::K % 256 == 0 && (C::K / 256) % U == 0,
+                      "wide decoders: both streams, whole super-blocks, whole chunks");
+        for (long long c = warp; c < C::K / 256 / U; c += W)
+          gemvChunkWide<C>(a, c, r0a, r0b, r1a, r1b, xr, xLive, t, rs, acc);
+      } else {
+        constexpr long long kFull = kExact ? kChunks : kChunks - 1;
+        for (long long c = warp; c < kFull; c += W)
+          gemvChunk<C, false>(a, c, r0a, r0b, r1a, r1b, xr, xLive, t, m0, rs, acc, fac);
+        if (!kExact && (kChunks - 1) % W == warp)
+          gemvChunk<C, true>(a, kChunks - 1, r0a, r0b, r1a, r1b, xr, xLive, t, m0, rs, acc, fac);
+      }
     }
 
     // This warp's partial sums of the 16 x 8 tile into shared memory.
