@@ -926,7 +926,9 @@ int usage(const char *argv0, int code = 2) {
       "  --no-cublas   skip the cuBLAS figures\n"
       "  --gemv-tc-min N, --gemv-rows N, --gemv-warps N, --gemv-unroll N\n"
       "                GEMV variant overrides (EmitOptions::gemv*) for tuning\n"
-      "  --gemv-narrow-quant  q4_K through the previous (narrow) decoder\n",
+      "  --gemv-narrow-quant  q4_K through the previous (narrow) decoder\n"
+      "  --gemv-wide-occupancy N  q4_K: launch bounds for N warps per SM (1: none)\n"
+      "  --gemv-wide-prefetch N   q4_K: 1 no prefetch, 2 prefetch of the next chunk\n",
       argv0);
   return code;
 }
@@ -992,6 +994,10 @@ int main(int argc, char **argv) {
         s.emit.gemvWarps = n;
       else if (f == "--gemv-unroll")
         s.emit.gemvUnroll = n;
+      else if (f == "--gemv-wide-occupancy")
+        s.emit.gemvWideWarpsPerSm = n == 1 ? -1 : n;
+      else if (f == "--gemv-wide-prefetch")
+        s.emit.gemvWidePrefetch = n - 1;
       else
         return usage(argv[0]);
     } else if (a.rfind("--benchmark_", 0) != 0 && a.rfind("--v=", 0) != 0) {

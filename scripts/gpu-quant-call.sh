@@ -12,13 +12,19 @@ t() { echo "[$((SECONDS - S)) s] $*"; }
 left() { echo $((D - (SECONDS - S))); }
 T=$(command -v fusegraph_gpu_tests)
 pids=()
-for job in ${SAN_JOBS:-memcheck:0:2 memcheck:1:2 initcheck:0:2 initcheck:1:2}; do
-  IFS=: read -r tool i n <<< "$job"
-  ( export CUDA_VISIBLE_DEVICES=1 FG_KERNEL_CACHE=/tmp/fgk1
-    timeout $((D - 15)) bash scripts/gpu-sanitize.sh $tool $i $n "$T" > "$OUT/san-$tool-$i.txt" 2>&1
-    echo "exit $? after $((SECONDS - S)) s" >> "$OUT/san-$tool-$i.txt" ) &
-  pids+=($!)
-done
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+# The sanitizer shards: on GPU 1 from the start (x2), or on GPU 0 after the
+# timings (one GPU: nothing runs beside the benchmarks).
+sanitize() {
+  for job in ${SAN_JOBS:-memcheck:0:2 memcheck:1:2 initcheck:0:2 initcheck:1:2}; do
+    IFS=: read -r tool i n <<< "$job"
+    ( export CUDA_VISIBLE_DEVICES=$1 FG_KERNEL_CACHE=/tmp/fgk$1
+      timeout $((D - 15 - (SECONDS - S))) bash scripts/gpu-sanitize.sh $tool $i $n "$T" > "$OUT/san-$tool-$i.txt" 2>&1
+      echo "exit $? after $((SECONDS - S)) s" >> "$OUT/san-$tool-$i.txt" ) &
+    pids+=($!)
+  done
+}
+[ "$ngpu" -ge 2 ] && sanitize 1
 export CUDA_VISIBLE_DEVICES=0 FG_KERNEL_CACHE=/tmp/fgk0
 timeout 150 "$T" --gtest_filter="${TESTS:-GpuQuant*:Types/GpuQuantWorkload*}" > "$OUT/tests.txt" 2>&1; t "tests rc $?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]|worst" "$OUT/tests.txt" | head -20
@@ -41,7 +47,9 @@ if [ $(left) -gt 150 ] && command -v ncu > /dev/null; then
     fg_bench_kernels --reps 1 --no-cublas --benchmark_filter='matmul/w-dense/lm_head/q4_k/T1' > "$OUT/ncu.txt" 2>&1
   t "ncu rc $?"
 fi
-if [ $(left) -gt 60 ]; then
+if [ "$ngpu" -lt 2 ]; then
+  sanitize 0
+elif [ $(left) -gt 60 ]; then
   timeout $(( $(left) - 25 )) bash scripts/gpu-sanitize.sh racecheck 0 3 "$T" > "$OUT/san-racecheck-0.txt" 2>&1
   echo "exit $? after $((SECONDS - S)) s" >> "$OUT/san-racecheck-0.txt"
 fi

@@ -53,7 +53,10 @@ KernelSpec finishSpec(llvm::StringRef mnemonic, std::string body);
 /// The one shape of a kernel entry: `extern "C" __global__` with launch
 /// bounds `threads`, named `KERNEL`, whose body starts with fg_pdl_begin()
 /// (the programmatic-dependent-launch wait, common.cuh) and then runs `body`.
-std::string kernelEntry(unsigned threads, llvm::StringRef params, llvm::StringRef body);
+/// `minBlocks` > 0 also asks for that many resident blocks per SM (the
+/// register cap that follows from it).
+std::string kernelEntry(unsigned threads, llvm::StringRef params, llvm::StringRef body,
+                        unsigned minBlocks = 0);
 
 /// "no CUDA kernel for '<op>' with <why>"
 llvm::Error unsupported(const Node &node, const llvm::Twine &why);

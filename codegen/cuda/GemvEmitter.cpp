@@ -293,6 +293,10 @@ template <typename View> std::string gluEpilogue(View v) {
 /// Rows of x from which the 16-bit weights go to the tensor cores (below, the
 /// lanes-over-K path streams them with fully coalesced loads on the CUDA cores).
 constexpr int64_t kTensorCoreMinRows = 3;
+/// The whole-super-block q4_K GEMV (DecQ4_KW): resident warps per SM asked
+/// for through launch bounds (0: none), and the one-chunk-ahead prefetch.
+constexpr int64_t kWideWarpsPerSm = 0;
+constexpr bool kWidePrefetch = true;
 /// Weights from which a matmul of 3+ rows of x goes to cuBLAS instead.
 constexpr uint64_t kCublasFromBytes = 64ull << 20;
 
@@ -308,6 +312,7 @@ bool cublasIsFaster(int64_t rows, const TensorType &wt, const EmitOptions &o) {
 struct GemvSplit {
   bool tensorCores = false;
   int warps = 4, unroll = 4, rows = 16;
+  unsigned minBlocks = 0; ///< launch bounds: resident blocks per SM asked for (0: none)
 };
 
 /// Lanes over K: 4 output rows per block (2 with two streams), 2 steps of 512
@@ -396,25 +401,29 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   if (quant && two && o.gemvUnroll == 0)
     sp.unroll = std::min(sp.unroll, 2);
   // q4_K rows whose blocks start 16-byte aligned (in bytes here: checkWeights)
-  // are read whole (DecQ4_KW): a k-step is a super-block, so the chunk depth
-  // counts super-blocks: 2 per chunk for one stream, 1 for two (registers),
-  // and the warps split the super-blocks (not measured yet: a first rule).
+  // are read whole (DecQ4_KW): a k-step is a super-block and a chunk one
+  // super-block. The first form (2 per chunk, 1 warp per block on the
+  // lm head) took 136 registers: 12 warps per SM, latency-bound at 35 % of
+  // the bandwidth (ncu, bench/RESULTS.md). Now: at least 4 warps per block
+  // where K allows, and launch bounds that ask for kWideWarpsPerSm resident
+  // warps (a register cap the chunk fits without spilling).
   auto wideOk = [&](const WeightStream &w) {
     return w.dtype == DType::Q4_K && w.off % 16 == 0 && w.ld % 16 == 0 && w.es % 16 == 0;
   };
   bool wide = tensorCores && wideOk(w0) && (!two || wideOk(w1)) && !o.gemvNarrowQuant;
+  bool prefetch = false;
   if (wide) {
     int64_t sbs = d.K / 256;
-    sp.unroll = o.gemvUnroll > 0 ? o.gemvUnroll : (!two && sbs % 2 == 0 ? 2 : 1);
-    if (sbs % sp.unroll != 0)
-      sp.unroll = 1;
+    sp.unroll = o.gemvUnroll > 0 && sbs % o.gemvUnroll == 0 ? o.gemvUnroll : 1;
     int64_t chunks = sbs / sp.unroll, blocks = (d.N + 15) / 16 * d.pairs;
-    int64_t want = static_cast<int64_t>(o.smCount) * 24, w = 1;
-    while (w < 16 && blocks * w < want)
+    int64_t w = std::min<int64_t>(4, chunks);
+    while (w < 16 && w * 2 <= chunks && blocks * w < static_cast<int64_t>(o.smCount) * 32)
       w *= 2;
-    while (w > 1 && w > chunks)
-      w /= 2;
     sp.warps = o.gemvWarps > 0 ? o.gemvWarps : static_cast<int>(w);
+    prefetch = o.gemvWidePrefetch < 0 ? kWidePrefetch : o.gemvWidePrefetch == 1;
+    int64_t perSm = o.gemvWideWarpsPerSm == 0 ? kWideWarpsPerSm : o.gemvWideWarpsPerSm;
+    if (perSm > 0)
+      sp.minBlocks = static_cast<unsigned>(std::max<int64_t>(1, perSm / sp.warps));
   }
   // 16-byte weight loads: unit stride along K and every row start aligned.
   auto vecOk = [&](const WeightStream &w) {
@@ -448,7 +457,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
                      d.M, sp.warps, sp.unroll, sp.rows)
            .str();
   c += std::string("  static constexpr bool kTensorCores = ") + (sp.tensorCores ? "true" : "false") +
-       ";\n";
+       ", kPrefetch = " + (prefetch ? "true" : "false") + ";\n";
   c += "  static constexpr long long N = " + lit(d.N) + ", K = " + lit(d.K) + ", E = " + lit(d.E) +
        ", kPairs = " + lit(d.pairs) + ", kk = " + lit(d.kk) + ";\n";
   c += std::string("  static constexpr bool kExpert = ") + (d.expert ? "true" : "false") +
@@ -502,7 +511,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   } else {
     args += ", nullptr";
   }
-  c += kernelEntry(32 * sp.warps, params, "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{" + args + "});");
+  c += kernelEntry(32 * sp.warps, params, "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{" + args + "});",
+                   sp.minBlocks);
 
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() + c);
   k.grid[0] = static_cast<unsigned>((d.N + sp.rows - 1) / sp.rows);

@@ -90,6 +90,10 @@ struct EmitOptions {
   /// q4_K through the narrow decoder (a k-step of 32, 8-byte loads) instead of
   /// the whole-super-block one: the previous kernel, for side-by-side timing.
   bool gemvNarrowQuant = false;
+  /// Whole-super-block q4_K GEMV: resident warps per SM its launch bounds ask
+  /// for (0: the rule; -1: no bound), and whether a warp loads its next chunk
+  /// before the math of this one (-1: the rule, 0 off, 1 on).
+  int gemvWideWarpsPerSm = 0, gemvWidePrefetch = -1;
 };
 
 /// fused.topk_moe with at most this many rows runs in one block that stages all

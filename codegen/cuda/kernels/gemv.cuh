@@ -692,53 +692,64 @@ static __device__ __forceinline__ void fg_split_pair(float x0, float x1, unsigne
   lo = DecF16::pack(x0 - h0, x1 - h1);
 }
 
-/// Chunk c of a wide decoder (Dec::kWide: a k-step is one super-block of 256,
-/// U super-blocks per chunk; K is whole super-blocks): all loads first, then
+/// The raw bytes of one chunk of a wide decoder (U super-blocks, rows g and
+/// g + 8 of each stream), between its loads and its arithmetic.
+template <class C> struct WideRaw {
+  typename C::Dec0::Raw a0[C::kUnroll], b0[C::kUnroll];
+  typename C::Dec1::Raw a1[C::kUnroll], b1[C::kUnroll];
+};
+
+/// Every load of chunk c of a wide decoder.
+template <class C>
+static __device__ __forceinline__ void gemvLoadWide(long long c, const unsigned char *r0a,
+                                                    const unsigned char *r0b,
+                                                    const unsigned char *r1a,
+                                                    const unsigned char *r1b, int t,
+                                                    WideRaw<C> &w) {
+#pragma unroll
+  for (int u = 0; u < C::kUnroll; ++u) {
+    const long long sb = c * C::kUnroll + u;
+    C::Dec0::load(r0a, sb, t, w.a0[u]);
+    C::Dec0::load(r0b, sb, t, w.b0[u]);
+    if constexpr (C::Epi::kStreams == 2) {
+      C::Dec1::load(r1a, sb, t, w.a1[u]);
+      C::Dec1::load(r1b, sb, t, w.b1[u]);
+    }
+  }
+}
+
+/// The arithmetic of chunk c of a wide decoder (Dec::kWide: a k-step is one
+/// super-block of 256, U super-blocks per chunk; K is whole super-blocks):
 /// per (piece, nibble half) the 16 x values of that run, split hi + lo, and
 /// 4 words x 2 mmas x (hi, lo). Lane (g, t)'s k-slots {2t, 2t+1 | 2t+8, 2t+9}
 /// of an mma hold the weights (l, l + 2 | l + 1, l + 3) of one word, for rows
 /// g and g + 8, and x of token g at the same k: the same sums, in another
 /// order of k.
 template <class C>
-static __device__ __forceinline__ void gemvChunkWide(const GemvArgs<C> &a, long long c,
-                                                     const unsigned char *r0a,
-                                                     const unsigned char *r0b,
-                                                     const unsigned char *r1a,
-                                                     const unsigned char *r1b,
-                                                     const typename C::X *xr, bool xLive, int t,
-                                                     const float *rs, float (&acc)[2][4]) {
+static __device__ __forceinline__ void gemvMathWide(const GemvArgs<C> &a, long long c,
+                                                    const WideRaw<C> &w,
+                                                    const typename C::X *xr, bool xLive, int t,
+                                                    const float *rs, float (&acc)[2][4]) {
   constexpr int S = C::Epi::kStreams, U = C::kUnroll;
   using D0 = typename C::Dec0;
   using D1 = typename C::Dec1;
-  typename D0::Raw wa0[U], wb0[U];
-  typename D1::Raw wa1[U], wb1[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const long long sb = c * U + u;
-    D0::load(r0a, sb, t, wa0[u]);
-    D0::load(r0b, sb, t, wb0[u]);
-    if constexpr (S == 2) {
-      D1::load(r1a, sb, t, wa1[u]);
-      D1::load(r1b, sb, t, wb1[u]);
-    }
-  }
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const long long sb = c * U + u;
     unsigned sa0[4], ma0[4], sb0[4], mb0[4], sa1[4], ma1[4], sb1[4], mb1[4];
-    D0::scales(wa0[u], t, sa0, ma0);
-    D0::scales(wb0[u], t, sb0, mb0);
+    D0::scales(w.a0[u], t, sa0, ma0);
+    D0::scales(w.b0[u], t, sb0, mb0);
     if constexpr (S == 2) {
-      D1::scales(wa1[u], t, sa1, ma1);
-      D1::scales(wb1[u], t, sb1, mb1);
+      D1::scales(w.a1[u], t, sa1, ma1);
+      D1::scales(w.b1[u], t, sb1, mb1);
     }
 #pragma unroll
     for (int pc = 0; pc < 2; ++pc) {
-      const uint4 qa0 = pc ? wa0[u].p1 : wa0[u].p0, qb0 = pc ? wb0[u].p1 : wb0[u].p0;
+      const uint4 qa0 = pc ? w.a0[u].p1 : w.a0[u].p0, qb0 = pc ? w.b0[u].p1 : w.b0[u].p0;
       uint4 qa1 = qa0, qb1 = qb0;
       if constexpr (S == 2) {
-        qa1 = pc ? wa1[u].p1 : wa1[u].p0;
-        qb1 = pc ? wb1[u].p1 : wb1[u].p0;
+        qa1 = pc ? w.a1[u].p1 : w.a1[u].p0;
+        qb1 = pc ? w.b1[u].p1 : w.b1[u].p0;
       }
       const unsigned wa0w[4] = {qa0.x, qa0.y, qa0.z, qa0.w}, wb0w[4] = {qb0.x, qb0.y, qb0.z, qb0.w};
       const unsigned wa1w[4] = {qa1.x, qa1.y, qa1.z, qa1.w}, wb1w[4] = {qb1.x, qb1.y, qb1.z, qb1.w};
@@ -757,25 +768,56 @@ static __device__ __forceinline__ void gemvChunkWide(const GemvArgs<C> &a, long 
         if (xLive)
           gemvNormX<C, false, 16>(a, k0, C::kNorm ? rs[(threadIdx.x & 31) >> 2] : 1.0f, xv);
 #pragma unroll
-        for (int w = 0; w < 4; ++w) {
+        for (int q = 0; q < 4; ++q) {
           unsigned h0, l0, h1, l1;
-          fg_split_pair(xv[4 * w], xv[4 * w + 2], h0, l0);
-          fg_split_pair(xv[4 * w + 1], xv[4 * w + 3], h1, l1);
+          fg_split_pair(xv[4 * q], xv[4 * q + 2], h0, l0);
+          fg_split_pair(xv[4 * q + 1], xv[4 * q + 3], h1, l1);
           unsigned a02, a13, b02, b13;
-          D0::pairs(wa0w[w], hb, sa0[j], ma0[j], a02, a13);
-          D0::pairs(wb0w[w], hb, sb0[j], mb0[j], b02, b13);
+          D0::pairs(wa0w[q], hb, sa0[j], ma0[j], a02, a13);
+          D0::pairs(wb0w[q], hb, sb0[j], mb0[j], b02, b13);
           const unsigned f0[4] = {a02, b02, a13, b13};
           D0::mma(acc[0], f0, h0, h1);
           D0::mma(acc[0], f0, l0, l1);
           if constexpr (S == 2) {
-            D1::pairs(wa1w[w], hb, sa1[j], ma1[j], a02, a13);
-            D1::pairs(wb1w[w], hb, sb1[j], mb1[j], b02, b13);
+            D1::pairs(wa1w[q], hb, sa1[j], ma1[j], a02, a13);
+            D1::pairs(wb1w[q], hb, sb1[j], mb1[j], b02, b13);
             const unsigned f1[4] = {a02, b02, a13, b13};
             D1::mma(acc[1], f1, h0, h1);
             D1::mma(acc[1], f1, l0, l1);
           }
         }
       }
+    }
+  }
+}
+
+/// A warp's chunks c = warp, warp + W, ... of a wide decoder. Cfg::kPrefetch:
+/// the next chunk's loads are issued before this chunk's arithmetic (its
+/// registers twice), so the weight stream never waits on the math.
+template <class C>
+static __device__ __forceinline__ void gemvWide(const GemvArgs<C> &a, int warp,
+                                                const unsigned char *r0a, const unsigned char *r0b,
+                                                const unsigned char *r1a, const unsigned char *r1b,
+                                                const typename C::X *xr, bool xLive, int t,
+                                                const float *rs, float (&acc)[2][4]) {
+  constexpr long long kChunks = C::K / 256 / C::kUnroll;
+  constexpr int W = C::kWarps;
+  if constexpr (C::kPrefetch) {
+    if (warp >= kChunks)
+      return;
+    WideRaw<C> cur, next;
+    gemvLoadWide<C>(warp, r0a, r0b, r1a, r1b, t, cur);
+    for (long long c = warp; c < kChunks; c += W) {
+      if (c + W < kChunks)
+        gemvLoadWide<C>(c + W, r0a, r0b, r1a, r1b, t, next);
+      gemvMathWide<C>(a, c, cur, xr, xLive, t, rs, acc);
+      cur = next;
+    }
+  } else {
+    for (long long c = warp; c < kChunks; c += W) {
+      WideRaw<C> cur;
+      gemvLoadWide<C>(c, r0a, r0b, r1a, r1b, t, cur);
+      gemvMathWide<C>(a, c, cur, xr, xLive, t, rs, acc);
     }
   }
 }
@@ -827,8 +869,7 @@ static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a) {
       if constexpr (C::Dec0::kWide) {
         static_assert(C::Dec1::kWide && C::K % 256 == 0 && (C::K / 256) % U == 0,
                       "wide decoders: both streams, whole super-blocks, whole chunks");
-        for (long long c = warp; c < C::K / 256 / U; c += W)
-          gemvChunkWide<C>(a, c, r0a, r0b, r1a, r1b, xr, xLive, t, rs, acc);
+        gemvWide<C>(a, warp, r0a, r0b, r1a, r1b, xr, xLive, t, rs, acc);
       } else {
         constexpr long long kFull = kExact ? kChunks : kChunks - 1;
         for (long long c = warp; c < kFull; c += W)
