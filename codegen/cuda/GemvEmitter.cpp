@@ -296,7 +296,7 @@ constexpr int64_t kTensorCoreMinRows = 3;
 /// The whole-super-block q4_K GEMV (DecQ4_KW): resident warps per SM asked
 /// for through launch bounds (0: none), and the one-chunk-ahead prefetch.
 constexpr int64_t kWideWarpsPerSm = 0;
-constexpr bool kWidePrefetch = true;
+constexpr bool kWidePrefetch = false;
 /// Weights from which a matmul of 3+ rows of x goes to cuBLAS instead.
 constexpr uint64_t kCublasFromBytes = 64ull << 20;
 
@@ -401,12 +401,14 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   if (quant && two && o.gemvUnroll == 0)
     sp.unroll = std::min(sp.unroll, 2);
   // q4_K rows whose blocks start 16-byte aligned (in bytes here: checkWeights)
-  // are read whole (DecQ4_KW): a k-step is a super-block and a chunk one
-  // super-block. The first form (2 per chunk, 1 warp per block on the
-  // lm head) took 136 registers: 12 warps per SM, latency-bound at 35 % of
-  // the bandwidth (ncu, bench/RESULTS.md). Now: at least 4 warps per block
-  // where K allows, and launch bounds that ask for kWideWarpsPerSm resident
-  // warps (a register cap the chunk fits without spilling).
+  // are read whole (DecQ4_KW): a k-step is a super-block, a chunk one
+  // super-block, at least 4 warps per block where K allows. Measured on the
+  // H200 (bench/RESULTS.md, fifth session): the first form (2 super-blocks
+  // per chunk, 1 warp per block on the lm head, 136 registers) ran 12 warps
+  // per SM, latency-bound at 35 % of the bandwidth; one per chunk with 4+
+  // warps: 43 %. Prefetching the next chunk (kPrefetch) was no faster on one
+  // stream and 11 % slower on two (174 registers); launch bounds for 24 warps
+  // per SM spilled and were slower, for 16 the same: neither is the default.
   auto wideOk = [&](const WeightStream &w) {
     return w.dtype == DType::Q4_K && w.off % 16 == 0 && w.ld % 16 == 0 && w.es % 16 == 0;
   };

@@ -12,7 +12,8 @@
 //                   tensor cores, DecF32 on the CUDA cores; the GGUF block
 //                   types DecQ8_0, DecQ4_0, DecQ4_1, DecQ4_K, DecQ6_K hand 8
 //                   weights as 4 packed half2 registers to the tensor-core
-//                   main loop (below, "Quantised weights")
+//                   main loop, DecQ4_KW whole q4_K super-blocks to its own
+//                   loop (gemvWide) (below, "Quantised weights")
 //   Cfg::M          tokens (rows of x); groups of 8 go to blockIdx.z
 //   Cfg::kNorm      prologue (fused.rms_norm_matmul, an opt-in pattern: measured
 //                   slower than the norm launch it saves, see below and
@@ -80,10 +81,18 @@
 //    second pass), a CPU mode reproducing it, and at T = 8 eight times the
 //    dp4a count, while the mma count does not grow with T.
 // Blocks are only 2-byte aligned (q4_0 18 bytes, q8_0 34, q6_K 210): those
-// decoders use 2-byte loads, q4_1 (20 bytes) 4-byte loads and q4_K (144)
-// 8-byte loads; weights past K are zero blocks (d = 0, so w = 0). The loads
-// are narrow and a tile reads 16 rows 18..210 bytes apart: a repacked layout
-// (a load-time recipe) with 16-byte loads is the next step of the tuning.
+// decoders use 2-byte loads, q4_1 (20 bytes) 4-byte loads and the narrow
+// q4_K decoder (144) 8-byte loads; weights past K are zero blocks (d = 0, so
+// w = 0). Measured, these narrow decoders reach 11-30 % of the bandwidth
+// (bench/RESULTS.md): the load count and the per-k-step scale decoding bind.
+// q4_K blocks keep 16-byte alignment, so DecQ4_KW ("wide": a k-step is a
+// whole super-block, gemvWide) reads every byte with 16-byte loads and
+// decodes each scale once per 64 weights of a thread: 3.2x the narrow
+// decoder's speed on the lm head, 43 % of the bandwidth, still issue- and
+// latency-bound (ncu: 5.4 cycles between instructions of a warp). A repacked
+// layout for the 2-byte aligned types (a load-time recipe), fewer
+// instructions per weight (x split once per block, not per tile) and more
+// rows per warp are the next steps.
 //
 //===----------------------------------------------------------------------===//
 
