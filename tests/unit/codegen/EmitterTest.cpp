@@ -1166,7 +1166,9 @@ TEST(CudaEmit, RmsNormPrologue) {
 /// weight offsets in bytes, and compiles for sm_90.
 TEST(CudaEmit, QuantisedGemvEveryForm) {
   const DType kQuants[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K};
-  const char *kDecoders[] = {"fg::DecQ8_0", "fg::DecQ4_0", "fg::DecQ4_1", "fg::DecQ4_K",
+  // q4_K blocks (144 bytes) keep every row 16-byte aligned: the whole-super-
+  // block decoder (DecQ4_KW), one super-block per chunk.
+  const char *kDecoders[] = {"fg::DecQ8_0", "fg::DecQ4_0", "fg::DecQ4_1", "fg::DecQ4_KW",
                              "fg::DecQ6_K"};
   for (int q = 0; q < 5; ++q) {
     SCOPED_TRACE(dtypeName(kQuants[q]));
@@ -1206,6 +1208,26 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
                         {b.input("x", T(DType::F32, {2, 1, K})), b.weight("g", T(wt, {8, 40, K})),
                          b.weight("u", T(wt, {8, 40, K})), b.input("ids", T(DType::I32, {2, 4}))}));
     });
+  }
+  // The narrow q4_K decoder on request (EmitOptions::gemvNarrowQuant, for
+  // timing both): k-steps of 32; the wide one's variants by the options.
+  for (bool narrow : {true, false}) {
+    EmitOptions o;
+    o.gemvNarrowQuant = narrow;
+    o.gemvWidePrefetch = 1;
+    o.gemvWideWarpsPerSm = 16;
+    auto ls = emitAll(
+        [&](Builder &b) {
+          b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})),
+                            b.weight("w", T(DType::Q4_K, {4096, 4096}))));
+        },
+        {}, o);
+    const KernelSpec &k = only(ls);
+    EXPECT_TRUE(contains(k, narrow ? "using Dec0 = fg::DecQ4_K;" : "using Dec0 = fg::DecQ4_KW;"));
+    EXPECT_EQ(contains(k, "kPrefetch = true"), !narrow);
+    // 256 blocks of 16 rows (under 132 x 32 warps: as many warps as the 16
+    // super-blocks allow), so 16 warps, and one block per SM asked for.
+    EXPECT_EQ(contains(k, "__launch_bounds__(512, 1)"), !narrow);
   }
   // A quantised x is refused with a reason (only weights are decoded).
   Function fn("qx");
