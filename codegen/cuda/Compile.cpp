@@ -80,14 +80,30 @@ std::vector<std::string> retypeQuantisedWeights(Graph &g,
                                                 const cuda::EmitOptions &emit) {
   // Pass 1: which weights (by name, over every entry) have a consumer that
   // cannot read them quantised. Views are followed to their readers.
+  // A view is read natively only when its rows are still whole contiguous
+  // blocks (the decoders walk the blocks of a row: unit stride along K, every
+  // offset and outer stride a whole number of blocks); any other view makes
+  // its weight the fallback, like a reader without a decoder.
   StringMap<std::string> fallback;
   for (Function &fn : g.functions()) {
     std::vector<int32_t> root(fn.numValues(), -1); // weight argument a value views
+    std::vector<std::optional<cuda::Layout>> layout(fn.numValues());
     for (const Argument &a : fn.arguments()) {
       const Value &v = fn.value(a.value);
-      if (a.role == ArgRole::Weight && isQuantized(v.type.dtype) && external.count(v.name))
+      if (a.role == ArgRole::Weight && isQuantized(v.type.dtype) && external.count(v.name)) {
         root[a.value] = static_cast<int32_t>(a.value);
+        layout[a.value] = cuda::Layout::contiguous(v.type.shape);
+      }
     }
+    auto wholeBlocks = [&](const cuda::Layout &l, DType t) {
+      const int64_t be = dtypeInfo(t).blockElems;
+      if (l.shape.empty() || l.strides.back() != 1 || l.shape.back() % be != 0 || l.offset % be != 0)
+        return false;
+      for (size_t d = 0; d + 1 < l.strides.size(); ++d)
+        if (l.strides[d] % be != 0)
+          return false;
+      return true;
+    };
     for (const Node &n : fn.nodes()) {
       bool view = n.info().has(kViewLike);
       for (unsigned i = 0; i < n.operands.size(); ++i) {
@@ -95,12 +111,24 @@ std::vector<std::string> retypeQuantisedWeights(Graph &g,
         if (r < 0)
           continue;
         if (view && i == 0) {
-          for (ValueId res : n.results)
+          std::optional<cuda::Layout> l;
+          if (layout[n.operands[i]])
+            l = cuda::viewLayout(n, *layout[n.operands[i]]);
+          for (ValueId res : n.results) {
             root[res] = r;
+            layout[res] = l;
+          }
           continue;
         }
         std::string why;
-        if (!cuda::readsQuantizedNatively(fn, n, i, emit, &why)) {
+        const std::optional<cuda::Layout> &l = layout[n.operands[i]];
+        bool native = cuda::readsQuantizedNatively(fn, n, i, emit, &why);
+        if (native && (!l || !wholeBlocks(*l, fn.value(static_cast<ValueId>(r)).type.dtype))) {
+          native = false;
+          why = "'" + std::string(n.info().mnemonic) + "' reads a view whose rows are not whole " +
+                "contiguous blocks";
+        }
+        if (!native) {
           const std::string &name = fn.value(static_cast<ValueId>(r)).name;
           if (!fallback.count(name))
             fallback[name] = why;

@@ -5,7 +5,8 @@
 // a prefill matmul (decoded to f16 in scratch for cuBLAS) and get_rows of a
 // [rows, K] table; the device weight table then holds the file's bytes. A
 // weight with another reader falls back to the f16 dequantisation at load
-// time, and --verbose names it with the reason.
+// time, and --verbose names it with the reason; so does a weight read through
+// a view whose rows are no longer whole contiguous blocks (a transpose).
 // NVRTC only: no GPU needed.
 //
 //===----------------------------------------------------------------------===//
@@ -129,4 +130,44 @@ TEST(QuantWeights, TheTargetAnswersPerOperand) {
   EXPECT_FALSE(cuda::readsQuantizedNatively(fn, fn.node(0), 0, o, &why));
   EXPECT_NE(why.find("not a weight"), std::string::npos) << why;
   EXPECT_TRUE(cuda::readsQuantizedNatively(fn, fn.node(1), 0, o, &why));
+}
+
+/// A GEMV over a view of a quantised weight (the IR refuses `view` of block
+/// types, so reshape and transpose): a reshape keeps rows of whole contiguous
+/// blocks and the weight stays quantised; a transpose makes K strided, so the
+/// weight becomes the f16 fallback, named with the reason, instead of a
+/// compile error (the fourth session's "found broken").
+TEST(QuantWeights, StridedViewsFallBackToF16) {
+  for (bool transposed : {false, true}) {
+    SCOPED_TRACE(transposed);
+    Graph g;
+    Function &fn = g.addFunction("main");
+    Builder b(fn);
+    TensorType wt(DType::Q8_0, {2, 32, 64});
+    auto x = b.weight("x", {DType::F32, {1, 64}}, WeightInit::normal(1, 1.0, 0.0));
+    auto w2 = b.reshape(b.weight("w", wt), {64, 64}, "w2");
+    b.result(b.matmul(x, transposed ? b.transpose(w2, "wt") : w2, "y"));
+    if (llvm::Error e = b.finish())
+      FAIL() << llvm::toString(std::move(e));
+    CompileOptions co;
+    co.pipeline = "canonicalize,cse,dce";
+    co.weights = {zeroBlocks("w", wt)};
+    std::string log;
+    co.log = [&](LogLevel, llvm::StringRef m) { log += m.str() + "\n"; };
+    auto plan = compile(g, co);
+    ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+    const Function *f = plan->graph().lookup("main");
+    DType got = DType::F32;
+    for (const Argument &a : f->arguments())
+      if (f->value(a.value).name == "w")
+        got = f->value(a.value).type.dtype;
+    if (!transposed) {
+      EXPECT_EQ(got, DType::Q8_0) << log;
+    } else {
+      EXPECT_EQ(got, DType::F16);
+      EXPECT_NE(log.find("w ('matmul' reads a view whose rows are not whole contiguous blocks)"),
+                std::string::npos)
+          << log;
+    }
+  }
 }
