@@ -31,3 +31,23 @@ config.substitutions.append((tool_pattern("not"), os.path.join(config.llvm_tools
 # The tools' own directory first, for anything a test runs by name.
 config.environment["PATH"] = os.pathsep.join(
     [config.llvm_tools_dir, config.environment.get("PATH", os.environ.get("PATH", ""))])
+
+# "gpu" when nvidia-smi lists a device, else "no-gpu": the few RUN lines whose
+# output depends on it (--device cuda without a GPU, auto's note) live in
+# files that REQUIRE one or the other, so ctest passes on the GPU machine too.
+import shutil
+import subprocess
+
+
+def has_gpu():
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and "GPU" in out.stdout
+
+
+config.available_features.add("gpu" if has_gpu() else "no-gpu")
