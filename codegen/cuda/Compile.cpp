@@ -227,6 +227,9 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   // narrow GEMV decoder, to time both in one run.
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_NARROW_QUANT"); v && *v == "1")
     emit.gemvNarrowQuant = true;
+  // The same for the opt-in q4_K form with the scales after the mma.
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_WIDE_SCALED"); v && *v == "1")
+    emit.gemvWideScaled = true;
   cuda::CudaTarget target(emit);
   passOpts.target = &target;
   FusionOptions fusion;

@@ -208,8 +208,9 @@ struct GemvDesc {
   double eps = 0;
 };
 
-/// `wide`: the whole-super-block decoder (DecQ4_KW; gemvWide says when).
-const char *decoderName(DType t, bool wide) {
+/// `wide`: a whole-super-block decoder (gemvKernel says when): DecQ4_KW, or
+/// DecQ4_KS with `scaled` (EmitOptions::gemvWideScaled).
+const char *decoderName(DType t, bool wide, bool scaled) {
   switch (t) {
   case DType::F16:
     return "fg::DecF16";
@@ -222,7 +223,7 @@ const char *decoderName(DType t, bool wide) {
   case DType::Q4_1:
     return "fg::DecQ4_1";
   case DType::Q4_K:
-    return wide ? "fg::DecQ4_KW" : "fg::DecQ4_K";
+    return wide ? (scaled ? "fg::DecQ4_KS" : "fg::DecQ4_KW") : "fg::DecQ4_K";
   case DType::Q6_K:
     return "fg::DecQ6_K";
   default:
@@ -448,8 +449,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   std::string c;
   c += "struct Cfg {\n";
   c += "  using X = " + ctype(d.x) + ";\n";
-  c += std::string("  using Dec0 = ") + decoderName(w0.dtype, wide) + ";\n";
-  c += std::string("  using Dec1 = ") + decoderName(w1.dtype, wide) + ";\n";
+  c += std::string("  using Dec0 = ") + decoderName(w0.dtype, wide, o.gemvWideScaled) + ";\n";
+  c += std::string("  using Dec1 = ") + decoderName(w1.dtype, wide, o.gemvWideScaled) + ";\n";
   c += "  using Ids = " + ctype(d.expert ? d.ids : DType::I32) + ";\n";
   c += "  using B0 = " + ctype(d.b0) + ";\n  using B1 = " + ctype(d.b1) + ";\n";
   c += "  using R = " + ctype(d.r) + ";\n";

@@ -94,6 +94,9 @@ struct EmitOptions {
   /// for (0: the rule; -1: no bound), and whether a warp loads its next chunk
   /// before the math of this one (-1: the rule, 0 off, 1 on).
   int gemvWideWarpsPerSm = 0, gemvWidePrefetch = -1;
+  /// q4_K through DecQ4_KS (scales applied in f32 after the mma, x as one
+  /// f16) instead of DecQ4_KW: opt-in until measured.
+  bool gemvWideScaled = false;
 };
 
 /// fused.topk_moe with at most this many rows runs in one block that stages all

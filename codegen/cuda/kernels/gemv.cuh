@@ -89,9 +89,11 @@
 // whole super-block, gemvWide) reads every byte with 16-byte loads and
 // decodes each scale once per 64 weights of a thread: 3.2x the narrow
 // decoder's speed on the lm head, 43 % of the bandwidth, still issue- and
-// latency-bound (ncu: 5.4 cycles between instructions of a warp). A repacked
-// layout for the 2-byte aligned types (a load-time recipe), fewer
-// instructions per weight (x split once per block, not per tile) and more
+// latency-bound (ncu: 5.4 cycles between instructions of a warp). DecQ4_KS
+// (opt-in, not yet measured) cuts the count per weight from ~4.2 to ~2.8:
+// x as one f16, the weights as exact 1024 + q with no HSUB2 / HFMA2, and the
+// scales applied per sub-block in f32 after the mma (gemvMathWideScaled). A
+// repacked layout for the 2-byte aligned types (a load-time recipe) and more
 // rows per warp are the next steps.
 //
 //===----------------------------------------------------------------------===//
@@ -102,7 +104,7 @@ namespace fg {
 
 /// 16-bit weights: a 16-byte load is 4 packed pairs, each unpacked by D.
 template <class D> struct DecPairs {
-  static constexpr bool kMma = true, kQuant = false, kWide = false;
+  static constexpr bool kMma = true, kQuant = false, kWide = false, kScaledAfter = false;
   static constexpr int kPerLoad = 8; ///< weights in one 16-byte load
   static __device__ __forceinline__ void decode(const uint4 &r, float (&w)[8]) {
     const unsigned u[4] = {r.x, r.y, r.z, r.w};
@@ -155,7 +157,7 @@ struct DecBF16 : DecPairs<DecBF16> {
 
 struct DecF32 {
   using T = float;
-  static constexpr bool kMma = false, kQuant = false, kWide = false;
+  static constexpr bool kMma = false, kQuant = false, kWide = false, kScaledAfter = false;
   static constexpr int kPerLoad = 4;
   static __device__ __forceinline__ void decode(const uint4 &r, float (&w)[4]) {
     w[0] = __uint_as_float(r.x), w[1] = __uint_as_float(r.y);
@@ -417,6 +419,67 @@ struct DecQ4_KW : DecQuant {
     const unsigned v = hi ? q >> 4 : q;
     w02 = fg_hfma2(fg_hsub2(fg_lop3_or_and(v, 0x000f000fu, kMagic), kMagic), sc2, mn2);
     w13 = fg_hfma2(fg_hsub2(fg_lop3_or_and(v >> 8, 0x000f000fu, kMagic), kMagic), sc2, mn2);
+  }
+};
+
+/// 8 bytes, streamed (like fg_load_stream).
+static __device__ __forceinline__ uint2 fg_load_stream2(const void *p) {
+  uint2 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+  return r;
+}
+
+/// q4_K read whole with the scales applied after the mma (an opt-in form,
+/// EmitOptions::gemvWideScaled, being measured against DecQ4_KW). Thread t of
+/// row r reads the header (16 bytes) and bytes 8t .. 8t + 7 of each 32-byte
+/// chunk c of qs (8 bytes): low nibbles are 8 weights of sub-block 2c, high
+/// nibbles of 2c + 1, so the 4 threads of a row cover one sub-block together
+/// and each mma sums within one sub-block. The weights enter the mma as the
+/// exact halves 1024 + q (one LOP3 per two, no HSUB2, no HFMA2); the sub-block
+/// sum T = Σ (1024 + q)·x and X = Σ x (an mma with an A of ones) then give
+/// d·sc·T − (dmin·m + 1024·d·sc)·X in f32: scale and min are never rounded to
+/// f16, and x enters the mma as one f16 (no lo half).
+struct DecQ4_KS : DecQuant {
+  static constexpr bool kWide = true, kScaledAfter = true;
+  static constexpr int kBlockElems = 256, kBlockBytes = 144;
+  struct Raw {
+    uint4 h;
+    uint2 q[4];
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, long long sb, int t,
+                                              Raw &r) {
+    const unsigned char *b = row + sb * kBlockBytes;
+    r.h = fg_load_stream(b);
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      r.q[c] = fg_load_stream2(b + 16 + 32 * c + 8 * t);
+  }
+  /// Scale S = d·sc and offset min M' = dmin·m + 1024·S (f32) of sub-blocks
+  /// 2t and 2t + 1 (ggml's get_scale_min_k4: j < 4 for t < 2, else the split
+  /// 6-bit form); the other threads of the row get them by shuffle.
+  static __device__ __forceinline__ void scalesF(const Raw &r, int t, float (&sc)[2],
+                                                 float (&mp)[2]) {
+    const int sh = 16 * (t & 1);
+    const unsigned y = r.h.y >> sh, z = r.h.z >> sh, w = r.h.w >> sh;
+    const bool split = t >= 2;
+    const unsigned s0 = split ? (w & 0xFu) | (((y >> 6) & 3u) << 4) : y & 63u;
+    const unsigned m0 = split ? ((w >> 4) & 0xFu) | (((z >> 6) & 3u) << 4) : z & 63u;
+    const unsigned s1 = split ? ((w >> 8) & 0xFu) | (((y >> 14) & 3u) << 4) : (y >> 8) & 63u;
+    const unsigned m1 = split ? ((w >> 12) & 0xFu) | (((z >> 14) & 3u) << 4) : (z >> 8) & 63u;
+    const float d = fg_h2f(r.h.x & 0xffffu), dmin = fg_h2f(r.h.x >> 16);
+    sc[0] = d * static_cast<float>(s0);
+    sc[1] = d * static_cast<float>(s1);
+    mp[0] = fmaf(1024.0f, sc[0], dmin * static_cast<float>(m0));
+    mp[1] = fmaf(1024.0f, sc[1], dmin * static_cast<float>(m1));
+  }
+  /// Word q (bytes l .. l + 3), nibble half `hi`: 1024 + q of weights
+  /// (l, l + 2) and (l + 1, l + 3), as two exact half2.
+  static __device__ __forceinline__ void halves(unsigned q, bool hi, unsigned &w02,
+                                                unsigned &w13) {
+    constexpr unsigned kMagic = 0x64006400u;
+    const unsigned v = hi ? q >> 4 : q;
+    w02 = fg_lop3_or_and(v, 0x000f000fu, kMagic);
+    w13 = fg_lop3_or_and(v >> 8, 0x000f000fu, kMagic);
   }
 };
 
@@ -800,6 +863,81 @@ static __device__ __forceinline__ void gemvMathWide(const GemvArgs<C> &a, long l
   }
 }
 
+/// The arithmetic of chunk c of DecQ4_KS (scales after the mma): per
+/// sub-block j = 2c + hb, this lane's 8 x values (k0 = 256·sb + 64c + 32hb +
+/// 8t) as 4 f16 pairs, X = Σ x by an mma with an A of ones, T = Σ (1024 + q)
+/// x by 2 mmas per stream into a fresh accumulator, then acc += S·T − M'·X
+/// with S and M' of rows g and g + 8 from the lane (g, c) that decoded them.
+template <class C>
+static __device__ __forceinline__ void gemvMathWideScaled(const GemvArgs<C> &a, long long c0,
+                                                          const WideRaw<C> &w,
+                                                          const typename C::X *xr, bool xLive,
+                                                          int t, const float *rs,
+                                                          float (&acc)[2][4]) {
+  constexpr int S = C::Epi::kStreams, U = C::kUnroll;
+  using D0 = typename C::Dec0;
+  using D1 = typename C::Dec1;
+  static_assert(D1::kScaledAfter, "both streams scale after the mma");
+  constexpr unsigned kOnes = 0x3C003C00u; // 1.0 in both halves
+  const unsigned ones[4] = {kOnes, kOnes, kOnes, kOnes};
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long long sb = c0 * U + u;
+    float sa[2][2], ma[2][2], sbb[2][2], mb[2][2]; // [stream][sub-block 2t + i]
+    D0::scalesF(w.a0[u], t, sa[0], ma[0]);
+    D0::scalesF(w.b0[u], t, sbb[0], mb[0]);
+    if constexpr (S == 2) {
+      D1::scalesF(w.a1[u], t, sa[1], ma[1]);
+      D1::scalesF(w.b1[u], t, sbb[1], mb[1]);
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int src = (lane & ~3) | c; // lane (g, c) holds sub-blocks 2c, 2c + 1
+#pragma unroll
+      for (int hb = 0; hb < 2; ++hb) {
+        const long long k0 = 256 * sb + 64 * c + 32 * hb + 8 * t;
+        float xv[8];
+        if (xLive) {
+          gemvLoadX<C, false>(xr, k0, xv);
+          gemvNormX<C, false, 8>(a, k0, C::kNorm ? rs[lane >> 2] : 1.0f, xv);
+        } else {
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            xv[e] = 0.0f;
+        }
+        const unsigned x02 = DecF16::pack(xv[0], xv[2]), x13 = DecF16::pack(xv[1], xv[3]);
+        const unsigned x46 = DecF16::pack(xv[4], xv[6]), x57 = DecF16::pack(xv[5], xv[7]);
+        float xs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        DecF16::mma(xs, ones, x02, x13);
+        DecF16::mma(xs, ones, x46, x57);
+#pragma unroll
+        for (int s = 0; s < S; ++s) {
+          const uint2 qa = s ? w.a1[u].q[c] : w.a0[u].q[c], qb = s ? w.b1[u].q[c] : w.b0[u].q[c];
+          float tt[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          unsigned a02, a13, b02, b13;
+          D0::halves(qa.x, hb, a02, a13);
+          D0::halves(qb.x, hb, b02, b13);
+          const unsigned f0[4] = {a02, b02, a13, b13};
+          DecF16::mma(tt, f0, x02, x13);
+          D0::halves(qa.y, hb, a02, a13);
+          D0::halves(qb.y, hb, b02, b13);
+          const unsigned f1[4] = {a02, b02, a13, b13};
+          DecF16::mma(tt, f1, x46, x57);
+          const float sA = __shfl_sync(0xffffffffu, sa[s][hb], src);
+          const float mA = __shfl_sync(0xffffffffu, ma[s][hb], src);
+          const float sB = __shfl_sync(0xffffffffu, sbb[s][hb], src);
+          const float mB = __shfl_sync(0xffffffffu, mb[s][hb], src);
+          acc[s][0] += fmaf(sA, tt[0], -mA * xs[0]);
+          acc[s][1] += fmaf(sA, tt[1], -mA * xs[1]);
+          acc[s][2] += fmaf(sB, tt[2], -mB * xs[2]);
+          acc[s][3] += fmaf(sB, tt[3], -mB * xs[3]);
+        }
+      }
+    }
+  }
+}
+
 /// A warp's chunks c = warp, warp + W, ... of a wide decoder. Cfg::kPrefetch:
 /// the next chunk's loads are issued before this chunk's arithmetic (its
 /// registers twice), so the weight stream never waits on the math.
@@ -819,14 +957,20 @@ static __device__ __forceinline__ void gemvWide(const GemvArgs<C> &a, int warp,
     for (long long c = warp; c < kChunks; c += W) {
       if (c + W < kChunks)
         gemvLoadWide<C>(c + W, r0a, r0b, r1a, r1b, t, next);
-      gemvMathWide<C>(a, c, cur, xr, xLive, t, rs, acc);
+      if constexpr (C::Dec0::kScaledAfter)
+        gemvMathWideScaled<C>(a, c, cur, xr, xLive, t, rs, acc);
+      else
+        gemvMathWide<C>(a, c, cur, xr, xLive, t, rs, acc);
       cur = next;
     }
   } else {
     for (long long c = warp; c < kChunks; c += W) {
       WideRaw<C> cur;
       gemvLoadWide<C>(c, r0a, r0b, r1a, r1b, t, cur);
-      gemvMathWide<C>(a, c, cur, xr, xLive, t, rs, acc);
+      if constexpr (C::Dec0::kScaledAfter)
+        gemvMathWideScaled<C>(a, c, cur, xr, xLive, t, rs, acc);
+      else
+        gemvMathWide<C>(a, c, cur, xr, xLive, t, rs, acc);
     }
   }
 }

@@ -1210,10 +1210,13 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
     });
   }
   // The narrow q4_K decoder on request (EmitOptions::gemvNarrowQuant, for
-  // timing both): k-steps of 32; the wide one's variants by the options.
-  for (bool narrow : {true, false}) {
+  // timing both), the opt-in form with the scales after the mma
+  // (gemvWideScaled), and the wide one's variants by the options.
+  for (int form = 0; form < 3; ++form) {
+    SCOPED_TRACE(form);
     EmitOptions o;
-    o.gemvNarrowQuant = narrow;
+    o.gemvNarrowQuant = form == 0;
+    o.gemvWideScaled = form == 2;
     o.gemvWidePrefetch = 1;
     o.gemvWideWarpsPerSm = 16;
     auto ls = emitAll(
@@ -1223,11 +1226,13 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
         },
         {}, o);
     const KernelSpec &k = only(ls);
-    EXPECT_TRUE(contains(k, narrow ? "using Dec0 = fg::DecQ4_K;" : "using Dec0 = fg::DecQ4_KW;"));
-    EXPECT_EQ(contains(k, "kPrefetch = true"), !narrow);
+    const char *dec[] = {"using Dec0 = fg::DecQ4_K;", "using Dec0 = fg::DecQ4_KW;",
+                         "using Dec0 = fg::DecQ4_KS;"};
+    EXPECT_TRUE(contains(k, dec[form]));
+    EXPECT_EQ(contains(k, "kPrefetch = true"), form != 0);
     // 256 blocks of 16 rows (under 132 x 32 warps: as many warps as the 16
     // super-blocks allow), so 16 warps, and one block per SM asked for.
-    EXPECT_EQ(contains(k, "__launch_bounds__(512, 1)"), !narrow);
+    EXPECT_EQ(contains(k, "__launch_bounds__(512, 1)"), form != 0);
   }
   // A quantised x is refused with a reason (only weights are decoded).
   Function fn("qx");

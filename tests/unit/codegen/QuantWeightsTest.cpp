@@ -17,6 +17,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 using namespace fg;
 
 namespace {
@@ -170,4 +173,46 @@ TEST(QuantWeights, StridedViewsFallBackToF16) {
           << log;
     }
   }
+}
+
+/// FG_DEBUG_GEMV_WIDE_SCALED=1 and FG_DEBUG_GEMV_NARROW_QUANT=1 (read by
+/// compile(), like the other FG_DEBUG_* switches) reach the emitter: each
+/// gives the q4_K GEMV another kernel (its name hashes its source; which
+/// decoder each option picks is CudaEmit.QuantisedGemvEveryForm's check).
+TEST(QuantWeights, DebugSwitchesReachTheEmitter) {
+  auto kernelsOf = [](const char *env) {
+    if (env)
+      ::setenv(env, "1", 1);
+    Graph g;
+    Function &fn = g.addFunction("main");
+    Builder b(fn);
+    TensorType wt(DType::Q4_K, {40, 512});
+    auto x = b.weight("x", {DType::F32, {1, 512}}, WeightInit::normal(1, 1.0, 0.0));
+    b.result(b.matmul(x, b.weight("w", wt), "y"));
+    EXPECT_FALSE(bool(b.finish()));
+    CompileOptions co;
+    co.pipeline = "canonicalize,cse,dce";
+    co.weights = {zeroBlocks("w", wt)};
+    auto plan = compile(g, co);
+    if (env)
+      ::unsetenv(env);
+    std::string names;
+    if (!plan) {
+      ADD_FAILURE() << llvm::toString(plan.takeError());
+      return names;
+    }
+    auto prog = decodeProgram(plan->section("program")->bytes);
+    EXPECT_TRUE(bool(prog));
+    if (prog)
+      for (const KernelImage &m : prog->modules)
+        names += m.name + " ";
+    return names;
+  };
+  std::string wide = kernelsOf(nullptr), scaled = kernelsOf("FG_DEBUG_GEMV_WIDE_SCALED"),
+              narrow = kernelsOf("FG_DEBUG_GEMV_NARROW_QUANT");
+  EXPECT_NE(wide.find("matmul"), std::string::npos) << wide;
+  EXPECT_NE(wide, scaled);
+  EXPECT_NE(wide, narrow);
+  EXPECT_NE(scaled, narrow);
+  EXPECT_EQ(wide, kernelsOf(nullptr)) << "the same source, the same kernel";
 }
