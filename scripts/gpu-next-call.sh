@@ -3,7 +3,8 @@
 # validate and time the opt-in q4_K form DecQ4_KS against DecQ4_KW, and finish
 # issue 10's sanitizers (racecheck shard 0 of 3 and synccheck over the whole
 # suite, each with a GPU of its own on the x2 machine; on one GPU after the
-# timings).
+# timings). The bundle may carry .gpu/models (qwen3-q8_0.gguf and prompt.txt
+# from tests/models/gen_models.py, written here): GpuQuantModel then runs.
 #   bash scripts/gpu-next-call.sh DEADLINE_S
 set -uo pipefail
 source .gpu/env.sh
@@ -11,6 +12,7 @@ S=$SECONDS; D=${1:-560}
 t() { echo "[$((SECONDS - S)) s] $*"; }
 left() { echo $((D - (SECONDS - S))); }
 T=$(command -v fusegraph_gpu_tests)
+[ -f .gpu/models/prompt.txt ] && export FG_MODEL_DIR=$PWD/.gpu/models
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 san() {
   ( export CUDA_VISIBLE_DEVICES=$1 FG_KERNEL_CACHE=/tmp/fgk$1
@@ -21,7 +23,7 @@ san() {
 pids=()
 [ "$ngpu" -ge 2 ] && { san 1 racecheck 0 3; san 1 synccheck 0 1; }
 export CUDA_VISIBLE_DEVICES=0 FG_KERNEL_CACHE=/tmp/fgk0
-timeout 120 "$T" --gtest_filter='GpuQuantGemv.*:Types/GpuQuantWorkload*' > "$OUT/tests.txt" 2>&1; t "tests rc $?"
+timeout 120 "$T" --gtest_filter='GpuQuantGemv.*:GpuQuantModel.*:Types/GpuQuantWorkload*' > "$OUT/tests.txt" 2>&1; t "tests rc $?"
 FG_DEBUG_GEMV_WIDE_SCALED=1 timeout 60 "$T" --gtest_filter='Types/GpuQuantWorkload*' >> "$OUT/tests.txt" 2>&1; t "scaled workload tests rc $?"
 grep -E "^\[  (PASSED|FAILED)|FAILED  \]|worst|actual" "$OUT/tests.txt" | head -30
 {

@@ -4,6 +4,8 @@
 // script (cached in the temp folder, written through an atomic rename, so
 // parallel test processes share it) and returns the folder, or an empty
 // string with `why` set when Python or its packages are missing (tests skip).
+// FG_MODEL_DIR names a folder of files written elsewhere instead (the GPU
+// machine lacks the `gguf` package; scripts/gpu-next-call.sh carries them).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
