@@ -75,9 +75,13 @@ std::vector<int64_t> graphPrefill(const Graph &g) {
 /// program dequantises those at load time (the fallback). Every other
 /// quantised weight stays in its GGUF type, read natively by the GEMV
 /// (cuda::readsQuantizedNatively). Returns "name (why)" per retyped weight.
-std::vector<std::string> retypeQuantisedWeights(Graph &g,
-                                                const StringMap<const ExternalWeight *> &external,
-                                                const cuda::EmitOptions &emit) {
+/// A quantised weight with an initialiser (a workload's, a .fg file's) is not
+/// retyped (its f16 copy would not hold the reference's values): a reader
+/// that cannot take it is an error that names the weight, the reason and what
+/// to do, before any kernel is emitted.
+Expected<std::vector<std::string>>
+retypeQuantisedWeights(Graph &g, const StringMap<const ExternalWeight *> &external,
+                       const cuda::EmitOptions &emit) {
   // Pass 1: which weights (by name, over every entry) have a consumer that
   // cannot read them quantised. Views are followed to their readers.
   // A view is read natively only when its rows are still whole contiguous
@@ -90,7 +94,7 @@ std::vector<std::string> retypeQuantisedWeights(Graph &g,
     std::vector<std::optional<cuda::Layout>> layout(fn.numValues());
     for (const Argument &a : fn.arguments()) {
       const Value &v = fn.value(a.value);
-      if (a.role == ArgRole::Weight && isQuantized(v.type.dtype) && external.count(v.name)) {
+      if (a.role == ArgRole::Weight && isQuantized(v.type.dtype)) {
         root[a.value] = static_cast<int32_t>(a.value);
         layout[a.value] = cuda::Layout::contiguous(v.type.shape);
       }
@@ -129,9 +133,17 @@ std::vector<std::string> retypeQuantisedWeights(Graph &g,
                 "contiguous blocks";
         }
         if (!native) {
-          const std::string &name = fn.value(static_cast<ValueId>(r)).name;
-          if (!fallback.count(name))
-            fallback[name] = why;
+          const Value &w = fn.value(static_cast<ValueId>(r));
+          if (!external.count(w.name))
+            return createStringError(
+                inconvertibleErrorCode(),
+                "@" + fn.name() + ": weight '" + w.name + "' (" + w.type.str() +
+                    ", an initialiser) has no CUDA reader: " + why +
+                    "; the GPU reads q8_0, q4_0, q4_1, q4_k and q6_k in place and dequantises "
+                    "only file weights of other types; run it on the CPU (--device cpu) or "
+                    "give it one of those types");
+          if (!fallback.count(w.name))
+            fallback[w.name] = why;
         }
       }
     }
@@ -201,7 +213,10 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   if (opts.cuda) {
     cuda::EmitOptions probe;
     probe.arch = opts.arch;
-    std::vector<std::string> retyped = retypeQuantisedWeights(work, external, probe);
+    auto retypedOr = retypeQuantisedWeights(work, external, probe);
+    if (!retypedOr)
+      return retypedOr.takeError();
+    std::vector<std::string> retyped = std::move(*retypedOr);
     if (!retyped.empty() && opts.log)
       opts.log(LogLevel::Verbose,
                "compile: " + std::to_string(retyped.size()) +
