@@ -24,6 +24,10 @@ const char *blockDecoder(DType t) {
     return "fg::DecQ4_0";
   case DType::Q4_1:
     return "fg::DecQ4_1";
+  case DType::Q5_0:
+    return "fg::DecQ5_0";
+  case DType::Q5_1:
+    return "fg::DecQ5_1";
   case DType::Q4_K:
     return "fg::DecQ4_K";
   case DType::Q6_K:
@@ -42,7 +46,7 @@ bool quantGetRowsSupported(const Function &fn, const Node &node, std::string *wh
     return false;
   };
   const TensorType &tt = fn.type(node.operands[0]), &it = fn.type(node.operands[1]);
-  if (!blockDecoder(tt.dtype))
+  if (!blockDecoder(tt.dtype) || !gemvDecodesNatively(tt.dtype))
     return no("no block decoder for " + std::string(dtypeName(tt.dtype)));
   if (tt.rank() != 2 || it.rank() != 1)
     return no("get_rows of a quantised table other than [rows, K] by [T] ids");

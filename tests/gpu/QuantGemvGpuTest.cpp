@@ -57,6 +57,13 @@ std::vector<uint8_t> randomBlocks(DType t, int64_t elems, uint64_t salt, float s
       put(b, scale * u(rng));
       put(b + 2, -8 * scale * u(rng)); // the min
       break;
+    case DType::Q5_0:
+      put(b, scale * u(rng) * ((rng() & 1) ? 1.f : -1.f));
+      break;
+    case DType::Q5_1:
+      put(b, scale * u(rng));
+      put(b + 2, -16 * scale * u(rng)); // the min
+      break;
     case DType::Q4_K:
       put(b, scale * u(rng) / 32);
       put(b + 2, scale * u(rng) / 4);
@@ -354,5 +361,70 @@ TEST(GpuQuantGemv, Q4KScaledAfterTheMmaEveryForm) {
       b.result(b.matmulId(x, quantWeight(b, c, "down_exps", t, {E, N, K}, 16), ids, "y"));
     ASSERT_FALSE(bool(b.finish()));
     expectQuantMatches(c, kTolF32);
+  }
+}
+
+/// q5_0 and q5_1 (decoders written without a GPU at hand, behind
+/// FG_DEBUG_GEMV_NEW_TYPES=1 until this passes): dense at T = 1, 2, 3, 8 on
+/// two K, gated with biases, expert-indexed with repeated experts, get_rows.
+/// Their scales are the file's f16 values, so 1e-3 like q4_0 / q4_1.
+TEST(GpuQuantGemv, NewTypesEveryForm) {
+  FG_REQUIRE_GPU();
+  ScopedEnv on("FG_DEBUG_GEMV_NEW_TYPES", "1");
+  for (DType t : {DType::Q5_0, DType::Q5_1}) {
+    for (int variant : {0, 1})
+      for (int64_t M : {1, 2, 3, 8}) {
+        int64_t K = oddK(t, variant), N = variant ? 1001 : 77;
+        SCOPED_TRACE(std::string(dtypeName(t)) + " dense K " + std::to_string(K) + " T " +
+                     std::to_string(M));
+        QuantCase c;
+        Function &fn = c.g.addFunction("main");
+        Builder b(fn);
+        auto x = b.weight("x", {DType::F32, {M, K}}, randn(1.0));
+        b.result(b.matmul(x, quantWeight(b, c, "w", t, {N, K}, 21), "y"));
+        ASSERT_FALSE(bool(b.finish()));
+        expectQuantMatches(c, kTolF32);
+      }
+    {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " gated");
+      QuantCase c;
+      Function &fn = c.g.addFunction("main");
+      Builder b(fn);
+      int64_t K = oddK(t, 0), N = 67;
+      auto x = b.weight("x", {DType::F32, {2, K}}, randn(1.0));
+      b.result(b.create(OpKind::FusedGatedMatmul,
+                        {x, quantWeight(b, c, "w_gate", t, {N, K}, 22),
+                         quantWeight(b, c, "w_up", t, {N, K}, 23),
+                         b.weight("b_gate", {DType::F32, {N}}, randn(0.5)),
+                         b.weight("b_up", {DType::F32, {N}}, randn(0.5))},
+                        {{"kind", Attribute::ofEnum(0)}}, "y"));
+      ASSERT_FALSE(bool(b.finish()));
+      expectQuantMatches(c, kTolF32);
+    }
+    {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " matmul_id");
+      QuantCase c;
+      Function &fn = c.g.addFunction("main");
+      Builder b(fn);
+      int64_t K = oddK(t, 0), N = 45, E = 6, T = 3, k = 4;
+      auto x = b.weight("x", {DType::F32, {T, 1, K}}, randn(1.0));
+      auto ids = b.input("ids", {DType::I32, {T, k}});
+      c.inputs["ids"] = {5, 0, 5, 2, 3, 4, 1, 0, 1, 1, 1, 5};
+      b.result(b.matmulId(x, quantWeight(b, c, "down_exps", t, {E, N, K}, 24), ids, "y"));
+      ASSERT_FALSE(bool(b.finish()));
+      expectQuantMatches(c, kTolF32);
+    }
+    {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " get_rows");
+      QuantCase c;
+      Function &fn = c.g.addFunction("main");
+      Builder b(fn);
+      int64_t K = oddK(t, 0);
+      auto ids = b.input("ids", {DType::I32, {5}});
+      c.inputs["ids"] = {5, 99, 0, 5, 42};
+      b.result(b.getRows(quantWeight(b, c, "token_embd", t, {100, K}, 25), ids, "y"));
+      ASSERT_FALSE(bool(b.finish()));
+      expectQuantMatches(c, kTolF32);
+    }
   }
 }

@@ -293,6 +293,62 @@ struct DecQ4_1 : DecQuant {
   }
 };
 
+/// The fifth bits of weights 8t .. 8t + 3 (`h4`: 4 bits, lowest first)
+/// placed at bit 4 of each byte of a word.
+static __device__ __forceinline__ unsigned fg_bit4_per_byte(unsigned h4) {
+  return ((h4 & 1u) << 4) | ((h4 & 2u) << 11) | ((h4 & 4u) << 18) | ((h4 & 8u) << 25);
+}
+
+/// q5_0 (22 bytes: f16 d; u32 qh; u8 qs[16], q4_0's nibble order; bit j of
+/// qh is element j's fifth bit); w = d·(q − 16). Thread t: elements 8t ..
+/// 8t + 7, bits 8t .. 8t + 7 of qh. Opt-in until run on a GPU
+/// (gemvDecodesNatively, FG_DEBUG_GEMV_NEW_TYPES).
+struct DecQ5_0 : DecQuant {
+  static constexpr int kBlockElems = 32, kBlockBytes = 22;
+  struct Raw {
+    unsigned q0, q1, d, h;
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, long long step, int t,
+                                              Raw &r) {
+    const unsigned char *b = row + step * kBlockBytes;
+    r.d = fg_ld16(b);
+    r.h = fg_ld32a2(b + 2);
+    r.q0 = fg_ld32a2(b + 6 + 8 * (t & 1));
+    r.q1 = fg_ld32a2(b + 10 + 8 * (t & 1));
+  }
+  static __device__ __forceinline__ uint4 half8(const Raw &r, long long, int t) {
+    const int sh = 4 * (t >> 1);
+    const unsigned hb = r.h >> (8 * t);
+    return fg_bytes_to_h8<16>(((r.q0 >> sh) & 0x0F0F0F0Fu) | fg_bit4_per_byte(hb & 0xFu),
+                              ((r.q1 >> sh) & 0x0F0F0F0Fu) | fg_bit4_per_byte((hb >> 4) & 0xFu),
+                              r.d * 0x10001u, 0, false);
+  }
+};
+
+/// q5_1 (24 bytes: f16 d, m; u32 qh; u8 qs[16]); w = d·q + m, q5_0's bits.
+/// Opt-in like q5_0.
+struct DecQ5_1 : DecQuant {
+  static constexpr int kBlockElems = 32, kBlockBytes = 24;
+  struct Raw {
+    unsigned q0, q1, dm, h;
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, long long step, int t,
+                                              Raw &r) {
+    const unsigned char *b = row + step * kBlockBytes;
+    r.dm = fg_ld32(b);
+    r.h = fg_ld32(b + 4);
+    r.q0 = fg_ld32(b + 8 + 8 * (t & 1));
+    r.q1 = fg_ld32(b + 12 + 8 * (t & 1));
+  }
+  static __device__ __forceinline__ uint4 half8(const Raw &r, long long, int t) {
+    const int sh = 4 * (t >> 1);
+    const unsigned hb = r.h >> (8 * t);
+    return fg_bytes_to_h8<0>(((r.q0 >> sh) & 0x0F0F0F0Fu) | fg_bit4_per_byte(hb & 0xFu),
+                             ((r.q1 >> sh) & 0x0F0F0F0Fu) | fg_bit4_per_byte((hb >> 4) & 0xFu),
+                             (r.dm & 0xffffu) * 0x10001u, (r.dm >> 16) * 0x10001u, true);
+  }
+};
+
 /// q4_K (144 bytes: f16 d, dmin; u8 scales[12]; u8 qs[128]). Sub-block
 /// s = step % 8 (32 weights): the low (s even) or high nibbles of qs[32(s/2)
 /// ..]; w = d·sc_s·q − dmin·m_s with ggml's 6-bit get_scale_min_k4.

@@ -1244,6 +1244,51 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
   EXPECT_NE(llvm::toString(r.takeError()).find("block-quantised operand 0"), std::string::npos);
 }
 
+/// q5_0 and q5_1 (decoders written without a GPU at hand): refused with the
+/// weight dtype named unless FG_DEBUG_GEMV_NEW_TYPES=1; with it, every GEMV
+/// form takes DecQ5_0 / DecQ5_1 (offsets in bytes; q5_1 rows 4-byte aligned)
+/// and compiles for sm_90, and get_rows gathers from them.
+TEST(CudaEmit, NewQuantTypesBehindTheSwitch) {
+  for (DType wt : {DType::Q5_0, DType::Q5_1}) {
+    SCOPED_TRACE(dtypeName(wt));
+    const char *dec = wt == DType::Q5_0 ? "using Dec0 = fg::DecQ5_0" : "using Dec0 = fg::DecQ5_1";
+    int64_t K = 288, rowBytes = K / 32 * dtypeInfo(wt).blockBytes;
+    auto dense = [&](Builder &b) {
+      b.result(b.matmul(b.input("x", T(DType::F32, {1, K})), b.weight("w", T(wt, {77, K}))));
+    };
+    {
+      Function fn("off");
+      Builder b(fn);
+      dense(b);
+      ASSERT_TRUE(ok(b.finish()));
+      auto r = emitKernel(fn, fn.node(0), contiguousLayouts(fn, fn.node(0)));
+      ASSERT_FALSE(static_cast<bool>(r));
+      EXPECT_NE(llvm::toString(r.takeError()).find("weight dtype " + std::string(dtypeName(wt))),
+                std::string::npos);
+    }
+    ::setenv("FG_DEBUG_GEMV_NEW_TYPES", "1", 1);
+    const KernelSpec &k = only(emitAll(dense));
+    EXPECT_TRUE(contains(k, dec));
+    EXPECT_TRUE(contains(k, "w0_ld = " + std::to_string(rowBytes) + "LL"));
+    auto g = emitAll([&](Builder &b) {
+      b.result(b.create(OpKind::FusedGatedMatmul,
+                        {b.input("x", T(DType::F32, {3, K})), b.weight("g", T(wt, {40, K})),
+                         b.weight("u", T(wt, {40, K}))}));
+    });
+    EXPECT_TRUE(contains(only(g), std::string("using Dec1 = ") + (wt == DType::Q5_0 ? "fg::DecQ5_0" : "fg::DecQ5_1")));
+    auto e = emitAll([&](Builder &b) {
+      b.result(b.matmulId(b.input("x", T(DType::F32, {3, 1, K})), b.weight("w", T(wt, {8, 45, K})),
+                          b.input("ids", T(DType::I32, {3, 2}))));
+    });
+    EXPECT_TRUE(contains(only(e), dec));
+    auto r = emitAll([&](Builder &b) {
+      b.result(b.getRows(b.weight("table", T(wt, {50, K})), b.input("ids", T(DType::I32, {3}))));
+    });
+    EXPECT_TRUE(contains(only(r), "fg::dequantRows<Cfg>"));
+    ::unsetenv("FG_DEBUG_GEMV_NEW_TYPES");
+  }
+}
+
 /// Quantised rows decoded by kernels/dequant.cuh: get_rows of a [V, K] table
 /// (ids gathered from device memory), and a prefill-sized matmul: the weight
 /// decoded to f16 in scratch after x's f16 copy, then cuBLAS on f16.
