@@ -227,6 +227,12 @@ const char *decoderName(DType t, bool wide, bool scaled) {
     return "fg::DecQ5_0";
   case DType::Q5_1:
     return "fg::DecQ5_1";
+  case DType::Q5_K:
+    return "fg::DecQ5_K";
+  case DType::IQ4_NL:
+    return "fg::DecIQ4_NL";
+  case DType::IQ4_XS:
+    return "fg::DecIQ4_XS";
   case DType::Q4_K:
     return wide ? (scaled ? "fg::DecQ4_KS" : "fg::DecQ4_KW") : "fg::DecQ4_K";
   case DType::Q6_K:
@@ -274,7 +280,10 @@ bool gemvDecodesNatively(DType t) {
   case DType::Q6_K:
     return true;
   case DType::Q5_0:
-  case DType::Q5_1: {
+  case DType::Q5_1:
+  case DType::Q5_K:
+  case DType::IQ4_NL:
+  case DType::IQ4_XS: {
     // Decoders written at the end of the fifth session, not yet run on a GPU:
     // opt-in (a debugging switch, like FG_DEBUG_PDL_*) until their GPU tests
     // (GpuQuantGemv.NewTypesEveryForm) pass; then always.
@@ -572,10 +581,13 @@ llvm::Error checkWeights(const Node &node, GemvDesc &d) {
       return unsupported(node, "a " + std::string(dtypeName(w.dtype)) +
                                    " weight whose rows are not whole contiguous blocks");
     w.off = w.off / be * bb, w.ld = w.ld / be * bb, w.es = w.es / be * bb;
-    // q4_1 and q5_1 blocks are read with 4-byte loads, narrow q4_K with 8.
-    int64_t align = w.dtype == DType::Q4_K                               ? 8
-                     : w.dtype == DType::Q4_1 || w.dtype == DType::Q5_1 ? 4
-                                                                         : 2;
+    // q4_1 and q5_1 blocks are read with 4-byte loads; narrow q4_K, q5_K and
+    // iq4_xs with 8.
+    int64_t align = 2;
+    if (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K || w.dtype == DType::IQ4_XS)
+      align = 8;
+    else if (w.dtype == DType::Q4_1 || w.dtype == DType::Q5_1)
+      align = 4;
     if (w.off % align != 0 || w.ld % align != 0 || w.es % align != 0)
       return unsupported(node, "a " + std::string(dtypeName(w.dtype)) +
                                    " weight whose rows are not " + std::to_string(align) +

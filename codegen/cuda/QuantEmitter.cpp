@@ -28,6 +28,12 @@ const char *blockDecoder(DType t) {
     return "fg::DecQ5_0";
   case DType::Q5_1:
     return "fg::DecQ5_1";
+  case DType::Q5_K:
+    return "fg::DecQ5_K";
+  case DType::IQ4_NL:
+    return "fg::DecIQ4_NL";
+  case DType::IQ4_XS:
+    return "fg::DecIQ4_XS";
   case DType::Q4_K:
     return "fg::DecQ4_K";
   case DType::Q6_K:

@@ -65,8 +65,13 @@ std::vector<uint8_t> randomBlocks(DType t, int64_t elems, uint64_t salt, float s
       put(b + 2, -16 * scale * u(rng)); // the min
       break;
     case DType::Q4_K:
+    case DType::Q5_K:
       put(b, scale * u(rng) / 32);
       put(b + 2, scale * u(rng) / 4);
+      break;
+    case DType::IQ4_NL:
+    case DType::IQ4_XS: // d at 0 (iq4_xs's 6-bit sub-block scales are random bytes)
+      put(b, scale * u(rng) / 64);
       break;
     case DType::Q6_K:
       put(b + 208, scale * u(rng) / 64);
@@ -159,8 +164,9 @@ constexpr double kTolF16 = 1e-2; ///< 16-bit activations
 /// make the two terms cancel (the worst of 30 repeats of the gated case on
 /// the H200: 1.2e-3, bench/RESULTS.md, fifth session); the other types'
 /// scales are the file's own f16 values (exact), so only the final rounding
-/// remains. 2e-3 for q4_k until the dequantisation keeps the scales in f32.
-double tolF32(DType t) { return t == DType::Q4_K ? 2e-3 : kTolF32; }
+/// remains. 2e-3 for q4_k (and q5_k, the same scales) until the dequantisation
+/// keeps the scales in f32.
+double tolF32(DType t) { return t == DType::Q4_K || t == DType::Q5_K ? 2e-3 : kTolF32; }
 
 TEST(GpuQuantGemv, DenseEveryTypeAndTokenCount) {
   FG_REQUIRE_GPU();
@@ -364,14 +370,14 @@ TEST(GpuQuantGemv, Q4KScaledAfterTheMmaEveryForm) {
   }
 }
 
-/// q5_0 and q5_1 (decoders written without a GPU at hand, behind
-/// FG_DEBUG_GEMV_NEW_TYPES=1 until this passes): dense at T = 1, 2, 3, 8 on
-/// two K, gated with biases, expert-indexed with repeated experts, get_rows.
-/// Their scales are the file's f16 values, so 1e-3 like q4_0 / q4_1.
+/// q5_0, q5_1, q5_k, iq4_nl, iq4_xs (decoders written without a GPU at hand,
+/// behind FG_DEBUG_GEMV_NEW_TYPES=1 until this passes): dense at T = 1, 2, 3,
+/// 8 on two K, gated with biases, expert-indexed with repeated experts,
+/// get_rows; the bounds of tolF32.
 TEST(GpuQuantGemv, NewTypesEveryForm) {
   FG_REQUIRE_GPU();
   ScopedEnv on("FG_DEBUG_GEMV_NEW_TYPES", "1");
-  for (DType t : {DType::Q5_0, DType::Q5_1}) {
+  for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q5_K, DType::IQ4_NL, DType::IQ4_XS}) {
     for (int variant : {0, 1})
       for (int64_t M : {1, 2, 3, 8}) {
         int64_t K = oddK(t, variant), N = variant ? 1001 : 77;
@@ -383,7 +389,7 @@ TEST(GpuQuantGemv, NewTypesEveryForm) {
         auto x = b.weight("x", {DType::F32, {M, K}}, randn(1.0));
         b.result(b.matmul(x, quantWeight(b, c, "w", t, {N, K}, 21), "y"));
         ASSERT_FALSE(bool(b.finish()));
-        expectQuantMatches(c, kTolF32);
+        expectQuantMatches(c, tolF32(t));
       }
     {
       SCOPED_TRACE(std::string(dtypeName(t)) + " gated");
@@ -399,7 +405,7 @@ TEST(GpuQuantGemv, NewTypesEveryForm) {
                          b.weight("b_up", {DType::F32, {N}}, randn(0.5))},
                         {{"kind", Attribute::ofEnum(0)}}, "y"));
       ASSERT_FALSE(bool(b.finish()));
-      expectQuantMatches(c, kTolF32);
+      expectQuantMatches(c, tolF32(t));
     }
     {
       SCOPED_TRACE(std::string(dtypeName(t)) + " matmul_id");
@@ -412,7 +418,7 @@ TEST(GpuQuantGemv, NewTypesEveryForm) {
       c.inputs["ids"] = {5, 0, 5, 2, 3, 4, 1, 0, 1, 1, 1, 5};
       b.result(b.matmulId(x, quantWeight(b, c, "down_exps", t, {E, N, K}, 24), ids, "y"));
       ASSERT_FALSE(bool(b.finish()));
-      expectQuantMatches(c, kTolF32);
+      expectQuantMatches(c, tolF32(t));
     }
     {
       SCOPED_TRACE(std::string(dtypeName(t)) + " get_rows");
@@ -424,7 +430,7 @@ TEST(GpuQuantGemv, NewTypesEveryForm) {
       c.inputs["ids"] = {5, 99, 0, 5, 42};
       b.result(b.getRows(quantWeight(b, c, "token_embd", t, {100, K}, 25), ids, "y"));
       ASSERT_FALSE(bool(b.finish()));
-      expectQuantMatches(c, kTolF32);
+      expectQuantMatches(c, tolF32(t));
     }
   }
 }

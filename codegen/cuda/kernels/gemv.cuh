@@ -349,6 +349,27 @@ struct DecQ5_1 : DecQuant {
   }
 };
 
+/// Scale d·sc and negated min −dmin·m (half2 splats) of sub-block s of a
+/// q4_K / q5_K super-block: `dm` holds d and dmin, s0..s2 the 12 scale bytes
+/// (ggml's get_scale_min_k4).
+static __device__ __forceinline__ void fg_k4_scale_min(unsigned dm, unsigned s0, unsigned s1,
+                                                       unsigned s2, int s, unsigned &sc2,
+                                                       unsigned &mn2) {
+  const unsigned w[3] = {s0, s1, s2};
+  auto byte = [&](int j) { return (w[j >> 2] >> (8 * (j & 3))) & 0xffu; };
+  unsigned sc, m;
+  if (s < 4) {
+    sc = byte(s) & 63;
+    m = byte(s + 4) & 63;
+  } else {
+    sc = (byte(s + 4) & 0xF) | ((byte(s - 4) >> 6) << 4);
+    m = (byte(s + 4) >> 4) | ((byte(s) >> 6) << 4);
+  }
+  const float d = fg_h2f(dm & 0xffffu), dmin = fg_h2f(dm >> 16);
+  sc2 = fg_h2splat(d * static_cast<float>(sc));
+  mn2 = fg_h2splat(-(dmin * static_cast<float>(m)));
+}
+
 /// q4_K (144 bytes: f16 d, dmin; u8 scales[12]; u8 qs[128]). Sub-block
 /// s = step % 8 (32 weights): the low (s even) or high nibbles of qs[32(s/2)
 /// ..]; w = d·sc_s·q − dmin·m_s with ggml's 6-bit get_scale_min_k4.
@@ -370,21 +391,102 @@ struct DecQ4_K : DecQuant {
   }
   static __device__ __forceinline__ uint4 half8(const Raw &r, long long step, int) {
     const int s = static_cast<int>(step & 7), sh = 4 * (s & 1);
-    // scales[j] for j = 0..11 as bytes of s0, s1, s2.
-    const unsigned w[3] = {r.s0, r.s1, r.s2};
-    auto byte = [&](int j) { return (w[j >> 2] >> (8 * (j & 3))) & 0xffu; };
-    unsigned sc, m;
-    if (s < 4) {
-      sc = byte(s) & 63;
-      m = byte(s + 4) & 63;
-    } else {
-      sc = (byte(s + 4) & 0xF) | ((byte(s - 4) >> 6) << 4);
-      m = (byte(s + 4) >> 4) | ((byte(s) >> 6) << 4);
-    }
-    const float d = fg_h2f(r.dm & 0xffffu), dmin = fg_h2f(r.dm >> 16);
-    return fg_bytes_to_h8<0>((r.q.x >> sh) & 0x0F0F0F0Fu, (r.q.y >> sh) & 0x0F0F0F0Fu,
-                             fg_h2splat(d * static_cast<float>(sc)),
-                             fg_h2splat(-(dmin * static_cast<float>(m))), true);
+    unsigned sc2, mn2;
+    fg_k4_scale_min(r.dm, r.s0, r.s1, r.s2, s, sc2, mn2);
+    return fg_bytes_to_h8<0>((r.q.x >> sh) & 0x0F0F0F0Fu, (r.q.y >> sh) & 0x0F0F0F0Fu, sc2, mn2,
+                             true);
+  }
+};
+
+/// q5_K (176 bytes: f16 d, dmin; u8 scales[12] as q4_K's; u8 qh[32];
+/// u8 qs[128] as q4_K's): q4_K's nibble plus a fifth bit, bit s of qh[l] for
+/// sub-block s (weights 32s + l). Opt-in like q5_0.
+struct DecQ5_K : DecQuant {
+  static constexpr int kBlockElems = 256, kBlockBytes = 176;
+  struct Raw {
+    uint2 q, h;
+    unsigned dm, s0, s1, s2;
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, long long step, int t,
+                                              Raw &r) {
+    const unsigned char *b = row + (step >> 3) * kBlockBytes;
+    const int s = static_cast<int>(step & 7);
+    r.dm = fg_ld32(b);
+    r.s0 = fg_ld32(b + 4);
+    r.s1 = fg_ld32(b + 8);
+    r.s2 = fg_ld32(b + 12);
+    r.h = __ldg(reinterpret_cast<const uint2 *>(b + 16 + 8 * t));
+    r.q = __ldg(reinterpret_cast<const uint2 *>(b + 48 + 32 * (s >> 1) + 8 * t));
+  }
+  static __device__ __forceinline__ uint4 half8(const Raw &r, long long step, int) {
+    const int s = static_cast<int>(step & 7), sh = 4 * (s & 1);
+    unsigned sc2, mn2;
+    fg_k4_scale_min(r.dm, r.s0, r.s1, r.s2, s, sc2, mn2);
+    return fg_bytes_to_h8<0>(((r.q.x >> sh) & 0x0F0F0F0Fu) | (((r.h.x >> s) & 0x01010101u) << 4),
+                             ((r.q.y >> sh) & 0x0F0F0F0Fu) | (((r.h.y >> s) & 0x01010101u) << 4),
+                             sc2, mn2, true);
+  }
+};
+
+/// The iq4 levels (ggml's kvalues_iq4nl) + 128 of 4 indexes (one per byte of
+/// v, 0..15), as 4 bytes: two byte permutes over the 16-byte table and a
+/// per-byte select on bit 3.
+static __device__ __forceinline__ unsigned fg_iq4_levels(unsigned v) {
+  // -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113, each + 128.
+  constexpr unsigned kT0 = 0x3F2D1801u, kT1 = 0x766A5D4Fu, kT2 = 0xA6998D81u, kT3 = 0xF1D9C5B5u;
+  const unsigned sel = (v & 7u) | ((v >> 4) & 0x70u) | ((v >> 8) & 0x700u) | ((v >> 12) & 0x7000u);
+  const unsigned lo = __byte_perm(kT0, kT1, sel), hi = __byte_perm(kT2, kT3, sel);
+  const unsigned m = ((v >> 3) & 0x01010101u) * 0xFFu;
+  return (hi & m) | (lo & ~m);
+}
+
+/// iq4_nl (18 bytes: f16 d; u8 qs[16], q4_0's nibble order); w = d·level[q].
+/// Opt-in like q5_0.
+struct DecIQ4_NL : DecQuant {
+  static constexpr int kBlockElems = 32, kBlockBytes = 18;
+  struct Raw {
+    unsigned q0, q1, d;
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, long long step, int t,
+                                              Raw &r) {
+    const unsigned char *b = row + step * kBlockBytes;
+    r.d = fg_ld16(b);
+    r.q0 = fg_ld32a2(b + 2 + 8 * (t & 1));
+    r.q1 = fg_ld32a2(b + 6 + 8 * (t & 1));
+  }
+  static __device__ __forceinline__ uint4 half8(const Raw &r, long long, int t) {
+    const int sh = 4 * (t >> 1);
+    return fg_bytes_to_h8<128>(fg_iq4_levels((r.q0 >> sh) & 0x0F0F0F0Fu),
+                               fg_iq4_levels((r.q1 >> sh) & 0x0F0F0F0Fu), r.d * 0x10001u, 0,
+                               false);
+  }
+};
+
+/// iq4_xs (136 bytes: f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]):
+/// sub-block s = step % 8 is an iq4_nl body at qs[16s] with the scale
+/// d·(ls − 32), ls = 4 bits of scales_l[s / 2] and 2 of scales_h. Opt-in
+/// like q5_0.
+struct DecIQ4_XS : DecQuant {
+  static constexpr int kBlockElems = 256, kBlockBytes = 136;
+  struct Raw {
+    uint2 q;
+    unsigned dh, sl;
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, long long step, int t,
+                                              Raw &r) {
+    const unsigned char *b = row + (step >> 3) * kBlockBytes;
+    const int s = static_cast<int>(step & 7);
+    r.dh = fg_ld32(b);
+    r.sl = fg_ld32(b + 4);
+    r.q = __ldg(reinterpret_cast<const uint2 *>(b + 8 + 16 * s + 8 * (t & 1)));
+  }
+  static __device__ __forceinline__ uint4 half8(const Raw &r, long long step, int t) {
+    const int s = static_cast<int>(step & 7), sh = 4 * (t >> 1);
+    const int ls = static_cast<int>(((r.sl >> (4 * s)) & 0xFu) | (((r.dh >> (16 + 2 * s)) & 3u) << 4));
+    const float dl = fg_h2f(r.dh & 0xffffu) * static_cast<float>(ls - 32);
+    return fg_bytes_to_h8<128>(fg_iq4_levels((r.q.x >> sh) & 0x0F0F0F0Fu),
+                               fg_iq4_levels((r.q.y >> sh) & 0x0F0F0F0Fu), fg_h2splat(dl), 0,
+                               false);
   }
 };
 

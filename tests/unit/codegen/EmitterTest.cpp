@@ -1244,15 +1244,21 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
   EXPECT_NE(llvm::toString(r.takeError()).find("block-quantised operand 0"), std::string::npos);
 }
 
-/// q5_0 and q5_1 (decoders written without a GPU at hand): refused with the
-/// weight dtype named unless FG_DEBUG_GEMV_NEW_TYPES=1; with it, every GEMV
-/// form takes DecQ5_0 / DecQ5_1 (offsets in bytes; q5_1 rows 4-byte aligned)
-/// and compiles for sm_90, and get_rows gathers from them.
+/// q5_0, q5_1, q5_k, iq4_nl and iq4_xs (decoders written without a GPU at
+/// hand): refused with the weight dtype named unless FG_DEBUG_GEMV_NEW_TYPES=1;
+/// with it, every GEMV form takes its decoder (offsets in bytes) and compiles
+/// for sm_90, and get_rows gathers from them.
 TEST(CudaEmit, NewQuantTypesBehindTheSwitch) {
-  for (DType wt : {DType::Q5_0, DType::Q5_1}) {
+  const std::pair<DType, const char *> kTypes[] = {{DType::Q5_0, "fg::DecQ5_0"},
+                                                   {DType::Q5_1, "fg::DecQ5_1"},
+                                                   {DType::Q5_K, "fg::DecQ5_K"},
+                                                   {DType::IQ4_NL, "fg::DecIQ4_NL"},
+                                                   {DType::IQ4_XS, "fg::DecIQ4_XS"}};
+  for (auto [wt, decoder] : kTypes) {
     SCOPED_TRACE(dtypeName(wt));
-    const char *dec = wt == DType::Q5_0 ? "using Dec0 = fg::DecQ5_0" : "using Dec0 = fg::DecQ5_1";
-    int64_t K = 288, rowBytes = K / 32 * dtypeInfo(wt).blockBytes;
+    const std::string dec = std::string("using Dec0 = ") + decoder;
+    const int64_t be = dtypeInfo(wt).blockElems;
+    int64_t K = be == 256 ? 512 : 288, rowBytes = K / be * dtypeInfo(wt).blockBytes;
     auto dense = [&](Builder &b) {
       b.result(b.matmul(b.input("x", T(DType::F32, {1, K})), b.weight("w", T(wt, {77, K}))));
     };
@@ -1275,7 +1281,7 @@ TEST(CudaEmit, NewQuantTypesBehindTheSwitch) {
                         {b.input("x", T(DType::F32, {3, K})), b.weight("g", T(wt, {40, K})),
                          b.weight("u", T(wt, {40, K}))}));
     });
-    EXPECT_TRUE(contains(only(g), std::string("using Dec1 = ") + (wt == DType::Q5_0 ? "fg::DecQ5_0" : "fg::DecQ5_1")));
+    EXPECT_TRUE(contains(only(g), std::string("using Dec1 = ") + decoder));
     auto e = emitAll([&](Builder &b) {
       b.result(b.matmulId(b.input("x", T(DType::F32, {3, 1, K})), b.weight("w", T(wt, {8, 45, K})),
                           b.input("ids", T(DType::I32, {3, 2}))));
@@ -1335,7 +1341,9 @@ public:
       return;
     for (const OpInfo &op : allOps())
       EXPECT_TRUE(compiled().covered.count(op.kind)) << "no test emits '" << op.mnemonic << "'";
-    EXPECT_LE(compiled().compiles, 290u);
+    // 290 before the fifth session's q4_K forms and five opt-in quantised
+    // types (about 25 kernels more): each NVRTC compile is CI time.
+    EXPECT_LE(compiled().compiles, 320u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
