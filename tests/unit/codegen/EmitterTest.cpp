@@ -1273,7 +1273,8 @@ TEST(CudaEmit, NewQuantTypesBehindTheSwitch) {
                 std::string::npos);
     }
     ::setenv("FG_DEBUG_GEMV_NEW_TYPES", "1", 1);
-    const KernelSpec &k = only(emitAll(dense));
+    auto ls = emitAll(dense);
+    const KernelSpec &k = only(ls);
     EXPECT_TRUE(contains(k, dec));
     EXPECT_TRUE(contains(k, "w0_ld = " + std::to_string(rowBytes) + "LL"));
     auto g = emitAll([&](Builder &b) {
