@@ -1254,7 +1254,9 @@ TEST(CudaEmit, NewQuantTypesBehindTheSwitch) {
                                                    {DType::Q5_K, "fg::DecQ5_K"},
                                                    {DType::IQ4_NL, "fg::DecIQ4_NL"},
                                                    {DType::IQ4_XS, "fg::DecIQ4_XS"}};
-  for (auto [wt, decoder] : kTypes) {
+  for (const auto &type : kTypes) {
+    const DType wt = type.first; // not a structured binding: clang 14 cannot capture one
+    const char *decoder = type.second;
     SCOPED_TRACE(dtypeName(wt));
     const std::string dec = std::string("using Dec0 = ") + decoder;
     const int64_t be = dtypeInfo(wt).blockElems;
