@@ -229,6 +229,10 @@ const char *decoderName(DType t, bool wide, bool scaled) {
     return "fg::DecQ5_1";
   case DType::Q5_K:
     return "fg::DecQ5_K";
+  case DType::Q2_K:
+    return "fg::DecQ2_K";
+  case DType::Q3_K:
+    return "fg::DecQ3_K";
   case DType::IQ4_NL:
     return "fg::DecIQ4_NL";
   case DType::IQ4_XS:
@@ -282,6 +286,8 @@ bool gemvDecodesNatively(DType t) {
   case DType::Q5_0:
   case DType::Q5_1:
   case DType::Q5_K:
+  case DType::Q2_K:
+  case DType::Q3_K:
   case DType::IQ4_NL:
   case DType::IQ4_XS: {
     // Decoders written at the end of the fifth session, not yet run on a GPU:
@@ -581,12 +587,12 @@ llvm::Error checkWeights(const Node &node, GemvDesc &d) {
       return unsupported(node, "a " + std::string(dtypeName(w.dtype)) +
                                    " weight whose rows are not whole contiguous blocks");
     w.off = w.off / be * bb, w.ld = w.ld / be * bb, w.es = w.es / be * bb;
-    // q4_1 and q5_1 blocks are read with 4-byte loads; narrow q4_K, q5_K and
-    // iq4_xs with 8.
+    // q4_1, q5_1 and q2_K blocks are read with 4-byte loads; narrow q4_K,
+    // q5_K and iq4_xs with 8.
     int64_t align = 2;
     if (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K || w.dtype == DType::IQ4_XS)
       align = 8;
-    else if (w.dtype == DType::Q4_1 || w.dtype == DType::Q5_1)
+    else if (w.dtype == DType::Q4_1 || w.dtype == DType::Q5_1 || w.dtype == DType::Q2_K)
       align = 4;
     if (w.off % align != 0 || w.ld % align != 0 || w.es % align != 0)
       return unsupported(node, "a " + std::string(dtypeName(w.dtype)) +

@@ -30,6 +30,10 @@ const char *blockDecoder(DType t) {
     return "fg::DecQ5_1";
   case DType::Q5_K:
     return "fg::DecQ5_K";
+  case DType::Q2_K:
+    return "fg::DecQ2_K";
+  case DType::Q3_K:
+    return "fg::DecQ3_K";
   case DType::IQ4_NL:
     return "fg::DecIQ4_NL";
   case DType::IQ4_XS:

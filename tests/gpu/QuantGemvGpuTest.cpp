@@ -76,6 +76,13 @@ std::vector<uint8_t> randomBlocks(DType t, int64_t elems, uint64_t salt, float s
     case DType::Q6_K:
       put(b + 208, scale * u(rng) / 64);
       break;
+    case DType::Q2_K:
+      put(b + 80, scale * u(rng) / 8);
+      put(b + 82, scale * u(rng) / 16);
+      break;
+    case DType::Q3_K:
+      put(b + 108, scale * u(rng) / 64);
+      break;
     default:
       ADD_FAILURE() << "not a block type";
     }
@@ -164,9 +171,12 @@ constexpr double kTolF16 = 1e-2; ///< 16-bit activations
 /// make the two terms cancel (the worst of 30 repeats of the gated case on
 /// the H200: 1.2e-3, bench/RESULTS.md, fifth session); the other types'
 /// scales are the file's own f16 values (exact), so only the final rounding
-/// remains. 2e-3 for q4_k (and q5_k, the same scales) until the dequantisation
+/// remains. 2e-3 for q4_k (and q5_k, the same scales; q2_k, a scale and a min
+/// from 4-bit values) until the dequantisation
 /// keeps the scales in f32.
-double tolF32(DType t) { return t == DType::Q4_K || t == DType::Q5_K ? 2e-3 : kTolF32; }
+double tolF32(DType t) {
+  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q2_K ? 2e-3 : kTolF32;
+}
 
 TEST(GpuQuantGemv, DenseEveryTypeAndTokenCount) {
   FG_REQUIRE_GPU();
@@ -370,14 +380,15 @@ TEST(GpuQuantGemv, Q4KScaledAfterTheMmaEveryForm) {
   }
 }
 
-/// q5_0, q5_1, q5_k, iq4_nl, iq4_xs (decoders written without a GPU at hand,
+/// q5_0, q5_1, q5_k, q2_k, q3_k, iq4_nl, iq4_xs (decoders written without a GPU at hand,
 /// behind FG_DEBUG_GEMV_NEW_TYPES=1 until this passes): dense at T = 1, 2, 3,
 /// 8 on two K, gated with biases, expert-indexed with repeated experts,
 /// get_rows; the bounds of tolF32.
 TEST(GpuQuantGemv, NewTypesEveryForm) {
   FG_REQUIRE_GPU();
   ScopedEnv on("FG_DEBUG_GEMV_NEW_TYPES", "1");
-  for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q5_K, DType::IQ4_NL, DType::IQ4_XS}) {
+  for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q5_K, DType::Q2_K, DType::Q3_K, DType::IQ4_NL,
+                  DType::IQ4_XS}) {
     for (int variant : {0, 1})
       for (int64_t M : {1, 2, 3, 8}) {
         int64_t K = oddK(t, variant), N = variant ? 1001 : 77;

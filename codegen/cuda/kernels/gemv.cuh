@@ -490,6 +490,66 @@ struct DecIQ4_XS : DecQuant {
   }
 };
 
+/// q2_K (84 bytes: u8 scales[16]; u8 qs[64]; f16 d, dmin). Step s = step %
+/// 8 (weights 32s + e): 2 bits at 2(s % 4) of qs[32(s / 4) + e]; scale byte
+/// 2s + (e ≥ 16): low nibble × d, high nibble × dmin the min. Thread t's 8
+/// weights share one scale byte. Opt-in like q5_0.
+struct DecQ2_K : DecQuant {
+  static constexpr int kBlockElems = 256, kBlockBytes = 84;
+  struct Raw {
+    unsigned q0, q1, dm, sc;
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, long long step, int t,
+                                              Raw &r) {
+    const unsigned char *b = row + (step >> 3) * kBlockBytes;
+    const int s = static_cast<int>(step & 7);
+    r.q0 = fg_ld32(b + 16 + 32 * (s >> 2) + 8 * t);
+    r.q1 = fg_ld32(b + 20 + 32 * (s >> 2) + 8 * t);
+    r.dm = fg_ld32(b + 80);
+    r.sc = __ldg(b + 2 * s + (t >> 1));
+  }
+  static __device__ __forceinline__ uint4 half8(const Raw &r, long long step, int) {
+    const int sh = 2 * static_cast<int>(step & 3);
+    const float d = fg_h2f(r.dm & 0xffffu), dmin = fg_h2f(r.dm >> 16);
+    return fg_bytes_to_h8<0>((r.q0 >> sh) & 0x03030303u, (r.q1 >> sh) & 0x03030303u,
+                             fg_h2splat(d * static_cast<float>(r.sc & 0xFu)),
+                             fg_h2splat(-(dmin * static_cast<float>(r.sc >> 4))), true);
+  }
+};
+
+/// q3_K (110 bytes: u8 hmask[32]; u8 qs[64] as q2_K's; u8 scales[12]; f16 d;
+/// 2-byte aligned). Weight 32s + e: q2_K's 2 bits, a third bit s of
+/// hmask[e] (clear: − 4), scale 2s + (e ≥ 16) of 6 bits (stored + 32: a
+/// nibble of byte i % 8, two bits of byte 8 + i % 4); w = d·(sc − 32)·
+/// (q + 4·bit − 4). Opt-in like q5_0.
+struct DecQ3_K : DecQuant {
+  static constexpr int kBlockElems = 256, kBlockBytes = 110;
+  struct Raw {
+    unsigned q0, q1, h0, h1, lo, hi, d;
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, long long step, int t,
+                                              Raw &r) {
+    const unsigned char *b = row + (step >> 3) * kBlockBytes;
+    const int s = static_cast<int>(step & 7), i = 2 * s + (t >> 1);
+    r.q0 = fg_ld32a2(b + 32 + 32 * (s >> 2) + 8 * t);
+    r.q1 = fg_ld32a2(b + 36 + 32 * (s >> 2) + 8 * t);
+    r.h0 = fg_ld32a2(b + 8 * t);
+    r.h1 = fg_ld32a2(b + 4 + 8 * t);
+    r.lo = __ldg(b + 96 + (i & 7));
+    r.hi = __ldg(b + 104 + (i & 3));
+    r.d = fg_ld16(b + 108);
+  }
+  static __device__ __forceinline__ uint4 half8(const Raw &r, long long step, int t) {
+    const int s = static_cast<int>(step & 7), sh = 2 * (s & 3), i = 2 * s + (t >> 1);
+    const unsigned v0 = ((r.q0 >> sh) & 0x03030303u) | (((r.h0 >> s) & 0x01010101u) << 2);
+    const unsigned v1 = ((r.q1 >> sh) & 0x03030303u) | (((r.h1 >> s) & 0x01010101u) << 2);
+    const int sc = static_cast<int>(((r.lo >> (i < 8 ? 0 : 4)) & 0xFu) |
+                                    (((r.hi >> (2 * (i >> 2))) & 3u) << 4));
+    return fg_bytes_to_h8<4>(v0, v1, fg_h2splat(fg_h2f(r.d) * static_cast<float>(sc - 32)), 0,
+                             false);
+  }
+};
+
 /// q6_K (210 bytes: u8 ql[128], qh[64]; i8 scales[16]; f16 d). Step s = step
 /// % 8: half n = s / 4, quarter q = s % 4 (weights 128n + 32q + l): 4 low bits
 /// from ql[64n + 32(q & 1) + l] (nibble q >> 1), 2 high bits from qh[32n + l]
