@@ -94,6 +94,10 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
 /// Weight dtypes the GEMV template decodes (f32, f16, bf16 and the GGUF
 /// block types with a decoder in kernels/gemv.cuh).
 bool gemvDecodesNatively(DType t);
+/// The kernels/gemv.cuh decoder of a GGUF block type as stored
+/// (`fg::DecQ4_0`, ...; q4_K's narrow one), or null for other dtypes: the one
+/// table the GEMV and the dequantising kernels name their decoders from.
+const char *blockDecoder(DType t);
 
 /// Where a GEMV-family op keeps its weight streams: operands first ..
 /// first + streams - 1 (x is operand 0; the norm-prologue forms take the

@@ -212,35 +212,15 @@ struct GemvDesc {
 /// `wide`: a whole-super-block decoder (gemvKernel says when): DecQ4_KW, or
 /// DecQ4_KS with `scaled` (EmitOptions::gemvWideScaled).
 const char *decoderName(DType t, bool wide, bool scaled) {
+  if (t == DType::Q4_K && wide)
+    return scaled ? "fg::DecQ4_KS" : "fg::DecQ4_KW";
+  if (const char *q = blockDecoder(t))
+    return q;
   switch (t) {
   case DType::F16:
     return "fg::DecF16";
   case DType::BF16:
     return "fg::DecBF16";
-  case DType::Q8_0:
-    return "fg::DecQ8_0";
-  case DType::Q4_0:
-    return "fg::DecQ4_0";
-  case DType::Q4_1:
-    return "fg::DecQ4_1";
-  case DType::Q5_0:
-    return "fg::DecQ5_0";
-  case DType::Q5_1:
-    return "fg::DecQ5_1";
-  case DType::Q5_K:
-    return "fg::DecQ5_K";
-  case DType::Q2_K:
-    return "fg::DecQ2_K";
-  case DType::Q3_K:
-    return "fg::DecQ3_K";
-  case DType::IQ4_NL:
-    return "fg::DecIQ4_NL";
-  case DType::IQ4_XS:
-    return "fg::DecIQ4_XS";
-  case DType::Q4_K:
-    return wide ? (scaled ? "fg::DecQ4_KS" : "fg::DecQ4_KW") : "fg::DecQ4_K";
-  case DType::Q6_K:
-    return "fg::DecQ6_K";
   default:
     return "fg::DecF32";
   }

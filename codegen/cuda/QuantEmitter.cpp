@@ -14,8 +14,6 @@
 
 namespace fg::cuda::detail {
 
-namespace {
-
 const char *blockDecoder(DType t) {
   switch (t) {
   case DType::Q8_0:
@@ -47,7 +45,6 @@ const char *blockDecoder(DType t) {
   }
 }
 
-} // namespace
 
 bool quantGetRowsSupported(const Function &fn, const Node &node, std::string *why) {
   auto no = [&](std::string w) {

@@ -178,22 +178,82 @@ double tolF32(DType t) {
   return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q2_K ? 2e-3 : kTolF32;
 }
 
+/// The GEMV forms every block type is checked in (salts offset by `salt0`, so
+/// two tests of one type draw other weights): matmul of M rows (variant 1:
+/// N 1001 and the longer K), fused.gated_matmul (kind 1 with biases),
+/// matmul_id / fused.gated_matmul_id with repeated experts, get_rows.
+void checkDense(DType t, int variant, int64_t M, double tol, uint64_t salt0 = 0) {
+  int64_t K = oddK(t, variant), N = variant ? 1001 : 77;
+  SCOPED_TRACE(std::string(dtypeName(t)) + " N " + std::to_string(N) + " K " + std::to_string(K) +
+               " T " + std::to_string(M));
+  QuantCase c;
+  Function &fn = c.g.addFunction("main");
+  Builder b(fn);
+  auto x = b.weight("x", {DType::F32, {M, K}}, randn(1.0));
+  b.result(b.matmul(x, quantWeight(b, c, "w", t, {N, K}, salt0 + 1), "y"));
+  ASSERT_FALSE(bool(b.finish()));
+  expectQuantMatches(c, tol);
+}
+
+void checkGated(DType t, int kind, int64_t M, double tol, uint64_t salt0 = 0) {
+  SCOPED_TRACE(std::string(dtypeName(t)) + " glu " + std::to_string(kind) + " T " +
+               std::to_string(M));
+  QuantCase c;
+  Function &fn = c.g.addFunction("main");
+  Builder b(fn);
+  int64_t K = oddK(t, 0), N = 67;
+  auto x = b.weight("x", {DType::F32, {M, K}}, randn(1.0));
+  std::vector<ValueId> ops{x, quantWeight(b, c, "w_gate", t, {N, K}, salt0 + 4),
+                           quantWeight(b, c, "w_up", t, {N, K}, salt0 + 5)};
+  if (kind == 1) {
+    ops.push_back(b.weight("b_gate", {DType::F32, {N}}, randn(0.5)));
+    ops.push_back(b.weight("b_up", {DType::F32, {N}}, randn(0.5)));
+  }
+  b.result(b.create(OpKind::FusedGatedMatmul, ops, {{"kind", Attribute::ofEnum(kind)}}, "y"));
+  ASSERT_FALSE(bool(b.finish()));
+  expectQuantMatches(c, tol);
+}
+
+void checkExpert(DType t, bool gated, double tol, uint64_t salt0 = 0) {
+  SCOPED_TRACE(std::string(dtypeName(t)) + (gated ? " gated" : " matmul_id"));
+  QuantCase c;
+  Function &fn = c.g.addFunction("main");
+  Builder b(fn);
+  int64_t K = oddK(t, 0), N = 45, E = 6, T = 3, k = 4;
+  auto x = b.weight("x", {DType::F32, {T, 1, K}}, randn(1.0));
+  auto ids = b.input("ids", {DType::I32, {T, k}});
+  // Token 0 picks expert 5 twice, token 2 expert 1 three times.
+  c.inputs["ids"] = {5, 0, 5, 2, 3, 4, 1, 0, 1, 1, 1, 5};
+  if (gated)
+    b.result(b.create(OpKind::FusedGatedMatmulId,
+                      {x, quantWeight(b, c, "gate_exps", t, {E, N, K}, salt0 + 6),
+                       quantWeight(b, c, "up_exps", t, {E, N, K}, salt0 + 7), ids},
+                      {}, "y"));
+  else
+    b.result(b.matmulId(x, quantWeight(b, c, "down_exps", t, {E, N, K}, salt0 + 8), ids, "y"));
+  ASSERT_FALSE(bool(b.finish()));
+  expectQuantMatches(c, tol);
+}
+
+void checkGetRows(DType t, double tol, uint64_t salt0 = 0) {
+  SCOPED_TRACE(std::string(dtypeName(t)) + " get_rows");
+  QuantCase c;
+  Function &fn = c.g.addFunction("main");
+  Builder b(fn);
+  int64_t K = oddK(t, 0);
+  auto ids = b.input("ids", {DType::I32, {5}});
+  c.inputs["ids"] = {5, 99, 0, 5, 42}; // a repeated row and the last one
+  b.result(b.getRows(quantWeight(b, c, "token_embd", t, {100, K}, salt0 + 9), ids, "y"));
+  ASSERT_FALSE(bool(b.finish()));
+  expectQuantMatches(c, tol);
+}
+
 TEST(GpuQuantGemv, DenseEveryTypeAndTokenCount) {
   FG_REQUIRE_GPU();
   for (DType t : kQuants)
     for (int variant : {0, 1})
-      for (int64_t M : {1, 2, 3, 8}) {
-        int64_t K = oddK(t, variant), N = variant ? 1001 : 77;
-        SCOPED_TRACE(std::string(dtypeName(t)) + " N " + std::to_string(N) + " K " +
-                     std::to_string(K) + " T " + std::to_string(M));
-        QuantCase c;
-        Function &fn = c.g.addFunction("main");
-        Builder b(fn);
-        auto x = b.weight("x", {DType::F32, {M, K}}, randn(1.0));
-        b.result(b.matmul(x, quantWeight(b, c, "w", t, {N, K}, 1), "y"));
-        ASSERT_FALSE(bool(b.finish()));
-        expectQuantMatches(c, tolF32(t));
-      }
+      for (int64_t M : {1, 2, 3, 8})
+        checkDense(t, variant, M, tolF32(t));
 }
 
 TEST(GpuQuantGemv, HalfActivations) {
@@ -234,65 +294,21 @@ TEST(GpuQuantGemv, GatedWithBiasEveryGlu) {
   FG_REQUIRE_GPU();
   for (DType t : kQuants)
     for (int kind : {0, 1})
-      for (int64_t M : {1, 8}) {
-        SCOPED_TRACE(std::string(dtypeName(t)) + " glu " + std::to_string(kind) + " T " +
-                     std::to_string(M));
-        QuantCase c;
-        Function &fn = c.g.addFunction("main");
-        Builder b(fn);
-        int64_t K = oddK(t, 0), N = 67;
-        auto x = b.weight("x", {DType::F32, {M, K}}, randn(1.0));
-        std::vector<ValueId> ops{x, quantWeight(b, c, "w_gate", t, {N, K}, 4),
-                                 quantWeight(b, c, "w_up", t, {N, K}, 5)};
-        if (kind == 1) {
-          ops.push_back(b.weight("b_gate", {DType::F32, {N}}, randn(0.5)));
-          ops.push_back(b.weight("b_up", {DType::F32, {N}}, randn(0.5)));
-        }
-        b.result(b.create(OpKind::FusedGatedMatmul, ops, {{"kind", Attribute::ofEnum(kind)}}, "y"));
-        ASSERT_FALSE(bool(b.finish()));
-        expectQuantMatches(c, tolF32(t));
-      }
+      for (int64_t M : {1, 8})
+        checkGated(t, kind, M, tolF32(t));
 }
 
 TEST(GpuQuantGemv, ExpertIndexedWithRepeatedExperts) {
   FG_REQUIRE_GPU();
   for (DType t : kQuants)
-    for (bool gated : {false, true}) {
-      SCOPED_TRACE(std::string(dtypeName(t)) + (gated ? " gated" : " matmul_id"));
-      QuantCase c;
-      Function &fn = c.g.addFunction("main");
-      Builder b(fn);
-      int64_t K = oddK(t, 0), N = 45, E = 6, T = 3, k = 4;
-      auto x = b.weight("x", {DType::F32, {T, 1, K}}, randn(1.0));
-      auto ids = b.input("ids", {DType::I32, {T, k}});
-      // Token 0 picks expert 5 twice, token 2 expert 1 three times.
-      c.inputs["ids"] = {5, 0, 5, 2, 3, 4, 1, 0, 1, 1, 1, 5};
-      if (gated)
-        b.result(b.create(OpKind::FusedGatedMatmulId,
-                          {x, quantWeight(b, c, "gate_exps", t, {E, N, K}, 6),
-                           quantWeight(b, c, "up_exps", t, {E, N, K}, 7), ids},
-                          {}, "y"));
-      else
-        b.result(b.matmulId(x, quantWeight(b, c, "down_exps", t, {E, N, K}, 8), ids, "y"));
-      ASSERT_FALSE(bool(b.finish()));
-      expectQuantMatches(c, tolF32(t));
-    }
+    for (bool gated : {false, true})
+      checkExpert(t, gated, tolF32(t));
 }
 
 TEST(GpuQuantGemv, GetRowsDequantises) {
   FG_REQUIRE_GPU();
-  for (DType t : kQuants) {
-    SCOPED_TRACE(dtypeName(t));
-    QuantCase c;
-    Function &fn = c.g.addFunction("main");
-    Builder b(fn);
-    int64_t K = oddK(t, 0);
-    auto ids = b.input("ids", {DType::I32, {5}});
-    c.inputs["ids"] = {5, 99, 0, 5, 42}; // a repeated row and the last one
-    b.result(b.getRows(quantWeight(b, c, "token_embd", t, {100, K}, 9), ids, "y"));
-    ASSERT_FALSE(bool(b.finish()));
-    expectQuantMatches(c, tolF32(t));
-  }
+  for (DType t : kQuants)
+    checkGetRows(t, tolF32(t));
 }
 
 TEST(GpuQuantGemv, PrefillMatmulThroughCublas) {
@@ -332,52 +348,12 @@ TEST(GpuQuantGemv, Q4KScaledAfterTheMmaEveryForm) {
   ScopedEnv scaled("FG_DEBUG_GEMV_WIDE_SCALED", "1");
   const DType t = DType::Q4_K;
   for (int variant : {0, 1})
-    for (int64_t M : {1, 2, 3, 8}) {
-      int64_t K = oddK(t, variant), N = variant ? 1001 : 77;
-      SCOPED_TRACE("dense K " + std::to_string(K) + " T " + std::to_string(M));
-      QuantCase c;
-      Function &fn = c.g.addFunction("main");
-      Builder b(fn);
-      auto x = b.weight("x", {DType::F32, {M, K}}, randn(1.0));
-      b.result(b.matmul(x, quantWeight(b, c, "w", t, {N, K}, 11), "y"));
-      ASSERT_FALSE(bool(b.finish()));
-      expectQuantMatches(c, kTolF32);
-    }
-  for (int64_t M : {1, 8}) {
-    SCOPED_TRACE("gated T " + std::to_string(M));
-    QuantCase c;
-    Function &fn = c.g.addFunction("main");
-    Builder b(fn);
-    int64_t K = oddK(t, 0), N = 67;
-    auto x = b.weight("x", {DType::F32, {M, K}}, randn(1.0));
-    b.result(b.create(OpKind::FusedGatedMatmul,
-                      {x, quantWeight(b, c, "w_gate", t, {N, K}, 12),
-                       quantWeight(b, c, "w_up", t, {N, K}, 13),
-                       b.weight("b_gate", {DType::F32, {N}}, randn(0.5)),
-                       b.weight("b_up", {DType::F32, {N}}, randn(0.5))},
-                      {{"kind", Attribute::ofEnum(0)}}, "y"));
-    ASSERT_FALSE(bool(b.finish()));
-    expectQuantMatches(c, kTolF32);
-  }
-  for (bool gated : {false, true}) {
-    SCOPED_TRACE(gated ? "gated matmul_id" : "matmul_id");
-    QuantCase c;
-    Function &fn = c.g.addFunction("main");
-    Builder b(fn);
-    int64_t K = oddK(t, 0), N = 45, E = 6, T = 3, k = 4;
-    auto x = b.weight("x", {DType::F32, {T, 1, K}}, randn(1.0));
-    auto ids = b.input("ids", {DType::I32, {T, k}});
-    c.inputs["ids"] = {5, 0, 5, 2, 3, 4, 1, 0, 1, 1, 1, 5};
-    if (gated)
-      b.result(b.create(OpKind::FusedGatedMatmulId,
-                        {x, quantWeight(b, c, "gate_exps", t, {E, N, K}, 14),
-                         quantWeight(b, c, "up_exps", t, {E, N, K}, 15), ids},
-                        {}, "y"));
-    else
-      b.result(b.matmulId(x, quantWeight(b, c, "down_exps", t, {E, N, K}, 16), ids, "y"));
-    ASSERT_FALSE(bool(b.finish()));
-    expectQuantMatches(c, kTolF32);
-  }
+    for (int64_t M : {1, 2, 3, 8})
+      checkDense(t, variant, M, kTolF32, 10);
+  for (int64_t M : {1, 8})
+    checkGated(t, 1, M, kTolF32, 10);
+  for (bool gated : {false, true})
+    checkExpert(t, gated, kTolF32, 10);
 }
 
 /// q5_0, q5_1, q5_k, q2_k, q3_k, iq4_nl, iq4_xs (decoders written without a GPU at hand,
@@ -390,58 +366,10 @@ TEST(GpuQuantGemv, NewTypesEveryForm) {
   for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q5_K, DType::Q2_K, DType::Q3_K, DType::IQ4_NL,
                   DType::IQ4_XS}) {
     for (int variant : {0, 1})
-      for (int64_t M : {1, 2, 3, 8}) {
-        int64_t K = oddK(t, variant), N = variant ? 1001 : 77;
-        SCOPED_TRACE(std::string(dtypeName(t)) + " dense K " + std::to_string(K) + " T " +
-                     std::to_string(M));
-        QuantCase c;
-        Function &fn = c.g.addFunction("main");
-        Builder b(fn);
-        auto x = b.weight("x", {DType::F32, {M, K}}, randn(1.0));
-        b.result(b.matmul(x, quantWeight(b, c, "w", t, {N, K}, 21), "y"));
-        ASSERT_FALSE(bool(b.finish()));
-        expectQuantMatches(c, tolF32(t));
-      }
-    {
-      SCOPED_TRACE(std::string(dtypeName(t)) + " gated");
-      QuantCase c;
-      Function &fn = c.g.addFunction("main");
-      Builder b(fn);
-      int64_t K = oddK(t, 0), N = 67;
-      auto x = b.weight("x", {DType::F32, {2, K}}, randn(1.0));
-      b.result(b.create(OpKind::FusedGatedMatmul,
-                        {x, quantWeight(b, c, "w_gate", t, {N, K}, 22),
-                         quantWeight(b, c, "w_up", t, {N, K}, 23),
-                         b.weight("b_gate", {DType::F32, {N}}, randn(0.5)),
-                         b.weight("b_up", {DType::F32, {N}}, randn(0.5))},
-                        {{"kind", Attribute::ofEnum(0)}}, "y"));
-      ASSERT_FALSE(bool(b.finish()));
-      expectQuantMatches(c, tolF32(t));
-    }
-    {
-      SCOPED_TRACE(std::string(dtypeName(t)) + " matmul_id");
-      QuantCase c;
-      Function &fn = c.g.addFunction("main");
-      Builder b(fn);
-      int64_t K = oddK(t, 0), N = 45, E = 6, T = 3, k = 4;
-      auto x = b.weight("x", {DType::F32, {T, 1, K}}, randn(1.0));
-      auto ids = b.input("ids", {DType::I32, {T, k}});
-      c.inputs["ids"] = {5, 0, 5, 2, 3, 4, 1, 0, 1, 1, 1, 5};
-      b.result(b.matmulId(x, quantWeight(b, c, "down_exps", t, {E, N, K}, 24), ids, "y"));
-      ASSERT_FALSE(bool(b.finish()));
-      expectQuantMatches(c, tolF32(t));
-    }
-    {
-      SCOPED_TRACE(std::string(dtypeName(t)) + " get_rows");
-      QuantCase c;
-      Function &fn = c.g.addFunction("main");
-      Builder b(fn);
-      int64_t K = oddK(t, 0);
-      auto ids = b.input("ids", {DType::I32, {5}});
-      c.inputs["ids"] = {5, 99, 0, 5, 42};
-      b.result(b.getRows(quantWeight(b, c, "token_embd", t, {100, K}, 25), ids, "y"));
-      ASSERT_FALSE(bool(b.finish()));
-      expectQuantMatches(c, tolF32(t));
-    }
+      for (int64_t M : {1, 2, 3, 8})
+        checkDense(t, variant, M, tolF32(t), 20);
+    checkGated(t, 1, 2, tolF32(t), 20);
+    checkExpert(t, false, tolF32(t), 20);
+    checkGetRows(t, tolF32(t), 20);
   }
 }

@@ -299,6 +299,16 @@ static __device__ __forceinline__ unsigned fg_bit4_per_byte(unsigned h4) {
   return ((h4 & 1u) << 4) | ((h4 & 2u) << 11) | ((h4 & 4u) << 18) | ((h4 & 8u) << 25);
 }
 
+/// Thread t's 8 five-bit values of a q5_0 / q5_1 block, one per byte: q4_0's
+/// nibbles of the words q0, q1 and the fifth bits 8t .. 8t + 7 of qh.
+static __device__ __forceinline__ void fg_q5_values(unsigned q0, unsigned q1, unsigned qh, int t,
+                                                    unsigned &v0, unsigned &v1) {
+  const int sh = 4 * (t >> 1);
+  const unsigned hb = qh >> (8 * t);
+  v0 = ((q0 >> sh) & 0x0F0F0F0Fu) | fg_bit4_per_byte(hb & 0xFu);
+  v1 = ((q1 >> sh) & 0x0F0F0F0Fu) | fg_bit4_per_byte((hb >> 4) & 0xFu);
+}
+
 /// q5_0 (22 bytes: f16 d; u32 qh; u8 qs[16], q4_0's nibble order; bit j of
 /// qh is element j's fifth bit); w = d·(q − 16). Thread t: elements 8t ..
 /// 8t + 7, bits 8t .. 8t + 7 of qh. Opt-in until run on a GPU
@@ -317,11 +327,9 @@ struct DecQ5_0 : DecQuant {
     r.q1 = fg_ld32a2(b + 10 + 8 * (t & 1));
   }
   static __device__ __forceinline__ uint4 half8(const Raw &r, long long, int t) {
-    const int sh = 4 * (t >> 1);
-    const unsigned hb = r.h >> (8 * t);
-    return fg_bytes_to_h8<16>(((r.q0 >> sh) & 0x0F0F0F0Fu) | fg_bit4_per_byte(hb & 0xFu),
-                              ((r.q1 >> sh) & 0x0F0F0F0Fu) | fg_bit4_per_byte((hb >> 4) & 0xFu),
-                              r.d * 0x10001u, 0, false);
+    unsigned v0, v1;
+    fg_q5_values(r.q0, r.q1, r.h, t, v0, v1);
+    return fg_bytes_to_h8<16>(v0, v1, r.d * 0x10001u, 0, false);
   }
 };
 
@@ -341,11 +349,9 @@ struct DecQ5_1 : DecQuant {
     r.q1 = fg_ld32(b + 12 + 8 * (t & 1));
   }
   static __device__ __forceinline__ uint4 half8(const Raw &r, long long, int t) {
-    const int sh = 4 * (t >> 1);
-    const unsigned hb = r.h >> (8 * t);
-    return fg_bytes_to_h8<0>(((r.q0 >> sh) & 0x0F0F0F0Fu) | fg_bit4_per_byte(hb & 0xFu),
-                             ((r.q1 >> sh) & 0x0F0F0F0Fu) | fg_bit4_per_byte((hb >> 4) & 0xFu),
-                             (r.dm & 0xffffu) * 0x10001u, (r.dm >> 16) * 0x10001u, true);
+    unsigned v0, v1;
+    fg_q5_values(r.q0, r.q1, r.h, t, v0, v1);
+    return fg_bytes_to_h8<0>(v0, v1, (r.dm & 0xffffu) * 0x10001u, (r.dm >> 16) * 0x10001u, true);
   }
 };
 
