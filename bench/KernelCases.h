@@ -127,8 +127,9 @@ inline constexpr WorkloadRef kKernelWorkloads[] = {
 
 inline constexpr int64_t kKernelTokens[] = {1, 2, 4, 8};
 /// Block-quantised weight types of the GEMV cases, and their token counts.
-inline constexpr DType kQuantWeightTypes[] = {DType::Q4_K, DType::Q4_0, DType::Q8_0, DType::Q6_K,
-                                              DType::Q4_1};
+inline constexpr DType kQuantWeightTypes[] = {
+    DType::Q4_K, DType::Q4_0, DType::Q8_0,  DType::Q6_K,  DType::Q4_1,  DType::Q5_0,
+    DType::Q5_1, DType::Q5_K, DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS};
 inline constexpr int64_t kQuantTokens[] = {1, 2, 8};
 
 /// Operands the benchmark rotates and fills with random values: float

@@ -38,6 +38,9 @@ grep -E "^\[  (PASSED|FAILED)|FAILED  \]|worst|actual" "$OUT/tests.txt" | head -
     done
   done
 } > "$OUT/bench.txt" 2>&1; t bench; cat "$OUT/bench.txt"
-[ "$ngpu" -lt 2 ] && [ $(left) -gt 120 ] && san 0 racecheck 0 3
+if [ "$ngpu" -ge 2 ]; then
+  timeout $(( $(left) - 20 )) "$T" > "$OUT/suite.txt" 2>&1; t "whole suite rc $?"
+  grep -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran" "$OUT/suite.txt" | head -20
+elif [ $(left) -gt 120 ]; then san 0 racecheck 0 3; fi
 wait "${pids[@]}"; t sanitizers
 for f in "$OUT"/san-*.txt; do [ -f "$f" ] && echo "$(basename $f): $(grep -cE 'OK \]' $f) ok; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^exit|FAILED  \]' $f | tr '\n' ' ')"; done

@@ -139,9 +139,10 @@ retypeQuantisedWeights(Graph &g, const StringMap<const ExternalWeight *> &extern
                 inconvertibleErrorCode(),
                 "@" + fn.name() + ": weight '" + w.name + "' (" + w.type.str() +
                     ", an initialiser) has no CUDA reader: " + why +
-                    "; the GPU reads q8_0, q4_0, q4_1, q4_k and q6_k in place and dequantises "
-                    "only file weights of other types; run it on the CPU (--device cpu) or "
-                    "give it one of those types");
+                    "; the GPU reads block-quantised weights in place (GEMV, expert GEMV, "
+                    "get_rows over rows of whole blocks) and dequantises only file weights "
+                    "for other readers; run it on the CPU (--device cpu) or keep the weight "
+                    "in f16/f32");
           if (!fallback.count(w.name))
             fallback[w.name] = why;
         }
@@ -245,6 +246,9 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   // The same for the opt-in q4_K form with the scales after the mma.
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_WIDE_SCALED"); v && *v == "1")
     emit.gemvWideScaled = true;
+  // And for x as one f16 in the quantised GEMVs.
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "1")
+    emit.gemvQuantXHalf = true;
   cuda::CudaTarget target(emit);
   passOpts.target = &target;
   FusionOptions fusion;

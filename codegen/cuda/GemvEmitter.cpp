@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstdlib>
 #include <cstring>
 
 namespace fg::cuda::detail {
@@ -262,20 +261,14 @@ bool gemvDecodesNatively(DType t) {
   case DType::Q4_1:
   case DType::Q4_K:
   case DType::Q6_K:
-    return true;
   case DType::Q5_0:
   case DType::Q5_1:
   case DType::Q5_K:
   case DType::Q2_K:
   case DType::Q3_K:
   case DType::IQ4_NL:
-  case DType::IQ4_XS: {
-    // Decoders written at the end of the fifth session, not yet run on a GPU:
-    // opt-in (a debugging switch, like FG_DEBUG_PDL_*) until their GPU tests
-    // (GpuQuantGemv.NewTypesEveryForm) pass; then always.
-    const char *v = std::getenv("FG_DEBUG_GEMV_NEW_TYPES");
-    return v && v[0] == '1' && v[1] == '\0';
-  }
+  case DType::IQ4_XS:
+    return true;
   default:
     return false;
   }
@@ -423,6 +416,9 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   };
   bool wide = tensorCores && wideOk(w0) && (!two || wideOk(w1)) && !o.gemvNarrowQuant;
   bool prefetch = false;
+  // x as one f16 (EmitOptions::gemvQuantXHalf): quantised weights on the
+  // tensor cores only; 16-bit weights keep hi + lo (cuBLAS-level accuracy).
+  bool xHalf = o.gemvQuantXHalf && tensorCores && quant;
   if (wide) {
     int64_t sbs = d.K / 256;
     sp.unroll = o.gemvUnroll > 0 && sbs % o.gemvUnroll == 0 ? o.gemvUnroll : 1;
@@ -468,7 +464,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
                      d.M, sp.warps, sp.unroll, sp.rows)
            .str();
   c += std::string("  static constexpr bool kTensorCores = ") + (sp.tensorCores ? "true" : "false") +
-       ", kPrefetch = " + (prefetch ? "true" : "false") + ";\n";
+       ", kPrefetch = " + (prefetch ? "true" : "false") +
+       ", kXHalf = " + (xHalf ? "true" : "false") + ";\n";
   c += "  static constexpr long long N = " + lit(d.N) + ", K = " + lit(d.K) + ", E = " + lit(d.E) +
        ", kPairs = " + lit(d.pairs) + ", kk = " + lit(d.kk) + ";\n";
   c += std::string("  static constexpr bool kExpert = ") + (d.expert ? "true" : "false") +

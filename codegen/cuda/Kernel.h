@@ -97,6 +97,9 @@ struct EmitOptions {
   /// q4_K through DecQ4_KS (scales applied in f32 after the mma, x as one
   /// f16) instead of DecQ4_KW: opt-in until measured.
   bool gemvWideScaled = false;
+  /// Quantised GEMVs on the tensor cores take x as one f16 (one mma per
+  /// k-slot pair) instead of hi + lo (two): opt-in until measured.
+  bool gemvQuantXHalf = false;
 };
 
 /// fused.topk_moe with at most this many rows runs in one block that stages all

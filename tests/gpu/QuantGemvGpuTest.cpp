@@ -357,12 +357,11 @@ TEST(GpuQuantGemv, Q4KScaledAfterTheMmaEveryForm) {
 }
 
 /// q5_0, q5_1, q5_k, q2_k, q3_k, iq4_nl, iq4_xs (decoders written without a GPU at hand,
-/// behind FG_DEBUG_GEMV_NEW_TYPES=1 until this passes): dense at T = 1, 2, 3,
+/// opt-in until this passed on the H200 in the sixth session): dense at T = 1, 2, 3,
 /// 8 on two K, gated with biases, expert-indexed with repeated experts,
 /// get_rows; the bounds of tolF32.
 TEST(GpuQuantGemv, NewTypesEveryForm) {
   FG_REQUIRE_GPU();
-  ScopedEnv on("FG_DEBUG_GEMV_NEW_TYPES", "1");
   for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q5_K, DType::Q2_K, DType::Q3_K, DType::IQ4_NL,
                   DType::IQ4_XS}) {
     for (int variant : {0, 1})

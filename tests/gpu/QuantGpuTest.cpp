@@ -90,6 +90,7 @@ TEST_P(GpuQuantWorkload, TeacherForcedMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, GpuQuantWorkload,
-                         ::testing::Values("q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "q4_k_m"));
+                         ::testing::Values("q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "q4_k_m", "q5_0",
+                                           "q5_1", "q5_k", "q2_k", "q3_k", "iq4_nl", "iq4_xs"));
 
 } // namespace

@@ -885,24 +885,28 @@ static __device__ __forceinline__ uint4 gemvHalves(const GemvW<D> &w, long long 
 }
 
 /// One k-step on the tensor cores: x (8 values of this lane's token) split
-/// into hi + lo in the weight's type, two mmas (j = 0, 1) for each half.
-template <class Dec>
+/// into hi + lo in the weight's type, two mmas (j = 0, 1) for each half;
+/// XHalf (Cfg::kXHalf, quantised weights only): x as one f16, no lo.
+template <class Dec, bool XHalf = false>
 static __device__ __forceinline__ void gemvMmaStep(const float (&xv)[8], const uint4 &wa,
                                                    const uint4 &wb, float (&cc)[4]) {
   unsigned hi[4], lo[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     hi[i] = Dec::pack(xv[2 * i], xv[2 * i + 1]);
-    float h0, h1;
-    Dec::unpack(hi[i], h0, h1);
-    lo[i] = Dec::pack(xv[2 * i] - h0, xv[2 * i + 1] - h1);
+    if constexpr (!XHalf) {
+      float h0, h1;
+      Dec::unpack(hi[i], h0, h1);
+      lo[i] = Dec::pack(xv[2 * i] - h0, xv[2 * i + 1] - h1);
+    }
   }
   const unsigned ra[4] = {wa.x, wa.y, wa.z, wa.w}, rb[4] = {wb.x, wb.y, wb.z, wb.w};
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
     const unsigned frag[4] = {ra[2 * j], rb[2 * j], ra[2 * j + 1], rb[2 * j + 1]};
     Dec::mma(cc, frag, hi[2 * j], hi[2 * j + 1]);
-    Dec::mma(cc, frag, lo[2 * j], lo[2 * j + 1]);
+    if constexpr (!XHalf)
+      Dec::mma(cc, frag, lo[2 * j], lo[2 * j + 1]);
   }
 }
 
@@ -947,11 +951,11 @@ static __device__ __forceinline__ void gemvChunk(const GemvArgs<C> &a, long long
         for (int e = 0; e < 8; ++e)
           xv[e] = 0.0f;
       }
-      gemvMmaStep<D0>(xv, gemvHalves<D0>(wa0[u], step, t), gemvHalves<D0>(wb0[u], step, t),
-                      acc[0]);
+      gemvMmaStep<D0, C::kXHalf>(xv, gemvHalves<D0>(wa0[u], step, t),
+                                 gemvHalves<D0>(wb0[u], step, t), acc[0]);
       if constexpr (S == 2)
-        gemvMmaStep<D1>(xv, gemvHalves<D1>(wa1[u], step, t), gemvHalves<D1>(wb1[u], step, t),
-                        acc[1]);
+        gemvMmaStep<D1, C::kXHalf>(xv, gemvHalves<D1>(wa1[u], step, t),
+                                   gemvHalves<D1>(wb1[u], step, t), acc[1]);
     } else {
       // CUDA cores: every token's x against this lane's 8 weights of rows g, g + 8.
       const float *fa0 = reinterpret_cast<const float *>(wa0[u].v);
@@ -1065,21 +1069,28 @@ static __device__ __forceinline__ void gemvMathWide(const GemvArgs<C> &a, long l
           gemvNormX<C, false, 16>(a, k0, C::kNorm ? rs[(threadIdx.x & 31) >> 2] : 1.0f, xv);
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          unsigned h0, l0, h1, l1;
-          fg_split_pair(xv[4 * q], xv[4 * q + 2], h0, l0);
-          fg_split_pair(xv[4 * q + 1], xv[4 * q + 3], h1, l1);
+          unsigned h0, l0 = 0, h1, l1 = 0;
+          if constexpr (C::kXHalf) {
+            h0 = DecF16::pack(xv[4 * q], xv[4 * q + 2]);
+            h1 = DecF16::pack(xv[4 * q + 1], xv[4 * q + 3]);
+          } else {
+            fg_split_pair(xv[4 * q], xv[4 * q + 2], h0, l0);
+            fg_split_pair(xv[4 * q + 1], xv[4 * q + 3], h1, l1);
+          }
           unsigned a02, a13, b02, b13;
           D0::pairs(wa0w[q], hb, sa0[j], ma0[j], a02, a13);
           D0::pairs(wb0w[q], hb, sb0[j], mb0[j], b02, b13);
           const unsigned f0[4] = {a02, b02, a13, b13};
           D0::mma(acc[0], f0, h0, h1);
-          D0::mma(acc[0], f0, l0, l1);
+          if constexpr (!C::kXHalf)
+            D0::mma(acc[0], f0, l0, l1);
           if constexpr (S == 2) {
             D1::pairs(wa1w[q], hb, sa1[j], ma1[j], a02, a13);
             D1::pairs(wb1w[q], hb, sb1[j], mb1[j], b02, b13);
             const unsigned f1[4] = {a02, b02, a13, b13};
             D1::mma(acc[1], f1, h0, h1);
-            D1::mma(acc[1], f1, l0, l1);
+            if constexpr (!C::kXHalf)
+              D1::mma(acc[1], f1, l0, l1);
           }
         }
       }

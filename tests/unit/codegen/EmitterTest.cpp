@@ -1234,6 +1234,19 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
     // super-blocks allow), so 16 warps, and one block per SM asked for.
     EXPECT_EQ(contains(k, "__launch_bounds__(512, 1)"), form != 0);
   }
+  // x as one f16 (EmitOptions::gemvQuantXHalf): the quantised forms, wide
+  // (q4_K) and narrow (q8_0), take it and compile; 16-bit weights keep hi + lo.
+  for (DType wt : {DType::Q4_K, DType::Q8_0, DType::F16}) {
+    SCOPED_TRACE(dtypeName(wt));
+    EmitOptions o;
+    o.gemvQuantXHalf = true;
+    auto ls = emitAll(
+        [&](Builder &b) {
+          b.result(b.matmul(b.input("x", T(DType::F32, {2, 512})), b.weight("w", T(wt, {100, 512}))));
+        },
+        {}, o);
+    EXPECT_EQ(contains(only(ls), "kXHalf = true"), wt != DType::F16);
+  }
   // A quantised x is refused with a reason (only weights are decoded).
   Function fn("qx");
   Builder b(fn);
@@ -1244,11 +1257,11 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
   EXPECT_NE(llvm::toString(r.takeError()).find("block-quantised operand 0"), std::string::npos);
 }
 
-/// q5_0, q5_1, q5_k, q2_k, q3_k, iq4_nl and iq4_xs (decoders written without a GPU at
-/// hand): refused with the weight dtype named unless FG_DEBUG_GEMV_NEW_TYPES=1;
-/// with it, every GEMV form takes its decoder (offsets in bytes) and compiles
-/// for sm_90, and get_rows gathers from them.
-TEST(CudaEmit, NewQuantTypesBehindTheSwitch) {
+/// q5_0, q5_1, q5_k, q2_k, q3_k, iq4_nl and iq4_xs (decoders written in the fifth
+/// session, first run on the H200 in the sixth): every GEMV form takes its
+/// decoder (offsets in bytes) and compiles for sm_90, and get_rows gathers from
+/// them.
+TEST(CudaEmit, NewQuantTypesEveryForm) {
   const std::pair<DType, const char *> kTypes[] = {{DType::Q5_0, "fg::DecQ5_0"},
                                                    {DType::Q5_1, "fg::DecQ5_1"},
                                                    {DType::Q5_K, "fg::DecQ5_K"},
@@ -1266,17 +1279,6 @@ TEST(CudaEmit, NewQuantTypesBehindTheSwitch) {
     auto dense = [&](Builder &b) {
       b.result(b.matmul(b.input("x", T(DType::F32, {1, K})), b.weight("w", T(wt, {77, K}))));
     };
-    {
-      Function fn("off");
-      Builder b(fn);
-      dense(b);
-      ASSERT_TRUE(ok(b.finish()));
-      auto r = emitKernel(fn, fn.node(0), contiguousLayouts(fn, fn.node(0)));
-      ASSERT_FALSE(static_cast<bool>(r));
-      EXPECT_NE(llvm::toString(r.takeError()).find("weight dtype " + std::string(dtypeName(wt))),
-                std::string::npos);
-    }
-    ::setenv("FG_DEBUG_GEMV_NEW_TYPES", "1", 1);
     auto ls = emitAll(dense);
     const KernelSpec &k = only(ls);
     EXPECT_TRUE(contains(k, dec));
@@ -1296,7 +1298,6 @@ TEST(CudaEmit, NewQuantTypesBehindTheSwitch) {
       b.result(b.getRows(b.weight("table", T(wt, {50, K})), b.input("ids", T(DType::I32, {3}))));
     });
     EXPECT_TRUE(contains(only(r), "fg::dequantRows<Cfg>"));
-    ::unsetenv("FG_DEBUG_GEMV_NEW_TYPES");
   }
 }
 

@@ -219,15 +219,16 @@ TEST(QuantWeights, DebugSwitchesReachTheEmitter) {
 
 /// A quantised initialiser weight (a workload's, a .fg file's) is not
 /// retyped to f16 (the copy would not hold the reference's values): a reader
-/// without a decoder for its type (q5_0 here, w-tiny-q4_k's ffn_down) is one
-/// error naming the weight, why, and what to do, before any kernel is emitted.
+/// that cannot decode it in place (a transposed view: K is strided, the rows
+/// are no longer whole blocks) is one error naming the weight, why, and what
+/// to do, before any kernel is emitted.
 TEST(QuantWeights, InitialiserWeightWithoutAReaderIsRefusedWithAHint) {
   Graph g;
   Function &fn = g.addFunction("decode");
   Builder b(fn);
   auto x = b.weight("x", {DType::F32, {1, 64}}, WeightInit::normal(1, 1.0, 0.0));
-  b.result(b.matmul(x, b.weight("w", {DType::Q5_0, {8, 64}}, WeightInit::normal(2, 0.02, 0.0)),
-                    "y"));
+  auto w = b.weight("w", {DType::Q5_0, {64, 64}}, WeightInit::normal(2, 0.02, 0.0));
+  b.result(b.matmul(x, b.transpose(w, "wt"), "y"));
   if (llvm::Error e = b.finish())
     FAIL() << llvm::toString(std::move(e));
   CompileOptions co;
@@ -235,8 +236,8 @@ TEST(QuantWeights, InitialiserWeightWithoutAReaderIsRefusedWithAHint) {
   auto plan = compile(g, co);
   ASSERT_FALSE(bool(plan));
   std::string msg = llvm::toString(plan.takeError());
-  EXPECT_NE(msg.find("@decode: weight 'w' (q5_0[8, 64], an initialiser) has no CUDA reader: no "
-                     "GEMV decoder for q5_0"),
+  EXPECT_NE(msg.find("@decode: weight 'w' (q5_0[64, 64], an initialiser) has no CUDA reader: "
+                     "'matmul' reads a view whose rows are not whole contiguous blocks"),
             std::string::npos)
       << msg;
   EXPECT_NE(msg.find("--device cpu"), std::string::npos) << msg;
