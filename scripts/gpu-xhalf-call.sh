@@ -47,8 +47,8 @@ wait $gb; t "ggml built: $(tail -1 /tmp/ggml-build.txt)"
     for e in 0 1; do
       echo "== w-$w xhalf=$e"; FG_DEBUG_GEMV_X_HALF=$e timeout 60 fusegraph bench --workload w-$w --compare fused,graph --steps 30 > /tmp/b.txt 2>&1 || tail -3 /tmp/b.txt; grep -E "graph-|ideal" /tmp/b.txt
     done
-    m=${w%%-*}; m=${m%-12}; q=${w##*-}; [ "$q" = q4_k ] && q=q4_K; [ "$q" = q6_k ] && q=q6_K
-    echo "== ggml $m $q"; timeout 60 bash .gpu/peers/ggml-bench.sh --model $m --wtype $q --reps 100 2>&1 | grep RESULT
+    m=${w%%-*}; l=""; [ "$m" = moe ] && l="--layers 12"; q=${w##*-}; [ "$q" = q4_k ] && q=q4_K; [ "$q" = q6_k ] && q=q6_K
+    echo "== ggml $m $l $q"; timeout 60 bash .gpu/peers/ggml-bench.sh --model $m $l --wtype $q --reps 100 2>&1 | grep RESULT
   done
 } > "$OUT/work.txt" 2>&1; t work; cat "$OUT/work.txt"
 if [ "$ngpu" -lt 2 ] && [ $(left) -gt 90 ]; then san 0 memcheck 0 1; fi
