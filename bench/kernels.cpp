@@ -23,7 +23,7 @@
 //
 //   fg_bench_kernels [--smoke] [--list] [--compile-only] [--json FILE] [--table FILE]
 //                    [--reps N] [--no-cublas] [--gemv-tc-min N] [--gemv-rows N]
-//                    [--gemv-warps N] [--gemv-unroll N] [--gemv-narrow-quant] [--gemv-wide-scaled] [--gemv-x-half]
+//                    [--gemv-warps N] [--gemv-unroll N] [--gemv-narrow-quant] [--gemv-wide-scaled] [--gemv-x-split]
 //                    [--benchmark_filter=REGEX]
 //
 // Without a device it prints one skip line and exits 0.
@@ -929,7 +929,7 @@ int usage(const char *argv0, int code = 2) {
       "                GEMV variant overrides (EmitOptions::gemv*) for tuning\n"
       "  --gemv-narrow-quant  q4_K through the previous (narrow) decoder\n"
       "  --gemv-wide-scaled   q4_K through DecQ4_KS (scales after the mma; opt-in)\n"
-      "  --gemv-x-half        quantised GEMVs take x as one f16, not hi + lo (opt-in)\n"
+      "  --gemv-x-split       quantised GEMVs take x as hi + lo f16 (the form before x as one f16)\n"
       "  --gemv-wide-occupancy N  q4_K: launch bounds for N warps per SM (1: none)\n"
       "  --gemv-wide-prefetch N   q4_K: 1 no prefetch, 2 prefetch of the next chunk\n",
       argv0);
@@ -984,8 +984,8 @@ int main(int argc, char **argv) {
       s.emit.gemvNarrowQuant = true;
     } else if (a == "--gemv-wide-scaled") {
       s.emit.gemvWideScaled = true;
-    } else if (a == "--gemv-x-half") {
-      s.emit.gemvQuantXHalf = true;
+    } else if (a == "--gemv-x-split") {
+      s.emit.gemvQuantXHalf = false;
     } else if (a.rfind("--gemv-", 0) == 0) {
       // GEMV variant overrides (EmitOptions::gemv*), for tuning the rule.
       std::string f = a.substr(0, a.find('='));

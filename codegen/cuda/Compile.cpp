@@ -246,9 +246,9 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   // The same for the opt-in q4_K form with the scales after the mma.
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_WIDE_SCALED"); v && *v == "1")
     emit.gemvWideScaled = true;
-  // And for x as one f16 in the quantised GEMVs.
-  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "1")
-    emit.gemvQuantXHalf = true;
+  // And x split hi + lo in the quantised GEMVs (the form before x as one f16).
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "0")
+    emit.gemvQuantXHalf = false;
   cuda::CudaTarget target(emit);
   passOpts.target = &target;
   FusionOptions fusion;

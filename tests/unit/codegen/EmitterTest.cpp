@@ -1234,19 +1234,23 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
     // super-blocks allow), so 16 warps, and one block per SM asked for.
     EXPECT_EQ(contains(k, "__launch_bounds__(512, 1)"), form != 0);
   }
-  // x as one f16 (EmitOptions::gemvQuantXHalf): the quantised forms, wide
-  // (q4_K) and narrow (q8_0), take it and compile; 16-bit weights keep hi + lo.
-  for (DType wt : {DType::Q4_K, DType::Q8_0, DType::F16}) {
-    SCOPED_TRACE(dtypeName(wt));
-    EmitOptions o;
-    o.gemvQuantXHalf = true;
-    auto ls = emitAll(
-        [&](Builder &b) {
-          b.result(b.matmul(b.input("x", T(DType::F32, {2, 512})), b.weight("w", T(wt, {100, 512}))));
-        },
-        {}, o);
-    EXPECT_EQ(contains(only(ls), "kXHalf = true"), wt != DType::F16);
-  }
+  // x as one f16 (EmitOptions::gemvQuantXHalf, the default): the quantised
+  // forms, wide (q4_K) and narrow (q8_0), take it and compile, and hi + lo on
+  // request; 16-bit weights always keep hi + lo.
+  for (bool half : {true, false})
+    for (DType wt : {DType::Q4_K, DType::Q8_0, DType::F16}) {
+      SCOPED_TRACE(std::string(dtypeName(wt)) + (half ? " half" : " hi + lo"));
+      EmitOptions o;
+      if (!half)
+        o.gemvQuantXHalf = false;
+      auto ls = emitAll(
+          [&](Builder &b) {
+            b.result(
+                b.matmul(b.input("x", T(DType::F32, {2, 512})), b.weight("w", T(wt, {100, 512}))));
+          },
+          {}, o);
+      EXPECT_EQ(contains(only(ls), "kXHalf = true"), half && wt != DType::F16);
+    }
   // A quantised x is refused with a reason (only weights are decoded).
   Function fn("qx");
   Builder b(fn);
