@@ -125,7 +125,8 @@ public:
       return e;
     if (!at(Tok::End))
       return bad("unexpected '" + tok().text + "'");
-    if (ret_.size() != info_.numResults)
+    if (declared_ != info_.numResults ||
+        (ret_.size() != info_.numResults && !info_.has(kVariadicResults)))
       return bad("returns " + std::to_string(ret_.size()) + " value(s), the row declares " +
                  std::to_string(info_.numResults));
     results.assign(ret_.begin(), ret_.end());
@@ -146,6 +147,7 @@ private:
   llvm::StringSet<> absent_;
   llvm::StringMap<int64_t> loopVars_;
   llvm::SmallVector<unsigned, 2> ret_;
+  unsigned declared_ = 0; ///< items of the return statement, guarded or not
 
   const Tok &tok() const { return toks_[pos_]; }
   bool at(Tok::Kind k, llvm::StringRef text = {}) const {
@@ -181,34 +183,51 @@ private:
     if (accept(Tok::Ident, "for"))
       return forLoop(active);
     if (accept(Tok::Ident, "return")) {
-      llvm::SmallVector<std::string, 2> names;
-      if (Error e = valueList(names))
-        return e;
-      if (!active)
-        return Error::success();
-      for (const std::string &n : names) {
+      // Items may carry a guard (`[has w2] %y2`, rows with kVariadicResults):
+      // an item whose guard fails is not a result.
+      do {
+        bool holds = true;
+        if (accept(Tok::Punct, "[")) {
+          if (!info_.has(kVariadicResults))
+            return bad("a guarded result needs the row's kVariadicResults trait");
+          if (Error e = guard(active, holds))
+            return e;
+        }
+        if (!at(Tok::Value))
+          return bad("expected a %value, got '" + tok().text + "'");
+        std::string n = tok().text;
+        ++pos_;
+        ++declared_;
+        if (!active || !holds)
+          continue;
         auto it = env_.find(n);
         if (it == env_.end())
           return bad("returns unbound %" + n);
         ret_.push_back(it->second);
-      }
+      } while (accept(Tok::Punct, ","));
       return Error::success();
     }
     bool run = active;
     if (accept(Tok::Punct, "[")) {
-      while (true) {
-        bool holds = true;
-        if (Error e = condition(active, holds))
-          return e;
-        run = run && holds;
-        if (accept(Tok::Punct, ","))
-          continue;
-        if (Error e = expect(Tok::Punct, "]"))
-          return e;
-        break;
-      }
+      bool holds = true;
+      if (Error e = guard(active, holds))
+        return e;
+      run = run && holds;
     }
     return call(active, run);
+  }
+
+  /// The conditions of a guard after its `[`, up to and including `]`: all must hold.
+  Error guard(bool active, bool &holds) {
+    while (true) {
+      bool h = true;
+      if (Error e = condition(active, h))
+        return e;
+      holds = holds && h;
+      if (accept(Tok::Punct, ","))
+        continue;
+      return expect(Tok::Punct, "]");
+    }
   }
 
   Error forLoop(bool active) {

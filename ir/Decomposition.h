@@ -14,6 +14,8 @@
 //   [gating == softmax, !renorm] ...         // guards: all must hold
 //   for $j in 0 .. dim(%m, 1) { ... }        // loops over an integer range
 //   return %s, %m
+//   return %y0, %y1, [has w2] %y2             // a guarded item: a result only when
+//                                            // the guard holds (kVariadicResults rows)
 //
 // Operand references name the fused op's operands (OpInfo::operandNames) or
 // values bound by earlier steps; a reference to an absent optional operand is

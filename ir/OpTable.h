@@ -34,6 +34,9 @@ enum OpTraits : unsigned {
   kViewLike = 1u << 3,     ///< result aliases operand 0 (reshape/view/permute/transpose)
   kUpdatesState = 1u << 4, ///< consumes state version (operand 0) and yields the next one in place
   kFused = 1u << 5,        ///< a fusion of other ops; reference = its decomposition
+  /// numResults is the most results; the decomposition's `return` drops the
+  /// items whose guard fails (fused.matmul_multi: one result per weight).
+  kVariadicResults = 1u << 6,
 };
 
 /// What the type rule sees: operand types and the node's attributes.

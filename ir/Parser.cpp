@@ -751,7 +751,9 @@ private:
         break;
     }
 
-    if (names.size() != info.numResults)
+    // A kVariadicResults row has at most numResults; inference says how many.
+    if (names.size() > info.numResults ||
+        (names.size() != info.numResults && !info.has(kVariadicResults)))
       return fail(loc, "'" + op + "' has " + std::to_string(info.numResults) + " result(s), got " +
                            std::to_string(names.size()) + " name(s)");
     if (types.size() != names.size())
@@ -764,7 +766,8 @@ private:
     if (llvm::Error e = inferResultTypes(*kind, operandTypes, attrs, inferred))
       return fail(opLoc, llvm::toString(std::move(e)));
     if (inferred.size() != types.size())
-      return fail(loc, "'" + op + "' infers " + std::to_string(inferred.size()) + " result(s)");
+      return fail(loc, "'" + op + "' infers " + std::to_string(inferred.size()) +
+                           " result(s) here, got " + std::to_string(names.size()) + " name(s)");
     for (size_t r = 0; r < types.size(); ++r)
       if (types[r] != inferred[r])
         return fail(typeLocs[r], "declared type " + types[r].str() + " does not match inferred " +

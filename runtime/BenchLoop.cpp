@@ -41,7 +41,8 @@ Cost costOf(const Function &fn, const Node &n, int64_t kvRows) {
 /// Nodes whose flops are GEMM work (a fused matmul counts its epilogue too).
 bool isMatmulLike(OpKind k) {
   return k == OpKind::MatMul || k == OpKind::MatMulId || k == OpKind::FusedGatedMatmul ||
-         k == OpKind::FusedGatedMatmulId || k == OpKind::FusedMatmulAdd;
+         k == OpKind::FusedGatedMatmulId || k == OpKind::FusedMatmulAdd ||
+         k == OpKind::FusedMatmulMulti;
 }
 
 } // namespace

@@ -1,4 +1,4 @@
-//===- GemvEmitter.cpp - matmul, matmul_id, fused.gated_matmul(_id) --------===//
+//===- GemvEmitter.cpp - matmul(_id), fused gated / multi / add GEMVs -------===//
 //
 // Decode-sized matmuls (at most EmitOptions::maxGemvTokens rows of x) run the
 // GEMV template of kernels/gemv.cuh. This file only chooses: it describes
@@ -188,6 +188,9 @@ struct GemvDesc {
   std::vector<int64_t> xRows;  ///< dense: element offset of each x row
   int64_t xKs = 1;             ///< stride of x along K
   std::vector<WeightStream> w; ///< 1 or 2 streams
+  /// fused.matmul_multi: (N, weight) of each segment (2 or 3; then w holds
+  /// segment 0's weight and N is the sum, for the work split).
+  std::vector<std::pair<int64_t, WeightStream>> segs;
   // expert-indexed
   bool expert = false;
   DType ids = DType::I32;
@@ -241,6 +244,9 @@ GemvOperands gemvOperands(OpKind kind) {
     break;
   case OpKind::FusedRmsNormMatmul:
     g.family = true, g.first = 2;
+    break;
+  case OpKind::FusedMatmulMulti: // x, w0, w1, [w2]
+    g.family = true, g.streams = 3;
     break;
   case OpKind::FusedRmsNormGatedMatmul:
     g.family = true, g.first = 2, g.streams = 2;
@@ -382,6 +388,51 @@ GemvSplit chooseSplit(bool tensorCores, int64_t N, int64_t K, int64_t M, bool ex
 
 std::string lit(int64_t v) { return ilit(v); }
 
+/// fused.matmul_multi: one parameter struct per segment (S0, S1, S2), the
+/// segments' tile ranges (struct Multi) and an entry taking one result and
+/// one weight pointer per segment (kernels/gemv.cuh, gemvMulti).
+template <typename CfgStruct>
+KernelSpec multiKernel(const GemvDesc &d, const GemvSplit &sp, CfgStruct &&cfgStruct) {
+  const size_t n = d.segs.size();
+  assert((n == 2 || n == 3) && "fused.matmul_multi has 2 or 3 segments");
+  std::string c, params;
+  int64_t tiles[3] = {0, 0, 0}, total = 0;
+  for (size_t s = 0; s < n; ++s) {
+    std::string i = std::to_string(s);
+    c += cfgStruct("Seg" + i, d.segs[s].first, d.segs[s].second);
+    tiles[s] = (d.segs[s].first + sp.rows - 1) / sp.rows;
+    total += tiles[s];
+    params += "float* y" + i + ", ";
+  }
+  params += "const Seg0::X* x";
+  for (size_t s = 0; s < n; ++s)
+    params += ", const Seg" + std::to_string(s) + "::Dec0::T* w" + std::to_string(s);
+  c += llvm::formatv("struct Multi {{\n  using S0 = Seg0;\n  using S1 = Seg1;\n  using S2 = {0};\n"
+                     "  static constexpr int kSegs = {1};\n"
+                     "  static constexpr long long kTiles0 = {2}, kTiles1 = {3};\n};\n",
+                     n == 3 ? "Seg2" : "Seg1", n, lit(tiles[0]), lit(tiles[1]))
+           .str();
+  auto args = [](size_t s) {
+    std::string i = std::to_string(s);
+    return "fg::GemvArgs<Seg" + i + ">{y" + i + ", x, w" + i +
+           ", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}";
+  };
+  std::string call = "fg::gemvMulti<Multi>(" + args(0) + ", " + args(1) + ", " +
+                     (n == 3 ? args(2) : args(1)) + ");";
+  c += kernelEntry(32 * sp.warps, params, call, sp.minBlocks);
+  KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() + c);
+  k.grid[0] = static_cast<unsigned>(total);
+  k.grid[1] = 1;
+  k.grid[2] = static_cast<unsigned>((d.M + 7) / 8); // groups of 8 rows of x
+  k.block[0] = 32 * sp.warps;
+  // Operands: x, w0, w1, [w2]; parameters: y0, y1, [y2], x, w0, w1, [w2].
+  for (size_t s = 0; s < n; ++s)
+    k.params.push_back(Param::result(static_cast<unsigned>(s)));
+  for (size_t i = 0; i <= n; ++i)
+    k.params.push_back(Param::operand(static_cast<unsigned>(i)));
+  return k;
+}
+
 /// The parameter struct, the entry and the launch for `d`.
 KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   const WeightStream &w0 = d.w[0];
@@ -415,6 +466,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
     return w.dtype == DType::Q4_K && w.off % 16 == 0 && w.ld % 16 == 0 && w.es % 16 == 0;
   };
   bool wide = tensorCores && wideOk(w0) && (!two || wideOk(w1)) && !o.gemvNarrowQuant;
+  for (const auto &seg : d.segs)
+    wide &= wideOk(seg.second);
   bool prefetch = false;
   // x as one f16 (EmitOptions::gemvQuantXHalf): quantised weights on the
   // tensor cores only; 16-bit weights keep hi + lo (cuBLAS-level accuracy).
@@ -440,6 +493,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
     return w.ks == 1 && d.K % v == 0 && w.off % v == 0 && w.ld % v == 0 && w.es % v == 0;
   };
   bool wVec = vecOk(w0) && (!two || vecOk(w1));
+  for (const auto &seg : d.segs)
+    wVec &= vecOk(seg.second);
   bool xVec = d.x == DType::F32 && d.xKs == 1 && d.K % 8 == 0;
   for (int64_t r : d.xRows)
     xVec &= r % 4 == 0;
@@ -450,11 +505,14 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   for (size_t m = d.xRows.size(); m-- > 0;)
     xr = m + 1 == d.xRows.size() ? lit(d.xRows[m])
                                   : "m == " + std::to_string(m) + " ? " + lit(d.xRows[m]) + " : " + xr;
+  // One parameter struct (per segment of fused.matmul_multi: its N and weight).
+  auto cfgStruct = [&](llvm::StringRef name, int64_t N, const WeightStream &sw0) {
+  const WeightStream &sw1 = two ? w1 : sw0; // one stream: Dec1 is unused
   std::string c;
-  c += "struct Cfg {\n";
+  c += "struct " + name.str() + " {\n";
   c += "  using X = " + ctype(d.x) + ";\n";
-  c += std::string("  using Dec0 = ") + decoderName(w0.dtype, wide, o.gemvWideScaled) + ";\n";
-  c += std::string("  using Dec1 = ") + decoderName(w1.dtype, wide, o.gemvWideScaled) + ";\n";
+  c += std::string("  using Dec0 = ") + decoderName(sw0.dtype, wide, o.gemvWideScaled) + ";\n";
+  c += std::string("  using Dec1 = ") + decoderName(sw1.dtype, wide, o.gemvWideScaled) + ";\n";
   c += "  using Ids = " + ctype(d.expert ? d.ids : DType::I32) + ";\n";
   c += "  using B0 = " + ctype(d.b0) + ";\n  using B1 = " + ctype(d.b1) + ";\n";
   c += "  using R = " + ctype(d.r) + ";\n";
@@ -466,17 +524,17 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   c += std::string("  static constexpr bool kTensorCores = ") + (sp.tensorCores ? "true" : "false") +
        ", kPrefetch = " + (prefetch ? "true" : "false") +
        ", kXHalf = " + (xHalf ? "true" : "false") + ";\n";
-  c += "  static constexpr long long N = " + lit(d.N) + ", K = " + lit(d.K) + ", E = " + lit(d.E) +
+  c += "  static constexpr long long N = " + lit(N) + ", K = " + lit(d.K) + ", E = " + lit(d.E) +
        ", kPairs = " + lit(d.pairs) + ", kk = " + lit(d.kk) + ";\n";
   c += std::string("  static constexpr bool kExpert = ") + (d.expert ? "true" : "false") +
        ", kBias = " + (d.bias ? "true" : "false") + ", kRes = " + (d.res ? "true" : "false") +
        ", kNorm = " + (d.norm ? "true" : "false") +
        ", kWVec = " + (wVec ? "true" : "false") +
        ", kXVec = " + (xVec ? "true" : "false") + ";\n";
-  c += "  static constexpr long long w0_off = " + lit(w0.off) + ", w0_ld = " + lit(w0.ld) +
-       ", w0_ks = " + lit(w0.ks) + ", w0_es = " + lit(w0.es) + ";\n";
-  c += "  static constexpr long long w1_off = " + lit(w1.off) + ", w1_ld = " + lit(w1.ld) +
-       ", w1_ks = " + lit(w1.ks) + ", w1_es = " + lit(w1.es) + ";\n";
+  c += "  static constexpr long long w0_off = " + lit(sw0.off) + ", w0_ld = " + lit(sw0.ld) +
+       ", w0_ks = " + lit(sw0.ks) + ", w0_es = " + lit(sw0.es) + ";\n";
+  c += "  static constexpr long long w1_off = " + lit(sw1.off) + ", w1_ld = " + lit(sw1.ld) +
+       ", w1_ks = " + lit(sw1.ks) + ", w1_es = " + lit(sw1.es) + ";\n";
   c += "  static constexpr long long b0_off = " + lit(d.b0Off) + ", b0_sn = " + lit(d.b0Sn) +
        ", b0_se = " + lit(d.b0Se) + ", b1_off = " + lit(d.b1Off) + ", b1_sn = " + lit(d.b1Sn) +
        ", b1_se = " + lit(d.b1Se) + ";\n";
@@ -489,6 +547,11 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
        ", ids_sj = " + lit(d.idsSj) + ";\n";
   c += "  static __device__ __forceinline__ long long xRow(int m) { return " + xr + "; }\n";
   c += "};\n";
+  return c;
+  };
+  if (!d.segs.empty())
+    return multiKernel(d, sp, cfgStruct);
+  std::string c = cfgStruct("Cfg", d.N, w0);
   // The entry: exactly the pointers this launch passes.
   std::string params = "float* y, const Cfg::X* x, const Cfg::Dec0::T* w0";
   std::string args = "y, x, w0, ";
@@ -651,6 +714,47 @@ llvm::Expected<std::vector<Launch>> emitDense(const Function &fn, const Node &no
   return std::vector<Launch>{gemvKernel(d, o)};
 }
 
+/// fused.matmul_multi: x [.., K] and 2 or 3 weights w_s [N_s, K] of one
+/// dtype, one result [.., N_s] each; each segment is the one-stream GEMV a
+/// plain matmul of that weight would run, in one launch.
+llvm::Expected<std::vector<Launch>> emitMulti(const Function &fn, const Node &node,
+                                              llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
+  const TensorType &xt = fn.type(node.operands[0]);
+  GemvDesc d;
+  d.mnemonic = node.info().mnemonic;
+  d.x = xt.dtype;
+  d.K = xt.rowLength();
+  d.xRows = rowOffsets(ls[0]);
+  d.M = static_cast<int64_t>(d.xRows.size());
+  d.xKs = ls[0].strides.back();
+  if (d.M > o.maxGemvTokens)
+    return unsupported(node, llvm::formatv("{0} rows of x (the GEMV takes at most {1})", d.M,
+                                           o.maxGemvTokens)
+                                 .str());
+  for (size_t i = 1; i < node.operands.size(); ++i) {
+    const TensorType &wt = fn.type(node.operands[i]);
+    const Layout &wl = ls[i];
+    if (wt.dtype != fn.type(node.operands[1]).dtype)
+      return unsupported(node, "weights of different dtypes (" + fn.type(node.operands[1]).str() +
+                                   ", " + wt.str() + ")");
+    // Where the plain matmul would go to cuBLAS the merged GEMV has no kernel.
+    if (cublasIsFaster(d.M, wt, o))
+      return unsupported(node, llvm::formatv("{0} rows of x over {1} MiB of weights (cuBLAS "
+                                             "is faster there)",
+                                             d.M, wt.bytes() >> 20)
+                                   .str());
+    GemvDesc seg;
+    seg.K = d.K;
+    seg.w.push_back({wt.dtype, wl.offset, wl.strides[0], wl.strides[1], 0});
+    if (llvm::Error e = checkWeights(node, seg)) // quantised: offsets in bytes
+      return e;
+    d.segs.push_back({wt.shape[0], seg.w.front()});
+    d.N += wt.shape[0];
+  }
+  d.w = {d.segs.front().second};
+  return std::vector<Launch>{gemvKernel(d, o)};
+}
+
 /// Expert-indexed: x [T, X, K] (X = 1: every slot reads its token's row),
 /// w [E, N, K] (1 or 2 of them), ids [T, k], optional biases [E, N].
 llvm::Expected<std::vector<Launch>> emitExpert(const Function &fn, const Node &node,
@@ -719,6 +823,8 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
   case OpKind::FusedGatedMatmul:
   case OpKind::FusedRmsNormGatedMatmul:
     return emitDense(fn, node, ls, 2, o);
+  case OpKind::FusedMatmulMulti:
+    return emitMulti(fn, node, ls, o);
   case OpKind::FusedGatedMatmulId:
     if (grouped(2))
       return emitGroupedExpert(fn, node, ls, 2, gluEpilogue(op::FusedGatedMatmulId(node)), o);

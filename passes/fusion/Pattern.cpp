@@ -264,6 +264,7 @@ std::vector<std::unique_ptr<FusionPattern>> fusionPatterns() {
   p.push_back(createGatedMatmulIdPattern());
   p.push_back(createGatedMatmulPattern());
   p.push_back(createMatmulAddPattern());
+  p.push_back(createMatmulMultiPattern());
   p.push_back(createRmsNormMatmulPattern());
   p.push_back(createRmsNormMulRopeSetRowsPattern());
   p.push_back(createRmsNormMulRopePattern());

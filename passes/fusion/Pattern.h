@@ -56,7 +56,7 @@ private:
   X(weights) X(weighted) X(residual) X(mul) X(add) X(indices) X(experts) X(expertScale) X(dest)    \
   X(wGate) X(wUp) X(bGate) X(bUp) X(gate) X(up) X(glu) X(delayed) X(act) X(unnormed) X(tanh)      \
   X(setRows) X(rope) X(relu) X(norm) X(in) X(out) X(b0) X(b1) X(b2) X(b3) X(b4) X(b5) X(b6) X(b7)   \
-  X(matmul)
+  X(matmul) X(w0) X(w1) X(w2) X(y0) X(y1) X(y2)
 enum class Cap : uint8_t {
 #define FG_CAP_ENUM(name) name,
   FG_CAPTURES(FG_CAP_ENUM)
@@ -316,6 +316,7 @@ std::unique_ptr<FusionPattern> createTopkMoePattern();
 std::unique_ptr<FusionPattern> createGatedMatmulPattern();
 std::unique_ptr<FusionPattern> createGatedMatmulIdPattern();
 std::unique_ptr<FusionPattern> createMatmulAddPattern();
+std::unique_ptr<FusionPattern> createMatmulMultiPattern();
 std::unique_ptr<FusionPattern> createRmsNormMatmulPattern();
 std::unique_ptr<FusionPattern> createMoeWeightedSumPattern();
 std::unique_ptr<FusionPattern> createAddChainPattern();

@@ -2,9 +2,11 @@
 //
 // One template for every decode-sized matmul (at most 8 rows of x): dense
 // (matmul), expert-indexed (matmul_id: the weight matrix of each (token,
-// slot) pair is picked by ids[t, j] read from device memory), and two weight
+// slot) pair is picked by ids[t, j] read from device memory), two weight
 // streams at once (fused.gated_matmul(_id): gate and up share the x reads,
-// the epilogue applies the GLU). The emitter (GemvEmitter.cpp) writes a
+// the epilogue applies the GLU), and 2-3 segments in one launch
+// (fused.matmul_multi, gemvMulti: each block computes one tile of one
+// segment's plain GEMV; the q, k and v projections of a layer). The emitter (GemvEmitter.cpp) writes a
 // parameter struct `Cfg` of constexpr shapes and layouts and names the
 // policies; it never writes kernel code. The policy axes:
 //
@@ -1214,8 +1216,10 @@ static __device__ __forceinline__ void gemvWide(const GemvArgs<C> &a, int warp,
   }
 }
 
+/// Tensor cores: the block of output tile `bx` (16 rows; blockIdx.x for a
+/// plain GEMV, the block's tile within its segment for gemvMulti).
 template <class C>
-static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a) {
+static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a, long long bx) {
   static_assert(C::M >= 1, "at least one row of x");
   static_assert(C::Dec0::kMma == C::Dec1::kMma, "both streams on the same unit");
   constexpr int S = C::Epi::kStreams, W = C::kWarps, U = C::kUnroll;
@@ -1223,7 +1227,7 @@ static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a) {
   constexpr bool kExact = C::K % (32 * U) == 0; // no chunk needs a bounds check
   __shared__ GemvShared<C> sh;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const long long n0 = (long long)blockIdx.x * 16;
+  const long long n0 = bx * 16;
   const int m0 = 8 * blockIdx.z; // this block's group of (up to) 8 rows of x
   const long long ra = min(n0 + g, C::N - 1), rb = min(n0 + g + 8, C::N - 1);
   static_assert(!C::kNorm || !C::kExpert, "the norm prologue is dense only");
@@ -1433,7 +1437,7 @@ static __device__ __forceinline__ void gemvLanesChunk(
 /// chunks of kUnroll steps of 32 x kPerLoad weights. Sums: warp shuffles,
 /// then shared memory in warp order (deterministic).
 template <class C>
-static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a) {
+static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a, long long bx) {
   constexpr int S = C::Epi::kStreams, W = C::kWarps, U = C::kUnroll, R = C::kRows;
   constexpr int P = C::Dec0::kPerLoad;
   constexpr int MG = C::kExpert ? 1 : (C::M < 8 ? C::M : 8);
@@ -1442,7 +1446,7 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a) {
   constexpr bool kExact = C::K % (32 * P * U) == 0;
   __shared__ float part[W][S][R][MG];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kl = lane * P;
-  const long long n0 = (long long)blockIdx.x * R;
+  const long long n0 = bx * R;
   const int m0 = 8 * blockIdx.z;
   static_assert(!C::kNorm || !C::kExpert, "the norm prologue is dense only");
   __shared__ float ssPart[W][MG]; // Cfg::kNorm: each warp's Σx² per row of x
@@ -1547,13 +1551,51 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a) {
   }
 }
 
-/// The GEMV: the work split the emitter chose (Cfg::kTensorCores).
+/// Output tile `bx` of the GEMV: the work split the emitter chose (Cfg::kTensorCores).
+template <class C>
+static __device__ __forceinline__ void gemvTile(const GemvArgs<C> &a, long long bx) {
+  if constexpr (C::kTensorCores)
+    gemvTensorCores<C>(a, bx);
+  else
+    gemvLanes<C>(a, bx);
+}
+
+/// The GEMV: one output tile per blockIdx.x.
 template <class C>
 static __device__ __forceinline__ void gemv(const GemvArgs<C> &a) {
-  if constexpr (C::kTensorCores)
-    gemvTensorCores<C>(a);
-  else
-    gemvLanes<C>(a);
+  gemvTile<C>(a, blockIdx.x);
+}
+
+// --- several weights over one x (fused.matmul_multi) ------------------------------
+
+/// Segments 0 .. C::kSegs - 1 (2 or 3: the q, k and v projections) in one
+/// launch. Each is a complete one-stream Cfg (C::S0, C::S1, C::S2: its N,
+/// its weight's layout and decoder; all share x, M, K and the work split,
+/// so one block size serves them) and owns consecutive output tiles of
+/// blockIdx.x: segment 0 the first C::kTiles0, segment 1 the next
+/// C::kTiles1, segment 2 the rest. A block runs the plain GEMV of its
+/// segment's tile over that segment's weight, read where it lives, into that
+/// segment's result: per block, exactly what a matmul's launch does (bx is
+/// uniform over the block, so its barriers are too). Each segment's shared
+/// memory is its own (static, at most 3 x 8 KiB on the tensor cores).
+template <class C>
+static __device__ __forceinline__ void gemvMulti(const GemvArgs<typename C::S0> &a0,
+                                                 const GemvArgs<typename C::S1> &a1,
+                                                 const GemvArgs<typename C::S2> &a2) {
+  static_assert(C::kSegs == 2 || C::kSegs == 3, "2 or 3 segments");
+  static_assert(C::S0::kWarps == C::S1::kWarps && C::S0::kWarps == C::S2::kWarps,
+                "one block size for every segment");
+  const long long bx = blockIdx.x;
+  if (bx < C::kTiles0) {
+    gemvTile<typename C::S0>(a0, bx);
+    return;
+  }
+  if (C::kSegs == 2 || bx < C::kTiles0 + C::kTiles1) {
+    gemvTile<typename C::S1>(a1, bx - C::kTiles0);
+    return;
+  }
+  if constexpr (C::kSegs == 3)
+    gemvTile<typename C::S2>(a2, bx - C::kTiles0 - C::kTiles1);
 }
 
 } // namespace fg

@@ -1101,6 +1101,81 @@ TEST(CudaEmit, FusedGatedGemvEveryGluKind) {
             std::string::npos);
 }
 
+/// fused.matmul_multi: 2 or 3 segments (q, k, v) in one launch. Each segment
+/// is a one-stream Cfg (Seg0..Seg2, its own N and weight), the tiles of
+/// blockIdx.x are the segments' in order, and the launch passes one result
+/// and one weight per segment. Odd shapes: q rows not a multiple of 16, K
+/// not a multiple of 256 (and not of 8: the strided loads), T = 1, 2, 5; the
+/// GGUF blocks of each segment are read by the plain matmul's decoder.
+TEST(CudaEmit, MatmulMultiSegments) {
+  struct Case {
+    DType wt;
+    int64_t M, K;
+    unsigned segs;
+  };
+  const Case kCases[] = {{DType::F16, 1, 200, 3},  {DType::F16, 2, 200, 2}, {DType::F16, 5, 200, 3},
+                         {DType::BF16, 1, 200, 3}, {DType::BF16, 5, 100, 2}, {DType::F32, 1, 200, 3},
+                         {DType::F32, 2, 100, 3},  {DType::Q8_0, 1, 288, 3}, {DType::Q4_0, 2, 288, 2},
+                         {DType::Q4_K, 1, 512, 3}, {DType::Q6_K, 5, 512, 3}};
+  const int64_t kRows[] = {1000, 136, 136};
+  for (const Case &c : kCases) {
+    SCOPED_TRACE(std::string(dtypeName(c.wt)) + " M=" + std::to_string(c.M) +
+                 " K=" + std::to_string(c.K) + " segs=" + std::to_string(c.segs));
+    auto ls = emitAll([&](Builder &b) {
+      std::vector<ValueId> ops{b.input("x", T(DType::F32, {c.M, c.K}))};
+      for (unsigned s = 0; s < c.segs; ++s)
+        ops.push_back(b.weight("w" + std::to_string(s), T(c.wt, {kRows[s], c.K})));
+      b.result(b.create(OpKind::FusedMatmulMulti, ops));
+    });
+    const KernelSpec &k = only(ls);
+    EXPECT_TRUE(contains(k, "fg::gemvMulti<Multi>"));
+    EXPECT_TRUE(contains(k, "kSegs = " + std::to_string(c.segs)));
+    EXPECT_TRUE(contains(k, "static constexpr int M = " + std::to_string(c.M)));
+    for (unsigned s = 0; s < c.segs; ++s)
+      EXPECT_TRUE(contains(k, "struct Seg" + std::to_string(s) + " {"));
+    EXPECT_FALSE(contains(k, "struct Seg" + std::to_string(c.segs) + " {"));
+    // Tiles of the same size for every segment (16 rows on the tensor cores).
+    unsigned rows = contains(k, "kTensorCores = true") ? 16 : 4;
+    unsigned tiles = 0;
+    for (unsigned s = 0; s < c.segs; ++s)
+      tiles += static_cast<unsigned>((kRows[s] + rows - 1) / rows);
+    EXPECT_EQ(k.grid[0], tiles);
+    EXPECT_EQ(k.grid[2], static_cast<unsigned>((c.M + 7) / 8));
+    EXPECT_TRUE(contains(k, "kTiles0 = " + std::to_string((kRows[0] + rows - 1) / rows) + "LL"));
+    std::vector<Param> want;
+    for (unsigned s = 0; s < c.segs; ++s)
+      want.push_back(Param::result(s));
+    for (unsigned i = 0; i <= c.segs; ++i)
+      want.push_back(Param::operand(i));
+    EXPECT_EQ(k.params, want);
+    if (isQuantized(c.wt)) {
+      EXPECT_TRUE(contains(k, "kTensorCores = true"));
+      const DTypeInfo &qi = dtypeInfo(c.wt);
+      EXPECT_TRUE(contains(k, "w0_ld = " + std::to_string(c.K / qi.blockElems * qi.blockBytes) +
+                                  "LL"));
+    }
+  }
+  // Refusals: weights of two dtypes; more rows than the GEMV takes.
+  auto refusal = [](std::vector<TensorType> types) {
+    Function fn("r");
+    Builder b(fn);
+    std::vector<ValueId> ops;
+    for (size_t i = 0; i < types.size(); ++i)
+      ops.push_back(i ? b.weight("w" + std::to_string(i), types[i]) : b.input("x", types[i]));
+    b.result(b.create(OpKind::FusedMatmulMulti, ops));
+    EXPECT_TRUE(ok(b.finish()));
+    auto e = emitKernel(fn, fn.node(0), contiguousLayouts(fn, fn.node(0)));
+    EXPECT_FALSE(static_cast<bool>(e));
+    return e ? std::string() : llvm::toString(e.takeError());
+  };
+  EXPECT_NE(refusal({T(DType::F32, {1, 64}), T(DType::F16, {8, 64}), T(DType::BF16, {8, 64})})
+                .find("weights of different dtypes"),
+            std::string::npos);
+  EXPECT_NE(refusal({T(DType::F32, {9, 64}), T(DType::F16, {8, 64}), T(DType::F16, {8, 64})})
+                .find("9 rows of x"),
+            std::string::npos);
+}
+
 /// fused.matmul_add: the GEMV with the addend after its epilogue, a residual
 /// per row (evenly spaced rows) or a bias shared by all rows (row stride 0).
 TEST(CudaEmit, MatmulAddEpilogue) {

@@ -5,6 +5,7 @@
 #include "ir/OpViews.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
+#include "ir/Quantize.h"
 #include "passes/fusion/Fusion.h"
 #include "runtime/reference/Interpreter.h"
 
@@ -42,6 +43,11 @@ HostTensor pseudoRandom(const TensorType &t, uint64_t seed) {
   for (float &f : v) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
     f = static_cast<float>((s >> 40) % 2000) / 1000.0f - 1.0f;
+  }
+  if (isQuantized(t.dtype)) { // block-quantised weights: the same values, quantised
+    HostTensor q = HostTensor::zeros(t);
+    EXPECT_TRUE(quantizeRow(t.dtype, v.data(), q.data.data(), t.numElements())) << t.str();
+    return q;
   }
   return HostTensor::fromFloats(t, v);
 }

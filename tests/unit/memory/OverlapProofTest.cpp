@@ -96,6 +96,52 @@ TEST(OverlapProof, ForcedOverlapIsRefused) {
             std::string::npos);
 }
 
+/// fused.matmul_multi writes one result per weight: none may overlap x (the
+/// kernel's blocks read x while others write) nor another result. Planted:
+/// q's slice forced onto x, then k's (%q.1) onto q — each refused, naming both.
+TEST(OverlapProof, MatmulMultiPlantedAliasIsRefused) {
+  Function fn("qkv");
+  Builder b(fn);
+  ValueId x = b.input("x", f32({1, 64}));
+  ValueId q = b.create(op::FusedMatmulMultiArgs{.x = x,
+                                                .w0 = b.weight("wq", {DType::F16, {48, 64}}),
+                                                .w1 = b.weight("wk", {DType::F16, {16, 64}}),
+                                                .w2 = b.weight("wv", {DType::F16, {16, 64}})},
+                       "q");
+  const Node &node = fn.node(fn.value(q).def);
+  ASSERT_EQ(node.results.size(), 3u);
+  ValueId k = node.results[1], v = node.results[2];
+  b.result(q);
+  b.result(k);
+  b.result(v);
+  ASSERT_FALSE(b.finish());
+  OverlapOptions narrow; // fused nodes are checked even so
+  narrow.allLaunches = false;
+  auto [dag, plan] = planOrDie(fn);
+  ASSERT_TRUE(proveNoOverlap(fn, plan, narrow).empty());
+  EXPECT_FALSE(mayAliasResult(fn, node, 0, 0));
+
+  BufferPlan onX = plan;
+  onX.values[q].offset = onX.values[x].offset;
+  std::vector<OverlapViolation> v1 = proveNoOverlap(fn, onX, narrow);
+  ASSERT_FALSE(v1.empty());
+  EXPECT_EQ(v1[0].written, q);
+  EXPECT_EQ(v1[0].read, x);
+  EXPECT_EQ(v1[0].operand, 0u);
+  llvm::Error err = checkNoOverlap(fn, onX, narrow);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("fused.matmul_multi: %x"), std::string::npos);
+
+  BufferPlan kOnQ = plan;
+  kOnQ.values[k].offset = kOnQ.values[q].offset + 16;
+  std::vector<OverlapViolation> v2 = proveNoOverlap(fn, kOnQ, narrow);
+  ASSERT_EQ(v2.size(), 1u);
+  EXPECT_EQ(v2[0].written, q);
+  EXPECT_EQ(v2[0].read, k);
+  EXPECT_NE(v2[0].reason.find("%q.1 (bytes"), std::string::npos); // k, named after q
+  EXPECT_NE(v2[0].reason.find("overlaps the write of %q"), std::string::npos);
+}
+
 /// The rows set_rows writes are chosen at run time, so a source viewing any
 /// row of its own destination is refused, even one the indices may not hit.
 TEST(OverlapProof, DisjointRowsOfTheSameCacheStillRefused) {
