@@ -216,6 +216,8 @@ struct GemvDesc {
 const char *decoderName(DType t, bool wide, bool scaled) {
   if (t == DType::Q4_K && wide)
     return scaled ? "fg::DecQ4_KS" : "fg::DecQ4_KW";
+  if (t == DType::Q4_0 && wide)
+    return "fg::DecQ4_0W";
   if (const char *q = blockDecoder(t))
     return q;
   switch (t) {
@@ -462,8 +464,11 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   // warps: 43 %. Prefetching the next chunk (kPrefetch) was no faster on one
   // stream and 11 % slower on two (174 registers); launch bounds for 24 warps
   // per SM spilled and were slower, for 16 the same: neither is the default.
+  // q4_0 rows of whole 512-weight groups (288 bytes) starting 16-byte
+  // aligned take the same loop (DecQ4_0W: a k-step is a group).
   auto wideOk = [&](const WeightStream &w) {
-    return w.dtype == DType::Q4_K && w.off % 16 == 0 && w.ld % 16 == 0 && w.es % 16 == 0;
+    bool type = w.dtype == DType::Q4_K || (w.dtype == DType::Q4_0 && d.K % 512 == 0);
+    return type && w.dtype == w0.dtype && w.off % 16 == 0 && w.ld % 16 == 0 && w.es % 16 == 0;
   };
   bool wide = tensorCores && wideOk(w0) && (!two || wideOk(w1)) && !o.gemvNarrowQuant;
   for (const auto &seg : d.segs)
@@ -473,7 +478,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   // tensor cores only; 16-bit weights keep hi + lo (cuBLAS-level accuracy).
   bool xHalf = o.gemvQuantXHalf && tensorCores && quant;
   if (wide) {
-    int64_t sbs = d.K / 256;
+    int64_t sbs = d.K / (w0.dtype == DType::Q4_0 ? 512 : 256); // k-steps
     sp.unroll = o.gemvUnroll > 0 && sbs % o.gemvUnroll == 0 ? o.gemvUnroll : 1;
     int64_t chunks = sbs / sp.unroll, blocks = (d.N + 15) / 16 * d.pairs;
     int64_t w = std::min<int64_t>(4, chunks);

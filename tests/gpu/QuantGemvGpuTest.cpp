@@ -92,6 +92,8 @@ std::vector<uint8_t> randomBlocks(DType t, int64_t elems, uint64_t salt, float s
 
 /// K for `t`: not a multiple of 256 for the 32-element types.
 int64_t oddK(DType t, int variant) {
+  if (variant == 2) // whole 512-weight groups: q4_0's wide decoder (DecQ4_0W)
+    return 1536;
   if (dtypeInfo(t).blockElems == 256)
     return variant ? 1280 : 512;
   return variant ? 4160 : 288;
@@ -180,7 +182,7 @@ double tolF32(DType t) {
 
 /// The GEMV forms every block type is checked in (salts offset by `salt0`, so
 /// two tests of one type draw other weights): matmul of M rows (variant 1:
-/// N 1001 and the longer K), fused.gated_matmul (kind 1 with biases),
+/// N 1001 and the longer K; 2: N 1001, K 1536), fused.gated_matmul (kind 1 with biases),
 /// matmul_id / fused.gated_matmul_id with repeated experts, get_rows.
 void checkDense(DType t, int variant, int64_t M, double tol, uint64_t salt0 = 0) {
   int64_t K = oddK(t, variant), N = variant ? 1001 : 77;
@@ -195,13 +197,13 @@ void checkDense(DType t, int variant, int64_t M, double tol, uint64_t salt0 = 0)
   expectQuantMatches(c, tol);
 }
 
-void checkGated(DType t, int kind, int64_t M, double tol, uint64_t salt0 = 0) {
+void checkGated(DType t, int kind, int64_t M, double tol, uint64_t salt0 = 0, int kv = 0) {
   SCOPED_TRACE(std::string(dtypeName(t)) + " glu " + std::to_string(kind) + " T " +
                std::to_string(M));
   QuantCase c;
   Function &fn = c.g.addFunction("main");
   Builder b(fn);
-  int64_t K = oddK(t, 0), N = 67;
+  int64_t K = oddK(t, kv), N = 67;
   auto x = b.weight("x", {DType::F32, {M, K}}, randn(1.0));
   std::vector<ValueId> ops{x, quantWeight(b, c, "w_gate", t, {N, K}, salt0 + 4),
                            quantWeight(b, c, "w_up", t, {N, K}, salt0 + 5)};
@@ -214,12 +216,12 @@ void checkGated(DType t, int kind, int64_t M, double tol, uint64_t salt0 = 0) {
   expectQuantMatches(c, tol);
 }
 
-void checkExpert(DType t, bool gated, double tol, uint64_t salt0 = 0) {
+void checkExpert(DType t, bool gated, double tol, uint64_t salt0 = 0, int kv = 0) {
   SCOPED_TRACE(std::string(dtypeName(t)) + (gated ? " gated" : " matmul_id"));
   QuantCase c;
   Function &fn = c.g.addFunction("main");
   Builder b(fn);
-  int64_t K = oddK(t, 0), N = 45, E = 6, T = 3, k = 4;
+  int64_t K = oddK(t, kv), N = 45, E = 6, T = 3, k = 4;
   auto x = b.weight("x", {DType::F32, {T, 1, K}}, randn(1.0));
   auto ids = b.input("ids", {DType::I32, {T, k}});
   // Token 0 picks expert 5 twice, token 2 expert 1 three times.
@@ -354,6 +356,22 @@ TEST(GpuQuantGemv, Q4KScaledAfterTheMmaEveryForm) {
     checkGated(t, 1, M, kTolF32, 10);
   for (bool gated : {false, true})
     checkExpert(t, gated, kTolF32, 10);
+}
+
+/// q4_0 read wide (DecQ4_0W: K a multiple of 512, rows 16-byte aligned; the
+/// other tests' K of 288 and 4160 take the narrow decoder): dense at T = 1, 2,
+/// 3, 8 (T = 2 also with x as hi + lo), gated with biases, expert-indexed
+/// (one stream and two) with repeated experts; the bounds of tolF32.
+TEST(GpuQuantGemv, Q4_0WideEveryForm) {
+  FG_REQUIRE_GPU();
+  for (int64_t M : {1, 2, 3, 8})
+    checkDense(DType::Q4_0, 2, M, kTolF32, 30);
+  for (int64_t M : {1, 8})
+    checkGated(DType::Q4_0, 1, M, kTolF32, 30, 2);
+  for (bool gated : {false, true})
+    checkExpert(DType::Q4_0, gated, kTolF32, 30, 2);
+  ScopedEnv split("FG_DEBUG_GEMV_X_HALF", "0");
+  checkDense(DType::Q4_0, 2, 2, kTolF32, 40);
 }
 
 /// q5_0, q5_1, q5_k, q2_k, q3_k, iq4_nl, iq4_xs (decoders written without a GPU at hand,

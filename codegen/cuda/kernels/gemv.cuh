@@ -613,9 +613,21 @@ static __device__ __forceinline__ unsigned fg_lop3_or_and(unsigned a, unsigned b
 struct DecQ4_KW : DecQuant {
   static constexpr bool kWide = true;
   static constexpr int kBlockElems = 256, kBlockBytes = 144;
+  /// The wide loop's interface (gemvMathWide): a k-step of kStepElems
+  /// weights per row; per lane and row kRuns runs of 16 consecutive k, run r
+  /// in the words of word set r >> 1 (nibble half r & 1), scaled by scale
+  /// r (sc2, mn2: w = (q + 1024 − 1024)·sc2 + mn2 as half2).
+  static constexpr int kStepElems = 256, kRuns = 4, kWordSets = 2, kScales = 4;
   struct Raw {
     uint4 h, p0, p1;
   };
+  struct Prep {
+    unsigned q[kWordSets][4], sc2[kScales], mn2[kScales];
+  };
+  static __device__ __forceinline__ int scaleOf(int r) { return r; }
+  static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
+    return 256 * sb + 64 * (t >> 1) + 16 * (t & 1) + 128 * (r >> 1) + 32 * (r & 1);
+  }
   static __device__ __forceinline__ void load(const unsigned char *row, long long sb, int t,
                                               Raw &r) {
     const uint4 *b = reinterpret_cast<const uint4 *>(row + sb * kBlockBytes);
@@ -650,6 +662,77 @@ struct DecQ4_KW : DecQuant {
     w02 = fg_hfma2(fg_hsub2(fg_lop3_or_and(v, 0x000f000fu, kMagic), kMagic), sc2, mn2);
     w13 = fg_hfma2(fg_hsub2(fg_lop3_or_and(v >> 8, 0x000f000fu, kMagic), kMagic), sc2, mn2);
   }
+  static __device__ __forceinline__ void prepare(const Raw &r, int t, Prep &p) {
+    scales(r, t, p.sc2, p.mn2);
+    const unsigned a[4] = {r.p0.x, r.p0.y, r.p0.z, r.p0.w}, b[4] = {r.p1.x, r.p1.y, r.p1.z, r.p1.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      p.q[0][i] = a[i], p.q[1][i] = b[i];
+  }
+};
+
+/// q4_0 read wide (rows of whole 512-weight groups starting 16-byte aligned:
+/// K % 512 == 0, and 16 blocks of 18 bytes are 288 = 18 x 16). A k-step is
+/// one group; the 4 lanes of a row take 4 blocks each (72 bytes from byte 72t,
+/// which is 16-byte aligned for even t and 8 past it for odd t): 5 16-byte
+/// loads, one SEL per word to drop the odd lanes' first 8 bytes, and PRMTs to
+/// realign the quants of blocks 0 and 2 (their 16 bytes start 2 bytes into a
+/// word). A block's low nibbles are its weights 0 .. 15 and its high nibbles
+/// 16 .. 31, so each of the lane's blocks is two runs of 16 consecutive k and
+/// the weights take q4_K's wide path: (q + 1024 − 1024)·d + (−8d), one LOP3,
+/// HSUB2 and HFMA2 per two weights (−8d is exact in f16).
+struct DecQ4_0W : DecQuant {
+  static constexpr bool kWide = true;
+  static constexpr int kBlockElems = 32, kBlockBytes = 18;
+  static constexpr int kStepElems = 512, kRuns = 8, kWordSets = 4, kScales = 4;
+  struct Raw {
+    uint4 v[5];
+  };
+  struct Prep {
+    unsigned q[kWordSets][4], sc2[kScales], mn2[kScales];
+  };
+  static __device__ __forceinline__ int scaleOf(int r) { return r >> 1; }
+  static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
+    return 512 * sb + 128 * t + 32 * (r >> 1) + 16 * (r & 1);
+  }
+  static __device__ __forceinline__ void load(const unsigned char *row, long long sb, int t,
+                                              Raw &r) {
+    const uint4 *b = reinterpret_cast<const uint4 *>(row + sb * 288) + ((9 * t) >> 1);
+#pragma unroll
+    for (int i = 0; i < 5; ++i)
+      r.v[i] = fg_load_stream(b + i);
+  }
+  static __device__ __forceinline__ void prepare(const Raw &r, int t, Prep &p) {
+    unsigned w[20];
+#pragma unroll
+    for (int i = 0; i < 5; ++i)
+      w[4 * i] = r.v[i].x, w[4 * i + 1] = r.v[i].y, w[4 * i + 2] = r.v[i].z, w[4 * i + 3] = r.v[i].w;
+    const bool odd = t & 1;
+    unsigned L[18]; // the lane's 72 bytes
+#pragma unroll
+    for (int j = 0; j < 18; ++j)
+      L[j] = odd ? w[j + 2] : w[j];
+    // Block b starts at byte 18b: d in the low half of word 0 / high half of
+    // word 4 / low of 9 / high of 13; quants at words 0.5 .. 4.5, 5 .. 8,
+    // 9.5 .. 13.5, 14 .. 17.
+    const unsigned d[4] = {L[0] & 0xffffu, L[4] >> 16, L[9] & 0xffffu, L[13] >> 16};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      p.q[0][i] = __byte_perm(L[i], L[i + 1], 0x5432);
+      p.q[1][i] = L[5 + i];
+      p.q[2][i] = __byte_perm(L[9 + i], L[10 + i], 0x5432);
+      p.q[3][i] = L[14 + i];
+    }
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      p.sc2[b] = d[b] * 0x10001u;
+      p.mn2[b] = fg_h2splat(-8.0f * fg_h2f(d[b]));
+    }
+  }
+  static __device__ __forceinline__ void pairs(unsigned q, bool hi, unsigned sc2, unsigned mn2,
+                                               unsigned &w02, unsigned &w13) {
+    DecQ4_KW::pairs(q, hi, sc2, mn2, w02, w13);
+  }
 };
 
 /// 8 bytes, streamed (like fg_load_stream).
@@ -671,7 +754,7 @@ static __device__ __forceinline__ uint2 fg_load_stream2(const void *p) {
 /// f16, and x enters the mma as one f16 (no lo half).
 struct DecQ4_KS : DecQuant {
   static constexpr bool kWide = true, kScaledAfter = true;
-  static constexpr int kBlockElems = 256, kBlockBytes = 144;
+  static constexpr int kBlockElems = 256, kBlockBytes = 144, kStepElems = 256;
   struct Raw {
     uint4 h;
     uint2 q[4];
@@ -1024,13 +1107,13 @@ static __device__ __forceinline__ void gemvLoadWide(long long c, const unsigned 
   }
 }
 
-/// The arithmetic of chunk c of a wide decoder (Dec::kWide: a k-step is one
-/// super-block of 256, U super-blocks per chunk; K is whole super-blocks):
-/// per (piece, nibble half) the 16 x values of that run, split hi + lo, and
-/// 4 words x 2 mmas x (hi, lo). Lane (g, t)'s k-slots {2t, 2t+1 | 2t+8, 2t+9}
-/// of an mma hold the weights (l, l + 2 | l + 1, l + 3) of one word, for rows
-/// g and g + 8, and x of token g at the same k: the same sums, in another
-/// order of k.
+/// The arithmetic of chunk c of a wide decoder (Dec::kWide: a k-step is
+/// Dec::kStepElems weights, U steps per chunk; K is whole steps): per run of
+/// 16 consecutive k (Dec::runK0) the 16 x values of that run (as f16, or
+/// split hi + lo) and its 4 words x (1 or 2) mmas. Lane (g, t)'s k-slots
+/// {2t, 2t+1 | 2t+8, 2t+9} of an mma hold the weights (l, l + 2 | l + 1,
+/// l + 3) of one word, for rows g and g + 8, and x of token g at the same k:
+/// the same sums, in another order of k.
 template <class C>
 static __device__ __forceinline__ void gemvMathWide(const GemvArgs<C> &a, long long c,
                                                     const WideRaw<C> &w,
@@ -1039,65 +1122,58 @@ static __device__ __forceinline__ void gemvMathWide(const GemvArgs<C> &a, long l
   constexpr int S = C::Epi::kStreams, U = C::kUnroll;
   using D0 = typename C::Dec0;
   using D1 = typename C::Dec1;
+  static_assert(D0::kRuns == D1::kRuns && D0::kStepElems == D1::kStepElems,
+                "both streams walk K alike");
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const long long sb = c * U + u;
-    unsigned sa0[4], ma0[4], sb0[4], mb0[4], sa1[4], ma1[4], sb1[4], mb1[4];
-    D0::scales(w.a0[u], t, sa0, ma0);
-    D0::scales(w.b0[u], t, sb0, mb0);
+    typename D0::Prep pa0, pb0;
+    typename D1::Prep pa1, pb1;
+    D0::prepare(w.a0[u], t, pa0);
+    D0::prepare(w.b0[u], t, pb0);
     if constexpr (S == 2) {
-      D1::scales(w.a1[u], t, sa1, ma1);
-      D1::scales(w.b1[u], t, sb1, mb1);
+      D1::prepare(w.a1[u], t, pa1);
+      D1::prepare(w.b1[u], t, pb1);
     }
 #pragma unroll
-    for (int pc = 0; pc < 2; ++pc) {
-      const uint4 qa0 = pc ? w.a0[u].p1 : w.a0[u].p0, qb0 = pc ? w.b0[u].p1 : w.b0[u].p0;
-      uint4 qa1 = qa0, qb1 = qb0;
-      if constexpr (S == 2) {
-        qa1 = pc ? w.a1[u].p1 : w.a1[u].p0;
-        qb1 = pc ? w.b1[u].p1 : w.b1[u].p0;
+    for (int r = 0; r < D0::kRuns; ++r) {
+      const int ws = r >> 1, j = D0::scaleOf(r);
+      const bool hb = r & 1;
+      const long long k0 = D0::runK0(sb, t, r);
+      float xv[16], x8[2][8];
+      if (xLive) {
+        gemvLoadX<C, false>(xr, k0, x8[0]);
+        gemvLoadX<C, false>(xr, k0 + 8, x8[1]);
       }
-      const unsigned wa0w[4] = {qa0.x, qa0.y, qa0.z, qa0.w}, wb0w[4] = {qb0.x, qb0.y, qb0.z, qb0.w};
-      const unsigned wa1w[4] = {qa1.x, qa1.y, qa1.z, qa1.w}, wb1w[4] = {qb1.x, qb1.y, qb1.z, qb1.w};
 #pragma unroll
-      for (int hb = 0; hb < 2; ++hb) {
-        const int j = 2 * pc + hb;
-        const long long k0 = 256 * sb + 64 * (t >> 1) + 16 * (t & 1) + 128 * pc + 32 * hb;
-        float xv[16], x8[2][8];
-        if (xLive) {
-          gemvLoadX<C, false>(xr, k0, x8[0]);
-          gemvLoadX<C, false>(xr, k0 + 8, x8[1]);
+      for (int e = 0; e < 16; ++e)
+        xv[e] = xLive ? x8[e >> 3][e & 7] : 0.0f;
+      if (xLive)
+        gemvNormX<C, false, 16>(a, k0, C::kNorm ? rs[(threadIdx.x & 31) >> 2] : 1.0f, xv);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        unsigned h0, l0 = 0, h1, l1 = 0;
+        if constexpr (C::kXHalf) {
+          h0 = DecF16::pack(xv[4 * q], xv[4 * q + 2]);
+          h1 = DecF16::pack(xv[4 * q + 1], xv[4 * q + 3]);
+        } else {
+          fg_split_pair(xv[4 * q], xv[4 * q + 2], h0, l0);
+          fg_split_pair(xv[4 * q + 1], xv[4 * q + 3], h1, l1);
         }
-#pragma unroll
-        for (int e = 0; e < 16; ++e)
-          xv[e] = xLive ? x8[e >> 3][e & 7] : 0.0f;
-        if (xLive)
-          gemvNormX<C, false, 16>(a, k0, C::kNorm ? rs[(threadIdx.x & 31) >> 2] : 1.0f, xv);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          unsigned h0, l0 = 0, h1, l1 = 0;
-          if constexpr (C::kXHalf) {
-            h0 = DecF16::pack(xv[4 * q], xv[4 * q + 2]);
-            h1 = DecF16::pack(xv[4 * q + 1], xv[4 * q + 3]);
-          } else {
-            fg_split_pair(xv[4 * q], xv[4 * q + 2], h0, l0);
-            fg_split_pair(xv[4 * q + 1], xv[4 * q + 3], h1, l1);
-          }
-          unsigned a02, a13, b02, b13;
-          D0::pairs(wa0w[q], hb, sa0[j], ma0[j], a02, a13);
-          D0::pairs(wb0w[q], hb, sb0[j], mb0[j], b02, b13);
-          const unsigned f0[4] = {a02, b02, a13, b13};
-          D0::mma(acc[0], f0, h0, h1);
+        unsigned a02, a13, b02, b13;
+        D0::pairs(pa0.q[ws][q], hb, pa0.sc2[j], pa0.mn2[j], a02, a13);
+        D0::pairs(pb0.q[ws][q], hb, pb0.sc2[j], pb0.mn2[j], b02, b13);
+        const unsigned f0[4] = {a02, b02, a13, b13};
+        D0::mma(acc[0], f0, h0, h1);
+        if constexpr (!C::kXHalf)
+          D0::mma(acc[0], f0, l0, l1);
+        if constexpr (S == 2) {
+          D1::pairs(pa1.q[ws][q], hb, pa1.sc2[j], pa1.mn2[j], a02, a13);
+          D1::pairs(pb1.q[ws][q], hb, pb1.sc2[j], pb1.mn2[j], b02, b13);
+          const unsigned f1[4] = {a02, b02, a13, b13};
+          D1::mma(acc[1], f1, h0, h1);
           if constexpr (!C::kXHalf)
-            D0::mma(acc[0], f0, l0, l1);
-          if constexpr (S == 2) {
-            D1::pairs(wa1w[q], hb, sa1[j], ma1[j], a02, a13);
-            D1::pairs(wb1w[q], hb, sb1[j], mb1[j], b02, b13);
-            const unsigned f1[4] = {a02, b02, a13, b13};
-            D1::mma(acc[1], f1, h0, h1);
-            if constexpr (!C::kXHalf)
-              D1::mma(acc[1], f1, l0, l1);
-          }
+            D1::mma(acc[1], f1, l0, l1);
         }
       }
     }
@@ -1188,7 +1264,7 @@ static __device__ __forceinline__ void gemvWide(const GemvArgs<C> &a, int warp,
                                                 const unsigned char *r1a, const unsigned char *r1b,
                                                 const typename C::X *xr, bool xLive, int t,
                                                 const float *rs, float (&acc)[2][4]) {
-  constexpr long long kChunks = C::K / 256 / C::kUnroll;
+  constexpr long long kChunks = C::K / C::Dec0::kStepElems / C::kUnroll;
   constexpr int W = C::kWarps;
   if constexpr (C::kPrefetch) {
     if (warp >= kChunks)
@@ -1263,8 +1339,9 @@ static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a, lon
     float fac[2][2][8] = {};
     if (valid) {
       if constexpr (C::Dec0::kWide) {
-        static_assert(C::Dec1::kWide && C::K % 256 == 0 && (C::K / 256) % U == 0,
-                      "wide decoders: both streams, whole super-blocks, whole chunks");
+        static_assert(C::Dec1::kWide && C::K % C::Dec0::kStepElems == 0 &&
+                          (C::K / C::Dec0::kStepElems) % U == 0,
+                      "wide decoders: both streams, whole steps, whole chunks");
         gemvWide<C>(a, warp, r0a, r0b, r1a, r1b, xr, xLive, t, rs, acc);
       } else {
         constexpr long long kFull = kExact ? kChunks : kChunks - 1;

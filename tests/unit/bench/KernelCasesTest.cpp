@@ -91,9 +91,9 @@ TEST(KernelCases, FamiliesTokensAndSmokeSubset) {
     }
   }
   // matmul: (5 + 4 + 4 shapes) x f16/bf16 + the f32 router, x 4 T, and the
-  // three untuned f16 shapes x 4 T; then the quantised cases: 5 types x 3 T
+  // three untuned f16 shapes x 4 T; then the quantised cases: 12 types x 3 T
   // over w-dense's 5 and w-moe's 4 shapes, gate|up, and the expert shapes.
-  constexpr int kQ = 5 * 3;
+  constexpr int kQ = 12 * 3;
   EXPECT_EQ(perFamily[KernelFamily::Matmul], (13 * 2 + 1) * 4 + 3 * 4 + (5 + 4) * kQ);
   EXPECT_EQ(perFamily[KernelFamily::GatedMatmul], 2 * 2 * 4 + kQ); // w-dense, w-tiny
   EXPECT_EQ(perFamily[KernelFamily::MatmulId], 2 * 2 * 4 + 2 * kQ); // gate_up, down

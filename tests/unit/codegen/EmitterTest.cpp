@@ -1309,6 +1309,48 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
     // super-blocks allow), so 16 warps, and one block per SM asked for.
     EXPECT_EQ(contains(k, "__launch_bounds__(512, 1)"), form != 0);
   }
+  // q4_0 rows of whole 512-weight groups, 16-byte aligned, are read wide
+  // (DecQ4_0W) in every form; other K, or the narrow decoder on request, not.
+  for (int64_t K : {1024, 288})
+    for (bool narrow : {false, true}) {
+      SCOPED_TRACE(std::to_string(K) + (narrow ? " narrow" : ""));
+      EmitOptions o;
+      o.gemvNarrowQuant = narrow;
+      const bool wide = K == 1024 && !narrow;
+      const char *dec = wide ? "using Dec0 = fg::DecQ4_0W;" : "using Dec0 = fg::DecQ4_0;";
+      auto dense = emitAll(
+          [&](Builder &b) {
+            b.result(b.matmul(b.input("x", T(DType::F32, {3, K})),
+                              b.weight("w", T(DType::Q4_0, {100, K}))));
+          },
+          {}, o);
+      EXPECT_TRUE(contains(only(dense), dec));
+      auto gated = emitAll(
+          [&](Builder &b) {
+            b.result(b.create(OpKind::FusedGatedMatmul,
+                              {b.input("x", T(DType::F32, {1, K})),
+                               b.weight("g", T(DType::Q4_0, {40, K})),
+                               b.weight("u", T(DType::Q4_0, {40, K}))}));
+          },
+          {}, o);
+      EXPECT_TRUE(contains(only(gated), dec));
+      auto expert = emitAll(
+          [&](Builder &b) {
+            b.result(b.matmulId(b.input("x", T(DType::F32, {2, 1, K})),
+                                b.weight("w", T(DType::Q4_0, {8, 45, K})),
+                                b.input("ids", T(DType::I32, {2, 3}))));
+          },
+          {}, o);
+      EXPECT_TRUE(contains(only(expert), dec));
+    }
+  // A q4_0 gate with a q4_K up (both wide types) keeps the narrow loop: the
+  // wide loop walks both streams by one step size.
+  auto mixed = emitAll([&](Builder &b) {
+    b.result(b.create(OpKind::FusedGatedMatmul,
+                      {b.input("x", T(DType::F32, {1, 1024})), b.weight("g", T(DType::Q4_0, {40, 1024})),
+                       b.weight("u", T(DType::Q4_K, {40, 1024}))}));
+  });
+  EXPECT_TRUE(contains(only(mixed), "using Dec0 = fg::DecQ4_0;"));
   // x as one f16 (EmitOptions::gemvQuantXHalf, the default): the quantised
   // forms, wide (q4_K) and narrow (q8_0), take it and compile, and hi + lo on
   // request; 16-bit weights always keep hi + lo.
