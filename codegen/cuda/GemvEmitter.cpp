@@ -218,6 +218,8 @@ const char *decoderName(DType t, bool wide, bool scaled) {
     return scaled ? "fg::DecQ4_KS" : "fg::DecQ4_KW";
   if (t == DType::Q4_0 && wide)
     return "fg::DecQ4_0W";
+  if (t == DType::Q8_0 && wide)
+    return "fg::DecQ8_0W";
   if (const char *q = blockDecoder(t))
     return q;
   switch (t) {
@@ -464,10 +466,12 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   // warps: 43 %. Prefetching the next chunk (kPrefetch) was no faster on one
   // stream and 11 % slower on two (174 registers); launch bounds for 24 warps
   // per SM spilled and were slower, for 16 the same: neither is the default.
-  // q4_0 rows of whole 512-weight groups (288 bytes) starting 16-byte
-  // aligned take the same loop (DecQ4_0W: a k-step is a group).
+  // q4_0 rows of whole 512-weight groups (288 bytes) and q8_0 rows of whole
+  // 256-weight groups (272 bytes) starting 16-byte aligned take the same loop
+  // (DecQ4_0W, DecQ8_0W: a k-step is a group).
   auto wideOk = [&](const WeightStream &w) {
-    bool type = w.dtype == DType::Q4_K || (w.dtype == DType::Q4_0 && d.K % 512 == 0);
+    bool type = w.dtype == DType::Q4_K || (w.dtype == DType::Q4_0 && d.K % 512 == 0) ||
+                (w.dtype == DType::Q8_0 && d.K % 256 == 0);
     return type && w.dtype == w0.dtype && w.off % 16 == 0 && w.ld % 16 == 0 && w.es % 16 == 0;
   };
   bool wide = tensorCores && wideOk(w0) && (!two || wideOk(w1)) && !o.gemvNarrowQuant;

@@ -92,7 +92,7 @@ std::vector<uint8_t> randomBlocks(DType t, int64_t elems, uint64_t salt, float s
 
 /// K for `t`: not a multiple of 256 for the 32-element types.
 int64_t oddK(DType t, int variant) {
-  if (variant == 2) // whole 512-weight groups: q4_0's wide decoder (DecQ4_0W)
+  if (variant == 2) // whole 512-weight groups: the wide q4_0 and q8_0 decoders
     return 1536;
   if (dtypeInfo(t).blockElems == 256)
     return variant ? 1280 : 512;
@@ -358,20 +358,23 @@ TEST(GpuQuantGemv, Q4KScaledAfterTheMmaEveryForm) {
     checkExpert(t, gated, kTolF32, 10);
 }
 
-/// q4_0 read wide (DecQ4_0W: K a multiple of 512, rows 16-byte aligned; the
-/// other tests' K of 288 and 4160 take the narrow decoder): dense at T = 1, 2,
-/// 3, 8 (T = 2 also with x as hi + lo), gated with biases, expert-indexed
-/// (one stream and two) with repeated experts; the bounds of tolF32.
-TEST(GpuQuantGemv, Q4_0WideEveryForm) {
+/// q4_0 and q8_0 read wide (DecQ4_0W, DecQ8_0W: K a multiple of 512 / 256,
+/// rows 16-byte aligned; the other tests' K of 288 and 4160 take the narrow
+/// decoders): dense at T = 1, 2, 3, 8 (T = 2 also with x as hi + lo), gated
+/// with biases, expert-indexed (one stream and two) with repeated experts;
+/// the bounds of tolF32.
+TEST(GpuQuantGemv, Q4_0AndQ8_0WideEveryForm) {
   FG_REQUIRE_GPU();
-  for (int64_t M : {1, 2, 3, 8})
-    checkDense(DType::Q4_0, 2, M, kTolF32, 30);
-  for (int64_t M : {1, 8})
-    checkGated(DType::Q4_0, 1, M, kTolF32, 30, 2);
-  for (bool gated : {false, true})
-    checkExpert(DType::Q4_0, gated, kTolF32, 30, 2);
-  ScopedEnv split("FG_DEBUG_GEMV_X_HALF", "0");
-  checkDense(DType::Q4_0, 2, 2, kTolF32, 40);
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    for (int64_t M : {1, 2, 3, 8})
+      checkDense(t, 2, M, kTolF32, 30);
+    for (int64_t M : {1, 8})
+      checkGated(t, 1, M, kTolF32, 30, 2);
+    for (bool gated : {false, true})
+      checkExpert(t, gated, kTolF32, 30, 2);
+    ScopedEnv split("FG_DEBUG_GEMV_X_HALF", "0");
+    checkDense(t, 2, 2, kTolF32, 40);
+  }
 }
 
 /// q5_0, q5_1, q5_k, q2_k, q3_k, iq4_nl, iq4_xs (decoders written without a GPU at hand,

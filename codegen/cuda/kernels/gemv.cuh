@@ -624,6 +624,7 @@ struct DecQ4_KW : DecQuant {
   struct Prep {
     unsigned q[kWordSets][4], sc2[kScales], mn2[kScales];
   };
+  static __device__ __forceinline__ int wordSetOf(int r) { return r >> 1; }
   static __device__ __forceinline__ int scaleOf(int r) { return r; }
   static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
     return 256 * sb + 64 * (t >> 1) + 16 * (t & 1) + 128 * (r >> 1) + 32 * (r & 1);
@@ -691,6 +692,7 @@ struct DecQ4_0W : DecQuant {
   struct Prep {
     unsigned q[kWordSets][4], sc2[kScales], mn2[kScales];
   };
+  static __device__ __forceinline__ int wordSetOf(int r) { return r >> 1; }
   static __device__ __forceinline__ int scaleOf(int r) { return r >> 1; }
   static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
     return 512 * sb + 128 * t + 32 * (r >> 1) + 16 * (r & 1);
@@ -793,6 +795,74 @@ struct DecQ4_KS : DecQuant {
     const unsigned v = hi ? q >> 4 : q;
     w02 = fg_lop3_or_and(v, 0x000f000fu, kMagic);
     w13 = fg_lop3_or_and(v >> 8, 0x000f000fu, kMagic);
+  }
+};
+
+/// q8_0 read wide (rows of whole 256-weight groups starting 16-byte aligned:
+/// K % 256 == 0, and 8 blocks of 34 bytes are 272 = 17 x 16). A k-step is one
+/// group; lane t takes blocks 2t and 2t + 1 (68 bytes from byte 68t: 5
+/// 16-byte loads, its data from word t of them, chosen by two SELs per word),
+/// block 0's quants realigned by PRMTs (they start 2 bytes into a word).
+/// Run r (16 consecutive k) is words 4(r & 1) .. + 3 of block r >> 1; the
+/// signed bytes become halves without I2F: flip the sign bit (u = q + 128),
+/// put u under the exponent 0x64 (one PRMT per two: 1024 + u), subtract
+/// 1152 (q, exact) and multiply by d: two weights per PRMT, HSUB2, HFMA2.
+struct DecQ8_0W : DecQuant {
+  static constexpr bool kWide = true;
+  static constexpr int kBlockElems = 32, kBlockBytes = 34;
+  static constexpr int kStepElems = 256, kRuns = 4, kWordSets = 4, kScales = 2;
+  struct Raw {
+    uint4 v[5];
+  };
+  struct Prep {
+    unsigned q[kWordSets][4], sc2[kScales], mn2[kScales];
+  };
+  static __device__ __forceinline__ int wordSetOf(int r) { return r; }
+  static __device__ __forceinline__ int scaleOf(int r) { return r >> 1; }
+  static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
+    return 256 * sb + 64 * t + 32 * (r >> 1) + 16 * (r & 1);
+  }
+  static __device__ __forceinline__ void load(const unsigned char *row, long long sb, int t,
+                                              Raw &r) {
+    const uint4 *b = reinterpret_cast<const uint4 *>(row + sb * 272) + ((17 * t) >> 2);
+#pragma unroll
+    for (int i = 0; i < 5; ++i)
+      r.v[i] = fg_load_stream(b + i);
+  }
+  static __device__ __forceinline__ void prepare(const Raw &r, int t, Prep &p) {
+    unsigned w[20];
+#pragma unroll
+    for (int i = 0; i < 5; ++i)
+      w[4 * i] = r.v[i].x, w[4 * i + 1] = r.v[i].y, w[4 * i + 2] = r.v[i].z, w[4 * i + 3] = r.v[i].w;
+    const bool b0 = t & 1, b1 = t & 2;
+    unsigned A[19], L[17]; // L: the lane's 68 bytes, words t .. t + 16 of w
+#pragma unroll
+    for (int j = 0; j < 19; ++j)
+      A[j] = b0 ? w[j + 1] : w[j];
+#pragma unroll
+    for (int j = 0; j < 17; ++j)
+      L[j] = b1 ? A[j + 2] : A[j];
+    // Block 0: d in the low half of word 0, quants bytes 2 .. 33; block 1:
+    // d in the high half of word 8, quants words 9 .. 16.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      p.q[0][i] = __byte_perm(L[i], L[i + 1], 0x5432);
+      p.q[1][i] = __byte_perm(L[4 + i], L[5 + i], 0x5432);
+      p.q[2][i] = L[9 + i];
+      p.q[3][i] = L[13 + i];
+    }
+    p.sc2[0] = (L[0] & 0xffffu) * 0x10001u;
+    p.sc2[1] = (L[8] >> 16) * 0x10001u;
+    p.mn2[0] = p.mn2[1] = 0u;
+  }
+  /// Word q (weights l .. l + 3 of the run): (l, l + 2) and (l + 1, l + 3) as
+  /// two half2 d·q.
+  static __device__ __forceinline__ void pairs(unsigned q, bool, unsigned sc2, unsigned,
+                                               unsigned &w02, unsigned &w13) {
+    constexpr unsigned kMagic = 0x64646464u, k1152 = 0x64806480u; // 1152.0 in both halves
+    const unsigned u = q ^ 0x80808080u;
+    w02 = fg_hmul2(fg_hsub2(__byte_perm(u, kMagic, 0x4240), k1152), sc2);
+    w13 = fg_hmul2(fg_hsub2(__byte_perm(u, kMagic, 0x4341), k1152), sc2);
   }
 };
 
@@ -1137,7 +1207,7 @@ static __device__ __forceinline__ void gemvMathWide(const GemvArgs<C> &a, long l
     }
 #pragma unroll
     for (int r = 0; r < D0::kRuns; ++r) {
-      const int ws = r >> 1, j = D0::scaleOf(r);
+      const int ws = D0::wordSetOf(r), j = D0::scaleOf(r);
       const bool hb = r & 1;
       const long long k0 = D0::runK0(sb, t, r);
       float xv[16], x8[2][8];

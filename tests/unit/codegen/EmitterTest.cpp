@@ -1309,19 +1309,22 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
     // super-blocks allow), so 16 warps, and one block per SM asked for.
     EXPECT_EQ(contains(k, "__launch_bounds__(512, 1)"), form != 0);
   }
-  // q4_0 rows of whole 512-weight groups, 16-byte aligned, are read wide
-  // (DecQ4_0W) in every form; other K, or the narrow decoder on request, not.
+  // q4_0 rows of whole 512-weight groups and q8_0 rows of whole 256-weight
+  // groups, 16-byte aligned, are read wide (DecQ4_0W, DecQ8_0W) in every
+  // form; other K, or the narrow decoder on request, not.
+  for (DType qt : {DType::Q4_0, DType::Q8_0})
   for (int64_t K : {1024, 288})
     for (bool narrow : {false, true}) {
-      SCOPED_TRACE(std::to_string(K) + (narrow ? " narrow" : ""));
+      SCOPED_TRACE(std::string(dtypeName(qt)) + " " + std::to_string(K) + (narrow ? " narrow" : ""));
       EmitOptions o;
       o.gemvNarrowQuant = narrow;
       const bool wide = K == 1024 && !narrow;
-      const char *dec = wide ? "using Dec0 = fg::DecQ4_0W;" : "using Dec0 = fg::DecQ4_0;";
+      const std::string dec = std::string("using Dec0 = fg::") +
+                              (qt == DType::Q4_0 ? "DecQ4_0" : "DecQ8_0") + (wide ? "W;" : ";");
       auto dense = emitAll(
           [&](Builder &b) {
             b.result(b.matmul(b.input("x", T(DType::F32, {3, K})),
-                              b.weight("w", T(DType::Q4_0, {100, K}))));
+                              b.weight("w", T(qt, {100, K}))));
           },
           {}, o);
       EXPECT_TRUE(contains(only(dense), dec));
@@ -1329,15 +1332,15 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
           [&](Builder &b) {
             b.result(b.create(OpKind::FusedGatedMatmul,
                               {b.input("x", T(DType::F32, {1, K})),
-                               b.weight("g", T(DType::Q4_0, {40, K})),
-                               b.weight("u", T(DType::Q4_0, {40, K}))}));
+                               b.weight("g", T(qt, {40, K})),
+                               b.weight("u", T(qt, {40, K}))}));
           },
           {}, o);
       EXPECT_TRUE(contains(only(gated), dec));
       auto expert = emitAll(
           [&](Builder &b) {
             b.result(b.matmulId(b.input("x", T(DType::F32, {2, 1, K})),
-                                b.weight("w", T(DType::Q4_0, {8, 45, K})),
+                                b.weight("w", T(qt, {8, 45, K})),
                                 b.input("ids", T(DType::I32, {2, 3}))));
           },
           {}, o);
