@@ -295,7 +295,12 @@ const std::vector<std::string> &optInFusionPatterns() {
   // launch it saves (W-dense, H200, one run: gate|up 1.753 -> 2.086 ms,
   // q/k/v/lm head 0.682 + 0.104 norm -> 0.874; bench/RESULTS.md, fourth
   // session): every block reduces its x rows before its weight stream starts.
-  static const std::vector<std::string> names = {"rms_norm_matmul"};
+  // matmul_multi: q, k and v in one launch (-64 launches on W-dense) made the
+  // step slower, not faster (H200, one call, sixth session: W-dense 4.108 ->
+  // 4.169 ms, W-moe-12 0.883 -> 0.888, W-tiny 0.2107 -> 0.2139): unfused,
+  // the three GEMVs already run as parallel branches of the graph, and one
+  // work split for all three segments suits the small k and v worse.
+  static const std::vector<std::string> names = {"rms_norm_matmul", "matmul_multi"};
   return names;
 }
 

@@ -1472,8 +1472,10 @@ public:
     for (const OpInfo &op : allOps())
       EXPECT_TRUE(compiled().covered.count(op.kind)) << "no test emits '" << op.mnemonic << "'";
     // 290 before the fifth session's q4_K forms and five opt-in quantised
-    // types (about 25 kernels more): each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 330u);
+    // types (about 25 kernels more), 330 before the sixth's matmul_multi
+    // segments (11) and wide q4_0 / q8_0 forms (6): each NVRTC compile is CI
+    // time.
+    EXPECT_LE(compiled().compiles, 350u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
