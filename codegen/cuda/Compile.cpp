@@ -246,6 +246,10 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   // The same for the opt-in q4_K form with the scales after the mma.
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_WIDE_SCALED"); v && *v == "1")
     emit.gemvWideScaled = true;
+  // The wide GEMVs' warp rule's target (warps per SM), for timing rules.
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_WIDE_WARP_TARGET"))
+    if (int64_t n = std::atoll(v->c_str()); n > 0)
+      emit.gemvWideWarpTarget = n;
   // And x split hi + lo in the quantised GEMVs (the form before x as one f16).
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "0")
     emit.gemvQuantXHalf = false;

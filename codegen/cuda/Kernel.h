@@ -103,6 +103,9 @@ struct EmitOptions {
   /// 0.752 -> 0.710; the worst normalised error of the quantised workload
   /// tests moved by at most 2.4e-4. Off: hi + lo, for timing both.
   bool gemvQuantXHalf = true;
+  /// Wide quantised GEMVs: warps per SM the rule fills (blocks x warps per
+  /// block; the first rule's was 32, measured slower than 16).
+  int64_t gemvWideWarpTarget = 16;
 };
 
 /// fused.topk_moe with at most this many rows runs in one block that stages all

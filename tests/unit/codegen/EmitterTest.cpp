@@ -1305,9 +1305,9 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
                          "using Dec0 = fg::DecQ4_KS;"};
     EXPECT_TRUE(contains(k, dec[form]));
     EXPECT_EQ(contains(k, "kPrefetch = true"), form != 0);
-    // 256 blocks of 16 rows (under 132 x 32 warps: as many warps as the 16
-    // super-blocks allow), so 16 warps, and one block per SM asked for.
-    EXPECT_EQ(contains(k, "__launch_bounds__(512, 1)"), form != 0);
+    // 256 blocks of 16 rows: 8 warps each stay within 132 x 16 warps (16
+    // would not), and two blocks per SM asked for (16 warps per SM).
+    EXPECT_EQ(contains(k, "__launch_bounds__(256, 2)"), form != 0);
   }
   // q4_0 rows of whole 512-weight groups and q8_0 rows of whole 256-weight
   // groups, 16-byte aligned, are read wide (DecQ4_0W, DecQ8_0W) in every
