@@ -20,6 +20,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Process.h"
 
+#include <cstdlib>
+
 using namespace llvm;
 
 namespace fg {
