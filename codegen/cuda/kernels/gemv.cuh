@@ -91,16 +91,22 @@
 // q4_K decoder (144) 8-byte loads; weights past K are zero blocks (d = 0, so
 // w = 0). Measured, these narrow decoders reach 11-30 % of the bandwidth
 // (bench/RESULTS.md): the load count and the per-k-step scale decoding bind.
+// q4_0 and q8_0 rows of whole groups (16 blocks of 18 bytes, 8 of 34: 288
+// and 272 bytes, 16-byte aligned when K is a multiple of 512 / 256) are read
+// wide instead (DecQ4_0W, DecQ8_0W, below): 2.05x and 1.57x the narrow
+// decoders' W-dense step (sixth session).
 // q4_K blocks keep 16-byte alignment, so DecQ4_KW ("wide": a k-step is a
 // whole super-block, gemvWide) reads every byte with 16-byte loads and
 // decodes each scale once per 64 weights of a thread: 3.2x the narrow
 // decoder's speed on the lm head, 43 % of the bandwidth, still issue- and
 // latency-bound (ncu: 5.4 cycles between instructions of a warp). DecQ4_KS
-// (opt-in, not yet measured) cuts the count per weight from ~4.2 to ~2.8:
-// x as one f16, the weights as exact 1024 + q with no HSUB2 / HFMA2, and the
-// scales applied per sub-block in f32 after the mma (gemvMathWideScaled). A
-// repacked layout for the 2-byte aligned types (a load-time recipe) and more
-// rows per warp are the next steps.
+// (opt-in) cuts the count per weight from ~4.2 to ~2.8: x as one f16, the
+// weights as exact 1024 + q with no HSUB2 / HFMA2, and the scales applied per
+// sub-block in f32 after the mma (gemvMathWideScaled); measured, it won on
+// the lm head and lost on down and at T = 8, so it stays opt-in. With x as
+// one f16 everywhere (kXHalf) the q4_K lm head reached 52 %. A repacked
+// layout for q6_K and the other 2-byte aligned types (a load-time recipe) and
+// more rows per warp are the next steps.
 //
 //===----------------------------------------------------------------------===//
 
