@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The first GPU call of the next session (written at the end of the fifth):
-# validate and time the opt-in q4_K form DecQ4_KS against DecQ4_KW, and finish
-# issue 10's sanitizers (racecheck shard 0 of 3 and synccheck over the whole
-# suite, each with a GPU of its own on the x2 machine; on one GPU after the
-# timings). The bundle may carry .gpu/models (qwen3-q8_0.gguf and prompt.txt
-# from tests/models/gen_models.py, written here): GpuQuantModel then runs.
+# The first GPU call of the next session (written at the end of the sixth):
+# the wide GEMVs' warp rule (16 warps per SM, changed after the sixth
+# session's last call) checked by the quantised GPU tests and timed against
+# the old target (FG_DEBUG_GEMV_WIDE_WARP_TARGET=32) on the quantised
+# workloads; initcheck and synccheck over the tests the sixth session added
+# (memcheck and racecheck passed on them); ggml-cuda's f16 steps beside ours.
+# x2: GPU 1 runs the tests and sanitizers, GPU 0 the timings; one GPU: in turn.
+#   mkdir -p .gpu/peers && cp ../shared/peers/* .gpu/peers/   (before bundling)
 #   bash scripts/gpu-next-call.sh DEADLINE_S
 set -uo pipefail
 source .gpu/env.sh
@@ -12,35 +14,35 @@ S=$SECONDS; D=${1:-560}
 t() { echo "[$((SECONDS - S)) s] $*"; }
 left() { echo $((D - (SECONDS - S))); }
 T=$(command -v fusegraph_gpu_tests)
-[ -f .gpu/models/prompt.txt ] && export FG_MODEL_DIR=$PWD/.gpu/models
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-san() {
-  ( export CUDA_VISIBLE_DEVICES=$1 FG_KERNEL_CACHE=/tmp/fgk$1
-    timeout $((D - 15 - (SECONDS - S))) bash scripts/gpu-sanitize.sh $2 $3 $4 "$T" > "$OUT/san-$2-$3.txt" 2>&1
-    echo "exit $? after $((SECONDS - S)) s" >> "$OUT/san-$2-$3.txt" ) &
-  pids+=($!)
+NEW='*GpuFused*matmul_multi*:GpuQuantGemv.Q4_0AndQ8_0Wide*:Types/GpuQuantWorkload*'
+[ -f .gpu/models/prompt.txt ] && export FG_MODEL_DIR=$PWD/.gpu/models
+( nice -n 5 bash .gpu/peers/ggml-bench.sh --model tiny --reps 3 > /tmp/ggml-build.txt 2>&1; echo "ggml build rc $?" >> /tmp/ggml-build.txt ) &
+gb=$!
+checks() { # GPU
+  export CUDA_VISIBLE_DEVICES=$1 FG_KERNEL_CACHE=/tmp/fgk$1
+  timeout 200 "$T" --gtest_filter='GpuQuant*:Types/GpuQuantWorkload*' > "$OUT/tests.txt" 2>&1
+  echo "quant tests rc $? after $((SECONDS - S)) s" >> "$OUT/tests.txt"
+  for tool in initcheck synccheck; do
+    [ $(left) -gt 60 ] || break
+    GTEST_EXTRA="--gtest_filter=$NEW" timeout $(( $(left) - 15 )) bash scripts/gpu-sanitize.sh $tool 0 1 "$T" > "$OUT/san-$tool.txt" 2>&1
+    echo "exit $? after $((SECONDS - S)) s" >> "$OUT/san-$tool.txt"
+  done
 }
-pids=()
-[ "$ngpu" -ge 2 ] && { san 1 racecheck 0 3; san 1 synccheck 0 1; }
+if [ "$ngpu" -ge 2 ]; then checks 1 & cp=$!; else checks 0; cp=""; fi
 export CUDA_VISIBLE_DEVICES=0 FG_KERNEL_CACHE=/tmp/fgk0
-timeout 120 "$T" --gtest_filter='GpuQuantGemv.*:GpuQuantModel.*:Types/GpuQuantWorkload*' > "$OUT/tests.txt" 2>&1; t "tests rc $?"
-FG_DEBUG_GEMV_WIDE_SCALED=1 timeout 60 "$T" --gtest_filter='Types/GpuQuantWorkload*' >> "$OUT/tests.txt" 2>&1; t "scaled workload tests rc $?"
-grep -E "^\[  (PASSED|FAILED)|FAILED  \]|worst|actual" "$OUT/tests.txt" | head -30
+bench() { timeout 60 "$@" --compare fused,graph --steps 30 > /tmp/b.txt 2>&1 || tail -2 /tmp/b.txt; grep -E "graph-fused" /tmp/b.txt; }
 {
-  for v in "" --gemv-wide-scaled; do
-    echo "== kernels ${v:-wide}"
-    timeout 90 fg_bench_kernels --reps 5 --no-cublas $v --benchmark_filter='/q4_k/T(1|2|8)' --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
-    grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2-4,6-8,11
+  for w in w-dense-q4_k w-dense-q4_0 w-dense-q8_0 w-moe-12-q4_k; do
+    for e in 16 32; do echo "== $w warp target $e"; FG_DEBUG_GEMV_WIDE_WARP_TARGET=$e bench fusegraph bench --workload $w; done
   done
-  for w in w-moe-12-q4_k w-dense-q4_k; do
-    for e in 0 1; do
-      echo "== $w scaled=$e"; FG_DEBUG_GEMV_WIDE_SCALED=$e timeout 75 fusegraph bench --workload $w --compare fused,graph --steps 30 > /tmp/b.txt 2>&1 || tail -3 /tmp/b.txt; grep -E "graph-|ideal" /tmp/b.txt
-    done
-  done
-} > "$OUT/bench.txt" 2>&1; t bench; cat "$OUT/bench.txt"
-if [ "$ngpu" -ge 2 ]; then
-  timeout $(( $(left) - 20 )) "$T" > "$OUT/suite.txt" 2>&1; t "whole suite rc $?"
-  grep -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran" "$OUT/suite.txt" | head -20
-elif [ $(left) -gt 120 ]; then san 0 racecheck 0 3; fi
-wait "${pids[@]}"; t sanitizers
-for f in "$OUT"/san-*.txt; do [ -f "$f" ] && echo "$(basename $f): $(grep -cE 'OK \]' $f) ok; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^exit|FAILED  \]' $f | tr '\n' ' ')"; done
+  for w in w-tiny w-dense w-moe-12; do echo "== $w"; bench fusegraph bench --workload $w; done
+} > "$OUT/work.txt" 2>&1; t work; cat "$OUT/work.txt"
+wait $gb; t "$(tail -1 /tmp/ggml-build.txt)"
+for a in "dense f16" "moe --layers 12 f16" "tiny f16"; do
+  [ $(left) -gt 25 ] || break
+  set -- $a; echo "== ggml $a"; timeout 40 bash .gpu/peers/ggml-bench.sh --model $1 ${@:2:$(($# - 2))} --wtype ${@: -1} --reps 100 2>&1 | grep RESULT
+done
+[ -n "$cp" ] && wait $cp
+grep -E "^\[  (PASSED|FAILED)|FAILED  \]|rc |worst" "$OUT/tests.txt" | head -30
+for f in "$OUT"/san-*.txt; do [ -f "$f" ] && echo "$(basename $f): $(grep -cE 'OK \]' $f) ok; $(grep -E 'ERROR SUMMARY|^exit|FAILED  \]' $f | tr '\n' ' ')"; done
