@@ -678,6 +678,33 @@ struct DecQ4_KW : DecQuant {
   }
 };
 
+/// What the wide decoders of 32-weight blocks share: a k-step is a group of G
+/// bytes (16-byte aligned), a lane loads 5 16-byte pieces of each row from
+/// piece (Num·t) >> Shift on and reads them as 20 words; Prep holds its runs'
+/// words and scales for gemvMathWide.
+template <int G, int Num, int Shift, int WordSets, int Scales> struct DecWideGroup : DecQuant {
+  static constexpr bool kWide = true;
+  static constexpr int kWordSets = WordSets, kScales = Scales;
+  struct Raw {
+    uint4 v[5];
+  };
+  struct Prep {
+    unsigned q[kWordSets][4], sc2[kScales], mn2[kScales];
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, long long sb, int t,
+                                              Raw &r) {
+    const uint4 *b = reinterpret_cast<const uint4 *>(row + sb * G) + ((Num * t) >> Shift);
+#pragma unroll
+    for (int i = 0; i < 5; ++i)
+      r.v[i] = fg_load_stream(b + i);
+  }
+  static __device__ __forceinline__ void words(const Raw &r, unsigned (&w)[20]) {
+#pragma unroll
+    for (int i = 0; i < 5; ++i)
+      w[4 * i] = r.v[i].x, w[4 * i + 1] = r.v[i].y, w[4 * i + 2] = r.v[i].z, w[4 * i + 3] = r.v[i].w;
+  }
+};
+
 /// q4_0 read wide (rows of whole 512-weight groups starting 16-byte aligned:
 /// K % 512 == 0, and 16 blocks of 18 bytes are 288 = 18 x 16). A k-step is
 /// one group; the 4 lanes of a row take 4 blocks each (72 bytes from byte 72t,
@@ -688,33 +715,17 @@ struct DecQ4_KW : DecQuant {
 /// 16 .. 31, so each of the lane's blocks is two runs of 16 consecutive k and
 /// the weights take q4_K's wide path: (q + 1024 − 1024)·d + (−8d), one LOP3,
 /// HSUB2 and HFMA2 per two weights (−8d is exact in f16).
-struct DecQ4_0W : DecQuant {
-  static constexpr bool kWide = true;
+struct DecQ4_0W : DecWideGroup<288, 9, 1, 4, 4> {
   static constexpr int kBlockElems = 32, kBlockBytes = 18;
-  static constexpr int kStepElems = 512, kRuns = 8, kWordSets = 4, kScales = 4;
-  struct Raw {
-    uint4 v[5];
-  };
-  struct Prep {
-    unsigned q[kWordSets][4], sc2[kScales], mn2[kScales];
-  };
+  static constexpr int kStepElems = 512, kRuns = 8;
   static __device__ __forceinline__ int wordSetOf(int r) { return r >> 1; }
   static __device__ __forceinline__ int scaleOf(int r) { return r >> 1; }
   static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
     return 512 * sb + 128 * t + 32 * (r >> 1) + 16 * (r & 1);
   }
-  static __device__ __forceinline__ void load(const unsigned char *row, long long sb, int t,
-                                              Raw &r) {
-    const uint4 *b = reinterpret_cast<const uint4 *>(row + sb * 288) + ((9 * t) >> 1);
-#pragma unroll
-    for (int i = 0; i < 5; ++i)
-      r.v[i] = fg_load_stream(b + i);
-  }
   static __device__ __forceinline__ void prepare(const Raw &r, int t, Prep &p) {
     unsigned w[20];
-#pragma unroll
-    for (int i = 0; i < 5; ++i)
-      w[4 * i] = r.v[i].x, w[4 * i + 1] = r.v[i].y, w[4 * i + 2] = r.v[i].z, w[4 * i + 3] = r.v[i].w;
+    words(r, w);
     const bool odd = t & 1;
     unsigned L[18]; // the lane's 72 bytes
 #pragma unroll
@@ -813,33 +824,17 @@ struct DecQ4_KS : DecQuant {
 /// signed bytes become halves without I2F: flip the sign bit (u = q + 128),
 /// put u under the exponent 0x64 (one PRMT per two: 1024 + u), subtract
 /// 1152 (q, exact) and multiply by d: two weights per PRMT, HSUB2, HFMA2.
-struct DecQ8_0W : DecQuant {
-  static constexpr bool kWide = true;
+struct DecQ8_0W : DecWideGroup<272, 17, 2, 4, 2> {
   static constexpr int kBlockElems = 32, kBlockBytes = 34;
-  static constexpr int kStepElems = 256, kRuns = 4, kWordSets = 4, kScales = 2;
-  struct Raw {
-    uint4 v[5];
-  };
-  struct Prep {
-    unsigned q[kWordSets][4], sc2[kScales], mn2[kScales];
-  };
+  static constexpr int kStepElems = 256, kRuns = 4;
   static __device__ __forceinline__ int wordSetOf(int r) { return r; }
   static __device__ __forceinline__ int scaleOf(int r) { return r >> 1; }
   static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
     return 256 * sb + 64 * t + 32 * (r >> 1) + 16 * (r & 1);
   }
-  static __device__ __forceinline__ void load(const unsigned char *row, long long sb, int t,
-                                              Raw &r) {
-    const uint4 *b = reinterpret_cast<const uint4 *>(row + sb * 272) + ((17 * t) >> 2);
-#pragma unroll
-    for (int i = 0; i < 5; ++i)
-      r.v[i] = fg_load_stream(b + i);
-  }
   static __device__ __forceinline__ void prepare(const Raw &r, int t, Prep &p) {
     unsigned w[20];
-#pragma unroll
-    for (int i = 0; i < 5; ++i)
-      w[4 * i] = r.v[i].x, w[4 * i + 1] = r.v[i].y, w[4 * i + 2] = r.v[i].z, w[4 * i + 3] = r.v[i].w;
+    words(r, w);
     const bool b0 = t & 1, b1 = t & 2;
     unsigned A[19], L[17]; // L: the lane's 68 bytes, words t .. t + 16 of w
 #pragma unroll
