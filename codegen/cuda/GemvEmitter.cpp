@@ -220,6 +220,8 @@ const char *decoderName(DType t, bool wide, bool scaled) {
     return "fg::DecQ4_0W";
   if (t == DType::Q8_0 && wide)
     return "fg::DecQ8_0W";
+  if (t == DType::IQ4_NL && wide)
+    return "fg::DecIQ4_NLW";
   if (const char *q = blockDecoder(t))
     return q;
   switch (t) {
@@ -471,6 +473,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   // (DecQ4_0W, DecQ8_0W: a k-step is a group).
   auto wideOk = [&](const WeightStream &w) {
     bool type = w.dtype == DType::Q4_K || (w.dtype == DType::Q4_0 && d.K % 512 == 0) ||
+                (w.dtype == DType::IQ4_NL && o.gemvWideIq4nl && d.K % 512 == 0) ||
                 (w.dtype == DType::Q8_0 && d.K % 256 == 0);
     return type && w.dtype == w0.dtype && w.off % 16 == 0 && w.ld % 16 == 0 && w.es % 16 == 0;
   };
@@ -482,7 +485,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   // tensor cores only; 16-bit weights keep hi + lo (cuBLAS-level accuracy).
   bool xHalf = o.gemvQuantXHalf && tensorCores && quant;
   if (wide) {
-    int64_t sbs = d.K / (w0.dtype == DType::Q4_0 ? 512 : 256); // k-steps
+    int64_t sbs = d.K / (w0.dtype == DType::Q4_0 || w0.dtype == DType::IQ4_NL ? 512 : 256);
     sp.unroll = o.gemvUnroll > 0 && sbs % o.gemvUnroll == 0 ? o.gemvUnroll : 1;
     int64_t chunks = sbs / sp.unroll, blocks = (d.N + 15) / 16 * d.pairs;
     // Warps per block: from 4, doubled while the grid stays within

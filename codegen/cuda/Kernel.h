@@ -106,6 +106,9 @@ struct EmitOptions {
   /// Wide quantised GEMVs: warps per SM the rule fills (blocks x warps per
   /// block; the first rule's was 32, measured slower than 16).
   int64_t gemvWideWarpTarget = 16;
+  /// iq4_nl rows of whole 512-weight groups through the wide loop
+  /// (DecIQ4_NLW): opt-in until its GPU test has run.
+  bool gemvWideIq4nl = false;
 };
 
 /// fused.topk_moe with at most this many rows runs in one block that stages all

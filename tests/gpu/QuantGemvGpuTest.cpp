@@ -377,6 +377,19 @@ TEST(GpuQuantGemv, Q4_0AndQ8_0WideEveryForm) {
   }
 }
 
+/// iq4_nl through the wide loop (DecIQ4_NLW, opt-in until this passes): the
+/// forms of the test above.
+TEST(GpuQuantGemv, IQ4_NLWideEveryForm) {
+  FG_REQUIRE_GPU();
+  ScopedEnv on("FG_DEBUG_GEMV_WIDE_IQ4NL", "1");
+  for (int64_t M : {1, 2, 3, 8})
+    checkDense(DType::IQ4_NL, 2, M, kTolF32, 50);
+  for (int64_t M : {1, 8})
+    checkGated(DType::IQ4_NL, 1, M, kTolF32, 50, 2);
+  for (bool gated : {false, true})
+    checkExpert(DType::IQ4_NL, gated, kTolF32, 50, 2);
+}
+
 /// q5_0, q5_1, q5_k, q2_k, q3_k, iq4_nl, iq4_xs (decoders written without a GPU at hand,
 /// opt-in until this passed on the H200 in the sixth session): dense at T = 1, 2, 3,
 /// 8 on two K, gated with biases, expert-indexed with repeated experts,

@@ -459,7 +459,6 @@ static __device__ __forceinline__ unsigned fg_iq4_levels(unsigned v) {
 }
 
 /// iq4_nl (18 bytes: f16 d; u8 qs[16], q4_0's nibble order); w = d·level[q].
-/// Opt-in like q5_0.
 struct DecIQ4_NL : DecQuant {
   static constexpr int kBlockElems = 32, kBlockBytes = 18;
   struct Raw {
@@ -482,8 +481,7 @@ struct DecIQ4_NL : DecQuant {
 
 /// iq4_xs (136 bytes: f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]):
 /// sub-block s = step % 8 is an iq4_nl body at qs[16s] with the scale
-/// d·(ls − 32), ls = 4 bits of scales_l[s / 2] and 2 of scales_h. Opt-in
-/// like q5_0.
+/// d·(ls − 32), ls = 4 bits of scales_l[s / 2] and 2 of scales_h.
 struct DecIQ4_XS : DecQuant {
   static constexpr int kBlockElems = 256, kBlockBytes = 136;
   struct Raw {
@@ -864,6 +862,20 @@ struct DecQ8_0W : DecWideGroup<272, 17, 2, 4, 2> {
     const unsigned u = q ^ 0x80808080u;
     w02 = fg_hmul2(fg_hsub2(__byte_perm(u, kMagic, 0x4240), k1152), sc2);
     w13 = fg_hmul2(fg_hsub2(__byte_perm(u, kMagic, 0x4341), k1152), sc2);
+  }
+};
+
+/// iq4_nl read wide: q4_0's layout and loop (DecQ4_0W), each nibble a level
+/// of the table (fg_iq4_levels, + 128) turned into a half as q8_0's wide
+/// form does (PRMT under 0x64, HSUB2 1152, HMUL2 d). Opt-in
+/// (EmitOptions::gemvWideIq4nl) until its GPU test has run.
+struct DecIQ4_NLW : DecQ4_0W {
+  static __device__ __forceinline__ void pairs(unsigned q, bool hi, unsigned sc2, unsigned,
+                                               unsigned &w02, unsigned &w13) {
+    constexpr unsigned kMagic = 0x64646464u, k1152 = 0x64806480u;
+    const unsigned lv = fg_iq4_levels((hi ? q >> 4 : q) & 0x0F0F0F0Fu);
+    w02 = fg_hmul2(fg_hsub2(__byte_perm(lv, kMagic, 0x4240), k1152), sc2);
+    w13 = fg_hmul2(fg_hsub2(__byte_perm(lv, kMagic, 0x4341), k1152), sc2);
   }
 };
 

@@ -1346,6 +1346,20 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
           {}, o);
       EXPECT_TRUE(contains(only(expert), dec));
     }
+  // iq4_nl through the wide loop on request (EmitOptions::gemvWideIq4nl).
+  for (bool on : {false, true}) {
+    EmitOptions o;
+    o.gemvWideIq4nl = on;
+    auto ls = emitAll(
+        [&](Builder &b) {
+          b.result(b.create(OpKind::FusedGatedMatmul,
+                            {b.input("x", T(DType::F32, {2, 1024})),
+                             b.weight("g", T(DType::IQ4_NL, {40, 1024})),
+                             b.weight("u", T(DType::IQ4_NL, {40, 1024}))}));
+        },
+        {}, o);
+    EXPECT_TRUE(contains(only(ls), on ? "using Dec0 = fg::DecIQ4_NLW;" : "using Dec0 = fg::DecIQ4_NL;"));
+  }
   // A q4_0 gate with a q4_K up (both wide types) keeps the narrow loop: the
   // wide loop walks both streams by one step size.
   auto mixed = emitAll([&](Builder &b) {
