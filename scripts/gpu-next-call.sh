@@ -4,9 +4,10 @@
 # session's last call) checked by the quantised GPU tests and timed against
 # the old target (FG_DEBUG_GEMV_WIDE_WARP_TARGET=32) on the quantised
 # workloads; initcheck and synccheck over the tests the sixth session added
-# (memcheck and racecheck passed on them); the opt-in wide iq4_nl decoder's
-# test (GpuQuantGemv.IQ4_NLWideEveryForm, in the quantised tests) and its
-# kernels against the narrow ones; ggml-cuda's f16 steps beside ours.
+# (memcheck and racecheck passed on them); the opt-in wide iq4_nl and q6_K
+# decoders' tests (GpuQuantGemv.IQ4_NLWideEveryForm, Q6_KWideEveryForm, in
+# the quantised tests) and their kernels against the narrow ones, q6_K also
+# on its workload; ggml-cuda's f16 steps beside ours.
 # x2: GPU 1 runs the tests and sanitizers, GPU 0 the timings; one GPU: in turn.
 #   mkdir -p .gpu/peers && cp ../shared/peers/* .gpu/peers/   (before bundling)
 #   bash scripts/gpu-next-call.sh DEADLINE_S
@@ -39,11 +40,12 @@ bench() { timeout 60 "$@" --compare fused,graph --steps 30 > /tmp/b.txt 2>&1 || 
     for e in 16 32; do echo "== $w warp target $e"; FG_DEBUG_GEMV_WIDE_WARP_TARGET=$e bench fusegraph bench --workload $w; done
   done
   for w in w-tiny w-dense w-moe-12; do echo "== $w"; bench fusegraph bench --workload $w; done
-  for v in "" --gemv-wide-iq4nl; do
-    echo "== iq4_nl kernels ${v:-narrow}"
-    timeout 60 fg_bench_kernels --reps 5 --no-cublas $v --benchmark_filter='^(matmul|fused.gated_matmul)/w-dense/.*/iq4_nl/T1' --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
+  for v in "" "--gemv-wide-iq4nl --gemv-wide-q6k"; do
+    echo "== iq4_nl, q6_K kernels ${v:-narrow}"
+    timeout 60 fg_bench_kernels --reps 5 --no-cublas $v --benchmark_filter='^(matmul|fused.gated_matmul)/w-dense/.*/(iq4_nl|q6_k)/T1' --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
     grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2-4,6-8,11
   done
+  for e in 0 1; do echo "== w-dense-q6_k wide q6_K $e"; FG_DEBUG_GEMV_WIDE_Q6K=$e bench fusegraph bench --workload w-dense-q6_k; done
 } > "$OUT/work.txt" 2>&1; t work; cat "$OUT/work.txt"
 wait $gb; t "$(tail -1 /tmp/ggml-build.txt)"
 for a in "dense f16" "moe --layers 12 f16" "tiny f16"; do

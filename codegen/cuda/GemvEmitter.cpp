@@ -222,6 +222,8 @@ const char *decoderName(DType t, bool wide, bool scaled) {
     return "fg::DecQ8_0W";
   if (t == DType::IQ4_NL && wide)
     return "fg::DecIQ4_NLW";
+  if (t == DType::Q6_K && wide)
+    return "fg::DecQ6_KW";
   if (const char *q = blockDecoder(t))
     return q;
   switch (t) {
@@ -474,6 +476,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   auto wideOk = [&](const WeightStream &w) {
     bool type = w.dtype == DType::Q4_K || (w.dtype == DType::Q4_0 && d.K % 512 == 0) ||
                 (w.dtype == DType::IQ4_NL && o.gemvWideIq4nl && d.K % 512 == 0) ||
+                (w.dtype == DType::Q6_K && o.gemvWideQ6k && d.K % 2048 == 0) ||
                 (w.dtype == DType::Q8_0 && d.K % 256 == 0);
     return type && w.dtype == w0.dtype && w.off % 16 == 0 && w.ld % 16 == 0 && w.es % 16 == 0;
   };

@@ -109,6 +109,9 @@ struct EmitOptions {
   /// iq4_nl rows of whole 512-weight groups through the wide loop
   /// (DecIQ4_NLW): opt-in until its GPU test has run.
   bool gemvWideIq4nl = false;
+  /// q6_K rows of whole 8-super-block groups through the wide loop
+  /// (DecQ6_KW): opt-in until its GPU test has run.
+  bool gemvWideQ6k = false;
 };
 
 /// fused.topk_moe with at most this many rows runs in one block that stages all

@@ -94,6 +94,8 @@ std::vector<uint8_t> randomBlocks(DType t, int64_t elems, uint64_t salt, float s
 int64_t oddK(DType t, int variant) {
   if (variant == 2) // whole 512-weight groups: the wide q4_0 and q8_0 decoders
     return 1536;
+  if (variant == 3) // whole 8-super-block groups: the wide q6_K decoder
+    return 4096;
   if (dtypeInfo(t).blockElems == 256)
     return variant ? 1280 : 512;
   return variant ? 4160 : 288;
@@ -375,6 +377,20 @@ TEST(GpuQuantGemv, Q4_0AndQ8_0WideEveryForm) {
     ScopedEnv split("FG_DEBUG_GEMV_X_HALF", "0");
     checkDense(t, 2, 2, kTolF32, 40);
   }
+}
+
+/// q6_K through the wide loop (DecQ6_KW, opt-in until this passes; K 4096:
+/// super-blocks at every offset within 16 bytes): dense at T = 1, 2, 3, 8,
+/// gated with biases, expert-indexed (one stream and two).
+TEST(GpuQuantGemv, Q6_KWideEveryForm) {
+  FG_REQUIRE_GPU();
+  ScopedEnv on("FG_DEBUG_GEMV_WIDE_Q6K", "1");
+  for (int64_t M : {1, 2, 3, 8})
+    checkDense(DType::Q6_K, 3, M, kTolF32, 60);
+  for (int64_t M : {1, 8})
+    checkGated(DType::Q6_K, 1, M, kTolF32, 60, 3);
+  for (bool gated : {false, true})
+    checkExpert(DType::Q6_K, gated, kTolF32, 60, 3);
 }
 
 /// iq4_nl through the wide loop (DecIQ4_NLW, opt-in until this passes): the

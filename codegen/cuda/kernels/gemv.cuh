@@ -879,6 +879,102 @@ struct DecIQ4_NLW : DecQ4_0W {
   }
 };
 
+/// 16 bytes at byte m (even, 0..14) of 32 held as 8 words: two SELs per
+/// word on the bits of m >> 2 (warp-uniform), then a PRMT when m % 4 == 2.
+static __device__ __forceinline__ void fg_realign16(const unsigned (&s)[8], int m,
+                                                    unsigned (&out)[4]) {
+  unsigned A[7], B[5];
+#pragma unroll
+  for (int j = 0; j < 7; ++j)
+    A[j] = (m & 4) ? s[j + 1] : s[j];
+#pragma unroll
+  for (int j = 0; j < 5; ++j)
+    B[j] = (m & 8) ? A[j + 2] : A[j];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    out[j] = (m & 2) ? __byte_perm(B[j], B[j + 1], 0x5432) : B[j];
+}
+
+/// q6_K read wide (opt-in, EmitOptions::gemvWideQ6k, until its GPU test has
+/// run): rows of whole 8-super-block groups (K % 2048 == 0: 1680 bytes,
+/// 16-byte aligned). A k-step is one super-block; lane t takes half n = t / 2
+/// and l = 16(t & 1) .. + 15, i.e. 4 runs of 16 weights 128n + 32r + l, each
+/// under one scale sc[8n + 2r + (t & 1)]. Everything a lane reads sits at a
+/// 16-byte multiple from the super-block's start (ql at 64n + 16(t & 1) and
+/// + 32, qh at 128 + 32n + 16(t & 1), scales at 192, d at 208), and the
+/// start's offset m within 16 bytes (210 per super-block: even, the same for
+/// every lane of a step) is undone by fg_realign16 after two aligned 16-byte
+/// loads per piece (8 in all; the pair never reaches past the row: its last
+/// super-block ends on 16 bytes). Per word of a run: the 6-bit values as
+/// bytes (LOP3s), then q8_0's half conversion with 1024 + 32 (w = d·sc·(q6 − 32)).
+struct DecQ6_KW : DecQuant {
+  static constexpr bool kWide = true;
+  static constexpr int kBlockElems = 256, kBlockBytes = 210;
+  static constexpr int kStepElems = 256, kRuns = 4, kWordSets = 4, kScales = 4;
+  struct Raw {
+    uint4 v[8]; ///< ql (2), ql + 32 (2), qh (2), scales and d (2)
+    int m;      ///< the super-block's start modulo 16
+  };
+  struct Prep {
+    unsigned q[kWordSets][4], sc2[kScales], mn2[kScales];
+  };
+  static __device__ __forceinline__ int wordSetOf(int r) { return r; }
+  static __device__ __forceinline__ int scaleOf(int r) { return r; }
+  static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
+    return 256 * sb + 128 * (t >> 1) + 16 * (t & 1) + 32 * r;
+  }
+  static __device__ __forceinline__ void load(const unsigned char *row, long long sb, int t,
+                                              Raw &r) {
+    const unsigned char *b = row + sb * kBlockBytes;
+    r.m = static_cast<int>(reinterpret_cast<unsigned long long>(b) & 15u);
+    const int n = t >> 1, h = t & 1;
+    const int off[4] = {64 * n + 16 * h, 64 * n + 32 + 16 * h, 128 + 32 * n + 16 * h, 192};
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const uint4 *a = reinterpret_cast<const uint4 *>(b + off[p] - r.m);
+      r.v[2 * p] = fg_load_stream(a);
+      r.v[2 * p + 1] = fg_load_stream(a + 1);
+    }
+  }
+  static __device__ __forceinline__ void prepare(const Raw &r, int t, Prep &p) {
+    unsigned piece[4][4], dword;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const unsigned s[8] = {r.v[2 * k].x,     r.v[2 * k].y,     r.v[2 * k].z,     r.v[2 * k].w,
+                             r.v[2 * k + 1].x, r.v[2 * k + 1].y, r.v[2 * k + 1].z, r.v[2 * k + 1].w};
+      fg_realign16(s, r.m, piece[k]);
+      if (k == 3) { // d: bytes m + 16, m + 17 of the scales' pair
+        const unsigned x = (r.m & 4) ? s[5] : s[4], y = (r.m & 4) ? s[7] : s[6];
+        const unsigned z = (r.m & 8) ? y : x;
+        dword = (r.m & 2) ? z >> 16 : z & 0xffffu;
+      }
+    }
+    const float d = fg_h2f(dword);
+    const int n = t >> 1, h = t & 1;
+#pragma unroll
+    for (int run = 0; run < 4; ++run) {
+      const int sh = 2 * run;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const unsigned ql = (run & 1) ? piece[1][i] : piece[0][i];
+        const unsigned lo = (run >> 1) ? (ql >> 4) & 0x0F0F0F0Fu : ql & 0x0F0F0F0Fu;
+        p.q[run][i] = lo | (((piece[2][i] >> sh) & 0x03030303u) << 4);
+      }
+      // Scale byte 8n + 2run + h of the 16: word 2n + (run >> 1), byte h + 2(run & 1).
+      const unsigned w = n ? piece[3][2 + (run >> 1)] : piece[3][run >> 1];
+      const float sc = static_cast<float>(static_cast<signed char>((w >> (8 * (h + 2 * (run & 1)))) & 0xffu));
+      p.sc2[run] = fg_h2splat(d * sc);
+      p.mn2[run] = 0u;
+    }
+  }
+  static __device__ __forceinline__ void pairs(unsigned q, bool, unsigned sc2, unsigned,
+                                               unsigned &w02, unsigned &w13) {
+    constexpr unsigned kMagic = 0x64646464u, k1056 = 0x64206420u; // 1024 + 32 in both halves
+    w02 = fg_hmul2(fg_hsub2(__byte_perm(q, kMagic, 0x4240), k1056), sc2);
+    w13 = fg_hmul2(fg_hsub2(__byte_perm(q, kMagic, 0x4341), k1056), sc2);
+  }
+};
+
 /// What a chunk holds for one row of one stream between its loads and its
 /// arithmetic: 16-byte loads (two for f32), or a quantised decoder's Raw.
 template <class D, bool Q = D::kQuant> struct GemvW {

@@ -1346,6 +1346,27 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
           {}, o);
       EXPECT_TRUE(contains(only(expert), dec));
     }
+  // q6_K through the wide loop on request (EmitOptions::gemvWideQ6k), K a
+  // multiple of 2048; dense and expert-indexed.
+  for (bool on : {false, true}) {
+    EmitOptions o;
+    o.gemvWideQ6k = on;
+    auto dense = emitAll(
+        [&](Builder &b) {
+          b.result(b.matmul(b.input("x", T(DType::F32, {1, 2048})),
+                            b.weight("w", T(DType::Q6_K, {100, 2048}))));
+        },
+        {}, o);
+    EXPECT_TRUE(contains(only(dense), on ? "using Dec0 = fg::DecQ6_KW;" : "using Dec0 = fg::DecQ6_K;"));
+    auto expert = emitAll(
+        [&](Builder &b) {
+          b.result(b.matmulId(b.input("x", T(DType::F32, {2, 1, 2048})),
+                              b.weight("w", T(DType::Q6_K, {4, 45, 2048})),
+                              b.input("ids", T(DType::I32, {2, 3}))));
+        },
+        {}, o);
+    EXPECT_TRUE(contains(only(expert), on ? "using Dec0 = fg::DecQ6_KW;" : "using Dec0 = fg::DecQ6_K;"));
+  }
   // iq4_nl through the wide loop on request (EmitOptions::gemvWideIq4nl).
   for (bool on : {false, true}) {
     EmitOptions o;
