@@ -23,7 +23,7 @@
 //
 //   fg_bench_kernels [--smoke] [--list] [--compile-only] [--json FILE] [--table FILE]
 //                    [--reps N] [--no-cublas] [--gemv-tc-min N] [--gemv-rows N]
-//                    [--gemv-warps N] [--gemv-unroll N] [--gemv-narrow-quant] [--gemv-wide-scaled] [--gemv-x-split] [--gemv-wide-iq4nl] [--gemv-wide-q6k]
+//                    [--gemv-warps N] [--gemv-unroll N] [--gemv-narrow-quant] [--gemv-wide-scaled] [--gemv-x-split] [--gemv-narrow-iq4nl] [--gemv-narrow-q6k]
 //                    [--benchmark_filter=REGEX]
 //
 // Without a device it prints one skip line and exits 0.
@@ -930,8 +930,8 @@ int usage(const char *argv0, int code = 2) {
       "  --gemv-narrow-quant  q4_K through the previous (narrow) decoder\n"
       "  --gemv-wide-scaled   q4_K through DecQ4_KS (scales after the mma; opt-in)\n"
       "  --gemv-x-split       quantised GEMVs take x as hi + lo f16 (the form before x as one f16)\n"
-      "  --gemv-wide-iq4nl    iq4_nl through the wide loop (opt-in)\n"
-      "  --gemv-wide-q6k      q6_K through the wide loop (opt-in)\n"
+      "  --gemv-narrow-iq4nl  iq4_nl through the narrow loop (the wide one is the default)\n"
+      "  --gemv-narrow-q6k    q6_K through the narrow loop (the wide one is the default)\n"
       "  --gemv-wide-occupancy N  q4_K: launch bounds for N warps per SM (1: none)\n"
       "  --gemv-wide-prefetch N   q4_K: 1 no prefetch, 2 prefetch of the next chunk\n",
       argv0);
@@ -986,10 +986,10 @@ int main(int argc, char **argv) {
       s.emit.gemvNarrowQuant = true;
     } else if (a == "--gemv-wide-scaled") {
       s.emit.gemvWideScaled = true;
-    } else if (a == "--gemv-wide-iq4nl") {
-      s.emit.gemvWideIq4nl = true;
-    } else if (a == "--gemv-wide-q6k") {
-      s.emit.gemvWideQ6k = true;
+    } else if (a == "--gemv-narrow-iq4nl") {
+      s.emit.gemvWideIq4nl = false;
+    } else if (a == "--gemv-narrow-q6k") {
+      s.emit.gemvWideQ6k = false;
     } else if (a == "--gemv-x-split") {
       s.emit.gemvQuantXHalf = false;
     } else if (a.rfind("--gemv-", 0) == 0) {

@@ -26,6 +26,17 @@ checks() { # GPU
   export CUDA_VISIBLE_DEVICES=$1 FG_KERNEL_CACHE=/tmp/fgk$1
   timeout 200 "$T" --gtest_filter='GpuQuant*:Types/GpuQuantWorkload*' > "$OUT/tests.txt" 2>&1
   echo "quant tests rc $? after $((SECONDS - S)) s" >> "$OUT/tests.txt"
+  # Issue 16: the Python module (built here for 3.12 by python-module-for.sh)
+  # with DLPack into torch, and Chrome traces of real steps for the README.
+  [ -d .gpu/python ] && FG_PYTHON_MODULE_DIR=.gpu/python timeout 150 bash scripts/gpu-python.sh > "$OUT/python.txt" 2>&1
+  echo "python rc $? after $((SECONDS - S)) s" >> "$OUT/python.txt"
+  timeout 60 fusegraph run demo --device cuda --prompt-ids 1,2,3 --steps 4 --trace "$OUT/trace-demo.json" > "$OUT/traces.txt" 2>&1
+  echo "demo trace rc $?" >> "$OUT/traces.txt"
+  for w in w-tiny w-moe-12-q4_k w-dense-q4_k; do
+    [ $(left) -gt 90 ] || break
+    timeout 80 fusegraph bench --workload $w --compare fused,graph --steps 10 --trace "$OUT/trace-$w.json" >> "$OUT/traces.txt" 2>&1
+    echo "$w trace rc $? after $((SECONDS - S)) s" >> "$OUT/traces.txt"
+  done
   for tool in initcheck synccheck; do
     [ $(left) -gt 60 ] || break
     GTEST_EXTRA="--gtest_filter=$NEW" timeout $(( $(left) - 15 )) bash scripts/gpu-sanitize.sh $tool 0 1 "$T" > "$OUT/san-$tool.txt" 2>&1
@@ -54,4 +65,5 @@ for a in "dense f16" "moe --layers 12 f16" "tiny f16"; do
 done
 [ -n "$cp" ] && wait $cp
 grep -E "^\[  (PASSED|FAILED)|FAILED  \]|rc |worst" "$OUT/tests.txt" | head -30
+tail -4 "$OUT/python.txt"; grep -E "rc |error" "$OUT/traces.txt"
 for f in "$OUT"/san-*.txt; do [ -f "$f" ] && echo "$(basename $f): $(grep -cE 'OK \]' $f) ok; $(grep -E 'ERROR SUMMARY|^exit|FAILED  \]' $f | tr '\n' ' ')"; done

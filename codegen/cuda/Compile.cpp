@@ -252,11 +252,11 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_WIDE_WARP_TARGET"))
     if (int64_t n = std::atoll(v->c_str()); n > 0)
       emit.gemvWideWarpTarget = n;
-  // iq4_nl and q6_K through the wide loop (opt-in until their GPU tests have run).
-  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_WIDE_IQ4NL"); v && *v == "1")
-    emit.gemvWideIq4nl = true;
-  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_WIDE_Q6K"); v && *v == "1")
-    emit.gemvWideQ6k = true;
+  // iq4_nl and q6_K through the wide loop (default) or, with 0, the narrow one.
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_WIDE_IQ4NL"))
+    emit.gemvWideIq4nl = *v != "0";
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_WIDE_Q6K"))
+    emit.gemvWideQ6k = *v != "0";
   // And x split hi + lo in the quantised GEMVs (the form before x as one f16).
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "0")
     emit.gemvQuantXHalf = false;

@@ -379,7 +379,7 @@ TEST(GpuQuantGemv, Q4_0AndQ8_0WideEveryForm) {
   }
 }
 
-/// q6_K through the wide loop (DecQ6_KW, opt-in until this passes; K 4096:
+/// q6_K through the wide loop (DecQ6_KW, the default since this passed; K 4096:
 /// super-blocks at every offset within 16 bytes): dense at T = 1, 2, 3, 8,
 /// gated with biases, expert-indexed (one stream and two).
 TEST(GpuQuantGemv, Q6_KWideEveryForm) {
@@ -393,8 +393,20 @@ TEST(GpuQuantGemv, Q6_KWideEveryForm) {
     checkExpert(DType::Q6_K, gated, kTolF32, 60, 3);
 }
 
-/// iq4_nl through the wide loop (DecIQ4_NLW, opt-in until this passes): the
-/// forms of the test above.
+/// q6_K's narrow loop (DecQ6_K: rows with K % 2048 != 0 take it) in the forms
+/// of the test above.
+TEST(GpuQuantGemv, Q6_KNarrowEveryForm) {
+  FG_REQUIRE_GPU();
+  ScopedEnv off("FG_DEBUG_GEMV_WIDE_Q6K", "0");
+  for (int64_t M : {1, 2, 3, 8})
+    checkDense(DType::Q6_K, 3, M, kTolF32, 60);
+  checkGated(DType::Q6_K, 1, 8, kTolF32, 60, 3);
+  for (bool gated : {false, true})
+    checkExpert(DType::Q6_K, gated, kTolF32, 60, 3);
+}
+
+/// iq4_nl through the wide loop (DecIQ4_NLW, the default since this passed):
+/// the forms of the test above.
 TEST(GpuQuantGemv, IQ4_NLWideEveryForm) {
   FG_REQUIRE_GPU();
   ScopedEnv on("FG_DEBUG_GEMV_WIDE_IQ4NL", "1");
@@ -412,6 +424,8 @@ TEST(GpuQuantGemv, IQ4_NLWideEveryForm) {
 /// get_rows; the bounds of tolF32.
 TEST(GpuQuantGemv, NewTypesEveryForm) {
   FG_REQUIRE_GPU();
+  // iq4_nl's narrow loop (K % 512 != 0 takes it; IQ4_NLWideEveryForm checks the wide one).
+  ScopedEnv narrow("FG_DEBUG_GEMV_WIDE_IQ4NL", "0");
   for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q5_K, DType::Q2_K, DType::Q3_K, DType::IQ4_NL,
                   DType::IQ4_XS}) {
     for (int variant : {0, 1})

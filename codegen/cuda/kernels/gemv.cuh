@@ -867,8 +867,8 @@ struct DecQ8_0W : DecWideGroup<272, 17, 2, 4, 2> {
 
 /// iq4_nl read wide: q4_0's layout and loop (DecQ4_0W), each nibble a level
 /// of the table (fg_iq4_levels, + 128) turned into a half as q8_0's wide
-/// form does (PRMT under 0x64, HSUB2 1152, HMUL2 d). Opt-in
-/// (EmitOptions::gemvWideIq4nl) until its GPU test has run.
+/// form does (PRMT under 0x64, HSUB2 1152, HMUL2 d). Default
+/// (EmitOptions::gemvWideIq4nl); GpuQuantGemv.IQ4_NLWideEveryForm checks it.
 struct DecIQ4_NLW : DecQ4_0W {
   static __device__ __forceinline__ void pairs(unsigned q, bool hi, unsigned sc2, unsigned,
                                                unsigned &w02, unsigned &w13) {
@@ -895,8 +895,8 @@ static __device__ __forceinline__ void fg_realign16(const unsigned (&s)[8], int 
     out[j] = (m & 2) ? __byte_perm(B[j], B[j + 1], 0x5432) : B[j];
 }
 
-/// q6_K read wide (opt-in, EmitOptions::gemvWideQ6k, until its GPU test has
-/// run): rows of whole 8-super-block groups (K % 2048 == 0: 1680 bytes,
+/// q6_K read wide (default, EmitOptions::gemvWideQ6k; checked by
+/// GpuQuantGemv.Q6_KWideEveryForm): rows of whole 8-super-block groups (K % 2048 == 0: 1680 bytes,
 /// 16-byte aligned). A k-step is one super-block; lane t takes half n = t / 2
 /// and l = 16(t & 1) .. + 15, i.e. 4 runs of 16 weights 128n + 32r + l, each
 /// under one scale sc[8n + 2r + (t & 1)]. Everything a lane reads sits at a

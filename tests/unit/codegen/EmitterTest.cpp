@@ -1346,7 +1346,7 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
           {}, o);
       EXPECT_TRUE(contains(only(expert), dec));
     }
-  // q6_K through the wide loop on request (EmitOptions::gemvWideQ6k), K a
+  // q6_K through the wide loop (EmitOptions::gemvWideQ6k, default), K a
   // multiple of 2048; dense and expert-indexed.
   for (bool on : {false, true}) {
     EmitOptions o;
@@ -1367,7 +1367,7 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
         {}, o);
     EXPECT_TRUE(contains(only(expert), on ? "using Dec0 = fg::DecQ6_KW;" : "using Dec0 = fg::DecQ6_K;"));
   }
-  // iq4_nl through the wide loop on request (EmitOptions::gemvWideIq4nl).
+  // iq4_nl through the wide loop (EmitOptions::gemvWideIq4nl, default).
   for (bool on : {false, true}) {
     EmitOptions o;
     o.gemvWideIq4nl = on;
