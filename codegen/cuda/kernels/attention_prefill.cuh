@@ -40,8 +40,12 @@
 // partial until the end. A sink starts the row at m = sink, l = 1 (the
 // reference's denominator term). A row with no visible key writes zeros.
 // At D = Dv = 128 (f16, sm_90, NVRTC 12) the kernel takes 254 registers, no
-// spills, 35 KB of shared memory: 2 blocks (8 warps) per SM. Unmeasured on a
-// GPU so far (issue 15); q fragments in shared memory would free ~64 registers.
+// spills, 35 KB of shared memory: 2 blocks (8 warps) per SM; q fragments in
+// shared memory would free ~64 registers. Key tiles are staged by cp.async
+// (every 16-byte unit of a tile in flight at once) when rows are unit-stride
+// and aligned; the first form loaded and stored one unit at a time, 16
+// dependent round trips a tile, and took 4.24 ms of a 23.9 ms W-dense prefill
+// of 512 tokens (fourth session).
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,6 +84,32 @@ template <class C> static __device__ __forceinline__ void flashRange(long long p
 /// Two 16-bit elements as one mma register (a in the lower half).
 static __device__ __forceinline__ unsigned flashPair(unsigned short a, unsigned short b) {
   return (unsigned)a | ((unsigned)b << 16);
+}
+
+/// A tile of BN rows of U 16-byte units each (row j at src + j · sj, unit-
+/// stride and 16-byte aligned: kVecK / kVecV) into shared memory rows of
+/// `pitch` elements, by cp.async: every load of the tile is in flight at
+/// once, instead of one load-then-store round trip per unit (the first form:
+/// 16 dependent round trips a tile at D = 128). Rows past `khi` are filled
+/// with zeros (src-size 0 reads nothing). The caller waits (cp.async.wait_all)
+/// and synchronises.
+template <int U, int NT, int BN, class T>
+static __device__ __forceinline__ void flashStageAsync(unsigned short *dst, int pitch, const T *src,
+                                                       long long sj, int j0, int khi) {
+#pragma unroll
+  for (int i0 = 0; i0 < BN * U; i0 += NT) {
+    const int i = i0 + (int)threadIdx.x;
+    if (BN * U % NT != 0 && i >= BN * U)
+      break;
+    const int r = i / U, c = i % U;
+    const long long j = (long long)j0 + r;
+    const bool live = j <= khi;
+    const T *from = live ? src + j * sj + 8 * c : src;
+    const unsigned to = (unsigned)__cvta_generic_to_shared(dst + r * pitch + 8 * c);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
+                 "r"(live ? 16 : 0)
+                 : "memory");
+  }
 }
 
 template <class C> static __device__ __forceinline__ void flashAttention(const FlashArgs<C> &a) {
@@ -166,20 +196,28 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
     // The key tile into shared memory (zeros outside [klo, khi]).
     __syncthreads(); // the previous tile is no longer read
     constexpr int KU = C::D / 8, VU = C::Dv / 8;
-    for (int i = threadIdx.x; i < BN * KU; i += NT) {
-      const int r = i / KU, c = i % KU;
-      const long long j = (long long)j0 + r;
-      uint4 x[1];
-      attnLoad8<DK, C::D, C::k_sd, C::kVecK>(kbase + j * C::k_sj, 8 * c, j <= khi, x);
-      *reinterpret_cast<uint4 *>(&sh.k[r][8 * c]) = x[0];
-    }
-    for (int i = threadIdx.x; i < BN * VU; i += NT) {
-      const int r = i / VU, c = i % VU;
-      const long long j = (long long)j0 + r;
-      uint4 x[1];
-      attnLoad8<DV, C::Dv, C::v_sd, C::kVecV>(vbase + j * C::v_sj, 8 * c, j <= khi, x);
-      *reinterpret_cast<uint4 *>(&sh.v[r][8 * c]) = x[0];
-    }
+    if constexpr (C::kVecK)
+      flashStageAsync<KU, NT, BN>(&sh.k[0][0], C::D + 8, kbase, C::k_sj, j0, khi);
+    else
+      for (int i = threadIdx.x; i < BN * KU; i += NT) {
+        const int r = i / KU, c = i % KU;
+        const long long j = (long long)j0 + r;
+        uint4 x[1];
+        attnLoad8<DK, C::D, C::k_sd, C::kVecK>(kbase + j * C::k_sj, 8 * c, j <= khi, x);
+        *reinterpret_cast<uint4 *>(&sh.k[r][8 * c]) = x[0];
+      }
+    if constexpr (C::kVecV)
+      flashStageAsync<VU, NT, BN>(&sh.v[0][0], C::Dv + 8, vbase, C::v_sj, j0, khi);
+    else
+      for (int i = threadIdx.x; i < BN * VU; i += NT) {
+        const int r = i / VU, c = i % VU;
+        const long long j = (long long)j0 + r;
+        uint4 x[1];
+        attnLoad8<DV, C::Dv, C::v_sd, C::kVecV>(vbase + j * C::v_sj, 8 * c, j <= khi, x);
+        *reinterpret_cast<uint4 *>(&sh.v[r][8 * c]) = x[0];
+      }
+    if constexpr (C::kVecK || C::kVecV)
+      asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
     if (j0 > whi || j0 + BN - 1 < wlo)
       continue; // no query of this warp sees these keys
