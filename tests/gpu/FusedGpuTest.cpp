@@ -24,6 +24,7 @@
 #include "passes/fusion/FusionReport.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <set>
@@ -526,6 +527,33 @@ TEST_P(GpuFused, EqualsUnfusedAndReference) {
 
   const Function *ref = plainPlan->graph().lookup("main");
   ASSERT_NE(ref, nullptr);
+  // The unfused GPU chain computes the gate in f32 (expf), the reference in
+  // f64 rounded to f32, so two experts whose probabilities lie within a few
+  // ulps can trade places in its top-k (seen once in the seventh session:
+  // sigmoid, 576 experts, 37 rows, seed 658119253). A differing id is
+  // accepted there only when the last result (the experts' weights, one per
+  // id) agrees at that slot within 1e-5 of the row scale: a tie up to
+  // rounding. The fused kernel computes the gate like the reference and must
+  // match exactly.
+  const std::string &lastName = ref->value(ref->results().back()).name;
+  auto uLast = plainGpu->output(lastName);
+  auto wantLast = cpu->output(lastName);
+  ASSERT_TRUE(bool(uLast)) << errString(uLast.takeError());
+  ASSERT_TRUE(bool(wantLast)) << errString(wantLast.takeError());
+  auto tieUpToRounding = [&](const std::vector<int64_t> &got, const std::vector<int64_t> &exp) {
+    if (isInteger(wantLast->type.dtype))
+      return false;
+    std::vector<float> gw = uLast->toFloats(), ew = wantLast->toFloats();
+    if (gw.size() != got.size() || ew.size() != exp.size() || got.size() != exp.size())
+      return false;
+    float scale = 0.0f;
+    for (float v : ew)
+      scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < got.size(); ++i)
+      if (got[i] != exp[i] && std::fabs(gw[i] - ew[i]) > 1e-5f * scale)
+        return false;
+    return true;
+  };
   for (ValueId r : ref->results()) {
     const std::string &name = ref->value(r).name;
     auto f = fusedGpu->output(name);
@@ -536,7 +564,12 @@ TEST_P(GpuFused, EqualsUnfusedAndReference) {
     ASSERT_TRUE(bool(want)) << errString(want.takeError());
     if (isInteger(want->type.dtype)) {
       EXPECT_EQ(f->toInts(), want->toInts()) << "fused %" << name;
-      EXPECT_EQ(u->toInts(), want->toInts()) << "unfused %" << name;
+      if (u->toInts() != want->toInts()) {
+        EXPECT_TRUE(tieUpToRounding(u->toInts(), want->toInts()))
+            << "unfused %" << name << " differs beyond a tie up to rounding:\n  got  "
+            << ::testing::PrintToString(u->toInts()) << "\n  want "
+            << ::testing::PrintToString(want->toInts());
+      }
       continue;
     }
     std::vector<float> fv = f->toFloats(), uv = u->toFloats(), rv = want->toFloats();
