@@ -128,38 +128,52 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
       for (int i = 0; i < 4; ++i)
         acc[s][j][i] = 0.0f;
 
+  // Software-pipelined over k: the global loads of step k0 + KT go out
+  // before step k0's mmas, so each block keeps one step's bytes in flight
+  // while it computes (the first form waited a full round trip per 32-wide
+  // step: W-moe-12's 512-token prefill spent 12.2 ms, 78 %, here).
+  const int ar = threadIdx.x >> 2, ac = 8 * (threadIdx.x & 3);
+  const int ap = sh.pair[ar];
+  const long long atok = ap >= 0 ? ap / C::kk : 0, aj = ap >= 0 ? ap % C::kk : 0;
+  const typename C::X *xr = a.x + C::x_off + atok * C::x_st + aj * C::x_sj;
+  float xv[8];
+  uint4 wv[2][S];
+  auto loadStep = [&](long long k0) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      xv[i] = ap >= 0 && k0 + ac + i < C::K ? fg_to_f(xr[(k0 + ac + i) * C::x_ks]) : 0.0f;
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int i = threadIdx.x + NT * u, r = i >> 2, c = 8 * (i & 3);
+      wv[u][0] = moeLoadW<C, typename C::Dec0, 0>(a.w0, e, n0 + r, k0 + c);
+      if constexpr (S == 2)
+        wv[u][S - 1] = moeLoadW<C, typename C::Dec1, 1>(a.w1, e, n0 + r, k0 + c);
+    }
+  };
+  if (valid)
+    loadStep(0);
   for (long long k0 = 0; valid && k0 < C::K; k0 += KT) {
-    // A: 32 rows × 32 k, one 8-element unit per thread.
-    {
-      const int r = threadIdx.x >> 2, c = 8 * (threadIdx.x & 3);
-      const int p = sh.pair[r];
-      float xv[8];
-      const long long tok = p >= 0 ? p / C::kk : 0, j = p >= 0 ? p % C::kk : 0;
-      const typename C::X *xr = a.x + C::x_off + tok * C::x_st + j * C::x_sj;
+    // A: 32 rows × 32 k, one 8-element unit per thread, split hi + lo.
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
-        xv[i] = p >= 0 && k0 + c + i < C::K ? fg_to_f(xr[(k0 + c + i) * C::x_ks]) : 0.0f;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const unsigned hi = Dec::pack(xv[2 * i], xv[2 * i + 1]);
-        float h0, h1;
-        Dec::unpack(hi, h0, h1);
-        const unsigned lo = Dec::pack(xv[2 * i] - h0, xv[2 * i + 1] - h1);
-        *reinterpret_cast<unsigned *>(&sh.ah[r][c + 2 * i]) = hi;
-        *reinterpret_cast<unsigned *>(&sh.al[r][c + 2 * i]) = lo;
-      }
+    for (int i = 0; i < 4; ++i) {
+      const unsigned hi = Dec::pack(xv[2 * i], xv[2 * i + 1]);
+      float h0, h1;
+      Dec::unpack(hi, h0, h1);
+      const unsigned lo = Dec::pack(xv[2 * i] - h0, xv[2 * i + 1] - h1);
+      *reinterpret_cast<unsigned *>(&sh.ah[ar][ac + 2 * i]) = hi;
+      *reinterpret_cast<unsigned *>(&sh.al[ar][ac + 2 * i]) = lo;
     }
     // B: per stream 64 rows × 32 k, two 16-byte units per thread.
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       const int i = threadIdx.x + NT * u, r = i >> 2, c = 8 * (i & 3);
-      *reinterpret_cast<uint4 *>(&sh.b[0][r][c]) =
-          moeLoadW<C, typename C::Dec0, 0>(a.w0, e, n0 + r, k0 + c);
-      if constexpr (S == 2)
-        *reinterpret_cast<uint4 *>(&sh.b[S - 1][r][c]) =
-            moeLoadW<C, typename C::Dec1, 1>(a.w1, e, n0 + r, k0 + c);
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+        *reinterpret_cast<uint4 *>(&sh.b[s][r][c]) = wv[u][s];
     }
     __syncthreads();
+    if (k0 + KT < C::K)
+      loadStep(k0 + KT); // in flight during this step's mmas
 #pragma unroll
     for (int ks = 0; ks < KT / 16; ++ks) {
       const int ra = 16 * mt + g, kc = 16 * ks + 2 * t;
