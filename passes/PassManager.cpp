@@ -40,6 +40,7 @@ const RegistryEntry kRegistry[] = {
     {"cse", createCSEPass},
     {"dce", createDCEPass},
     {"fuse", createFusePass},
+    {"gemm-inputs", createGemmInputsPass},
 };
 
 std::string knownPassList() { return llvm::join(registeredPasses(), ", "); }

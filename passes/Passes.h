@@ -30,6 +30,12 @@ std::unique_ptr<Pass> createCanonicalizePass();
 /// overlap proof refuses. Options and report come through the PassContext.
 std::unique_ptr<Pass> createFusePass();
 
+// --- lowering ------------------------------------------------------------------------
+/// `gemm-inputs`: x of each matmul the target runs as a library GEMM is
+/// converted to the GEMM's input dtype once, as a `convert` op shared by every
+/// such matmul reading it (passes/lowering/GemmInputs.cpp); needs a target.
+std::unique_ptr<Pass> createGemmInputsPass();
+
 /// The cleanup pipeline run before fusion: "canonicalize,cse,dce".
 llvm::StringRef defaultPipeline();
 

@@ -121,6 +121,8 @@ int runBench(ArrayRef<const char *> args) {
   f.option("arch", "SM", "GPU architecture to compile kernels for", "sm_90");
   f.option("disable-fusion", "a,b", "the fused variant without these fusion patterns");
   f.option("enable-fusion", "a,b", "the fused variant with these off-by-default patterns (rms_norm_matmul)");
+  f.flag("gemm-x-once", "convert x of library GEMMs once per value, as an op (pass gemm-inputs; "
+                        "opt-in)");
   f.option("json", "FILE", "also write the figures as JSON");
   f.option("trace", "FILE",
             "trace one decode step at --kv (CUDA graph, CUPTI) of the fused plan into FILE as "
@@ -195,6 +197,7 @@ int runBench(ArrayRef<const char *> args) {
     pa.steps = steps, pa.warmup = warmup, pa.ctx = ctx, pa.arch = f.get("arch", "sm_90");
     pa.bf16 = wdt == "bf16", pa.breakdown = f.has("breakdown"), pa.verbose = verbose;
     pa.json = f.get("json");
+    pa.gemmInputConverts = f.has("gemm-x-once");
     return runPrefillBench(pa);
   }
 
@@ -254,6 +257,7 @@ int runBench(ArrayRef<const char *> args) {
       co.fusion = fused;
       co.disableFusion = f.list("disable-fusion");
       co.enableFusion = f.list("enable-fusion");
+      co.gemmInputConverts = f.has("gemm-x-once");
       co.arch = f.get("arch", "sm_90");
       co.log = ms.log;
       co.progress = stderrProgress();

@@ -62,6 +62,7 @@ int runPrefillBench(const PrefillBenchArgs &a) {
   co.ctx = ms.ctx;
   co.arch = a.arch;
   co.log = ms.log;
+  co.gemmInputConverts = a.gemmInputConverts;
   Expected<Plan> plan = planFor(a.model, ms, co);
   if (!plan)
     return reportError(plan.takeError());

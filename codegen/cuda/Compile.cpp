@@ -40,8 +40,10 @@ std::string compilePipeline(const CompileOptions &opts) {
   if (!opts.pipeline.empty())
     return opts.pipeline;
   // Cleanup, then fusion (which plans memory and proves its groups safe),
-  // then a last dce for what fusion left unused. `fuse` honours --no-fusion.
-  return defaultPipeline().str() + ",fuse,dce";
+  // optionally the GEMM inputs' conversions as ops, then a last dce for what
+  // fusion left unused. `fuse` honours --no-fusion.
+  return defaultPipeline().str() + ",fuse" + (opts.gemmInputConverts ? ",gemm-inputs" : "") +
+         ",dce";
 }
 
 namespace {

@@ -57,6 +57,10 @@ struct CompileOptions {
   /// prefill kernel (cuda::EmitOptions::attentionPrefillMinTokens); 0 keeps
   /// the target's default. Tests set 1 to run it on every chunk length.
   int64_t attentionPrefillMinTokens = 0;
+  /// Convert x of library GEMMs once per value, as an op (the `gemm-inputs`
+  /// pass after `fuse`), instead of inside every GEMM's launch. Opt-in until
+  /// a GPU run has checked and timed it (`--gemm-x-once`).
+  bool gemmInputConverts = false;
   /// Tests only: edits each entry's memory plan before lowering proves it
   /// (cuda::LowerOptions::testPlanHook).
   cuda::PlanHook testPlanHook;

@@ -22,12 +22,13 @@ namespace {
 
 constexpr int64_t kCtx = 1280;
 
-Plan demoPlan(DType weights, std::vector<int64_t> buckets) {
+Plan demoPlan(DType weights, std::vector<int64_t> buckets, bool gemmInputs = false) {
   DecoderConfig c = demoConfig(kCtx, DType::F16);
   c.weightDType = weights;
   auto g = buildDecoderGraph(c, decoderEntries(buckets));
   EXPECT_TRUE(bool(g)) << errString(g.takeError());
   CompileOptions co;
+  co.gemmInputConverts = gemmInputs;
   auto plan = compile(*g, co);
   EXPECT_TRUE(bool(plan)) << errString(plan.takeError());
   return std::move(*plan);
@@ -82,8 +83,8 @@ void expectSameRows(const Run &a, const Run &b, double tol, const std::string &w
 const std::vector<int32_t> kForced = {5, 77, 301, 42};
 
 void checkLengths(DType weights, double tol, std::vector<int64_t> buckets,
-                  std::vector<int64_t> lengths, bool alsoCpu) {
-  Plan prefill = demoPlan(weights, buckets), decodeOnly = demoPlan(weights, {});
+                  std::vector<int64_t> lengths, bool alsoCpu, bool gemmInputs = false) {
+  Plan prefill = demoPlan(weights, buckets, gemmInputs), decodeOnly = demoPlan(weights, {});
   for (int64_t n : lengths) {
     std::vector<int32_t> prompt = promptOf(n);
     Run a = generate(prefill, ExecOptions::Device::Cuda, prompt, kForced);
@@ -118,4 +119,13 @@ TEST(GpuPrefillThenDecode, ChunkedLongPrompts) {
   FG_REQUIRE_GPU();
   checkLengths(DType::F16, 1e-2, {64, 512}, {1025, 1100}, false);
   checkLengths(DType::F32, 1e-3, {64}, {200, 257}, false);
+}
+
+/// The opt-in `gemm-inputs` pass (x of each cuBLAS GEMM converted once, as an
+/// op the GEMMs read in place): the same equality, on the GPU and against the
+/// CPU reference's decode-only run.
+TEST(GpuPrefillThenDecode, GemmInputConvertsEqualsDecodeOnly) {
+  FG_REQUIRE_GPU();
+  checkLengths(DType::F16, 1e-2, {64, 512}, {63, 65, 511}, false, true);
+  checkLengths(DType::F16, 1e-2, {64}, {65}, true, true);
 }

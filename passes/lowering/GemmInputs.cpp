@@ -1,0 +1,123 @@
+//===- GemmInputs.cpp - x of library GEMMs converted once (`gemm-inputs`) ---===//
+//
+// A matmul over more rows than the target's GEMV takes runs as a library GEMM
+// (cuBLAS) in the weight's 16-bit type: with an f32 x its launch first
+// converts x into scratch, once per matmul. Prefill projections share their
+// x — q, k and v read one normalised row block, gate and up another — so a
+// W-dense prefill of 512 tokens converted the same rows 7 times a layer where
+// 2 distinct... 4 would do (224 conversion launches, 3.35 ms of 22.4 on the
+// H200, seventh session). This pass makes the conversion an op: before the
+// first such matmul reading x it inserts one `convert(x) {dtype = D}` (D the
+// weight's dtype, f16 for block-quantised weights, whose GEMM decodes them to
+// f16) and every such matmul reading x with that D takes it; the GEMM then
+// reads it in place. The numbers are those of the launch's own conversion
+// (the same rounding, now visible to the CPU reference too). Matmuls the GEMV
+// takes, f32 weights and x already in D are left alone.
+//
+// Opt-in (CompileOptions::gemmInputConverts, `--gemm-x-once`) until a GPU run
+// has checked and timed it.
+//
+//   %y1 = matmul(%x, %wq) : f32[512, 4096]      (x: f32[512, 4096], wq: f16)
+//   %y2 = matmul(%x, %wk) : f32[512, 1024]
+// becomes
+//   %x.f16 = convert(%x) {dtype = f16} : f16[512, 4096]
+//   %y1 = matmul(%x.f16, %wq) : f32[512, 4096]
+//   %y2 = matmul(%x.f16, %wk) : f32[512, 1024]
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+#include "ir/Builder.h"
+#include "passes/Target.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+namespace fg {
+namespace {
+
+class GemmInputsPass : public Pass {
+public:
+  llvm::StringRef name() const override { return "gemm-inputs"; }
+
+  llvm::Expected<bool> run(Function &fn, PassContext &ctx) override {
+    ctx.stat("converts", 0);
+    ctx.stat("matmuls", 0);
+    if (!ctx.target)
+      return false; // which matmuls are library GEMMs is the target's answer
+    const int64_t gemvRows = ctx.target->maxGemvTokens();
+    // The dtype x should have for node `n`, or nullopt to leave it.
+    auto wanted = [&](const Node &n) -> std::optional<DType> {
+      if (n.kind != OpKind::MatMul)
+        return std::nullopt;
+      const TensorType &xt = fn.type(n.operands[0]), &wt = fn.type(n.operands[1]);
+      if (xt.dtype != DType::F32 || xt.numRows() <= gemvRows)
+        return std::nullopt;
+      if (wt.dtype == DType::F16 || wt.dtype == DType::BF16)
+        return wt.dtype;
+      if (isQuantized(wt.dtype))
+        return DType::F16;
+      return std::nullopt;
+    };
+    bool any = false;
+    for (const Node &n : fn.nodes())
+      any |= wanted(n).has_value();
+    if (!any)
+      return false;
+
+    // Rebuild in program order; a convert goes right before the first matmul
+    // that wants it, where x is defined and read at the same point as before.
+    Function out{fn.name().str()};
+    std::vector<ValueId> map(fn.numValues(), kNoValue);
+    for (const Argument &a : fn.arguments())
+      map[a.value] = out.addArgument(fn.value(a.value).name, fn.type(a.value), a.role, a.init,
+                                     a.loc);
+    llvm::DenseMap<std::pair<ValueId, unsigned>, ValueId> converted;
+    int64_t converts = 0, matmuls = 0;
+    for (const Node &node : fn.nodes()) {
+      llvm::SmallVector<ValueId, 6> operands;
+      for (ValueId o : node.operands)
+        operands.push_back(map[o]);
+      if (std::optional<DType> d = wanted(node)) {
+        auto key = std::make_pair(node.operands[0], static_cast<unsigned>(*d));
+        auto it = converted.find(key);
+        if (it == converted.end()) {
+          Builder b(out);
+          std::string base = fn.value(node.operands[0]).name;
+          ValueId c = b.convert(operands[0], *d,
+                                (base.empty() ? std::string("x") : base) + "." +
+                                    std::string(dtypeName(*d)));
+          if (llvm::Error e = b.finish())
+            return e;
+          out.node(out.value(c).def).loc = node.loc;
+          it = converted.insert({key, c}).first;
+          ++converts;
+        }
+        operands[0] = it->second;
+        ++matmuls;
+      }
+      llvm::SmallVector<TensorType, 2> types;
+      llvm::SmallVector<std::string, 2> names;
+      for (ValueId r : node.results) {
+        types.push_back(fn.type(r));
+        names.push_back(fn.value(r).name);
+      }
+      NodeId id = out.addNode(node.kind, operands, node.attrs, types, names, node.loc);
+      for (size_t r = 0; r < node.results.size(); ++r)
+        map[node.results[r]] = out.node(id).results[r];
+    }
+    llvm::SmallVector<ValueId, 4> results;
+    for (ValueId r : fn.results())
+      results.push_back(map[r]);
+    out.setResults(results);
+    out.copyContract(fn);
+    fn = std::move(out);
+    ctx.stat("converts", converts);
+    ctx.stat("matmuls", matmuls);
+    return true;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createGemmInputsPass() { return std::make_unique<GemmInputsPass>(); }
+
+} // namespace fg
