@@ -60,7 +60,7 @@ std::string attentionPrefillRefusal(const Function &fn, const Node &node) {
 
 llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, const Node &node,
                                                          llvm::ArrayRef<Layout> ls,
-                                                         const EmitOptions &) {
+                                                         const EmitOptions &o) {
   std::string why = attentionPrefillRefusal(fn, node);
   if (!why.empty())
     return unsupported(node, "the prefill kernel: " + why);
@@ -86,7 +86,8 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
        ", G = " + ilit(Hq / Hkv) + ", D = " + ilit(D) + ", Dv = " + ilit(Dv) +
        ", ctx = " + ilit(ctx) + ", window = " + ilit(attn.window()) + ";\n";
   c += "  static constexpr bool kSinks = " + flag(hasSinks) + ", kSoftcap = " + flag(softcap > 0) +
-       ", kVecK = " + flag(vectorRows(kl, D)) + ", kVecV = " + flag(vectorRows(vl, Dv)) + ";\n";
+       ", kVecK = " + flag(vectorRows(kl, D)) + ", kVecV = " + flag(vectorRows(vl, Dv)) +
+       ", kHalf = " + flag(o.attentionPrefillHalf) + ";\n";
   c += "  static constexpr long long q_off = " + ilit(ql.offset) + ", q_st = " +
        ilit(ql.strides[0]) + ", q_sh = " + ilit(ql.strides[1]) + ", q_sd = " +
        ilit(ql.strides[2]) + ";\n";
@@ -111,7 +112,8 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
   c += kernelEntry(32 * kWarps, params,
                    llvm::formatv("fg::flashAttention<Cfg>(fg::FlashArgs<Cfg>{{y, q, k, v, pos, {0}});",
                                  hasSinks ? "sinks" : "nullptr")
-                       .str());
+                       .str(),
+                   o.attentionPrefillMinBlocks);
   KernelSpec k = finishSpec("attention", kernelSource("attention.cuh").str() +
                                              kernelSource("attention_prefill.cuh").str() + c);
   k.grid[0] = static_cast<unsigned>((T + 16 * kWarps - 1) / (16 * kWarps));

@@ -259,6 +259,12 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.gemvWideIq4nl = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_WIDE_Q6K"))
     emit.gemvWideQ6k = *v != "0";
+  // The prefill flash kernel with q and P as one half each (opt-in).
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_FLASH_HALF"); v && *v == "1")
+    emit.attentionPrefillHalf = true;
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_FLASH_MIN_BLOCKS"))
+    if (int n = std::atoi(v->c_str()); n > 0 && n <= 16)
+      emit.attentionPrefillMinBlocks = static_cast<unsigned>(n);
   // And x split hi + lo in the quantised GEMVs (the form before x as one f16).
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "0")
     emit.gemvQuantXHalf = false;

@@ -75,6 +75,14 @@ struct EmitOptions {
   /// flash-attention prefill kernel where it applies (16-bit caches, head
   /// dims multiples of 16 up to 128); fewer, the flash-decoding kernel.
   int64_t attentionPrefillMinTokens = 9;
+  /// The prefill flash kernel keeps q and P as one rounded 16-bit value each
+  /// instead of hi + lo (half the mmas, fewer registers, ~1e-3 error):
+  /// opt-in until a GPU run has checked and timed it (FG_DEBUG_FLASH_HALF=1).
+  bool attentionPrefillHalf = false;
+  /// __launch_bounds__ minimum blocks per SM for the prefill flash kernel (0:
+  /// none; it takes 255 registers and runs 2 blocks of 4 warps per SM, 9.7 %
+  /// achieved occupancy on the H200). For timing (FG_DEBUG_FLASH_MIN_BLOCKS).
+  unsigned attentionPrefillMinBlocks = 0;
   /// matmul_id / fused.gated_matmul_id over at least this many tokens sort
   /// their (token, slot) pairs by expert on the device and run one grouped
   /// GEMM (16-bit weights); fewer, the expert-indexed GEMV.

@@ -56,12 +56,12 @@ CompileOptions prefillKernelAlways() {
   return co;
 }
 
-void runCase(const PrefillCase &c) {
+void runCase(const PrefillCase &c, double tol = 0) {
   SCOPED_TRACE(testing::Message() << "T=" << c.tokens << " start=" << c.start << " D="
                                   << c.headDim << " group=" << c.group << " "
                                   << dtypeName(c.cache) << " window=" << c.window);
-  expectMatchesReference(buildGraph(c), positionsFor(c), tolerance(c.cache), "main",
-                         /*eager=*/false, kCtx, prefillKernelAlways());
+  expectMatchesReference(buildGraph(c), positionsFor(c), tol > 0 ? tol : tolerance(c.cache),
+                         "main", /*eager=*/false, kCtx, prefillKernelAlways());
 }
 
 using GridParam = std::tuple<int64_t, int64_t, DType>;
@@ -156,6 +156,30 @@ TEST(GpuFlashPrefillOptions, DefaultThreshold) {
   PrefillCase c{64, 1000};
   expectMatchesReference(buildGraph(c), positionsFor(c), tolerance(c.cache), "main",
                          /*eager=*/false, kCtx);
+}
+
+/// The opt-in single-half form (q and P as one rounded 16-bit value each,
+/// FG_DEBUG_FLASH_HALF=1), alone and with launch bounds for 3 blocks per SM
+/// (FG_DEBUG_FLASH_MIN_BLOCKS=3: 168 registers, a small spill): causal chunks,
+/// GQA, a window with sinks, softcap; ~11 bits of q and P, so 5e-3.
+TEST(GpuFlashPrefillOptions, HalfQAndP) {
+  FG_REQUIRE_GPU();
+  ScopedEnv half("FG_DEBUG_FLASH_HALF", "1");
+  for (const char *minBlocks : {"0", "3"}) {
+    ScopedEnv bounds("FG_DEBUG_FLASH_MIN_BLOCKS", minBlocks);
+    for (DType cache : {DType::F16, DType::BF16})
+      for (int64_t tokens : {63, 511}) {
+        PrefillCase c{tokens, 300};
+        c.cache = cache;
+        c.kvHeads = 8;
+        runCase(c, 5e-3);
+      }
+    PrefillCase w{65, 100, 64};
+    w.window = 16;
+    w.sinks = true;
+    w.softcap = 30.0;
+    runCase(w, 5e-3);
+  }
 }
 
 TEST(GpuFlashPrefillReplay, BitIdentical) {

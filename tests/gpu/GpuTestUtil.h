@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <random>
@@ -142,5 +143,13 @@ template <typename Case> Graph attentionGraph(const Case &c, int64_t ctx) {
 
 /// Tolerance for results computed from operands of dtype `t`.
 inline double tolFor(DType t) { return t == DType::F32 ? 1e-5 : 1e-2; }
+
+/// Sets an environment variable for one scope (compile() reads the FG_DEBUG_*
+/// switches); unset again at its end.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char *n, const char *v) : name(n) { ::setenv(n, v, 1); }
+  ~ScopedEnv() { ::unsetenv(name.c_str()); }
+};
 
 } // namespace fg::gputest

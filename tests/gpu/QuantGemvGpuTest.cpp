@@ -332,16 +332,6 @@ TEST(GpuQuantGemv, PrefillMatmulThroughCublas) {
 
 } // namespace
 
-namespace {
-/// Sets an environment variable for one scope (compile() reads the FG_DEBUG_*
-/// switches).
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char *n, const char *v) : name(n) { ::setenv(n, v, 1); }
-  ~ScopedEnv() { ::unsetenv(name.c_str()); }
-};
-} // namespace
-
 /// The opt-in q4_K form with the scales applied in f32 after the mma
 /// (DecQ4_KS, FG_DEBUG_GEMV_WIDE_SCALED=1) in every GEMV form: dense at
 /// T = 1, 2, 3, 8 on two K, gated with biases, expert-indexed with repeated

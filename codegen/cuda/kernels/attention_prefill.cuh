@@ -45,7 +45,10 @@
 // (every 16-byte unit of a tile in flight at once) when rows are unit-stride
 // and aligned; the first form loaded and stored one unit at a time, 16
 // dependent round trips a tile, and took 4.24 ms of a 23.9 ms W-dense prefill
-// of 512 tokens (fourth session).
+// of 512 tokens (fourth session). C::kHalf (opt-in, EmitOptions::
+// attentionPrefillHalf, FG_DEBUG_FLASH_HALF=1) keeps q and P as one rounded
+// half each, as FlashAttention does: half the mmas and ~32 fewer registers,
+// ~11 bits of q and P (error ~1e-3 against the reference); unmeasured.
 //
 //===----------------------------------------------------------------------===//
 
@@ -157,7 +160,8 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
     whi = h2 > whi ? h2 : whi;
   }
 
-  // q · scale as A fragments, hi + lo halves in K's mma type.
+  // q · scale as A fragments, hi + lo halves in K's mma type (C::kHalf: hi
+  // only; the unused lo registers are dead code the compiler drops).
   uint4 qh[KS], ql[KS];
   {
     const long long qa = q0 + rA, qb = q0 + rB;
@@ -235,7 +239,8 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
         const unsigned b1 =
             *reinterpret_cast<const unsigned *>(&sh.k[8 * n + g][16 * ks + 2 * t + 8]);
         MK::mmaK16(s[n], qh[ks], b0, b1);
-        MK::mmaK16(s[n], ql[ks], b0, b1);
+        if constexpr (!C::kHalf)
+          MK::mmaK16(s[n], ql[ks], b0, b1);
       }
     }
     // Softcap and the causal / window mask.
@@ -292,7 +297,8 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
         const unsigned b0 = flashPair(sh.v[k0][col], sh.v[k0 + 1][col]);
         const unsigned b1 = flashPair(sh.v[k0 + 8][col], sh.v[k0 + 9][col]);
         MV::mmaK16(o[c], ph, b0, b1);
-        MV::mmaK16(o[c], pl, b0, b1);
+        if constexpr (!C::kHalf)
+          MV::mmaK16(o[c], pl, b0, b1);
       }
     }
   }

@@ -665,6 +665,25 @@ TEST(CudaEmit, AttentionPrefillKernel) {
     EXPECT_TRUE(contains(attn, std::string("kSoftcap = ") + (c.softcap > 0 ? "true" : "false")));
   }
 
+  // The opt-in single-half form (EmitOptions::attentionPrefillHalf) compiles
+  // for both cache types; the default keeps hi + lo.
+  for (DType cache : {DType::F16, DType::BF16})
+    for (bool half : {false, true}) {
+      EmitOptions o;
+      o.attentionPrefillHalf = half;
+      auto hs = emitAll(
+          [&](Builder &b) {
+            auto q = b.input("q", T(DType::F32, {65, 8, 128}));
+            auto k = b.state("k_cache.0", TensorType(cache, {4096, 2, 128}));
+            auto v = b.state("v_cache.0", TensorType(cache, {4096, 2, 128}));
+            auto pos = b.input("positions", T(DType::I32, {65}));
+            b.result(b.attention(q, k, v, pos, {0.125, 0, 0.0}, std::nullopt));
+          },
+          {}, o);
+      ASSERT_EQ(hs.size(), 1u);
+      EXPECT_TRUE(contains(kernel(hs, 0), std::string("kHalf = ") + (half ? "true" : "false")));
+    }
+
   // A strided q and cache rows at an odd element offset: element loads.
   Layout q{{64, 8, 64}, {8, 1, 512}, 0};
   Layout kv{{100, 2, 64}, {128, 64, 1}, 3};
