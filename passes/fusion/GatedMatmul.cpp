@@ -35,9 +35,17 @@ public:
     ValueId x = m.get(Cap::x), wg = m.get(Cap::wGate), wu = m.get(Cap::wUp);
     const TensorType &xt = fn.type(x);
     int64_t tokens = expertIndexed_ ? xt.shape[0] : xt.numRows();
-    // The fused op is a GEMV epilogue: only as many tokens as the target's GEMV takes.
+    // The dense fused op is a GEMV epilogue: only as many tokens as the
+    // target's GEMV takes. The expert-indexed one also runs as the grouped
+    // expert GEMM of prefill chunks (gate|up in two streams, GLU in the
+    // epilogue) when its weights are 16-bit: then the target's kernels decide
+    // (canEmit), and a chunk the grouped GEMM cannot take is refused with the
+    // target's reason. Measured before (H200, seventh session): W-moe-12's
+    // 512-token prefill ran gate, up (and glu) as separate launches.
     int64_t maxTokens = target() ? target()->maxGemvTokens() : INT64_MAX;
-    if (tokens < 1 || tokens > maxTokens)
+    DType wt = fn.type(wg).dtype;
+    bool groupedGemm = expertIndexed_ && (wt == DType::F16 || wt == DType::BF16);
+    if (tokens < 1 || (tokens > maxTokens && !groupedGemm))
       return Decision::no(label(fn, x) + " has " + llvm::Twine(tokens) +
                           " tokens; the fused GEMV takes 1 to " + llvm::Twine(maxTokens));
     if (Decision d = expectDType(fn, x, {DType::F32}, "input"); !d)

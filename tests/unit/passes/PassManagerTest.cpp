@@ -80,7 +80,7 @@ std::string chomp(std::string s) {
 /// Every registered name creates a pass of that name; unknown names list the known ones.
 TEST(PassRegistry, CreatesByName) {
   std::vector<std::string> names = registeredPasses();
-  EXPECT_EQ(names, (std::vector<std::string>{"canonicalize", "cse", "dce", "fuse"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"canonicalize", "cse", "dce", "fuse", "gemm-inputs"}));
   for (const std::string &n : names) {
     auto p = createPass(n);
     ASSERT_TRUE(bool(p)) << n;
@@ -89,7 +89,7 @@ TEST(PassRegistry, CreatesByName) {
   auto bad = createPass("dse");
   ASSERT_FALSE(bool(bad));
   EXPECT_EQ(llvm::toString(bad.takeError()),
-            "unknown pass 'dse'; known passes: canonicalize, cse, dce, fuse");
+            "unknown pass 'dse'; known passes: canonicalize, cse, dce, fuse, gemm-inputs");
 }
 
 /// A list parses in order; a bad list adds nothing.

@@ -1,12 +1,15 @@
-//===- GemmInputsTest.cpp - `gemm-inputs` in a compiled model --------------===//
+//===- PrefillCompileTest.cpp - prefill-chunk compilation on the CPU reference ===//
 //
-// The opt-in pass (CompileOptions::gemmInputConverts) on the demo decoder with
+// 1. The opt-in pass (CompileOptions::gemmInputConverts) on the demo decoder with
 // f16 weights and a 16-token prefill bucket (above the GEMV's 8 rows, so the
 // projections are cuBLAS GEMMs): every such matmul reads an f16 x made by a
 // `convert` that projections of one x share, the decode entry is untouched,
 // the CUDA program compiles with fewer conversion launches, and the CPU
 // reference gives the same teacher-forced logits as the plan without the
 // pass within f16 rounding of x (1e-2).
+// 2. The expert gate|up + GLU of a 16-token chunk with 16-bit weights fuses
+// (fused.gated_matmul_id, the grouped expert GEMM's two-stream form) and
+// gives the unfused plan's logits.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/Compile.h"
@@ -24,13 +27,14 @@ using namespace fg;
 
 namespace {
 
-Plan demoF16(bool gemmInputs) {
+Plan demoF16(bool gemmInputs, bool fusion = true) {
   DecoderConfig c = demoConfig(64, DType::F16);
   c.weightDType = DType::F16;
   auto g = buildDecoderGraph(c, decoderEntries({16}));
   EXPECT_TRUE(bool(g)) << llvm::toString(g.takeError());
   CompileOptions co;
   co.gemmInputConverts = gemmInputs;
+  co.fusion = fusion;
   auto plan = compile(*g, co);
   EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   return std::move(*plan);
@@ -108,5 +112,24 @@ TEST(GemmInputs, SameLogitsAsWithoutThePass) {
       den = std::max(den, std::fabs(double(a[r][i])));
     }
     EXPECT_LE(num / std::max(den, 1e-6), 1e-2) << "row " << r;
+  }
+}
+
+TEST(PrefillFusion, GatedExpertsOfAChunkFuseAndMatchUnfused) {
+  Plan fused = demoF16(false), plain = demoF16(false, /*fusion=*/false);
+  const Function *pre = fused.graph().lookup("prefill_16");
+  ASSERT_NE(pre, nullptr);
+  EXPECT_GT(count(*pre, OpKind::FusedGatedMatmulId), 0u);
+  EXPECT_EQ(count(*plain.graph().lookup("prefill_16"), OpKind::FusedGatedMatmulId), 0u);
+  auto a = teacherForced(fused), b = teacherForced(plain);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (size_t r = 0; r < a.size(); ++r) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a[r].size(); ++i) {
+      num = std::max(num, std::fabs(double(a[r][i]) - b[r][i]));
+      den = std::max(den, std::fabs(double(b[r][i])));
+    }
+    EXPECT_LE(num / std::max(den, 1e-6), 1e-4) << "row " << r;
   }
 }
