@@ -7,7 +7,10 @@
 #    the rest of the GPU suite (a cold machine needs > 240 s: on x2 it is
 #    split over both GPUs);
 # 2. W-dense / W-moe-12 prefills of 512 tokens: default, --gemm-x-once, the
-#    half flash kernel at 0 and 3 minimum blocks (all in one run).
+#    gated expert fusion of prefill chunks off (--disable-fusion
+#    gated_matmul_id: it became the default untimed, on GPU-tested kernels),
+#    the half flash kernel at 0 and 3 minimum blocks (all in one run). If the
+#    fused chunk is slower, restrict GatedMatmul.cpp's groupedGemm again.
 # If a form passes and is faster, make it the default (Compile.h
 # gemmInputConverts, Kernel.h attentionPrefillHalf / MinBlocks) and record it.
 #   bash scripts/gpu-next-call.sh DEADLINE_S
@@ -33,6 +36,8 @@ if [ "$ngpu" -ge 2 ]; then
   for w in w-dense w-moe-12; do
     echo "== $w default"; pb fusegraph bench --workload $w --prefill 512 --steps 5 --warmup 2 --breakdown
     echo "== $w --gemm-x-once"; pb fusegraph bench --workload $w --prefill 512 --steps 5 --warmup 2 --breakdown --gemm-x-once
+    # the gated expert fusion of prefill chunks (default since the end of the seventh session) off:
+    echo "== $w --disable-fusion gated_matmul_id"; pb fusegraph bench --workload $w --prefill 512 --steps 5 --warmup 2 --breakdown --disable-fusion gated_matmul_id
     for mb in 0 3; do
       echo "== $w flash half, min blocks $mb"
       FG_DEBUG_FLASH_HALF=1 FG_DEBUG_FLASH_MIN_BLOCKS=$mb pb fusegraph bench --workload $w --prefill 512 --steps 5 --warmup 2 --breakdown

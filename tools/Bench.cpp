@@ -198,6 +198,8 @@ int runBench(ArrayRef<const char *> args) {
     pa.bf16 = wdt == "bf16", pa.breakdown = f.has("breakdown"), pa.verbose = verbose;
     pa.json = f.get("json");
     pa.gemmInputConverts = f.has("gemm-x-once");
+    pa.disableFusion = f.list("disable-fusion");
+    pa.enableFusion = f.list("enable-fusion");
     return runPrefillBench(pa);
   }
 

@@ -63,6 +63,8 @@ int runPrefillBench(const PrefillBenchArgs &a) {
   co.arch = a.arch;
   co.log = ms.log;
   co.gemmInputConverts = a.gemmInputConverts;
+  co.disableFusion = a.disableFusion;
+  co.enableFusion = a.enableFusion;
   Expected<Plan> plan = planFor(a.model, ms, co);
   if (!plan)
     return reportError(plan.takeError());

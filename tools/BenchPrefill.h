@@ -18,6 +18,7 @@ struct PrefillBenchArgs {
   bool bf16 = false; ///< the peak GEMM in bf16 (the workload's weight type)
   bool breakdown = false, verbose = false;
   bool gemmInputConverts = false; ///< --gemm-x-once (CompileOptions::gemmInputConverts)
+  std::vector<std::string> disableFusion, enableFusion; ///< --disable-fusion, --enable-fusion
   std::string json;
 };
 
