@@ -846,23 +846,10 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
     return emitDense(fn, node, ls, 2, o);
   case OpKind::FusedMatmulMulti:
     return emitMulti(fn, node, ls, o);
-  case OpKind::FusedGatedMatmulId: {
+  case OpKind::FusedGatedMatmulId:
     if (grouped(2))
       return emitGroupedExpert(fn, node, ls, 2, gluEpilogue(op::FusedGatedMatmulId(node)), o);
-    // Above the GEMV's tokens only the grouped GEMM takes the fused op (the
-    // fusion pattern asks for it only with 16-bit weights).
-    int64_t tokens = fn.type(node.operands[0]).shape[0];
-    if (tokens > o.maxGemvTokens)
-      return unsupported(node, llvm::formatv("{0} tokens: the GEMV takes 1 to {1}, and the "
-                                             "grouped expert GEMM {2}",
-                                             tokens, o.maxGemvTokens,
-                                             tokens < o.groupedExpertMinTokens
-                                                 ? "starts at " +
-                                                       std::to_string(o.groupedExpertMinTokens)
-                                                 : "refuses " + groupedExpertRefusal(fn, node, 2))
-                                   .str());
-    return emitExpert(fn, node, ls, 2, o);
-  }
+    return emitExpert(fn, node, ls, 2, o); // one GEMV per (token, slot) pair: any token count
   case OpKind::MatMulId:
     if (grouped(1))
       return emitGroupedExpert(fn, node, ls, 1, "fg::EpiStore", o);

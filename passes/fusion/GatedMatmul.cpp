@@ -38,9 +38,9 @@ public:
     // The dense fused op is a GEMV epilogue: only as many tokens as the
     // target's GEMV takes. The expert-indexed one also runs as the grouped
     // expert GEMM of prefill chunks (gate|up in two streams, GLU in the
-    // epilogue) when its weights are 16-bit: then the target's kernels decide
-    // (canEmit), and a chunk the grouped GEMM cannot take is refused with the
-    // target's reason. Measured before (H200, seventh session): W-moe-12's
+    // epilogue) when its weights are 16-bit (the grouped GEMM's condition;
+    // other chunks keep the unfused per-pair GEMVs). The target still decides
+    // (canEmit). Measured before (H200, seventh session): W-moe-12's
     // 512-token prefill ran gate, up (and glu) as separate launches.
     int64_t maxTokens = target() ? target()->maxGemvTokens() : INT64_MAX;
     DType wt = fn.type(wg).dtype;
