@@ -81,10 +81,12 @@ public:
         auto it = converted.find(key);
         if (it == converted.end()) {
           Builder b(out);
+          // A name no value of the old function has (values after this point
+          // are added under their old names), made unique in `out` too.
           std::string base = fn.value(node.operands[0]).name;
           ValueId c = b.convert(operands[0], *d,
-                                (base.empty() ? std::string("x") : base) + "." +
-                                    std::string(dtypeName(*d)));
+                                fn.uniqueName((base.empty() ? std::string("x") : base) + "." +
+                                              std::string(dtypeName(*d))));
           if (llvm::Error e = b.finish())
             return e;
           out.node(out.value(c).def).loc = node.loc;

@@ -145,11 +145,21 @@ template <typename Case> Graph attentionGraph(const Case &c, int64_t ctx) {
 inline double tolFor(DType t) { return t == DType::F32 ? 1e-5 : 1e-2; }
 
 /// Sets an environment variable for one scope (compile() reads the FG_DEBUG_*
-/// switches); unset again at its end.
+/// switches); its earlier value (or its absence) comes back at the end.
 struct ScopedEnv {
   std::string name;
-  ScopedEnv(const char *n, const char *v) : name(n) { ::setenv(n, v, 1); }
-  ~ScopedEnv() { ::unsetenv(name.c_str()); }
+  std::optional<std::string> before;
+  ScopedEnv(const char *n, const char *v) : name(n) {
+    if (const char *old = std::getenv(n))
+      before = old;
+    ::setenv(n, v, 1);
+  }
+  ~ScopedEnv() {
+    if (before)
+      ::setenv(name.c_str(), before->c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
+  }
 };
 
 } // namespace fg::gputest

@@ -98,7 +98,7 @@ TEST(PassManager, AddPipeline) {
   ASSERT_FALSE(bool(pm.addPipeline("dce, cse,canonicalize")));
   EXPECT_EQ(pm.pipeline(), (std::vector<std::string>{"dce", "cse", "canonicalize"}));
   EXPECT_EQ(errorText(pm.addPipeline("dce,fusion")),
-            "unknown pass 'fusion'; known passes: canonicalize, cse, dce, fuse");
+            "unknown pass 'fusion'; known passes: canonicalize, cse, dce, fuse, gemm-inputs");
   EXPECT_EQ(pm.pipeline().size(), 3u);
 
   PassManager def;
@@ -230,7 +230,7 @@ TEST(PassManager, UnknownPrintPassIsAnError) {
   PassManager pm(opts);
   ASSERT_FALSE(bool(pm.addPipeline("cse")));
   EXPECT_EQ(errorText(pm.run(g)),
-            "unknown pass 'cse2' in --print-ir-after; known passes: canonicalize, cse, dce, fuse");
+            "unknown pass 'cse2' in --print-ir-after; known passes: canonicalize, cse, dce, fuse, gemm-inputs");
 }
 
 // --- dumps, stats, timing ---------------------------------------------------------------
