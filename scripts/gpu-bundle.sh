@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Packs what a GPU call needs into .gpu (git-ignored), from build/:
+#   bash scripts/gpu-bundle.sh [--prev DIR] [--python] [--peers] [--models]
+# - fusegraph, fusegraph_gpu_tests, fg_bench_kernels, fg_bench_soak (stripped);
+# - --prev DIR: DIR/fusegraph as fusegraph-prev (a worktree's build of an
+#   earlier commit, for before/after timings in one call);
+# - --python: the Python module for the GPU machine's CPython 3.12, built here
+#   by scripts/python-module-for.sh, in .gpu/python (FG_PYTHON_MODULE_DIR);
+# - --peers: ../shared/peers (ggml-cuda's build and bench scripts) in .gpu/peers;
+# - --models: the newest /tmp/fusegraph-models-*/ model GpuQuantModel reads.
+# libcupti (dlopen'ed by --trace / --breakdown) goes along always. Then run
+# with carry [".gpu"] and start the command with `source .gpu/env.sh`.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+prev="" python=0 peers=0 models=0
+while (($#)); do
+  case "$1" in
+    --prev) prev="$2"; shift 2 ;;
+    --python) python=1; shift ;;
+    --peers) peers=1; shift ;;
+    --models) models=1; shift ;;
+    *) echo "gpu-bundle.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+rm -rf .gpu-stage && mkdir -p .gpu-stage
+for b in build/fusegraph build/tests/fusegraph_gpu_tests build/bench/fg_bench_kernels build/bench/fg_bench_soak; do
+  [ -x "$b" ] || { echo "gpu-bundle.sh: $b is not built" >&2; exit 1; }
+  strip -o ".gpu-stage/$(basename "$b")" "$b"
+done
+[ -n "$prev" ] && strip -o .gpu-stage/fusegraph-prev "$prev/fusegraph"
+chmod +x .gpu-stage/*
+../shared/tools/gpu-bundle .gpu-stage .gpu
+cp "${CUDA_HOME:-/usr/local/cuda}"/lib*/libcupti.so.13 .gpu/lib/ 2>/dev/null ||
+  cp /usr/local/cuda-13.0/lib/libcupti.so.13 .gpu/lib/
+if ((python)); then
+  dir=$(bash scripts/python-module-for.sh "${PY312:-$HOME/.pyenv/versions/3.12.1/bin/python3}" build)
+  mkdir -p .gpu/python && strip -o .gpu/python/"$(basename "$dir"/fusegraph*.so)" "$dir"/fusegraph*.so
+fi
+((peers)) && mkdir -p .gpu/peers && cp ../shared/peers/* .gpu/peers/
+if ((models)); then
+  m=$(ls -td /tmp/fusegraph-models-*/ 2>/dev/null | head -1)
+  [ -n "$m" ] && mkdir -p .gpu/models && cp "$m"/qwen3-q8_0.gguf "$m"/prompt.txt .gpu/models/
+fi
+echo "gpu-bundle.sh: $(du -sm .gpu | cut -f1) MiB in .gpu (the limit is 64 MiB with the working tree)"
