@@ -21,6 +21,7 @@
 #include "passes/fusion/Fusion.h"
 
 #include "ir/Decomposition.h"
+#include "passes/FunctionCopy.h"
 #include "passes/Passes.h"
 #include "passes/fusion/Pattern.h"
 #include "passes/memory/BufferPlan.h"
@@ -96,35 +97,10 @@ void rebuild(Function &fn, const std::vector<bool> &dead, llvm::ArrayRef<uint64_
         ready.push({key[s], s});
   }
 
-  Function out{fn.name().str()};
-  std::vector<ValueId> map(fn.numValues(), kNoValue);
-  auto nameOf = [&](ValueId v) {
-    auto it = rename.find(v);
-    return it != rename.end() ? it->second : fn.value(v).name;
-  };
-  for (const Argument &a : fn.arguments())
-    map[a.value] = out.addArgument(nameOf(a.value), fn.type(a.value), a.role, a.init, a.loc);
-  for (NodeId i : order) {
-    const Node &node = fn.node(i);
-    llvm::SmallVector<ValueId, 6> operands;
-    for (ValueId o : node.operands)
-      operands.push_back(map[o]);
-    llvm::SmallVector<TensorType, 2> types;
-    llvm::SmallVector<std::string, 2> names;
-    for (ValueId r : node.results) {
-      types.push_back(fn.type(r));
-      names.push_back(nameOf(r));
-    }
-    NodeId id = out.addNode(node.kind, operands, node.attrs, types, names, node.loc);
-    for (size_t r = 0; r < node.results.size(); ++r)
-      map[node.results[r]] = out.node(id).results[r];
-  }
-  llvm::SmallVector<ValueId, 4> results;
-  for (ValueId r : fn.results())
-    results.push_back(map[r]);
-  out.setResults(results);
-  out.copyContract(fn);
-  fn = std::move(out);
+  FunctionCopy copy(fn, &rename);
+  for (NodeId i : order)
+    copy.copy(fn.node(i));
+  fn = copy.finish();
 }
 
 /// Replaces every use of a key of `repl` (operands and results) by its value,

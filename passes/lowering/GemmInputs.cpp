@@ -25,6 +25,7 @@
 //   %y2 = matmul(%x.f16, %wk) : f32[512, 1024]
 //
 //===----------------------------------------------------------------------===//
+#include "passes/FunctionCopy.h"
 #include "passes/Passes.h"
 #include "ir/Builder.h"
 #include "passes/Target.h"
@@ -65,53 +66,39 @@ public:
 
     // Rebuild in program order; a convert goes right before the first matmul
     // that wants it, where x is defined and read at the same point as before.
-    Function out{fn.name().str()};
-    std::vector<ValueId> map(fn.numValues(), kNoValue);
-    for (const Argument &a : fn.arguments())
-      map[a.value] = out.addArgument(fn.value(a.value).name, fn.type(a.value), a.role, a.init,
-                                     a.loc);
+    FunctionCopy copy(fn);
     llvm::DenseMap<std::pair<ValueId, unsigned>, ValueId> converted;
     int64_t converts = 0, matmuls = 0;
     for (const Node &node : fn.nodes()) {
+      std::optional<DType> d = wanted(node);
+      if (!d) {
+        copy.copy(node);
+        continue;
+      }
+      auto key = std::make_pair(node.operands[0], static_cast<unsigned>(*d));
+      auto it = converted.find(key);
+      if (it == converted.end()) {
+        Builder b(copy.out());
+        // A name no value of the old function has (values after this point
+        // are added under their old names), made unique in the copy too.
+        std::string base = fn.value(node.operands[0]).name;
+        ValueId c = b.convert(copy.map(node.operands[0]), *d,
+                              fn.uniqueName((base.empty() ? std::string("x") : base) + "." +
+                                            std::string(dtypeName(*d))));
+        if (llvm::Error e = b.finish())
+          return e;
+        copy.out().node(copy.out().value(c).def).loc = node.loc;
+        it = converted.insert({key, c}).first;
+        ++converts;
+      }
       llvm::SmallVector<ValueId, 6> operands;
       for (ValueId o : node.operands)
-        operands.push_back(map[o]);
-      if (std::optional<DType> d = wanted(node)) {
-        auto key = std::make_pair(node.operands[0], static_cast<unsigned>(*d));
-        auto it = converted.find(key);
-        if (it == converted.end()) {
-          Builder b(out);
-          // A name no value of the old function has (values after this point
-          // are added under their old names), made unique in `out` too.
-          std::string base = fn.value(node.operands[0]).name;
-          ValueId c = b.convert(operands[0], *d,
-                                fn.uniqueName((base.empty() ? std::string("x") : base) + "." +
-                                              std::string(dtypeName(*d))));
-          if (llvm::Error e = b.finish())
-            return e;
-          out.node(out.value(c).def).loc = node.loc;
-          it = converted.insert({key, c}).first;
-          ++converts;
-        }
-        operands[0] = it->second;
-        ++matmuls;
-      }
-      llvm::SmallVector<TensorType, 2> types;
-      llvm::SmallVector<std::string, 2> names;
-      for (ValueId r : node.results) {
-        types.push_back(fn.type(r));
-        names.push_back(fn.value(r).name);
-      }
-      NodeId id = out.addNode(node.kind, operands, node.attrs, types, names, node.loc);
-      for (size_t r = 0; r < node.results.size(); ++r)
-        map[node.results[r]] = out.node(id).results[r];
+        operands.push_back(copy.map(o));
+      operands[0] = it->second;
+      copy.copy(node, operands);
+      ++matmuls;
     }
-    llvm::SmallVector<ValueId, 4> results;
-    for (ValueId r : fn.results())
-      results.push_back(map[r]);
-    out.setResults(results);
-    out.copyContract(fn);
-    fn = std::move(out);
+    fn = copy.finish();
     ctx.stat("converts", converts);
     ctx.stat("matmuls", matmuls);
     return true;
