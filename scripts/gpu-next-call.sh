@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # The first GPU call of the next session (written at the end of the seventh):
 # 1. the seventh session's unvalidated opt-ins — the gemm-inputs pass
-#    (--gemm-x-once: GpuPrefillThenDecode.GemmInputConvertsEqualsDecodeOnly) and
+#    (--gemm-x-once: GpuPrefillThenDecode.GemmInputConvertsEqualsDecodeOnly),
+#    gated_matmul_id_chunk (GatedExpertChunksEqualsDecodeOnly) and
 #    the single-half flash prefill (FG_DEBUG_FLASH_HALF=1, with and without
 #    FG_DEBUG_FLASH_MIN_BLOCKS=3: GpuFlashPrefillOptions.HalfQAndP) — then
 #    the rest of the GPU suite (a cold machine needs > 240 s: on x2 it is
 #    split over both GPUs);
 # 2. W-dense / W-moe-12 prefills of 512 tokens: default, --gemm-x-once, the
-#    gated expert fusion of prefill chunks off (--disable-fusion
-#    gated_matmul_id: it became the default untimed, on GPU-tested kernels),
-#    the half flash kernel at 0 and 3 minimum blocks (all in one run). If the
-#    fused chunk is slower, restrict GatedMatmul.cpp's groupedGemm again.
+#    opt-in gated expert fusion of prefill chunks (--enable-fusion
+#    gated_matmul_id_chunk), the half flash kernel at 0 and 3 minimum blocks
+#    (all in one run).
 # If a form passes and is faster, make it the default (Compile.h
-# gemmInputConverts, Kernel.h attentionPrefillHalf / MinBlocks) and record it.
+# gemmInputConverts, Kernel.h attentionPrefillHalf / MinBlocks, Pattern.cpp
+# optInFusionPatterns) and record it.
 #   bash scripts/gpu-next-call.sh DEADLINE_S
 set -uo pipefail
 source .gpu/env.sh
@@ -20,7 +21,7 @@ S=$SECONDS; D=${1:-560}
 left() { echo $((D - (SECONDS - S))); }
 T=$(command -v fusegraph_gpu_tests)
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-NEW='GpuPrefillThenDecode.GemmInputConvertsEqualsDecodeOnly:GpuFlashPrefillOptions.HalfQAndP'
+NEW='GpuPrefillThenDecode.GemmInputConvertsEqualsDecodeOnly:GpuPrefillThenDecode.GatedExpertChunksEqualsDecodeOnly:GpuFlashPrefillOptions.HalfQAndP'
 export FG_KERNEL_CACHE=/tmp/fgk0
 timeout 150 "$T" --gtest_filter="$NEW" > "$OUT/new-tests.txt" 2>&1
 echo "new tests rc $? after $((SECONDS - S)) s"; grep -E "^\[  (PASSED|FAILED)|FAILED  \]|worst" "$OUT/new-tests.txt" | head
@@ -36,8 +37,7 @@ if [ "$ngpu" -ge 2 ]; then
   for w in w-dense w-moe-12; do
     echo "== $w default"; pb fusegraph bench --workload $w --prefill 512 --steps 5 --warmup 2 --breakdown
     echo "== $w --gemm-x-once"; pb fusegraph bench --workload $w --prefill 512 --steps 5 --warmup 2 --breakdown --gemm-x-once
-    # the gated expert fusion of prefill chunks (default since the end of the seventh session) off:
-    echo "== $w --disable-fusion gated_matmul_id"; pb fusegraph bench --workload $w --prefill 512 --steps 5 --warmup 2 --breakdown --disable-fusion gated_matmul_id
+    echo "== $w --enable-fusion gated_matmul_id_chunk"; pb fusegraph bench --workload $w --prefill 512 --steps 5 --warmup 2 --breakdown --enable-fusion gated_matmul_id_chunk
     for mb in 0 3; do
       echo "== $w flash half, min blocks $mb"
       FG_DEBUG_FLASH_HALF=1 FG_DEBUG_FLASH_MIN_BLOCKS=$mb pb fusegraph bench --workload $w --prefill 512 --steps 5 --warmup 2 --breakdown

@@ -23,31 +23,33 @@ Pat gatedMatmul(bool withBias, bool expertIndexed) {
 
 class GatedMatmul : public TreePattern {
 public:
-  explicit GatedMatmul(bool expertIndexed) : expertIndexed_(expertIndexed) {
+  GatedMatmul(bool expertIndexed, bool chunks) : expertIndexed_(expertIndexed), chunks_(chunks) {
     addVariant("no bias", gatedMatmul(false, expertIndexed));
     addVariant("bias", gatedMatmul(true, expertIndexed));
   }
   llvm::StringRef name() const override {
-    return expertIndexed_ ? "gated_matmul_id" : "gated_matmul";
+    return chunks_ ? "gated_matmul_id_chunk" : expertIndexed_ ? "gated_matmul_id" : "gated_matmul";
   }
 
   Decision check(const Function &fn, const Match &m) const override {
     ValueId x = m.get(Cap::x), wg = m.get(Cap::wGate), wu = m.get(Cap::wUp);
     const TensorType &xt = fn.type(x);
     int64_t tokens = expertIndexed_ ? xt.shape[0] : xt.numRows();
-    // The dense fused op is a GEMV epilogue: only as many tokens as the
-    // target's GEMV takes. The expert-indexed one also runs as the grouped
-    // expert GEMM of prefill chunks (gate|up in two streams, GLU in the
-    // epilogue) when its weights are 16-bit (the grouped GEMM's condition;
-    // other chunks keep the unfused per-pair GEMVs). The target still decides
-    // (canEmit). Measured before (H200, seventh session): W-moe-12's
-    // 512-token prefill ran gate, up (and glu) as separate launches.
+    // The fused op is a GEMV epilogue: only as many tokens as the target's
+    // GEMV takes. The chunk form (expert-indexed, opt-in) takes the prefill
+    // chunks above that with 16-bit weights, where the grouped expert GEMM
+    // runs gate|up in two streams with the GLU in its epilogue.
     int64_t maxTokens = target() ? target()->maxGemvTokens() : INT64_MAX;
-    DType wt = fn.type(wg).dtype;
-    bool groupedGemm = expertIndexed_ && (wt == DType::F16 || wt == DType::BF16);
-    if (tokens < 1 || (tokens > maxTokens && !groupedGemm))
+    if (chunks_) {
+      DType wt = fn.type(wg).dtype;
+      if (tokens <= maxTokens || (wt != DType::F16 && wt != DType::BF16))
+        return Decision::no(label(fn, x) + " has " + llvm::Twine(tokens) + " tokens over " +
+                            std::string(dtypeName(wt)) + " weights; the chunk form takes more than " +
+                            llvm::Twine(maxTokens) + " tokens over f16 or bf16 weights");
+    } else if (tokens < 1 || tokens > maxTokens) {
       return Decision::no(label(fn, x) + " has " + llvm::Twine(tokens) +
                           " tokens; the fused GEMV takes 1 to " + llvm::Twine(maxTokens));
+    }
     if (Decision d = expectDType(fn, x, {DType::F32}, "input"); !d)
       return d;
     if (!isContiguous(fn, x))
@@ -94,13 +96,13 @@ public:
   }
 
 private:
-  bool expertIndexed_;
+  bool expertIndexed_, chunks_;
 };
 
 } // namespace
 
-std::unique_ptr<FusionPattern> createGatedPattern(bool expertIndexed) {
-  return std::make_unique<GatedMatmul>(expertIndexed);
+std::unique_ptr<FusionPattern> createGatedPattern(bool expertIndexed, bool chunks) {
+  return std::make_unique<GatedMatmul>(expertIndexed, chunks);
 }
 
 } // namespace fg::fusion

@@ -315,6 +315,7 @@ std::unique_ptr<FusionPattern> createRopeSetRowsPattern();
 std::unique_ptr<FusionPattern> createTopkMoePattern();
 std::unique_ptr<FusionPattern> createGatedMatmulPattern();
 std::unique_ptr<FusionPattern> createGatedMatmulIdPattern();
+std::unique_ptr<FusionPattern> createGatedMatmulIdChunkPattern();
 std::unique_ptr<FusionPattern> createMatmulAddPattern();
 std::unique_ptr<FusionPattern> createMatmulMultiPattern();
 std::unique_ptr<FusionPattern> createRmsNormMatmulPattern();

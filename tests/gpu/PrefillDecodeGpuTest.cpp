@@ -22,13 +22,15 @@ namespace {
 
 constexpr int64_t kCtx = 1280;
 
-Plan demoPlan(DType weights, std::vector<int64_t> buckets, bool gemmInputs = false) {
+Plan demoPlan(DType weights, std::vector<int64_t> buckets, bool gemmInputs = false,
+              std::vector<std::string> enable = {}) {
   DecoderConfig c = demoConfig(kCtx, DType::F16);
   c.weightDType = weights;
   auto g = buildDecoderGraph(c, decoderEntries(buckets));
   EXPECT_TRUE(bool(g)) << errString(g.takeError());
   CompileOptions co;
   co.gemmInputConverts = gemmInputs;
+  co.enableFusion = std::move(enable);
   auto plan = compile(*g, co);
   EXPECT_TRUE(bool(plan)) << errString(plan.takeError());
   return std::move(*plan);
@@ -83,8 +85,10 @@ void expectSameRows(const Run &a, const Run &b, double tol, const std::string &w
 const std::vector<int32_t> kForced = {5, 77, 301, 42};
 
 void checkLengths(DType weights, double tol, std::vector<int64_t> buckets,
-                  std::vector<int64_t> lengths, bool alsoCpu, bool gemmInputs = false) {
-  Plan prefill = demoPlan(weights, buckets, gemmInputs), decodeOnly = demoPlan(weights, {});
+                  std::vector<int64_t> lengths, bool alsoCpu, bool gemmInputs = false,
+                  std::vector<std::string> enable = {}) {
+  Plan prefill = demoPlan(weights, buckets, gemmInputs, std::move(enable)),
+       decodeOnly = demoPlan(weights, {});
   for (int64_t n : lengths) {
     std::vector<int32_t> prompt = promptOf(n);
     Run a = generate(prefill, ExecOptions::Device::Cuda, prompt, kForced);
@@ -128,4 +132,13 @@ TEST(GpuPrefillThenDecode, GemmInputConvertsEqualsDecodeOnly) {
   FG_REQUIRE_GPU();
   checkLengths(DType::F16, 1e-2, {64, 512}, {63, 65, 511}, false, true);
   checkLengths(DType::F16, 1e-2, {64}, {65}, true, true);
+}
+
+/// The opt-in gated_matmul_id_chunk (expert gate|up + GLU of prefill chunks
+/// fused, on the grouped expert GEMM): the same equality with f16 experts.
+TEST(GpuPrefillThenDecode, GatedExpertChunksEqualsDecodeOnly) {
+  FG_REQUIRE_GPU();
+  checkLengths(DType::F16, 1e-2, {64, 512}, {63, 65, 511}, false, false,
+               {"gated_matmul_id_chunk"});
+  checkLengths(DType::F16, 1e-2, {64}, {65}, true, false, {"gated_matmul_id_chunk"});
 }
