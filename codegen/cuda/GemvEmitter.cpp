@@ -849,7 +849,7 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
   case OpKind::FusedGatedMatmulId:
     if (grouped(2))
       return emitGroupedExpert(fn, node, ls, 2, gluEpilogue(op::FusedGatedMatmulId(node)), o);
-    return emitExpert(fn, node, ls, 2, o); // one GEMV per (token, slot) pair: any token count
+    return emitExpert(fn, node, ls, 2, o);
   case OpKind::MatMulId:
     if (grouped(1))
       return emitGroupedExpert(fn, node, ls, 1, "fg::EpiStore", o);
