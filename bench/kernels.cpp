@@ -502,7 +502,9 @@ struct LaunchList {
       if (auto e = cudaCheck(cudaLibraryGetKernel(&kernel, lib, k->name.c_str()),
                              "looking up " + k->name))
         return e;
-      if (k->sharedBytes > 48u * 1024)
+      // Static + dynamic above 48 KiB must be asked for: ask whenever there is
+      // dynamic shared memory (the static part is the kernel's own).
+      if (k->sharedBytes > 0)
         if (auto e = cudaCheck(cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel),
                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                     static_cast<int>(k->sharedBytes)),
@@ -933,7 +935,11 @@ int usage(const char *argv0, int code = 2) {
       "  --gemv-narrow-iq4nl  iq4_nl through the narrow loop (the wide one is the default)\n"
       "  --gemv-narrow-q6k    q6_K through the narrow loop (the wide one is the default)\n"
       "  --gemv-wide-occupancy N  q4_K: launch bounds for N warps per SM (1: none)\n"
-      "  --gemv-wide-prefetch N   q4_K: 1 no prefetch, 2 prefetch of the next chunk\n",
+      "  --gemv-wide-prefetch N   q4_K: 1 no prefetch, 2 prefetch of the next chunk\n"
+      "  --attn-stages N      decode attention: cp.async stages per warp (0: register loads)\n"
+      "  --attn-steps N       decode attention: 8-key steps per tile (1-4)\n"
+      "  --attn-blocks-per-sm N  decode attention: blocks per SM the split grid is sized for\n"
+      "  --attn-min-tiles N   decode attention: tiles each warp takes at least in a split\n",
       argv0);
   return code;
 }
@@ -1011,6 +1017,21 @@ int main(int argc, char **argv) {
         s.emit.gemvWideWarpsPerSm = n == 1 ? -1 : n;
       else if (f == "--gemv-wide-prefetch")
         s.emit.gemvWidePrefetch = n - 1;
+      else
+        return usage(argv[0]);
+    } else if (a.rfind("--attn-", 0) == 0) {
+      // Decode attention's staging overrides (EmitOptions::attention*).
+      std::string f = a.substr(0, a.find('='));
+      auto v = value(f.c_str());
+      int n = v ? std::atoi(v->c_str()) : -1;
+      if (f == "--attn-stages" && n >= 0 && n <= 8 && n != 1)
+        s.emit.attentionStages = n;
+      else if (f == "--attn-steps" && n >= 1 && n <= 4)
+        s.emit.attentionSteps = n;
+      else if (f == "--attn-blocks-per-sm" && n >= 1 && n <= 16)
+        s.emit.attentionBlocksPerSm = n;
+      else if (f == "--attn-min-tiles" && n >= 1 && n <= 64)
+        s.emit.attentionMinTiles = n;
       else
         return usage(argv[0]);
     } else if (a.rfind("--benchmark_", 0) != 0 && a.rfind("--v=", 0) != 0) {

@@ -122,7 +122,9 @@ int runBench(ArrayRef<const char *> args) {
   f.option("disable-fusion", "a,b", "the fused variant without these fusion patterns");
   f.option("enable-fusion", "a,b", "the fused variant with these off-by-default patterns (rms_norm_matmul)");
   f.flag("gemm-x-once", "convert x of library GEMMs once per value, as an op (pass gemm-inputs; "
-                        "opt-in)");
+                        "the default)");
+  f.flag("gemm-x-inside", "convert x inside each library GEMM launch instead (the form before "
+                          "gemm-inputs)");
   f.option("json", "FILE", "also write the figures as JSON");
   f.option("trace", "FILE",
             "trace one decode step at --kv (CUDA graph, CUPTI) of the fused plan into FILE as "
@@ -197,7 +199,7 @@ int runBench(ArrayRef<const char *> args) {
     pa.steps = steps, pa.warmup = warmup, pa.ctx = ctx, pa.arch = f.get("arch", "sm_90");
     pa.bf16 = wdt == "bf16", pa.breakdown = f.has("breakdown"), pa.verbose = verbose;
     pa.json = f.get("json");
-    pa.gemmInputConverts = f.has("gemm-x-once");
+    pa.gemmInputConverts = !f.has("gemm-x-inside");
     pa.disableFusion = f.list("disable-fusion");
     pa.enableFusion = f.list("enable-fusion");
     return runPrefillBench(pa);
@@ -259,7 +261,7 @@ int runBench(ArrayRef<const char *> args) {
       co.fusion = fused;
       co.disableFusion = f.list("disable-fusion");
       co.enableFusion = f.list("enable-fusion");
-      co.gemmInputConverts = f.has("gemm-x-once");
+      co.gemmInputConverts = !f.has("gemm-x-inside");
       co.arch = f.get("arch", "sm_90");
       co.log = ms.log;
       co.progress = stderrProgress();

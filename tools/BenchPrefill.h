@@ -17,7 +17,7 @@ struct PrefillBenchArgs {
   std::string arch = "sm_90";
   bool bf16 = false; ///< the peak GEMM in bf16 (the workload's weight type)
   bool breakdown = false, verbose = false;
-  bool gemmInputConverts = false; ///< --gemm-x-once (CompileOptions::gemmInputConverts)
+  bool gemmInputConverts = true; ///< off: --gemm-x-inside (CompileOptions::gemmInputConverts)
   std::vector<std::string> disableFusion, enableFusion; ///< --disable-fusion, --enable-fusion
   std::string json;
 };

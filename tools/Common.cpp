@@ -27,7 +27,9 @@ void addCompileFlags(Flags &f) {
   f.option("debug-fusion", "NAME", "log every candidate of pattern NAME and its decision");
   f.flag("all-logits", "prefill entries return every row of logits, not only the last");
   f.flag("gemm-x-once", "convert x of library GEMMs once per value, as an op (pass gemm-inputs; "
-                        "opt-in until measured on a GPU)");
+                        "the default)");
+  f.flag("gemm-x-inside", "convert x inside each library GEMM launch instead (no gemm-inputs "
+                          "pass: the form before it)");
   f.flag("print-ir-after-all", "print the IR after every pass (stderr)");
   f.flag("print-ir-before-all", "print the IR before every pass (stderr)");
   f.option("print-ir-after", "P", "print the IR after pass P (stderr)");
@@ -82,7 +84,7 @@ bool readCompileFlags(const Flags &f, ModelSettings &model, CompileOptions &comp
   compile.disableFusion = f.list("disable-fusion");
   compile.enableFusion = f.list("enable-fusion");
   compile.debugFusion = f.list("debug-fusion");
-  compile.gemmInputConverts = f.has("gemm-x-once");
+  compile.gemmInputConverts = !f.has("gemm-x-inside");
   PassOptions &po = compile.passOptions;
   po.printIrAfterAll = f.has("print-ir-after-all");
   po.printIrBeforeAll = f.has("print-ir-before-all");
@@ -269,9 +271,12 @@ bool checkPlanCompileFlags(const Flags &f, const Plan &plan, int &exitCode) {
     return refuse("--arch " + f.get("arch"), "arch " + po.arch);
   if (f.has("no-fusion") && po.fusion)
     return refuse("--no-fusion", "fusion on");
-  if (f.has("gemm-x-once") &&
-      none_of(plan.passes(), [](const PlanPassRecord &r) { return r.name == "gemm-inputs"; }))
+  bool xOnce =
+      any_of(plan.passes(), [](const PlanPassRecord &r) { return r.name == "gemm-inputs"; });
+  if (f.has("gemm-x-once") && !xOnce)
     return refuse("--gemm-x-once", "the conversions inside the GEMMs");
+  if (f.has("gemm-x-inside") && xOnce)
+    return refuse("--gemm-x-inside", "the GEMM inputs converted once (gemm-inputs)");
   for (auto [flag, planned] : {std::pair<const char *, const std::vector<std::string> *>{
                                   "disable-fusion", &po.disableFusion},
                               {"enable-fusion", &po.enableFusion}}) {

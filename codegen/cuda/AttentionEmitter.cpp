@@ -60,11 +60,24 @@ bool vectorRows(const Layout &l, DType t, int64_t dim) {
 /// Everything chosen for one node.
 struct AttnPlan {
   int64_t G, HC, GB, HB, NCK, DVS, NSL, DvP, U, minChunk, smax, part, counters;
+  int64_t stages = 0, ringBytes = 0; ///< the staged form's ring (0: register loads)
   uint64_t scratchBytes;
 };
 
+/// Shared memory per block on sm_90 (227 KiB, of 228 per SM, less 1 KiB the
+/// runtime reserves per block).
+constexpr int64_t kSharedPerSm = 228 * 1024, kReservedPerBlock = 1024;
+/// The staged form's deepest ring (tiles in flight per warp + 1).
+constexpr int64_t kMaxStages = 4;
+
+/// Bytes of the kernel's static `AttnShared<C>` (attention.cuh), rounded up.
+int64_t staticShared(int64_t NCK, int64_t DVS, int64_t smax) {
+  int64_t partials = kWarps * 8 * DVS * 4 + 2 * kWarps * 8 * 4, merge = smax * 8 * 4;
+  return NCK * 2 * 32 * 16 + std::max(partials, merge) + 16;
+}
+
 AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t ctx, DType kt,
-              DType vt, unsigned smCount) {
+              DType vt, bool vecRows, unsigned smCount, const EmitOptions &o) {
   AttnPlan p;
   p.G = Hq / Hkv;
   p.HC = ceilDiv(p.G, 8); // rows 8-15 of the mma hold the lo halves: 8 heads a block
@@ -84,8 +97,31 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   int64_t loadsPerStep = p.NCK * (elemBytes(kt) == 4 ? 2 : 1) +
                          p.DVS / 32 * (elemBytes(vt) == 4 ? 2 : 1);
   p.U = std::clamp<int64_t>(16 / loadsPerStep, 1, 4);
-  p.minChunk = kWarps * p.U * 8; // one round of the block's warps
-  int64_t target = static_cast<int64_t>(smCount) * kBlocksPerSm;
+  // The staged form: each warp keeps stages − 1 tiles of cp.async copies in
+  // flight through a ring in shared memory while it computes one, instead of
+  // one burst of register loads per tile (a round trip of latency each).
+  // Tiles of one 8-key step by default (the deepest ring for the bytes),
+  // sized for `blocks` resident blocks per SM; rows must take 16-byte copies.
+  int64_t blocks = kBlocksPerSm;
+  if (vecRows && o.attentionStages != 0) {
+    int64_t U = o.attentionSteps > 0 ? o.attentionSteps : 1;
+    int64_t b = o.attentionBlocksPerSm > 0 ? o.attentionBlocksPerSm : 2;
+    int64_t stage = kWarps * 32 * U * loadsPerStep * 16;
+    // The split count (hence the merge area) depends on blocks per SM only.
+    int64_t smaxHint = std::min(kMaxSplits, ceilDiv(static_cast<int64_t>(smCount) * b, T * p.HB));
+    int64_t budget = kSharedPerSm / b - kReservedPerBlock - staticShared(p.NCK, p.DVS, smaxHint);
+    int64_t S = o.attentionStages > 0 ? o.attentionStages
+                                      : std::min<int64_t>(kMaxStages, budget / stage);
+    if (S >= 2 && S * stage <= budget) {
+      p.U = U;
+      p.stages = S;
+      p.ringBytes = S * stage;
+      blocks = b;
+    }
+  }
+  // A split is at least one round of the block's warps (or minTiles rounds).
+  p.minChunk = kWarps * p.U * 8 * std::max(1, o.attentionMinTiles);
+  int64_t target = static_cast<int64_t>(smCount) * blocks;
   p.smax = std::clamp<int64_t>(ceilDiv(target, T * p.HB), 1,
                                std::min(kMaxSplits, ceilDiv(ctx, p.minChunk)));
   p.counters = T * p.HB;
@@ -120,13 +156,14 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
                                  std::string(dtypeName(fn.type(node.operands[4]).dtype)));
   if (T >= o.attentionPrefillMinTokens && attentionPrefillRefusal(fn, node).empty())
     return emitAttentionPrefill(fn, node, ls, o);
-  AttnPlan p = plan(T, Hq, Hkv, D, Dv, ctx, kt.dtype, vt.dtype, o.smCount);
+  const Layout &ql = ls[0], &kl = ls[1], &vl = ls[2], &pl = ls[3];
+  bool vecK = vectorRows(kl, kt.dtype, D), vecV = vectorRows(vl, vt.dtype, Dv);
+  AttnPlan p = plan(T, Hq, Hkv, D, Dv, ctx, kt.dtype, vt.dtype, vecK && vecV, o.smCount, o);
   if (p.HB > 65535 || T > 65535)
     return unsupported(node, llvm::formatv("{0} tokens x {1} head blocks (at most 65535 each)", T,
                                            p.HB)
                                  .str());
   double softcap = op::Attention(node).softcap();
-  const Layout &ql = ls[0], &kl = ls[1], &vl = ls[2], &pl = ls[3];
   Layout sl = hasSinks ? ls[4] : Layout::contiguous({Hq});
 
   std::string c;
@@ -137,8 +174,8 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   c += "  using Pos = " + ctype(pt.dtype) + ";\n";
   c += "  using Sink = " + ctype(hasSinks ? fn.type(node.operands[4]).dtype : DType::F32) + ";\n";
   c += llvm::formatv("  static constexpr int kW = {0}, kU = {1}, kGB = {2}, kHC = {3}, kSmax = {4}, "
-                     "NCK = {5}, DVS = {6}, NSL = {7};\n",
-                     kWarps, p.U, p.GB, p.HC, p.smax, p.NCK, p.DVS, p.NSL)
+                     "NCK = {5}, DVS = {6}, NSL = {7}, kStages = {8};\n",
+                     kWarps, p.U, p.GB, p.HC, p.smax, p.NCK, p.DVS, p.NSL, p.stages)
            .str();
   c += "  static constexpr long long T = " + lit(T) + ", Hq = " + lit(Hq) + ", G = " + lit(p.G) +
        ", kHB = " + lit(p.HB) + ", D = " + lit(D) + ", Dv = " + lit(Dv) + ", DvP = " + lit(p.DvP) +
@@ -147,8 +184,7 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   c += "  static constexpr long long kPart = " + lit(p.part) +
        ";\n";
   c += "  static constexpr bool kSinks = " + flag(hasSinks) + ", kSoftcap = " + flag(softcap > 0) +
-       ", kVecK = " + flag(vectorRows(kl, kt.dtype, D)) +
-       ", kVecV = " + flag(vectorRows(vl, vt.dtype, Dv)) + ";\n";
+       ", kVecK = " + flag(vecK) + ", kVecV = " + flag(vecV) + ";\n";
   c += "  static constexpr long long q_off = " + lit(ql.offset) + ", q_st = " + lit(ql.strides[0]) +
        ", q_sh = " + lit(ql.strides[1]) + ", q_sd = " + lit(ql.strides[2]) + ";\n";
   c += "  static constexpr long long k_off = " + lit(kl.offset) + ", k_sj = " + lit(kl.strides[0]) +
@@ -181,6 +217,7 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
                  Param::operand(1), Param::operand(2), Param::operand(3)};
   if (hasSinks)
     main.params.push_back(Param::operand(4));
+  main.sharedBytes = static_cast<unsigned>(p.ringBytes);
   main.scratchBytes = p.scratchBytes;
   main.counterBytes = static_cast<uint64_t>(p.counters) * 4;
   return std::vector<Launch>{std::move(main)};

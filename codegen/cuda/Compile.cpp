@@ -259,12 +259,23 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.gemvWideIq4nl = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_WIDE_Q6K"))
     emit.gemvWideQ6k = *v != "0";
-  // The prefill flash kernel with q and P as one half each (opt-in).
-  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_FLASH_HALF"); v && *v == "1")
-    emit.attentionPrefillHalf = true;
+  // The prefill flash kernel with q and P as hi + lo (0) or one half each (1,
+  // the default).
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_FLASH_HALF"); v && !v->empty())
+    emit.attentionPrefillHalf = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_FLASH_MIN_BLOCKS"))
     if (int n = std::atoi(v->c_str()); n > 0 && n <= 16)
       emit.attentionPrefillMinBlocks = static_cast<unsigned>(n);
+  // Decode attention's staging (stages, 8-key steps per tile, blocks per SM).
+  auto envInt = [](const char *name, int lo, int hi, int &out) {
+    if (auto v = llvm::sys::Process::GetEnv(name); v && !v->empty())
+      if (int n = std::atoi(v->c_str()); n >= lo && n <= hi)
+        out = n;
+  };
+  envInt("FG_DEBUG_ATTN_STAGES", 0, 8, emit.attentionStages);
+  envInt("FG_DEBUG_ATTN_STEPS", 1, 4, emit.attentionSteps);
+  envInt("FG_DEBUG_ATTN_BLOCKS_PER_SM", 1, 16, emit.attentionBlocksPerSm);
+  envInt("FG_DEBUG_ATTN_MIN_TILES", 1, 64, emit.attentionMinTiles);
   // And x split hi + lo in the quantised GEMVs (the form before x as one f16).
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "0")
     emit.gemvQuantXHalf = false;

@@ -58,9 +58,10 @@ struct CompileOptions {
   /// the target's default. Tests set 1 to run it on every chunk length.
   int64_t attentionPrefillMinTokens = 0;
   /// Convert x of library GEMMs once per value, as an op (the `gemm-inputs`
-  /// pass after `fuse`), instead of inside every GEMM's launch. Opt-in until
-  /// a GPU run has checked and timed it (`--gemm-x-once`).
-  bool gemmInputConverts = false;
+  /// pass after `fuse`), instead of inside every GEMM's launch. On by
+  /// default (measured on the H200: W-dense prefill 512 22.15 -> 21.06 ms);
+  /// `--gemm-x-inside` turns it off.
+  bool gemmInputConverts = true;
   /// Tests only: edits each entry's memory plan before lowering proves it
   /// (cuda::LowerOptions::testPlanHook).
   cuda::PlanHook testPlanHook;

@@ -76,13 +76,22 @@ struct EmitOptions {
   /// dims multiples of 16 up to 128); fewer, the flash-decoding kernel.
   int64_t attentionPrefillMinTokens = 9;
   /// The prefill flash kernel keeps q and P as one rounded 16-bit value each
-  /// instead of hi + lo (half the mmas, fewer registers, ~1e-3 error):
-  /// opt-in until a GPU run has checked and timed it (FG_DEBUG_FLASH_HALF=1).
-  bool attentionPrefillHalf = false;
+  /// instead of hi + lo (half the mmas, fewer registers, ~1e-3 error), as
+  /// FlashAttention does. Measured on the H200 (eighth session, one run):
+  /// W-dense prefill 512 attention 3.54 -> 3.07 ms, W-moe-12 1.29 -> 1.13.
+  /// Off (FG_DEBUG_FLASH_HALF=0): hi + lo, ~22 bits.
+  bool attentionPrefillHalf = true;
   /// __launch_bounds__ minimum blocks per SM for the prefill flash kernel (0:
   /// none; it takes 255 registers and runs 2 blocks of 4 warps per SM, 9.7 %
   /// achieved occupancy on the H200). For timing (FG_DEBUG_FLASH_MIN_BLOCKS).
   unsigned attentionPrefillMinBlocks = 0;
+  /// Decode attention: cp.async stages of each warp's ring in shared memory
+  /// (-1: the rule of AttentionEmitter.cpp; 0: the register-load form, no
+  /// ring; 2..8), 8-key steps per tile (0: the rule), the blocks per SM
+  /// its split grid is sized for (0: the rule) and the tiles each warp takes
+  /// at least in a split (0: the rule). For timing (FG_DEBUG_ATTN_STAGES /
+  /// _STEPS / _BLOCKS_PER_SM / _MIN_TILES, fg_bench_kernels --attn-*).
+  int attentionStages = -1, attentionSteps = 0, attentionBlocksPerSm = 0, attentionMinTiles = 0;
   /// matmul_id / fused.gated_matmul_id over at least this many tokens sort
   /// their (token, slot) pairs by expert on the device and run one grouped
   /// GEMM (16-bit weights); fewer, the expert-indexed GEMV.

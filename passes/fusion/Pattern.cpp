@@ -301,11 +301,7 @@ const std::vector<std::string> &optInFusionPatterns() {
   // 4.169 ms, W-moe-12 0.883 -> 0.888, W-tiny 0.2107 -> 0.2139): unfused,
   // the three GEMVs already run as parallel branches of the graph, and one
   // work split for all three segments suits the small k and v worse.
-  // gated_matmul_id_chunk: gated experts of prefill chunks on the grouped
-  // expert GEMM; its kernel passed on the H200 (seventh session), the model-
-  // level check and the timing did not run yet.
-  static const std::vector<std::string> names = {"rms_norm_matmul", "matmul_multi",
-                                                 "gated_matmul_id_chunk"};
+  static const std::vector<std::string> names = {"rms_norm_matmul", "matmul_multi"};
   return names;
 }
 

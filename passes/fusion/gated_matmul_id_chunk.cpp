@@ -11,9 +11,10 @@
 // becomes
 //   %y = fused.gated_matmul_id(%x, %gate_exps, %up_exps, %ids) : f32[512, 8, 768]
 //
-// Opt-in (--enable-fusion gated_matmul_id_chunk; optInFusionPatterns()): the
-// kernel passed its GPU tests (GpuGroupedExpert.*), the whole-model check and
-// the timing wait for a GPU call (scripts/gpu-next-call.sh).
+// On by default since the eighth session: the whole-model check
+// (GpuPrefillThenDecode.GatedExpertChunksEqualsDecodeOnly) passed on the
+// H200, and W-moe-12's prefill of 512 tokens went 14.95 -> 12.43 ms (one
+// run). `--disable-fusion gated_matmul_id_chunk` turns it off.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/fusion/GatedMatmul.h"

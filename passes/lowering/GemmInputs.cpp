@@ -14,8 +14,9 @@
 // (the same rounding, now visible to the CPU reference too). Matmuls the GEMV
 // takes, f32 weights and x already in D are left alone.
 //
-// Opt-in (CompileOptions::gemmInputConverts, `--gemm-x-once`) until a GPU run
-// has checked and timed it.
+// On by default (CompileOptions::gemmInputConverts; `--gemm-x-inside` turns
+// it off): measured on the H200 (eighth session, one run), W-dense's prefill
+// of 512 tokens 22.15 -> 21.06 ms, W-moe-12's 15.33 -> 15.21.
 //
 //   %y1 = matmul(%x, %wq) : f32[512, 4096]      (x: f32[512, 4096], wq: f16)
 //   %y2 = matmul(%x, %wk) : f32[512, 1024]

@@ -525,6 +525,15 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
         if (auto e = cudaCheck(cudaLibraryGetKernel(&kernel, m.libraries[l.module], l.symbol.c_str()),
                                "looking up kernel " + l.symbol))
           return e;
+        // Static + dynamic shared memory above 48 KiB must be asked for per
+        // kernel (the static part is the kernel's own, unknown here: ask for
+        // every kernel with dynamic shared memory).
+        if (l.sharedBytes > 0)
+          if (auto e = cudaCheck(cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel),
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                      static_cast<int>(l.sharedBytes)),
+                                 "raising the shared memory of " + l.symbol))
+            return e;
         k = reinterpret_cast<void *>(kernel);
       }
       es.kernels.push_back(k);

@@ -44,19 +44,25 @@
 // Masked keys (outside the block's range) load zeros and score −inf; padding
 // beyond D / Dv loads zeros, so nothing undefined enters an mma.
 //
-// Bytes in flight. Each lane issues kU · (⌈D/32⌉ + DVS/32) 16-byte loads
-// before it touches any of them (kU = 2 at D = 128: 16 loads, 8 KB per
-// warp), and the first tile is issued before q is staged. At D = 128 the
-// kernel takes 202 registers, so 2 blocks (8 warps, 64 KB of loads) are
-// resident per SM — about twice what Little's law asks at 4.8 TB/s and
-// ~1 µs of loaded latency. The emitter sizes kSmax for ≥ 4 blocks per SM
-// over the grid (W-dense, T = 1: 66 splits × 8 kv heads = 528 blocks) and a
-// split is at least one round of the block's warps (kMinChunk = 64 keys):
-//   KV 1024:  16 splits × 8 = 128 blocks, one 16-key tile per warp, 32 KB
-//             each; the time is launch + one load round trip + the merge of
-//             16 partials (plus the counter-clearing launch before it).
-//   KV 8192:  64 splits of 128 keys (512 blocks, 2 waves of 264);
-//   KV 32768: 66 splits of 504 keys; the merge reads 66 partials from L2.
+// Bytes in flight: two forms.
+//  Staged (C::kStages ≥ 2, the default where rows take 16-byte copies):
+//   each warp owns a ring of kStages tiles in dynamic shared memory; every
+//   lane copies, by cp.async, exactly the 16-byte units it will read into
+//   its own slots ([stage][unit][lane]: conflict-free reads, no barrier),
+//   kStages − 1 tiles ahead of the one it computes, so loads stay in flight
+//   through the math instead of one burst and one round trip per tile. The
+//   emitter takes tiles of one 8-key step (kU = 1) and as many stages (≤ 4)
+//   as fit beside two resident blocks per SM (D = 128, f16: 4 stages of
+//   4 KB a warp, 64 KB a block, 106 registers), and sizes kSmax for 2 blocks
+//   per SM: one wave (W-dense, T = 1: 33 splits × 8 kv heads = 264 blocks).
+//  Register loads (C::kStages = 0: rows not 16-byte aligned, a ring that
+//   does not fit, or FG_DEBUG_ATTN_STAGES=0): each lane issues kU · (⌈D/32⌉
+//   + DVS/32) 16-byte loads before it touches any of them (kU = 2 at
+//   D = 128: 8 KB per warp), the first tile before q is staged; 202
+//   registers at D = 128, kSmax sized for 4 blocks per SM (66 splits × 8 =
+//   528 blocks, two waves at KV 8192).
+// A split is at least one round of the block's warps (kMinChunk = 32 keys
+// staged, 64 with register loads).
 //
 // The merge, in the same launch. A block merges its warps (in warp order)
 // and writes (m, l, o[Dv]) per head to its split's slot in scratch; then
@@ -212,6 +218,15 @@ static __device__ __forceinline__ void attnWords(const uint4 (&raw)[Dec::kParts]
   }
 }
 
+/// One 16-byte cp.async into shared memory (L2 only: KV is read once);
+/// zeros without reading when `on` is false.
+static __device__ __forceinline__ void attnCopy16(uint4 *dst, const void *src, bool on) {
+  const unsigned to = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(src),
+               "r"(on ? 16 : 0)
+               : "memory");
+}
+
 // --- the kernel ------------------------------------------------------------------
 
 template <class C> struct AttnArgs {
@@ -266,6 +281,8 @@ template <class C> static __device__ __forceinline__ void attention(const AttnAr
   constexpr int W = C::kW, U = C::kU, NCK = C::NCK, NCV = C::DVS / 32;
   static_assert(C::kGB >= 1 && C::kGB <= 8, "at most 8 heads per block (rows 8-15 hold lo)");
   static_assert(C::DVS % 32 == 0, "dv slices are whole 32-column chunks");
+  static_assert(C::kStages == 0 || (C::kStages >= 2 && C::kVecK && C::kVecV),
+                "the staged form takes 16-byte copies and at least two stages");
   __shared__ AttnShared<C> sh;
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
@@ -301,8 +318,73 @@ template <class C> static __device__ __forceinline__ void attention(const AttnAr
         attnLoad8<DV, C::Dv, C::v_sd, C::kVecV>(vrow, dvs + 32 * c + 8 * t4, live, rv[u][c]);
     }
   };
-  if (warp < ntiles)
+  // The staged form (kStages > 0): each lane copies, by cp.async, exactly
+  // the 16-byte units it will read into its own slots of the warp's ring in
+  // shared memory — slot [stage][unit][lane], so the reads back are
+  // conflict-free and need no barrier — kStages − 1 tiles ahead of the one
+  // it computes. One commit group per tile (empty past the last tile), so
+  // `wait_group kStages − 2` always means "this tile has landed".
+  constexpr int S = C::kStages > 0 ? C::kStages : 1;
+  constexpr int UK = NCK * DK::kParts, UV = NCV * DV::kParts, UNITS = U * (UK + UV);
+  uint4 *ring = nullptr;
+  if constexpr (C::kStages > 0) {
+    extern __shared__ uint4 fg_attn_ring[];
+    ring = fg_attn_ring + (long long)warp * S * UNITS * 32 + lane;
+  }
+  auto issueTile = [&](int tile, long long dvs, int slot) {
+    if (tile < ntiles) {
+      uint4 *dst = ring + slot * UNITS * 32;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const long long j = kb + (long long)(tile * U + u) * 8 + g;
+        const bool live = j < ke;
+        const typename DK::T *krow = kbase + (live ? j : 0) * C::k_sj;
+        const typename DV::T *vrow = vbase + (live ? j : 0) * C::v_sj;
+#pragma unroll
+        for (int c = 0; c < NCK; ++c)
+#pragma unroll
+          for (int pp = 0; pp < DK::kParts; ++pp) {
+            const long long d0 = 32 * c + 8 * t4;
+            const bool on = live && d0 < C::D;
+            attnCopy16(dst + (u * (UK + UV) + c * DK::kParts + pp) * 32,
+                       on ? krow + d0 + 4 * pp : krow, on);
+          }
+#pragma unroll
+        for (int c = 0; c < NCV; ++c)
+#pragma unroll
+          for (int pp = 0; pp < DV::kParts; ++pp) {
+            const long long d0 = dvs + 32 * c + 8 * t4;
+            const bool on = live && d0 < C::Dv;
+            attnCopy16(dst + (u * (UK + UV) + UK + c * DV::kParts + pp) * 32,
+                       on ? vrow + d0 + 4 * pp : vrow, on);
+          }
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  };
+  auto readTile = [&](int slot) {
+    const uint4 *src = ring + slot * UNITS * 32;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int c = 0; c < NCK; ++c)
+#pragma unroll
+        for (int pp = 0; pp < DK::kParts; ++pp)
+          rk[u][c][pp] = src[(u * (UK + UV) + c * DK::kParts + pp) * 32];
+#pragma unroll
+      for (int c = 0; c < NCV; ++c)
+#pragma unroll
+        for (int pp = 0; pp < DV::kParts; ++pp)
+          rv[u][c][pp] = src[(u * (UK + UV) + UK + c * DV::kParts + pp) * 32];
+    }
+  };
+  if constexpr (C::kStages > 0) {
+#pragma unroll
+    for (int k = 0; k < S - 1; ++k)
+      issueTile(warp + k * W, 0, k);
+  } else if (warp < ntiles) {
     loadTile(warp, 0);
+  }
 
   // q · scale, split hi/lo in K's mma type, as A fragments.
   for (int i = threadIdx.x; i < NCK * 64; i += W * 32) {
@@ -335,10 +417,24 @@ template <class C> static __device__ __forceinline__ void attention(const AttnAr
         for (int e = 0; e < 4; ++e)
           acc[c][b][e] = 0.0f;
 
-    for (int tile = warp; tile < ntiles; tile += W) {
-      // Every load of the tile first (the first one is already on its way).
-      if (sl != 0 || tile != warp)
+    if constexpr (C::kStages > 0) {
+      if (sl != 0)
+#pragma unroll
+        for (int k = 0; k < S - 1; ++k)
+          issueTile(warp + k * W, dvs, k);
+    }
+    for (int tile = warp, it = 0; tile < ntiles; tile += W, ++it) {
+      if constexpr (C::kStages > 0) {
+        // This tile has landed; the one kStages − 1 ahead goes out into the
+        // slot the previous tile was read from (its reads are complete:
+        // their values were consumed before this point).
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 2) : "memory");
+        issueTile(tile + (S - 1) * W, dvs, (it + S - 1) % S);
+        readTile(it % S);
+      } else if (sl != 0 || tile != warp) {
+        // Every load of the tile first (the first one is already on its way).
         loadTile(tile, dvs);
+      }
       // Scores of head g, keys 2t4, 2t4 + 1 of each step.
       float sc[U][2];
 #pragma unroll

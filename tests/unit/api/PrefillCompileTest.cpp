@@ -122,7 +122,7 @@ TEST(PrefillFusion, GatedExpertsOfAChunkFuseAndMatchUnfused) {
   ASSERT_NE(pre, nullptr);
   EXPECT_GT(count(*pre, OpKind::FusedGatedMatmulId), 0u);
   EXPECT_EQ(count(*plain.graph().lookup("prefill_16"), OpKind::FusedGatedMatmulId), 0u);
-  // Off by default: the chunk keeps gate, up and glu.
-  EXPECT_EQ(count(*demoF16(false).graph().lookup("prefill_16"), OpKind::FusedGatedMatmulId), 0u);
+  // On by default (measured on the H200, eighth session).
+  EXPECT_GT(count(*demoF16(false).graph().lookup("prefill_16"), OpKind::FusedGatedMatmulId), 0u);
   expectSameRows(teacherForced(fused), teacherForced(plain), 1e-4);
 }
