@@ -939,7 +939,9 @@ int usage(const char *argv0, int code = 2) {
       "  --attn-stages N      decode attention: cp.async stages per warp (0: register loads)\n"
       "  --attn-steps N       decode attention: 8-key steps per tile (1-4)\n"
       "  --attn-blocks-per-sm N  decode attention: blocks per SM the split grid is sized for\n"
-      "  --attn-min-tiles N   decode attention: tiles each warp takes at least in a split\n",
+      "  --attn-min-tiles N   decode attention: tiles each warp takes at least in a split\n"
+      "  --attn-reg-max-live N  decode attention: live rows up to which the staged form loads\n"
+      "                       into registers (0: always staged)\n",
       argv0);
   return code;
 }
@@ -1032,6 +1034,8 @@ int main(int argc, char **argv) {
         s.emit.attentionBlocksPerSm = n;
       else if (f == "--attn-min-tiles" && n >= 1 && n <= 64)
         s.emit.attentionMinTiles = n;
+      else if (f == "--attn-reg-max-live" && v && n >= 0)
+        s.emit.attentionRegMaxLive = n;
       else
         return usage(argv[0]);
     } else if (a.rfind("--benchmark_", 0) != 0 && a.rfind("--v=", 0) != 0) {

@@ -60,6 +60,7 @@ bool vectorRows(const Layout &l, DType t, int64_t dim) {
 /// Everything chosen for one node.
 struct AttnPlan {
   int64_t G, HC, GB, HB, NCK, DVS, NSL, DvP, U, minChunk, smax, part, counters;
+  int64_t uRegs, minChunkRegs; ///< the register-load form's (the staged form's short-KV path)
   int64_t stages = 0, ringBytes = 0; ///< the staged form's ring (0: register loads)
   uint64_t scratchBytes;
 };
@@ -97,6 +98,8 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   int64_t loadsPerStep = p.NCK * (elemBytes(kt) == 4 ? 2 : 1) +
                          p.DVS / 32 * (elemBytes(vt) == 4 ? 2 : 1);
   p.U = std::clamp<int64_t>(16 / loadsPerStep, 1, 4);
+  p.uRegs = p.U;
+  p.minChunkRegs = kWarps * p.U * 8;
   // The staged form: each warp keeps stages − 1 tiles of cp.async copies in
   // flight through a ring in shared memory while it computes one, instead of
   // one burst of register loads per tile (a round trip of latency each).
@@ -174,13 +177,14 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   c += "  using Pos = " + ctype(pt.dtype) + ";\n";
   c += "  using Sink = " + ctype(hasSinks ? fn.type(node.operands[4]).dtype : DType::F32) + ";\n";
   c += llvm::formatv("  static constexpr int kW = {0}, kU = {1}, kGB = {2}, kHC = {3}, kSmax = {4}, "
-                     "NCK = {5}, DVS = {6}, NSL = {7}, kStages = {8};\n",
-                     kWarps, p.U, p.GB, p.HC, p.smax, p.NCK, p.DVS, p.NSL, p.stages)
+                     "NCK = {5}, DVS = {6}, NSL = {7}, kStages = {8}, kURegs = {9};\n",
+                     kWarps, p.U, p.GB, p.HC, p.smax, p.NCK, p.DVS, p.NSL, p.stages, p.uRegs)
            .str();
   c += "  static constexpr long long T = " + lit(T) + ", Hq = " + lit(Hq) + ", G = " + lit(p.G) +
        ", kHB = " + lit(p.HB) + ", D = " + lit(D) + ", Dv = " + lit(Dv) + ", DvP = " + lit(p.DvP) +
        ", ctx = " + lit(ctx) + ", window = " + lit(op::Attention(node).window()) + ", kMinChunk = " +
-       lit(p.minChunk) + ";\n";
+       lit(p.minChunk) + ", kMinChunkRegs = " + lit(p.minChunkRegs) +
+       ", kRegMaxLive = " + lit(o.attentionRegMaxLive) + ";\n";
   c += "  static constexpr long long kPart = " + lit(p.part) +
        ";\n";
   c += "  static constexpr bool kSinks = " + flag(hasSinks) + ", kSoftcap = " + flag(softcap > 0) +

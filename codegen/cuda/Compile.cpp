@@ -276,6 +276,10 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   envInt("FG_DEBUG_ATTN_STEPS", 1, 4, emit.attentionSteps);
   envInt("FG_DEBUG_ATTN_BLOCKS_PER_SM", 1, 16, emit.attentionBlocksPerSm);
   envInt("FG_DEBUG_ATTN_MIN_TILES", 1, 64, emit.attentionMinTiles);
+  int regMaxLive = -1;
+  envInt("FG_DEBUG_ATTN_REG_MAX_LIVE", 0, 1 << 30, regMaxLive);
+  if (regMaxLive >= 0)
+    emit.attentionRegMaxLive = regMaxLive;
   // And x split hi + lo in the quantised GEMVs (the form before x as one f16).
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "0")
     emit.gemvQuantXHalf = false;

@@ -92,6 +92,13 @@ struct EmitOptions {
   /// at least in a split (0: the rule). For timing (FG_DEBUG_ATTN_STAGES /
   /// _STEPS / _BLOCKS_PER_SM / _MIN_TILES, fg_bench_kernels --attn-*).
   int attentionStages = -1, attentionSteps = 0, attentionBlocksPerSm = 0, attentionMinTiles = 0;
+  /// The staged form runs tokens with at most this many live rows in the
+  /// register-load form (one kernel, chosen per token at run time). Measured
+  /// on the H200 (eighth session): at KV 1024 register loads are faster
+  /// (W-dense kernel 7.40 against 8.49 us), at KV 8192 the ring (20.98 against
+  /// 19.23; W-moe 25.24 against 18.67). FG_DEBUG_ATTN_REG_MAX_LIVE (0: always
+  /// staged).
+  int64_t attentionRegMaxLive = 2048;
   /// matmul_id / fused.gated_matmul_id over at least this many tokens sort
   /// their (token, slot) pairs by expert on the device and run one grouped
   /// GEMM (16-bit weights); fewer, the expert-indexed GEMV.

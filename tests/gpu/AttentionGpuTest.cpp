@@ -198,21 +198,24 @@ TEST(GpuAttentionOptions, WDenseShape) {
 }
 
 /// The load forms and ring depths of the flash-decoding kernel: register
-/// loads (FG_DEBUG_ATTN_STAGES=0, the form before the cp.async ring), rings
-/// of 2 and 4 stages, tiles of 2 steps, and a grid sized for 1 and 3 blocks
-/// per SM — each against the reference on lengths that end mid-tile, T = 5,
-/// f32 caches, D = 256 and a window.
+/// loads only (FG_DEBUG_ATTN_STAGES=0, the form before the cp.async ring),
+/// the default hybrid (register loads up to 2048 live rows, then the ring),
+/// and the ring at every length (FG_DEBUG_ATTN_REG_MAX_LIVE=0) with 2, 3
+/// and 4 stages, tiles of 2 steps, a grid sized for 1 and 3 blocks per SM —
+/// each against the reference on lengths that end mid-tile, T = 5, f32
+/// caches, D = 256 and a window.
 TEST(GpuAttentionOptions, LoadFormsAndRingDepths) {
   FG_REQUIRE_GPU();
   struct Form {
-    const char *stages, *steps, *blocks;
+    const char *stages, *steps, *blocks, *regMaxLive;
   };
-  for (Form f : {Form{"0", "", ""}, Form{"2", "", ""}, Form{"4", "", ""}, Form{"3", "2", ""},
-                 Form{"", "", "1"}, Form{"", "2", "3"}}) {
+  for (Form f : {Form{"0", "", "", ""}, Form{"", "", "", ""}, Form{"2", "", "", "0"},
+                 Form{"4", "", "", "0"}, Form{"3", "2", "", "0"}, Form{"", "", "1", "0"},
+                 Form{"", "2", "3", "0"}, Form{"", "", "", "1000"}}) {
     SCOPED_TRACE(std::string("stages '") + f.stages + "' steps '" + f.steps + "' blocks '" +
-                 f.blocks + "'");
+                 f.blocks + "' reg max live '" + f.regMaxLive + "'");
     ScopedEnv st("FG_DEBUG_ATTN_STAGES", f.stages), sp("FG_DEBUG_ATTN_STEPS", f.steps),
-        bl("FG_DEBUG_ATTN_BLOCKS_PER_SM", f.blocks);
+        bl("FG_DEBUG_ATTN_BLOCKS_PER_SM", f.blocks), rm("FG_DEBUG_ATTN_REG_MAX_LIVE", f.regMaxLive);
     AttnCase dense{5003, 128, 4};
     dense.kvHeads = 8;
     runCase(dense);

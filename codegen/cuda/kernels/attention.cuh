@@ -273,7 +273,15 @@ template <class C> static __device__ __forceinline__ AttnRange attnRange(long lo
   return r;
 }
 
-template <class C> static __device__ __forceinline__ void attention(const AttnArgs<C> &a) {
+/// The register-load form of a staged configuration (the hybrid's short-KV
+/// path): tiles of kURegs steps, splits of kMinChunkRegs keys, no ring.
+template <class C> struct AttnRegisters : C {
+  static constexpr int kStages = 0, kU = C::kURegs;
+  static constexpr long long kMinChunk = C::kMinChunkRegs;
+};
+
+template <class C, class Sh>
+static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &sh) {
   using DK = typename C::DecK;
   using DV = typename C::DecV;
   using MK = AttnMma<DK::kBf16>;
@@ -283,7 +291,6 @@ template <class C> static __device__ __forceinline__ void attention(const AttnAr
   static_assert(C::DVS % 32 == 0, "dv slices are whole 32-column chunks");
   static_assert(C::kStages == 0 || (C::kStages >= 2 && C::kVecK && C::kVecV),
                 "the staged form takes 16-byte copies and at least two stages");
-  __shared__ AttnShared<C> sh;
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
   const int s = blockIdx.x;
@@ -622,6 +629,24 @@ template <class C> static __device__ __forceinline__ void attention(const AttnAr
   }
   if (threadIdx.x == 0)
     *cnt = 0u; // ready for the next replay
+}
+
+/// The entry: a staged configuration runs a token whose live rows are at
+/// most kRegMaxLive in the register-load form (short KV: one round trip per
+/// warp, where the ring only adds its shared-memory hop; measured on the
+/// H200, eighth session) and longer ones staged. Every block of a token takes
+/// the same form (live is per token), so the split protocol holds.
+template <class C> static __device__ __forceinline__ void attention(const AttnArgs<C> &a) {
+  __shared__ AttnShared<C> sh;
+  if constexpr (C::kStages > 0) {
+    const long long p = (long long)a.pos[C::pos_off + (long long)blockIdx.z * C::pos_st];
+    if (attnRange<C>(p).live <= C::kRegMaxLive) {
+      using R = AttnRegisters<C>;
+      attentionBody<R>(AttnArgs<R>{a.y, a.scratch, a.counters, a.q, a.k, a.v, a.pos, a.sinks}, sh);
+      return;
+    }
+  }
+  attentionBody<C>(a, sh);
 }
 
 } // namespace fg
