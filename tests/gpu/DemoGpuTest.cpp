@@ -149,10 +149,13 @@ TEST(GpuDemo, PrefillThenDecodeEqualsDecodeOnly) {
   std::vector<float> lastB;
   for (size_t i = 0; i < prompt.size(); ++i)
     lastB = step(b, prompt[i], static_cast<int32_t>(i));
-  EXPECT_LE(normalizedError(lastA, lastB), 1e-4);
+  // 1e-3 (issue 15's bound for f32 logits): the prefill's flash kernel keeps
+  // q and P as one rounded half each over the f16 cache (2.1e-4 measured on
+  // the H200, eighth session); decode steps after it read the same cache.
+  EXPECT_LE(normalizedError(lastA, lastB), 1e-3);
   for (int32_t p = 8; p < 24; ++p) {
     int32_t tok = (p * 13) % 512;
-    EXPECT_LE(normalizedError(step(a, tok, p), step(b, tok, p)), 1e-4) << "step " << p;
+    EXPECT_LE(normalizedError(step(a, tok, p), step(b, tok, p)), 1e-3) << "step " << p;
   }
 }
 
@@ -195,7 +198,7 @@ namespace {
 
 /// Every computed (non-view, non-state) value of `entry` becomes a result, and
 /// each is compared with the reference: names the first op that goes wrong.
-void compareEveryValue(llvm::StringRef entry, int32_t tokens, bool eager) {
+void compareEveryValue(llvm::StringRef entry, int32_t tokens, bool eager, double tol) {
   ModelOptions mo;
   mo.ctx = 2048;
   auto g = loadModel("demo", mo);
@@ -216,20 +219,24 @@ void compareEveryValue(llvm::StringRef entry, int32_t tokens, bool eager) {
     in["tokens"].push_back((i * 37 + 11) % 512);
     in["positions"].push_back(i);
   }
-  expectMatchesReference(one, in, 1e-4, entry, eager);
+  expectMatchesReference(one, in, tol, entry, eager);
 }
+
+/// The prefill's attention is the flash kernel with q and P as one rounded
+/// half each (2.1e-4 on its output on the H200, eighth session): 1e-3.
+constexpr double kPrefillTol = 1e-3, kDecodeTol = 1e-4;
 
 TEST(GpuDemoDiag, PrefillEveryValueGraph) {
   FG_REQUIRE_GPU();
-  compareEveryValue("prefill_64", 64, false);
+  compareEveryValue("prefill_64", 64, false, kPrefillTol);
 }
 TEST(GpuDemoDiag, PrefillEveryValueEager) {
   FG_REQUIRE_GPU();
-  compareEveryValue("prefill_64", 64, true);
+  compareEveryValue("prefill_64", 64, true, kPrefillTol);
 }
 TEST(GpuDemoDiag, DecodeEveryValue) {
   FG_REQUIRE_GPU();
-  compareEveryValue("decode", 1, false);
+  compareEveryValue("decode", 1, false, kDecodeTol);
 }
 
 } // namespace

@@ -56,7 +56,10 @@
 //   4 KB a warp, 64 KB a block, 106 registers), and sizes kSmax for 2 blocks
 //   per SM: one wave (W-dense, T = 1: 33 splits × 8 kv heads = 264 blocks).
 //  Register loads (C::kStages = 0: rows not 16-byte aligned, a ring that
-//   does not fit, or FG_DEBUG_ATTN_STAGES=0): each lane issues kU · (⌈D/32⌉
+//   does not fit, or FG_DEBUG_ATTN_STAGES=0; and, in a staged kernel, every
+//   token with at most kRegMaxLive live rows — see `attention` at the end —
+//   through AttnRegisters<C>, the same configuration with kURegs steps a tile
+//   and kMinChunkRegs keys a split): each lane issues kU · (⌈D/32⌉
 //   + DVS/32) 16-byte loads before it touches any of them (kU = 2 at
 //   D = 128: 8 KB per warp), the first tile before q is staged; 202
 //   registers at D = 128, kSmax sized for 4 blocks per SM (66 splits × 8 =
