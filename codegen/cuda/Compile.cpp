@@ -276,6 +276,10 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   envInt("FG_DEBUG_ATTN_STEPS", 1, 4, emit.attentionSteps);
   envInt("FG_DEBUG_ATTN_BLOCKS_PER_SM", 1, 16, emit.attentionBlocksPerSm);
   envInt("FG_DEBUG_ATTN_MIN_TILES", 1, 64, emit.attentionMinTiles);
+  int moeRows = 0;
+  envInt("FG_DEBUG_MOE_ROWS", 32, 64, moeRows);
+  if (moeRows == 32 || moeRows == 64)
+    emit.groupedExpertRows = moeRows;
   int regMaxLive = -1;
   envInt("FG_DEBUG_ATTN_REG_MAX_LIVE", 0, 1 << 30, regMaxLive);
   if (regMaxLive >= 0)

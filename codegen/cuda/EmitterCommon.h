@@ -134,8 +134,9 @@ std::string attentionPrefillRefusal(const Function &fn, const Node &node);
 /// Why the grouped expert GEMM (kernels/moe.cuh) cannot take this matmul_id
 /// (streams 1) or fused.gated_matmul_id (streams 2) node (empty: it can).
 std::string groupedExpertRefusal(const Function &fn, const Node &node, unsigned streams);
-/// Tiles the grouped GEMM's grid holds for `pairs` (token, slot) pairs.
-int64_t groupedExpertTiles(int64_t pairs, int64_t experts);
+/// Tiles the grouped GEMM's grid holds for `pairs` (token, slot) pairs in
+/// tiles of `rows` pairs (32 gives the most: the refusal's bound).
+int64_t groupedExpertTiles(int64_t pairs, int64_t experts, int64_t rows = 32);
 /// Routing + grouped GEMM launches; `epilogue` is the GEMV's epilogue policy
 /// (`fg::EpiStore` or `fg::EpiGlu<...>`), shared with kernels/gemv.cuh.
 llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const Node &node,

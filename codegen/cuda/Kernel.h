@@ -103,6 +103,11 @@ struct EmitOptions {
   /// their (token, slot) pairs by expert on the device and run one grouped
   /// GEMM (16-bit weights); fewer, the expert-indexed GEMV.
   int64_t groupedExpertMinTokens = 9;
+  /// Pairs per tile of the grouped expert GEMM: 64 (a whole expert at
+  /// W-moe's 512-token prefill, ~32 pairs each) or 32 (the seventh session's
+  /// form, which read about half the experts' weights twice;
+  /// FG_DEBUG_MOE_ROWS=32).
+  int64_t groupedExpertRows = 64;
   /// Streaming multiprocessors of the target (H200: 132); sizes split grids.
   unsigned smCount = 132;
   /// GEMV variant overrides for tuning (fg_bench_kernels --gemv-*); 0 keeps

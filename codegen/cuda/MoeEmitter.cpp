@@ -22,7 +22,7 @@
 namespace fg::cuda::detail {
 namespace {
 
-constexpr int64_t kBM = 32, kBN = 64, kKT = 32;
+constexpr int64_t kBN = 64, kKT = 32;
 constexpr int64_t kMaxExperts = 4095; // counters in shared memory
 constexpr unsigned kRouteThreads = 1024;
 
@@ -32,8 +32,8 @@ std::string flag(bool b) { return b ? "true" : "false"; }
 
 } // namespace
 
-int64_t groupedExpertTiles(int64_t pairs, int64_t experts) {
-  return moeMaxTiles(pairs, experts + 1, kBM);
+int64_t groupedExpertTiles(int64_t pairs, int64_t experts, int64_t rows) {
+  return moeMaxTiles(pairs, experts + 1, rows);
 }
 
 std::string groupedExpertRefusal(const Function &fn, const Node &node, unsigned streams) {
@@ -58,7 +58,7 @@ std::string groupedExpertRefusal(const Function &fn, const Node &node, unsigned 
 llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const Node &node,
                                                       llvm::ArrayRef<Layout> ls, unsigned streams,
                                                       llvm::StringRef epilogue,
-                                                      const EmitOptions &) {
+                                                      const EmitOptions &o) {
   std::string why = groupedExpertRefusal(fn, node, streams);
   if (!why.empty())
     return unsupported(node, "the grouped expert GEMM: " + why);
@@ -67,7 +67,8 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   const TensorType &it = fn.type(node.operands[idsAt]);
   const Layout &xl = ls[0], &il = ls[idsAt];
   int64_t E = wt.shape[0], N = wt.shape[1], K = wt.shape[2], kk = it.shape[1];
-  int64_t pairs = xt.shape[0] * kk, tiles = groupedExpertTiles(pairs, E);
+  const int64_t BM = o.groupedExpertRows == 32 ? 32 : 64;
+  int64_t pairs = xt.shape[0] * kk, tiles = groupedExpertTiles(pairs, E, BM);
   bool bias = node.operands.size() > idsAt + 1;
   const Layout &w0l = ls[1], &w1l = ls[streams];
   auto vecOk = [&](const Layout &w) {
@@ -87,7 +88,7 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   c += "  using Ids = " + ctype(it.dtype) + ";\n";
   c += "  using B0 = " + ctype(b0t) + ";\n  using B1 = " + ctype(b1t) + ";\n";
   c += "  using Epi = " + epilogue.str() + ";\n";
-  c += llvm::formatv("  static constexpr int BM = {0}, BN = {1}, KT = {2};\n", kBM, kBN, kKT).str();
+  c += llvm::formatv("  static constexpr int BM = {0}, BN = {1}, KT = {2};\n", BM, kBN, kKT).str();
   c += "  static constexpr long long N = " + ilit(N) + ", K = " + ilit(K) + ", E = " + ilit(E) +
        ", kk = " + ilit(kk) + ", kPairs = " + ilit(pairs) + ", kTilesOff = 4LL, kPermOff = " +
        ilit(4 + 4 * tiles) + ";\n";

@@ -105,12 +105,24 @@ TEST(GpuGroupedExpert, OneXRowPerSlot) {
   expectMatchesReference(buildGraph(c), spread(c, 3), tolerance(c.w));
 }
 
+/// Every pair on one expert: one partial tile (63 pairs) and several tiles
+/// with a partial last one (130), in 64-row tiles (the default) and 32-row
+/// ones (FG_DEBUG_MOE_ROWS=32), one and two streams.
 TEST(GpuGroupedExpert, AllPairsOnOneExpert) {
   FG_REQUIRE_GPU();
-  MoeCase c{63, 1, 8, 70, 64, 1};
-  Inputs in;
-  in["ids"].assign(static_cast<size_t>(c.T), 5);
-  expectMatchesReference(buildGraph(c), in, tolerance(c.w));
+  for (const char *rows : {"", "32"}) {
+    ScopedEnv env("FG_DEBUG_MOE_ROWS", rows);
+    for (int64_t T : {63, 130})
+      for (bool gated : {false, true}) {
+        SCOPED_TRACE(std::string("rows '") + rows + "' T " + std::to_string(T) +
+                     (gated ? " gated" : ""));
+        MoeCase c{T, 1, 8, 70, 64, 1};
+        c.gated = gated;
+        Inputs in;
+        in["ids"].assign(static_cast<size_t>(c.T), 5);
+        expectMatchesReference(buildGraph(c), in, tolerance(c.w));
+      }
+  }
 }
 
 /// W-moe at 512 tokens: gate|up (+ GLU) and down, 128 experts, top-8.

@@ -20,8 +20,13 @@
 //             un-permute is the store). Blocks past the table's length exit.
 //
 // Fragments (mma.m16n8k16, see attention_prefill.cuh for the layouts): BM =
-// 32 rows (two m16 tiles) × BN = 64 columns; warp w takes m tile w % 2 and
-// columns 32 · (w / 2) .. + 31 (four n8 tiles). K advances 32 at a time
+// 64 rows (four m16 tiles; the emitter's default) or 32 (two) × BN = 64
+// columns; with MT = BM / 16 m tiles, warp w takes m tile w % MT and the
+// 2 · MT n8 tiles from column 16 · MT · (w / MT) (BM = 64: all 64 columns;
+// BM = 32: 32 of them). 64 rows hold a whole expert at W-moe's 512-token
+// prefill (~32 pairs an expert, rarely over 64), so each expert's weights
+// are read once, where 32-row tiles read about half of them twice (the
+// seventh session's form: FG_DEBUG_MOE_ROWS=32). K advances 32 at a time
 // through shared memory: A = x rows gathered by the permutation, split into
 // hi + lo halves in the weight's mma type (~22 bits of x survive, as in the
 // GEMV); B = weight rows n (row-major [N, K] is B's column-major layout, so
@@ -105,25 +110,26 @@ static __device__ __forceinline__ uint4 moeLoadW(const typename Dec::T *w, long 
 template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<C> &a) {
   using Dec = typename C::Dec0;
   constexpr int S = C::Epi::kStreams, BM = C::BM, BN = C::BN, KT = C::KT, NT = 128;
-  static_assert(BM == 32 && BN == 64 && KT == 32, "the warp layout below");
+  static_assert((BM == 32 || BM == 64) && BN == 64 && KT == 32, "the warp layout below");
+  constexpr int MT = BM / 16, NJ = 2 * MT, AU = BM / 32; // m tiles, n8 tiles a warp, A units
   __shared__ MoeShared<C> sh;
   if ((int)blockIdx.y >= a.scratch[0])
     return; // past the tile table (the whole block leaves before any barrier)
   const MoeTile tile = reinterpret_cast<const MoeTile *>(a.scratch + C::kTilesOff)[blockIdx.y];
   const int *perm = a.scratch + C::kPermOff;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int mt = warp & 1, nw = 32 * (warp >> 1);
+  const int mt = warp % MT, nw = 16 * MT * (warp / MT);
   const long long n0 = (long long)blockIdx.x * BN, e = tile.group;
   const bool valid = tile.group < C::E;
   if (threadIdx.x < BM)
     sh.pair[threadIdx.x] = threadIdx.x < tile.rows ? perm[tile.row0 + threadIdx.x] : -1;
   __syncthreads();
 
-  float acc[S][4][4];
+  float acc[S][NJ][4];
 #pragma unroll
   for (int s = 0; s < S; ++s)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < NJ; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i)
         acc[s][j][i] = 0.0f;
@@ -132,16 +138,25 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
   // before step k0's mmas, so each block keeps one step's bytes in flight
   // while it computes (the first form waited a full round trip per 32-wide
   // step: W-moe-12's 512-token prefill spent 12.2 ms, 78 %, here).
+  // A: thread i takes 8 k of rows i / 4 (+ 32).
   const int ar = threadIdx.x >> 2, ac = 8 * (threadIdx.x & 3);
-  const int ap = sh.pair[ar];
-  const long long atok = ap >= 0 ? ap / C::kk : 0, aj = ap >= 0 ? ap % C::kk : 0;
-  const typename C::X *xr = a.x + C::x_off + atok * C::x_st + aj * C::x_sj;
-  float xv[8];
+  int ap[AU];
+  const typename C::X *xr[AU];
+#pragma unroll
+  for (int v = 0; v < AU; ++v) {
+    ap[v] = sh.pair[ar + 32 * v];
+    const long long atok = ap[v] >= 0 ? ap[v] / C::kk : 0, aj = ap[v] >= 0 ? ap[v] % C::kk : 0;
+    xr[v] = a.x + C::x_off + atok * C::x_st + aj * C::x_sj;
+  }
+  float xv[AU][8];
   uint4 wv[2][S];
   auto loadStep = [&](long long k0) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
-      xv[i] = ap >= 0 && k0 + ac + i < C::K ? fg_to_f(xr[(k0 + ac + i) * C::x_ks]) : 0.0f;
+    for (int v = 0; v < AU; ++v)
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        xv[v][i] = ap[v] >= 0 && k0 + ac + i < C::K ? fg_to_f(xr[v][(k0 + ac + i) * C::x_ks])
+                                                    : 0.0f;
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       const int i = threadIdx.x + NT * u, r = i >> 2, c = 8 * (i & 3);
@@ -153,16 +168,18 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
   if (valid)
     loadStep(0);
   for (long long k0 = 0; valid && k0 < C::K; k0 += KT) {
-    // A: 32 rows × 32 k, one 8-element unit per thread, split hi + lo.
+    // A: BM rows × 32 k, AU 8-element units per thread, split hi + lo.
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const unsigned hi = Dec::pack(xv[2 * i], xv[2 * i + 1]);
-      float h0, h1;
-      Dec::unpack(hi, h0, h1);
-      const unsigned lo = Dec::pack(xv[2 * i] - h0, xv[2 * i + 1] - h1);
-      *reinterpret_cast<unsigned *>(&sh.ah[ar][ac + 2 * i]) = hi;
-      *reinterpret_cast<unsigned *>(&sh.al[ar][ac + 2 * i]) = lo;
-    }
+    for (int v = 0; v < AU; ++v)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const unsigned hi = Dec::pack(xv[v][2 * i], xv[v][2 * i + 1]);
+        float h0, h1;
+        Dec::unpack(hi, h0, h1);
+        const unsigned lo = Dec::pack(xv[v][2 * i] - h0, xv[v][2 * i + 1] - h1);
+        *reinterpret_cast<unsigned *>(&sh.ah[ar + 32 * v][ac + 2 * i]) = hi;
+        *reinterpret_cast<unsigned *>(&sh.al[ar + 32 * v][ac + 2 * i]) = lo;
+      }
     // B: per stream 64 rows × 32 k, two 16-byte units per thread.
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
@@ -188,7 +205,7 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
 #pragma unroll
       for (int s = 0; s < S; ++s)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < NJ; ++j) {
           const int nb = nw + 8 * j + g;
           const unsigned b0 = *reinterpret_cast<const unsigned *>(&sh.b[s][nb][kc]);
           const unsigned b1 = *reinterpret_cast<const unsigned *>(&sh.b[s][nb][kc + 8]);
@@ -201,7 +218,7 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
 
   // Epilogue: (+ bias), Epi, store to the pair's row.
 #pragma unroll
-  for (int j = 0; j < 4; ++j)
+  for (int j = 0; j < NJ; ++j)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int r = 16 * mt + g + (i >= 2 ? 8 : 0);
