@@ -106,7 +106,8 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   // Tiles of one 8-key step by default (the deepest ring for the bytes),
   // sized for `blocks` resident blocks per SM; rows must take 16-byte copies.
   int64_t blocks = kBlocksPerSm;
-  if (vecRows && o.attentionStages != 0) {
+  bool ring = o.attentionStages > 0 || (o.attentionStages < 0 && ctx > o.attentionRingMinCtx);
+  if (vecRows && ring) {
     int64_t U = o.attentionSteps > 0 ? o.attentionSteps : 1;
     int64_t b = o.attentionBlocksPerSm > 0 ? o.attentionBlocksPerSm : 2;
     int64_t stage = kWarps * 32 * U * loadsPerStep * 16;

@@ -99,15 +99,23 @@ struct EmitOptions {
   /// 19.23; W-moe 25.24 against 18.67). FG_DEBUG_ATTN_REG_MAX_LIVE (0: always
   /// staged).
   int64_t attentionRegMaxLive = 2048;
+  /// The ring is compiled in only for caches of more than this many rows: at
+  /// short KV the kernel's 64 KB of shared memory costs W-moe-12 1.5 % a step
+  /// even on the register path (eighth session), and a cache of at most 4096
+  /// rows rarely reaches the lengths where the ring wins (8192: W-moe-12
+  /// -9 %, W-dense -2 %). FG_DEBUG_ATTN_STAGES=N > 0 forces the ring.
+  int64_t attentionRingMinCtx = 4096;
   /// matmul_id / fused.gated_matmul_id over at least this many tokens sort
   /// their (token, slot) pairs by expert on the device and run one grouped
   /// GEMM (16-bit weights); fewer, the expert-indexed GEMV.
   int64_t groupedExpertMinTokens = 9;
-  /// Pairs per tile of the grouped expert GEMM: 64 (a whole expert at
-  /// W-moe's 512-token prefill, ~32 pairs each) or 32 (the seventh session's
-  /// form, which read about half the experts' weights twice;
-  /// FG_DEBUG_MOE_ROWS=32).
-  int64_t groupedExpertRows = 64;
+  /// Pairs per tile of the grouped expert GEMM: 32 or 64 (0: the rule — 64
+  /// for one weight stream, a whole expert at W-moe's 512-token prefill, ~32
+  /// pairs each, so its weights are read once; 32 for gate|up's two streams,
+  /// where 64 rows made the block's math too long). Measured on the H200
+  /// (eighth session, W-moe-12 prefill 512): down 3.99 -> 3.73 ms with 64,
+  /// gate|up 5.33 -> 6.06 with 64. FG_DEBUG_MOE_ROWS forces one.
+  int64_t groupedExpertRows = 0;
   /// Streaming multiprocessors of the target (H200: 132); sizes split grids.
   unsigned smCount = 132;
   /// GEMV variant overrides for tuning (fg_bench_kernels --gemv-*); 0 keeps

@@ -67,7 +67,9 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   const TensorType &it = fn.type(node.operands[idsAt]);
   const Layout &xl = ls[0], &il = ls[idsAt];
   int64_t E = wt.shape[0], N = wt.shape[1], K = wt.shape[2], kk = it.shape[1];
-  const int64_t BM = o.groupedExpertRows == 32 ? 32 : 64;
+  const int64_t BM = o.groupedExpertRows == 32 || o.groupedExpertRows == 64 ? o.groupedExpertRows
+                     : streams == 2                                         ? 32
+                                                                            : 64;
   int64_t pairs = xt.shape[0] * kk, tiles = groupedExpertTiles(pairs, E, BM);
   bool bias = node.operands.size() > idsAt + 1;
   const Layout &w0l = ls[1], &w1l = ls[streams];

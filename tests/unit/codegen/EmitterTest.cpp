@@ -521,9 +521,10 @@ TEST(CudaEmit, AttentionFlashDecoding) {
       // a stage of 8 keys of f32 rows this long is 56 KiB: register loads
       {1, 4, 1, 320, 288, 0, 0, false, DType::F32, 1000, false},
   };
-  // Both load forms: the staged one (the default where rows take 16-byte
-  // copies) and the register-load one.
-  for (int stages : {-1, 0})
+  // The load forms: the default rule (the ring where rows take 16-byte
+  // copies and the cache has more than 4096 rows), the ring forced (2
+  // stages) and register loads only.
+  for (int stages : {-1, 2, 0})
   for (const Case &c : cases) {
     SCOPED_TRACE(llvm::formatv("T={0} Hq={1} Hkv={2} D={3} Dv={4} {5} stages {6}", c.T, c.Hq,
                                c.Hkv, c.D, c.Dv, std::string(dtypeName(c.cache)), stages)
@@ -546,7 +547,7 @@ TEST(CudaEmit, AttentionFlashDecoding) {
     bool vec = c.D % 8 == 0 && c.Dv % 8 == 0;
     // The staged form: a ring of 2-4 stages in dynamic shared memory that
     // leaves room for two blocks per SM; else no dynamic shared memory.
-    bool staged = vec && stages != 0 && c.ringFits;
+    bool staged = vec && c.ringFits && (stages > 0 || (stages < 0 && c.ctx > 4096));
     unsigned blocksPerSm = staged ? 2 : 4;
     if (staged) {
       EXPECT_FALSE(contains(attn, ", kStages = 0, kURegs"));
@@ -780,6 +781,10 @@ TEST(CudaEmit, GroupedExpertGemm) {
     int64_t pairs = c.T * c.kk;
     int64_t tiles = pairs / rows + std::min(c.E + 1, pairs);
     EXPECT_TRUE(contains(gemm, "BM = " + std::to_string(rows) + ","));
+    // The rule (groupedExpertRows = 0): 64 rows for one stream, 32 for two.
+    EmitOptions rule;
+    auto ruled = emitAll(build, {}, rule);
+    EXPECT_TRUE(contains(kernel(ruled, 1), c.gated ? "BM = 32," : "BM = 64,"));
     EXPECT_TRUE(contains(route, "fg::moeRoute<Cfg>("));
     EXPECT_EQ(route.block[0], 1024u);
     EXPECT_EQ(route.grid[0] * route.grid[1] * route.grid[2], 1u);
