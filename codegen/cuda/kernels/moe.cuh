@@ -20,13 +20,14 @@
 //             un-permute is the store). Blocks past the table's length exit.
 //
 // Fragments (mma.m16n8k16, see attention_prefill.cuh for the layouts): BM =
-// 64 rows (four m16 tiles; the emitter's default) or 32 (two) × BN = 64
-// columns; with MT = BM / 16 m tiles, warp w takes m tile w % MT and the
-// 2 · MT n8 tiles from column 16 · MT · (w / MT) (BM = 64: all 64 columns;
-// BM = 32: 32 of them). 64 rows hold a whole expert at W-moe's 512-token
-// prefill (~32 pairs an expert, rarely over 64), so each expert's weights
-// are read once, where 32-row tiles read about half of them twice (the
-// seventh session's form: FG_DEBUG_MOE_ROWS=32). K advances 32 at a time
+// 64 rows (four m16 tiles) or 32 (two) × BN = 64 columns; with MT = BM / 16
+// m tiles, warp w takes m tile w % MT and the 2 · MT n8 tiles from column
+// 16 · MT · (w / MT) (BM = 64: all 64 columns; BM = 32: 32 of them). The
+// emitter's rule: 64 rows for one weight stream — a whole expert at W-moe's
+// 512-token prefill (~32 pairs an expert, rarely over 64), so its weights are
+// read once where 32-row tiles read about half of them twice (down 3.99 ->
+// 3.73 ms on the H200) — and 32 for gate|up's two streams, where 64 rows
+// doubled each block's mmas and lost (5.33 -> 6.06 ms). K advances 32 at a time
 // through shared memory: A = x rows gathered by the permutation, split into
 // hi + lo halves in the weight's mma type (~22 bits of x survive, as in the
 // GEMV); B = weight rows n (row-major [N, K] is B's column-major layout, so
