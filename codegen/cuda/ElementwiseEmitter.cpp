@@ -23,6 +23,7 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 
@@ -117,6 +118,7 @@ struct EwDesc {
   Shape space;
   std::vector<std::string> ins; ///< EwOp types, in parameter order
   std::vector<Param> params;    ///< result first, then the operands
+  int ilp = 1;                  ///< elements a thread, prefetched first (Cfg::kIlp)
 };
 
 KernelSpec ewKernel(const EwDesc &d) {
@@ -128,9 +130,10 @@ KernelSpec ewKernel(const EwDesc &d) {
   for (size_t i = 0; i < d.ins.size(); ++i)
     c += (i ? ",\n                         " : "") + d.ins[i];
   c += ">;\n  using Fn = " + d.fn + ";\n";
-  c += llvm::formatv("  static constexpr int kIns = {0};\n  static constexpr long long D0 = {1}, "
-                     "D1 = {2}, D2 = {3}, D3 = {4};\n};\n",
-                     d.ins.size(), ilit(dims[0]), ilit(dims[1]), ilit(dims[2]), ilit(dims[3]))
+  c += llvm::formatv("  static constexpr int kIns = {0}, kIlp = {5};\n  static constexpr long long "
+                     "D0 = {1}, D1 = {2}, D2 = {3}, D3 = {4};\n};\n",
+                     d.ins.size(), ilit(dims[0]), ilit(dims[1]), ilit(dims[2]), ilit(dims[3]),
+                     d.ilp)
            .str();
   std::string params = "Cfg::Out* out", args;
   for (size_t i = 0; i < d.ins.size(); ++i) {
@@ -139,7 +142,7 @@ KernelSpec ewKernel(const EwDesc &d) {
   }
   c += kernelEntry(kThreads, params, "fg::ewMap<Cfg>(fg::EwArgs<Cfg>{out, {" + args + "}});");
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("elementwise.cuh").str() + c);
-  k.grid[0] = gridFor(product(d.space), kThreads);
+  k.grid[0] = gridFor(product(d.space), int64_t(kThreads) * d.ilp);
   k.block[0] = kThreads;
   k.params = d.params;
   return k;
@@ -149,6 +152,7 @@ struct Ctx {
   const Function &fn;
   const Node &node;
   llvm::ArrayRef<Layout> layouts;
+  int ilp = 1; ///< EmitOptions::elementwiseIlp, for the maps over the output
 
   DType opType(unsigned i) const { return fn.type(node.operands[i]).dtype; }
   DType resType() const { return fn.type(node.result()).dtype; }
@@ -165,6 +169,7 @@ struct Ctx {
     d.fn = std::move(fn);
     d.out = ctype(resType());
     d.space = resShape();
+    d.ilp = ilp;
     d.params.push_back(Param::result(0));
     for (unsigned i = 0; i < node.operands.size(); ++i) {
       d.ins.push_back(bcast(i));
@@ -359,8 +364,8 @@ bool isElementwiseFamily(OpKind k) {
 
 llvm::Expected<std::vector<Launch>> emitElementwise(const Function &fn, const Node &node,
                                                     llvm::ArrayRef<Layout> layouts,
-                                                    const EmitOptions &) {
-  Ctx c{fn, node, layouts};
+                                                    const EmitOptions &o) {
+  Ctx c{fn, node, layouts, std::clamp(o.elementwiseIlp, 1, 8)};
   const Shape &space = node.kind == OpKind::SetRows ? layouts[1].shape : c.resShape();
   if (space.size() > kMaxDims)
     return unsupported(node, llvm::formatv("{0} dims (elementwise kernels take at most {1})",

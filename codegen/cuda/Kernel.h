@@ -105,6 +105,13 @@ struct EmitOptions {
   /// rows rarely reaches the lengths where the ring wins (8192: W-moe-12
   /// -9 %, W-dense -2 %). FG_DEBUG_ATTN_STAGES=N > 0 forces the ring.
   int64_t attentionRingMinCtx = 4096;
+  /// Elementwise maps over the output: elements a thread, their operands
+  /// prefetched into L1 before the first is computed (1: one element a
+  /// thread, the form measured so far). Opt-in until a GPU run has checked
+  /// and timed it (FG_DEBUG_EW_ILP=N): the plain form keeps one 4-byte load
+  /// in flight a thread, and W-dense's 512-token prefill spends 2.14 ms in
+  /// 128 converts at ~30 % of the bandwidth (eighth session).
+  int elementwiseIlp = 1;
   /// matmul_id / fused.gated_matmul_id over at least this many tokens sort
   /// their (token, slot) pairs by expert on the device and run one grouped
   /// GEMM (16-bit weights); fewer, the expert-indexed GEMV.

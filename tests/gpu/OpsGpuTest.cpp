@@ -328,6 +328,35 @@ std::vector<size_t> caseIndices() {
 INSTANTIATE_TEST_SUITE_P(Ops, GpuOp, ::testing::ValuesIn(caseIndices()),
                          [](const auto &info) { return cases()[info.param].name; });
 
+/// The opt-in prefetching form of the elementwise maps (FG_DEBUG_EW_ILP=4:
+/// four elements a thread, their operands prefetched first) on every
+/// elementwise case above: odd sizes, > 65535 rows, broadcasts, gathers.
+TEST(GpuOpPrefetch, ElementwiseCasesMatch) {
+  FG_REQUIRE_GPU();
+  ScopedEnv ilp("FG_DEBUG_EW_ILP", "4");
+  std::set<OpKind> elementwise = {OpKind::Add,     OpKind::Sub,    OpKind::Mul,    OpKind::Div,
+                                  OpKind::Glu,     OpKind::Convert, OpKind::Cont,  OpKind::Repeat,
+                                  OpKind::Concat,  OpKind::GetRows, OpKind::AddId, OpKind::Scale,
+                                  OpKind::Clamp};
+  for (OpKind k : op::kUnaryOps)
+    elementwise.insert(k);
+  size_t ran = 0;
+  for (const OpCase &c : cases()) {
+    if (!elementwise.count(c.op))
+      continue;
+    SCOPED_TRACE(c.name);
+    Graph g;
+    Function &fn = g.addFunction("main");
+    Builder b(fn);
+    Inputs inputs;
+    double tol = c.build(b, inputs);
+    ASSERT_FALSE(bool(b.finish()));
+    expectMatchesReference(g, inputs, tol);
+    ++ran;
+  }
+  EXPECT_GT(ran, 20u);
+}
+
 /// Every op of the table (except attention, tested on its own) has a case.
 TEST(GpuOpCoverage, EveryOpHasACase) {
   std::set<OpKind> covered;

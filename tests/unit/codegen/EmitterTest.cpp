@@ -244,6 +244,43 @@ TEST(CudaEmit, ConvertContRepeatConcat) {
     });
 }
 
+/// The opt-in prefetching form of the elementwise maps
+/// (EmitOptions::elementwiseIlp): kIlp elements a thread, a grid of
+/// ⌈n / (256 · kIlp)⌉ blocks; it compiles for a convert, a broadcast add,
+/// a glu and a gather. The default stays one element a thread.
+TEST(CudaEmit, ElementwisePrefetchForm) {
+  EmitOptions o;
+  o.elementwiseIlp = 4;
+  auto cv = emitAll(
+      [](Builder &b) { b.result(b.convert(b.input("x", T(DType::F32, {512, 4099})), DType::F16)); },
+      {}, o);
+  EXPECT_TRUE(contains(kernel(cv, 0), "kIns = 1, kIlp = 4;"));
+  EXPECT_EQ(kernel(cv, 0).grid[0], unsigned((512 * 4099 + 1023) / 1024));
+  auto plain = emitAll(
+      [](Builder &b) { b.result(b.convert(b.input("x", T(DType::F32, {512, 4099})), DType::F16)); });
+  EXPECT_TRUE(contains(kernel(plain, 0), "kIns = 1, kIlp = 1;"));
+  EXPECT_EQ(kernel(plain, 0).grid[0], unsigned((512 * 4099 + 255) / 256));
+  auto add = emitAll(
+      [](Builder &b) {
+        b.result(b.add(b.input("x", T(DType::F32, {33, 100})), b.input("y", T(DType::F32, {100}))));
+      },
+      {}, o);
+  EXPECT_TRUE(contains(kernel(add, 0), "kIns = 2, kIlp = 4;"));
+  auto glu = emitAll(
+      [](Builder &b) {
+        b.result(b.glu(b.input("g", T(DType::F32, {9, 77})), b.input("u", T(DType::F32, {9, 77})),
+                       GluKind::SwiGLU));
+      },
+      {}, o);
+  EXPECT_TRUE(contains(kernel(glu, 0), "kIlp = 4;"));
+  emitAll(
+      [](Builder &b) {
+        b.result(b.getRows(b.weight("emb", T(DType::F16, {100, 67})),
+                           b.input("tokens", T(DType::I32, {3}))));
+      },
+      {}, o);
+}
+
 TEST(CudaEmit, GetRowsSetRowsAddId) {
   for (DType dt : kFloats)
     emitAll([&](Builder &b) {
