@@ -365,7 +365,13 @@ bool isElementwiseFamily(OpKind k) {
 llvm::Expected<std::vector<Launch>> emitElementwise(const Function &fn, const Node &node,
                                                     llvm::ArrayRef<Layout> layouts,
                                                     const EmitOptions &o) {
-  Ctx c{fn, node, layouts, std::clamp(o.elementwiseIlp, 1, 8)};
+  // The prefetching form only where every operand is read at the output's
+  // own position (broadcasts included); gathers, repeats and concats read
+  // elsewhere, so a prefetch at that position would fetch the wrong bytes.
+  bool samePosition = node.kind != OpKind::Repeat && node.kind != OpKind::Concat &&
+                      node.kind != OpKind::GetRows && node.kind != OpKind::AddId &&
+                      node.kind != OpKind::FusedMoeWeightedSum;
+  Ctx c{fn, node, layouts, samePosition ? std::clamp(o.elementwiseIlp, 1, 8) : 1};
   const Shape &space = node.kind == OpKind::SetRows ? layouts[1].shape : c.resShape();
   if (space.size() > kMaxDims)
     return unsupported(node, llvm::formatv("{0} dims (elementwise kernels take at most {1})",

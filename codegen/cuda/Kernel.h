@@ -87,23 +87,26 @@ struct EmitOptions {
   unsigned attentionPrefillMinBlocks = 0;
   /// Decode attention: cp.async stages of each warp's ring in shared memory
   /// (-1: the rule of AttentionEmitter.cpp; 0: the register-load form, no
-  /// ring; 2..8), 8-key steps per tile (0: the rule), the blocks per SM
-  /// its split grid is sized for (0: the rule) and the tiles each warp takes
-  /// at least in a split (0: the rule). For timing (FG_DEBUG_ATTN_STAGES /
-  /// _STEPS / _BLOCKS_PER_SM / _MIN_TILES, fg_bench_kernels --attn-*).
+  /// ring; 2..8; 1 means register loads too), 8-key steps per tile (0: the
+  /// rule), the blocks per SM its split grid is sized for (0: the rule) and
+  /// the tiles each warp takes at least in a split of the ring form (0: the
+  /// rule; the register path of a hybrid keeps its own splits). For timing
+  /// (FG_DEBUG_ATTN_STAGES / _STEPS / _BLOCKS_PER_SM / _MIN_TILES,
+  /// fg_bench_kernels --attn-*).
   int attentionStages = -1, attentionSteps = 0, attentionBlocksPerSm = 0, attentionMinTiles = 0;
   /// The staged form runs tokens with at most this many live rows in the
   /// register-load form (one kernel, chosen per token at run time). Measured
   /// on the H200 (eighth session): at KV 1024 register loads are faster
-  /// (W-dense kernel 7.40 against 8.49 us), at KV 8192 the ring (20.98 against
-  /// 19.23; W-moe 25.24 against 18.67). FG_DEBUG_ATTN_REG_MAX_LIVE (0: always
-  /// staged).
+  /// (W-dense kernel 7.40 us, the ring 8.49), at KV 8192 the ring (19.23 us,
+  /// register loads 20.98; W-moe 18.67 against 25.24).
+  /// FG_DEBUG_ATTN_REG_MAX_LIVE (0: always staged).
   int64_t attentionRegMaxLive = 2048;
   /// The ring is compiled in only for caches of more than this many rows: at
   /// short KV the kernel's 64 KB of shared memory costs W-moe-12 1.5 % a step
   /// even on the register path (eighth session), and a cache of at most 4096
   /// rows rarely reaches the lengths where the ring wins (8192: W-moe-12
-  /// -9 %, W-dense -2 %). FG_DEBUG_ATTN_STAGES=N > 0 forces the ring.
+  /// -9 to -10 % a step, W-dense -2 %). FG_DEBUG_ATTN_STAGES=N > 0 forces
+  /// the ring.
   int64_t attentionRingMinCtx = 4096;
   /// Elementwise maps over the output: elements a thread, their operands
   /// prefetched into L1 before the first is computed (1: one element a

@@ -207,18 +207,26 @@ TEST(GpuAttentionOptions, WDenseShape) {
 TEST(GpuAttentionOptions, LoadFormsAndRingDepths) {
   FG_REQUIRE_GPU();
   struct Form {
-    const char *stages, *steps, *blocks, *regMaxLive;
+    const char *stages, *steps, *blocks, *regMaxLive, *minTiles;
   };
-  for (Form f : {Form{"0", "", "", ""}, Form{"", "", "", ""}, Form{"2", "", "", "0"},
-                 Form{"4", "", "", "0"}, Form{"3", "2", "", "0"}, Form{"", "", "1", "0"},
-                 Form{"", "2", "3", "0"}, Form{"", "", "", "1000"}}) {
+  // The last two give each warp 4+ tiles per split at D = 64, so every slot
+  // of a 3-stage ring of 2-step tiles and of a 2-stage ring is reused.
+  for (Form f : {Form{"0", "", "", "", ""}, Form{"", "", "", "", ""}, Form{"2", "", "", "0", ""},
+                 Form{"4", "", "", "0", ""}, Form{"3", "2", "", "0", ""}, Form{"", "", "1", "0", ""},
+                 Form{"", "2", "3", "0", ""}, Form{"", "", "", "1000", ""},
+                 Form{"3", "2", "", "0", "4"}, Form{"2", "", "", "0", "8"}}) {
     SCOPED_TRACE(std::string("stages '") + f.stages + "' steps '" + f.steps + "' blocks '" +
-                 f.blocks + "' reg max live '" + f.regMaxLive + "'");
+                 f.blocks + "' reg max live '" + f.regMaxLive + "' min tiles '" + f.minTiles +
+                 "'");
     ScopedEnv st("FG_DEBUG_ATTN_STAGES", f.stages), sp("FG_DEBUG_ATTN_STEPS", f.steps),
-        bl("FG_DEBUG_ATTN_BLOCKS_PER_SM", f.blocks), rm("FG_DEBUG_ATTN_REG_MAX_LIVE", f.regMaxLive);
+        bl("FG_DEBUG_ATTN_BLOCKS_PER_SM", f.blocks), rm("FG_DEBUG_ATTN_REG_MAX_LIVE", f.regMaxLive),
+        mt("FG_DEBUG_ATTN_MIN_TILES", f.minTiles);
     AttnCase dense{5003, 128, 4};
     dense.kvHeads = 8;
     runCase(dense);
+    AttnCase narrow{5003, 64, 4};
+    narrow.kvHeads = 8;
+    runCase(narrow);
     runCase({1021, 256, 8, DType::F32});
     AttnCase chunk{997, 64, 4, DType::F16, 5};
     chunk.window = 300;

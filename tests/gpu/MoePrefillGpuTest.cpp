@@ -106,11 +106,12 @@ TEST(GpuGroupedExpert, OneXRowPerSlot) {
 }
 
 /// Every pair on one expert: one partial tile (63 pairs) and several tiles
-/// with a partial last one (130), in 64-row tiles (the default) and 32-row
-/// ones (FG_DEBUG_MOE_ROWS=32), one and two streams.
+/// with a partial last one (130), one and two streams, under the rule (64
+/// rows for one stream, 32 for two) and with 32- and 64-row tiles forced
+/// (FG_DEBUG_MOE_ROWS).
 TEST(GpuGroupedExpert, AllPairsOnOneExpert) {
   FG_REQUIRE_GPU();
-  for (const char *rows : {"", "32"}) {
+  for (const char *rows : {"", "32", "64"}) {
     ScopedEnv env("FG_DEBUG_MOE_ROWS", rows);
     for (int64_t T : {63, 130})
       for (bool gated : {false, true}) {

@@ -17,7 +17,8 @@
 // chunk = ⌈live / nsplit⌉ rounded up to 8 keys; blocks with s ≥ nsplit exit
 // at once. Inside a block, warp w takes tiles w, w + kW, ... of kU·8 keys.
 //
-// Tensor cores (mma.sync, f32 accumulate), no shared memory for K or V:
+// Tensor cores (mma.sync, f32 accumulate); K and V reach registers straight
+// from global memory or (the staged form, below) through a per-lane ring:
 //   S = Q·Kᵀ  m16n8k16, M = 16 rows = 8 heads' q rounded to the mma type
 //             (rows 0-7, "hi") and the rounding remainders (rows 8-15, "lo"),
 //             so S = C[g] + C[g + 8] keeps ~22 bits of q (16 for bf16); N =
@@ -45,7 +46,8 @@
 // beyond D / Dv loads zeros, so nothing undefined enters an mma.
 //
 // Bytes in flight: two forms.
-//  Staged (C::kStages ≥ 2, the default where rows take 16-byte copies):
+//  Staged (C::kStages ≥ 2: caches of more than 4096 rows whose rows take
+//   16-byte copies, by default):
 //   each warp owns a ring of kStages tiles in dynamic shared memory; every
 //   lane copies, by cp.async, exactly the 16-byte units it will read into
 //   its own slots ([stage][unit][lane]: conflict-free reads, no barrier),
@@ -53,7 +55,8 @@
 //   through the math instead of one burst and one round trip per tile. The
 //   emitter takes tiles of one 8-key step (kU = 1) and as many stages (≤ 4)
 //   as fit beside two resident blocks per SM (D = 128, f16: 4 stages of
-//   4 KB a warp, 64 KB a block, 106 registers), and sizes kSmax for 2 blocks
+//   4 KB a warp, 64 KB a block; 182 registers with the register path of
+//   the hybrid beside it), and sizes kSmax for 2 blocks
 //   per SM: one wave (W-dense, T = 1: 33 splits × 8 kv heads = 264 blocks).
 //  Register loads (C::kStages = 0: rows not 16-byte aligned, a ring that
 //   does not fit, or FG_DEBUG_ATTN_STAGES=0; and, in a staged kernel, every

@@ -246,8 +246,9 @@ TEST(CudaEmit, ConvertContRepeatConcat) {
 
 /// The opt-in prefetching form of the elementwise maps
 /// (EmitOptions::elementwiseIlp): kIlp elements a thread, a grid of
-/// ⌈n / (256 · kIlp)⌉ blocks; it compiles for a convert, a broadcast add,
-/// a glu and a gather. The default stays one element a thread.
+/// ⌈n / (256 · kIlp)⌉ blocks; it compiles for a convert, a broadcast add and
+/// a glu. A gather reads elsewhere than the output's position and keeps one
+/// element a thread; so does the default.
 TEST(CudaEmit, ElementwisePrefetchForm) {
   EmitOptions o;
   o.elementwiseIlp = 4;
@@ -273,12 +274,13 @@ TEST(CudaEmit, ElementwisePrefetchForm) {
       },
       {}, o);
   EXPECT_TRUE(contains(kernel(glu, 0), "kIlp = 4;"));
-  emitAll(
+  auto rows = emitAll(
       [](Builder &b) {
         b.result(b.getRows(b.weight("emb", T(DType::F16, {100, 67})),
                            b.input("tokens", T(DType::I32, {3}))));
       },
       {}, o);
+  EXPECT_TRUE(contains(kernel(rows, 0), "kIlp = 1;"));
 }
 
 TEST(CudaEmit, GetRowsSetRowsAddId) {
