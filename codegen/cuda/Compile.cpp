@@ -277,6 +277,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   envInt("FG_DEBUG_ATTN_BLOCKS_PER_SM", 1, 16, emit.attentionBlocksPerSm);
   envInt("FG_DEBUG_ATTN_MIN_TILES", 1, 64, emit.attentionMinTiles);
   envInt("FG_DEBUG_EW_ILP", 1, 8, emit.elementwiseIlp);
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_EW_VEC"); v && *v == "1")
+    emit.elementwiseVector = true;
   int moeRows = 0;
   envInt("FG_DEBUG_MOE_ROWS", 32, 64, moeRows);
   if (moeRows == 32 || moeRows == 64)

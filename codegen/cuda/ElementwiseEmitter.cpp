@@ -24,6 +24,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cstring>
 
@@ -101,15 +102,36 @@ DimMap leadingMap(size_t rank) {
 /// Stride of dim d, 0 when it has one element (read at 0).
 int64_t strideOf(const Layout &l, size_t d) { return l.shape[d] == 1 ? 0 : l.strides[d]; }
 
-/// `fg::EwOp<T, off, s0, s1, s2, s3>` of `l` in an index space of rank `outRank`.
-std::string ewOp(const Layout &l, DType t, size_t outRank, const DimMap &map) {
-  int64_t s[kMaxDims] = {0, 0, 0, 0};
+/// The strides of `l` over the four (right-aligned) dims of an index space of
+/// rank `outRank`.
+std::array<int64_t, kMaxDims> ewStrides(const Layout &l, size_t outRank, const DimMap &map) {
+  std::array<int64_t, kMaxDims> s = {0, 0, 0, 0};
   for (size_t d = 0; d < map.size(); ++d)
     if (map[d] >= 0)
       s[map[d] + kMaxDims - outRank] += strideOf(l, d);
+  return s;
+}
+
+/// `fg::EwOp<T, off, s0, s1, s2, s3>` of `l` in an index space of rank `outRank`.
+std::string ewOp(const Layout &l, DType t, size_t outRank, const DimMap &map) {
+  std::array<int64_t, kMaxDims> s = ewStrides(l, outRank, map);
   return llvm::formatv("fg::EwOp<{0}, {1}, {2}, {3}, {4}, {5}>", ctype(t), ilit(l.offset),
                        ilit(s[0]), ilit(s[1]), ilit(s[2]), ilit(s[3]))
       .str();
+}
+
+/// Whether `l` is read at the output's own flat index in `space` (every dim
+/// of more than one element at the space's row-major stride) from an offset
+/// that keeps groups of 4 elements aligned: the vector form's operands.
+bool flatOperand(const Layout &l, const Shape &space, const DimMap &map) {
+  std::array<int64_t, kMaxDims> s = ewStrides(l, space.size(), map);
+  int64_t contiguous = 1;
+  for (size_t k = space.size(); k-- > 0;) {
+    if (space[k] > 1 && s[k + kMaxDims - space.size()] != contiguous)
+      return false;
+    contiguous *= space[k];
+  }
+  return l.offset % 4 == 0;
 }
 
 /// Everything one launch of ewMap needs.
@@ -119,6 +141,7 @@ struct EwDesc {
   std::vector<std::string> ins; ///< EwOp types, in parameter order
   std::vector<Param> params;    ///< result first, then the operands
   int ilp = 1;                  ///< elements a thread, prefetched first (Cfg::kIlp)
+  bool vec = false;             ///< 4 elements a thread by vector loads (Cfg::kVec)
 };
 
 KernelSpec ewKernel(const EwDesc &d) {
@@ -130,10 +153,10 @@ KernelSpec ewKernel(const EwDesc &d) {
   for (size_t i = 0; i < d.ins.size(); ++i)
     c += (i ? ",\n                         " : "") + d.ins[i];
   c += ">;\n  using Fn = " + d.fn + ";\n";
-  c += llvm::formatv("  static constexpr int kIns = {0}, kIlp = {5};\n  static constexpr long long "
-                     "D0 = {1}, D1 = {2}, D2 = {3}, D3 = {4};\n};\n",
+  c += llvm::formatv("  static constexpr int kIns = {0}, kIlp = {5};\n  static constexpr bool kVec = "
+                     "{6};\n  static constexpr long long D0 = {1}, D1 = {2}, D2 = {3}, D3 = {4};\n};\n",
                      d.ins.size(), ilit(dims[0]), ilit(dims[1]), ilit(dims[2]), ilit(dims[3]),
-                     d.ilp)
+                     d.ilp, d.vec ? "true" : "false")
            .str();
   std::string params = "Cfg::Out* out", args;
   for (size_t i = 0; i < d.ins.size(); ++i) {
@@ -142,7 +165,7 @@ KernelSpec ewKernel(const EwDesc &d) {
   }
   c += kernelEntry(kThreads, params, "fg::ewMap<Cfg>(fg::EwArgs<Cfg>{out, {" + args + "}});");
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("elementwise.cuh").str() + c);
-  k.grid[0] = gridFor(product(d.space), int64_t(kThreads) * d.ilp);
+  k.grid[0] = gridFor(product(d.space), int64_t(kThreads) * (d.vec ? 4 : d.ilp));
   k.block[0] = kThreads;
   k.params = d.params;
   return k;
@@ -153,6 +176,7 @@ struct Ctx {
   const Node &node;
   llvm::ArrayRef<Layout> layouts;
   int ilp = 1; ///< EmitOptions::elementwiseIlp, for the maps over the output
+  bool vec = false; ///< EmitOptions::elementwiseVector, for the maps over the output
 
   DType opType(unsigned i) const { return fn.type(node.operands[i]).dtype; }
   DType resType() const { return fn.type(node.result()).dtype; }
@@ -170,10 +194,13 @@ struct Ctx {
     d.out = ctype(resType());
     d.space = resShape();
     d.ilp = ilp;
+    d.vec = vec && product(d.space) >= 4;
     d.params.push_back(Param::result(0));
     for (unsigned i = 0; i < node.operands.size(); ++i) {
       d.ins.push_back(bcast(i));
       d.params.push_back(Param::operand(i));
+      d.vec = d.vec && flatOperand(layouts[i], resShape(),
+                                   broadcastMap(layouts[i].shape.size(), resShape().size()));
     }
     return d;
   }
@@ -371,7 +398,8 @@ llvm::Expected<std::vector<Launch>> emitElementwise(const Function &fn, const No
   bool samePosition = node.kind != OpKind::Repeat && node.kind != OpKind::Concat &&
                       node.kind != OpKind::GetRows && node.kind != OpKind::AddId &&
                       node.kind != OpKind::FusedMoeWeightedSum;
-  Ctx c{fn, node, layouts, samePosition ? std::clamp(o.elementwiseIlp, 1, 8) : 1};
+  Ctx c{fn, node, layouts, samePosition ? std::clamp(o.elementwiseIlp, 1, 8) : 1,
+        samePosition && o.elementwiseVector};
   const Shape &space = node.kind == OpKind::SetRows ? layouts[1].shape : c.resShape();
   if (space.size() > kMaxDims)
     return unsupported(node, llvm::formatv("{0} dims (elementwise kernels take at most {1})",

@@ -115,6 +115,12 @@ struct EmitOptions {
   /// in flight a thread, and W-dense's 512-token prefill spends 2.14 ms in
   /// 128 converts at ~30 % of the bandwidth (eighth session).
   int elementwiseIlp = 1;
+  /// Elementwise maps whose operands are all read at the output's own flat
+  /// index (no broadcast, offsets keeping groups of 4 aligned): 4 elements a
+  /// thread through one vector load per operand and one vector store (8 or
+  /// 16 bytes). Opt-in like elementwiseIlp (FG_DEBUG_EW_VEC=1); it takes
+  /// precedence where it applies.
+  bool elementwiseVector = false;
   /// matmul_id / fused.gated_matmul_id over at least this many tokens sort
   /// their (token, slot) pairs by expert on the device and run one grouped
   /// GEMM (16-bit weights); fewer, the expert-indexed GEMV.

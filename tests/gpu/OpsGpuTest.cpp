@@ -328,12 +328,14 @@ std::vector<size_t> caseIndices() {
 INSTANTIATE_TEST_SUITE_P(Ops, GpuOp, ::testing::ValuesIn(caseIndices()),
                          [](const auto &info) { return cases()[info.param].name; });
 
-/// The opt-in prefetching form of the elementwise maps (FG_DEBUG_EW_ILP=4:
-/// four elements a thread, their operands prefetched first) on every
-/// elementwise case above: odd sizes, > 65535 rows, broadcasts, gathers.
-TEST(GpuOpPrefetch, ElementwiseCasesMatch) {
-  FG_REQUIRE_GPU();
-  ScopedEnv ilp("FG_DEBUG_EW_ILP", "4");
+/// The opt-in forms of the elementwise maps — prefetching (FG_DEBUG_EW_ILP=4:
+/// four elements a thread, their operands prefetched first) and vector
+/// (FG_DEBUG_EW_VEC=1: four elements a thread by one vector load per operand
+/// where every operand is read at the output's flat index) — on every
+/// elementwise case above: odd sizes (the vector form's scalar tail), > 65535
+/// rows, broadcasts, gathers, f16 / i32 / i64.
+void elementwiseCasesMatch(const char *env, const char *value) {
+  ScopedEnv form(env, value);
   std::set<OpKind> elementwise = {OpKind::Add,     OpKind::Sub,    OpKind::Mul,    OpKind::Div,
                                   OpKind::Glu,     OpKind::Convert, OpKind::Cont,  OpKind::Repeat,
                                   OpKind::Concat,  OpKind::GetRows, OpKind::AddId, OpKind::Scale,
@@ -355,6 +357,16 @@ TEST(GpuOpPrefetch, ElementwiseCasesMatch) {
     ++ran;
   }
   EXPECT_GT(ran, 20u);
+}
+
+TEST(GpuOpPrefetch, ElementwiseCasesMatch) {
+  FG_REQUIRE_GPU();
+  elementwiseCasesMatch("FG_DEBUG_EW_ILP", "4");
+}
+
+TEST(GpuOpVector, ElementwiseCasesMatch) {
+  FG_REQUIRE_GPU();
+  elementwiseCasesMatch("FG_DEBUG_EW_VEC", "1");
 }
 
 /// Every op of the table (except attention, tested on its own) has a case.

@@ -1,7 +1,9 @@
 //===- elementwise.cuh - one thread per output element -----------------------------===//
 //
 // ewMap<Cfg>: a grid-stride loop over an index space of up to four dims
-// (Cfg::D0..D3, right-aligned, padded with 1); each index is unravelled with
+// (Cfg::D0..D3, right-aligned, padded with 1), one element a thread (opt-in:
+// Cfg::kIlp elements prefetched first, or Cfg::kVec, 4 consecutive elements
+// by vector loads; see ewMap); each index is unravelled with
 // constant divisors into a position (c0, c1, c2, c3) and Cfg::Fn computes
 // that element. Operands are read through their own strides as
 // EwOp<T, off, s0, s1, s2, s3> (broadcast dims have stride 0), so views are
@@ -379,8 +381,94 @@ template <int K, class C> struct EwPrefetch {
   }
 };
 
+// --- the vector form (C::kVec) ----------------------------------------------------------
+//
+// Every operand is read at the output's own flat index (the emitter checked
+// the strides), so a thread takes 4 consecutive elements: one 8- or 16-byte
+// load per operand into registers, Cfg::Fn run on them through EwVecCfg (the
+// same Fn and Out, operands re-pointed at the registers: EwOp<T, 0, 0, 0, 0,
+// 1> over a space of 4), one vector store. Any Fn that reads its operands at
+// the output's position works unchanged.
+
+template <class L> struct EwRegList;
+template <class... Ops> struct EwRegList<EwList<Ops...>> {
+  using type = EwList<EwOp<typename Ops::T, 0, 0, 0, 0, 1>...>;
+};
+template <class C> struct EwVecCfg {
+  using Out = typename C::Out;
+  using Ins = typename EwRegList<typename C::Ins>::type;
+  using Fn = typename C::Fn;
+  static constexpr int kIns = C::kIns, kIlp = 1;
+  static constexpr bool kVec = false;
+  static constexpr long long D0 = 1, D1 = 1, D2 = 1, D3 = 4;
+};
+
+/// 4 elements of T between global memory and a register buffer, as 8, 16 or
+/// 2 × 16 bytes.
+template <class T> static __device__ __forceinline__ void ewCopy4(void *dst, const void *src) {
+  if constexpr (sizeof(T) == 2) {
+    *static_cast<uint2 *>(dst) = *static_cast<const uint2 *>(src);
+  } else if constexpr (sizeof(T) == 4) {
+    *static_cast<uint4 *>(dst) = *static_cast<const uint4 *>(src);
+  } else {
+    static_cast<uint4 *>(dst)[0] = static_cast<const uint4 *>(src)[0];
+    static_cast<uint4 *>(dst)[1] = static_cast<const uint4 *>(src)[1];
+  }
+}
+
+/// Operand K.. of flat element i: 4 elements into buf[K], and whether every
+/// address is aligned for the vector loads.
+template <int K, class C> struct EwVecOps {
+  static __device__ __forceinline__ bool aligned(const EwArgs<C> &a) {
+    if constexpr (K < C::kIns) {
+      using Op = typename EwAt<K, typename C::Ins>::type;
+      const typename Op::T *p = static_cast<const typename Op::T *>(a.in[K]) + Op::at(EwPos{0, 0, 0, 0});
+      return reinterpret_cast<unsigned long long>(p) % (4 * sizeof(typename Op::T)) == 0 &&
+             EwVecOps<K + 1, C>::aligned(a);
+    } else {
+      return true;
+    }
+  }
+  static __device__ __forceinline__ void load(const EwArgs<C> &a, const EwPos &p,
+                                              uint4 (&buf)[C::kIns][2]) {
+    if constexpr (K < C::kIns) {
+      using Op = typename EwAt<K, typename C::Ins>::type;
+      ewCopy4<typename Op::T>(buf[K], static_cast<const typename Op::T *>(a.in[K]) + Op::at(p));
+      EwVecOps<K + 1, C>::load(a, p, buf);
+    }
+  }
+};
+
 template <class C> static __device__ __forceinline__ void ewMap(const EwArgs<C> &a) {
   constexpr long long N = C::D0 * C::D1 * C::D2 * C::D3;
+  if constexpr (C::kVec) {
+    using V = EwVecCfg<C>;
+    constexpr long long NV = N / 4;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    long long tail = 0; // flat elements the vector loop covers
+    if (EwVecOps<0, C>::aligned(a) &&
+        reinterpret_cast<unsigned long long>(a.out) % (4 * sizeof(typename C::Out)) == 0) {
+      for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < NV; q += stride) {
+        const long long i = 4 * q;
+        uint4 buf[C::kIns][2];
+        EwVecOps<0, C>::load(a, ewPos<C::D0, C::D1, C::D2, C::D3>(i), buf);
+        uint4 ob[2];
+        EwArgs<V> r;
+        r.out = reinterpret_cast<typename C::Out *>(ob);
+#pragma unroll
+        for (int k = 0; k < C::kIns; ++k)
+          r.in[k] = buf[k];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          C::Fn::template run<V>(r, j, EwPos{0, 0, 0, j});
+        ewCopy4<typename C::Out>(a.out + i, ob);
+      }
+      tail = 4 * NV;
+    }
+    for (long long i = tail + (long long)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += stride)
+      C::Fn::template run<C>(a, i, ewPos<C::D0, C::D1, C::D2, C::D3>(i));
+    return;
+  }
   if constexpr (C::kIlp > 1) {
     // C::kIlp elements a thread, blockDim apart (coalesced): every operand
     // of all of them is prefetched before the first is computed. One 4-byte

@@ -283,6 +283,56 @@ TEST(CudaEmit, ElementwisePrefetchForm) {
   EXPECT_TRUE(contains(kernel(rows, 0), "kIlp = 1;"));
 }
 
+/// The opt-in vector form of the elementwise maps (EmitOptions::
+/// elementwiseVector): 4 elements a thread where every operand is read at the
+/// output's flat index — a convert, a glu, an f16 add, a chain; a broadcast
+/// operand, a transposed one or a gather keep the plain form.
+TEST(CudaEmit, ElementwiseVectorForm) {
+  EmitOptions o;
+  o.elementwiseVector = true;
+  auto one = [&](const std::function<void(Builder &)> &build, std::vector<Layout> ls = {}) {
+    return emitAll(build, std::move(ls), o);
+  };
+  auto cv = one([](Builder &b) {
+    b.result(b.convert(b.input("x", T(DType::F32, {512, 4099})), DType::F16));
+  });
+  EXPECT_TRUE(contains(kernel(cv, 0), "kVec = true;"));
+  EXPECT_EQ(kernel(cv, 0).grid[0], unsigned((512 * 4099 + 1023) / 1024));
+  auto glu = one([](Builder &b) {
+    b.result(b.glu(b.input("g", T(DType::F32, {9, 77})), b.input("u", T(DType::F32, {9, 77})),
+                   GluKind::SwiGLU));
+  });
+  EXPECT_TRUE(contains(kernel(glu, 0), "kVec = true;"));
+  auto add16 = one([](Builder &b) {
+    b.result(b.add(b.input("x", T(DType::F16, {33, 100})), b.input("y", T(DType::F16, {33, 100}))));
+  });
+  EXPECT_TRUE(contains(kernel(add16, 0), "kVec = true;"));
+  auto i64 = one([](Builder &b) {
+    b.result(b.convert(b.input("x", T(DType::I32, {7, 45})), DType::I64));
+  });
+  EXPECT_TRUE(contains(kernel(i64, 0), "kVec = true;"));
+  auto bc = one([](Builder &b) {
+    b.result(b.add(b.input("x", T(DType::F32, {33, 100})), b.input("y", T(DType::F32, {100}))));
+  });
+  EXPECT_TRUE(contains(kernel(bc, 0), "kVec = false;"));
+  Layout tr;
+  tr.shape = {37, 45};
+  tr.strides = {1, 37};
+  auto cont = one([](Builder &b) { b.result(b.cont(b.input("x", T(DType::F16, {37, 45})))); },
+                  {tr});
+  EXPECT_TRUE(contains(kernel(cont, 0), "kVec = false;"));
+  auto rows = one([](Builder &b) {
+    b.result(b.getRows(b.weight("emb", T(DType::F16, {100, 67})),
+                       b.input("tokens", T(DType::I32, {3}))));
+  });
+  EXPECT_TRUE(contains(kernel(rows, 0), "kVec = false;"));
+  EXPECT_TRUE(contains(kernel(emitAll([](Builder &b) {
+                                b.result(b.convert(b.input("x", T(DType::F32, {8})), DType::F16));
+                              }),
+                              0),
+                       "kVec = false;")); // off by default
+}
+
 TEST(CudaEmit, GetRowsSetRowsAddId) {
   for (DType dt : kFloats)
     emitAll([&](Builder &b) {
