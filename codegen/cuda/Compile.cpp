@@ -40,8 +40,12 @@ std::string compilePipeline(const CompileOptions &opts) {
   if (!opts.pipeline.empty())
     return opts.pipeline;
   // Cleanup, then fusion (which plans memory and proves its groups safe),
-  // optionally the GEMM inputs' conversions as ops, then a last dce for what
-  // fusion left unused. `fuse` honours --no-fusion.
+  // the GEMM inputs' conversions as ops (unless --gemm-x-inside), then a
+  // last dce for what fusion left unused. `fuse` honours --no-fusion. The
+  // opt-in glu_convert pattern fuses those conversions into the GLUs that
+  // produce them, so it runs gemm-inputs first.
+  if (opts.gemmInputConverts && llvm::is_contained(opts.enableFusion, "glu_convert"))
+    return defaultPipeline().str() + ",gemm-inputs,fuse,dce";
   return defaultPipeline().str() + ",fuse" + (opts.gemmInputConverts ? ",gemm-inputs" : "") +
          ",dce";
 }

@@ -241,6 +241,12 @@ llvm::Expected<KernelSpec> emitMap(const Ctx &c) {
                                             bitsOf(glu.alpha()), bitsOf(glu.limit()))
                                   .str()));
   }
+  case OpKind::FusedGluConvert: { // the same GLU, stored in the result's 16-bit type
+    op::FusedGluConvert glu(n);
+    return ewKernel(c.mapDesc(llvm::formatv("fg::EwGlu<{0}, {1}, {2}>", static_cast<int>(glu.kind()),
+                                            bitsOf(glu.alpha()), bitsOf(glu.limit()))
+                                  .str()));
+  }
   case OpKind::FusedAddChain:
   case OpKind::FusedMulChain: {
     // Each link rounds to its own result dtype (binary rule: equal dtypes keep
@@ -383,6 +389,7 @@ bool isElementwiseFamily(OpKind k) {
   case OpKind::FusedReluSqr:
   case OpKind::FusedSoftcap:
   case OpKind::FusedMoeWeightedSum:
+  case OpKind::FusedGluConvert:
     return true;
   default:
     return isUnary(k);

@@ -324,6 +324,7 @@ std::unique_ptr<FusionPattern> createAddChainPattern();
 std::unique_ptr<FusionPattern> createMulChainPattern();
 std::unique_ptr<FusionPattern> createUnaryMulPattern();
 std::unique_ptr<FusionPattern> createReluSqrPattern();
+std::unique_ptr<FusionPattern> createGluConvertPattern();
 std::unique_ptr<FusionPattern> createSoftcapPattern();
 
 std::vector<std::unique_ptr<FusionPattern>> fusionPatterns();

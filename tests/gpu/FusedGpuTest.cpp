@@ -430,6 +430,17 @@ void registerElementwiseCases() {
       b.result(b.unary(OpKind::Sqr, b.unary(OpKind::Relu, x), "y"));
       return tolFor(t);
     });
+  // The opt-in glu_convert (prefill GLU written in the down GEMM's type):
+  // odd sizes, every GLU kind, f16 and bf16.
+  for (GluKind k : {GluKind::SwiGLU, GluKind::GeGLU, GluKind::SwiGLUOAI})
+    for (DType to : {DType::F16, DType::BF16})
+      add("glu_convert_" + std::to_string(static_cast<int>(k)) + "_" + dt(to),
+          OpKind::FusedGluConvert, [=](Builder &b, Inputs &) {
+            auto g = b.weight("g", {DType::F32, {37, 1001}}, randn(2.0));
+            auto u = b.weight("u", {DType::F32, {37, 1001}}, randn());
+            b.result(b.convert(b.glu(g, u, k), to, "y"));
+            return tolFor(to);
+          });
   add("softcap_f32", OpKind::FusedSoftcap, [](Builder &b, Inputs &) {
     auto x = b.weight("x", {DType::F32, {3, 1001}}, randn(40.0));
     b.result(b.scale(b.unary(OpKind::Tanh, b.scale(x, 1.0 / 30)), 30.0, 0, "y"));

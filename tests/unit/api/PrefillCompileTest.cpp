@@ -115,6 +115,39 @@ TEST(GemmInputs, SameLogitsAsWithoutThePass) {
   expectSameRows(teacherForced(demoF16(true)), teacherForced(demoF16(false)), 1e-2);
 }
 
+/// The opt-in glu_convert (which moves gemm-inputs before fuse): the dense
+/// FFN's GLU of a prefill chunk writes the down GEMM's f16 input itself — no
+/// convert of it is left — and the logits are those of the default plan
+/// (the same rounding, once) on the CPU reference.
+TEST(PrefillFusion, GluConvertWritesTheGemmInputAndMatches) {
+  // The demo with a dense FFN (its own FFN is a mixture of experts).
+  auto dense = [](std::vector<std::string> enable) {
+    DecoderConfig c = demoConfig(64, DType::F16);
+    c.weightDType = DType::F16;
+    c.ffn = DecoderConfig::FfnKind::Dense;
+    c.nFf = 384;
+    auto g = buildDecoderGraph(c, decoderEntries({16}));
+    EXPECT_TRUE(bool(g)) << llvm::toString(g.takeError());
+    CompileOptions co;
+    co.enableFusion = std::move(enable);
+    auto plan = compile(*g, co);
+    EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+    return std::move(*plan);
+  };
+  Plan fused = dense({"glu_convert"}), plain = dense({});
+  const Function *pre = fused.graph().lookup("prefill_16");
+  ASSERT_NE(pre, nullptr);
+  EXPECT_GT(count(*pre, OpKind::FusedGluConvert), 0u);
+  EXPECT_EQ(count(*plain.graph().lookup("prefill_16"), OpKind::FusedGluConvert), 0u);
+  EXPECT_LT(count(*pre, OpKind::Convert), count(*plain.graph().lookup("prefill_16"), OpKind::Convert));
+  std::vector<std::string> order;
+  for (const PlanPassRecord &r : fused.passes())
+    order.push_back(r.name);
+  EXPECT_EQ(order, (std::vector<std::string>{"canonicalize", "cse", "dce", "gemm-inputs", "fuse",
+                                             "dce"}));
+  expectSameRows(teacherForced(fused), teacherForced(plain), 1e-6);
+}
+
 TEST(PrefillFusion, GatedExpertsOfAChunkFuseAndMatchUnfused) {
   Plan fused = demoF16(false, true, {"gated_matmul_id_chunk"}),
        plain = demoF16(false, /*fusion=*/false);
