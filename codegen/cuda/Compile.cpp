@@ -21,6 +21,7 @@
 #include "llvm/Support/Process.h"
 
 #include <cstdlib>
+#include <optional>
 
 using namespace llvm;
 
@@ -51,6 +52,15 @@ std::string compilePipeline(const CompileOptions &opts) {
 }
 
 namespace {
+
+/// A debugging switch's whole number in [lo, hi], or nothing (unset, empty
+/// or out of range).
+std::optional<int> envInt(const char *name, int lo, int hi) {
+  if (auto v = llvm::sys::Process::GetEnv(name); v && !v->empty())
+    if (int n = std::atoi(v->c_str()); n >= lo && n <= hi)
+      return n;
+  return std::nullopt;
+}
 
 /// The KV context: the end of the positions inputs' range (their binding,
 /// [0, ctx)), the same in every entry; 0 when no input is bound to positions.
@@ -267,30 +277,22 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   // the default).
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_FLASH_HALF"); v && !v->empty())
     emit.attentionPrefillHalf = *v != "0";
-  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_FLASH_MIN_BLOCKS"))
-    if (int n = std::atoi(v->c_str()); n > 0 && n <= 16)
-      emit.attentionPrefillMinBlocks = static_cast<unsigned>(n);
-  // Decode attention's staging (stages, 8-key steps per tile, blocks per SM).
-  auto envInt = [](const char *name, int lo, int hi, int &out) {
-    if (auto v = llvm::sys::Process::GetEnv(name); v && !v->empty())
-      if (int n = std::atoi(v->c_str()); n >= lo && n <= hi)
-        out = n;
-  };
-  envInt("FG_DEBUG_ATTN_STAGES", 0, 8, emit.attentionStages);
-  envInt("FG_DEBUG_ATTN_STEPS", 1, 4, emit.attentionSteps);
-  envInt("FG_DEBUG_ATTN_BLOCKS_PER_SM", 1, 16, emit.attentionBlocksPerSm);
-  envInt("FG_DEBUG_ATTN_MIN_TILES", 1, 64, emit.attentionMinTiles);
-  envInt("FG_DEBUG_EW_ILP", 1, 8, emit.elementwiseIlp);
+  if (auto n = envInt("FG_DEBUG_FLASH_MIN_BLOCKS", 1, 16))
+    emit.attentionPrefillMinBlocks = static_cast<unsigned>(*n);
+  // Decode attention's forms (EmitOptions::attention*).
+  emit.attentionStages = envInt("FG_DEBUG_ATTN_STAGES", 0, 8).value_or(emit.attentionStages);
+  emit.attentionSteps = envInt("FG_DEBUG_ATTN_STEPS", 1, 4).value_or(emit.attentionSteps);
+  emit.attentionBlocksPerSm =
+      envInt("FG_DEBUG_ATTN_BLOCKS_PER_SM", 1, 16).value_or(emit.attentionBlocksPerSm);
+  emit.attentionMinTiles = envInt("FG_DEBUG_ATTN_MIN_TILES", 1, 64).value_or(emit.attentionMinTiles);
+  if (auto n = envInt("FG_DEBUG_ATTN_REG_MAX_LIVE", 0, 1 << 30))
+    emit.attentionRegMaxLive = *n;
+  // The elementwise maps' opt-in forms and the grouped expert GEMM's tiles.
+  emit.elementwiseIlp = envInt("FG_DEBUG_EW_ILP", 1, 8).value_or(emit.elementwiseIlp);
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_EW_VEC"); v && *v == "1")
     emit.elementwiseVector = true;
-  int moeRows = 0;
-  envInt("FG_DEBUG_MOE_ROWS", 32, 64, moeRows);
-  if (moeRows == 32 || moeRows == 64)
-    emit.groupedExpertRows = moeRows;
-  int regMaxLive = -1;
-  envInt("FG_DEBUG_ATTN_REG_MAX_LIVE", 0, 1 << 30, regMaxLive);
-  if (regMaxLive >= 0)
-    emit.attentionRegMaxLive = regMaxLive;
+  if (auto n = envInt("FG_DEBUG_MOE_ROWS", 32, 64); n && (*n == 32 || *n == 64))
+    emit.groupedExpertRows = *n;
   // And x split hi + lo in the quantised GEMVs (the form before x as one f16).
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "0")
     emit.gemvQuantXHalf = false;

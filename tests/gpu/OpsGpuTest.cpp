@@ -303,11 +303,8 @@ void registerCases() {
   });
 }
 
-class GpuOp : public ::testing::TestWithParam<size_t> {};
-
-TEST_P(GpuOp, MatchesReference) {
-  FG_REQUIRE_GPU();
-  const OpCase &c = cases()[GetParam()];
+/// Builds case c's one-op graph and compares the GPU with the reference.
+void runOpCase(const OpCase &c) {
   Graph g;
   Function &fn = g.addFunction("main");
   Builder b(fn);
@@ -315,6 +312,13 @@ TEST_P(GpuOp, MatchesReference) {
   double tol = c.build(b, inputs);
   ASSERT_FALSE(bool(b.finish()));
   expectMatchesReference(g, inputs, tol);
+}
+
+class GpuOp : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(GpuOp, MatchesReference) {
+  FG_REQUIRE_GPU();
+  runOpCase(cases()[GetParam()]);
 }
 
 std::vector<size_t> caseIndices() {
@@ -347,13 +351,7 @@ void elementwiseCasesMatch(const char *env, const char *value) {
     if (!elementwise.count(c.op))
       continue;
     SCOPED_TRACE(c.name);
-    Graph g;
-    Function &fn = g.addFunction("main");
-    Builder b(fn);
-    Inputs inputs;
-    double tol = c.build(b, inputs);
-    ASSERT_FALSE(bool(b.finish()));
-    expectMatchesReference(g, inputs, tol);
+    runOpCase(c);
     ++ran;
   }
   EXPECT_GT(ran, 20u);

@@ -117,6 +117,27 @@ static __device__ __forceinline__ void flashStageAsync(unsigned short *dst, int 
   }
 }
 
+/// A tile of BN rows of N elements (row j at src + j · sj, element d at
+/// d · SD) into shared memory rows of `pitch` elements, zeros past `khi`:
+/// by cp.async (flashStageAsync) when rows take 16-byte copies (Vec), else
+/// one 8-element unit at a time through registers.
+template <class Dec, long long N, long long SD, bool Vec, int NT, int BN, class T>
+static __device__ __forceinline__ void flashStage(unsigned short *dst, int pitch, const T *src,
+                                                  long long sj, int j0, int khi) {
+  constexpr int U = N / 8;
+  if constexpr (Vec) {
+    flashStageAsync<U, NT, BN>(dst, pitch, src, sj, j0, khi);
+  } else {
+    for (int i = threadIdx.x; i < BN * U; i += NT) {
+      const int r = i / U, c = i % U;
+      const long long j = (long long)j0 + r;
+      uint4 x[1];
+      attnLoad8<Dec, N, SD, Vec>(src + j * sj, 8 * c, j <= khi, x);
+      *reinterpret_cast<uint4 *>(dst + r * pitch + 8 * c) = x[0];
+    }
+  }
+}
+
 template <class C> static __device__ __forceinline__ void flashAttention(const FlashArgs<C> &a) {
   using DK = typename C::DecK;
   using DV = typename C::DecV;
@@ -201,27 +222,9 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
   for (int j0 = klo; j0 <= khi; j0 += BN) {
     // The key tile into shared memory (zeros outside [klo, khi]).
     __syncthreads(); // the previous tile is no longer read
-    constexpr int KU = C::D / 8, VU = C::Dv / 8;
-    if constexpr (C::kVecK)
-      flashStageAsync<KU, NT, BN>(&sh.k[0][0], C::D + 8, kbase, C::k_sj, j0, khi);
-    else
-      for (int i = threadIdx.x; i < BN * KU; i += NT) {
-        const int r = i / KU, c = i % KU;
-        const long long j = (long long)j0 + r;
-        uint4 x[1];
-        attnLoad8<DK, C::D, C::k_sd, C::kVecK>(kbase + j * C::k_sj, 8 * c, j <= khi, x);
-        *reinterpret_cast<uint4 *>(&sh.k[r][8 * c]) = x[0];
-      }
-    if constexpr (C::kVecV)
-      flashStageAsync<VU, NT, BN>(&sh.v[0][0], C::Dv + 8, vbase, C::v_sj, j0, khi);
-    else
-      for (int i = threadIdx.x; i < BN * VU; i += NT) {
-        const int r = i / VU, c = i % VU;
-        const long long j = (long long)j0 + r;
-        uint4 x[1];
-        attnLoad8<DV, C::Dv, C::v_sd, C::kVecV>(vbase + j * C::v_sj, 8 * c, j <= khi, x);
-        *reinterpret_cast<uint4 *>(&sh.v[r][8 * c]) = x[0];
-      }
+    flashStage<DK, C::D, C::k_sd, C::kVecK, NT, BN>(&sh.k[0][0], C::D + 8, kbase, C::k_sj, j0, khi);
+    flashStage<DV, C::Dv, C::v_sd, C::kVecV, NT, BN>(&sh.v[0][0], C::Dv + 8, vbase, C::v_sj, j0,
+                                                     khi);
     if constexpr (C::kVecK || C::kVecV)
       asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
