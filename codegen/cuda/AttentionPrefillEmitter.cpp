@@ -81,12 +81,17 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
   c += std::string("  using DecV = ") + decoder(vt.dtype) + ";\n";
   c += "  using Pos = " + ctype(pt.dtype) + ";\n";
   c += "  using Sink = " + ctype(hasSinks ? fn.type(node.operands[4]).dtype : DType::F32) + ";\n";
-  c += llvm::formatv("  static constexpr int kW = {0}, BN = {1};\n", kWarps, kKeys).str();
+  // Two stages (the next key tile's cp.async in flight while this one is
+  // computed) where both caches take 16-byte copies; else one.
+  bool vecK = vectorRows(kl, D), vecV = vectorRows(vl, Dv);
+  int stages = vecK && vecV && o.attentionPrefillStages >= 2 ? 2 : 1;
+  c += llvm::formatv("  static constexpr int kW = {0}, BN = {1}, S = {2};\n", kWarps, kKeys, stages)
+           .str();
   c += "  static constexpr long long T = " + ilit(T) + ", Hq = " + ilit(Hq) +
        ", G = " + ilit(Hq / Hkv) + ", D = " + ilit(D) + ", Dv = " + ilit(Dv) +
        ", ctx = " + ilit(ctx) + ", window = " + ilit(attn.window()) + ";\n";
   c += "  static constexpr bool kSinks = " + flag(hasSinks) + ", kSoftcap = " + flag(softcap > 0) +
-       ", kVecK = " + flag(vectorRows(kl, D)) + ", kVecV = " + flag(vectorRows(vl, Dv)) +
+       ", kVecK = " + flag(vecK) + ", kVecV = " + flag(vecV) +
        ", kHalf = " + flag(o.attentionPrefillHalf) + ";\n";
   c += "  static constexpr long long q_off = " + ilit(ql.offset) + ", q_st = " +
        ilit(ql.strides[0]) + ", q_sh = " + ilit(ql.strides[1]) + ", q_sd = " +
@@ -119,6 +124,8 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
   k.grid[0] = static_cast<unsigned>((T + 16 * kWarps - 1) / (16 * kWarps));
   k.grid[1] = static_cast<unsigned>(Hq);
   k.block[0] = 32 * kWarps;
+  // The key and value tiles (flashTileBytes in the kernel).
+  k.sharedBytes = static_cast<unsigned>(2 * stages * kKeys * ((D + 8) + (Dv + 8)));
   k.params = {Param::result(0), Param::operand(0), Param::operand(1), Param::operand(2),
               Param::operand(3)};
   if (hasSinks)

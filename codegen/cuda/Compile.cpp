@@ -40,12 +40,14 @@ uint32_t buildNvrtcVersion() {
 std::string compilePipeline(const CompileOptions &opts) {
   if (!opts.pipeline.empty())
     return opts.pipeline;
-  // Cleanup, then fusion (which plans memory and proves its groups safe),
-  // the GEMM inputs' conversions as ops (unless --gemm-x-inside), then a
-  // last dce for what fusion left unused. `fuse` honours --no-fusion. The
-  // opt-in glu_convert pattern fuses those conversions into the GLUs that
-  // produce them, so it runs gemm-inputs first.
-  if (opts.gemmInputConverts && llvm::is_contained(opts.enableFusion, "glu_convert"))
+  // Cleanup, the GEMM inputs' conversions as ops (unless --gemm-x-inside),
+  // then fusion (which plans memory and proves its groups safe), then a last
+  // dce for what fusion left unused. `fuse` honours --no-fusion. The
+  // glu_convert pattern fuses those conversions into the GLUs that produce
+  // them, so gemm-inputs runs first while it is enabled; without it the
+  // conversions come after fusion (the order before the ninth session).
+  bool convertFusions = opts.fusion && !llvm::is_contained(opts.disableFusion, "glu_convert");
+  if (opts.gemmInputConverts && convertFusions)
     return defaultPipeline().str() + ",gemm-inputs,fuse,dce";
   return defaultPipeline().str() + ",fuse" + (opts.gemmInputConverts ? ",gemm-inputs" : "") +
          ",dce";
@@ -279,6 +281,9 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.attentionPrefillHalf = *v != "0";
   if (auto n = envInt("FG_DEBUG_FLASH_MIN_BLOCKS", 1, 16))
     emit.attentionPrefillMinBlocks = static_cast<unsigned>(*n);
+  emit.attentionPrefillStages =
+      envInt("FG_DEBUG_FLASH_STAGES", 1, 2).value_or(emit.attentionPrefillStages);
+  emit.ropeHeads = envInt("FG_DEBUG_ROPE_HEADS", 1, 16).value_or(emit.ropeHeads);
   // Decode attention's forms (EmitOptions::attention*).
   emit.attentionStages = envInt("FG_DEBUG_ATTN_STAGES", 0, 8).value_or(emit.attentionStages);
   emit.attentionSteps = envInt("FG_DEBUG_ATTN_STEPS", 1, 4).value_or(emit.attentionSteps);
@@ -289,8 +294,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.attentionRegMaxLive = *n;
   // The elementwise maps' opt-in forms and the grouped expert GEMM's tiles.
   emit.elementwiseIlp = envInt("FG_DEBUG_EW_ILP", 1, 8).value_or(emit.elementwiseIlp);
-  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_EW_VEC"); v && *v == "1")
-    emit.elementwiseVector = true;
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_EW_VEC"); v && !v->empty())
+    emit.elementwiseVector = *v != "0";
   if (auto n = envInt("FG_DEBUG_MOE_ROWS", 32, 64); n && (*n == 32 || *n == 64))
     emit.groupedExpertRows = *n;
   // And x split hi + lo in the quantised GEMVs (the form before x as one f16).

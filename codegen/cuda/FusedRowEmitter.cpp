@@ -205,7 +205,16 @@ llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node 
   }
   int64_t statUnits = stat == RowStat::None ? 0 : r.len / vx;
   int64_t workUnits = ro.rope ? nDims / 2 + (r.len - nDims) : r.len / v;
-  RowSplit sp = chooseRowSplit(r.count, statUnits, workUnits, 256, /*canSplit=*/true, o);
+  // A prefill rope takes the heads of a token H at a time (MapRope::
+  // runHeads: the angles once per lane for H heads); decode keeps one row
+  // an item.
+  int64_t heads = 1;
+  if (ro.rope && r.d[1] > o.maxGemvTokens)
+    for (int64_t h : {o.ropeHeads, int64_t(2)})
+      if (heads == 1 && h > 1 && r.d[2] % h == 0)
+        heads = h;
+  RowSplit sp =
+      chooseRowSplit(r.count / heads, statUnits, workUnits, 256, /*canSplit=*/true, o);
 
   std::string c;
   c += "  using X = " + rowOpType(x) + ";\n";
@@ -247,6 +256,8 @@ llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node 
     c += "  using Store = fg::StoreDense;\n";
   }
   c += rowCfgShape(r, sp);
+  if (heads > 1)
+    c += llvm::formatv("  static constexpr int kHeads = {0};\n", heads).str();
   c += llvm::formatv("  static constexpr int kVX = {0}, kV = {1};\n"
                      "  static constexpr bool kMul = {2}, kAdd = {3};\n",
                      vx, v, ro.w >= 0 ? "true" : "false", ro.residual >= 0 ? "true" : "false")

@@ -85,6 +85,15 @@ struct EmitOptions {
   /// none; it takes 255 registers and runs 2 blocks of 4 warps per SM, 9.7 %
   /// achieved occupancy on the H200). For timing (FG_DEBUG_FLASH_MIN_BLOCKS).
   unsigned attentionPrefillMinBlocks = 0;
+  /// Key tiles in flight in the prefill flash kernel: 2 (the next tile's
+  /// cp.async overlaps this one's mmas) or 1 (load, wait, compute: the form
+  /// before the ninth session). FG_DEBUG_FLASH_STAGES.
+  int attentionPrefillStages = 2;
+  /// A prefill rope (more than maxGemvTokens tokens) takes this many heads of
+  /// a token per warp, computing each angle once for all of them (2 where
+  /// the head count is not a multiple; 1: a head a warp, the form before the
+  /// ninth session). FG_DEBUG_ROPE_HEADS.
+  int64_t ropeHeads = 4;
   /// Decode attention: cp.async stages of each warp's ring in shared memory
   /// (-1: the rule of AttentionEmitter.cpp; 0: the register-load form, no
   /// ring; 2..8; 1 means register loads too), 8-key steps per tile (0: the
@@ -109,18 +118,21 @@ struct EmitOptions {
   /// the ring.
   int64_t attentionRingMinCtx = 4096;
   /// Elementwise maps over the output: elements a thread, their operands
-  /// prefetched into L1 before the first is computed (1: one element a
-  /// thread, the form measured so far). Opt-in until a GPU run has checked
-  /// and timed it (FG_DEBUG_EW_ILP=N): the plain form keeps one 4-byte load
-  /// in flight a thread, and W-dense's 512-token prefill spends 2.14 ms in
-  /// 128 converts at ~30 % of the bandwidth (eighth session).
+  /// prefetched into L1 before the first is computed (FG_DEBUG_EW_ILP=N). One
+  /// by default: measured on the H200 (ninth session, one call), 2 and 4
+  /// took W-dense's 512-token prefill 20.60 -> 19.05 ms, but the vector form
+  /// below (where it applies, which is every convert, GLU and add of that
+  /// prefill) took it to 18.53, and decode steps did not move with either.
   int elementwiseIlp = 1;
   /// Elementwise maps whose operands are all read at the output's own flat
   /// index (no broadcast, offsets keeping groups of 4 aligned): 4 elements a
   /// thread through one vector load per operand and one vector store (8 or
-  /// 16 bytes). Opt-in like elementwiseIlp (FG_DEBUG_EW_VEC=1); it takes
-  /// precedence where it applies.
-  bool elementwiseVector = false;
+  /// 16 bytes); it takes precedence over elementwiseIlp where it applies.
+  /// Measured on the H200 (ninth session, one call, W-dense prefill of 512
+  /// tokens): converts 2.13 -> 0.69 ms, GLUs 1.51 -> 0.65, adds 0.71 -> 0.40,
+  /// the prefill 20.60 -> 18.53 ms (W-moe-12 12.09 -> 11.89); decode steps
+  /// within noise. FG_DEBUG_EW_VEC=0 turns it off.
+  bool elementwiseVector = true;
   /// matmul_id / fused.gated_matmul_id over at least this many tokens sort
   /// their (token, slot) pairs by expert on the device and run one grouped
   /// GEMM (16-bit weights); fewer, the expert-indexed GEMV.

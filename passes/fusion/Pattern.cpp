@@ -302,9 +302,7 @@ const std::vector<std::string> &optInFusionPatterns() {
   // 4.169 ms, W-moe-12 0.883 -> 0.888, W-tiny 0.2107 -> 0.2139): unfused,
   // the three GEMVs already run as parallel branches of the graph, and one
   // work split for all three segments suits the small k and v worse.
-  // glu_convert: written at the end of the eighth session, when no device
-  // time was left; checked and timed by the next session's first call.
-  static const std::vector<std::string> names = {"rms_norm_matmul", "matmul_multi", "glu_convert"};
+  static const std::vector<std::string> names = {"rms_norm_matmul", "matmul_multi"};
   return names;
 }
 

@@ -14,9 +14,12 @@
 // same shape, contiguous, a 16-bit target. The numbers are those of the two
 // ops (the GLU in float, rounded once to the target type).
 //
-// Opt-in (--enable-fusion glu_convert; optInFusionPatterns()) until a GPU run
-// has checked and timed it; it also moves gemm-inputs before fuse (the
-// converts must exist when fusion runs: codegen/cuda/Compile.cpp).
+// On by default since the ninth session (H200, one call, with the vector
+// elementwise form: W-dense's 512-token prefill 18.53 -> 18.00 ms, the GLU
+// and its convert 0.65 + 0.37 -> 0.57 ms). While it is enabled gemm-inputs
+// runs before fuse (the converts must exist when fusion runs:
+// codegen/cuda/Compile.cpp); --disable-fusion glu_convert restores the
+// order before it.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/fusion/Pattern.h"

@@ -7,6 +7,8 @@
 // f16 and bf16 caches; GQA groups 1, 4, 8; sliding windows shorter and longer
 // than the chunk; softcap with sinks; Dv != D; positions out of order (the
 // Session puts a chunk's padding first, at positions after its last token);
+// head dims with an odd number of k16 steps (48, 80); one and two key-tile
+// stages;
 // and replays of one graph are bit-identical (no atomics in the kernel).
 //
 //===----------------------------------------------------------------------===//
@@ -186,6 +188,30 @@ TEST(GpuFlashPrefillOptions, HiLoQAndP) {
     w.sinks = true;
     w.softcap = 30.0;
     runCase(w, f.f16Tol);
+  }
+}
+
+/// Head dims whose k16 steps are odd in number (48, 80: the last step's K
+/// fragments by a two-matrix ldmatrix), and the one-stage form
+/// (FG_DEBUG_FLASH_STAGES=1: load, wait, compute, the form before the ninth
+/// session) beside the default two stages.
+TEST(GpuFlashPrefillOptions, OddKStepsAndStages) {
+  FG_REQUIRE_GPU();
+  for (const char *stages : {"1", "2"}) {
+    SCOPED_TRACE(std::string("FG_DEBUG_FLASH_STAGES=") + stages);
+    ScopedEnv env("FG_DEBUG_FLASH_STAGES", stages);
+    for (int64_t hd : {48, 80}) {
+      PrefillCase c{65, 70, hd};
+      c.cache = hd == 80 ? DType::BF16 : DType::F16;
+      runCase(c);
+    }
+    PrefillCase dense{511, 300}; // several key tiles per block: both slots reused
+    dense.kvHeads = 8;
+    runCase(dense);
+    PrefillCase w{130, 0, 64};
+    w.window = 40;
+    w.sinks = true;
+    runCase(w);
   }
 }
 

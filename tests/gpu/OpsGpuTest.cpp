@@ -153,6 +153,30 @@ void registerCases() {
       b.result(b.rope(x, pos, p, ff, "y"));
       return 1e-5;
     });
+  // Prefill-sized ropes (more than 8 tokens): the heads of a token taken 4
+  // (12 heads), 2 (6 heads) or 1 (5 heads) at a time, the angles computed
+  // once for them (MapRope::runHeads).
+  for (const RopeCase &rc : ropes)
+    for (int64_t heads : {12, 6, 5})
+      add(std::string("rope_prefill_") + rc.name + "_h" + std::to_string(heads), OpKind::Rope,
+          [=](Builder &b, Inputs &in) {
+            auto x = b.weight("x", {DType::F32, {37, heads, 64}}, randn());
+            auto pos = b.input("positions", {DType::I32, {37}});
+            for (int t = 0; t < 37; ++t)
+              in["positions"].push_back(t * 97 % 4096);
+            Builder::RopeParams p;
+            p.mode = rc.mode;
+            p.nDims = rc.nDims;
+            p.theta = 10000;
+            p.freqScale = rc.freqScale;
+            p.extFactor = rc.ext;
+            p.nCtxOrig = rc.ext != 0 ? 4096 : 0;
+            std::optional<ValueId> ff;
+            if (rc.freqFactors)
+              ff = b.weight("ff", {DType::F32, {rc.nDims / 2}}, randu(1.0, 8.0));
+            b.result(b.rope(x, pos, p, ff, "y"));
+            return 1e-5;
+          });
   add("softmax_mask_scale_alibi", OpKind::Softmax, [](Builder &b, Inputs &) {
     auto x = b.weight("x", {DType::F32, {4, 3, 37}}, randn());
     auto mask = b.weight("mask", {DType::F32, {3, 37}}, randn());
@@ -332,14 +356,16 @@ std::vector<size_t> caseIndices() {
 INSTANTIATE_TEST_SUITE_P(Ops, GpuOp, ::testing::ValuesIn(caseIndices()),
                          [](const auto &info) { return cases()[info.param].name; });
 
-/// The opt-in forms of the elementwise maps — prefetching (FG_DEBUG_EW_ILP=4:
-/// four elements a thread, their operands prefetched first) and vector
-/// (FG_DEBUG_EW_VEC=1: four elements a thread by one vector load per operand
-/// where every operand is read at the output's flat index) — on every
-/// elementwise case above: odd sizes (the vector form's scalar tail), > 65535
-/// rows, broadcasts, gathers, f16 / i32 / i64.
-void elementwiseCasesMatch(const char *env, const char *value) {
-  ScopedEnv form(env, value);
+/// The other forms of the elementwise maps — one element a thread
+/// (FG_DEBUG_EW_VEC=0: the form before the ninth session) and prefetching
+/// (FG_DEBUG_EW_ILP=4 with the vector form off: four elements a thread,
+/// their operands prefetched first) — on every elementwise case above, which
+/// the default vector form (four elements a thread by one vector load per
+/// operand where every operand is read at the output's flat index) runs in
+/// GpuOp: odd sizes (the vector form's scalar tail), > 65535 rows,
+/// broadcasts, gathers, f16 / i32 / i64.
+void elementwiseCasesMatch(const char *ilp) {
+  ScopedEnv vec("FG_DEBUG_EW_VEC", "0"), prefetch("FG_DEBUG_EW_ILP", ilp);
   std::set<OpKind> elementwise = {OpKind::Add,     OpKind::Sub,    OpKind::Mul,    OpKind::Div,
                                   OpKind::Glu,     OpKind::Convert, OpKind::Cont,  OpKind::Repeat,
                                   OpKind::Concat,  OpKind::GetRows, OpKind::AddId, OpKind::Scale,
@@ -357,14 +383,14 @@ void elementwiseCasesMatch(const char *env, const char *value) {
   EXPECT_GT(ran, 20u);
 }
 
-TEST(GpuOpPrefetch, ElementwiseCasesMatch) {
+TEST(GpuOpScalar, ElementwiseCasesMatch) {
   FG_REQUIRE_GPU();
-  elementwiseCasesMatch("FG_DEBUG_EW_ILP", "4");
+  elementwiseCasesMatch("1");
 }
 
-TEST(GpuOpVector, ElementwiseCasesMatch) {
+TEST(GpuOpPrefetch, ElementwiseCasesMatch) {
   FG_REQUIRE_GPU();
-  elementwiseCasesMatch("FG_DEBUG_EW_VEC", "1");
+  elementwiseCasesMatch("4");
 }
 
 /// Every op of the table (except attention, tested on its own) has a case.

@@ -65,15 +65,39 @@ template <class C> struct FlashArgs {
   const typename C::Sink *sinks;
 };
 
-template <class C> struct __align__(16) FlashShared {
-  /// One key tile; rows padded by 8 elements (16 bytes: rows stay aligned for
-  /// the uint4 stores, and the 32-bit fragment reads of 8 keys × 4 lanes fall
-  /// in 32 different banks for D = 128).
-  unsigned short k[C::BN][C::D + 8];
-  unsigned short v[C::BN][C::Dv + 8];
-  int lo[16 * C::kW], hi[16 * C::kW]; ///< visible keys per query row (lo > hi: none)
-  int klo, khi;                       ///< the block's key range
+/// The block's query ranges (static shared memory). The key and value tiles
+/// live in dynamic shared memory (the emitter's sharedBytes): C::S stages of
+/// BN rows each,
+/// rows padded by 8 elements (16 bytes: rows stay aligned for cp.async and
+/// ldmatrix, and the 8 row addresses of one ldmatrix phase, 272 bytes apart
+/// at D = 128, fall in 32 different banks).
+struct FlashRanges {
+  int lo[128], hi[128]; ///< visible keys per query row (lo > hi: none)
+  int klo, khi;         ///< the block's key range
 };
+
+/// ldmatrix: four 8×8 matrices of 16-bit elements; lane l supplies the row
+/// address of row l % 8 of matrix l / 8 and receives, from each matrix i,
+/// register i: row l / 4, columns 2(l % 4), 2(l % 4) + 1 (.trans: column
+/// l / 4, rows 2(l % 4), 2(l % 4) + 1).
+static __device__ __forceinline__ void flashLdsm4(unsigned (&r)[4], const unsigned short *p) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+static __device__ __forceinline__ void flashLdsm2(unsigned (&r)[2], const unsigned short *p) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(a));
+}
+static __device__ __forceinline__ void flashLdsm4T(unsigned (&r)[4], const unsigned short *p) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
 
 /// The visible keys [lo, hi] of a query at position p (lo > hi when none).
 template <class C> static __device__ __forceinline__ void flashRange(long long p, int &lo, int &hi) {
@@ -84,11 +108,6 @@ template <class C> static __device__ __forceinline__ void flashRange(long long p
     return;
   }
   lo = (int)l, hi = (int)h;
-}
-
-/// Two 16-bit elements as one mma register (a in the lower half).
-static __device__ __forceinline__ unsigned flashPair(unsigned short a, unsigned short b) {
-  return (unsigned)a | ((unsigned)b << 16);
 }
 
 /// A tile of BN rows of U 16-byte units each (row j at src + j · sj, unit-
@@ -143,14 +162,26 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
   using DV = typename C::DecV;
   using MK = AttnMma<DK::kBf16>;
   using MV = AttnMma<DV::kBf16>;
-  constexpr int W = C::kW, NT = 32 * W, BM = 16 * W, BN = C::BN;
+  constexpr int W = C::kW, NT = 32 * W, BM = 16 * W, BN = C::BN, S = C::S;
   constexpr int KS = C::D / 16, NS = BN / 8, NO = C::Dv / 8;
+  constexpr int PK = C::D + 8, PV = C::Dv + 8; // shared row pitches (elements)
   static_assert(DK::kParts == 1 && DV::kParts == 1, "16-bit caches only");
   static_assert(C::D % 16 == 0 && C::Dv % 16 == 0 && BN % 16 == 0, "whole mma tiles");
-  __shared__ FlashShared<C> sh;
+  static_assert(BM <= 128, "FlashRanges holds 128 query rows");
+  static_assert(S == 1 || (S == 2 && C::kVecK && C::kVecV), "two stages need cp.async rows");
+  // Scores are kept in log2 units (q · scale · log2 e, or the softcapped
+  // score times log2 e), so each exponential is one ex2.
+  constexpr float kLog2e = 1.4426950408889634f;
+  __shared__ FlashRanges sh;
+  extern __shared__ __align__(16) unsigned char fg_flash_tiles[];
+  unsigned short *const ktiles = reinterpret_cast<unsigned short *>(fg_flash_tiles);
+  unsigned short *const vtiles = ktiles + S * BN * PK;
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const long long q0 = (long long)blockIdx.x * BM, h = blockIdx.y, hk = h / C::G;
+  // The last query tile (the most keys under a causal mask) first: blocks are
+  // dispatched in index order, so the long ones start before the short ones.
+  const long long q0 = (long long)(gridDim.x - 1 - blockIdx.x) * BM, h = blockIdx.y,
+                  hk = h / C::G;
 
   // Visible ranges of the block's queries, and the block's key range.
   if (threadIdx.x == 0) {
@@ -174,23 +205,28 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
   const int klo = sh.klo, khi = sh.khi;
   const int rA = 16 * warp + g, rB = rA + 8; // this lane's two query rows in the tile
   const int loA = sh.lo[rA], hiA = sh.hi[rA], loB = sh.lo[rB], hiB = sh.hi[rB];
-  // The warp's own key range (its 16 rows), to skip tiles it does not see.
+  // The warp's own key range (its 16 rows), to skip tiles it does not see,
+  // and the range every one of its rows sees, where no mask is needed.
   int wlo = loA < loB ? loA : loB, whi = hiA > hiB ? hiA : hiB;
+  int alo = loA > loB ? loA : loB, ahi = hiA < hiB ? hiA : hiB;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
-    const int l2 = __shfl_xor_sync(0xffffffffu, wlo, o), h2 = __shfl_xor_sync(0xffffffffu, whi, o);
-    wlo = l2 < wlo ? l2 : wlo;
-    whi = h2 > whi ? h2 : whi;
+    wlo = min(wlo, __shfl_xor_sync(0xffffffffu, wlo, o));
+    whi = max(whi, __shfl_xor_sync(0xffffffffu, whi, o));
+    alo = max(alo, __shfl_xor_sync(0xffffffffu, alo, o));
+    ahi = min(ahi, __shfl_xor_sync(0xffffffffu, ahi, o));
   }
 
-  // q · scale as A fragments, hi + lo halves in K's mma type (C::kHalf: hi
-  // only; the unused lo registers are dead code the compiler drops).
+  // q · scale (· log2 e) as A fragments, hi + lo halves in K's mma type
+  // (C::kHalf: hi only; the unused lo registers are dead code the compiler
+  // drops).
   uint4 qh[KS], ql[KS];
   {
+    constexpr float kQ = C::kSoftcap ? 1.0f : kLog2e;
     const long long qa = q0 + rA, qb = q0 + rB;
     auto qv = [&](long long qi, int d) {
       return qi < C::T ? fg_to_f(a.q[C::q_off + qi * C::q_st + h * C::q_sh + d * C::q_sd]) *
-                             C::scale()
+                             (C::scale() * kQ)
                        : 0.0f;
     };
 #pragma unroll
@@ -203,10 +239,11 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
     }
   }
 
-  // Running max and (per-lane partial) sum of rows A (r = 0) and B (r = 1).
+  // Running max (log2 units) and per-lane partial sum of rows A (r = 0) and
+  // B (r = 1).
   float m[2] = {-FG_INF, -FG_INF}, l[2] = {0.0f, 0.0f};
   if constexpr (C::kSinks) {
-    const float s = fg_to_f(a.sinks[C::sink_off + h * C::sink_sh]);
+    const float s = fg_to_f(a.sinks[C::sink_off + h * C::sink_sh]) * kLog2e;
     m[0] = m[1] = s;
     l[0] = l[1] = t == 0 ? 1.0f : 0.0f; // exp(sink − m), counted once per quad
   }
@@ -219,48 +256,89 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
 
   const typename DK::T *kbase = a.k + C::k_off + hk * C::k_sh;
   const typename DV::T *vbase = a.v + C::v_off + hk * C::v_sh;
-  for (int j0 = klo; j0 <= khi; j0 += BN) {
-    // The key tile into shared memory (zeros outside [klo, khi]).
-    __syncthreads(); // the previous tile is no longer read
-    flashStage<DK, C::D, C::k_sd, C::kVecK, NT, BN>(&sh.k[0][0], C::D + 8, kbase, C::k_sj, j0, khi);
-    flashStage<DV, C::Dv, C::v_sd, C::kVecV, NT, BN>(&sh.v[0][0], C::Dv + 8, vbase, C::v_sj, j0,
-                                                     khi);
+  auto stage = [&](int j0, int slot) {
+    flashStage<DK, C::D, C::k_sd, C::kVecK, NT, BN>(ktiles + slot * BN * PK, PK, kbase, C::k_sj,
+                                                     j0, khi);
+    flashStage<DV, C::Dv, C::v_sd, C::kVecV, NT, BN>(vtiles + slot * BN * PV, PV, vbase, C::v_sj,
+                                                      j0, khi);
     if constexpr (C::kVecK || C::kVecV)
-      asm volatile("cp.async.wait_all;\n" ::: "memory");
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
+  };
+  if constexpr (S == 2)
+    if (klo <= khi)
+      stage(klo, 0);
+  for (int j0 = klo, it = 0; j0 <= khi; j0 += BN, ++it) {
+    const int slot = S == 2 ? (it & 1) : 0;
+    __syncthreads(); // the tile that last used the slot being filled is no longer read
+    if constexpr (S == 2) {
+      // The next tile into the other slot; wait for this one only.
+      if (j0 + BN <= khi) {
+        stage(j0 + BN, slot ^ 1);
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+      } else {
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+      }
+    } else {
+      stage(j0, 0);
+      if constexpr (C::kVecK || C::kVecV)
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+    }
     __syncthreads();
     if (j0 > whi || j0 + BN - 1 < wlo)
       continue; // no query of this warp sees these keys
+    const unsigned short *kt = ktiles + slot * BN * PK;
+    const unsigned short *vt = vtiles + slot * BN * PV;
 
-    // S = (q · scale) · Kᵀ for the warp's 16 rows × BN keys.
+    // S = q · Kᵀ for the warp's 16 rows × BN keys. B fragments by ldmatrix:
+    // matrix i of key rows 8n .. 8n + 7 and head dims 16ks + 8i .. + 7 gives
+    // b0 (i even) and b1 (i odd) of k-steps ks, ks + 1.
     float s[NS][4];
 #pragma unroll
     for (int n = 0; n < NS; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         s[n][e] = 0.0f;
+      const unsigned short *krow = kt + (8 * n + (lane & 7)) * PK;
 #pragma unroll
-      for (int ks = 0; ks < KS; ++ks) {
-        const unsigned b0 = *reinterpret_cast<const unsigned *>(&sh.k[8 * n + g][16 * ks + 2 * t]);
-        const unsigned b1 =
-            *reinterpret_cast<const unsigned *>(&sh.k[8 * n + g][16 * ks + 2 * t + 8]);
-        MK::mmaK16(s[n], qh[ks], b0, b1);
+      for (int ks = 0; ks + 1 < KS; ks += 2) {
+        unsigned b[4];
+        flashLdsm4(b, krow + 16 * ks + 8 * (lane >> 3));
+        MK::mmaK16(s[n], qh[ks], b[0], b[1]);
+        MK::mmaK16(s[n], qh[ks + 1], b[2], b[3]);
+        if constexpr (!C::kHalf) {
+          MK::mmaK16(s[n], ql[ks], b[0], b[1]);
+          MK::mmaK16(s[n], ql[ks + 1], b[2], b[3]);
+        }
+      }
+      if constexpr (KS % 2 == 1) {
+        unsigned b[2];
+        flashLdsm2(b, krow + 16 * (KS - 1) + 8 * ((lane >> 3) & 1));
+        MK::mmaK16(s[n], qh[KS - 1], b[0], b[1]);
         if constexpr (!C::kHalf)
-          MK::mmaK16(s[n], ql[ks], b0, b1);
+          MK::mmaK16(s[n], ql[KS - 1], b[0], b[1]);
       }
     }
-    // Softcap and the causal / window mask.
+    // Softcap (then log2 units), and the causal / window mask where some row
+    // of the warp does not see every key of the tile.
+    if constexpr (C::kSoftcap) {
 #pragma unroll
-    for (int n = 0; n < NS; ++n)
+      for (int n = 0; n < NS; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int j = j0 + 8 * n + 2 * t + (e & 1);
-        const bool vis = e < 2 ? (j >= loA && j <= hiA) : (j >= loB && j <= hiB);
-        float x = s[n][e];
-        if constexpr (C::kSoftcap)
-          x = C::softcap() * tanhf(x / C::softcap());
-        s[n][e] = vis ? x : -FG_INF;
-      }
-    // Online softmax, per row.
+        for (int e = 0; e < 4; ++e)
+          s[n][e] = C::softcap() * tanhf(s[n][e] / C::softcap()) * kLog2e;
+    }
+    if (j0 < alo || j0 + BN - 1 > ahi) {
+#pragma unroll
+      for (int n = 0; n < NS; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = j0 + 8 * n + 2 * t + (e & 1);
+          const bool vis = e < 2 ? (j >= loA && j <= hiA) : (j >= loB && j <= hiB);
+          s[n][e] = vis ? s[n][e] : -FG_INF;
+        }
+    }
+    // Online softmax, per row. A row that has seen no key keeps m = −inf;
+    // its exponentials are taken against 0 (exp2(−inf) = 0, no NaN).
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx = -FG_INF;
@@ -270,13 +348,14 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float mn = fmaxf(m[r], mx);
-      const float corr = mn == -FG_INF ? 1.0f : expf(m[r] - mn);
+      const float base = mn == -FG_INF ? 0.0f : mn;
+      const float corr = exp2f(m[r] - base);
       float sum = 0.0f;
 #pragma unroll
       for (int n = 0; n < NS; ++n)
 #pragma unroll
         for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          s[n][e] = s[n][e] == -FG_INF ? 0.0f : expf(s[n][e] - mn);
+          s[n][e] = exp2f(s[n][e] - base);
           sum += s[n][e];
         }
       l[r] = l[r] * corr + sum;
@@ -287,7 +366,9 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
         o[c][2 * r + 1] *= corr;
       }
     }
-    // O += P · V, one k16 step per 16 keys.
+    // O += P · V, one k16 step per 16 keys. B fragments by ldmatrix.trans:
+    // matrices 0 / 1 are keys 16kk .. + 7 / + 8 .. + 15 of value columns
+    // 8c .. 8c + 7 (b0, b1 of column tile c), 2 / 3 the same of c + 1.
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
       uint4 ph, pl;
@@ -295,15 +376,17 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
       attnSplit<DV::kBf16>(s[2 * kk][2], s[2 * kk][3], ph.y, pl.y);
       attnSplit<DV::kBf16>(s[2 * kk + 1][0], s[2 * kk + 1][1], ph.z, pl.z);
       attnSplit<DV::kBf16>(s[2 * kk + 1][2], s[2 * kk + 1][3], ph.w, pl.w);
-      const int k0 = 16 * kk + 2 * t;
+      const unsigned short *vrow = vt + (16 * kk + (lane & 7) + 8 * ((lane >> 3) & 1)) * PV;
 #pragma unroll
-      for (int c = 0; c < NO; ++c) {
-        const int col = 8 * c + g;
-        const unsigned b0 = flashPair(sh.v[k0][col], sh.v[k0 + 1][col]);
-        const unsigned b1 = flashPair(sh.v[k0 + 8][col], sh.v[k0 + 9][col]);
-        MV::mmaK16(o[c], ph, b0, b1);
-        if constexpr (!C::kHalf)
-          MV::mmaK16(o[c], pl, b0, b1);
+      for (int c = 0; c < NO; c += 2) {
+        unsigned b[4];
+        flashLdsm4T(b, vrow + 8 * c + 8 * (lane >> 4));
+        MV::mmaK16(o[c], ph, b[0], b[1]);
+        MV::mmaK16(o[c + 1], ph, b[2], b[3]);
+        if constexpr (!C::kHalf) {
+          MV::mmaK16(o[c], pl, b[0], b[1]);
+          MV::mmaK16(o[c + 1], pl, b[2], b[3]);
+        }
       }
     }
   }
@@ -322,8 +405,7 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
 #pragma unroll
     for (int c = 0; c < NO; ++c) {
       const int col = 8 * c + 2 * t;
-      yr[col] = o[c][2 * r] * inv;
-      yr[col + 1] = o[c][2 * r + 1] * inv;
+      *reinterpret_cast<float2 *>(yr + col) = make_float2(o[c][2 * r] * inv, o[c][2 * r + 1] * inv);
     }
   }
 }

@@ -170,10 +170,12 @@ static __device__ __forceinline__ float fgRowFold(const typename Op::T *row, int
 
 /// The (row, slice) items of a launch: item = row · kSplit + slice, a group
 /// per item, kThreads / kGroup groups per block, grid-stride over items.
-template <class C, class F> static __device__ __forceinline__ void fgForItems(F f) {
+/// Rows: the rows (or groups of rows) the items are made of.
+template <class C, long long Rows = C::D0 * C::D1 * C::D2, class F>
+static __device__ __forceinline__ void fgForItems(F f) {
   constexpr int G = C::kGroup, RPB = C::kThreads / C::kGroup;
   static_assert(RPB == 1 || G == 32, "several rows per block only with one warp per row");
-  constexpr long long kItems = C::D0 * C::D1 * C::D2 * C::kSplit;
+  constexpr long long kItems = Rows * C::kSplit;
   const int g = RPB == 1 ? (int)threadIdx.x : (int)(threadIdx.x & 31);
   const long long sub = RPB == 1 ? 0 : (long long)(threadIdx.x >> 5);
   for (long long item = (long long)blockIdx.x * RPB + sub; item < kItems;
@@ -339,6 +341,47 @@ template <class R> struct MapRope {
   /// Nothing: rope rows are short (a head), w is read with x.
   template <class C>
   static __device__ __forceinline__ void prefetch(const RowValues<C, C::kV> &, long long, int) {}
+
+  /// cos and sin (times the magnitude) of pair i at position pos.
+  template <class C, class A>
+  static __device__ __forceinline__ void angle(const A &a, long long i, double pos, float &cs,
+                                               float &sn) {
+    double theta = pos * pow(R::kTheta, -2.0 * (double)i / (double)R::kNDims);
+    if constexpr (R::kFF)
+      theta = theta / (double)fg_to_f(a.ff[C::FF::at(i)]);
+    double th = R::kFreqScale * theta;
+    if constexpr (R::kYarn) {
+      const double y = ((double)i - R::kLow) / fmax(0.001, R::kHigh - R::kLow);
+      const double ramp = (1.0 - fmin(1.0, fmax(0.0, y))) * R::kExt;
+      th = th * (1.0f - ramp) + theta * ramp;
+    }
+    cs = (float)(cos(th) * R::kMScale);
+    sn = (float)(sin(th) * R::kMScale);
+  }
+
+  /// Work unit u of a row: pair u < n_dims / 2 rotated by (cs, sn), or a
+  /// pass-through channel.
+  template <class C, class A>
+  static __device__ __forceinline__ void unit(const A &a, const RowValues<C, C::kV> &val,
+                                              long long row, const RowPos &p, long long drow,
+                                              long long u, float cs, float sn) {
+    constexpr long long kHalf = R::kNDims / 2;
+    if (u >= kHalf) {
+      const long long c = R::kNDims + (u - kHalf);
+      float y[1];
+      val.at(c, y);
+      C::Store::template put<C, 1>(a.out, row, p, drow, c, y);
+      return;
+    }
+    const long long i0 = R::kNeox ? u : 2 * u, i1 = R::kNeox ? u + kHalf : 2 * u + 1;
+    float va[1], vb[1];
+    val.at(i0, va);
+    val.at(i1, vb);
+    const float ya[1] = {va[0] * cs - vb[0] * sn}, yb[1] = {va[0] * sn + vb[0] * cs};
+    C::Store::template put<C, 1>(a.out, row, p, drow, i0, ya);
+    C::Store::template put<C, 1>(a.out, row, p, drow, i1, yb);
+  }
+
   template <class C, class A>
   static __device__ __forceinline__ void run(const A &a, const RowValues<C, C::kV> &val,
                                              long long row, const RowPos &p, long long drow,
@@ -349,31 +392,48 @@ template <class R> struct MapRope {
     const double pos = (double)a.pos[C::Pos::at(p.r1)];
     const long long end = Sl::end(part);
     for (long long u = Sl::begin(part) + g; u < end; u += C::kGroup) {
-      if (u >= kHalf) {
-        const long long c = R::kNDims + (u - kHalf);
-        float y[1];
-        val.at(c, y);
-        C::Store::template put<C, 1>(a.out, row, p, drow, c, y);
-        continue;
+      float cs = 1.0f, sn = 0.0f;
+      if (u < kHalf)
+        angle<C>(a, u, pos, cs, sn);
+      unit<C>(a, val, row, p, drow, u, cs, sn);
+    }
+  }
+
+  /// H consecutive rows of one position (heads r2 .. r2 + H − 1 of token
+  /// r1): each lane computes the angles of its units once and rotates them
+  /// in every head — the f64 pow / cos / sin are most of a rope's work, and
+  /// a prefill row is one head of 32 sharing the position. Same values as
+  /// run() on each row.
+  template <class C, int H, class A>
+  static __device__ __forceinline__ void runHeads(const A &a, long long row0, const RowPos &p0,
+                                                  long long drow, long long part, int g) {
+    static_assert(C::kV == 1, "rope pairs are read one channel at a time");
+    constexpr long long kHalf = R::kNDims / 2, kUnits = kHalf + (C::L - R::kNDims);
+    using Sl = FgSlice<kUnits, C::kSplit>;
+    constexpr int kPer = (int)((Sl::kChunk + C::kGroup - 1) / C::kGroup);
+    const double pos = (double)a.pos[C::Pos::at(p0.r1)];
+    const long long b = Sl::begin(part) + g, end = Sl::end(part);
+    float cs[kPer], sn[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const long long u = b + (long long)k * C::kGroup;
+      cs[k] = 1.0f, sn[k] = 0.0f;
+      if (u < end && u < kHalf)
+        angle<C>(a, u, pos, cs[k], sn[k]);
+    }
+#pragma unroll
+    for (int hh = 0; hh < H; ++hh) {
+      RowPos p = p0;
+      p.r2 += hh;
+      const typename C::X::T *xr = a.x + C::X::base(p);
+      RowValues<C, C::kV> val{xr, a.w + C::W::base(p), a.res + C::Res::base(p), {}};
+      val.st = C::Stat::template run<C>(xr, g);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const long long u = b + (long long)k * C::kGroup;
+        if (u < end)
+          unit<C>(a, val, row0 + hh, p, drow, u, cs[k], sn[k]);
       }
-      const long long i = u;
-      double theta = pos * pow(R::kTheta, -2.0 * (double)i / (double)R::kNDims);
-      if constexpr (R::kFF)
-        theta = theta / (double)fg_to_f(a.ff[C::FF::at(i)]);
-      double th = R::kFreqScale * theta;
-      if constexpr (R::kYarn) {
-        const double y = ((double)i - R::kLow) / fmax(0.001, R::kHigh - R::kLow);
-        const double ramp = (1.0 - fmin(1.0, fmax(0.0, y))) * R::kExt;
-        th = th * (1.0f - ramp) + theta * ramp;
-      }
-      const float cs = (float)(cos(th) * R::kMScale), sn = (float)(sin(th) * R::kMScale);
-      const long long i0 = R::kNeox ? i : 2 * i, i1 = R::kNeox ? i + kHalf : 2 * i + 1;
-      float va[1], vb[1];
-      val.at(i0, va);
-      val.at(i1, vb);
-      const float ya[1] = {va[0] * cs - vb[0] * sn}, yb[1] = {va[0] * sn + vb[0] * cs};
-      C::Store::template put<C, 1>(a.out, row, p, drow, i0, ya);
-      C::Store::template put<C, 1>(a.out, row, p, drow, i1, yb);
     }
   }
 };
@@ -391,7 +451,32 @@ template <class C> struct NormArgs {
   const typename C::FF::T *__restrict__ ff;
 };
 
+/// C::kHeads (rope only; 1 when absent): rows taken H at a time, the
+/// heads of one token (MapRope::runHeads).
+template <class C, class = void> struct RowHeads {
+  static constexpr int value = 1;
+};
+template <class C> struct RowHeads<C, decltype(void(C::kHeads))> {
+  static constexpr int value = C::kHeads;
+};
+
 template <class C> static __device__ __forceinline__ void normRows(const NormArgs<C> &a) {
+  if constexpr (RowHeads<C>::value > 1) {
+    constexpr int H = RowHeads<C>::value;
+    static_assert(C::D2 % H == 0, "head groups within a token");
+    fgForItems<C, C::D0 * C::D1 * C::D2 / H>([&](long long grp, long long part, int g) {
+      const long long row = grp * H;
+      const RowPos p = rowPos<C::D0, C::D1, C::D2>(row);
+      long long drow = 0;
+      if constexpr (C::Store::kSetRows) {
+        drow = (long long)a.idx[C::Idx::at(p.r1)];
+        if (drow < 0 || drow >= C::Store::kRows)
+          return;
+      }
+      C::Map::template runHeads<C, H>(a, row, p, drow, part, g);
+    });
+    return;
+  }
   fgForItems<C>([&](long long row, long long part, int g) {
     const RowPos p = rowPos<C::D0, C::D1, C::D2>(row);
     long long drow = 0;

@@ -115,13 +115,14 @@ TEST(GemmInputs, SameLogitsAsWithoutThePass) {
   expectSameRows(teacherForced(demoF16(true)), teacherForced(demoF16(false)), 1e-2);
 }
 
-/// The opt-in glu_convert (which moves gemm-inputs before fuse): the dense
-/// FFN's GLU of a prefill chunk writes the down GEMM's f16 input itself — no
-/// convert of it is left — and the logits are those of the default plan
-/// (the same rounding, once) on the CPU reference.
+/// glu_convert (on by default since the ninth session; it moves gemm-inputs
+/// before fuse): the dense FFN's GLU of a prefill chunk writes the down
+/// GEMM's f16 input itself — no convert of it is left — and the logits are
+/// those of the plan without it (the same rounding, once) on the CPU
+/// reference; --disable-fusion glu_convert restores the old pass order.
 TEST(PrefillFusion, GluConvertWritesTheGemmInputAndMatches) {
   // The demo with a dense FFN (its own FFN is a mixture of experts).
-  auto dense = [](std::vector<std::string> enable) {
+  auto dense = [](std::vector<std::string> disable) {
     DecoderConfig c = demoConfig(64, DType::F16);
     c.weightDType = DType::F16;
     c.ffn = DecoderConfig::FfnKind::Dense;
@@ -129,22 +130,27 @@ TEST(PrefillFusion, GluConvertWritesTheGemmInputAndMatches) {
     auto g = buildDecoderGraph(c, decoderEntries({16}));
     EXPECT_TRUE(bool(g)) << llvm::toString(g.takeError());
     CompileOptions co;
-    co.enableFusion = std::move(enable);
+    co.disableFusion = std::move(disable);
     auto plan = compile(*g, co);
     EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
     return std::move(*plan);
   };
-  Plan fused = dense({"glu_convert"}), plain = dense({});
+  Plan fused = dense({}), plain = dense({"glu_convert"});
   const Function *pre = fused.graph().lookup("prefill_16");
   ASSERT_NE(pre, nullptr);
   EXPECT_GT(count(*pre, OpKind::FusedGluConvert), 0u);
   EXPECT_EQ(count(*plain.graph().lookup("prefill_16"), OpKind::FusedGluConvert), 0u);
   EXPECT_LT(count(*pre, OpKind::Convert), count(*plain.graph().lookup("prefill_16"), OpKind::Convert));
-  std::vector<std::string> order;
-  for (const PlanPassRecord &r : fused.passes())
-    order.push_back(r.name);
-  EXPECT_EQ(order, (std::vector<std::string>{"canonicalize", "cse", "dce", "gemm-inputs", "fuse",
-                                             "dce"}));
+  auto order = [](const Plan &p) {
+    std::vector<std::string> names;
+    for (const PlanPassRecord &r : p.passes())
+      names.push_back(r.name);
+    return names;
+  };
+  EXPECT_EQ(order(fused), (std::vector<std::string>{"canonicalize", "cse", "dce", "gemm-inputs",
+                                                    "fuse", "dce"}));
+  EXPECT_EQ(order(plain), (std::vector<std::string>{"canonicalize", "cse", "dce", "fuse",
+                                                    "gemm-inputs", "dce"}));
   expectSameRows(teacherForced(fused), teacherForced(plain), 1e-6);
 }
 

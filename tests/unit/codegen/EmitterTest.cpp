@@ -494,6 +494,33 @@ TEST(CudaEmit, Rope) {
   // Channels 32..79 pass through.
   EXPECT_NE(kernel(ls, 0).source.find("kNDims = 32LL"), std::string::npos);
   EXPECT_NE(kernel(ls, 0).source.find("L = 80LL"), std::string::npos);
+  EXPECT_EQ(kernel(ls, 0).source.find("kHeads = "), std::string::npos); // 5 tokens: decode-sized
+}
+
+/// A prefill rope (more than 8 tokens) takes the heads of a token 4 at a time
+/// (2 when the head count is not a multiple of 4, 1 when it is odd), the
+/// grid sized for the groups; every form compiles.
+TEST(CudaEmit, RopePrefillHeadGroups) {
+  for (auto [heads, group] : {std::pair{32, 4}, {6, 2}, {5, 0}}) {
+    SCOPED_TRACE(heads);
+    Builder::RopeParams p;
+    p.mode = RopeMode::Neox;
+    auto ls = emitAll([&](Builder &b) {
+      auto x = b.input("x", T(DType::F32, {37, heads, 128}));
+      b.result(b.rope(x, b.input("positions", T(DType::I32, {37})), p));
+    });
+    ASSERT_EQ(ls.size(), 1u);
+    const KernelSpec &k = kernel(ls, 0);
+    if (group == 0) {
+      EXPECT_EQ(k.source.find("kHeads = "), std::string::npos);
+      continue;
+    }
+    EXPECT_NE(k.source.find("kHeads = " + std::to_string(group) + ";"), std::string::npos);
+    if (heads == 32) { // 296 groups of 64 pairs: a block of 64 threads each
+      EXPECT_EQ(k.grid[0], 296u);
+      EXPECT_EQ(k.block[0], 64u);
+    }
+  }
 }
 
 TEST(CudaEmit, ArgsortTopK) {
@@ -757,6 +784,7 @@ TEST(CudaEmit, AttentionPrefillKernel) {
       {65, 8, 2, 64, 64, 16, 0, true, DType::BF16, true},     // window, sinks
       {511, 4, 4, 128, 128, 0, 30.0, false, DType::F16, true}, // softcap, group 1
       {9, 16, 2, 96, 80, 0, 0, false, DType::F16, true},      // Dv != D
+      {70, 8, 2, 80, 48, 0, 0, false, DType::BF16, true},     // an odd number of k16 steps
       {2048, 32, 4, 128, 128, 0, 0, false, DType::BF16, true}, // W-moe
       {8, 32, 8, 128, 128, 0, 0, false, DType::F16, false},   // decode-sized
       {64, 8, 2, 128, 128, 0, 0, false, DType::F32, false},   // f32 cache
@@ -789,6 +817,9 @@ TEST(CudaEmit, AttentionPrefillKernel) {
     EXPECT_EQ(attn.block[0], 128u);
     EXPECT_EQ(attn.scratchBytes, 0u);
     EXPECT_EQ(attn.counterBytes, 0u);
+    // Two stages of 64-row K and V tiles, rows padded by 8 elements.
+    EXPECT_EQ(attn.sharedBytes, unsigned(2 * 2 * 64 * ((c.D + 8) + (c.Dv + 8))));
+    EXPECT_TRUE(contains(attn, "S = 2;"));
     std::vector<Param> params = {Param::result(0), Param::operand(0), Param::operand(1),
                                  Param::operand(2), Param::operand(3)};
     if (c.sinks)
