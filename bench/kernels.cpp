@@ -550,6 +550,10 @@ struct LaunchList {
     const auto &g = std::get<CublasGemmSpec>(l);
     if (!dev.cublas)
       return makeError("no cuBLAS handle: " + dev.cublasError);
+    // The cuBLASLt form (fused.matmul_add over prefill rows) is run by the
+    // CudaRunner (runtime/cuda/CublasLt.h), not here: no kernel case emits it.
+    if (g.lt)
+      return makeError(g.name + ": the kernel benchmark does not run cuBLASLt GEMMs");
     auto at = [&](const cuda::GemmOperand &o) {
       return static_cast<char *>(b.param(o.param, slot)) + o.byteOffset;
     };

@@ -75,7 +75,8 @@ public:
   /// not asked here.
   virtual bool readsAllBeforeWrite(const NodeDesc &node, unsigned operand) const = 0;
   /// Most rows of x the GEMV kernels take (matmul, matmul_id and the gated
-  /// fusions); larger matmuls go to a library GEMM without epilogues.
+  /// fusions); larger matmuls go to a library GEMM, whose only epilogue is
+  /// fused.matmul_add's per-row residual (CUDA: cuBLASLt with C = r).
   virtual int64_t maxGemvTokens() const = 0;
   /// The node's estimated cost on this target.
   virtual NodeCost cost(const NodeDesc &node) const = 0;

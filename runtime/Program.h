@@ -58,8 +58,13 @@ struct KernelImage {
   std::string ptx;
 };
 
-/// The shape of one cublasGemmEx call in cuBLAS's own (column-major) terms:
-///   C = alpha·op(A)·op(B) + beta·C,  op = transpose when trans*, f32 compute.
+/// The shape of one GEMM in cuBLAS's own (column-major) terms, f32 compute:
+///   cublasGemmEx (lt false):  C = alpha·op(A)·op(B) + beta·C
+///   cublasLtMatmul (lt true): D = alpha·op(A)·op(B) + beta·C, C read, D
+///                             written (m×n, leading dimension ldd, type cType)
+/// op = transpose when trans*. The Lt form is fused.matmul_add over prefill
+/// rows: C is the residual and D the result, two buffers (never aliased), so
+/// the residual is neither copied into the result first nor overwritten.
 /// The emitter's CublasGemmSpec (operands as node parameters) and the plan's
 /// GemmDesc (operands as buffers) share it.
 struct GemmShape {
@@ -68,12 +73,14 @@ struct GemmShape {
   DType aType = DType::F32, bType = DType::F32, cType = DType::F32;
   int64_t lda = 0, ldb = 0, ldc = 0;
   float alpha = 1, beta = 0;
+  bool lt = false;  ///< cublasLtMatmul with a separate D
+  int64_t ldd = 0;  ///< D's leading dimension (lt only)
 };
 
 /// A GEMM launch of the plan: its shape and buffers (offsets already include
-/// each operand's byte offset).
+/// each operand's byte offset). `d` is used by the Lt form only.
 struct GemmDesc : GemmShape {
-  BufferRef a, b, c;
+  BufferRef a, b, c, d;
 };
 
 struct LaunchRecord {

@@ -152,7 +152,8 @@ constexpr uint32_t kProgramTagV2 = 0x46475053; // "FGPS": launches without node 
 constexpr uint32_t kProgramTagV3 = 0x46475054; // "FGPT": transformed weights embedded as bytes
 constexpr uint32_t kProgramTagV4 = 0x46475055; // "FGPU": attention counters cleared by a kernel
 constexpr uint32_t kProgramTagV5 = 0x46475056; // "FGPV": inputs without value ranges (no input check)
-constexpr uint32_t kProgramTag = 0x46475057;   // "FGPW"
+constexpr uint32_t kProgramTagV6 = 0x46475057; // "FGPW": GEMMs without the Lt form (read)
+constexpr uint32_t kProgramTag = 0x46475058;   // "FGPX"
 constexpr uint32_t kWeightsTagV1 = 0x46475754; // "FGWT": transformed weights embedded as bytes
 constexpr uint32_t kWeightsTag = 0x46475755;   // "FGWU"
 
@@ -347,6 +348,9 @@ EncodedProgram encodeProgram(const CompiledProgram &p) {
       w.ref(g.c);
       w.pod(g.alpha);
       w.pod(g.beta);
+      w.pod(static_cast<uint8_t>(g.lt));
+      w.pod(g.ldd);
+      w.ref(g.d);
       w.u64(l.deps.size());
       for (uint32_t d : l.deps)
         w.pod(d);
@@ -416,7 +420,10 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
                                  : tag == kProgramTagV4 ? "attention counters cleared by a kernel"
                                                         : "inputs without value ranges") +
                      "); recompile the model");
-  if (tag != kProgramTag || r.failed())
+  // A V6 plan differs only in its GEMM records, which lack the Lt fields
+  // (lt, ldd, d): it is read as plain cublasGemmEx calls.
+  const bool hasLt = tag == kProgramTag;
+  if ((tag != kProgramTag && tag != kProgramTagV6) || r.failed())
     return corrupt("bad tag");
   p.arch = r.str();
   p.ctx = r.pod<int64_t>();
@@ -502,6 +509,14 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
       g.c = r.ref();
       g.alpha = r.pod<float>();
       g.beta = r.pod<float>();
+      if (hasLt) {
+        auto lt = r.pod<uint8_t>();
+        if (lt > 1)
+          return corrupt("bad gemm form");
+        g.lt = lt != 0;
+        g.ldd = r.pod<int64_t>();
+        g.d = r.ref();
+      }
       uint64_t nDeps = r.count(4);
       for (uint64_t d = 0; d < nDeps && !r.failed(); ++d) {
         uint32_t dep = r.pod<uint32_t>();

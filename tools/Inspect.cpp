@@ -484,6 +484,8 @@ void printProgramJson(const Plan &plan, json::OStream &j) {
                     j.attribute("a_type", std::string(dtypeName(g.aType)));
                     j.attribute("b_type", std::string(dtypeName(g.bType)));
                     j.attribute("c_type", std::string(dtypeName(g.cType)));
+                    if (g.lt) // cublasLtMatmul: C (the residual) read, D written
+                      j.attribute("lt", true);
                   });
                 } else {
                   j.attribute("module", static_cast<int64_t>(l.module));

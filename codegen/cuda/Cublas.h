@@ -16,6 +16,14 @@
 // dense, a conversion kernel earlier in the same launch list writes it into
 // the scratch buffer and `b` points there.
 //
+// fused.matmul_add over more rows than the GEMV takes is the Lt form (lt =
+// true): the runtime calls cublasLtMatmul with C = the residual r (ldc = r's
+// row stride), D = the result (ldd = N), alpha = beta = 1, C and D f32, so
+//   y[M, N] = x[M, K] · W[N, K]ᵀ + r[M, N]
+// is one GEMM. r and y are two buffers: cublasGemmEx's beta = 1 would need
+// r copied into y first (the bytes the fusion saves, spent again) or y placed
+// on r's bytes (an alias the memory plan and the overlap proof refuse).
+//
 //===----------------------------------------------------------------------===//
 #pragma once
 
@@ -55,6 +63,7 @@ struct GemmOperand {
 struct CublasGemmSpec : GemmShape {
   std::string name; ///< for logs and --debug-sync
   GemmOperand a, b, c;
+  GemmOperand d; ///< lt only: the result D (c is then the addend C, read only)
   uint64_t scratchBytes = 0; ///< scratch this launch list needs (converted B)
 };
 

@@ -6,7 +6,8 @@
 // (weight decoder per stream, epilogue, dense or expert-indexed) and the
 // work split (warps per block, k-steps per chunk), and writes an `extern "C"`
 // entry that calls the template. Larger matmuls go to cuBLAS through a
-// CublasGemmSpec.
+// CublasGemmSpec; so does fused.matmul_add there, as one cuBLASLt GEMM with
+// the residual as its C and the result as its D (Cublas.h).
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/EmitterCommon.h"
@@ -65,6 +66,36 @@ bool uniformRows(const Layout &l, int64_t &rowStride) {
     }
   }
   return rowStride >= l.shape[r - 1];
+}
+
+/// fused.matmul_add over more rows than the GEMV takes: the plain matmul's
+/// GEMM `g` becomes the Lt form D = x·Wᵀ + r, C = r (operand 2, read), D = the
+/// result (written; r and y never share bytes, the overlap proof's rule for
+/// fused nodes), alpha = beta = 1, C and D f32. r must hold one row per row
+/// of y: a bias shared by all rows (r [N]) is refused here (cuBLASLt's bias
+/// epilogue would take it; not done yet, so the plain add stays).
+llvm::Error makeLtAddend(const Function &fn, const Node &node, llvm::ArrayRef<Layout> ls,
+                         CublasGemmSpec &g) {
+  const TensorType &rt = fn.type(node.operands[2]), &yt = fn.type(node.results[0]);
+  if (rt.dtype != DType::F32)
+    return unsupported(node, "an addend of dtype " + std::string(dtypeName(rt.dtype)) +
+                                 " for cuBLASLt (f32 only)");
+  if (rt.numElements() != yt.numElements() || rt.numRows() != yt.numRows())
+    return unsupported(node, llvm::formatv("a bias {0} shared by the {1} rows of x (cuBLASLt "
+                                           "takes a per-row residual only)",
+                                           rt.str(), yt.numRows())
+                                 .str());
+  int64_t rowStride = 0;
+  if (!uniformRows(ls[2], rowStride))
+    return unsupported(node, "an addend whose rows are not evenly spaced and unit-stride");
+  g.name = "matmul_add_cublaslt";
+  g.lt = true;
+  g.beta = 1;
+  g.c = {Param::operand(2), static_cast<uint64_t>(ls[2].offset * 4)};
+  g.ldc = rowStride;
+  g.d = {Param::result(0), 0};
+  g.ldd = g.m;
+  return llvm::Error::success();
 }
 
 /// A matmul over more rows than the GEMV takes, with a block-quantised
@@ -127,6 +158,9 @@ llvm::Expected<std::vector<Launch>> emitCublasQuant(const Function &fn, const No
     out.push_back(std::move(cvt));
   }
   g.scratchBytes = total;
+  if (node.kind == OpKind::FusedMatmulAdd)
+    if (llvm::Error e = makeLtAddend(fn, node, ls, g))
+      return e;
   out.push_back(std::move(g));
   return out;
 }
@@ -169,6 +203,9 @@ llvm::Expected<std::vector<Launch>> emitCublas(const Function &fn, const Node &n
     g.ldb = K;
     out.push_back(std::move(cvt));
   }
+  if (node.kind == OpKind::FusedMatmulAdd)
+    if (llvm::Error e = makeLtAddend(fn, node, ls, g))
+      return e;
   out.push_back(std::move(g));
   return out;
 }
@@ -854,14 +891,21 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
     if (grouped(1))
       return emitGroupedExpert(fn, node, ls, 1, "fg::EpiStore", o);
     return emitExpert(fn, node, ls, 1, o);
-  case OpKind::FusedMatmulAdd:
+  case OpKind::FusedMatmulAdd: {
+    // The GEMV with the addend in its epilogue where the plain matmul would
+    // take the GEMV; where it would go to cuBLAS, one cuBLASLt GEMM with the
+    // residual as C (makeLtAddend).
+    const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+    int64_t rows = xt.numRows();
+    if (rows > o.maxGemvTokens || cublasIsFaster(rows, wt, o))
+      return emitCublas(fn, node, ls);
+    return emitDense(fn, node, ls, 1, o);
+  }
   case OpKind::FusedRmsNormMatmul: {
     // The GEMV only where the plain matmul would take it (cuBLAS, which has
-    // no such epilogue or prologue here, is faster above): the fusion is
-    // refused there.
+    // no such prologue here, is faster above): the fusion is refused there.
     const TensorType &xt = fn.type(node.operands[0]);
-    const TensorType &wt =
-        fn.type(node.operands[node.kind == OpKind::FusedRmsNormMatmul ? 2 : 1]);
+    const TensorType &wt = fn.type(node.operands[2]);
     int64_t rows = xt.numRows();
     if (rows > o.maxGemvTokens)
       return unsupported(node, llvm::formatv("{0} rows of x (the GEMV takes at most {1})", rows,
@@ -908,9 +952,10 @@ bool readsQuantizedNatively(const Function &fn, const Node &node, unsigned opera
   DType t = fn.type(node.operands[operand]).dtype;
   if (!detail::gemvDecodesNatively(t))
     return no("no GEMV decoder for " + std::string(dtypeName(t)));
-  // A plain matmul over more rows decodes the weight to f16 in scratch for
-  // cuBLAS (emitCublasQuant); the fused forms refuse those rows, so their
-  // fusion is declined and the plain matmul remains.
+  // A plain matmul (and fused.matmul_add, as its cuBLASLt form) over more
+  // rows decodes the weight to f16 in scratch for cuBLAS (emitCublasQuant);
+  // the other fused forms refuse those rows, so their fusion is declined and
+  // the plain matmul remains.
   (void)o;
   return true;
 }

@@ -73,7 +73,13 @@ private:
 
 llvm::Error fillGemm(Scheduler &s, NodeId id, const CublasGemmSpec &g, GemmDesc &d) {
   static_cast<GemmShape &>(d) = g;
-  for (auto [from, to] : {std::pair{&g.a, &d.a}, std::pair{&g.b, &d.b}, std::pair{&g.c, &d.c}}) {
+  // The Lt form reads C (the residual) and writes D (the result); the plain
+  // form's C is its result.
+  std::vector<std::pair<const GemmOperand *, BufferRef *>> refs = {
+      {&g.a, &d.a}, {&g.b, &d.b}, {&g.c, &d.c}};
+  if (g.lt)
+    refs.push_back({&g.d, &d.d});
+  for (auto [from, to] : refs) {
     llvm::Expected<BufferRef> ref = s.resolve(id, from->param);
     if (!ref)
       return ref.takeError();

@@ -7,12 +7,21 @@
 //
 // The residual add after the attention output and down projections (and a
 // bias add after any projection, r = [N] broadcast over the rows) moves into
-// the GEMV's epilogue: one launch fewer, and the sum is never written and
-// read back. Legality: the matmul's result has no other use; 1 to the
-// target's GEMV token limit rows of f32 x, contiguous; r f32 with one value
-// per output column, either per row of y or shared by all rows (the add
+// the matmul. Decode-sized x (1 to the target's GEMV token limit rows): the
+// GEMV's epilogue, one launch fewer, and the sum is never written and read
+// back. Prefill-sized x (more rows; issue 15 item 2): where the plain matmul
+// is a library GEMM, the CUDA target emits one cuBLASLt GEMM with the
+// residual as its C and the result as its D (beta = 1), so the add's launch
+// and its read of y and r and write of the sum are gone (W-dense's 512-token
+// prefill: 64 adds, 0.72 ms of 20.9).
+//
+// Legality: the matmul's result has no other use; f32 x, contiguous (over
+// more rows than the GEMV takes, also x already in a 16-bit type: the
+// gemm-inputs pass's convert, when it ran before fusion); r f32 with one
+// value per output column, either per row of y or shared by all rows (the add
 // must not broadcast y itself). Whether the target has the kernel (weight
-// dtype, or cuBLAS being faster for this shape) is its canEmit answer.
+// dtype; cuBLAS being faster for this shape; the shared bias, which the
+// cuBLASLt form refuses) is its canEmit answer.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/fusion/Pattern.h"
@@ -34,11 +43,16 @@ public:
     ValueId x = m.get(Cap::x), r = m.get(Cap::residual);
     const TensorType &xt = fn.type(x), &yt = fn.type(m.get(Cap::matmul)), &rt = fn.type(r);
     int64_t tokens = xt.numRows();
-    int64_t maxTokens = target() ? target()->maxGemvTokens() : INT64_MAX;
-    if (tokens < 1 || tokens > maxTokens)
-      return Decision::no(label(fn, x) + " has " + llvm::Twine(tokens) +
-                          " tokens; the fused GEMV takes 1 to " + llvm::Twine(maxTokens));
-    if (Decision d = expectDType(fn, x, {DType::F32}, "input"); !d)
+    if (tokens < 1)
+      return Decision::no(label(fn, x) + " has no rows");
+    // Above the GEMV's rows the matmul is a library GEMM, whose x may already
+    // be in the weight's 16-bit type; the GEMV reads f32 x.
+    int64_t maxGemvTokens = target() ? target()->maxGemvTokens() : INT64_MAX;
+    bool libraryGemm = tokens > maxGemvTokens;
+    if (Decision d = libraryGemm
+                         ? expectDType(fn, x, {DType::F32, DType::F16, DType::BF16}, "input")
+                         : expectDType(fn, x, {DType::F32}, "input");
+        !d)
       return d;
     if (Decision d = expectDType(fn, r, {DType::F32}, "addend"); !d)
       return d;

@@ -12,7 +12,9 @@
 // f16) and every such matmul reading x with that D takes it; the GEMM then
 // reads it in place. The numbers are those of the launch's own conversion
 // (the same rounding, now visible to the CPU reference too). Matmuls the GEMV
-// takes, f32 weights and x already in D are left alone.
+// takes, f32 weights and x already in D are left alone. fused.matmul_add over
+// as many rows (the same GEMM, with the residual as its C) is treated as a
+// matmul.
 //
 // On by default (CompileOptions::gemmInputConverts; `--gemm-x-inside` turns
 // it off): measured on the H200 (eighth session, one run), W-dense's prefill
@@ -48,7 +50,9 @@ public:
     const int64_t gemvRows = ctx.target->maxGemvTokens();
     // The dtype x should have for node `n`, or nullopt to leave it.
     auto wanted = [&](const Node &n) -> std::optional<DType> {
-      if (n.kind != OpKind::MatMul)
+      // fused.matmul_add over these rows is the same GEMM with the residual
+      // as its C (the CUDA target's cuBLASLt form), reading x the same way.
+      if (n.kind != OpKind::MatMul && n.kind != OpKind::FusedMatmulAdd)
         return std::nullopt;
       const TensorType &xt = fn.type(n.operands[0]), &wt = fn.type(n.operands[1]);
       if (xt.dtype != DType::F32 || xt.numRows() <= gemvRows)

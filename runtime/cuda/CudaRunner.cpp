@@ -1,4 +1,5 @@
 #include "runtime/cuda/CudaRunner.h"
+#include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/CudaErrors.h"
 #include "runtime/cuda/KernelTrace.h"
 
@@ -27,6 +28,8 @@ namespace {
 struct EntryState {
   const CompiledEntry *entry = nullptr;
   std::vector<void *> kernels; ///< per launch (null for gemm)
+  /// Per launch: the prepared cuBLASLt call of a GEMM of the Lt form, else null.
+  std::vector<std::unique_ptr<LtGemm>> lt;
   std::vector<bool> hasInput;
   /// Pinned host staging for all inputs: setInput writes here; a graph run
   /// copies from here inside the graph (memcpy nodes), an eager run on the
@@ -55,6 +58,7 @@ struct CudaRunner::Impl {
   cudaStream_t stream = nullptr;
   cudaStream_t captureStream = nullptr;
   cublasHandle_t cublas = nullptr;
+  cublasLtHandle_t cublasLt = nullptr; ///< GEMMs of the Lt form; shares `workspace`
   cudaEvent_t start = nullptr, stop = nullptr;
   std::vector<cudaEvent_t> launchEvents; ///< profiled eager runs: one per launch boundary
   std::vector<cudaLibrary_t> libraries;
@@ -102,6 +106,9 @@ struct CudaRunner::Impl {
       cudaFreeHost(statusHost);
     for (cudaLibrary_t l : libraries)
       cudaLibraryUnload(l);
+    entries.clear(); // the Lt descriptors before their handle
+    if (cublasLt)
+      cublasLtDestroy(cublasLt);
     if (cublas)
       cublasDestroy(cublas);
     if (start)
@@ -151,8 +158,20 @@ struct CudaRunner::Impl {
     return makeError("no entry '" + name + "' in this plan (entries: " + known + ")");
   }
 
-  llvm::Error launchGemm(const LaunchRecord &l, cudaStream_t s) {
+  LtPointers ltPointers(const GemmDesc &g) const {
+    return {address(g.a), address(g.b), address(g.c), address(g.d)};
+  }
+
+  /// Launch `i` of the entry, a GEMM: cublasLtMatmul when it is of the Lt
+  /// form (prepared at load), else cublasGemmEx. cuBLAS calls are chained in
+  /// the plan, so both share the one workspace.
+  llvm::Error launchGemm(const EntryState &es, size_t i, cudaStream_t s) {
+    const LaunchRecord &l = es.entry->launches[i];
     const GemmDesc &g = l.gemm;
+    if (g.lt) {
+      assert(es.lt[i] && "a GEMM of the Lt form is prepared when the plan loads");
+      return es.lt[i]->run(cublasLt, ltPointers(g), workspace, prog.workspaceBytes, s, l.what);
+    }
     if (auto e = cublasCheck(cublasSetStream(cublas, s), "cublasSetStream"))
       return e;
     // cublasSetStream drops a user workspace; without one cuBLAS allocates
@@ -175,7 +194,7 @@ struct CudaRunner::Impl {
   llvm::Error launch(EntryState &es, size_t i, cudaStream_t s) {
     const LaunchRecord &l = es.entry->launches[i];
     if (l.kind == LaunchRecord::Kind::Gemm)
-      return launchGemm(l, s);
+      return launchGemm(es, i, s);
     std::vector<void *> ptrs(l.args.size());
     std::vector<void *> argv(l.args.size());
     for (size_t a = 0; a < l.args.size(); ++a) {
@@ -254,7 +273,7 @@ struct CudaRunner::Impl {
         if (auto e = cudaCheck(cudaStreamBeginCapture(captureStream, cudaStreamCaptureModeThreadLocal),
                                "capture of " + l.what))
           return e;
-        llvm::Error err = launchGemm(l, captureStream);
+        llvm::Error err = launchGemm(es, i, captureStream);
         cudaError_t ce = cudaStreamEndCapture(captureStream, &child);
         if (err)
           return err;
@@ -426,6 +445,13 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
     return e;
   if (auto e = cublasCheck(cublasCreate(&m.cublas), "cublasCreate"))
     return e;
+  bool anyLt = false;
+  for (const CompiledEntry &ce : prog.entries)
+    for (const LaunchRecord &l : ce.launches)
+      anyLt |= l.kind == LaunchRecord::Kind::Gemm && l.gemm.lt;
+  if (anyLt)
+    if (auto e = cublasCheck(cublasLtCreate(&m.cublasLt), "cublasLtCreate"))
+      return e;
 
   for (const KernelImage &img : prog.modules) {
     cudaLibrary_t lib = nullptr;
@@ -537,6 +563,18 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
         k = reinterpret_cast<void *>(kernel);
       }
       es.kernels.push_back(k);
+      // The Lt form's descriptors and algorithm, before any capture: the
+      // buffers' addresses (and so their alignment) are fixed from here on.
+      std::unique_ptr<LtGemm> lt;
+      if (l.kind == LaunchRecord::Kind::Gemm && l.gemm.lt) {
+        llvm::Expected<std::unique_ptr<LtGemm>> p =
+            LtGemm::prepare(m.cublasLt, l.gemm, m.ltPointers(l.gemm), prog.workspaceBytes,
+                            l.what);
+        if (!p)
+          return p.takeError();
+        lt = std::move(*p);
+      }
+      es.lt.push_back(std::move(lt));
     }
     size_t total = 0;
     for (const IoBinding &in : ce.inputs) {

@@ -321,6 +321,26 @@ void registerGemvCases() {
           return tolFor(w);
         });
       }
+  // matmul + add over prefill rows (more than the GEMV's 8): one cuBLASLt GEMM
+  // with the residual as C and the result as D (beta = 1); x converted to the
+  // weight's type by the gemm-inputs convert. T = 9 (just past the GEMV), 64,
+  // 100 (odd), 512; N = 200, K = 300 (rows of A 600 bytes: 8-byte aligned
+  // only); f16 and bf16 weights, and f32 and q8_0 (decoded to f16 in scratch)
+  // at T = 64.
+  for (DType w : {DType::F16, DType::BF16, DType::F32, DType::Q8_0})
+    for (int64_t T : {int64_t(9), int64_t(64), int64_t(100), int64_t(512)}) {
+      if ((w == DType::F32 || w == DType::Q8_0) && T != 64)
+        continue;
+      std::string sfx = dt(w) + "_t" + std::to_string(T);
+      int64_t K = w == DType::Q8_0 ? 320 : 300; // q8_0: whole 32-element blocks
+      add("matmul_add_prefill_" + sfx, OpKind::FusedMatmulAdd, [=](Builder &b, Inputs &) {
+        auto x = b.weight("x", {DType::F32, {T, K}}, randn());
+        auto wo = b.weight("attn_output", {w, {200, K}}, randn(0.1));
+        auto r = b.weight("residual", {DType::F32, {T, 200}}, randn());
+        b.result(b.add(r, b.matmul(x, wo), "attn_out"));
+        return w == DType::Q8_0 ? 1e-2 : tolFor(w);
+      });
+    }
   // rms_norm prologue: one norm feeding q, k and v (three GEMVs recompute it)
   // and one feeding gate|up + GLU; K = 300 (scalar x loads) and 320
   // (vectorised), N odd, T = 1, 3, 8, every weight dtype.

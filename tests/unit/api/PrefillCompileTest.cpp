@@ -10,6 +10,10 @@
 // 2. With the opt-in gated_matmul_id_chunk, the expert gate|up + GLU of a
 // 16-token chunk with 16-bit weights fuses (fused.gated_matmul_id, the
 // grouped expert GEMM's two-stream form) and gives the unfused plan's logits.
+// 3. By default the attention output projection and residual add of a
+// 16-token chunk fuse (fused.matmul_add, the cuBLASLt GEMM with the residual
+// as C), its x converted by gemm-inputs, with the logits of the plan without
+// that pattern.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/Compile.h"
@@ -27,7 +31,8 @@ using namespace fg;
 
 namespace {
 
-Plan demoF16(bool gemmInputs, bool fusion = true, std::vector<std::string> enable = {}) {
+Plan demoF16(bool gemmInputs, bool fusion = true, std::vector<std::string> enable = {},
+             std::vector<std::string> disable = {}) {
   DecoderConfig c = demoConfig(64, DType::F16);
   c.weightDType = DType::F16;
   auto g = buildDecoderGraph(c, decoderEntries({16}));
@@ -36,6 +41,7 @@ Plan demoF16(bool gemmInputs, bool fusion = true, std::vector<std::string> enabl
   co.gemmInputConverts = gemmInputs;
   co.fusion = fusion;
   co.enableFusion = std::move(enable);
+  co.disableFusion = std::move(disable);
   auto plan = compile(*g, co);
   EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   return std::move(*plan);
@@ -164,4 +170,24 @@ TEST(PrefillFusion, GatedExpertsOfAChunkFuseAndMatchUnfused) {
   // On by default (measured on the H200, eighth session).
   EXPECT_GT(count(*demoF16(false).graph().lookup("prefill_16"), OpKind::FusedGatedMatmulId), 0u);
   expectSameRows(teacherForced(fused), teacherForced(plain), 1e-4);
+}
+
+TEST(PrefillFusion, ResidualAddOfAChunkFusesIntoTheGemmAndMatches) {
+  Plan fused = demoF16(true), plain = demoF16(true, true, {}, {"matmul_add"});
+  const Function *pre = fused.graph().lookup("prefill_16");
+  ASSERT_NE(pre, nullptr);
+  unsigned fusedAdds = 0;
+  for (const Node &n : pre->nodes()) {
+    if (n.kind != OpKind::FusedMatmulAdd)
+      continue;
+    ++fusedAdds;
+    // The GEMM reads x in the weight's type, made by the gemm-inputs convert.
+    const Node *x = pre->producer(n.operands[0]);
+    ASSERT_NE(x, nullptr);
+    EXPECT_EQ(x->kind, OpKind::Convert);
+    EXPECT_EQ(pre->type(n.operands[0]).dtype, DType::F16);
+  }
+  EXPECT_GT(fusedAdds, 0u);
+  EXPECT_EQ(count(*plain.graph().lookup("prefill_16"), OpKind::FusedMatmulAdd), 0u);
+  expectSameRows(teacherForced(fused), teacherForced(plain), 1e-5);
 }

@@ -1390,7 +1390,8 @@ TEST(CudaEmit, MatmulAddEpilogue) {
       EXPECT_TRUE(contains(k, std::string("res_sm = ") + (residual ? "77LL" : "0LL")));
     }
   // Where cuBLAS would take the plain matmul (3+ rows over 64 MiB of 16-bit
-  // weights) the fused op has no kernel, so the fusion is refused there.
+  // weights) the fused op is the plain matmul's GEMM in its cuBLASLt form
+  // (MatmulAddPrefillIsOneLtGemm).
   Function fn("big");
   Builder b(fn);
   auto x = b.input("x", T(DType::F32, {4, 8192}));
@@ -1398,8 +1399,92 @@ TEST(CudaEmit, MatmulAddEpilogue) {
                                              b.input("r", T(DType::F32, {4, 8192}))}));
   ASSERT_TRUE(ok(b.finish()));
   auto e = emitKernel(fn, fn.node(0), contiguousLayouts(fn, fn.node(0)));
+  ASSERT_TRUE(static_cast<bool>(e)) << llvm::toString(e.takeError());
+  ASSERT_FALSE(e->empty());
+  const auto *g = std::get_if<CublasGemmSpec>(&e->back());
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(g->lt);
+}
+
+/// fused.matmul_add over more rows than the GEMV takes: the plain matmul's
+/// launches (x converted to the weight's type in scratch unless it already
+/// is; a q8_0 weight decoded to f16 in scratch first) with the GEMM in its
+/// cuBLASLt form: C = the residual (operand 2, read), D = the result, alpha =
+/// beta = 1, f32 C and D, ldc = the residual's row stride, ldd = N. No add
+/// kernel. A bias shared by all rows is refused with its reason.
+TEST(CudaEmit, MatmulAddPrefillIsOneLtGemm) {
+  const int64_t N = 77, K = 96;
+  for (DType wt : {DType::F16, DType::BF16, DType::F32, DType::Q8_0})
+    for (bool xConverted : {false, true})
+      for (int64_t M : {int64_t(9), int64_t(100)}) {
+        SCOPED_TRACE(std::string(dtypeName(wt)) + (xConverted ? " x converted" : " x f32") +
+                     " M " + std::to_string(M));
+        DType xt = xConverted ? (wt == DType::Q8_0 ? DType::F16 : wt) : DType::F32;
+        auto ls = emitAll([&](Builder &b) {
+          auto x = b.input("x", T(xt, {M, K}));
+          auto w = b.weight("w", T(wt, {N, K}));
+          b.result(
+              b.create(OpKind::FusedMatmulAdd, {x, w, b.input("r", T(DType::F32, {M, N}))}));
+        });
+        ASSERT_FALSE(ls.empty());
+        size_t kernels = 0;
+        for (const Launch &l : ls)
+          kernels += std::holds_alternative<KernelSpec>(l);
+        // A conversion of x where it is not yet in the GEMM's type, and the
+        // decoding of a quantised weight.
+        EXPECT_EQ(kernels, size_t(xt != (wt == DType::Q8_0 ? DType::F16 : wt)) +
+                               size_t(wt == DType::Q8_0));
+        ASSERT_EQ(ls.size(), kernels + 1);
+        const auto *g = std::get_if<CublasGemmSpec>(&ls.back());
+        ASSERT_NE(g, nullptr);
+        EXPECT_TRUE(g->lt);
+        EXPECT_EQ(g->name, "matmul_add_cublaslt");
+        EXPECT_EQ(g->c.param, Param::operand(2));
+        EXPECT_EQ(g->c.byteOffset, 0u);
+        EXPECT_EQ(g->d.param, Param::result(0));
+        EXPECT_EQ(g->alpha, 1.0f);
+        EXPECT_EQ(g->beta, 1.0f);
+        EXPECT_EQ(g->cType, DType::F32);
+        EXPECT_EQ(g->m, N);
+        EXPECT_EQ(g->n, M);
+        EXPECT_EQ(g->k, K);
+        EXPECT_EQ(g->ldc, N);
+        EXPECT_EQ(g->ldd, N);
+        EXPECT_EQ(g->aType, wt == DType::Q8_0 ? DType::F16 : wt);
+        // x read in place when already in the GEMM's type, else from scratch.
+        EXPECT_EQ(g->b.param, kernels > size_t(wt == DType::Q8_0) ? Param::scratch()
+                                                                   : Param::operand(0));
+      }
+  // The residual's rows evenly spaced but strided (a view of every other
+  // row): ldc is the stride, the offset in bytes.
+  {
+    Layout rl = Layout::contiguous({16, N});
+    rl.strides = {2 * N, 1};
+    rl.offset = N;
+    auto ls = emitAll(
+        [&](Builder &b) {
+          auto x = b.input("x", T(DType::F16, {16, K}));
+          auto w = b.weight("w", T(DType::F16, {N, K}));
+          b.result(
+              b.create(OpKind::FusedMatmulAdd, {x, w, b.input("r", T(DType::F32, {16, N}))}));
+        },
+        {Layout::contiguous({16, K}), Layout::contiguous({N, K}), rl});
+    ASSERT_EQ(ls.size(), 1u);
+    const auto &g = std::get<CublasGemmSpec>(ls.back());
+    EXPECT_EQ(g.ldc, 2 * N);
+    EXPECT_EQ(g.c.byteOffset, static_cast<uint64_t>(N * 4));
+    EXPECT_EQ(g.ldd, N);
+  }
+  // A bias shared by all rows: refused (cuBLASLt's bias epilogue is not used).
+  Function fn("bias");
+  Builder b(fn);
+  b.result(b.create(OpKind::FusedMatmulAdd, {b.input("x", T(DType::F32, {16, K})),
+                                             b.weight("w", T(DType::F16, {N, K})),
+                                             b.weight("b", T(DType::F32, {N}))}));
+  ASSERT_TRUE(ok(b.finish()));
+  auto e = emitKernel(fn, fn.node(0), contiguousLayouts(fn, fn.node(0)));
   ASSERT_FALSE(static_cast<bool>(e));
-  EXPECT_NE(llvm::toString(e.takeError()).find("cuBLAS is faster there"), std::string::npos);
+  EXPECT_NE(llvm::toString(e.takeError()).find("shared by the 16 rows of x"), std::string::npos);
 }
 
 /// The rms_norm prologue: the norm weight is the last parameter, the
