@@ -43,9 +43,14 @@ std::string compilePipeline(const CompileOptions &opts) {
   // Cleanup, then fusion (which plans memory and proves its groups safe),
   // the GEMM inputs' conversions as ops (unless --gemm-x-inside), then a
   // last dce for what fusion left unused. `fuse` honours --no-fusion. The
-  // opt-in glu_convert pattern fuses those conversions into the GLUs that
-  // produce them, so it runs gemm-inputs first.
-  if (opts.gemmInputConverts && llvm::is_contained(opts.enableFusion, "glu_convert"))
+  // opt-in glu_convert and rms_norm_mul_convert patterns fuse those
+  // conversions into the GLUs and norms that produce them, so when one of
+  // them is on, gemm-inputs runs first.
+  FusionOptions fusion;
+  fusion.enabled = opts.fusion;
+  fusion.disabled = opts.disableFusion;
+  fusion.optIn = opts.enableFusion;
+  if (opts.gemmInputConverts && foldsGemmInputConverts(fusion))
     return defaultPipeline().str() + ",gemm-inputs,fuse,dce";
   return defaultPipeline().str() + ",fuse" + (opts.gemmInputConverts ? ",gemm-inputs" : "") +
          ",dce";

@@ -270,6 +270,7 @@ std::vector<std::unique_ptr<FusionPattern>> fusionPatterns() {
   p.push_back(createRmsNormMulRopeSetRowsPattern());
   p.push_back(createRmsNormMulRopePattern());
   p.push_back(createRmsNormMulAddPattern());
+  p.push_back(createRmsNormMulConvertPattern());
   p.push_back(createAddChainPattern());
   p.push_back(createMulChainPattern());
   p.push_back(createSoftcapPattern());
@@ -304,8 +305,17 @@ const std::vector<std::string> &optInFusionPatterns() {
   // work split for all three segments suits the small k and v worse.
   // glu_convert: written at the end of the eighth session, when no device
   // time was left; checked and timed by the next session's first call.
-  static const std::vector<std::string> names = {"rms_norm_matmul", "matmul_multi", "glu_convert"};
+  // rms_norm_mul_convert: the same for the norms feeding prefill GEMMs,
+  // written without a GPU; made default after a GPU run checks and times it.
+  static const std::vector<std::string> names = {"rms_norm_matmul", "matmul_multi", "glu_convert",
+                                                 "rms_norm_mul_convert"};
   return names;
+}
+
+bool foldsGemmInputConverts(const FusionOptions &o) {
+  return llvm::any_of(fusion::fusionPatterns(), [&](const auto &p) {
+    return p->foldsGemmInputConverts() && o.isEnabled(p->name());
+  });
 }
 
 bool FusionOptions::isEnabled(llvm::StringRef pattern) const {
