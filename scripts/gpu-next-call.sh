@@ -4,7 +4,8 @@
 #    EmitOptions::elementwiseIlp) and vector (FG_DEBUG_EW_VEC=1,
 #    elementwiseVector): GpuOp{Prefetch,Vector}.ElementwiseCasesMatch, the
 #    prefill-then-decode and demo tests under FG_DEBUG_EW_VEC=1, and
-#    the opt-in glu_convert pattern's GPU cases (GpuFused, glu_convert_*),
+#    the opt-in glu_convert and rms_norm_mul_convert patterns' GPU cases
+#    (GpuFused, glu_convert_*, rms_norm_mul_convert_*),
 #    the two tests widened after the last GPU call of the eighth session
 #    (LoadFormsAndRingDepths: rings whose slots are all reused; AllPairsOnOneExpert:
 #    64-row tiles of two streams);
@@ -15,7 +16,7 @@
 #    for all of it: on x2 run it on GPU 1 beside the timings).
 # If a form passes and is faster, make it the default (Kernel.h
 # elementwiseIlp / elementwiseVector; Pattern.cpp optInFusionPatterns for
-# glu_convert, with the pipeline order of Compile.cpp) and record it in
+# glu_convert and rms_norm_mul_convert; the pipeline order follows) and record it in
 # bench/RESULTS.md.
 #   bash scripts/gpu-next-call.sh DEADLINE_S
 set -uo pipefail
@@ -24,7 +25,7 @@ S=$SECONDS; D=${1:-570}
 left() { echo $((D - (SECONDS - S))); }
 T=$(command -v fusegraph_gpu_tests)
 export FG_KERNEL_CACHE=/tmp/fgk0
-NEW='GpuOpPrefetch.*:GpuOpVector.*:*glu_convert*:GpuAttentionOptions.LoadFormsAndRingDepths:GpuGroupedExpert.AllPairsOnOneExpert'
+NEW='GpuOpPrefetch.*:GpuOpVector.*:*glu_convert*:*rms_norm_mul_convert*:GpuAttentionOptions.LoadFormsAndRingDepths:GpuGroupedExpert.AllPairsOnOneExpert'
 timeout 200 "$T" --gtest_filter="$NEW" > "$OUT/new-tests.txt" 2>&1
 echo "new tests rc $? after $((SECONDS - S)) s"; grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure" "$OUT/new-tests.txt" | head
 FG_DEBUG_EW_VEC=1 timeout 150 "$T" --gtest_filter='GpuPrefillThenDecode*:GpuDemo*' > "$OUT/vec-models.txt" 2>&1
@@ -36,9 +37,11 @@ for w in w-dense w-moe-12; do
     env FG_DEBUG_EW_$f timeout 60 fusegraph bench --workload $w --prefill 512 --steps 5 --warmup 2 --breakdown > /tmp/p.txt 2>&1; echo "rc $?"
     grep -E "prefill_512  |convert|glu  |add  " /tmp/p.txt | head -5
   done
-  echo "== $w prefill 512 FG_DEBUG_EW_VEC=1 --enable-fusion glu_convert"
-  FG_DEBUG_EW_VEC=1 timeout 60 fusegraph bench --workload $w --prefill 512 --steps 5 --warmup 2 --breakdown --enable-fusion glu_convert > /tmp/p.txt 2>&1; echo "rc $?"
-  grep -E "prefill_512  |convert|glu" /tmp/p.txt | head -5
+  for e in glu_convert rms_norm_mul_convert glu_convert,rms_norm_mul_convert; do
+    echo "== $w prefill 512 FG_DEBUG_EW_VEC=1 --enable-fusion $e"
+    FG_DEBUG_EW_VEC=1 timeout 60 fusegraph bench --workload $w --prefill 512 --steps 5 --warmup 2 --breakdown --enable-fusion $e > /tmp/p.txt 2>&1; echo "rc $?"
+    grep -E "prefill_512  |convert|glu|rms_norm" /tmp/p.txt | head -6
+  done
 done 2>&1 | tee "$OUT/prefill.txt"
 for w in w-dense w-moe-12 w-tiny; do
   for f in ILP=1 ILP=4 VEC=1 ILP=1 ILP=4 VEC=1; do

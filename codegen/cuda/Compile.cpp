@@ -43,11 +43,15 @@ std::string compilePipeline(const CompileOptions &opts) {
   // Cleanup, the GEMM inputs' conversions as ops (unless --gemm-x-inside),
   // then fusion (which plans memory and proves its groups safe), then a last
   // dce for what fusion left unused. `fuse` honours --no-fusion. The
-  // glu_convert pattern fuses those conversions into the GLUs that produce
-  // them, so gemm-inputs runs first while it is enabled; without it the
+  // glu_convert and rms_norm_mul_convert patterns (both on by default) fuse
+  // those conversions into the GLUs and norms that produce them, so while
+  // one of them is enabled gemm-inputs runs first; without them the
   // conversions come after fusion (the order before the ninth session).
-  bool convertFusions = opts.fusion && !llvm::is_contained(opts.disableFusion, "glu_convert");
-  if (opts.gemmInputConverts && convertFusions)
+  FusionOptions fusion;
+  fusion.enabled = opts.fusion;
+  fusion.disabled = opts.disableFusion;
+  fusion.optIn = opts.enableFusion;
+  if (opts.gemmInputConverts && foldsGemmInputConverts(fusion))
     return defaultPipeline().str() + ",gemm-inputs,fuse,dce";
   return defaultPipeline().str() + ",fuse" + (opts.gemmInputConverts ? ",gemm-inputs" : "") +
          ",dce";

@@ -6,8 +6,10 @@
 //   anchor     Stat: rms_norm (Σx² → scale), layer_norm (mean, variance), none
 //   epilogue   kMul [· w], kAdd [+ residual], Map: plain or rope (pair (i0, i1)
 //              rotated in registers, angles in f64)
-//   store      Store: dense result row, or set_rows: dest[indices[t], h, :] in
-//              the dest's dtype, in place (Result 0 is operand 0's buffer)
+//   store      Store: dense result row in the result's dtype (fused.rms_norm_mul
+//              {dtype = f16}: a prefill GEMM's input), or set_rows:
+//              dest[indices[t], h, :] in the dest's dtype, in place (Result 0
+//              is operand 0's buffer)
 //
 // rms_norm, layer_norm and rope (RowEmitter) and fused.rms_norm_mul,
 // rms_norm_mul_add, rms_norm_mul_rope, rms_norm_mul_rope_set_rows and
@@ -185,7 +187,12 @@ llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node 
   if (ro.rope && (nDims < 2 || nDims > r.len || nDims % 2 != 0))
     return unsupported(node, llvm::formatv("n_dims = {0} of {1} channels", nDims, r.len).str());
   RowStat stat = statOf(node);
+  // The stored type: the dest's, else the result's (fused.rms_norm_mul with
+  // dtype = f16 / bf16 rounds its f32 rows once, in fgStore).
   DType st = ro.dest >= 0 ? fn.type(node.operands[ro.dest]).dtype : fn.type(node.result()).dtype;
+  if (!isFloat(st))
+    return unsupported(node,
+                       "result type " + std::string(dtypeName(st)) + " (the rows store floats)");
   // The rope's own result dtype (its input's): the value rounds to it before
   // a cache store converts it (f16 rows only go to an f16 cache).
   DType ropeT = ro.w >= 0 ? DType::F32 : xt.dtype;

@@ -42,6 +42,12 @@ struct FusionOptions {
   bool isDebugged(llvm::StringRef pattern) const;
 };
 
+/// Whether a pattern enabled by `o` folds the converts of the gemm-inputs
+/// pass into the ops producing them (glu_convert, rms_norm_mul_convert): a
+/// pipeline then runs gemm-inputs before fuse, so the converts exist when
+/// fusion runs.
+bool foldsGemmInputConverts(const FusionOptions &o);
+
 struct FusionReport {
   struct Applied {
     std::string entry, pattern;

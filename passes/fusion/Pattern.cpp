@@ -270,6 +270,7 @@ std::vector<std::unique_ptr<FusionPattern>> fusionPatterns() {
   p.push_back(createRmsNormMulRopeSetRowsPattern());
   p.push_back(createRmsNormMulRopePattern());
   p.push_back(createRmsNormMulAddPattern());
+  p.push_back(createRmsNormMulConvertPattern());
   p.push_back(createAddChainPattern());
   p.push_back(createMulChainPattern());
   p.push_back(createSoftcapPattern());
@@ -304,6 +305,12 @@ const std::vector<std::string> &optInFusionPatterns() {
   // work split for all three segments suits the small k and v worse.
   static const std::vector<std::string> names = {"rms_norm_matmul", "matmul_multi"};
   return names;
+}
+
+bool foldsGemmInputConverts(const FusionOptions &o) {
+  return llvm::any_of(fusion::fusionPatterns(), [&](const auto &p) {
+    return p->foldsGemmInputConverts() && o.isEnabled(p->name());
+  });
 }
 
 bool FusionOptions::isEnabled(llvm::StringRef pattern) const {

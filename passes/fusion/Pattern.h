@@ -240,6 +240,10 @@ public:
   /// Pattern-specific legality; the driver checks the shared rules first.
   virtual Decision check(const Function &fn, const Match &m) const = 0;
   virtual FusedOp rewrite(const Function &fn, const Match &m) const = 0;
+  /// Whether the pattern folds the converts the gemm-inputs pass inserts
+  /// (glu_convert, rms_norm_mul_convert): enabled, it needs gemm-inputs to
+  /// run before fuse (foldsGemmInputConverts(FusionOptions)).
+  virtual bool foldsGemmInputConverts() const { return false; }
 
 private:
   const Target *target_ = nullptr;
@@ -325,6 +329,7 @@ std::unique_ptr<FusionPattern> createMulChainPattern();
 std::unique_ptr<FusionPattern> createUnaryMulPattern();
 std::unique_ptr<FusionPattern> createReluSqrPattern();
 std::unique_ptr<FusionPattern> createGluConvertPattern();
+std::unique_ptr<FusionPattern> createRmsNormMulConvertPattern();
 std::unique_ptr<FusionPattern> createSoftcapPattern();
 
 std::vector<std::unique_ptr<FusionPattern>> fusionPatterns();

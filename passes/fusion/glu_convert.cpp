@@ -34,6 +34,7 @@ public:
                m::Convert(m::Glu(m::Any(Cap::gate), m::Any(Cap::up)).bind(Cap::glu).singleUse()));
   }
   llvm::StringRef name() const override { return "glu_convert"; }
+  bool foldsGemmInputConverts() const override { return true; }
 
   Decision check(const Function &fn, const Match &m) const override {
     for (Cap c : {Cap::gate, Cap::up}) {

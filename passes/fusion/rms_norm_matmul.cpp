@@ -78,6 +78,9 @@ public:
     ValueId n = m.get(Cap::norm), x = m.get(Cap::x);
     if (llvm::is_contained(fn.results(), n))
       return Decision::no("the normalised row " + label(fn, n) + " is a result of @" + fn.name());
+    if (DType d = op::FusedRmsNormMul(*fn.producer(n)).dtype(); d != DType::F32)
+      return Decision::no("the normalised row " + label(fn, n) + " is stored in " +
+                          std::string(dtypeName(d)) + "; the GEMV prologue computes it in f32");
     for (NodeId u : users_[n]) {
       const Node &user = fn.node(u);
       if (!isConsumer(user) || user.operands[0] != n ||

@@ -27,6 +27,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 
 using namespace fg;
@@ -41,6 +42,10 @@ struct FusedCase {
   std::function<double(Builder &, Inputs &)> build;
   /// Patterns kept off for this case (one that would take its ops first).
   std::vector<std::string> disabled = {};
+  /// An op the fusion must leave out of the fused plan, when the fused op's
+  /// kind alone does not show that the pattern fired (rms_norm_mul_convert's
+  /// fused.rms_norm_mul takes in the convert).
+  std::optional<OpKind> gone = std::nullopt;
 };
 
 std::vector<FusedCase> &cases() {
@@ -108,6 +113,23 @@ void registerRowCases() {
         return 1e-5;
       });
     }
+
+  // The opt-in rms_norm_mul_convert (a prefill norm stored in the q/k/v or
+  // gate/up GEMMs' 16-bit type): prefill row counts, W-dense's, gpt-oss's and
+  // a head-sized row length, f16 and bf16.
+  for (int64_t rows : {9, 65, 513})
+    for (int64_t D : {4096, 2880, 96})
+      for (DType to : {DType::F16, DType::BF16}) {
+        std::string sz = std::to_string(rows) + "x" + std::to_string(D);
+        add("rms_norm_mul_convert_" + sz + "_" + dt(to), OpKind::FusedRmsNormMul,
+            [=](Builder &b, Inputs &) {
+              auto x = b.weight("x", {DType::F32, {rows, D}}, randn(2.0));
+              auto w = b.weight("attn_norm", {DType::F32, {D}}, randn(1.0, 1.0));
+              b.result(b.convert(rmsNormMul(b, x, w, 1e-5, kNoValue, "n"), to, "y"));
+              return tolFor(to);
+            });
+        cases().back().gone = OpKind::Convert;
+      }
 
   // The multi-block path of row.cuh (few long rows, several blocks per row; 3 x
   // 4097: scalar loads) and one warp per row (66000 x 64).
@@ -539,6 +561,10 @@ TEST_P(GpuFused, EqualsUnfusedAndReference) {
   EXPECT_GE(countKind(*fusedPlan, c.fused), 1u)
       << mnemonic(c.fused) << " is not in the fused plan";
   EXPECT_EQ(countFused(*plainPlan), 0u) << "fusion off still fused";
+  if (c.gone) {
+    EXPECT_EQ(countKind(*fusedPlan, *c.gone), 0u)
+        << mnemonic(*c.gone) << " is left in the fused plan";
+  }
   FG_REQUIRE_GPU();
 
   ExecOptions gpuOpts, cpuOpts;

@@ -142,3 +142,12 @@ TEST(GpuPrefillThenDecode, GatedExpertChunksEqualsDecodeOnly) {
                {"gated_matmul_id_chunk"});
   checkLengths(DType::F16, 1e-2, {64}, {65}, true, false, {"gated_matmul_id_chunk"});
 }
+
+/// The opt-in rms_norm_mul_convert (a prefill chunk's attention norm stored in
+/// the q/k/v GEMMs' f16 type; gemm-inputs then runs before fuse): the same
+/// equality, on the GPU and against the CPU reference's decode-only run.
+TEST(GpuPrefillThenDecode, NormConvertsEqualsDecodeOnly) {
+  FG_REQUIRE_GPU();
+  checkLengths(DType::F16, 1e-2, {64, 512}, {63, 65, 511}, false, true, {"rms_norm_mul_convert"});
+  checkLengths(DType::F16, 1e-2, {64}, {65}, true, true, {"rms_norm_mul_convert"});
+}

@@ -14,11 +14,15 @@
 // 16-token chunk fuse (fused.matmul_add, the cuBLASLt GEMM with the residual
 // as C), its x converted by gemm-inputs, with the logits of the plan without
 // that pattern.
+// 4. glu_convert and rms_norm_mul_convert (on by default; dense FFN): the GLU
+// and the norms write the GEMMs' f16 inputs, gemm-inputs runs before fuse,
+// and the logits are those of the plan without them.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/Compile.h"
 #include "frontends/DecoderBlocks.h"
 #include "frontends/models/Demo.h"
+#include "ir/OpViews.h"
 #include "runtime/Compare.h"
 #include "runtime/Session.h"
 
@@ -78,6 +82,38 @@ void expectSameRows(const std::vector<std::vector<float>> &got,
     EXPECT_LE(normalizedError(got[r], want[r]), tol) << "row " << r;
 }
 
+/// The demo with a dense FFN (its own FFN is a mixture of experts), f16
+/// weights and a 16-token prefill bucket, compiled without the patterns
+/// `disable`.
+Plan denseF16(std::vector<std::string> disable) {
+  DecoderConfig c = demoConfig(64, DType::F16);
+  c.weightDType = DType::F16;
+  c.ffn = DecoderConfig::FfnKind::Dense;
+  c.nFf = 384;
+  auto g = buildDecoderGraph(c, decoderEntries({16}));
+  EXPECT_TRUE(bool(g)) << llvm::toString(g.takeError());
+  CompileOptions co;
+  co.disableFusion = std::move(disable);
+  auto plan = compile(*g, co);
+  EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  return std::move(*plan);
+}
+
+/// fused.rms_norm_mul nodes of `fn` that store a 16-bit type.
+unsigned count16BitNorms(const Function &fn) {
+  unsigned n = 0;
+  for (const Node &node : fn.nodes())
+    n += node.kind == OpKind::FusedRmsNormMul && op::FusedRmsNormMul(node).dtype() != DType::F32;
+  return n;
+}
+
+std::vector<std::string> passOrder(const Plan &plan) {
+  std::vector<std::string> order;
+  for (const PlanPassRecord &r : plan.passes())
+    order.push_back(r.name);
+  return order;
+}
+
 unsigned count(const Function &fn, OpKind k) {
   unsigned n = 0;
   for (const Node &node : fn.nodes())
@@ -127,37 +163,58 @@ TEST(GemmInputs, SameLogitsAsWithoutThePass) {
 /// those of the plan without it (the same rounding, once) on the CPU
 /// reference; --disable-fusion glu_convert restores the old pass order.
 TEST(PrefillFusion, GluConvertWritesTheGemmInputAndMatches) {
-  // The demo with a dense FFN (its own FFN is a mixture of experts).
-  auto dense = [](std::vector<std::string> disable) {
-    DecoderConfig c = demoConfig(64, DType::F16);
-    c.weightDType = DType::F16;
-    c.ffn = DecoderConfig::FfnKind::Dense;
-    c.nFf = 384;
-    auto g = buildDecoderGraph(c, decoderEntries({16}));
-    EXPECT_TRUE(bool(g)) << llvm::toString(g.takeError());
-    CompileOptions co;
-    co.disableFusion = std::move(disable);
-    auto plan = compile(*g, co);
-    EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
-    return std::move(*plan);
-  };
-  Plan fused = dense({}), plain = dense({"glu_convert"});
+  Plan fused = denseF16({"rms_norm_mul_convert"}),
+       plain = denseF16({"glu_convert", "rms_norm_mul_convert"});
   const Function *pre = fused.graph().lookup("prefill_16");
   ASSERT_NE(pre, nullptr);
   EXPECT_GT(count(*pre, OpKind::FusedGluConvert), 0u);
   EXPECT_EQ(count(*plain.graph().lookup("prefill_16"), OpKind::FusedGluConvert), 0u);
   EXPECT_LT(count(*pre, OpKind::Convert), count(*plain.graph().lookup("prefill_16"), OpKind::Convert));
-  auto order = [](const Plan &p) {
-    std::vector<std::string> names;
-    for (const PlanPassRecord &r : p.passes())
-      names.push_back(r.name);
-    return names;
-  };
-  EXPECT_EQ(order(fused), (std::vector<std::string>{"canonicalize", "cse", "dce", "gemm-inputs",
-                                                    "fuse", "dce"}));
-  EXPECT_EQ(order(plain), (std::vector<std::string>{"canonicalize", "cse", "dce", "fuse",
-                                                    "gemm-inputs", "dce"}));
+  EXPECT_EQ(passOrder(fused),
+            (std::vector<std::string>{"canonicalize", "cse", "dce", "gemm-inputs", "fuse", "dce"}));
+  EXPECT_EQ(passOrder(plain),
+            (std::vector<std::string>{"canonicalize", "cse", "dce", "fuse", "gemm-inputs", "dce"}));
   expectSameRows(teacherForced(fused), teacherForced(plain), 1e-6);
+}
+
+/// rms_norm_mul_convert (on by default since the ninth session; it also
+/// moves gemm-inputs before fuse): the attention and FFN norms of a prefill chunk write the q/k/v and
+/// gate|up GEMMs' f16 input themselves — no convert of a norm is left, each
+/// 16-bit norm replacing one — the decode entry keeps its f32 norms, and the
+/// logits are those of the plan without it (the same rounding, once) on the
+/// CPU reference. With glu_convert too (the default), both kinds of convert go.
+TEST(PrefillFusion, RmsNormMulConvertWritesTheGemmInputsAndMatches) {
+  Plan fused = denseF16({"glu_convert"}), plain = denseF16({"glu_convert", "rms_norm_mul_convert"});
+  const Function *pre = fused.graph().lookup("prefill_16");
+  const Function *plainPre = plain.graph().lookup("prefill_16");
+  ASSERT_NE(pre, nullptr);
+  ASSERT_NE(plainPre, nullptr);
+  unsigned norms16 = count16BitNorms(*pre);
+  // Two a layer (attention, FFN) at least.
+  EXPECT_GE(norms16, 2 * static_cast<unsigned>(demoConfig(64, DType::F16).nLayers));
+  EXPECT_EQ(count16BitNorms(*plainPre), 0u);
+  EXPECT_EQ(count16BitNorms(*fused.graph().lookup("decode")), 0u);
+  for (const Node &n : pre->nodes()) {
+    if (n.kind != OpKind::Convert)
+      continue;
+    const Node *p = pre->producer(n.operands[0]);
+    EXPECT_FALSE(p && p->kind == OpKind::FusedRmsNormMul) << "a norm's convert is left";
+  }
+  EXPECT_EQ(count(*pre, OpKind::Convert) + norms16, count(*plainPre, OpKind::Convert));
+  EXPECT_EQ(passOrder(fused),
+            (std::vector<std::string>{"canonicalize", "cse", "dce", "gemm-inputs", "fuse", "dce"}));
+  EXPECT_EQ(passOrder(plain),
+            (std::vector<std::string>{"canonicalize", "cse", "dce", "fuse", "gemm-inputs", "dce"}));
+  auto want = teacherForced(plain);
+  expectSameRows(teacherForced(fused), want, 1e-6);
+
+  Plan both = denseF16({});
+  const Function *bothPre = both.graph().lookup("prefill_16");
+  ASSERT_NE(bothPre, nullptr);
+  EXPECT_EQ(count16BitNorms(*bothPre), norms16);
+  EXPECT_EQ(count(*bothPre, OpKind::Convert) + norms16 + count(*bothPre, OpKind::FusedGluConvert),
+            count(*plainPre, OpKind::Convert));
+  expectSameRows(teacherForced(both), want, 1e-6);
 }
 
 TEST(PrefillFusion, GatedExpertsOfAChunkFuseAndMatchUnfused) {
