@@ -19,8 +19,7 @@
 namespace fg::cuda::detail {
 namespace {
 
-constexpr int kWarps = 4;     // 64 queries a block
-constexpr int64_t kKeys = 64; // keys per shared-memory tile
+constexpr int kWarps = 4; // 64 queries a block
 constexpr int64_t kMaxDim = 128;
 
 const char *decoder(DType t) { return t == DType::BF16 ? "fg::AttnBF16" : "fg::AttnF16"; }
@@ -85,7 +84,9 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
   // computed) where both caches take 16-byte copies; else one.
   bool vecK = vectorRows(kl, D), vecV = vectorRows(vl, Dv);
   int stages = vecK && vecV && o.attentionPrefillStages >= 2 ? 2 : 1;
-  c += llvm::formatv("  static constexpr int kW = {0}, BN = {1}, S = {2};\n", kWarps, kKeys, stages)
+  // Keys per shared-memory tile (EmitOptions::attentionPrefillKeys).
+  int64_t keys = o.attentionPrefillKeys == 32 ? 32 : 64;
+  c += llvm::formatv("  static constexpr int kW = {0}, BN = {1}, S = {2};\n", kWarps, keys, stages)
            .str();
   c += "  static constexpr long long T = " + ilit(T) + ", Hq = " + ilit(Hq) +
        ", G = " + ilit(Hq / Hkv) + ", D = " + ilit(D) + ", Dv = " + ilit(Dv) +
@@ -125,7 +126,7 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
   k.grid[1] = static_cast<unsigned>(Hq);
   k.block[0] = 32 * kWarps;
   // The key and value tiles (flashTileBytes in the kernel).
-  k.sharedBytes = static_cast<unsigned>(2 * stages * kKeys * ((D + 8) + (Dv + 8)));
+  k.sharedBytes = static_cast<unsigned>(2 * stages * keys * ((D + 8) + (Dv + 8)));
   k.params = {Param::result(0), Param::operand(0), Param::operand(1), Param::operand(2),
               Param::operand(3)};
   if (hasSinks)

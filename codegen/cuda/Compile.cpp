@@ -288,6 +288,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   emit.attentionPrefillStages =
       envInt("FG_DEBUG_FLASH_STAGES", 1, 2).value_or(emit.attentionPrefillStages);
   emit.ropeHeads = envInt("FG_DEBUG_ROPE_HEADS", 1, 16).value_or(emit.ropeHeads);
+  if (auto n = envInt("FG_DEBUG_FLASH_KEYS", 32, 64); n && (*n == 32 || *n == 64))
+    emit.attentionPrefillKeys = *n;
   // Decode attention's forms (EmitOptions::attention*).
   emit.attentionStages = envInt("FG_DEBUG_ATTN_STAGES", 0, 8).value_or(emit.attentionStages);
   emit.attentionSteps = envInt("FG_DEBUG_ATTN_STEPS", 1, 4).value_or(emit.attentionSteps);

@@ -89,6 +89,10 @@ struct EmitOptions {
   /// cp.async overlaps this one's mmas) or 1 (load, wait, compute: the form
   /// before the ninth session). FG_DEBUG_FLASH_STAGES.
   int attentionPrefillStages = 2;
+  /// Key rows per shared-memory tile of the prefill flash kernel (64; 32
+  /// halves the score registers and the tile's shared memory). For timing
+  /// (FG_DEBUG_FLASH_KEYS=32|64).
+  int attentionPrefillKeys = 64;
   /// A prefill rope (more than maxGemvTokens tokens) takes this many heads of
   /// a token per warp, computing each angle once for all of them (2 where
   /// the head count is not a multiple; 1: a head a warp, the form before the

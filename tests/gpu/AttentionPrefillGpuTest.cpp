@@ -194,12 +194,13 @@ TEST(GpuFlashPrefillOptions, HiLoQAndP) {
 /// Head dims whose k16 steps are odd in number (48, 80: the last step's K
 /// fragments by a two-matrix ldmatrix), and the one-stage form
 /// (FG_DEBUG_FLASH_STAGES=1: load, wait, compute, the form before the ninth
-/// session) beside the default two stages.
+/// session) and 32-key tiles (FG_DEBUG_FLASH_KEYS=32) beside the default
+/// two stages of 64 keys.
 TEST(GpuFlashPrefillOptions, OddKStepsAndStages) {
   FG_REQUIRE_GPU();
-  for (const char *stages : {"1", "2"}) {
-    SCOPED_TRACE(std::string("FG_DEBUG_FLASH_STAGES=") + stages);
-    ScopedEnv env("FG_DEBUG_FLASH_STAGES", stages);
+  for (auto [stages, keys] : {std::pair{"1", "64"}, {"2", "64"}, {"2", "32"}}) {
+    SCOPED_TRACE(std::string("FG_DEBUG_FLASH_STAGES=") + stages + " KEYS=" + keys);
+    ScopedEnv env("FG_DEBUG_FLASH_STAGES", stages), tile("FG_DEBUG_FLASH_KEYS", keys);
     for (int64_t hd : {48, 80}) {
       PrefillCase c{65, 70, hd};
       c.cache = hd == 80 ? DType::BF16 : DType::F16;
