@@ -10,12 +10,17 @@
 // keep the decode kernel).
 //
 // Work split. Grid (⌈T / BM⌉, Hq): one block per (tile of BM = 16·kW queries,
-// query head); warp w owns queries 16w .. 16w + 15 of the tile. The block's
-// key range is [min lo, max hi] over its queries (positions read from device
-// memory, so one graph serves every chunk; positions need not increase inside
-// a chunk). Keys go through shared memory in tiles of BN rows of K and V
-// (rows outside the range load zeros, so nothing undefined enters an mma); a
-// warp skips the tiles its own queries do not see.
+// query head), the last query tile of a head first (blockIdx.x reversed: the
+// most keys under a causal mask, so long blocks start before short ones when
+// the grid is more than one wave); warp w owns queries 16w .. 16w + 15 of the
+// tile. The block's key range is [min lo, max hi] over its queries (positions
+// read from device memory, so one graph serves every chunk; positions need
+// not increase inside a chunk). Keys go through dynamic shared memory in
+// tiles of BN rows of K and V (rows outside the range load zeros, so nothing
+// undefined enters an mma), C::S = 2 stages when rows take cp.async (the next
+// tile's copies in flight while this one is computed), else 1; a warp skips
+// the tiles its own queries do not see, and masks only the tiles that cross
+// the range of one of its rows.
 //
 // Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16", f16/bf16 A and B,
 // f32 C): lane = 4·g + t (g = lane / 4 "groupID", t = lane % 4).
@@ -24,33 +29,32 @@
 //   B (16×8, "col")      b0: (rows 2t, 2t+1, col g)   b1: (rows 2t+8, 2t+9, col g)
 //   C (16×8)             c0, c1: (row g, cols 2t, 2t+1)  c2, c3: (row g+8, same cols)
 // The lower 16 bits of a register hold the element of the smaller index.
-//   S = Q·Kᵀ: A = q rows (queries × head dims 16ks..16ks+15), held in
-//             registers for the whole block as hi + lo halves in K's mma type
-//             (q · scale rounded, and the remainder: ~22 bits of q survive, as in
-//             the decode kernel); B = K tile rows: b0 is the 32-bit word
-//             K[key 8n + g][16ks + 2t], b1 the one at + 8 (row-major K in
-//             shared memory gives B's column-major pairs directly).
+//   S = Q·Kᵀ: A = q rows (queries × head dims 16ks..16ks+15) · scale · log2 e,
+//             held in registers for the whole block, rounded to K's mma type
+//             (C::kHalf) or as hi + lo halves (~22 bits); B = K tile rows by
+//             ldmatrix: matrix i of rows 8n .. 8n + 7 and dims 16ks + 8i ..
+//             gives b0 / b1 of k-steps ks, ks + 1 (row-major K in shared memory
+//             is B's column-major layout).
 //   O += P·V: A = P from the S accumulators of n-tiles 2kk, 2kk + 1 (c0,c1 →
 //             a0 / a2 and c2,c3 → a1 / a3: the C layout of two adjacent n-tiles
-//             is the A layout of one k16 step), split hi + lo in V's mma type;
-//             B = V[keys 16kk + 2t, 2t+1 | +8, +9][dv 8c + g], two 16-bit
-//             shared loads packed per register.
-// Online softmax per query row: lanes t = 0..3 of a group share a row (a
-// quad), so row maxima are two xor-shuffles; the running sum stays a per-lane
-// partial until the end. A sink starts the row at m = sink, l = 1 (the
-// reference's denominator term). A row with no visible key writes zeros.
-// At D = Dv = 128 (f16, sm_90, NVRTC 12) the kernel takes 254 registers, no
-// spills, 35 KB of shared memory: 2 blocks (8 warps) per SM; q fragments in
-// shared memory would free ~64 registers. Key tiles are staged by cp.async
-// (every 16-byte unit of a tile in flight at once) when rows are unit-stride
-// and aligned; the first form loaded and stored one unit at a time, 16
-// dependent round trips a tile, and took 4.24 ms of a 23.9 ms W-dense prefill
-// of 512 tokens (fourth session). C::kHalf (the default, EmitOptions::
-// attentionPrefillHalf; FG_DEBUG_FLASH_HALF=0 turns it off) keeps q and P as
-// one rounded half each, as FlashAttention does: half the mmas and ~32 fewer
-// registers, ~11 bits of q and P with f16 caches, 8 with bf16 (errors ~1e-3
-// and ~4e-3 against the reference); W-dense's 512-token prefill attention
-// 3.54 -> 3.07 ms on the H200 (eighth session).
+//             is the A layout of one k16 step), rounded (or split) in V's mma
+//             type; B = V[keys 16kk .., dv 8c ..] by ldmatrix.trans, b0 / b1
+//             of two column tiles per instruction.
+// Online softmax per query row in log2 units (one ex2 per exponential; a
+// softcapped score is capped first, then scaled by log2 e): lanes t = 0..3
+// of a group share a row (a quad), so row maxima are two xor-shuffles; the
+// running sum stays a per-lane partial until the end. A sink starts the row
+// at m = sink, l = 1 (the reference's denominator term). A row with no
+// visible key writes zeros.
+//
+// History (W-dense's 512-token prefill on the H200): one unit loaded and
+// stored at a time, 4.24 ms of 23.9 (fourth session); every unit of a tile in
+// flight by cp.async, 3.55 (seventh); q and P as one rounded half each
+// (C::kHalf, EmitOptions::attentionPrefillHalf; FG_DEBUG_FLASH_HALF=0 for hi
+// + lo), 3.07 (eighth); ldmatrix fragments (V had been read one 16-bit shared
+// load per element), exp2, two stages, 1.64 (ninth: 23.8 µs a launch, 250
+// registers, 2 blocks of 4 warps per SM, still latency-bound). 32-key tiles
+// (EmitOptions::attentionPrefillKeys) measured slower (2.12 ms).
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,10 +71,9 @@ template <class C> struct FlashArgs {
 
 /// The block's query ranges (static shared memory). The key and value tiles
 /// live in dynamic shared memory (the emitter's sharedBytes): C::S stages of
-/// BN rows each,
-/// rows padded by 8 elements (16 bytes: rows stay aligned for cp.async and
-/// ldmatrix, and the 8 row addresses of one ldmatrix phase, 272 bytes apart
-/// at D = 128, fall in 32 different banks).
+/// BN rows each, rows padded by 8 elements (16 bytes: rows stay aligned for
+/// cp.async and ldmatrix, and the 8 row addresses of one ldmatrix phase, 272
+/// bytes apart at D = 128, fall in 32 different banks).
 struct FlashRanges {
   int lo[128], hi[128]; ///< visible keys per query row (lo > hi: none)
   int klo, khi;         ///< the block's key range
@@ -115,8 +118,8 @@ template <class C> static __device__ __forceinline__ void flashRange(long long p
 /// `pitch` elements, by cp.async: every load of the tile is in flight at
 /// once, instead of one load-then-store round trip per unit (the first form:
 /// 16 dependent round trips a tile at D = 128). Rows past `khi` are filled
-/// with zeros (src-size 0 reads nothing). The caller waits (cp.async.wait_all)
-/// and synchronises.
+/// with zeros (src-size 0 reads nothing). The caller commits the group, waits
+/// for it (cp.async.wait_group) and synchronises.
 template <int U, int NT, int BN, class T>
 static __device__ __forceinline__ void flashStageAsync(unsigned short *dst, int pitch, const T *src,
                                                        long long sj, int j0, int khi) {

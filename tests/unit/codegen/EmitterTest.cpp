@@ -245,21 +245,25 @@ TEST(CudaEmit, ConvertContRepeatConcat) {
 }
 
 /// The opt-in prefetching form of the elementwise maps
-/// (EmitOptions::elementwiseIlp): kIlp elements a thread, a grid of
-/// ⌈n / (256 · kIlp)⌉ blocks; it compiles for a convert, a broadcast add and
-/// a glu. A gather reads elsewhere than the output's position and keeps one
-/// element a thread; so does the default.
+/// (EmitOptions::elementwiseIlp, with the default vector form off): kIlp
+/// elements a thread, a grid of ⌈n / (256 · kIlp)⌉ blocks; it compiles for a
+/// convert, a broadcast add and a glu. A gather reads elsewhere than the
+/// output's position and keeps one element a thread; so does the scalar form
+/// (both off).
 TEST(CudaEmit, ElementwisePrefetchForm) {
-  EmitOptions o;
+  EmitOptions o, scalar;
   o.elementwiseIlp = 4;
+  o.elementwiseVector = scalar.elementwiseVector = false;
   auto cv = emitAll(
       [](Builder &b) { b.result(b.convert(b.input("x", T(DType::F32, {512, 4099})), DType::F16)); },
       {}, o);
   EXPECT_TRUE(contains(kernel(cv, 0), "kIns = 1, kIlp = 4;"));
   EXPECT_EQ(kernel(cv, 0).grid[0], unsigned((512 * 4099 + 1023) / 1024));
   auto plain = emitAll(
-      [](Builder &b) { b.result(b.convert(b.input("x", T(DType::F32, {512, 4099})), DType::F16)); });
+      [](Builder &b) { b.result(b.convert(b.input("x", T(DType::F32, {512, 4099})), DType::F16)); },
+      {}, scalar);
   EXPECT_TRUE(contains(kernel(plain, 0), "kIns = 1, kIlp = 1;"));
+  EXPECT_FALSE(contains(kernel(plain, 0), "kVec = true;"));
   EXPECT_EQ(kernel(plain, 0).grid[0], unsigned((512 * 4099 + 255) / 256));
   auto add = emitAll(
       [](Builder &b) {
@@ -283,13 +287,14 @@ TEST(CudaEmit, ElementwisePrefetchForm) {
   EXPECT_TRUE(contains(kernel(rows, 0), "kIlp = 1;"));
 }
 
-/// The opt-in vector form of the elementwise maps (EmitOptions::
-/// elementwiseVector): 4 elements a thread where every operand is read at the
-/// output's flat index — a convert, a glu, an f16 add, a chain; a broadcast
-/// operand, a transposed one or a gather keep the plain form.
+/// The vector form of the elementwise maps (EmitOptions::elementwiseVector,
+/// the default since the ninth session): 4 elements a thread where every
+/// operand is read at the output's flat index — a convert, a glu, an f16
+/// add, a chain; a broadcast operand, a transposed one or a gather keep the
+/// plain form.
 TEST(CudaEmit, ElementwiseVectorForm) {
   EmitOptions o;
-  o.elementwiseVector = true;
+  EXPECT_TRUE(o.elementwiseVector);
   auto one = [&](const std::function<void(Builder &)> &build, std::vector<Layout> ls = {}) {
     return emitAll(build, std::move(ls), o);
   };
