@@ -52,8 +52,10 @@ std::string attentionPrefillRefusal(const Function &fn, const Node &node) {
     return "sinks of dtype " + std::string(dtypeName(fn.type(node.operands[4]).dtype));
   if (Hkv <= 0 || Hq % Hkv || Hq > 65535)
     return llvm::formatv("{0} query heads over {1} kv heads", Hq, Hkv).str();
-  if (ctx >= (int64_t(1) << 31))
-    return "a cache of 2^31 rows or more";
+  // Key indices are 32-bit in the kernel, one tile (at most 64 rows) past
+  // the last key included.
+  if (ctx > (int64_t(1) << 31) - 2 * 64)
+    return "a cache of more than 2^31 - 128 rows";
   return "";
 }
 
@@ -125,7 +127,8 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
   k.grid[0] = static_cast<unsigned>((T + 16 * kWarps - 1) / (16 * kWarps));
   k.grid[1] = static_cast<unsigned>(Hq);
   k.block[0] = 32 * kWarps;
-  // The key and value tiles (flashTileBytes in the kernel).
+  // The key and value tiles: S stages of `keys` rows of K and V, each row
+  // padded by 8 elements (the kernel's ktiles / vtiles).
   k.sharedBytes = static_cast<unsigned>(2 * stages * keys * ((D + 8) + (Dv + 8)));
   k.params = {Param::result(0), Param::operand(0), Param::operand(1), Param::operand(2),
               Param::operand(3)};

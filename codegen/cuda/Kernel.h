@@ -87,16 +87,22 @@ struct EmitOptions {
   unsigned attentionPrefillMinBlocks = 0;
   /// Key tiles in flight in the prefill flash kernel: 2 (the next tile's
   /// cp.async overlaps this one's mmas) or 1 (load, wait, compute: the form
-  /// before the ninth session). FG_DEBUG_FLASH_STAGES.
+  /// before the ninth session). Measured on the H200 (ninth session, W-dense
+  /// prefill of 512 tokens, attention): 1.60 ms with 2, 1.79 with 1.
+  /// FG_DEBUG_FLASH_STAGES.
   int attentionPrefillStages = 2;
   /// Key rows per shared-memory tile of the prefill flash kernel (64; 32
-  /// halves the score registers and the tile's shared memory). For timing
+  /// halves the score registers and the tile's shared memory, and measured
+  /// slower on the H200, ninth session: W-dense prefill attention 1.62 ->
+  /// 2.12 ms at 512 tokens, 13.1 -> 17.7 at 2048). For timing
   /// (FG_DEBUG_FLASH_KEYS=32|64).
   int attentionPrefillKeys = 64;
   /// A prefill rope (more than maxGemvTokens tokens) takes this many heads of
   /// a token per warp, computing each angle once for all of them (2 where
   /// the head count is not a multiple; 1: a head a warp, the form before the
-  /// ninth session). FG_DEBUG_ROPE_HEADS.
+  /// ninth session). Measured on the H200 (ninth session, with the flash
+  /// kernel's changes, same call): W-dense's prefill ropes 0.66 -> 0.21 ms at
+  /// 512 tokens, 2.57 -> 0.76 at 2048. FG_DEBUG_ROPE_HEADS.
   int64_t ropeHeads = 4;
   /// Decode attention: cp.async stages of each warp's ring in shared memory
   /// (-1: the rule of AttentionEmitter.cpp; 0: the register-load form, no
