@@ -541,7 +541,9 @@ TEST(CudaEmit, Rope) {
 /// (2 when the head count is not a multiple of 4, 1 when it is odd), the
 /// grid sized for the groups; every form compiles.
 TEST(CudaEmit, RopePrefillHeadGroups) {
-  for (auto [heads, group] : {std::pair{32, 4}, {6, 2}, {5, 0}}) {
+  // (Not a structured binding: clang 14 cannot capture one in the lambda.)
+  for (std::pair<int64_t, int64_t> hg : {std::pair<int64_t, int64_t>{32, 4}, {6, 2}, {5, 0}}) {
+    const int64_t heads = hg.first, group = hg.second;
     SCOPED_TRACE(heads);
     Builder::RopeParams p;
     p.mode = RopeMode::Neox;
