@@ -135,11 +135,13 @@ void registerCases() {
                             {"neox_partial", RopeMode::Neox, 32, false, 1, 0},
                             {"normal_freq_factors", RopeMode::Normal, 64, true, 1, 0},
                             {"neox_yarn", RopeMode::Neox, 64, false, 0.25, 1.0}};
-  for (const RopeCase &rc : ropes)
-    add(std::string("rope_") + rc.name, OpKind::Rope, [=](Builder &b, Inputs &in) {
-      auto x = b.weight("x", {DType::F32, {5, 4, 64}}, randn());
-      auto pos = b.input("positions", {DType::I32, {5}});
-      in["positions"] = {0, 1, 17, 1000, 4095};
+  // One rope case: x [positions, heads, 64] of random values.
+  auto ropeCase = [](RopeCase rc, int64_t heads, std::vector<int32_t> positions) {
+    return [=](Builder &b, Inputs &in) {
+      auto tokens = static_cast<int64_t>(positions.size());
+      auto x = b.weight("x", {DType::F32, {tokens, heads, 64}}, randn());
+      auto pos = b.input("positions", {DType::I32, {tokens}});
+      in["positions"] = positions;
       Builder::RopeParams p;
       p.mode = rc.mode;
       p.nDims = rc.nDims;
@@ -152,31 +154,20 @@ void registerCases() {
         ff = b.weight("ff", {DType::F32, {rc.nDims / 2}}, randu(1.0, 8.0));
       b.result(b.rope(x, pos, p, ff, "y"));
       return 1e-5;
-    });
-  // Prefill-sized ropes (more than 8 tokens): the heads of a token taken 4
-  // (12 heads), 2 (6 heads) or 1 (5 heads) at a time, the angles computed
-  // once for them (MapRope::runHeads).
-  for (const RopeCase &rc : ropes)
+    };
+  };
+  std::vector<int32_t> prefillPositions;
+  for (int t = 0; t < 37; ++t)
+    prefillPositions.push_back(t * 97 % 4096);
+  for (const RopeCase &rc : ropes) {
+    add(std::string("rope_") + rc.name, OpKind::Rope, ropeCase(rc, 4, {0, 1, 17, 1000, 4095}));
+    // Prefill-sized ropes (more than 8 tokens): the heads of a token taken 4
+    // (12 heads), 2 (6 heads) or 1 (5 heads) at a time, the angles computed
+    // once for them (MapRope::runHeads).
     for (int64_t heads : {12, 6, 5})
       add(std::string("rope_prefill_") + rc.name + "_h" + std::to_string(heads), OpKind::Rope,
-          [=](Builder &b, Inputs &in) {
-            auto x = b.weight("x", {DType::F32, {37, heads, 64}}, randn());
-            auto pos = b.input("positions", {DType::I32, {37}});
-            for (int t = 0; t < 37; ++t)
-              in["positions"].push_back(t * 97 % 4096);
-            Builder::RopeParams p;
-            p.mode = rc.mode;
-            p.nDims = rc.nDims;
-            p.theta = 10000;
-            p.freqScale = rc.freqScale;
-            p.extFactor = rc.ext;
-            p.nCtxOrig = rc.ext != 0 ? 4096 : 0;
-            std::optional<ValueId> ff;
-            if (rc.freqFactors)
-              ff = b.weight("ff", {DType::F32, {rc.nDims / 2}}, randu(1.0, 8.0));
-            b.result(b.rope(x, pos, p, ff, "y"));
-            return 1e-5;
-          });
+          ropeCase(rc, heads, prefillPositions));
+  }
   add("softmax_mask_scale_alibi", OpKind::Softmax, [](Builder &b, Inputs &) {
     auto x = b.weight("x", {DType::F32, {4, 3, 37}}, randn());
     auto mask = b.weight("mask", {DType::F32, {3, 37}}, randn());
