@@ -5,8 +5,9 @@
 // per fusion, ancestor bitsets and an all-pairs placement in the memory
 // planner of the overlap proof); a long chain of reshapes was quadratic in
 // the verifier and the launch DAG (each use walked the chain). Here: the work per op may not grow
-// with the graph (CPU time at 4x the size stays well under 16x), the 100000-op runs take a few CPU
-// seconds at most, and what fired is what a small graph shows.
+// with the graph (CPU time at 4x the size stays well under 16x) and what fired at 100000 ops is what
+// a small graph shows. No absolute time is asserted: CI's machine under the address sanitizer ran
+// the 100000-op chain in 10.6 s where this one takes 2 s; the ratio is what catches a quadratic.
 //
 //===----------------------------------------------------------------------===//
 #include "bench/PassGraphs.h"
@@ -82,14 +83,12 @@ TEST(PassScale, ChainFusesLikeASmallOne) {
   EXPECT_EQ(big.report.count("unary_mul"), 25000);
   EXPECT_EQ(big.report.count("relu_sqr"), 12500);
   EXPECT_EQ(big.nodes, 62500u);
-  EXPECT_LT(big.seconds, 10.0) << "100000-op chain";
 }
 
 TEST(PassScale, WideSumFusesInChainsOfEight) {
   PipelineRun r = runPipeline(wideGraph(100000));
   EXPECT_EQ(r.report.count("add_chain"), 12500);
   EXPECT_EQ(r.nodes, 12500u);
-  EXPECT_LT(r.seconds, 10.0) << "100000-add sum";
 }
 
 TEST(PassScale, TimeGrowsLinearly) {
