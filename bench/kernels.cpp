@@ -24,7 +24,7 @@
 //   fg_bench_kernels [--smoke] [--list] [--compile-only] [--json FILE] [--table FILE]
 //                    [--reps N] [--no-cublas] [--gemv-tc-min N] [--gemv-rows N]
 //                    [--gemv-warps N] [--gemv-unroll N] [--gemv-narrow-quant] [--gemv-wide-scaled] [--gemv-x-split] [--gemv-narrow-iq4nl] [--gemv-narrow-q6k]
-//                    [--benchmark_filter=REGEX]
+//                    [--pdl-prefetch-mb N] [--benchmark_filter=REGEX]
 //
 // Without a device it prints one skip line and exits 0.
 //
@@ -945,7 +945,9 @@ int usage(const char *argv0, int code = 2) {
       "  --attn-blocks-per-sm N  decode attention: blocks per SM the split grid is sized for\n"
       "  --attn-min-tiles N   decode attention: tiles each warp takes at least in a split\n"
       "  --attn-reg-max-live N  decode attention: live rows up to which the staged form loads\n"
-      "                       into registers (0: always staged)\n",
+      "                       into registers (0: always staged)\n"
+      "  --pdl-prefetch-mb N  L2 bytes a GEMV or attention launch prefetches before its\n"
+      "                       programmatic-launch wait (EmitOptions::pdlPrefetchBytes)\n",
       argv0);
   return code;
 }
@@ -1025,6 +1027,15 @@ int main(int argc, char **argv) {
         s.emit.gemvWidePrefetch = n - 1;
       else
         return usage(argv[0]);
+    } else if (a.rfind("--pdl-prefetch-mb", 0) == 0) {
+      // The programmatic-launch prologues' L2 budget (EmitOptions::
+      // pdlPrefetchBytes): this benchmark's graphs have no programmatic
+      // edges, so it times the prologue's cost, not its overlap.
+      auto v = value("--pdl-prefetch-mb");
+      int n = v ? std::atoi(v->c_str()) : -1;
+      if (n < 0 || n > 1024)
+        return usage(argv[0]);
+      s.emit.pdlPrefetchBytes = static_cast<int64_t>(n) << 20;
     } else if (a.rfind("--attn-", 0) == 0) {
       // Decode attention's staging overrides (EmitOptions::attention*).
       std::string f = a.substr(0, a.find('='));

@@ -186,7 +186,13 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
        ", ctx = " + lit(ctx) + ", window = " + lit(op::Attention(node).window()) + ", kMinChunk = " +
        lit(p.minChunk) + ", kMinChunkRegs = " + lit(p.minChunkRegs) +
        ", kRegMaxLive = " + lit(o.attentionRegMaxLive) + ";\n";
-  c += "  static constexpr long long kPart = " + lit(p.part) +
+  // The prologue's keys per block (attentionPrefetch): EmitOptions::
+  // pdlPrefetchBytes spread over every split of every kv head and token, in
+  // 8-key steps; contiguous rows only (else none).
+  int64_t rowBytes = D * elemBytes(kt.dtype) + Dv * elemBytes(vt.dtype), pfKeys = 0;
+  if (o.pdlPrefetchBytes > 0 && kl.strides[2] == 1 && vl.strides[2] == 1)
+    pfKeys = o.pdlPrefetchBytes / (p.smax * Hkv * T * rowBytes) / 8 * 8;
+  c += "  static constexpr long long kPart = " + lit(p.part) + ", kPfKeys = " + lit(pfKeys) +
        ";\n";
   c += "  static constexpr bool kSinks = " + flag(hasSinks) + ", kSoftcap = " + flag(softcap > 0) +
        ", kVecK = " + flag(vecK) + ", kVecV = " + flag(vecV) + ";\n";
@@ -211,6 +217,10 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
     params += ", const Cfg::Sink* sinks";
   c += kernelEntry(32 * kWarps, params,
                    llvm::formatv("fg::attention<Cfg>(fg::AttnArgs<Cfg>{{y, scratch, counters, q, k, v, pos, {0}});",
+                                 hasSinks ? "sinks" : "nullptr")
+                       .str(),
+                   0,
+                   llvm::formatv("fg::attentionPrefetch<Cfg>(fg::AttnArgs<Cfg>{{y, scratch, counters, q, k, v, pos, {0}});",
                                  hasSinks ? "sinks" : "nullptr")
                        .str());
   KernelSpec main = finishSpec("attention", kernelSource("attention.cuh").str() + c);

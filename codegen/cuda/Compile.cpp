@@ -288,6 +288,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   emit.attentionPrefillStages =
       envInt("FG_DEBUG_FLASH_STAGES", 1, 2).value_or(emit.attentionPrefillStages);
   emit.ropeHeads = envInt("FG_DEBUG_ROPE_HEADS", 1, 16).value_or(emit.ropeHeads);
+  if (auto n = envInt("FG_DEBUG_PDL_PREFETCH_MB", 0, 1024))
+    emit.pdlPrefetchBytes = static_cast<int64_t>(*n) << 20;
   if (auto n = envInt("FG_DEBUG_FLASH_KEYS", 32, 64); n && (*n == 32 || *n == 64))
     emit.attentionPrefillKeys = *n;
   // Decode attention's forms (EmitOptions::attention*).

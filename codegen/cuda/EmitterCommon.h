@@ -54,9 +54,13 @@ KernelSpec finishSpec(llvm::StringRef mnemonic, std::string body);
 /// bounds `threads`, named `KERNEL`, whose body starts with fg_pdl_begin()
 /// (the programmatic-dependent-launch wait, common.cuh) and then runs `body`.
 /// `minBlocks` > 0 also asks for that many resident blocks per SM (the
-/// register cap that follows from it).
+/// register cap that follows from it). `prologue`, if any, runs before the
+/// wait, possibly while the previous kernel still runs: it issues L2
+/// prefetch hints (fg_prefetch_l2) and reads, bypassing L1, only what it
+/// needs to aim them (decode attention: the positions); nothing it reads
+/// decides a result, and it writes nothing.
 std::string kernelEntry(unsigned threads, llvm::StringRef params, llvm::StringRef body,
-                        unsigned minBlocks = 0);
+                        unsigned minBlocks = 0, llvm::StringRef prologue = {});
 
 /// "no CUDA kernel for '<op>' with <why>"
 llvm::Error unsupported(const Node &node, const llvm::Twine &why);

@@ -433,6 +433,34 @@ GemvSplit chooseSplit(bool tensorCores, int64_t N, int64_t K, int64_t M, bool ex
 
 std::string lit(int64_t v) { return ilit(v); }
 
+/// The programmatic-launch prologue of one launch (gemvPrefetch,
+/// kernels/gemv.cuh): how many of its first tiles prefetch, and how many
+/// bytes of each of their weight rows (0: none). The blocks that can be
+/// resident beside the previous kernel are estimated as 32 warps per SM; the
+/// prefix of a row is what spreads EmitOptions::pdlPrefetchBytes evenly over
+/// their rows, in whole 128-byte lines, at most the row. Expert-indexed
+/// launches (their experts come from the previous kernels) and strided rows
+/// take none.
+struct GemvPrefetch {
+  int64_t blocks = 0, rowBytes = 0;
+};
+GemvPrefetch choosePrefetch(const GemvDesc &d, const GemvSplit &sp, const WeightStream &w,
+                            int streams, const EmitOptions &o) {
+  GemvPrefetch p;
+  if (o.pdlPrefetchBytes <= 0 || d.expert || w.ks != 1)
+    return p;
+  const int64_t tileRows = sp.tensorCores ? 16 : sp.rows;
+  const int64_t tiles = (d.N + tileRows - 1) / tileRows;
+  const int64_t blocks =
+      std::min<int64_t>(tiles, static_cast<int64_t>(o.smCount) * std::max(1, 32 / sp.warps));
+  const int64_t per = o.pdlPrefetchBytes / (blocks * tileRows * streams) / 128 * 128;
+  if (per < 128)
+    return p;
+  p.blocks = blocks;
+  p.rowBytes = std::min(storageBytes(w.dtype, d.K), per);
+  return p;
+}
+
 /// fused.matmul_multi: one parameter struct per segment (S0, S1, S2), the
 /// segments' tile ranges (struct Multi) and an entry taking one result and
 /// one weight pointer per segment (kernels/gemv.cuh, gemvMulti).
@@ -462,9 +490,9 @@ KernelSpec multiKernel(const GemvDesc &d, const GemvSplit &sp, CfgStruct &&cfgSt
     return "fg::GemvArgs<Seg" + i + ">{y" + i + ", x, w" + i +
            ", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}";
   };
-  std::string call = "fg::gemvMulti<Multi>(" + args(0) + ", " + args(1) + ", " +
-                     (n == 3 ? args(2) : args(1)) + ");";
-  c += kernelEntry(32 * sp.warps, params, call, sp.minBlocks);
+  std::string list = args(0) + ", " + args(1) + ", " + (n == 3 ? args(2) : args(1));
+  c += kernelEntry(32 * sp.warps, params, "fg::gemvMulti<Multi>(" + list + ");", sp.minBlocks,
+                   "fg::gemvMultiPrefetch<Multi>(" + list + ");");
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() + c);
   k.grid[0] = static_cast<unsigned>(total);
   k.grid[1] = 1;
@@ -584,6 +612,9 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
        ", kXHalf = " + (xHalf ? "true" : "false") + ";\n";
   c += "  static constexpr long long N = " + lit(N) + ", K = " + lit(d.K) + ", E = " + lit(d.E) +
        ", kPairs = " + lit(d.pairs) + ", kk = " + lit(d.kk) + ";\n";
+  const GemvPrefetch pf = choosePrefetch(d, sp, sw0, two ? 2 : 1, o);
+  c += "  static constexpr long long kPfBlocks = " + lit(pf.blocks) +
+       ", kPfBytes = " + lit(pf.rowBytes) + ";\n";
   c += std::string("  static constexpr bool kExpert = ") + (d.expert ? "true" : "false") +
        ", kBias = " + (d.bias ? "true" : "false") + ", kRes = " + (d.res ? "true" : "false") +
        ", kNorm = " + (d.norm ? "true" : "false") +
@@ -641,7 +672,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
     args += ", nullptr";
   }
   c += kernelEntry(32 * sp.warps, params, "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{" + args + "});",
-                   sp.minBlocks);
+                   sp.minBlocks,
+                   "fg::gemvPrefetch<Cfg>(fg::GemvArgs<Cfg>{" + args + "}, blockIdx.x);");
 
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() + c);
   k.grid[0] = static_cast<unsigned>((d.N + sp.rows - 1) / sp.rows);

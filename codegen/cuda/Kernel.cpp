@@ -233,9 +233,11 @@ KernelSpec finishSpec(llvm::StringRef mnemonic, std::string body) {
 }
 
 std::string kernelEntry(unsigned threads, llvm::StringRef params, llvm::StringRef body,
-                        unsigned minBlocks) {
+                        unsigned minBlocks, llvm::StringRef prologue) {
   return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(threads) +
-         (minBlocks ? ", " + std::to_string(minBlocks) : "") + ") KERNEL(" + params.str() + ") {\n  fg_pdl_begin();\n  " + body.str() + "\n}\n";
+         (minBlocks ? ", " + std::to_string(minBlocks) : "") + ") KERNEL(" + params.str() +
+         ") {\n" + (prologue.empty() ? "" : "  " + prologue.str() + "\n") +
+         "  fg_pdl_begin();\n  " + body.str() + "\n}\n";
 }
 
 llvm::Error unsupported(const Node &node, const llvm::Twine &why) {

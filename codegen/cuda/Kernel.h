@@ -127,6 +127,12 @@ struct EmitOptions {
   /// -9 to -10 % a step, W-dense -2 %). FG_DEBUG_ATTN_STAGES=N > 0 forces
   /// the ring.
   int64_t attentionRingMinCtx = 4096;
+  /// Programmatic-launch prologues: the bytes one launch of a dense GEMV or
+  /// of decode attention prefetches into L2 before its griddepcontrol.wait
+  /// (its first weight rows; the KV rows of its split), while the kernel
+  /// before it still runs (kernels/gemv.cuh gemvPrefetch, attention.cuh
+  /// attentionPrefetch). 0: no prologue. FG_DEBUG_PDL_PREFETCH_MB.
+  int64_t pdlPrefetchBytes = 0;
   /// Elementwise maps over the output: elements a thread, their operands
   /// prefetched into L1 before the first is computed (FG_DEBUG_EW_ILP=N). One
   /// by default: measured on the H200 (ninth session, one call), 2 and 4

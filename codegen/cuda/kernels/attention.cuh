@@ -637,6 +637,54 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
     *cnt = 0u; // ready for the next replay
 }
 
+/// The range of keys a block of the token at position p computes, in the form
+/// `attention` (below) chooses for it.
+template <class C> static __device__ __forceinline__ AttnRange attnRangeOfForm(long long p) {
+  if constexpr (C::kStages > 0) {
+    const AttnRange r = attnRange<C>(p);
+    if (r.live <= C::kRegMaxLive)
+      return attnRange<AttnRegisters<C>>(p);
+    return r;
+  } else {
+    return attnRange<C>(p);
+  }
+}
+
+/// The programmatic-launch prologue (before fg_pdl_begin, possibly while the
+/// previous kernel still runs): the block prefetches into L2 the K and V rows
+/// of the first C::kPfKeys keys of its split. Those rows were written by
+/// earlier steps, except the token's own, which this step writes: a prefetch
+/// cannot make L2 stale (the write updates the line), it only starts the
+/// DRAM traffic early. The position is read past L1 (ld.global.cg) and only
+/// aims the prefetch; the body reads it again after the wait. One block per
+/// kv head prefetches (head chunks of one kv head share their rows).
+template <class C> static __device__ __forceinline__ void attentionPrefetch(const AttnArgs<C> &a) {
+  if constexpr (C::kPfKeys > 0) {
+    if (blockIdx.y % C::kHC != 0)
+      return;
+    const long long p = (long long)__ldcg(a.pos + C::pos_off + (long long)blockIdx.z * C::pos_st);
+    const AttnRange r = attnRangeOfForm<C>(p);
+    if ((int)blockIdx.x >= r.nsplit)
+      return;
+    const long long kb = r.lo + blockIdx.x * r.chunk, end = r.lo + r.live;
+    const long long n = r.chunk < C::kPfKeys ? r.chunk : C::kPfKeys;
+    const long long ke = kb + n < end ? kb + n : end;
+    const long long hk = blockIdx.y / C::kHC;
+    constexpr int LK = (int)((C::D * sizeof(typename C::DecK::T) + 127) / 128);
+    constexpr int LV = (int)((C::Dv * sizeof(typename C::DecV::T) + 127) / 128);
+    for (long long i = threadIdx.x; i < (ke - kb) * (LK + LV); i += blockDim.x) {
+      const long long j = kb + i / (LK + LV);
+      const int l = (int)(i % (LK + LV));
+      const char *row =
+          l < LK ? reinterpret_cast<const char *>(a.k + C::k_off + hk * C::k_sh + j * C::k_sj) +
+                       128 * l
+                 : reinterpret_cast<const char *>(a.v + C::v_off + hk * C::v_sh + j * C::v_sj) +
+                       128 * (l - LK);
+      fg_prefetch_l2(row);
+    }
+  }
+}
+
 /// The entry: a staged configuration runs a token whose live rows are at
 /// most kRegMaxLive in the register-load form (short KV: one round trip per
 /// warp, where the ring only adds its shared-memory hop; measured on the

@@ -76,22 +76,41 @@ template <int NT> static __device__ __forceinline__ float fg_block_max(float v) 
 // are visible; then griddepcontrol.launch_dependents lets the kernels that
 // depend on this one be scheduled now, so their launch overlaps this kernel's
 // body (they wait in turn, so "C waited for B" still implies "A is done").
-// Nothing runs before the wait, so no code is concurrent with its
-// predecessors and the memory plan needs no change. Without programmatic
-// edges in the graph (eager runs, other GPUs) both are no-ops.
+// Before the wait a kernel may run only its entry's prologue, which issues
+// L2 prefetch hints (fg_prefetch_l2: weights, and KV rows of earlier steps)
+// and nothing else: a prefetch neither reads a value into a register nor
+// writes, and L2 is the point of coherence for every SM, so a line fetched
+// before its producer's write is updated by that write; no code that
+// observes memory is concurrent with the predecessors, and the memory plan
+// and the overlap proof need no change. Without programmatic edges in the
+// graph (eager runs, other GPUs) the prologue simply runs first and both
+// instructions are no-ops.
 // FG_PDL_DELAY_NS (a debug build: FG_DEBUG_PDL_DELAY_NS in the compiler's
 // environment) sleeps after the trigger, so a kernel that read its inputs
 // without waiting would read them before they are written.
+// FG_PDL_EARLY_TRIGGER (FG_DEBUG_PDL_EARLY_TRIGGER=1, for timing) lets the
+// dependents launch before this kernel's own wait, so their prologues can
+// overlap one more kernel; "C waited for B" still implies "A is done" (B
+// completes only after its wait returned).
 static __device__ __forceinline__ void fg_pdl_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(FG_PDL_EARLY_TRIGGER) && !defined(FG_PDL_NO_TRIGGER)
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   asm volatile("griddepcontrol.wait;" ::: "memory");
-#ifndef FG_PDL_NO_TRIGGER
+#if !defined(FG_PDL_NO_TRIGGER) && !defined(FG_PDL_EARLY_TRIGGER)
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 #endif
 #ifdef FG_PDL_DELAY_NS
   for (unsigned t = 0; t < FG_PDL_DELAY_NS; t += 1000) __nanosleep(1000);
 #endif
+}
+// Starts moving the 128-byte line of p into L2 (no register, no wait): a
+// hint with no effect on any value read or written. The programmatic-launch
+// prologues (before fg_pdl_begin) issue only these.
+static __device__ __forceinline__ void fg_prefetch_l2(const void *p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 // Starts moving the line of p toward L1 (no register, no wait); for data needed soon.
 static __device__ __forceinline__ void fg_prefetch_l1(const void *p) {

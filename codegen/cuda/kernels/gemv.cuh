@@ -1807,6 +1807,39 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a, long long
   }
 }
 
+// --- the programmatic-launch prologue ----------------------------------------------
+
+/// Runs before fg_pdl_begin (the entry's prologue), possibly while the kernel
+/// before this one still streams its own bytes: the first C::kPfBytes of each
+/// weight row of output tile `bx` (both streams) are prefetched into L2, so
+/// the weight stream of this launch starts before its predecessor's tail has
+/// drained and its first loads hit L2 (programmatic dependent launch
+/// schedules this kernel once every block of the previous one has passed its
+/// own wait). Only the first C::kPfBlocks tiles (the blocks that can be
+/// resident while the predecessor runs) and the first group of x rows do it,
+/// and the per-row prefix is sized by the emitter so that one launch
+/// prefetches at most EmitOptions::pdlPrefetchBytes. Dense weights only: an
+/// expert-indexed launch learns its experts from the previous kernels.
+template <class C>
+static __device__ __forceinline__ void gemvPrefetch(const GemvArgs<C> &a, long long bx) {
+  if constexpr (C::kPfBytes > 0 && !C::kExpert) {
+    if (bx >= C::kPfBlocks || blockIdx.z != 0)
+      return;
+    constexpr int R = C::kTensorCores ? 16 : C::kRows, S = C::Epi::kStreams;
+    constexpr int kLines = (int)((C::kPfBytes + 127) / 128);
+    for (int i = threadIdx.x; i < S * R * kLines; i += blockDim.x) {
+      const int line = i % kLines, r = (i / kLines) % R, st = i / (kLines * R);
+      const long long n = bx * R + r;
+      if (n >= C::N)
+        continue;
+      const char *row =
+          st == 0 ? reinterpret_cast<const char *>(a.w0 + C::w0_off + n * C::w0_ld)
+                  : reinterpret_cast<const char *>(a.w1 + C::w1_off + n * C::w1_ld);
+      fg_prefetch_l2(row + 128LL * line); // line < ⌈kPfBytes / 128⌉: inside the row
+    }
+  }
+}
+
 /// Output tile `bx` of the GEMV: the work split the emitter chose (Cfg::kTensorCores).
 template <class C>
 static __device__ __forceinline__ void gemvTile(const GemvArgs<C> &a, long long bx) {
@@ -1834,6 +1867,23 @@ static __device__ __forceinline__ void gemv(const GemvArgs<C> &a) {
 /// segment's result: per block, exactly what a matmul's launch does (bx is
 /// uniform over the block, so its barriers are too). Each segment's shared
 /// memory is its own (static, at most 3 x 8 KiB on the tensor cores).
+/// gemvPrefetch for the segment of this block's tile (every segment's Cfg
+/// carries the launch's kPfBlocks and one row prefix).
+template <class C>
+static __device__ __forceinline__ void gemvMultiPrefetch(const GemvArgs<typename C::S0> &a0,
+                                                         const GemvArgs<typename C::S1> &a1,
+                                                         const GemvArgs<typename C::S2> &a2) {
+  const long long bx = blockIdx.x;
+  if (bx >= C::S0::kPfBlocks) // the launch's first tiles, whatever their segment
+    return;
+  if (bx < C::kTiles0)
+    gemvPrefetch<typename C::S0>(a0, bx);
+  else if (C::kSegs == 2 || bx < C::kTiles0 + C::kTiles1)
+    gemvPrefetch<typename C::S1>(a1, bx - C::kTiles0);
+  else if constexpr (C::kSegs == 3)
+    gemvPrefetch<typename C::S2>(a2, bx - C::kTiles0 - C::kTiles1);
+}
+
 template <class C>
 static __device__ __forceinline__ void gemvMulti(const GemvArgs<typename C::S0> &a0,
                                                  const GemvArgs<typename C::S1> &a1,

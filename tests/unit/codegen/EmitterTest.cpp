@@ -79,7 +79,14 @@ void checkAndCompile(const KernelSpec &k, size_t numOperands) {
   size_t entry = k.source.rfind("__global__ void");
   ASSERT_NE(entry, std::string::npos);
   llvm::StringRef body = llvm::StringRef(k.source).substr(k.source.find('{', entry));
-  EXPECT_TRUE(body.startswith("{\n  fg_pdl_begin();")) << body.take_front(80).str();
+  // A GEMV or decode attention first runs its prefetch prologue (L2 hints
+  // only, EmitterCommon.h kernelEntry), then waits.
+  llvm::StringRef waitAt = body;
+  if (body.startswith("{\n  fg::") && body.contains("Prefetch<"))
+    waitAt = body.drop_front(body.find(";\n") + 1);
+  else
+    waitAt = body.drop_front(1);
+  EXPECT_TRUE(waitAt.startswith("\n  fg_pdl_begin();")) << body.take_front(200).str();
   if (!compiled().sources.insert(k.source).second)
     return;
   ++compiled().compiles;
@@ -761,6 +768,64 @@ TEST(CudaEmit, AttentionFlashDecoding) {
     EXPECT_TRUE(contains(attn, std::string("kVecK = ") + (vec ? "true" : "false")));
     EXPECT_TRUE(contains(attn, "fg::attention<Cfg>("));
   }
+}
+
+/// The programmatic-launch prologue (EmitOptions::pdlPrefetchBytes): dense
+/// GEMVs prefetch the first bytes of their first tiles' weight rows, decode
+/// attention the first keys of its splits, both before fg_pdl_begin; the
+/// budget is spread over the blocks and nothing is prefetched without one,
+/// by expert-indexed GEMVs, or past a row.
+TEST(CudaEmit, PdlPrefetchPrologue) {
+  auto gemv = [](int64_t budget, bool expert) {
+    EmitOptions o;
+    o.pdlPrefetchBytes = budget;
+    auto ls = emitAll([&](Builder &b) {
+      if (expert) {
+        auto x = b.input("x", T(DType::F32, {1, 1, 256}));
+        auto w = b.weight("w", T(DType::F16, {4, 300, 256}));
+        b.result(b.matmulId(x, w, b.input("ids", T(DType::I32, {1, 1}))));
+      } else {
+        auto x = b.input("x", T(DType::F32, {1, 256}));
+        b.result(b.matmul(x, b.weight("w", T(DType::F16, {300, 256}))));
+      }
+    }, {}, o);
+    return ls.empty() ? KernelSpec{} : kernel(ls, 0);
+  };
+  // 300 rows of 512 bytes, 4 rows a block at one row of x: 75 tiles, all
+  // of them among the first wave. 1 MiB over 75 x 4 rows is 3495 bytes a
+  // row: the whole row; 64 KiB is 218: one line.
+  const KernelSpec big = gemv(1 << 20, false), small = gemv(64 << 10, false);
+  EXPECT_TRUE(contains(big, "kPfBlocks = 75LL, kPfBytes = 512LL"));
+  EXPECT_TRUE(contains(small, "kPfBlocks = 75LL, kPfBytes = 128LL"));
+  EXPECT_TRUE(contains(gemv(0, false), "kPfBlocks = 0LL, kPfBytes = 0LL"));
+  EXPECT_TRUE(contains(gemv(1 << 20, true), "kPfBlocks = 0LL, kPfBytes = 0LL"));
+  const std::string &src = big.source;
+  size_t pro = src.find("fg::gemvPrefetch<Cfg>("), wait = src.find("fg_pdl_begin();", pro);
+  EXPECT_NE(pro, std::string::npos);
+  EXPECT_LT(pro, wait);
+  EXPECT_LT(wait, src.find("fg::gemv<Cfg>("));
+
+  auto attn = [](int64_t budget, int64_t D) {
+    EmitOptions o;
+    o.pdlPrefetchBytes = budget;
+    auto ls = emitAll([&](Builder &b) {
+      auto q = b.input("q", T(DType::F32, {1, 32, D}));
+      auto k = b.state("k_cache.0", TensorType(DType::F16, {1000, 8, D}));
+      auto v = b.state("v_cache.0", TensorType(DType::F16, {1000, 8, D}));
+      b.result(b.attention(q, k, v, b.input("positions", T(DType::I32, {1})), {0.1, 0, 0}));
+    }, {}, o);
+    return ls.empty() ? KernelSpec{} : kernel(ls, 0);
+  };
+  // Keys a block = budget / (splits x kv heads x tokens x (K + V row bytes)),
+  // in steps of 8.
+  for (int64_t D : {64, 128}) {
+    const KernelSpec a = attn(4 << 20, D);
+    const int64_t keys = (4 << 20) / (int64_t(a.grid[0]) * 8 * (4 * D)) / 8 * 8;
+    EXPECT_GT(keys, 0);
+    EXPECT_TRUE(contains(a, "kPfKeys = " + std::to_string(keys) + "LL")) << keys;
+    EXPECT_LT(a.source.find("fg::attentionPrefetch<Cfg>("), a.source.find("fg_pdl_begin();"));
+  }
+  EXPECT_TRUE(contains(attn(0, 128), "kPfKeys = 0LL"));
 }
 
 /// The splits a grid holds shrink as tokens × heads fill the GPU; a strided
