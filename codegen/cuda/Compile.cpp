@@ -356,6 +356,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     lo.ctx = po.ctx;
     lo.log = opts.log;
     lo.progress = opts.progress;
+    if (auto n = envInt("FG_DEBUG_WORKSPACE_SLOTS", 1, static_cast<int>(kWorkspaceSlots)))
+      lo.workspaceSlots = static_cast<unsigned>(*n);
     cuda::LowerStats stats;
     Expected<CompiledProgram> prog = cuda::lowerGraph(work, lo, &stats);
     if (!prog)

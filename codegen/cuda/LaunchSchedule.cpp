@@ -2,6 +2,7 @@
 #include "codegen/cuda/LaunchSchedule.h"
 
 #include "ir/Diag.h"
+#include "runtime/WorkspaceSlots.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -93,7 +94,8 @@ llvm::Error fillGemm(Scheduler &s, NodeId id, const CublasGemmSpec &g, GemmDesc 
 
 llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,
                              llvm::ArrayRef<NodeCode> code, const ProvenPlan &proven,
-                             SlotTables &tables, KernelSources &sources, CompiledEntry &out) {
+                             SlotTables &tables, KernelSources &sources, CompiledEntry &out,
+                             unsigned workspaceSlots) {
   Scheduler s(fn, proven, tables);
   const LaunchDag &dag = proven.dag;
   out.name = fn.name().str();
@@ -122,7 +124,6 @@ llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,
   }
 
   std::vector<int64_t> lastRecordOfLaunch(dag.launches().size(), -1);
-  int64_t lastGemm = -1;
   for (LaunchId lid = 0; lid < dag.launches().size(); ++lid) {
     const LaunchNode &ln = dag.launch(lid);
     const Node &n = fn.node(ln.node);
@@ -163,9 +164,6 @@ llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,
         if (llvm::Error e = fillGemm(s, ln.node, std::get<CublasGemmSpec>(launch), rec.gemm))
           return e;
         sourceOfLaunch.push_back(~size_t(0));
-        if (lastGemm >= 0 && !llvm::is_contained(rec.deps, static_cast<uint32_t>(lastGemm)))
-          rec.deps.push_back(static_cast<uint32_t>(lastGemm));
-        lastGemm = static_cast<int64_t>(out.launches.size());
       }
       out.launches.push_back(std::move(rec));
       deps = {static_cast<uint32_t>(out.launches.size() - 1)};
@@ -176,6 +174,10 @@ llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,
       // A node without launches (cannot happen for launching nodes) forwards deps.
       lastRecordOfLaunch[lid] = deps.empty() ? -1 : deps.front();
   }
+  // cuBLAS calls that may run at the same time take different workspaces
+  // (runtime/WorkspaceSlots.h); an edge only where the slots run out.
+  if (auto slots = assignWorkspaceSlots(out.launches, workspaceSlots, /*addEdges=*/true); !slots)
+    return slots.takeError();
   return llvm::Error::success();
 }
 

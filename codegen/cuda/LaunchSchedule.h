@@ -4,9 +4,10 @@
 // with its pointer arguments resolved against the proven plan to (space,
 // index, byte offset), its node id and op kind, and its dependencies from the
 // launch DAG: a node's first launch waits for the last launch of each
-// predecessor node; its own launches run in order. cuBLAS calls share one
-// workspace, so each also waits for the previous one (an extra edge, never a
-// missing one). Kernel sources are collected for the module step.
+// predecessor node; its own launches run in order. cuBLAS calls that may run
+// at the same time take different workspaces (runtime/WorkspaceSlots.h); a
+// call waits for an earlier one only where the slots run out (an extra edge,
+// never a missing one). Kernel sources are collected for the module step.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -50,6 +51,7 @@ struct KernelSources {
 /// Fills `out` (name, arena, inputs, outputs, launches) for entry `fn`.
 llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,
                              llvm::ArrayRef<NodeCode> code, const ProvenPlan &proven,
-                             SlotTables &tables, KernelSources &sources, CompiledEntry &out);
+                             SlotTables &tables, KernelSources &sources, CompiledEntry &out,
+                             unsigned workspaceSlots);
 
 } // namespace fg::cuda

@@ -52,7 +52,8 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
     if (!proven)
       return proven.takeError();
     CompiledEntry entry;
-    if (llvm::Error e = scheduleLaunches(fn, *layouts, *code, *proven, tables, sources, entry))
+    if (llvm::Error e = scheduleLaunches(fn, *layouts, *code, *proven, tables, sources, entry,
+                                         opts.workspaceSlots))
       return e;
     addInputCheck(entry, sources);
     for (const LaunchRecord &l : entry.launches)

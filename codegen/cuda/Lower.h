@@ -18,6 +18,7 @@
 #include "ir/Diag.h"
 #include "ir/Graph.h"
 #include "runtime/Program.h"
+#include "runtime/WorkspaceSlots.h"
 
 #include "llvm/Support/Error.h"
 
@@ -30,6 +31,10 @@ struct LowerOptions {
   /// positions' own binding).
   int64_t ctx = 0;
   uint64_t cublasWorkspaceBytes = 32ull << 20;
+  /// cuBLAS workspaces an entry's GEMMs rotate through (1: every GEMM waits
+  /// for the previous one, the form before the tenth session; at most
+  /// kWorkspaceSlots). FG_DEBUG_WORKSPACE_SLOTS, for timing both in one run.
+  unsigned workspaceSlots = kWorkspaceSlots;
   LogSink log;
   ProgressSink progress; ///< kernels compiled so far (KernelModules)
   /// Tests only: edits each entry's memory plan before it is proven (to plant

@@ -8,6 +8,7 @@
 #include "runtime/WeightLoad.h"
 #include "runtime/StepTrace.h"
 #include "runtime/WeightProgress.h"
+#include "runtime/WorkspaceSlots.h"
 #include "runtime/reference/Interpreter.h"
 
 #include <cublas_v2.h>
@@ -30,6 +31,8 @@ struct EntryState {
   std::vector<void *> kernels; ///< per launch (null for gemm)
   /// Per launch: the prepared cuBLASLt call of a GEMM of the Lt form, else null.
   std::vector<std::unique_ptr<LtGemm>> lt;
+  /// Per launch: the cuBLAS workspace slot of a GEMM (runtime/WorkspaceSlots.h), else -1.
+  std::vector<int> workspaceSlot;
   std::vector<bool> hasInput;
   /// Pinned host staging for all inputs: setInput writes here; a graph run
   /// copies from here inside the graph (memcpy nodes), an eager run on the
@@ -58,13 +61,13 @@ struct CudaRunner::Impl {
   cudaStream_t stream = nullptr;
   cudaStream_t captureStream = nullptr;
   cublasHandle_t cublas = nullptr;
-  cublasLtHandle_t cublasLt = nullptr; ///< GEMMs of the Lt form; shares `workspace`
+  cublasLtHandle_t cublasLt = nullptr; ///< GEMMs of the Lt form; share `workspace`'s slots
   cudaEvent_t start = nullptr, stop = nullptr;
   std::vector<cudaEvent_t> launchEvents; ///< profiled eager runs: one per launch boundary
   std::vector<cudaLibrary_t> libraries;
   std::vector<void *> weights, state;
   void *arena = nullptr;
-  void *workspace = nullptr;
+  void *workspace = nullptr; ///< cuBLAS workspaces: slots x prog.workspaceBytes
   void *counters = nullptr; ///< BufferSpace::Counters (prog.counterBytes), zero between runs
   void *status = nullptr;         ///< the input check's status words (kStatusBytes)
   uint32_t *statusHost = nullptr; ///< pinned copy, read after each checked step
@@ -162,22 +165,31 @@ struct CudaRunner::Impl {
     return {address(g.a), address(g.b), address(g.c), address(g.d)};
   }
 
+  /// The workspace of slot `slot` (workspaceBytes each, one allocation).
+  void *workspaceOf(int slot) const {
+    return workspace ? static_cast<char *>(workspace) +
+                           static_cast<uint64_t>(std::max(slot, 0)) * prog.workspaceBytes
+                     : nullptr;
+  }
+
   /// Launch `i` of the entry, a GEMM: cublasLtMatmul when it is of the Lt
-  /// form (prepared at load), else cublasGemmEx. cuBLAS calls are chained in
-  /// the plan, so both share the one workspace.
+  /// form (prepared at load), else cublasGemmEx, each in the workspace slot
+  /// the plan's edges give it (GEMMs that may run at the same time never
+  /// share one: runtime/WorkspaceSlots.h).
   llvm::Error launchGemm(const EntryState &es, size_t i, cudaStream_t s) {
     const LaunchRecord &l = es.entry->launches[i];
     const GemmDesc &g = l.gemm;
+    void *ws = workspaceOf(es.workspaceSlot[i]);
     if (g.lt) {
       assert(es.lt[i] && "a GEMM of the Lt form is prepared when the plan loads");
-      return es.lt[i]->run(cublasLt, ltPointers(g), workspace, prog.workspaceBytes, s, l.what);
+      return es.lt[i]->run(cublasLt, ltPointers(g), ws, prog.workspaceBytes, s, l.what);
     }
     if (auto e = cublasCheck(cublasSetStream(cublas, s), "cublasSetStream"))
       return e;
     // cublasSetStream drops a user workspace; without one cuBLAS allocates
     // inside the capture, which a child graph node refuses.
-    if (workspace)
-      if (auto e = cublasCheck(cublasSetWorkspace(cublas, workspace, prog.workspaceBytes),
+    if (ws)
+      if (auto e = cublasCheck(cublasSetWorkspace(cublas, ws, prog.workspaceBytes),
                                "cublasSetWorkspace"))
         return e;
     return cublasCheck(
@@ -531,17 +543,31 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
     if (auto e = cudaCheck(cudaMemset(m.counters, 0, prog.counterBytes), "launch counters"))
       return e;
   }
+  // One workspace per slot the entries' GEMMs rotate through (a plan from
+  // before the slots chains its GEMMs: one).
+  std::vector<std::vector<int>> slotsOfEntry;
+  unsigned workspaceSlots = 1;
+  for (const CompiledEntry &ce : prog.entries) {
+    llvm::Expected<std::vector<int>> slots = workspaceSlotsOf(ce.launches, kWorkspaceSlots);
+    if (!slots)
+      return makeError("entry '" + ce.name + "': " + llvm::toString(slots.takeError()));
+    workspaceSlots = std::max(workspaceSlots, workspaceSlotsUsed(*slots));
+    slotsOfEntry.push_back(std::move(*slots));
+  }
   if (prog.workspaceBytes) {
-    if (auto e = cudaCheck(cudaMalloc(&m.workspace, prog.workspaceBytes), "cuBLAS workspace"))
+    if (auto e = cudaCheck(cudaMalloc(&m.workspace, workspaceSlots * prog.workspaceBytes),
+                           "cuBLAS workspace"))
       return e;
     if (auto e = cublasCheck(cublasSetWorkspace(m.cublas, m.workspace, prog.workspaceBytes),
                              "cublasSetWorkspace"))
       return e;
   }
 
-  for (const CompiledEntry &ce : prog.entries) {
+  for (size_t ei = 0; ei < prog.entries.size(); ++ei) {
+    const CompiledEntry &ce = prog.entries[ei];
     EntryState es;
     es.entry = &ce;
+    es.workspaceSlot = std::move(slotsOfEntry[ei]);
     for (const LaunchRecord &l : ce.launches) {
       void *k = nullptr;
       if (l.kind == LaunchRecord::Kind::Kernel) {

@@ -1898,9 +1898,11 @@ public:
     // segments (11) and wide q4_0 / q8_0 forms (6), 350 before the eighth's
     // two load forms of decode attention (14), the grouped GEMM's 32- and
     // 64-row tiles (10), the elementwise maps' opt-in forms and glu_convert
-    // (~12), 395 before the 16-bit norm rows of rms_norm_mul_convert (6):
-    // each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 401u);
+    // (~12), 395 before the 16-bit norm rows of rms_norm_mul_convert (6),
+    // 401 before the tenth's prefetch prologues (2 GEMV, 2 attention
+    // sources; the others share their default's): each NVRTC compile is CI
+    // time.
+    EXPECT_LE(compiled().compiles, 405u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
