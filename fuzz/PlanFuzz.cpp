@@ -16,6 +16,7 @@
 #include "runtime/Plan.h"
 #include "runtime/ProgramIO.h"
 #include "runtime/WeightLoad.h"
+#include "runtime/WorkspaceSlots.h"
 
 #include "llvm/Support/CRC.h"
 #include "llvm/Support/Endian.h"
@@ -99,6 +100,11 @@ void readPlan(llvm::StringRef bytes) {
     if (p) {
       loadSlots(p->weights);
       loadSlots(p->state);
+      // What the runner computes from the launches' deps at load.
+      for (const CompiledEntry &e : p->entries) {
+        llvm::Expected<std::vector<int>> slots = workspaceSlotsOf(e.launches, kWorkspaceSlots);
+        fuzz::drop(slots);
+      }
     }
     fuzz::drop(p);
   }

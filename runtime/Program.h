@@ -159,7 +159,7 @@ struct CompiledProgram {
   std::vector<KernelImage> modules;
   std::vector<TensorSlot> weights, state;
   std::vector<CompiledEntry> entries;
-  uint64_t workspaceBytes = 0; ///< cuBLAS workspace, allocated once
+  uint64_t workspaceBytes = 0; ///< one cuBLAS workspace; the runner allocates one per slot
   uint64_t counterBytes = 0;   ///< BufferSpace::Counters, zeroed at load and by resetState
   int64_t ctx = 0;             ///< KV rows; positions at or past it are refused
   /// Module holding `fg_init_<dtype>(void *out, u64 n, int kind, u64 seed,

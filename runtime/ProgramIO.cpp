@@ -153,7 +153,14 @@ constexpr uint32_t kProgramTagV3 = 0x46475054; // "FGPT": transformed weights em
 constexpr uint32_t kProgramTagV4 = 0x46475055; // "FGPU": attention counters cleared by a kernel
 constexpr uint32_t kProgramTagV5 = 0x46475056; // "FGPV": inputs without value ranges (no input check)
 constexpr uint32_t kProgramTagV6 = 0x46475057; // "FGPW": GEMMs without the Lt form (read)
-constexpr uint32_t kProgramTag = 0x46475058;   // "FGPX"
+constexpr uint32_t kProgramTagV7 = 0x46475058; // "FGPX": every GEMM waits for the previous one (read)
+// "FGPY": GEMMs in parallel branches run at once, in workspace slots
+// (runtime/WorkspaceSlots.h). The layout is FGPX's; the new tag keeps a
+// runtime from before the slots (one workspace) from running such a plan.
+constexpr uint32_t kProgramTag = 0x46475059;
+/// The largest cuBLAS workspace a plan may ask for (per slot): a larger one
+/// is a corrupt file, not a plan (the compiler asks for 32 MiB).
+constexpr uint64_t kMaxWorkspaceBytes = 1ull << 30;
 constexpr uint32_t kWeightsTagV1 = 0x46475754; // "FGWT": transformed weights embedded as bytes
 constexpr uint32_t kWeightsTag = 0x46475755;   // "FGWU"
 
@@ -421,14 +428,19 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
                                                         : "inputs without value ranges") +
                      "); recompile the model");
   // A V6 plan differs only in its GEMM records, which lack the Lt fields
-  // (lt, ldd, d): it is read as plain cublasGemmEx calls.
-  const bool hasLt = tag == kProgramTag;
-  if ((tag != kProgramTag && tag != kProgramTagV6) || r.failed())
+  // (lt, ldd, d): it is read as plain cublasGemmEx calls. A V7 plan is read
+  // as it is: its GEMMs are chained, so they all take workspace slot 0.
+  const bool hasLt = tag == kProgramTag || tag == kProgramTagV7;
+  if ((tag != kProgramTag && tag != kProgramTagV7 && tag != kProgramTagV6) || r.failed())
     return corrupt("bad tag");
   p.arch = r.str();
   p.ctx = r.pod<int64_t>();
   p.initModule = r.pod<int32_t>();
   p.workspaceBytes = r.u64();
+  // Each workspace slot starts workspaceBytes after the previous one, and
+  // cublasSetWorkspace takes only 256-byte aligned workspaces.
+  if (p.workspaceBytes > kMaxWorkspaceBytes || p.workspaceBytes % 256 != 0)
+    return corrupt("workspace size");
   p.counterBytes = r.u64();
   uint64_t nModules = r.count(24);
   for (uint64_t i = 0; i < nModules && !r.failed(); ++i) {

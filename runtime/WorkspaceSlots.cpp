@@ -42,15 +42,16 @@ llvm::Expected<std::vector<int>> assignWorkspaceSlots(std::vector<LaunchRecord> 
   std::vector<int64_t> lastUser(slots, -1);
   std::vector<uint32_t> seen(launches.size(), 0), stack;
   uint32_t stamp = 0;
+  for (uint32_t i = 0; i < launches.size(); ++i) // the walk below only goes back
+    for (uint32_t d : launches[i].deps)
+      if (d >= i)
+        return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "launch " + std::to_string(i) + " (" + launches[i].what +
+                                           ") depends on a later launch " + std::to_string(d));
   for (uint32_t i = 0; i < launches.size(); ++i) {
     LaunchRecord &l = launches[i];
     if (l.kind != LaunchRecord::Kind::Gemm)
       continue;
-    for (uint32_t d : l.deps)
-      if (d >= i)
-        return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                       "launch " + std::to_string(i) + " (" + l.what +
-                                           ") depends on a later launch " + std::to_string(d));
     auto freeSlot = [&]() -> int {
       for (unsigned s = 0; s < slots; ++s) {
         if (lastUser[s] < 0)

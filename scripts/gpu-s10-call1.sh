@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# The tenth session's first GPU call (one GPU): the programmatic-launch
+# Written in the tenth session, which had no device time left (224 s of the
+# budget, too little to start a machine): the next session's first GPU call.
+# The programmatic-launch
 # prefetch prologues (EmitOptions::pdlPrefetchBytes, FG_DEBUG_PDL_PREFETCH_MB;
 # dense GEMVs prefetch their first weight rows, decode attention its splits'
 # KV rows into L2 before griddepcontrol.wait) — checked with the prologues on,
 # then decode steps timed with budgets 0 (the previous kernels: the prologue
 # compiles to nothing) / 4 / 16 / 48 MiB and the early trigger, interleaved in
 # one run; ggml-cuda (built in the background meanwhile) beside fusegraph on
-# decode and on the prefill of 512 tokens; compute-sanitizer over the ninth
-# session's new kernels and this one's prologues in the time left.
+# decode and on the prefill of 512 tokens; the prefill's cuBLAS calls in
+# workspace slots (parallel q/k/v and gate/up) against the chained form
+# (FG_DEBUG_WORKSPACE_SLOTS=1); compute-sanitizer over the ninth session's new
+# kernels and the tenth's prologues in the time left.
 #   bash scripts/gpu-s10-call1.sh DEADLINE_S
 set -uo pipefail
 source .gpu/env.sh
@@ -17,7 +21,7 @@ T=$(command -v fusegraph_gpu_tests)
 export FG_KERNEL_CACHE=/tmp/fgk0
 ( bash .gpu/peers/ggml-bench.sh --model tiny --reps 3 > /tmp/ggml-build.txt 2>&1 ) &
 ggml=$!
-CHECK='*Attention*:*Gemv*:*gemv*:*Matmul*:*matmul*:*Demo*:*Session*:*Workload*:*PrefillThenDecode*'
+CHECK='*Attention*:*Gemv*:*gemv*:*Matmul*:*matmul*:*Demo*:*Session*:*Workload*:*PrefillThenDecode*:*Prefill*'
 FG_DEBUG_PDL_PREFETCH_MB=16 timeout 170 "$T" --gtest_filter="$CHECK" > "$OUT/tests-prefetch16.txt" 2>&1
 echo "tests (prefetch 16 MiB) rc $? after $((SECONDS - S)) s"
 grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure" "$OUT/tests-prefetch16.txt" | head -20
@@ -34,6 +38,13 @@ for w in w-dense w-moe-12 w-tiny; do
       step "$w mb=$mb r$round" FG_DEBUG_PDL_PREFETCH_MB=$mb fusegraph bench --workload $w --compare fused,graph --steps 50
     done
     step "$w mb=16 early r$round" FG_DEBUG_PDL_PREFETCH_MB=16 FG_DEBUG_PDL_EARLY_TRIGGER=1 fusegraph bench --workload $w --compare fused,graph --steps 50
+  done
+done
+for w in w-dense w-moe-12; do
+  for slots in 1 3 1 3; do
+    echo "== $w prefill 512, FG_DEBUG_WORKSPACE_SLOTS=$slots"
+    FG_DEBUG_WORKSPACE_SLOTS=$slots timeout 60 fusegraph bench --workload $w --prefill 512 --steps 5 --warmup 2 --breakdown > /tmp/p.txt 2>&1
+    grep -E "prefill_512  |gemm|matmul" /tmp/p.txt | head -6
   done
 done
 for mb in 0 16; do

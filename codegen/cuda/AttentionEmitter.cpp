@@ -190,7 +190,7 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   // pdlPrefetchBytes spread over every split of every kv head and token, in
   // 8-key steps; contiguous rows only (else none).
   int64_t rowBytes = D * elemBytes(kt.dtype) + Dv * elemBytes(vt.dtype), pfKeys = 0;
-  if (o.pdlPrefetchBytes > 0 && kl.strides[2] == 1 && vl.strides[2] == 1)
+  if (o.pdlPrefetchBytes > 0 && rowBytes > 0 && kl.strides[2] == 1 && vl.strides[2] == 1)
     pfKeys = o.pdlPrefetchBytes / (p.smax * Hkv * T * rowBytes) / 8 * 8;
   c += "  static constexpr long long kPart = " + lit(p.part) + ", kPfKeys = " + lit(pfKeys) +
        ";\n";

@@ -283,20 +283,27 @@ llvm::Expected<KernelSpec> emitMap(const Ctx &c) {
                                             bitsOf(op::FusedSoftcap(n).outScale()),
                                             roundType(c.opType(0)))
                                   .str()));
-  case OpKind::FusedMoeWeightedSum: {
-    // out[t, n] = Σ_j (experts[t, j, n] (· scale[t, j])) · weights[t, j].
+  case OpKind::FusedMoeWeightedSum:
+  case OpKind::FusedMoeWeightedSumAdd: {
+    // out[t, n] = Σ_j (experts[t, j, n] (· scale[t, j])) · weights[t, j]
+    // (+ residual[t, n]: the inputs are the op's operands in order, the
+    // residual third).
     const Layout &el = c.layouts[0], &wl = c.layouts[1];
-    bool hasScale = nIn > 2;
+    bool res = k == OpKind::FusedMoeWeightedSumAdd;
+    unsigned scaleAt = res ? 3 : 2;
+    bool hasScale = nIn > scaleAt;
     EwDesc d = c.mapDesc("");
     d.ins = {ewOp(el, c.opType(0), R, {0, -1, 1}), ewOp(wl, c.opType(1), R, {0, -1, -1})};
+    if (res)
+      d.ins.push_back(ewOp(c.layouts[2], c.opType(2), R, {0, 1}));
     int64_t sSj = 0;
     if (hasScale) {
-      d.ins.push_back(ewOp(c.layouts[2], c.opType(2), R, {0, -1, -1}));
-      sSj = strideOf(c.layouts[2], 1);
+      d.ins.push_back(ewOp(c.layouts[scaleAt], c.opType(scaleAt), R, {0, -1, -1}));
+      sSj = strideOf(c.layouts[scaleAt], 1);
     }
-    d.fn = llvm::formatv("fg::EwMoeWeightedSum<{0}, {1}, {2}, {3}, {4}>", ilit(el.shape[1]),
+    d.fn = llvm::formatv("fg::EwMoeWeightedSum<{0}, {1}, {2}, {3}, {4}, {5}>", ilit(el.shape[1]),
                          hasScale ? "true" : "false", ilit(strideOf(el, 1)), ilit(strideOf(wl, 1)),
-                         ilit(sSj))
+                         ilit(sSj), res ? "true" : "false")
                .str();
     return ewKernel(d);
   }
@@ -389,6 +396,7 @@ bool isElementwiseFamily(OpKind k) {
   case OpKind::FusedReluSqr:
   case OpKind::FusedSoftcap:
   case OpKind::FusedMoeWeightedSum:
+  case OpKind::FusedMoeWeightedSumAdd:
   case OpKind::FusedGluConvert:
     return true;
   default:
@@ -404,7 +412,8 @@ llvm::Expected<std::vector<Launch>> emitElementwise(const Function &fn, const No
   // elsewhere, so a prefetch at that position would fetch the wrong bytes.
   bool samePosition = node.kind != OpKind::Repeat && node.kind != OpKind::Concat &&
                       node.kind != OpKind::GetRows && node.kind != OpKind::AddId &&
-                      node.kind != OpKind::FusedMoeWeightedSum;
+                      node.kind != OpKind::FusedMoeWeightedSum &&
+                      node.kind != OpKind::FusedMoeWeightedSumAdd;
   Ctx c{fn, node, layouts, samePosition ? std::clamp(o.elementwiseIlp, 1, 8) : 1,
         samePosition && o.elementwiseVector};
   const Shape &space = node.kind == OpKind::SetRows ? layouts[1].shape : c.resShape();

@@ -444,10 +444,10 @@ std::string lit(int64_t v) { return ilit(v); }
 struct GemvPrefetch {
   int64_t blocks = 0, rowBytes = 0;
 };
-GemvPrefetch choosePrefetch(const GemvDesc &d, const GemvSplit &sp, const WeightStream &w,
-                            int streams, const EmitOptions &o) {
+GemvPrefetch choosePrefetch(const GemvDesc &d, const GemvSplit &sp, const WeightStream &w0,
+                            const WeightStream &w1, int streams, const EmitOptions &o) {
   GemvPrefetch p;
-  if (o.pdlPrefetchBytes <= 0 || d.expert || w.ks != 1)
+  if (o.pdlPrefetchBytes <= 0 || d.expert || w0.ks != 1 || (streams == 2 && w1.ks != 1))
     return p;
   const int64_t tileRows = sp.tensorCores ? 16 : sp.rows;
   const int64_t tiles = (d.N + tileRows - 1) / tileRows;
@@ -456,8 +456,13 @@ GemvPrefetch choosePrefetch(const GemvDesc &d, const GemvSplit &sp, const Weight
   const int64_t per = o.pdlPrefetchBytes / (blocks * tileRows * streams) / 128 * 128;
   if (per < 128)
     return p;
+  // One prefix for both streams: at most the shorter row (gate and up may
+  // differ in dtype in hand-written IR).
+  int64_t row = storageBytes(w0.dtype, d.K);
+  if (streams == 2)
+    row = std::min(row, storageBytes(w1.dtype, d.K));
   p.blocks = blocks;
-  p.rowBytes = std::min(storageBytes(w.dtype, d.K), per);
+  p.rowBytes = std::min(row, per);
   return p;
 }
 
@@ -612,7 +617,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
        ", kXHalf = " + (xHalf ? "true" : "false") + ";\n";
   c += "  static constexpr long long N = " + lit(N) + ", K = " + lit(d.K) + ", E = " + lit(d.E) +
        ", kPairs = " + lit(d.pairs) + ", kk = " + lit(d.kk) + ";\n";
-  const GemvPrefetch pf = choosePrefetch(d, sp, sw0, two ? 2 : 1, o);
+  const GemvPrefetch pf = choosePrefetch(d, sp, sw0, sw1, two ? 2 : 1, o);
   c += "  static constexpr long long kPfBlocks = " + lit(pf.blocks) +
        ", kPfBytes = " + lit(pf.rowBytes) + ";\n";
   c += std::string("  static constexpr bool kExpert = ") + (d.expert ? "true" : "false") +

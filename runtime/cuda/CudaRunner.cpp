@@ -73,6 +73,9 @@ struct CudaRunner::Impl {
   uint32_t *statusHost = nullptr; ///< pinned copy, read after each checked step
   std::map<std::string, EntryState, std::less<>> entries;
   bool programmatic = true; ///< programmatic edges between kernel nodes of a graph
+  /// Traced graph runs (setProfileLaunches): each cuBLAS call also waits for
+  /// the previous one, so CUPTI's library kernel records attribute to calls.
+  bool chainGemms = false;
   /// FG_GRAPH_COPIES=1: a graph run copies its inputs, records its events
   /// and copies the status back inside the graph (one call per step: host
   /// time per W-dense step 45 -> 9 us). Off by default: in the one run that
@@ -261,13 +264,24 @@ struct CudaRunner::Impl {
     std::vector<bool> hasSuccessor(launches.size(), false);
     std::vector<cudaGraphNode_t> from, to;
     std::vector<cudaGraphEdgeData> edges;
+    int64_t lastGemm = -1;
     for (size_t i = 0; i < launches.size(); ++i) {
       const LaunchRecord &l = launches[i];
       bool isKernel = l.kind != LaunchRecord::Kind::Gemm;
+      size_t edgesBefore = from.size();
       if (l.deps.empty() && startNode) { // a root: after the copies (a full edge)
         from.push_back(startNode);
         edges.push_back(cudaGraphEdgeData{});
       }
+      if (!isKernel && chainGemms && lastGemm >= 0 &&
+          std::find(l.deps.begin(), l.deps.end(), static_cast<uint32_t>(lastGemm)) ==
+              l.deps.end()) {
+        from.push_back(nodes[static_cast<size_t>(lastGemm)]); // a full edge
+        edges.push_back(cudaGraphEdgeData{});
+        hasSuccessor[static_cast<size_t>(lastGemm)] = true;
+      }
+      if (!isKernel)
+        lastGemm = static_cast<int64_t>(i);
       for (uint32_t d : l.deps) {
         hasSuccessor[d] = true;
         cudaGraphEdgeData ed{};
@@ -311,8 +325,7 @@ struct CudaRunner::Impl {
                                "graph node for " + l.what))
           return e;
       }
-      size_t added = l.deps.size() + (l.deps.empty() && startNode ? 1 : 0);
-      std::fill(to.end() - added, to.end(), *self);
+      std::fill(to.begin() + static_cast<std::ptrdiff_t>(edgesBefore), to.end(), *self);
     }
     if (!from.empty())
       if (auto e = cudaCheck(cudaGraphAddDependencies(es.graph, from.data(), to.data(),
@@ -778,6 +791,15 @@ llvm::Expected<const void *> CudaRunner::outputAddress(llvm::StringRef entry,
     if (o.name == name)
       return static_cast<const void *>(impl_->address(o.where));
   return makeError("entry '" + entry + "' has no output '" + name + "'");
+}
+
+void CudaRunner::setProfileLaunches(bool on) {
+  if (profileLaunches_ == on)
+    return;
+  profileLaunches_ = on;
+  impl_->chainGemms = on; // graphs built from here on; the old ones go
+  for (auto &[name, es] : impl_->entries)
+    es.dropGraph();
 }
 
 void CudaRunner::setProgrammaticLaunch(bool on) {

@@ -67,8 +67,13 @@ public:
   /// Eager runs record a CUDA event before the first launch and after each
   /// launch (this adds host time: for per-kernel breakdowns, not for timing
   /// steps). Graph runs are traced with CUPTI (KernelTrace.h; an error where
-  /// libcupti cannot be loaded). Debug-sync runs ignore it.
-  void setProfileLaunches(bool on) { profileLaunches_ = on; }
+  /// libcupti cannot be loaded). Debug-sync runs ignore it. While it is on,
+  /// graphs chain their cuBLAS calls (each waits for the previous one, as
+  /// before workspace slots): CUPTI's records of library kernels name no
+  /// call, so only calls that never overlap can be told apart; the traced
+  /// step may be a little slower than the untraced one where GEMMs of
+  /// parallel branches would have overlapped.
+  void setProfileLaunches(bool on);
   /// Device time of each launch of the last profiled eager run, in launch
   /// order (ms); empty after any other run.
   const std::vector<float> &lastLaunchMs() const { return lastLaunchMs_; }

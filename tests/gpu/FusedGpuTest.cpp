@@ -504,6 +504,23 @@ void registerElementwiseCases() {
             return 1e-5;
           });
     }
+  // The sum and the MoE block's residual add (opt-in fused.moe_weighted_sum_add;
+  // written in the tenth session without device time: not yet run on a GPU).
+  for (int64_t k : {1, 2, 8})
+    for (bool scale : {false, true}) {
+      int64_t T = k == 8 ? 5 : (k == 1 ? 1 : 3);
+      add("moe_weighted_sum_add_k" + std::to_string(k) + (scale ? "_scale" : "") + "_T" +
+              std::to_string(T),
+          OpKind::FusedMoeWeightedSumAdd, [=](Builder &b, Inputs &) {
+            ValueId e = b.weight("experts", {DType::F32, {T, k, 203}}, randn());
+            if (scale)
+              e = b.mul(e, b.weight("expert_scale", {DType::F32, {T, k, 1}}, randu(0.5, 2)));
+            auto w = b.weight("weights", {DType::F32, {T, k}}, randu(0, 1));
+            auto r = b.weight("residual", {DType::F32, {T, 203}}, randn());
+            b.result(b.add(r, moeWeightedSum(b, e, w, "blk.0."), "y"));
+            return 1e-5;
+          });
+    }
 }
 
 std::vector<size_t> caseIndices() {

@@ -15,7 +15,7 @@
 //              Round>, EwReluSqr, EwSoftcap<in, out, Round>, EwConvert,
 //              EwRepeat<shape>, EwConcat<axis, split>, EwGetRows<rows, stride>,
 //              EwAddId<rows, stride>, EwSetRows<Dest, rows, stride>,
-//              EwMoeWeightedSum<k, strides...>
+//              EwMoeWeightedSum<k, strides..., residual>
 //   U          the unary math: UnSqrt, UnSqr, UnExp, UnTanh, UnSigmoid, UnSilu,
 //              UnGelu, UnRelu, UnSoftplus, UnNeg (fg::Un<Kind> of each FG_UNARY row
 //              of ir/Ops.def), UnScale<s, b>, UnClamp<lo, hi>
@@ -342,9 +342,12 @@ template <class Dest, long long Rows, long long RowStride> struct EwSetRows {
 
 /// out[t, n] = Σ_j (experts[t, j, n] (· scale[t, j])) · weights[t, j] in slot
 /// order (Ins: experts, weights, scale? — each with stride 0 for j; Sj: their
-/// strides along j).
-template <long long K, bool Scale, long long ESj, long long WSj, long long SSj>
+/// strides along j). With Res (fused.moe_weighted_sum_add) the sum is then
+/// added to residual[t, n], read at the element written (Ins: experts,
+/// weights, residual, scale?: the op's operand order).
+template <long long K, bool Scale, long long ESj, long long WSj, long long SSj, bool Res = false>
 struct EwMoeWeightedSum {
+  static constexpr int kScaleAt = Res ? 3 : 2;
   template <class C>
   static __device__ __forceinline__ void run(const EwArgs<C> &a, long long i, const EwPos &p) {
     using Ex = typename EwAt<0, typename C::Ins>::type;
@@ -355,12 +358,16 @@ struct EwMoeWeightedSum {
     for (long long j = 0; j < K; ++j) {
       float e = fg_to_f(ex[j * ESj]);
       if constexpr (Scale) {
-        using Sc = typename EwAt<2, typename C::Ins>::type;
-        const auto *sc = static_cast<const typename Sc::T *>(a.in[2]) + Sc::at(p);
+        using Sc = typename EwAt<kScaleAt, typename C::Ins>::type;
+        const auto *sc = static_cast<const typename Sc::T *>(a.in[kScaleAt]) + Sc::at(p);
         e = e * fg_to_f(sc[j * SSj]);
       }
       const float y = e * fg_to_f(wt[j * WSj]);
       s = j == 0 ? y : y + s;
+    }
+    if constexpr (Res) {
+      using Rs = typename EwAt<2, typename C::Ins>::type;
+      s = s + fg_to_f(static_cast<const typename Rs::T *>(a.in[2])[Rs::at(p)]);
     }
     a.out[i] = fg_from_f<typename C::Out>(s);
   }

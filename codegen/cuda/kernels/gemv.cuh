@@ -1857,18 +1857,8 @@ static __device__ __forceinline__ void gemv(const GemvArgs<C> &a) {
 
 // --- several weights over one x (fused.matmul_multi) ------------------------------
 
-/// Segments 0 .. C::kSegs - 1 (2 or 3: the q, k and v projections) in one
-/// launch. Each is a complete one-stream Cfg (C::S0, C::S1, C::S2: its N,
-/// its weight's layout and decoder; all share x, M, K and the work split,
-/// so one block size serves them) and owns consecutive output tiles of
-/// blockIdx.x: segment 0 the first C::kTiles0, segment 1 the next
-/// C::kTiles1, segment 2 the rest. A block runs the plain GEMV of its
-/// segment's tile over that segment's weight, read where it lives, into that
-/// segment's result: per block, exactly what a matmul's launch does (bx is
-/// uniform over the block, so its barriers are too). Each segment's shared
-/// memory is its own (static, at most 3 x 8 KiB on the tensor cores).
 /// gemvPrefetch for the segment of this block's tile (every segment's Cfg
-/// carries the launch's kPfBlocks and one row prefix).
+/// carries the launch's kPfBlocks and its own row prefix).
 template <class C>
 static __device__ __forceinline__ void gemvMultiPrefetch(const GemvArgs<typename C::S0> &a0,
                                                          const GemvArgs<typename C::S1> &a1,
@@ -1884,6 +1874,16 @@ static __device__ __forceinline__ void gemvMultiPrefetch(const GemvArgs<typename
     gemvPrefetch<typename C::S2>(a2, bx - C::kTiles0 - C::kTiles1);
 }
 
+/// Segments 0 .. C::kSegs - 1 (2 or 3: the q, k and v projections) in one
+/// launch. Each is a complete one-stream Cfg (C::S0, C::S1, C::S2: its N,
+/// its weight's layout and decoder; all share x, M, K and the work split,
+/// so one block size serves them) and owns consecutive output tiles of
+/// blockIdx.x: segment 0 the first C::kTiles0, segment 1 the next
+/// C::kTiles1, segment 2 the rest. A block runs the plain GEMV of its
+/// segment's tile over that segment's weight, read where it lives, into that
+/// segment's result: per block, exactly what a matmul's launch does (bx is
+/// uniform over the block, so its barriers are too). Each segment's shared
+/// memory is its own (static, at most 3 x 8 KiB on the tensor cores).
 template <class C>
 static __device__ __forceinline__ void gemvMulti(const GemvArgs<typename C::S0> &a0,
                                                  const GemvArgs<typename C::S1> &a1,

@@ -1222,6 +1222,29 @@ TEST(CudaEmit, FusedMoeWeightedSumAnyK) {
       EXPECT_EQ(kk.params.size(), scale ? 4u : 3u);
       EXPECT_TRUE(contains(kk, "fg::EwMoeWeightedSum<" + std::to_string(k) + "LL"));
     }
+  // With the residual (fused.moe_weighted_sum_add): the residual is the third
+  // input, read at the output's position; the scale, if any, the fourth.
+  for (int64_t k : {1, 8})
+    for (bool scale : {false, true}) {
+      auto ls = emitFused([&](Builder &b) {
+        std::vector<ValueId> ops{b.input("experts", T(DType::F32, {3, k, 70})),
+                                 b.input("weights", T(DType::F32, {3, k, 1})),
+                                 b.input("residual", T(DType::F32, {3, 70}))};
+        if (scale)
+          ops.push_back(b.input("scale", T(DType::F32, {3, k, 1})));
+        b.result(b.create(OpKind::FusedMoeWeightedSumAdd, ops));
+      });
+      const KernelSpec &kk = only(ls);
+      EXPECT_EQ(kk.params.size(), scale ? 5u : 4u);
+      EXPECT_EQ(kk.params[3], Param::operand(2));
+      // Strides along j (0 where k = 1: a dim of one has none).
+      std::string e = k > 1 ? "70LL" : "0LL", w = k > 1 ? "1LL" : "0LL",
+                  sc = k > 1 && scale ? "1LL" : "0LL";
+      EXPECT_TRUE(contains(kk, "fg::EwMoeWeightedSum<" + std::to_string(k) + "LL, " +
+                                   (scale ? "true" : "false") + ", " + e + ", " + w + ", " + sc +
+                                   ", true>"))
+          << kk.source.substr(kk.source.find("fg::EwMoeWeightedSum"), 90);
+    }
 }
 
 TEST(CudaEmit, FusedNormRopeSetRowsRowAnchor) {

@@ -145,6 +145,15 @@ TEST(FusionReference, FusedEqualsUnfusedWithTheConvertPatterns) {
   EXPECT_GT(fusedEqualsUnfused({}, "_convert"), fusedEqualsUnfused(off, "_convert"));
 }
 
+/// The opt-in moe_weighted_sum_add (the MoE sum and its residual add, fused
+/// in a second round over the first round's fused.moe_weighted_sum): its
+/// test graphs give the unfused results bit for bit, scale or not.
+TEST(FusionReference, FusedEqualsUnfusedWithMoeWeightedSumAdd) {
+  FusionOptions on;
+  on.optIn = {"moe_weighted_sum_add"};
+  EXPECT_EQ(fusedEqualsUnfused(on, "moe_weighted_sum_add"), 4);
+}
+
 /// fused.rms_norm_mul's `dtype` guards the last step of its decomposition:
 /// f16 expands to rms_norm, mul and a convert, the default f32 to the first two.
 TEST(FusionReference, ExpandRmsNormMulByDType) {
