@@ -32,13 +32,22 @@ step() { # label env... -- workload
 }
 {
 for w in w-dense w-moe-12 w-tiny; do
-  for round in 1 2; do
-    for mb in 0 4 16 48; do
-      [ $(left) -gt 250 ] || break 3
-      step "$w mb=$mb r$round" FG_DEBUG_PDL_PREFETCH_MB=$mb fusegraph bench --workload $w --compare fused,graph --steps 50
-    done
-    step "$w mb=16 early r$round" FG_DEBUG_PDL_PREFETCH_MB=16 FG_DEBUG_PDL_EARLY_TRIGGER=1 fusegraph bench --workload $w --compare fused,graph --steps 50
+  for mb in 0 16 48 0 16; do
+    [ $(left) -gt 250 ] || break 2
+    step "$w mb=$mb" FG_DEBUG_PDL_PREFETCH_MB=$mb fusegraph bench --workload $w --compare fused,graph --steps 50
   done
+  step "$w mb=16 early" FG_DEBUG_PDL_PREFETCH_MB=16 FG_DEBUG_PDL_EARLY_TRIGGER=1 fusegraph bench --workload $w --compare fused,graph --steps 50
+done
+# The tenth session's opt-in fusion, and the norm prologue again now that the
+# weights can stream before the wait.
+for w in w-moe-12 w-moe-48; do
+  [ $(left) -gt 230 ] || break
+  step "$w moe_weighted_sum_add" fusegraph bench --workload $w --compare fused,graph --steps 50 --enable-fusion moe_weighted_sum_add
+  step "$w default" fusegraph bench --workload $w --compare fused,graph --steps 50
+done
+for mb in 0 16; do
+  [ $(left) -gt 230 ] || break
+  step "w-dense rms_norm_matmul mb=$mb" FG_DEBUG_PDL_PREFETCH_MB=$mb fusegraph bench --workload w-dense --compare fused,graph --steps 50 --enable-fusion rms_norm_matmul
 done
 for w in w-dense w-moe-12; do
   for slots in 1 3 1 3; do

@@ -4,6 +4,7 @@
 #include "codegen/cuda/Lower.h"
 #include "passes/fusion/FusionReport.h"
 #include "runtime/GraphPicture.h"
+#include "runtime/LaunchChains.h"
 #include "runtime/ProgramIO.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -313,10 +314,17 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
     os << "cuda: " << prog->arch << ", " << distinctKernels(*prog) << " kernels in "
        << prog->modules.size() << " modules, " << kernels << " kernel launches, " << gemms
        << " cuBLAS calls\n";
-    for (const CompiledEntry &e : prog->entries)
+    for (const CompiledEntry &e : prog->entries) {
       os << "  " << e.name << ": " << e.launches.size() << " launches, arena "
          << humanBytes(static_cast<double>(e.arenaBytes)) << ", peak live "
          << humanBytes(static_cast<double>(e.peakLiveBytes)) << "\n";
+      LaunchChains c = launchChains(e, plan.graph().lookup(e.name));
+      os << "    " << c.longest << " in a row (the longest chain of the launch DAG)";
+      if (!c.layer.empty())
+        os << "; layer " << c.layer << ": " << c.layerLaunches << " launches, "
+           << c.layerLongest << " in a row";
+      os << "\n";
+    }
   } else {
     os << "cuda: no program in this plan (compiled without CUDA code generation)\n";
   }
@@ -460,6 +468,16 @@ void printProgramJson(const Plan &plan, json::OStream &j) {
           j.attribute("peak_live_bytes", static_cast<int64_t>(e.peakLiveBytes));
           j.attribute("kernel_launches", kernels);
           j.attribute("cublas_calls", gemms);
+          LaunchChains c = launchChains(e, plan.graph().lookup(e.name));
+          j.attribute("longest_chain", static_cast<int64_t>(c.longest));
+          if (c.layer.empty())
+            j.attribute("layer", nullptr);
+          else
+            j.attributeObject("layer", [&] {
+              j.attribute("name", c.layer);
+              j.attribute("launches", static_cast<int64_t>(c.layerLaunches));
+              j.attribute("longest_chain", static_cast<int64_t>(c.layerLongest));
+            });
           j.attributeArray("launches", [&] {
             for (const LaunchRecord &l : e.launches)
               j.object([&] {

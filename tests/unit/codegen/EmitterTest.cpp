@@ -1923,9 +1923,9 @@ public:
     // 64-row tiles (10), the elementwise maps' opt-in forms and glu_convert
     // (~12), 395 before the 16-bit norm rows of rms_norm_mul_convert (6),
     // 401 before the tenth's prefetch prologues (2 GEMV, 2 attention
-    // sources; the others share their default's): each NVRTC compile is CI
-    // time.
-    EXPECT_LE(compiled().compiles, 405u);
+    // sources; the others share their default's) and moe_weighted_sum_add's
+    // residual forms (4): each NVRTC compile is CI time.
+    EXPECT_LE(compiled().compiles, 409u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
