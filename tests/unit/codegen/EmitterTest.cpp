@@ -816,11 +816,12 @@ TEST(CudaEmit, PdlPrefetchPrologue) {
     }, {}, o);
     return ls.empty() ? KernelSpec{} : kernel(ls, 0);
   };
-  // Keys a block = budget / (splits x kv heads x tokens x (K + V row bytes)),
-  // in steps of 8.
-  for (int64_t D : {64, 128}) {
+  // Keys a block = budget / (splits x kv heads x tokens x (K + V row bytes
+  // in whole 128-byte lines)), in steps of 8.
+  for (int64_t D : {64, 80, 128}) {
     const KernelSpec a = attn(4 << 20, D);
-    const int64_t keys = (4 << 20) / (int64_t(a.grid[0]) * 8 * (4 * D)) / 8 * 8;
+    const int64_t line = (2 * D + 127) / 128 * 128;
+    const int64_t keys = (4 << 20) / (int64_t(a.grid[0]) * 8 * (2 * line)) / 8 * 8;
     EXPECT_GT(keys, 0);
     EXPECT_TRUE(contains(a, "kPfKeys = " + std::to_string(keys) + "LL")) << keys;
     EXPECT_LT(a.source.find("fg::attentionPrefetch<Cfg>("), a.source.find("fg_pdl_begin();"));

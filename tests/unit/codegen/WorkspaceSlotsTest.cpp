@@ -103,6 +103,55 @@ TEST(WorkspaceSlots, ALaterDependencyIsAnError) {
 
 namespace {
 
+/// Random DAGs of kernels and GEMMs: after the assignment (edges added where
+/// the slots run out), two GEMMs in one slot are always ordered (one is an
+/// ancestor of the other), and the runner's recomputation from the edges
+/// gives the same slots; with one slot every GEMM is ordered after the
+/// previous one.
+TEST(WorkspaceSlots, RandomDagsNeverShareASlotUnordered) {
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  auto next = [&](uint64_t n) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return state % n;
+  };
+  for (int round = 0; round < 300; ++round) {
+    const uint32_t n = 2 + static_cast<uint32_t>(next(40));
+    const unsigned slotCount = round % 5 == 0 ? 1 : kWorkspaceSlots;
+    std::vector<LaunchRecord> ls;
+    for (uint32_t i = 0; i < n; ++i) {
+      std::vector<uint32_t> deps;
+      for (uint32_t d = 0; d < i; ++d)
+        if (next(8) == 0)
+          deps.push_back(d);
+      ls.push_back(next(2) ? gemm(deps) : kernel(deps));
+    }
+    auto got = assignWorkspaceSlots(ls, slotCount, true);
+    ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
+    // Ancestors by a forward pass (deps point back).
+    std::vector<std::vector<bool>> anc(n, std::vector<bool>(n, false));
+    for (uint32_t i = 0; i < n; ++i)
+      for (uint32_t d : ls[i].deps) {
+        ASSERT_LT(d, i);
+        anc[i][d] = true;
+        for (uint32_t a = 0; a < n; ++a)
+          if (anc[d][a])
+            anc[i][a] = true;
+      }
+    for (uint32_t i = 0; i < n; ++i)
+      for (uint32_t j = 0; j < i; ++j) {
+        if ((*got)[i] >= 0 && (*got)[i] == (*got)[j]) {
+          EXPECT_TRUE(anc[i][j]) << "round " << round << ": GEMMs " << j << " and " << i
+                                 << " share slot " << (*got)[i] << " unordered";
+        }
+      }
+    for (int s : *got)
+      EXPECT_LT(s, static_cast<int>(slotCount));
+    auto again = assignWorkspaceSlots(ls, slotCount, false);
+    ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+    EXPECT_EQ(*again, *got) << "round " << round;
+  }
+}
+
 /// A prefill chunk's q, k and v projections of one x (cuBLAS above 8 rows),
 /// compiled for sm_90 on the CPU: the entry's launches.
 std::vector<LaunchRecord> qkvLaunches() {
