@@ -21,7 +21,12 @@ T=$(command -v fusegraph_gpu_tests)
 export FG_KERNEL_CACHE=/tmp/fgk0
 ( bash .gpu/peers/ggml-bench.sh --model tiny --reps 3 > /tmp/ggml-build.txt 2>&1 ) &
 ggml=$!
-CHECK='*Attention*:*Gemv*:*gemv*:*Matmul*:*matmul*:*Demo*:*Session*:*Workload*:*PrefillThenDecode*:*Prefill*'
+CHECK='*Attention*:*Gemv*:*gemv*:*Matmul*:*matmul*:*Demo*:*Session*:*Workload*:*PrefillThenDecode*:*Prefill*:*moe_weighted_sum*:*rms_norm*'
+# The defaults first (the norm prologue is now on for small models, the
+# demo's included; cuBLAS calls in workspace slots), then the prologues on.
+timeout 150 "$T" --gtest_filter='GpuDemo*:GpuSession*:GpuPrefillThenDecode*:*rms_norm*:*moe_weighted_sum*:*Prefill*' > "$OUT/tests-default.txt" 2>&1
+echo "tests (defaults) rc $? after $((SECONDS - S)) s"
+grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure" "$OUT/tests-default.txt" | head -20
 FG_DEBUG_PDL_PREFETCH_MB=16 timeout 170 "$T" --gtest_filter="$CHECK" > "$OUT/tests-prefetch16.txt" 2>&1
 echo "tests (prefetch 16 MiB) rc $? after $((SECONDS - S)) s"
 grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure" "$OUT/tests-prefetch16.txt" | head -20
@@ -45,9 +50,14 @@ for w in w-moe-12 w-moe-48; do
   step "$w moe_weighted_sum_add" fusegraph bench --workload $w --compare fused,graph --steps 50 --enable-fusion moe_weighted_sum_add
   step "$w default" fusegraph bench --workload $w --compare fused,graph --steps 50
 done
+# The norm prologue, decided by cost since the tenth session (W-tiny: every
+# norm; W-dense: none): W-tiny with it off, W-dense with every prologue
+# forced (slowdown 0), each with and without the weight prefetch.
 for mb in 0 16; do
   [ $(left) -gt 230 ] || break
-  step "w-dense rms_norm_matmul mb=$mb" FG_DEBUG_PDL_PREFETCH_MB=$mb fusegraph bench --workload w-dense --compare fused,graph --steps 50 --enable-fusion rms_norm_matmul
+  step "w-tiny no rms_norm_matmul mb=$mb" FG_DEBUG_PDL_PREFETCH_MB=$mb fusegraph bench --workload w-tiny --compare fused,graph --steps 50 --disable-fusion rms_norm_matmul
+  step "w-tiny default mb=$mb" FG_DEBUG_PDL_PREFETCH_MB=$mb fusegraph bench --workload w-tiny --compare fused,graph --steps 50
+  step "w-dense all norm prologues mb=$mb" FG_DEBUG_PDL_PREFETCH_MB=$mb FG_DEBUG_NORM_PROLOGUE_SLOWDOWN=0 fusegraph bench --workload w-dense --compare fused,graph --steps 50
 done
 for w in w-dense w-moe-12; do
   for slots in 1 3 1 3; do

@@ -309,7 +309,16 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   // And x split hi + lo in the quantised GEMVs (the form before x as one f16).
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "0")
     emit.gemvQuantXHalf = false;
-  cuda::CudaTarget target(emit);
+  // The norm prologue's modelled slowdown (CudaCostModel::normPrologueSlowdown):
+  // 0 fuses every legal norm prologue (the form measured in the sixth
+  // session), a large value none; for timing the rule's alternatives.
+  cuda::CudaCostModel costModel;
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_NORM_PROLOGUE_SLOWDOWN"); v && !v->empty()) {
+    double f = 0;
+    if (!llvm::StringRef(*v).getAsDouble(f) && f >= 0)
+      costModel.normPrologueSlowdown = f;
+  }
+  cuda::CudaTarget target(emit, costModel);
   passOpts.target = &target;
   FusionOptions fusion;
   fusion.target = &target;

@@ -295,10 +295,8 @@ std::vector<std::string> fusionPatternNames() {
 }
 
 const std::vector<std::string> &optInFusionPatterns() {
-  // rms_norm_matmul: the norm prologue made the GEMVs slower than the norm
-  // launch it saves (W-dense, H200, one run: gate|up 1.753 -> 2.086 ms,
-  // q/k/v/lm head 0.682 + 0.104 norm -> 0.874; bench/RESULTS.md, fourth
-  // session): every block reduces its x rows before its weight stream starts.
+  // rms_norm_matmul left this list in the tenth session: it is decided by
+  // the target's cost (rms_norm_matmul.cpp), which fuses only small GEMVs.
   // matmul_multi: q, k and v in one launch (-64 launches on W-dense) made the
   // step slower, not faster (H200, one call, sixth session: W-dense 4.108 ->
   // 4.169 ms, W-moe-12 0.883 -> 0.888, W-tiny 0.2107 -> 0.2139): unfused,
@@ -306,8 +304,7 @@ const std::vector<std::string> &optInFusionPatterns() {
   // work split for all three segments suits the small k and v worse.
   // moe_weighted_sum_add: written in the tenth session, which had no device
   // time; opt-in until its GPU test (GpuFused moe_weighted_sum_add_*) has run.
-  static const std::vector<std::string> names = {"rms_norm_matmul", "matmul_multi",
-                                                 "moe_weighted_sum_add"};
+  static const std::vector<std::string> names = {"matmul_multi", "moe_weighted_sum_add"};
   return names;
 }
 

@@ -46,12 +46,23 @@ TEST(FusionReportRecords, AppliedRootsNameTheFusedNodes) {
   }
   EXPECT_EQ(static_cast<int64_t>(roots), report.total("decode"));
   ASSERT_FALSE(report.refused.empty());
+  size_t addChains = 0;
   for (const FusionReport::Refusal &r : report.refused) {
     EXPECT_EQ(r.entry, "decode");
-    EXPECT_EQ(r.pattern, "add_chain");
     EXPECT_EQ(r.root.front(), '%');
+    // The norm prologue is refused too: structurally (the FFN norm also
+    // feeds the experts) or, without a target, for want of a cost estimate.
+    if (r.pattern == "rms_norm_matmul") {
+      EXPECT_TRUE(r.reason.find("there is no target") != std::string::npos ||
+                  r.reason.find("the norm launch would stay") != std::string::npos)
+          << r.reason;
+      continue;
+    }
+    EXPECT_EQ(r.pattern, "add_chain");
     EXPECT_NE(r.reason.find("has another consumer"), std::string::npos) << r.reason;
+    ++addChains;
   }
+  EXPECT_GT(addChains, 0u);
   // Fusion rebuilds the function; its role and input bindings stay.
   EXPECT_EQ(fn.contract().role, EntryRole::Decode);
   EXPECT_EQ(fn.binding("positions"), (InputBinding{BindKind::Positions, 0, 64}));
