@@ -31,6 +31,7 @@
 #include "ir/OpTable.h"
 #include "ir/Printer.h"
 #include "passes/fusion/FusionReport.h"
+#include "runtime/DeviceMemory.h"
 #include "runtime/Executor.h"
 #include "runtime/Plan.h"
 #include "runtime/ProgramIO.h"
@@ -402,22 +403,20 @@ nb::dict planFacts(const fg::Plan &plan) {
   d["state"] = s;
   // Device memory once loaded (inspect's `memory`): the program's weight
   // slots as uploaded (else the graph's), the KV state, the largest arena.
-  int64_t weightBytes = weights.bytes, arenaBytes = 0;
+  fg::DeviceMemory m = fg::deviceMemory(nullptr, weights.bytes, state.bytes);
   if (const fg::PlanSection *p = plan.section("program")) {
     llvm::Expected<fg::CompiledProgram> prog = fg::decodeProgram(p->bytes);
-    if (prog) {
-      weightBytes = static_cast<int64_t>(prog->weightBytes());
-      for (const fg::CompiledEntry &e : prog->entries)
-        arenaBytes = std::max(arenaBytes, static_cast<int64_t>(e.arenaBytes));
-    } else {
+    if (prog)
+      m = fg::deviceMemory(&*prog, weights.bytes, state.bytes);
+    else
       llvm::consumeError(prog.takeError());
-    }
   }
   nb::dict mem;
-  mem["weight_bytes"] = weightBytes;
-  mem["state_bytes"] = state.bytes;
-  mem["arena_bytes"] = arenaBytes;
-  mem["total_bytes"] = weightBytes + state.bytes + arenaBytes;
+  mem["weight_bytes"] = m.weights;
+  mem["state_bytes"] = m.state;
+  mem["arena_bytes"] = m.arena;
+  mem["workspace_bytes"] = m.workspace;
+  mem["total_bytes"] = m.total();
   d["memory"] = mem;
   d["fusions"] = fusionFacts(plan);
   d["cuda"] = programFacts(plan);

@@ -3,6 +3,7 @@
 
 #include "codegen/cuda/Lower.h"
 #include "passes/fusion/FusionReport.h"
+#include "runtime/DeviceMemory.h"
 #include "runtime/GraphPicture.h"
 #include "runtime/LaunchChains.h"
 #include "runtime/ProgramIO.h"
@@ -242,27 +243,15 @@ Expected<ColdCompile> coldCompile(const Plan &plan) {
   return c;
 }
 
-/// What the plan takes in device memory once loaded: weights (the program's
-/// slots as uploaded, else the graph's), state (the KV caches), the arena
-/// (the largest entry's) and their sum.
-struct MemoryTotals {
-  int64_t weights = 0, state = 0, arena = 0;
-  int64_t total() const { return weights + state + arena; }
-};
-
-MemoryTotals memoryTotals(const Plan &plan, const Summary &s) {
-  MemoryTotals m{s.weights.bytes, s.state.bytes, 0};
+/// What the plan takes in device memory once loaded (runtime/DeviceMemory.h).
+DeviceMemory memoryTotals(const Plan &plan, const Summary &s) {
   if (const PlanSection *p = plan.section("program")) {
     Expected<CompiledProgram> prog = decodeProgram(p->bytes);
-    if (!prog) {
-      consumeError(prog.takeError());
-      return m;
-    }
-    m.weights = static_cast<int64_t>(prog->weightBytes());
-    for (const CompiledEntry &e : prog->entries)
-      m.arena = std::max(m.arena, static_cast<int64_t>(e.arenaBytes));
+    if (prog)
+      return deviceMemory(&*prog, s.weights.bytes, s.state.bytes);
+    consumeError(prog.takeError());
   }
-  return m;
+  return deviceMemory(nullptr, s.weights.bytes, s.state.bytes);
 }
 
 void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, raw_ostream &os) {
@@ -328,11 +317,13 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
   } else {
     os << "cuda: no program in this plan (compiled without CUDA code generation)\n";
   }
-  MemoryTotals mem = memoryTotals(plan, s);
+  DeviceMemory mem = memoryTotals(plan, s);
   os << "memory: weights " << humanBytes(static_cast<double>(mem.weights)) << " + state (KV) "
      << humanBytes(static_cast<double>(mem.state)) << " + arena "
-     << humanBytes(static_cast<double>(mem.arena)) << " = "
-     << humanBytes(static_cast<double>(mem.total())) << "\n";
+     << humanBytes(static_cast<double>(mem.arena));
+  if (mem.workspace)
+    os << " + cuBLAS workspace " << humanBytes(static_cast<double>(mem.workspace));
+  os << " = " << humanBytes(static_cast<double>(mem.total())) << "\n";
   if (const PlanSection *f = plan.section("fusion")) {
     os << "fusions:\n";
     Expected<FusionReport> report = FusionReport::parse(f->bytes);
@@ -613,11 +604,12 @@ void printJson(const Plan &plan, StringRef path, bool isPlan, const Summary &s,
       j.attribute("values", s.state.values);
       j.attribute("bytes", s.state.bytes);
     });
-    MemoryTotals mem = memoryTotals(plan, s);
+    DeviceMemory mem = memoryTotals(plan, s);
     j.attributeObject("memory", [&] {
       j.attribute("weight_bytes", mem.weights);
       j.attribute("state_bytes", mem.state);
       j.attribute("arena_bytes", mem.arena);
+      j.attribute("workspace_bytes", mem.workspace);
       j.attribute("total_bytes", mem.total());
     });
     printFusionsJson(plan, j);

@@ -8,6 +8,7 @@
 #include "codegen/cuda/Compile.h"
 #include "frontends/Frontend.h"
 #include "runtime/ProgramIO.h"
+#include "tests/unit/codegen/TestKernelCache.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Path.h"
@@ -28,10 +29,7 @@ void compileDemo(bool fusion) {
   CompileOptions co;
   co.fusion = fusion;
   co.arch = "sm_90";
-  llvm::SmallString<256> cache;
-  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, cache);
-  llvm::sys::path::append(cache, "fg-kernel-cache-tests"); // never the source tree
-  co.kernelCacheDir = std::string(cache);
+  co.kernelCacheDir = test::kernelCacheDir();
   auto plan = compile(*g, co);
   ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   const PlanSection *section = plan->section("program");

@@ -10,6 +10,7 @@
 #include "ir/OpViews.h"
 #include "codegen/cuda/Nvrtc.h"
 #include "ir/Builder.h"
+#include "tests/unit/codegen/TestKernelCache.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -28,13 +29,6 @@ using namespace fg;
 using namespace fg::cuda;
 
 namespace {
-
-std::string testCacheDir() {
-  llvm::SmallString<256> p;
-  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, p);
-  llvm::sys::path::append(p, "fg-kernel-cache-tests"); // never the source tree
-  return std::string(p.str());
-}
 
 /// Shared across the tests of this binary: distinct sources compiled so far.
 struct Compiled {
@@ -91,7 +85,7 @@ void checkAndCompile(const KernelSpec &k, size_t numOperands) {
     return;
   ++compiled().compiles;
   NvrtcOptions o;
-  o.cacheDir = testCacheDir();
+  o.cacheDir = test::kernelCacheDir();
   auto m = compileCuda(k.source, k.name, "sm_90", o);
   ASSERT_TRUE(static_cast<bool>(m)) << llvm::toString(m.takeError()) << "\n" << k.source;
   EXPECT_FALSE(m->cubin.empty());

@@ -12,6 +12,7 @@
 #include "frontends/Frontend.h"
 #include "ir/Builder.h"
 #include "runtime/ProgramIO.h"
+#include "tests/unit/codegen/TestKernelCache.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Path.h"
@@ -22,13 +23,6 @@ using namespace fg;
 
 namespace {
 
-std::string cacheDir() {
-  llvm::SmallString<256> cache;
-  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, cache);
-  llvm::sys::path::append(cache, "fg-kernel-cache-tests"); // never the source tree
-  return std::string(cache);
-}
-
 CompiledProgram demoProgram() {
   ModelOptions mo;
   mo.ctx = 128;
@@ -36,7 +30,7 @@ CompiledProgram demoProgram() {
   auto g = loadModel("demo", mo);
   EXPECT_TRUE(bool(g)) << llvm::toString(g.takeError());
   CompileOptions co;
-  co.kernelCacheDir = cacheDir();
+  co.kernelCacheDir = test::kernelCacheDir();
   auto plan = compile(*g, co);
   EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   auto prog = decodeProgram(plan->section("program")->bytes);
@@ -96,7 +90,7 @@ TEST(InputCheck, OnlyRangedInputsAreChecked) {
   EXPECT_NE(k->second.find("unsigned *status, void *in0, void *in1)"), std::string::npos);
   // It compiles for sm_90 (no GPU needed).
   cuda::NvrtcOptions o;
-  o.cacheDir = cacheDir();
+  o.cacheDir = test::kernelCacheDir();
   auto m = cuda::compileCuda(k->second, k->first, "sm_90", o);
   ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError()) << "\n" << k->second;
   EXPECT_FALSE(m->cubin.empty());

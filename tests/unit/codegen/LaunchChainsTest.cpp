@@ -11,6 +11,7 @@
 #include "ir/Builder.h"
 #include "runtime/LaunchChains.h"
 #include "runtime/ProgramIO.h"
+#include "tests/unit/codegen/TestKernelCache.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Path.h"
@@ -71,10 +72,7 @@ TEST(LaunchChains, TheDemoDecodersLayer) {
   ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
   CompileOptions co;
   co.arch = "sm_90";
-  llvm::SmallString<256> cache;
-  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, cache);
-  llvm::sys::path::append(cache, "fg-kernel-cache-tests"); // never the source tree
-  co.kernelCacheDir = std::string(cache);
+  co.kernelCacheDir = test::kernelCacheDir();
   auto plan = compile(*g, co);
   ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   const PlanSection *s = plan->section("program");

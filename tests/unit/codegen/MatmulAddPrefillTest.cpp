@@ -16,6 +16,7 @@
 #include "runtime/Compare.h"
 #include "runtime/Executor.h"
 #include "runtime/ProgramIO.h"
+#include "tests/unit/codegen/TestKernelCache.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Path.h"
@@ -27,13 +28,6 @@
 using namespace fg;
 
 namespace {
-
-std::string kernelCache() {
-  llvm::SmallString<256> cache;
-  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, cache);
-  llvm::sys::path::append(cache, "fg-kernel-cache-tests"); // never the source tree
-  return std::string(cache);
-}
 
 /// y = x · woᵀ + r over `rows` rows (the attention output projection and the
 /// residual add of a prefill chunk), compiled for sm_90. x and r are inputs
@@ -53,7 +47,7 @@ Plan prefillPlan(int64_t rows, DType wt, bool fusion, bool initialised = false) 
   CompileOptions co;
   co.fusion = fusion;
   co.arch = "sm_90";
-  co.kernelCacheDir = kernelCache();
+  co.kernelCacheDir = test::kernelCacheDir();
   auto plan = compile(g, co);
   EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   return std::move(*plan);

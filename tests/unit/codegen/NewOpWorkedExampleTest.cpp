@@ -12,6 +12,7 @@
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "runtime/reference/Interpreter.h"
+#include "tests/unit/codegen/TestKernelCache.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Path.h"
@@ -92,11 +93,8 @@ TEST(NewOpWorkedExample, KernelCompiles) {
   const auto &k = std::get<cuda::KernelSpec>(launches->front());
   EXPECT_NE(k.source.find("fg::EwUnary<fg::UnNeg>"), std::string::npos) << k.source;
 
-  llvm::SmallString<256> cache;
-  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, cache);
-  llvm::sys::path::append(cache, "fg-kernel-cache-tests"); // never the source tree
   cuda::NvrtcOptions o;
-  o.cacheDir = std::string(cache.str());
+  o.cacheDir = test::kernelCacheDir();
   auto m = cuda::compileCuda(k.source, k.name, "sm_90", o);
   ASSERT_TRUE(static_cast<bool>(m)) << llvm::toString(m.takeError()) << "\n" << k.source;
   EXPECT_FALSE(m->cubin.empty());

@@ -16,6 +16,7 @@
 #include "codegen/cuda/Kernel.h"
 #include "codegen/cuda/Nvrtc.h"
 #include "ir/Builder.h"
+#include "tests/unit/codegen/TestKernelCache.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Path.h"
@@ -28,13 +29,6 @@ using namespace fg;
 using namespace fg::cuda;
 
 namespace {
-
-std::string cacheDir() {
-  llvm::SmallString<256> p;
-  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, p);
-  llvm::sys::path::append(p, "fg-kernel-cache-tests"); // never the source tree
-  return std::string(p.str());
-}
 
 /// The kernel of the last node `build` makes, emitted with an 8 MiB budget.
 KernelSpec lastKernel(const std::function<void(Builder &)> &build) {
@@ -68,7 +62,7 @@ void compiles(const KernelSpec &k, llvm::StringRef call) {
   EXPECT_NE(wait, std::string::npos);
   for (bool early : {false, true}) {
     NvrtcOptions o;
-    o.cacheDir = cacheDir();
+    o.cacheDir = test::kernelCacheDir();
     if (early)
       o.flags.push_back("-DFG_PDL_EARLY_TRIGGER");
     auto m = compileCuda(k.source, k.name, "sm_90", o);

@@ -15,6 +15,7 @@
 #include "ir/Builder.h"
 #include "runtime/ProgramIO.h"
 #include "runtime/WorkspaceSlots.h"
+#include "tests/unit/codegen/TestKernelCache.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
@@ -166,12 +167,9 @@ std::vector<LaunchRecord> qkvLaunches() {
   b.result(k);
   b.result(v);
   EXPECT_FALSE(bool(b.finish()));
-  llvm::SmallString<256> cache;
-  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, cache);
-  llvm::sys::path::append(cache, "fg-kernel-cache-tests");
   CompileOptions co;
   co.arch = "sm_90";
-  co.kernelCacheDir = std::string(cache);
+  co.kernelCacheDir = test::kernelCacheDir();
   auto plan = compile(g, co);
   EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   if (!plan)
