@@ -127,6 +127,10 @@ public:
         NodeDesc desc{op.kind, {}, op.attrs, {fn.type(fn.node(u).result())}};
         for (ValueId v : op.operands)
           desc.operands.push_back(fn.type(v));
+        if (llvm::Error e = t->canEmit(desc))
+          return Decision::no("the norm prologue of " + label(fn, fn.node(u).result()) +
+                              " has no kernel (" + llvm::toString(std::move(e)) +
+                              "): every consumer of " + label(fn, n) + " keeps the norm");
         double fused = t->cost(desc).seconds,
                plain = t->cost(NodeDesc::of(fn, fn.node(u))).seconds + share;
         if (fused > plain)
