@@ -1,6 +1,8 @@
 //===- LaunchChains.cpp - how an entry's launches line up -----------------===//
 #include "runtime/LaunchChains.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -33,7 +35,7 @@ LaunchChains launchChains(const CompiledEntry &entry, const Function *fn) {
     if (!fn || l.node == kNoNode || l.node >= fn->numNodes())
       continue;
     const Node &n = fn->node(l.node);
-    inLayer[i] = !n.results.empty() && ofLayerZero(fn->value(n.result()).name);
+    inLayer[i] = llvm::any_of(n.results, [&](ValueId r) { return ofLayerZero(fn->value(r).name); });
   }
   // Deps point to earlier launches (the plan reader checks it), so one pass
   // in launch order finds every longest path.

@@ -310,8 +310,14 @@ private:
         repl[m.outputs[i]] = nv; // uses are replaced once, below
         rename[nv] = fn_.value(m.outputs[i]).name;
       }
-      for (NodeId n : m.nodes)
+      for (NodeId n : m.nodes) {
         dead[n] = true;
+        // An earlier round's fused node absorbed by this one (fused.gated_matmul
+        // into fused.rms_norm_gated_matmul): its record goes, or both count.
+        const Node &gone = fn_.node(n);
+        if (gone.info().has(kFused))
+          report_.withdraw(fn_.name(), label(fn_, gone.results.back()));
+      }
       report_.addApplied(fn_.name(), p.name(), 1, label(fn_, m.outputs.back()));
       debug(p, round, m, "applied");
       ++applied;
@@ -333,8 +339,7 @@ private:
             // An earlier fusion's node that is gone: its record goes too.
             const Node &gone = fn_.node(n);
             if (gone.info().has(kFused))
-              report_.addApplied(fn_.name(), patternOf(gone.kind), -1,
-                                 label(fn_, gone.results.back()));
+              report_.withdraw(fn_.name(), label(fn_, gone.results.back()));
           }
       rebuild(fn_, dead, key, rename);
     }

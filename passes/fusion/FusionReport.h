@@ -69,6 +69,10 @@ struct FusionReport {
   /// or removes it (delta < 0, a split back).
   void addApplied(llvm::StringRef entry, llvm::StringRef pattern, int64_t delta = 1,
                   llvm::StringRef root = {});
+  /// Takes back the fusion whose root is `root` in `entry` (a fused node a
+  /// later round absorbed, or a recomputed norm that died): one fewer of its
+  /// pattern, whichever pattern recorded it; nothing when no record names it.
+  void withdraw(llvm::StringRef entry, llvm::StringRef root);
   void addRefusal(Refusal r);
   /// Fusions of `pattern` applied in `entry` (every entry when empty).
   int64_t count(llvm::StringRef pattern, llvm::StringRef entry = {}) const;

@@ -344,6 +344,20 @@ void FusionReport::addApplied(llvm::StringRef entry, llvm::StringRef pattern, in
     a->roots.erase(it);
 }
 
+void FusionReport::withdraw(llvm::StringRef entry, llvm::StringRef root) {
+  for (auto a = applied.begin(); a != applied.end(); ++a) {
+    if (a->entry != entry)
+      continue;
+    auto it = llvm::find(a->roots, root);
+    if (it == a->roots.end())
+      continue;
+    a->roots.erase(it);
+    if (--a->count <= 0 && a->roots.empty())
+      applied.erase(a);
+    return;
+  }
+}
+
 void FusionReport::addRefusal(Refusal r) {
   for (const Refusal &o : refused)
     if (o.entry == r.entry && o.pattern == r.pattern && o.root == r.root && o.reason == r.reason)

@@ -8,8 +8,9 @@
 // The second round of the fusion driver sees the sum that moe_weighted_sum
 // made in the first and the MoE block's residual add after it: one launch
 // instead of two, and the sum is never written and read back (issue 13: the
-// launches of a MoE layer). Each thread reads r at the element it writes, so
-// the result may take r's buffer.
+// launches of a MoE layer). The result gets its own buffer (the target does
+// not declare the residual read before any write: a strided residual is not
+// read at the flat index the kernel writes).
 //
 // Legality: the sum has no other use; r f32 with the sum's shape (the add may
 // not broadcast either side).

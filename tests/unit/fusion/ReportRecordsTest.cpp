@@ -6,7 +6,9 @@
 // parse); text from before the records is refused by parse.
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/cuda/CudaTarget.h"
 #include "frontends/Frontend.h"
+#include "ir/Parser.h"
 #include "passes/fusion/Fusion.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -70,6 +72,53 @@ TEST(FusionReportRecords, AppliedRootsNameTheFusedNodes) {
 }
 
 /// serialize -> parse gives the same records (reasons with spaces, punctuation).
+/// A later round that absorbs an earlier round's fused node takes its record
+/// back: the gated GEMV that the norm prologue absorbs (fused.gated_matmul
+/// into fused.rms_norm_gated_matmul, decided by the CUDA target's cost) and
+/// the MoE sum that moe_weighted_sum_add absorbs count once, as the fusion
+/// that remains, each root naming a node of the final graph.
+TEST(FusionReportRecords, AbsorbedFusionsAreTakenBack) {
+  auto g = parseGraph(R"(
+graph @ffn(input %h: f32[1, 40], weight %g: f32[40], weight %wg: f16[48, 40],
+           weight %wu: f16[48, 40], input %e: f32[1, 2, 8], input %w: f32[1, 2, 1],
+           input %r: f32[1, 8]) {
+  %n = rms_norm(%h) {eps = 1e-06} : f32[1, 40]
+  %m = mul(%n, %g) : f32[1, 40]
+  %a = matmul(%m, %wg) : f32[1, 48]
+  %b = matmul(%m, %wu) : f32[1, 48]
+  %y = glu(%a, %b) : f32[1, 48]
+  %yw = mul(%e, %w) : f32[1, 2, 8]
+  %s0 = view(%yw) {shape = [1, 8], strides = [16, 1]} : f32[1, 8]
+  %s1 = view(%yw) {shape = [1, 8], strides = [16, 1], offset = 8} : f32[1, 8]
+  %sum = add(%s0, %s1) : f32[1, 8]
+  %out = add(%sum, %r) : f32[1, 8]
+  return %y, %out
+})",
+                      "absorbed.fg");
+  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
+  cuda::CudaTarget target;
+  FusionOptions fo;
+  fo.target = &target;
+  fo.optIn = {"moe_weighted_sum_add"};
+  FusionReport report;
+  ASSERT_FALSE(static_cast<bool>(fuseWithOverlapProof(*g, fo, report)));
+  EXPECT_EQ(report.count("gated_matmul"), 0);
+  EXPECT_EQ(report.count("moe_weighted_sum"), 0);
+  EXPECT_EQ(report.count("rms_norm_matmul"), 1);
+  EXPECT_EQ(report.count("rms_norm_mul"), 0); // recomputed by the prologue, then gone
+  EXPECT_EQ(report.count("moe_weighted_sum_add"), 1);
+  const Function &fn = *g->lookup("ffn");
+  for (const FusionReport::Applied &a : report.applied) {
+    EXPECT_EQ(static_cast<int64_t>(a.roots.size()), a.count) << a.pattern;
+    for (const std::string &r : a.roots) {
+      ValueId v = fn.lookup(llvm::StringRef(r).drop_front());
+      ASSERT_NE(v, kNoValue) << r;
+      EXPECT_TRUE(fn.node(fn.value(v).def).info().has(kFused)) << r;
+    }
+  }
+  EXPECT_EQ(report.total(), 2);
+}
+
 TEST(FusionReportRecords, SerializeParseRoundTrip) {
   FusionReport r;
   r.addApplied("decode", "rms_norm_mul", 1, "%a");
