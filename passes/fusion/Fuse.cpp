@@ -205,6 +205,41 @@ private:
         }
       }
     }
+    keepWholeRecomputations(round, legal, refused, users);
+  }
+
+  /// A recomputed node (the norm a GEMV prologue repeats) is saved only when
+  /// every one of its consumers is rewritten: where some consumer has no legal
+  /// candidate recomputing it (refused by its pattern, its shape, or the
+  /// target's cost), the others are refused too — each would pay the
+  /// repetition while the node keeps its launch.
+  void keepWholeRecomputations(unsigned round, std::vector<Candidate> &legal,
+                               std::vector<FusionReport::Refusal> &refused,
+                               llvm::ArrayRef<llvm::SmallVector<NodeId, 2>> users) {
+    llvm::DenseMap<NodeId, llvm::SmallVector<NodeId, 4>> takenBy; // recomputed -> roots
+    for (const Candidate &c : legal)
+      for (NodeId n : c.match.recomputed)
+        if (!llvm::is_contained(takenBy[n], c.match.root))
+          takenBy[n].push_back(c.match.root);
+    std::vector<Candidate> kept;
+    for (Candidate &c : legal) {
+      std::string why;
+      for (NodeId n : c.match.recomputed)
+        for (ValueId r : fn_.node(n).results)
+          for (NodeId u : users[r])
+            if (why.empty() && !llvm::is_contained(takenBy[n], u))
+              why = label(fn_, r) + " keeps its launch: its consumer " +
+                    label(fn_, fn_.node(u).result()) + " (" +
+                    std::string(mnemonic(fn_.node(u).kind)) + ") is not fused with it";
+      if (why.empty()) {
+        kept.push_back(std::move(c));
+        continue;
+      }
+      const FusionPattern &p = *patterns_[c.pattern];
+      debug(p, round, c.match, "refused: " + why);
+      refused.push_back({fn_.name().str(), p.name().str(), rootLabel(c.match), why});
+    }
+    legal = std::move(kept);
   }
 
   /// Rules every fusion shares (FUSIONS.md §6.1).

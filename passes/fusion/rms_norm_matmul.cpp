@@ -26,18 +26,15 @@
 // time, CudaCostModel::normPrologueSlowdown), so the norm launch it saves
 // pays off only for small GEMVs. Every consumer of the norm must pass the
 // driver's comparison (its fused cost against its GEMV's plus its share of
-// the norm) or none is rewritten: one refusal keeps the norm launch, and the
-// others would pay the slowdown for nothing. On the measured workloads this
+// the norm) or none is rewritten (the driver's rule for recomputed nodes):
+// one refusal keeps the norm launch, and the others would pay the slowdown
+// for nothing. On the measured workloads this
 // rule fuses W-tiny's 17 norms (sixth session, same run, all fused: 0.2117
 // -> 0.1989 ms a step) and none of W-dense's (4.127 -> 4.270 all fused) or
 // W-moe-12's (0.875 -> 0.902); --disable-fusion rms_norm_matmul turns it off.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/fusion/Pattern.h"
-
-#include "llvm/Support/FormatVariadic.h"
-
-#include <algorithm>
 
 namespace fg::fusion {
 namespace {
@@ -110,58 +107,26 @@ public:
       return Decision::no("norm weight " + label(fn, m.get(Cap::w)) + " " +
                           fn.type(m.get(Cap::w)).str() + " is not one value per column of " +
                           label(fn, x));
-    // All or nothing: the driver compares each consumer alone (its fused
-    // cost against its GEMV's plus 1/consumers of the norm); ask the same for
-    // every consumer here, so that either all are rewritten or none. Without
-    // a target there is no estimate, and no prologue.
-    const Target *t = target();
-    if (!t)
+    // The driver compares each consumer's cost (its prologue GEMV against its
+    // GEMV plus its share of the norm) and keeps a norm's consumers only all
+    // together (Fuse.cpp, keepWholeRecomputations); without a target there
+    // is no estimate, and no prologue.
+    if (!target())
       return Decision::no("the norm prologue is decided by the target's cost estimate; there "
                           "is no target");
-    {
-      const Node &normNode = *fn.producer(n);
-      double share = t->cost(NodeDesc::of(fn, normNode)).seconds /
-                     static_cast<double>(std::max<size_t>(1, users_[n].size()));
-      for (NodeId u : users_[n]) {
-        FusedOp op = fusedFor(fn, u, n);
-        NodeDesc desc{op.kind, {}, op.attrs, {fn.type(fn.node(u).result())}};
-        for (ValueId v : op.operands)
-          desc.operands.push_back(fn.type(v));
-        if (llvm::Error e = t->canEmit(desc))
-          return Decision::no("the norm prologue of " + label(fn, fn.node(u).result()) +
-                              " has no kernel (" + llvm::toString(std::move(e)) +
-                              "): every consumer of " + label(fn, n) + " keeps the norm");
-        double fused = t->cost(desc).seconds,
-               plain = t->cost(NodeDesc::of(fn, fn.node(u))).seconds + share;
-        if (fused > plain)
-          return Decision::no(llvm::formatv("the {0} target estimates the norm prologue of {1} "
-                                            "at {2:f2} us, its GEMV and share of the norm at "
-                                            "{3:f2} us: every consumer of {4} keeps the norm",
-                                            t->name(), label(fn, fn.node(u).result()),
-                                            fused * 1e6, plain * 1e6, label(fn, n))
-                                  .str());
-      }
-    }
     return Decision::yes();
   }
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {
-    return fusedFor(fn, m.root, m.get(Cap::norm));
-  }
-
-  /// The fused op GEMV `user` of the normalised row `norm` becomes.
-  static FusedOp fusedFor(const Function &fn, NodeId user, ValueId norm) {
-    const Node &gemv = fn.node(user), &normNode = *fn.producer(norm);
-    double eps = op::FusedRmsNormMul(normNode).eps();
-    ValueId x = normNode.operands[0], nw = normNode.operands[1];
-    if (gemv.kind == OpKind::MatMul)
-      return FusedOp::of(
-          op::FusedRmsNormMatmulArgs{.x = x, .normW = nw, .w = gemv.operands[1], .eps = eps});
-    op::FusedGatedMatmul gated(gemv);
-    return FusedOp::of(op::FusedRmsNormGatedMatmulArgs{.x = x,
-                                                        .normW = nw,
-                                                        .wGate = gemv.operands[1],
-                                                        .wUp = gemv.operands[2],
+    double eps = op::FusedRmsNormMul(*fn.producer(m.get(Cap::norm))).eps();
+    if (!m.has(Cap::wUp))
+      return FusedOp::of(op::FusedRmsNormMatmulArgs{
+          .x = m.get(Cap::x), .normW = m.get(Cap::w), .w = m.get(Cap::wGate), .eps = eps});
+    op::FusedGatedMatmul gated(fn.node(m.root));
+    return FusedOp::of(op::FusedRmsNormGatedMatmulArgs{.x = m.get(Cap::x),
+                                                        .normW = m.get(Cap::w),
+                                                        .wGate = m.get(Cap::wGate),
+                                                        .wUp = m.get(Cap::wUp),
                                                         .eps = eps,
                                                         .kind = gated.kind(),
                                                         .alpha = gated.alpha(),

@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 using namespace fg;
 
 /// Every root of an applied fusion names a fused node of the fused graph, of
@@ -117,6 +119,41 @@ graph @ffn(input %h: f32[1, 40], weight %g: f32[40], weight %wg: f16[48, 40],
     }
   }
   EXPECT_EQ(report.total(), 2);
+}
+
+/// A norm whose q GEMV is too large for a prologue (the CUDA target's cost)
+/// keeps its launch, so k and v, which alone would pay off, are refused too,
+/// and the report says why (Fuse.cpp, keepWholeRecomputations).
+TEST(FusionReportRecords, ANormIsRecomputedByAllItsConsumersOrNone) {
+  auto g = parseGraph(R"(
+graph @qkv(input %h: f32[1, 2048], weight %g: f32[2048], weight %wq: f16[4096, 2048],
+           weight %wk: f16[512, 2048], weight %wv: f16[512, 2048]) {
+  %n = rms_norm(%h) {eps = 1e-06} : f32[1, 2048]
+  %m = mul(%n, %g) : f32[1, 2048]
+  %q = matmul(%m, %wq) : f32[1, 4096]
+  %k = matmul(%m, %wk) : f32[1, 512]
+  %v = matmul(%m, %wv) : f32[1, 512]
+  return %q, %k, %v
+})",
+                      "qkv.fg");
+  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
+  cuda::CudaTarget target;
+  FusionOptions fo;
+  fo.target = &target;
+  FusionReport report;
+  ASSERT_FALSE(static_cast<bool>(fuseWithOverlapProof(*g, fo, report)));
+  EXPECT_EQ(report.count("rms_norm_matmul"), 0);
+  EXPECT_EQ(report.count("rms_norm_mul"), 1);
+  std::map<std::string, std::string> why;
+  for (const FusionReport::Refusal &r : report.refused)
+    if (r.pattern == "rms_norm_matmul")
+      why[r.root] = r.reason;
+  ASSERT_EQ(why.size(), 3u);
+  EXPECT_NE(why["%q"].find("the cuda target estimates the fused op"), std::string::npos) << why["%q"];
+  for (const char *root : {"%k", "%v"})
+    EXPECT_NE(why[root].find("%m keeps its launch: its consumer %q (matmul) is not fused with it"),
+              std::string::npos)
+        << why[root];
 }
 
 TEST(FusionReportRecords, SerializeParseRoundTrip) {
