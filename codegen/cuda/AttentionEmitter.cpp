@@ -192,7 +192,7 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   // The prologue fetches whole 128-byte lines of each K and V row.
   int64_t rowBytes = roundUp(D * elemBytes(kt.dtype), 128) + roundUp(Dv * elemBytes(vt.dtype), 128),
           pfKeys = 0;
-  if (o.pdlPrefetchBytes > 0 && rowBytes > 0 && kl.strides[2] == 1 && vl.strides[2] == 1)
+  if (o.pdlPrefetchBytes > 0 && o.pdlPrefetchAttention && rowBytes > 0 && kl.strides[2] == 1 && vl.strides[2] == 1)
     pfKeys = o.pdlPrefetchBytes / (p.smax * Hkv * T * rowBytes) / 8 * 8;
   c += "  static constexpr long long kPart = " + lit(p.part) + ", kPfKeys = " + lit(pfKeys) +
        ";\n";

@@ -449,6 +449,10 @@ GemvPrefetch choosePrefetch(const GemvDesc &d, const GemvSplit &sp, const Weight
   GemvPrefetch p;
   if (o.pdlPrefetchBytes <= 0 || d.expert || w0.ks != 1 || (streams == 2 && w1.ks != 1))
     return p;
+  const int64_t weightBytes =
+      d.N * (storageBytes(w0.dtype, d.K) + (streams == 2 ? storageBytes(w1.dtype, d.K) : 0));
+  if (o.pdlPrefetchMaxWeightBytes >= 0 && weightBytes > o.pdlPrefetchMaxWeightBytes)
+    return p;
   const int64_t tileRows = sp.tensorCores ? 16 : sp.rows;
   const int64_t tiles = (d.N + tileRows - 1) / tileRows;
   const int64_t blocks =

@@ -132,7 +132,19 @@ struct EmitOptions {
   /// (its first weight rows; the KV rows of its split), while the kernel
   /// before it still runs (kernels/gemv.cuh gemvPrefetch, attention.cuh
   /// attentionPrefetch). 0: no prologue. FG_DEBUG_PDL_PREFETCH_MB.
-  int64_t pdlPrefetchBytes = 0;
+  /// Measured on the H200 (eleventh session, one call, three rounds; graph-
+  /// fused ms a step): 16 MiB with the 4 MiB weight limit below took W-tiny
+  /// 0.1983 -> 0.1721 (-13 %), W-moe-12 0.866 -> 0.857, W-dense 4.136 ->
+  /// 4.123; without the limit W-dense lost 4 % (4.136 -> 4.284).
+  int64_t pdlPrefetchBytes = 16 << 20;
+  /// Only GEMVs whose weights (both streams) are at most this many bytes get
+  /// the prologue: a launch that streams tens of MB is bandwidth-bound from
+  /// its first tile, and prefetching its head only takes DRAM time from the
+  /// kernel before it. Negative: no limit. FG_DEBUG_PDL_PREFETCH_MAX_MB.
+  int64_t pdlPrefetchMaxWeightBytes = 4 << 20;
+  /// Whether decode attention gets its prologue (with a budget above 0).
+  /// FG_DEBUG_PDL_PREFETCH_ATTN=0 leaves it out.
+  bool pdlPrefetchAttention = true;
   /// Elementwise maps over the output: elements a thread, their operands
   /// prefetched into L1 before the first is computed (FG_DEBUG_EW_ILP=N). One
   /// by default: measured on the H200 (ninth session, one call), 2 and 4

@@ -770,9 +770,10 @@ TEST(CudaEmit, AttentionFlashDecoding) {
 /// budget is spread over the blocks and nothing is prefetched without one,
 /// by expert-indexed GEMVs, or past a row.
 TEST(CudaEmit, PdlPrefetchPrologue) {
-  auto gemv = [](int64_t budget, bool expert) {
+  auto gemv = [](int64_t budget, bool expert, int64_t maxWeight = -1) {
     EmitOptions o;
     o.pdlPrefetchBytes = budget;
+    o.pdlPrefetchMaxWeightBytes = maxWeight;
     auto ls = emitAll([&](Builder &b) {
       if (expert) {
         auto x = b.input("x", T(DType::F32, {1, 1, 256}));
@@ -793,15 +794,19 @@ TEST(CudaEmit, PdlPrefetchPrologue) {
   EXPECT_TRUE(contains(small, "kPfBlocks = 75LL, kPfBytes = 128LL"));
   EXPECT_TRUE(contains(gemv(0, false), "kPfBlocks = 0LL, kPfBytes = 0LL"));
   EXPECT_TRUE(contains(gemv(1 << 20, true), "kPfBlocks = 0LL, kPfBytes = 0LL"));
+  // The weight limit: 300 x 512 = 153600 bytes of weights.
+  EXPECT_TRUE(contains(gemv(1 << 20, false, 153600), "kPfBlocks = 75LL, kPfBytes = 512LL"));
+  EXPECT_TRUE(contains(gemv(1 << 20, false, 153599), "kPfBlocks = 0LL, kPfBytes = 0LL"));
   const std::string &src = big.source;
   size_t pro = src.find("fg::gemvPrefetch<Cfg>("), wait = src.find("fg_pdl_begin();", pro);
   EXPECT_NE(pro, std::string::npos);
   EXPECT_LT(pro, wait);
   EXPECT_LT(wait, src.find("fg::gemv<Cfg>("));
 
-  auto attn = [](int64_t budget, int64_t D) {
+  auto attn = [](int64_t budget, int64_t D, bool on = true) {
     EmitOptions o;
     o.pdlPrefetchBytes = budget;
+    o.pdlPrefetchAttention = on;
     auto ls = emitAll([&](Builder &b) {
       auto q = b.input("q", T(DType::F32, {1, 32, D}));
       auto k = b.state("k_cache.0", TensorType(DType::F16, {1000, 8, D}));
@@ -821,6 +826,7 @@ TEST(CudaEmit, PdlPrefetchPrologue) {
     EXPECT_LT(a.source.find("fg::attentionPrefetch<Cfg>("), a.source.find("fg_pdl_begin();"));
   }
   EXPECT_TRUE(contains(attn(0, 128), "kPfKeys = 0LL"));
+  EXPECT_TRUE(contains(attn(4 << 20, 128, false), "kPfKeys = 0LL"));
 }
 
 /// The splits a grid holds shrink as tokens × heads fill the GPU; a strided

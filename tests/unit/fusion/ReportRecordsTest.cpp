@@ -28,10 +28,11 @@ TEST(FusionReportRecords, AppliedRootsNameTheFusedNodes) {
   auto g = loadModel("demo", mo);
   ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
   FusionReport report;
-  // Without matmul_add the residual adds meet add_chain, which is refused
-  // (the sum has another consumer): a refusal to check the records of.
+  // Without matmul_add and moe_weighted_sum_add the residual adds meet
+  // add_chain, which is refused (the sum has another consumer): a refusal to
+  // check the records of.
   FusionOptions fo;
-  fo.disabled = {"matmul_add"};
+  fo.disabled = {"matmul_add", "moe_weighted_sum_add"};
   ASSERT_FALSE(static_cast<bool>(fuseWithOverlapProof(*g, fo, report)));
   const Function &fn = *g->lookup("decode");
   size_t roots = 0;
