@@ -144,7 +144,20 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
                                                   const EmitOptions &o) {
   const TensorType &qt = fn.type(node.operands[0]), &kt = fn.type(node.operands[1]),
                    &vt = fn.type(node.operands[2]), &pt = fn.type(node.operands[3]);
-  bool hasSinks = node.operands.size() > 4;
+  // fused.rope_attention: q's rope in the q load (attnQ); its operand 4 is
+  // the rope's freq_factors, and it has no sinks.
+  const bool rope = node.kind == OpKind::FusedRopeAttention;
+  bool hasSinks = !rope && node.operands.size() > 4;
+  const bool hasFF = rope && node.operands.size() > 4;
+  double scale, softcap;
+  int64_t window;
+  if (rope) {
+    op::FusedRopeAttention a(node);
+    scale = a.scale(), softcap = a.softcap(), window = a.window();
+  } else {
+    op::Attention a(node);
+    scale = a.scale(), softcap = a.softcap(), window = a.window();
+  }
   int64_t T = qt.shape[0], Hq = qt.shape[1], D = qt.shape[2];
   int64_t ctx = kt.shape[0], Hkv = kt.shape[1], Dv = vt.shape[2];
   if (D > kMaxHeadDim || Dv > kMaxHeadDim)
@@ -158,6 +171,24 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   if (hasSinks && !isFloatType(fn.type(node.operands[4]).dtype))
     return unsupported(node, "sinks of dtype " +
                                  std::string(dtypeName(fn.type(node.operands[4]).dtype)));
+  if (rope && T >= o.attentionPrefillMinTokens)
+    return unsupported(node, llvm::formatv("{0} tokens: the flash prefill kernel (from {1}) "
+                                           "takes no rope",
+                                           T, o.attentionPrefillMinTokens)
+                                 .str());
+  if (hasFF && !isFloatType(fn.type(node.operands[4]).dtype))
+    return unsupported(node, "freq_factors of dtype " +
+                                 std::string(dtypeName(fn.type(node.operands[4]).dtype)));
+  std::string ropeStruct;
+  if (rope) {
+    op::FusedRopeAttention a(node);
+    if (a.nDims() < 2 || a.nDims() > D || a.nDims() % 2 != 0)
+      return unsupported(node, llvm::formatv("n_dims = {0} of head dim {1}", a.nDims(), D).str());
+    auto r = ropeCfg(node, ropeAttrsOf(a), hasFF);
+    if (!r)
+      return r.takeError();
+    ropeStruct = std::move(*r);
+  }
   if (T >= o.attentionPrefillMinTokens && attentionPrefillRefusal(fn, node).empty())
     return emitAttentionPrefill(fn, node, ls, o);
   const Layout &ql = ls[0], &kl = ls[1], &vl = ls[2], &pl = ls[3];
@@ -167,7 +198,6 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
     return unsupported(node, llvm::formatv("{0} tokens x {1} head blocks (at most 65535 each)", T,
                                            p.HB)
                                  .str());
-  double softcap = op::Attention(node).softcap();
   Layout sl = hasSinks ? ls[4] : Layout::contiguous({Hq});
 
   std::string c;
@@ -177,13 +207,15 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   c += std::string("  using DecV = ") + kvDecoder(vt.dtype) + ";\n";
   c += "  using Pos = " + ctype(pt.dtype) + ";\n";
   c += "  using Sink = " + ctype(hasSinks ? fn.type(node.operands[4]).dtype : DType::F32) + ";\n";
+  c += "  using FF = " + ctype(hasFF ? fn.type(node.operands[4]).dtype : DType::F32) + ";\n";
+  c += ropeStruct;
   c += llvm::formatv("  static constexpr int kW = {0}, kU = {1}, kGB = {2}, kHC = {3}, kSmax = {4}, "
                      "NCK = {5}, DVS = {6}, NSL = {7}, kStages = {8}, kURegs = {9};\n",
                      kWarps, p.U, p.GB, p.HC, p.smax, p.NCK, p.DVS, p.NSL, p.stages, p.uRegs)
            .str();
   c += "  static constexpr long long T = " + lit(T) + ", Hq = " + lit(Hq) + ", G = " + lit(p.G) +
        ", kHB = " + lit(p.HB) + ", D = " + lit(D) + ", Dv = " + lit(Dv) + ", DvP = " + lit(p.DvP) +
-       ", ctx = " + lit(ctx) + ", window = " + lit(op::Attention(node).window()) + ", kMinChunk = " +
+       ", ctx = " + lit(ctx) + ", window = " + lit(window) + ", kMinChunk = " +
        lit(p.minChunk) + ", kMinChunkRegs = " + lit(p.minChunkRegs) +
        ", kRegMaxLive = " + lit(o.attentionRegMaxLive) + ";\n";
   // The prologue's keys per block (attentionPrefetch): EmitOptions::
@@ -197,7 +229,10 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   c += "  static constexpr long long kPart = " + lit(p.part) + ", kPfKeys = " + lit(pfKeys) +
        ";\n";
   c += "  static constexpr bool kSinks = " + flag(hasSinks) + ", kSoftcap = " + flag(softcap > 0) +
-       ", kVecK = " + flag(vecK) + ", kVecV = " + flag(vecV) + ";\n";
+       ", kVecK = " + flag(vecK) + ", kVecV = " + flag(vecV) + ", kRope = " + flag(rope) + ";\n";
+  const Layout fl = hasFF ? ls[4] : Layout::contiguous({1});
+  c += "  static constexpr long long ff_off = " + lit(fl.offset) + ", ff_s = " + lit(fl.strides[0]) +
+       ";\n";
   c += "  static constexpr long long q_off = " + lit(ql.offset) + ", q_st = " + lit(ql.strides[0]) +
        ", q_sh = " + lit(ql.strides[1]) + ", q_sd = " + lit(ql.strides[2]) + ";\n";
   c += "  static constexpr long long k_off = " + lit(kl.offset) + ", k_sj = " + lit(kl.strides[0]) +
@@ -207,7 +242,7 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   c += "  static constexpr long long pos_off = " + lit(pl.offset) +
        ", pos_st = " + lit(pl.strides[0]) + ", sink_off = " + lit(sl.offset) +
        ", sink_sh = " + lit(sl.strides[0]) + ";\n";
-  c += "  static __device__ __forceinline__ float scale() { return " + flit(op::Attention(node).scale()) +
+  c += "  static __device__ __forceinline__ float scale() { return " + flit(scale) +
        "; }\n";
   c += "  static __device__ __forceinline__ float softcap() { return " +
        flit(softcap > 0 ? softcap : 1.0) + "; }\n";
@@ -217,14 +252,14 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
                        "const Cfg::DecV::T* v, const Cfg::Pos* pos";
   if (hasSinks)
     params += ", const Cfg::Sink* sinks";
-  c += kernelEntry(32 * kWarps, params,
-                   llvm::formatv("fg::attention<Cfg>(fg::AttnArgs<Cfg>{{y, scratch, counters, q, k, v, pos, {0}});",
-                                 hasSinks ? "sinks" : "nullptr")
-                       .str(),
-                   0,
-                   llvm::formatv("fg::attentionPrefetch<Cfg>(fg::AttnArgs<Cfg>{{y, scratch, counters, q, k, v, pos, {0}});",
-                                 hasSinks ? "sinks" : "nullptr")
-                       .str());
+  if (hasFF)
+    params += ", const Cfg::FF* ff";
+  const std::string args =
+      llvm::formatv("fg::AttnArgs<Cfg>{{y, scratch, counters, q, k, v, pos, {0}, {1}}",
+                    hasSinks ? "sinks" : "nullptr", hasFF ? "ff" : "nullptr")
+          .str();
+  c += kernelEntry(32 * kWarps, params, "fg::attention<Cfg>(" + args + ");", 0,
+                   "fg::attentionPrefetch<Cfg>(" + args + ");");
   KernelSpec main = finishSpec("attention", kernelSource("attention.cuh").str() + c);
   main.grid[0] = static_cast<unsigned>(p.smax);
   main.grid[1] = static_cast<unsigned>(p.HB);
@@ -232,7 +267,7 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   main.block[0] = 32 * kWarps;
   main.params = {Param::result(0),  Param::scratch(),  Param::counters(), Param::operand(0),
                  Param::operand(1), Param::operand(2), Param::operand(3)};
-  if (hasSinks)
+  if (hasSinks || hasFF)
     main.params.push_back(Param::operand(4));
   main.sharedBytes = static_cast<unsigned>(p.ringBytes);
   main.scratchBytes = p.scratchBytes;

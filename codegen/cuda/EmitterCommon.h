@@ -11,6 +11,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
+#include "llvm/Support/Error.h"
 
 #include <string>
 #include <vector>
@@ -155,5 +156,21 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
 /// A dense copy of `src` (read through `layout`) converted to `to`, written to
 /// `dst` (used by the cuBLAS path to stage B). Param order: dst, src.
 KernelSpec emitCopyKernel(DType from, const Layout &layout, DType to, Param dst, Param src);
+
+/// The rope attributes every rope row declares (rope and the fused rope ops).
+struct RopeAttrs {
+  RopeMode mode = RopeMode::Normal;
+  int64_t nDims = 0;
+  double theta = 0, freqScale = 0, extFactor = 0, attnFactor = 0, betaFast = 0, betaSlow = 0;
+  int64_t nCtxOrig = 0;
+};
+template <typename View> RopeAttrs ropeAttrsOf(View v) {
+  return {v.mode(),       v.nDims(),      v.theta(),    v.freqScale(), v.extFactor(),
+          v.attnFactor(), v.betaFast(),   v.betaSlow(), v.nCtxOrig()};
+}
+/// `struct Rope { ... };` for kernels/common.cuh's fgRopeAngle (MapRope,
+/// the attention's q): the rope attributes `a` of `node` as constants (YaRN's
+/// ramp bounds and magnitude precomputed in double).
+llvm::Expected<std::string> ropeCfg(const Node &node, const RopeAttrs &a, bool freqFactors);
 
 } // namespace fg::cuda::detail

@@ -55,18 +55,6 @@
 namespace fg::cuda::detail {
 namespace {
 
-/// The rope attributes every rope row declares (rope and the fused rope ops).
-struct RopeAttrs {
-  RopeMode mode = RopeMode::Normal;
-  int64_t nDims = 0;
-  double theta = 0, freqScale = 0, extFactor = 0, attnFactor = 0, betaFast = 0, betaSlow = 0;
-  int64_t nCtxOrig = 0;
-};
-template <typename View> RopeAttrs ropeAttrsOf(View v) {
-  return {v.mode(),       v.nDims(),      v.theta(),    v.freqScale(), v.extFactor(),
-          v.attnFactor(), v.betaFast(),   v.betaSlow(), v.nCtxOrig()};
-}
-
 /// Which operand plays which part (-1: absent), and the row's typed attributes.
 struct Roles {
   int dest = -1, x = -1, w = -1, residual = -1, positions = -1, indices = -1, ff = -1;
@@ -134,8 +122,13 @@ RowStat statOf(const Node &n) {
   }
 }
 
+/// Element (k, c) strides of a layout with dims of size 1 read at index 0.
+int64_t strideOf(const Layout &l, size_t d) { return l.shape[d] == 1 ? 0 : l.strides[d]; }
+
+} // namespace
+
 /// ggml_rope_yarn_corr_dim (in double, like the CPU reference).
-double corrDim(int64_t nDims, int64_t nCtxOrig, double beta, double base) {
+static double corrDim(int64_t nDims, int64_t nCtxOrig, double beta, double base) {
   return static_cast<double>(nDims) * std::log(static_cast<double>(nCtxOrig) / (beta * 2 * M_PI)) /
          (2 * std::log(base));
 }
@@ -167,11 +160,6 @@ llvm::Expected<std::string> ropeCfg(const Node &node, const RopeAttrs &a, bool f
                        dlit(low), dlit(high), dlit(mscale))
       .str();
 }
-
-/// Element (k, c) strides of a layout with dims of size 1 read at index 0.
-int64_t strideOf(const Layout &l, size_t d) { return l.shape[d] == 1 ? 0 : l.strides[d]; }
-
-} // namespace
 
 llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node &node,
                                                  llvm::ArrayRef<Layout> ls, const EmitOptions &o) {

@@ -108,7 +108,7 @@ llvm::Expected<std::vector<Launch>> emitKernel(const Function &fn, const Node &n
     return detail::emitQuantGetRows(fn, node, layouts);
   if (llvm::Error e = detail::rejectQuantized(fn, node))
     return e;
-  if (node.kind == OpKind::Attention)
+  if (node.kind == OpKind::Attention || node.kind == OpKind::FusedRopeAttention)
     return detail::emitAttention(fn, node, layouts, options);
   if (detail::isFusedRowFamily(node.kind))
     return detail::emitFusedRow(fn, node, layouts, options);

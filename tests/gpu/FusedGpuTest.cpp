@@ -226,6 +226,57 @@ void registerRowCases() {
     }
 }
 
+/// q's rope inside decode attention (fused.rope_attention): normal and neox,
+/// full and partial n_dims, freq factors and YaRN, f16 and bf16 caches, GQA
+/// groups 1 and 4, 1 and 3 tokens at positions past one split, a window and
+/// a softcap.
+void registerRopeAttentionCases() {
+  struct RC {
+    RopeMode mode;
+    int64_t nDims, group, tokens;
+    DType cache;
+    bool ff, yarn;
+    int64_t window;
+    double softcap;
+  };
+  const RC rcs[] = {
+      {RopeMode::Normal, 128, 4, 1, DType::F16, false, false, 0, 0},
+      {RopeMode::Neox, 128, 4, 1, DType::F16, false, false, 0, 0},
+      {RopeMode::Normal, 64, 1, 3, DType::BF16, true, false, 0, 0},
+      {RopeMode::Neox, 96, 4, 3, DType::F16, true, true, 0, 0},
+      {RopeMode::Neox, 128, 4, 1, DType::F16, false, true, 200, 30.0},
+  };
+  for (const RC &rc : rcs) {
+    std::string name = std::string("rope_attention_") +
+                       (rc.mode == RopeMode::Neox ? "neox" : "normal") + std::to_string(rc.nDims) +
+                       "_g" + std::to_string(rc.group) + "_T" + std::to_string(rc.tokens) + "_" +
+                       dt(rc.cache) + (rc.ff ? "_ff" : "") + (rc.yarn ? "_yarn" : "") +
+                       (rc.window ? "_window" : "") + (rc.softcap > 0 ? "_softcap" : "");
+    add(name, OpKind::FusedRopeAttention, [=](Builder &b, Inputs &in) {
+      constexpr int64_t kCtx = 1500, kHkv = 2, kD = 128;
+      auto q = b.weight("q", {DType::F32, {rc.tokens, kHkv * rc.group, kD}}, randn());
+      auto k = b.weight("k", {rc.cache, {kCtx, kHkv, kD}}, randn());
+      auto v = b.weight("v", {rc.cache, {kCtx, kHkv, kD}}, randn());
+      auto pos = b.input("positions", {DType::I32, {rc.tokens}});
+      // Past one split of keys (several blocks merge) and different per token.
+      std::vector<int32_t> p;
+      for (int64_t t = 0; t < rc.tokens; ++t)
+        p.push_back(static_cast<int32_t>(1021 + 97 * t));
+      in["positions"] = p;
+      std::optional<ValueId> ff;
+      if (rc.ff)
+        ff = b.weight("rope_freqs", {DType::F32, {rc.nDims / 2}}, randu(1.0, 4.0));
+      auto r = b.rope(q, pos, ropeParams(rc.mode, rc.nDims, rc.yarn), ff, "q_rope");
+      Builder::AttentionParams ap;
+      ap.scale = 1.0 / std::sqrt(static_cast<double>(kD));
+      ap.window = rc.window;
+      ap.softcap = rc.softcap;
+      b.result(b.attention(r, k, v, pos, ap, std::nullopt, "out"));
+      return tolFor(rc.cache);
+    });
+  }
+}
+
 /// The routing chain of moeRouting (DecoderBlocks.cpp), from a logits weight
 /// (so GPU and CPU rank identical logits), plus the delayed-softmax form.
 enum class Gate { Softmax, Sigmoid, SqrtSoftplus, Delayed };
@@ -527,6 +578,7 @@ std::vector<size_t> caseIndices() {
   if (cases().empty()) {
     registerRowCases();
     registerTopkCases();
+    registerRopeAttentionCases();
     registerGemvCases();
     registerElementwiseCases();
   }

@@ -1,6 +1,7 @@
 //===- attention.cuh - decode attention: flash-decoding with GQA --------------===//
 //
 // attention(q [T, Hq, D], k [ctx, Hkv, D], v [ctx, Hkv, Dv], pos [T], sinks [Hq]?)
+// (fused.rope_attention: q rotated by its rope as it is loaded, attnQ)
 //   y[t, h, :] = softmax_j(cap(scale · q[t, h] · k[j, h / G])) · v[j, h / G]
 // over the visible rows j ∈ [lo(t), pos[t]] (lo = pos − window + 1 with a
 // sliding window, else 0; causal by position, so prefill chunks work too);
@@ -244,7 +245,36 @@ template <class C> struct AttnArgs {
   const typename C::DecV::T *v;
   const typename C::Pos *pos;
   const typename C::Sink *sinks;
+  const typename C::FF *ff = nullptr; ///< q's rope frequency factors (C::kRope && Rope::kFF)
 };
+
+/// Element d of q row (tok, h) at position pos, rotated by q's rope when C::kRope
+/// (fused.rope_attention): the pair partner is read from q as well, and the
+/// rotation is the rope rows' own (fgRopeAngle; pair (2i, 2i + 1) or, neox,
+/// (i, i + n/2); channels past n_dims pass through).
+template <class C>
+static __device__ __forceinline__ float attnQ(const AttnArgs<C> &a, long long tok, long long h,
+                                              long long d, long long pos) {
+  const typename C::Q *row = a.q + C::q_off + tok * C::q_st + h * C::q_sh;
+  const float v = fg_to_f(row[d * C::q_sd]);
+  if constexpr (C::kRope) {
+    using R = typename C::Rope;
+    constexpr long long kHalf = R::kNDims / 2;
+    if (d >= R::kNDims)
+      return v;
+    const bool first = R::kNeox ? d < kHalf : (d & 1) == 0;
+    const long long i = R::kNeox ? (first ? d : d - kHalf) : d >> 1;
+    const long long dp = R::kNeox ? (first ? d + kHalf : d - kHalf) : (d ^ 1);
+    const float o = fg_to_f(row[dp * C::q_sd]);
+    float ff = 1.0f;
+    if constexpr (R::kFF)
+      ff = fg_to_f(a.ff[C::ff_off + i * C::ff_s]);
+    float cs, sn;
+    fgRopeAngle<R>(i, (double)pos, ff, cs, sn);
+    return first ? v * cs - o * sn : o * sn + v * cs;
+  }
+  return v;
+}
 
 template <class C> struct AttnShared {
   uint4 qf[C::NCK][2][32]; ///< q fragments: [32-chunk of D][mma j][lane]
@@ -407,10 +437,7 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
     float x[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      x[e] = hv && d0 + e < C::D
-                 ? fg_to_f(a.q[C::q_off + tok * C::q_st + h * C::q_sh + (d0 + e) * C::q_sd]) *
-                       C::scale()
-                 : 0.0f;
+      x[e] = hv && d0 + e < C::D ? attnQ<C>(a, tok, h, d0 + e, p) * C::scale() : 0.0f;
     uint4 f;
     attnSplit<DK::kBf16>(x[0], x[1], f.x, f.y);
     attnSplit<DK::kBf16>(x[2], x[3], f.z, f.w);
@@ -696,7 +723,8 @@ template <class C> static __device__ __forceinline__ void attention(const AttnAr
     const long long p = (long long)a.pos[C::pos_off + (long long)blockIdx.z * C::pos_st];
     if (attnRange<C>(p).live <= C::kRegMaxLive) {
       using R = AttnRegisters<C>;
-      attentionBody<R>(AttnArgs<R>{a.y, a.scratch, a.counters, a.q, a.k, a.v, a.pos, a.sinks}, sh);
+      attentionBody<R>(AttnArgs<R>{a.y, a.scratch, a.counters, a.q, a.k, a.v, a.pos, a.sinks, a.ff},
+                       sh);
       return;
     }
   }

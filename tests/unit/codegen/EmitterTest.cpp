@@ -1330,6 +1330,56 @@ TEST(CudaEmit, FusedNormRopeSetRowsRowAnchor) {
   }
 }
 
+/// fused.rope_attention: the decode kernel with q rotated as it loads
+/// (kRope, the Rope struct of the rope rows, the freq factors as operand 4);
+/// a prefill chunk, which the flash kernel would take, is refused.
+TEST(CudaEmit, FusedRopeAttention) {
+  auto build = [](int64_t tokens, RopeMode mode, bool ff) {
+    return [=](Builder &b) {
+      auto kc = b.state("k_cache.0", T(DType::F16, {256, 2, 128}));
+      auto vc = b.state("v_cache.0", T(DType::F16, {256, 2, 128}));
+      auto pos = b.input("positions", T(DType::I32, {tokens}));
+      std::vector<ValueId> ops = {b.input("q", T(DType::F32, {tokens, 8, 128})), kc, vc, pos};
+      if (ff)
+        ops.push_back(b.weight("rope_freqs", T(DType::F32, {48})));
+      b.result(b.create(OpKind::FusedRopeAttention, ops,
+                        {{"scale", Attribute::ofFloat(0.088)},
+                         {"mode", Attribute::ofEnum(static_cast<int64_t>(mode))},
+                         {"n_dims", Attribute::ofInt(96)}}));
+    };
+  };
+  for (RopeMode mode : {RopeMode::Normal, RopeMode::Neox})
+    for (bool ff : {false, true}) {
+      const KernelSpec &k = only(emitFused(build(3, mode, ff)));
+      EXPECT_TRUE(contains(k, "kRope = true"));
+      EXPECT_TRUE(contains(k, "static constexpr long long kNDims = 96LL"));
+      EXPECT_TRUE(contains(k, std::string("kNeox = ") + (mode == RopeMode::Neox ? "true" : "false")));
+      EXPECT_TRUE(contains(k, std::string("kFF = ") + (ff ? "true" : "false")));
+      EXPECT_EQ(k.params.size(), ff ? 8u : 7u);
+      if (ff) {
+        EXPECT_EQ(k.params.back(), Param::operand(4));
+      }
+    }
+  // The plain attention compiles the rope out.
+  auto plain = emitFused([](Builder &b) {
+    auto kc = b.state("k_cache.0", T(DType::F16, {256, 2, 128}));
+    auto vc = b.state("v_cache.0", T(DType::F16, {256, 2, 128}));
+    b.result(b.attention(b.input("q", T(DType::F32, {1, 8, 128})), kc, vc,
+                         b.input("positions", T(DType::I32, {1})), {0.088, 0, 0}));
+  });
+  EXPECT_TRUE(contains(only(plain), "kRope = false"));
+  // 16 tokens: the flash prefill's size; no rope there.
+  Function fn("t");
+  Builder b(fn);
+  build(16, RopeMode::Neox, false)(b);
+  ASSERT_TRUE(ok(b.finish()));
+  const Node &node = fn.node(static_cast<NodeId>(fn.numNodes() - 1));
+  auto e = emitKernel(fn, node, contiguousLayouts(fn, node));
+  ASSERT_FALSE(static_cast<bool>(e));
+  std::string m = llvm::toString(e.takeError());
+  EXPECT_NE(m.find("takes no rope"), std::string::npos) << m;
+}
+
 TEST(CudaEmit, FusedTopkMoeGatingsBiasRenormScale) {
   struct V {
     int gating;
@@ -1925,8 +1975,9 @@ public:
     // (~12), 395 before the 16-bit norm rows of rms_norm_mul_convert (6),
     // 401 before the tenth's prefetch prologues (2 GEMV, 2 attention
     // sources; the others share their default's) and moe_weighted_sum_add's
-    // residual forms (4): each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 409u);
+    // residual forms (4), 409 before the eleventh's rope_attention (4):
+    // each NVRTC compile is CI time.
+    EXPECT_LE(compiled().compiles, 413u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
