@@ -179,7 +179,9 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   if (hasFF && !isFloatType(fn.type(node.operands[4]).dtype))
     return unsupported(node, "freq_factors of dtype " +
                                  std::string(dtypeName(fn.type(node.operands[4]).dtype)));
-  std::string ropeStruct;
+  // The rope: its Rope struct (the rope rows' constants) and pair i's
+  // frequency as a table in global memory (read through L1 by attnQ).
+  std::string ropeStruct, ropeTable;
   if (rope) {
     op::FusedRopeAttention a(node);
     if (a.nDims() < 2 || a.nDims() > D || a.nDims() % 2 != 0)
@@ -188,6 +190,12 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
     if (!r)
       return r.takeError();
     ropeStruct = std::move(*r);
+    ropeStruct += "  static __device__ __forceinline__ double ropeFreq(long long i) { return "
+                  "fg_rope_freq[i]; }\n";
+    ropeTable = "static __device__ const double fg_rope_freq[] = {";
+    for (double f : ropeFrequencies(ropeAttrsOf(a)))
+      ropeTable += dlit(f) + ", ";
+    ropeTable += "};\n";
   }
   if (T >= o.attentionPrefillMinTokens && attentionPrefillRefusal(fn, node).empty())
     return emitAttentionPrefill(fn, node, ls, o);
@@ -200,7 +208,7 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
                                  .str());
   Layout sl = hasSinks ? ls[4] : Layout::contiguous({Hq});
 
-  std::string c;
+  std::string c = ropeTable;
   c += "struct Cfg {\n";
   c += "  using Q = " + ctype(qt.dtype) + ";\n";
   c += std::string("  using DecK = ") + kvDecoder(kt.dtype) + ";\n";

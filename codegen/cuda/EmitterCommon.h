@@ -172,5 +172,9 @@ template <typename View> RopeAttrs ropeAttrsOf(View v) {
 /// the attention's q): the rope attributes `a` of `node` as constants (YaRN's
 /// ramp bounds and magnitude precomputed in double).
 llvm::Expected<std::string> ropeCfg(const Node &node, const RopeAttrs &a, bool freqFactors);
+/// Pair i's angle per position, pos · theta^(-2i/n) scaled by freq_scale and
+/// YaRN's ramp (before any freq factor), for i < n_dims / 2: the attention's
+/// q rope reads them from a table (attnQ) instead of computing f64 pow.
+std::vector<double> ropeFrequencies(const RopeAttrs &a);
 
 } // namespace fg::cuda::detail

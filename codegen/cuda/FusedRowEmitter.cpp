@@ -133,22 +133,31 @@ static double corrDim(int64_t nDims, int64_t nCtxOrig, double beta, double base)
          (2 * std::log(base));
 }
 
+/// YaRN's ramp bounds and magnitude of rope attributes `a` (in double, like
+/// the CPU reference; 0, 0 and attn_factor without YaRN).
+struct RopeYarn {
+  double low = 0, high = 0, mscale = 1;
+};
+static RopeYarn ropeYarn(const RopeAttrs &a) {
+  RopeYarn y;
+  y.mscale = a.attnFactor;
+  if (a.extFactor != 0) {
+    y.low = std::max(0.0, std::floor(corrDim(a.nDims, a.nCtxOrig, a.betaFast, a.theta)));
+    y.high = std::min(static_cast<double>(a.nDims - 1),
+                      std::ceil(corrDim(a.nDims, a.nCtxOrig, a.betaSlow, a.theta)));
+    y.mscale *= 1.0 + 0.1 * std::log(1.0 / a.freqScale);
+  }
+  return y;
+}
+
 /// `struct Rope { ... };` for MapRope: the rope attributes `a` of `node` as
 /// constants (YaRN's ramp bounds and magnitude precomputed in double).
 llvm::Expected<std::string> ropeCfg(const Node &node, const RopeAttrs &a, bool freqFactors) {
   int64_t nDims = a.nDims;
   bool neox = a.mode == RopeMode::Neox;
   double base = a.theta, freqScale = a.freqScale, ext = a.extFactor;
-  int64_t nCtx = a.nCtxOrig;
-  double low = 0, high = 0;
-  double mscale = a.attnFactor;
-  if (ext != 0) {
-    low = std::max(0.0, std::floor(corrDim(nDims, nCtx, a.betaFast, base)));
-    high = std::min(static_cast<double>(nDims - 1),
-                    std::ceil(corrDim(nDims, nCtx, a.betaSlow, base)));
-    mscale *= 1.0 + 0.1 * std::log(1.0 / freqScale);
-  }
-  for (double v : {base, freqScale, ext, low, high, mscale})
+  const RopeYarn y = ropeYarn(a);
+  for (double v : {base, freqScale, ext, y.low, y.high, y.mscale})
     if (!std::isfinite(v))
       return unsupported(node, "rope attributes that are not finite");
   return llvm::formatv("  struct Rope {\n    static constexpr long long kNDims = {0};\n"
@@ -157,8 +166,24 @@ llvm::Expected<std::string> ropeCfg(const Node &node, const RopeAttrs &a, bool f
                        "kLow = {7}, kHigh = {8}, kMScale = {9};\n  };\n",
                        ilit(nDims), neox ? "true" : "false", freqFactors ? "true" : "false",
                        ext != 0 ? "true" : "false", dlit(base), dlit(freqScale), dlit(ext),
-                       dlit(low), dlit(high), dlit(mscale))
+                       dlit(y.low), dlit(y.high), dlit(y.mscale))
       .str();
+}
+
+std::vector<double> ropeFrequencies(const RopeAttrs &a) {
+  const RopeYarn y = ropeYarn(a);
+  std::vector<double> f;
+  for (int64_t i = 0; i < a.nDims / 2; ++i) {
+    const double base = std::pow(a.theta, -2.0 * static_cast<double>(i) / static_cast<double>(a.nDims));
+    double c = a.freqScale;
+    if (a.extFactor != 0) {
+      const double r = (static_cast<double>(i) - y.low) / std::max(0.001, y.high - y.low);
+      const double ramp = (1.0 - std::min(1.0, std::max(0.0, r))) * a.extFactor;
+      c = a.freqScale * (1.0 - ramp) + ramp;
+    }
+    f.push_back(base * c);
+  }
+  return f;
 }
 
 llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node &node,

@@ -306,7 +306,13 @@ const std::vector<std::string> &optInFusionPatterns() {
   // moe_weighted_sum_add left it in the eleventh session: its GPU cases
   // passed, and it saves one launch a MoE layer (W-moe-12 0.8673 -> 0.8631 ms,
   // W-moe-48 2.967 -> 2.948, one call).
-  static const std::vector<std::string> names = {"matmul_multi"};
+  // rope_attention (q's rope in decode attention): measured slower (H200,
+  // eleventh session, one call, three rounds: W-tiny 0.1712 -> 0.1745 ms,
+  // W-dense 4.055 -> 4.078): the K path (the k GEMV, then rope_set_rows)
+  // is as deep as q's was, so attention waits as long, and the fused kernel
+  // is 0.5 us slower than the plain one. It pays only once K's rope and
+  // cache write leave their own launch too.
+  static const std::vector<std::string> names = {"matmul_multi", "rope_attention"};
   return names;
 }
 

@@ -116,7 +116,8 @@ static __device__ __forceinline__ void fg_prefetch_l2(const void *p) {
 // ropeCfg): cos and sin of pos · theta^(-2i/n) [/ ff] with YaRN's ramp, in
 // f64 like the CPU reference, times the magnitude. ff is the pair's frequency
 // factor, read by the caller (unused unless R::kFF). The rope rows
-// (row.cuh, MapRope) and the attention's q (attention.cuh) share it.
+// (row.cuh, MapRope) use it; the attention's q (attention.cuh, attnQ) takes
+// the same angle from a table of the frequencies.
 template <class R>
 static __device__ __forceinline__ void fgRopeAngle(long long i, double pos, float ff, float &cs,
                                                    float &sn) {

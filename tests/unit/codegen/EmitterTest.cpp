@@ -1353,6 +1353,10 @@ TEST(CudaEmit, FusedRopeAttention) {
       const KernelSpec &k = only(emitFused(build(3, mode, ff)));
       EXPECT_TRUE(contains(k, "kRope = true"));
       EXPECT_TRUE(contains(k, "static constexpr long long kNDims = 96LL"));
+      // 48 pair frequencies, the first theta^0 = 1.
+      EXPECT_TRUE(contains(k, "fg_rope_freq[] = {(0x1p+0), "));
+      llvm::StringRef table = llvm::StringRef(k.source).split("fg_rope_freq[] = {").second;
+      EXPECT_EQ(table.split("};").first.count("), "), 48u);
       EXPECT_TRUE(contains(k, std::string("kNeox = ") + (mode == RopeMode::Neox ? "true" : "false")));
       EXPECT_TRUE(contains(k, std::string("kFF = ") + (ff ? "true" : "false")));
       EXPECT_EQ(k.params.size(), ff ? 8u : 7u);

@@ -145,13 +145,23 @@ TEST(FusionReference, FusedEqualsUnfusedWithTheConvertPatterns) {
   EXPECT_GT(fusedEqualsUnfused({}, "_convert"), fusedEqualsUnfused(off, "_convert"));
 }
 
-/// The opt-in moe_weighted_sum_add (the MoE sum and its residual add, fused
-/// in a second round over the first round's fused.moe_weighted_sum): its
-/// test graphs give the unfused results bit for bit, scale or not.
+/// moe_weighted_sum_add (the MoE sum and its residual add, fused in a second
+/// round over the first round's fused.moe_weighted_sum; on by default since
+/// the eleventh session): its test graphs give the unfused results bit for
+/// bit, scale or not.
 TEST(FusionReference, FusedEqualsUnfusedWithMoeWeightedSumAdd) {
   FusionOptions on;
   on.optIn = {"moe_weighted_sum_add"};
   EXPECT_EQ(fusedEqualsUnfused(on, "moe_weighted_sum_add"), 4);
+}
+
+/// The opt-in rope_attention: its decomposition (rope, then attention) gives
+/// the unfused results bit for bit: @fires and, without the CUDA target that
+/// refuses it, the 16-token @prefill.
+TEST(FusionReference, FusedEqualsUnfusedWithRopeAttention) {
+  FusionOptions on;
+  on.optIn = {"rope_attention"};
+  EXPECT_EQ(fusedEqualsUnfused(on, "rope_attention"), 2);
 }
 
 /// fused.rms_norm_mul's `dtype` guards the last step of its decomposition:
