@@ -78,6 +78,10 @@ public:
   /// fusions); larger matmuls go to a library GEMM, whose only epilogue is
   /// fused.matmul_add's per-row residual (CUDA: cuBLASLt with C = r).
   virtual int64_t maxGemvTokens() const = 0;
+  /// Whether prefill chunks of expert-indexed matmuls over block-quantised
+  /// experts run as one grouped GEMM (so gated_matmul_id_chunk may fuse
+  /// them); false: only 16-bit experts do.
+  virtual bool groupsQuantisedExperts() const { return false; }
   /// The node's estimated cost on this target.
   virtual NodeCost cost(const NodeDesc &node) const = 0;
 };

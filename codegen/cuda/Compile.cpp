@@ -290,6 +290,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   emit.ropeHeads = envInt("FG_DEBUG_ROPE_HEADS", 1, 16).value_or(emit.ropeHeads);
   if (auto n = envInt("FG_DEBUG_PDL_PREFETCH_MB", 0, 1024))
     emit.pdlPrefetchBytes = static_cast<int64_t>(*n) << 20;
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GROUPED_QUANT"); v && !v->empty())
+    emit.groupedExpertQuant = *v != "0";
   if (auto n = envInt("FG_DEBUG_PDL_PREFETCH_MAX_MB", 0, 1 << 20))
     emit.pdlPrefetchMaxWeightBytes = static_cast<int64_t>(*n) << 20;
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_PDL_PREFETCH_ATTN"); v && !v->empty())

@@ -39,6 +39,7 @@ public:
   int64_t scratchBytes(const NodeDesc &node) const override;
   bool readsAllBeforeWrite(const NodeDesc &node, unsigned operand) const override;
   int64_t maxGemvTokens() const override { return emit_.maxGemvTokens; }
+  bool groupsQuantisedExperts() const override { return emit_.groupedExpertQuant; }
   NodeCost cost(const NodeDesc &node) const override;
 
   const EmitOptions &emitOptions() const { return emit_; }

@@ -138,7 +138,8 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
 std::string attentionPrefillRefusal(const Function &fn, const Node &node);
 /// Why the grouped expert GEMM (kernels/moe.cuh) cannot take this matmul_id
 /// (streams 1) or fused.gated_matmul_id (streams 2) node (empty: it can).
-std::string groupedExpertRefusal(const Function &fn, const Node &node, unsigned streams);
+std::string groupedExpertRefusal(const Function &fn, const Node &node, unsigned streams,
+                                 bool quant = false);
 /// Tiles the grouped GEMM's grid holds for `pairs` (token, slot) pairs in
 /// tiles of `rows` pairs (32 gives the most: the refusal's bound).
 int64_t groupedExpertTiles(int64_t pairs, int64_t experts, int64_t rows = 32);

@@ -916,7 +916,7 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
   // Prefill chunks of expert-indexed matmuls: one grouped GEMM (MoeEmitter.cpp).
   auto grouped = [&](unsigned n) {
     return fn.type(node.operands[0]).shape[0] >= o.groupedExpertMinTokens &&
-           groupedExpertRefusal(fn, node, n).empty();
+           groupedExpertRefusal(fn, node, n, o.groupedExpertQuant).empty();
   };
   switch (node.kind) {
   case OpKind::FusedGatedMatmul:

@@ -172,6 +172,14 @@ struct EmitOptions {
   /// (eighth session, W-moe-12 prefill 512): down 3.99 -> 3.73 ms with 64,
   /// gate|up 5.33 -> 6.06 with 64. FG_DEBUG_MOE_ROWS forces one.
   int64_t groupedExpertRows = 0;
+  /// The grouped expert GEMM over block-quantised experts too (q4_K, q8_0,
+  /// ...: each 8-weight unit of a tile decoded by the GEMV's block decoders
+  /// into the f16 tile in shared memory, moeLoadQ), instead of one GEMV per
+  /// (token, slot) pair: W-moe-12 q4_K's 512-token prefill spends 59.9 of its
+  /// 61.0 ms in those GEMVs (H200, eleventh session). Opt-in until its GPU
+  /// tests have run (written in the eleventh session after its last GPU call).
+  /// FG_DEBUG_GROUPED_QUANT=1.
+  bool groupedExpertQuant = false;
   /// Streaming multiprocessors of the target (H200: 132); sizes split grids.
   unsigned smCount = 132;
   /// GEMV variant overrides for tuning (fg_bench_kernels --gemv-*); 0 keeps

@@ -36,14 +36,20 @@ int64_t groupedExpertTiles(int64_t pairs, int64_t experts, int64_t rows) {
   return moeMaxTiles(pairs, experts + 1, rows);
 }
 
-std::string groupedExpertRefusal(const Function &fn, const Node &node, unsigned streams) {
+std::string groupedExpertRefusal(const Function &fn, const Node &node, unsigned streams,
+                                 bool quant) {
   const TensorType &xt = fn.type(node.operands[0]);
   unsigned idsAt = 1 + streams;
   const TensorType &it = fn.type(node.operands[idsAt]);
   DType w0 = fn.type(node.operands[1]).dtype, w1 = fn.type(node.operands[streams]).dtype;
-  if (!is16(w0) || w0 != w1)
+  // Block-quantised experts (EmitOptions::groupedExpertQuant): one type with
+  // a block decoder, whole 32-weight steps along K (half8's unit).
+  const bool q = quant && w0 == w1 && isQuantized(w0) && blockDecoder(w0) &&
+                 gemvDecodesNatively(w0) && fn.type(node.operands[1]).shape[2] % 32 == 0;
+  if (!q && (!is16(w0) || w0 != w1))
     return "weights " + std::string(dtypeName(w0)) + "/" + std::string(dtypeName(w1)) +
-           " (one 16-bit type)";
+           (quant ? " (one 16-bit type, or one block-quantised type with K a multiple of 32)"
+                  : " (one 16-bit type)");
   if (xt.dtype != DType::F32 && !is16(xt.dtype))
     return "x of dtype " + std::string(dtypeName(xt.dtype));
   int64_t E = fn.type(node.operands[1]).shape[0];
@@ -59,9 +65,10 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
                                                       llvm::ArrayRef<Layout> ls, unsigned streams,
                                                       llvm::StringRef epilogue,
                                                       const EmitOptions &o) {
-  std::string why = groupedExpertRefusal(fn, node, streams);
+  std::string why = groupedExpertRefusal(fn, node, streams, o.groupedExpertQuant);
   if (!why.empty())
     return unsupported(node, "the grouped expert GEMM: " + why);
+  const bool quant = isQuantized(fn.type(node.operands[1]).dtype);
   const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
   unsigned idsAt = 1 + streams;
   const TensorType &it = fn.type(node.operands[idsAt]);
@@ -77,6 +84,33 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
     return w.strides[2] == 1 && K % 8 == 0 && w.offset % 8 == 0 && w.strides[1] % 8 == 0 &&
            w.strides[0] % 8 == 0;
   };
+  // Quantised streams: offsets and strides in bytes of whole blocks, aligned
+  // for the decoder's loads (the GEMV's rule, GemvEmitter.cpp checkWeights).
+  struct Stream {
+    int64_t off, ld, ks, es;
+  } ws[2] = {{w0l.offset, w0l.strides[1], w0l.strides[2], w0l.strides[0]},
+             {w1l.offset, w1l.strides[1], w1l.strides[2], w1l.strides[0]}};
+  if (quant) {
+    const DTypeInfo &qi = dtypeInfo(wt.dtype);
+    const int64_t be = qi.blockElems, bb = qi.blockBytes;
+    const int64_t align = wt.dtype == DType::Q4_K || wt.dtype == DType::Q5_K ||
+                                  wt.dtype == DType::IQ4_XS
+                              ? 8
+                          : wt.dtype == DType::Q4_1 || wt.dtype == DType::Q5_1 ||
+                                  wt.dtype == DType::Q2_K
+                              ? 4
+                              : 2;
+    for (Stream &s : ws) {
+      if (s.ks != 1 || s.off % be || s.ld % be || s.es % be)
+        return unsupported(node, "the grouped expert GEMM: a " + std::string(dtypeName(wt.dtype)) +
+                                     " weight whose rows are not whole contiguous blocks");
+      s.off = s.off / be * bb, s.ld = s.ld / be * bb, s.es = s.es / be * bb;
+      if (s.off % align || s.ld % align || s.es % align)
+        return unsupported(node, "the grouped expert GEMM: a " + std::string(dtypeName(wt.dtype)) +
+                                     " weight whose rows are not " + std::to_string(align) +
+                                     "-byte aligned");
+    }
+  }
   Layout b0l = bias ? ls[idsAt + 1] : Layout::contiguous({1, 1});
   Layout b1l = bias ? ls[idsAt + 2] : Layout::contiguous({1, 1});
   DType b0t = bias ? fn.type(node.operands[idsAt + 1]).dtype : DType::F32;
@@ -85,8 +119,12 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   std::string c;
   c += "struct Cfg {\n";
   c += "  using X = " + ctype(xt.dtype) + ";\n";
-  c += std::string("  using Dec0 = ") + decoder(wt.dtype) + ";\n";
-  c += std::string("  using Dec1 = ") + decoder(wt.dtype) + ";\n";
+  // The mma type: the weights' (16-bit), or f16 for quantised weights, whose
+  // block decoder (Q) writes f16 units (half8) into the tile.
+  c += std::string("  using Dec0 = ") + decoder(quant ? DType::F16 : wt.dtype) + ";\n";
+  c += std::string("  using Dec1 = ") + decoder(quant ? DType::F16 : wt.dtype) + ";\n";
+  c += std::string("  using Q = ") + (quant ? blockDecoder(wt.dtype) : "fg::DecF16") + ";\n";
+  c += std::string("  using W = ") + (quant ? "unsigned char" : "Dec0::T") + ";\n";
   c += "  using Ids = " + ctype(it.dtype) + ";\n";
   c += "  using B0 = " + ctype(b0t) + ";\n  using B1 = " + ctype(b1t) + ";\n";
   c += "  using Epi = " + epilogue.str() + ";\n";
@@ -95,13 +133,12 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
        ", kk = " + ilit(kk) + ", kPairs = " + ilit(pairs) + ", kTilesOff = 4LL, kPermOff = " +
        ilit(4 + 4 * tiles) + ";\n";
   c += "  static constexpr bool kBias = " + flag(bias) +
-       ", kWVec = " + flag(vecOk(w0l) && vecOk(w1l)) + ";\n";
-  c += "  static constexpr long long w0_off = " + ilit(w0l.offset) + ", w0_ld = " +
-       ilit(w0l.strides[1]) + ", w0_ks = " + ilit(w0l.strides[2]) + ", w0_es = " +
-       ilit(w0l.strides[0]) + ";\n";
-  c += "  static constexpr long long w1_off = " + ilit(w1l.offset) + ", w1_ld = " +
-       ilit(w1l.strides[1]) + ", w1_ks = " + ilit(w1l.strides[2]) + ", w1_es = " +
-       ilit(w1l.strides[0]) + ";\n";
+       ", kWVec = " + flag(!quant && vecOk(w0l) && vecOk(w1l)) + ", kQuant = " + flag(quant) +
+       ";\n";
+  c += "  static constexpr long long w0_off = " + ilit(ws[0].off) + ", w0_ld = " +
+       ilit(ws[0].ld) + ", w0_ks = " + ilit(ws[0].ks) + ", w0_es = " + ilit(ws[0].es) + ";\n";
+  c += "  static constexpr long long w1_off = " + ilit(ws[1].off) + ", w1_ld = " +
+       ilit(ws[1].ld) + ", w1_ks = " + ilit(ws[1].ks) + ", w1_es = " + ilit(ws[1].es) + ";\n";
   c += "  static constexpr long long b0_off = " + ilit(b0l.offset) + ", b0_se = " +
        ilit(b0l.strides[0]) + ", b0_sn = " + ilit(b0l.strides[1]) + ", b1_off = " +
        ilit(b1l.offset) + ", b1_se = " + ilit(b1l.strides[0]) + ", b1_sn = " +
@@ -124,11 +161,11 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   route.block[0] = kRouteThreads;
   route.params = {Param::scratch(), Param::operand(idsAt)};
 
-  std::string params = "float* y, int* scratch, const Cfg::X* x, const Cfg::Dec0::T* w0";
+  std::string params = "float* y, int* scratch, const Cfg::X* x, const Cfg::W* w0";
   std::string args = "y, scratch, x, w0, ";
   args += streams == 2 ? "w1" : "nullptr";
   if (streams == 2)
-    params += ", const Cfg::Dec1::T* w1";
+    params += ", const Cfg::W* w1";
   params += ", const Cfg::Ids* ids";
   args += ", ids";
   if (bias) {

@@ -42,7 +42,10 @@ public:
     int64_t maxTokens = target() ? target()->maxGemvTokens() : INT64_MAX;
     if (chunks_) {
       DType wt = fn.type(wg).dtype;
-      if (tokens <= maxTokens || (wt != DType::F16 && wt != DType::BF16))
+      // Block-quantised experts where the target groups them too
+      // (EmitOptions::groupedExpertQuant, opt-in).
+      const bool quant = isQuantized(wt) && target() && target()->groupsQuantisedExperts();
+      if (tokens <= maxTokens || (wt != DType::F16 && wt != DType::BF16 && !quant))
         return Decision::no(label(fn, x) + " has " + llvm::Twine(tokens) + " tokens over " +
                             std::string(dtypeName(wt)) + " weights; the chunk form takes more than " +
                             llvm::Twine(maxTokens) + " tokens over f16 or bf16 weights");

@@ -330,6 +330,40 @@ TEST(GpuQuantGemv, PrefillMatmulThroughCublas) {
   }
 }
 
+/// The grouped expert GEMM over block-quantised experts (opt-in,
+/// FG_DEBUG_GROUPED_QUANT=1): 40 tokens × 4 slots over 9 experts, where
+/// expert 8 gets no pair, expert 0 one and expert 1 most (more than one
+/// 32-row tile), plus an out-of-range id; one stream and gate|up + GLU,
+/// against the CPU reference.
+TEST(GpuQuantGemv, GroupedExpertGemmQuantised) {
+  FG_REQUIRE_GPU();
+  ScopedEnv on("FG_DEBUG_GROUPED_QUANT", "1");
+  for (DType t : kQuants)
+    for (bool gated : {false, true}) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + (gated ? " gated" : " matmul_id"));
+      QuantCase c;
+      Function &fn = c.g.addFunction("main");
+      Builder b(fn);
+      const int64_t K = dtypeInfo(t).blockElems == 256 ? 512 : 288, N = 100, E = 9, T = 40,
+                    k = 4;
+      auto x = b.weight("x", {DType::F32, {T, 1, K}}, randn(1.0));
+      auto ids = b.input("ids", {DType::I32, {T, k}});
+      std::vector<int32_t> v;
+      for (int64_t i = 0; i < T * k; ++i)
+        v.push_back(i == 0 ? 0 : i == 7 ? 99 : i % 3 == 0 ? 1 : static_cast<int32_t>(2 + i % 6));
+      c.inputs["ids"] = v;
+      if (gated)
+        b.result(b.create(OpKind::FusedGatedMatmulId,
+                          {x, quantWeight(b, c, "gate_exps", t, {E, N, K}, 61),
+                           quantWeight(b, c, "up_exps", t, {E, N, K}, 62), ids},
+                          {}, "y"));
+      else
+        b.result(b.matmulId(x, quantWeight(b, c, "down_exps", t, {E, N, K}, 63), ids, "y"));
+      ASSERT_FALSE(bool(b.finish()));
+      expectQuantMatches(c, tolF32(t));
+    }
+}
+
 } // namespace
 
 /// The opt-in q4_K form with the scales applied in f32 after the mma

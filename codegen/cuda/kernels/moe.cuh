@@ -35,6 +35,10 @@
 // N load zeros. Pairs whose expert id is out of range form the last group:
 // their tiles skip the loop and store the epilogue of zeros (the GEMV's rule).
 //
+// Block-quantised experts (C::kQuant, EmitOptions::groupedExpertQuant): the
+// B units come from moeLoadQ, the GEMV's block decoder writing 8 f16 weights,
+// and the mmas run in f16; nothing else changes.
+//
 // Scratch: [0] the tile count, tiles (int4) from int 4, the permutation after
 // them (Cfg::kTilesOff, kPermOff).
 //
@@ -46,8 +50,8 @@ template <class C> struct MoeArgs {
   float *y;
   int *scratch;
   const typename C::X *x;
-  const typename C::Dec0::T *w0;
-  const typename C::Dec1::T *w1;
+  const typename C::W *w0; ///< 16-bit rows, or block-quantised bytes (C::kQuant)
+  const typename C::W *w1;
   const typename C::Ids *ids;
   const typename C::B0 *b0;
   const typename C::B1 *b1;
@@ -108,6 +112,24 @@ static __device__ __forceinline__ uint4 moeLoadW(const typename Dec::T *w, long 
   return r.u;
 }
 
+/// The same unit of a block-quantised expert (C::kQuant): weights k0 .. k0 + 7
+/// of row n (k0 a multiple of 8, K of 32), decoded to f16 by the GEMV's
+/// block decoder C::Q (the unit (32-weight step, quarter) that dequant.cuh
+/// decodes). Offsets and strides are in bytes.
+template <class C, int S>
+static __device__ __forceinline__ uint4 moeLoadQ(const unsigned char *w, long long e, long long n,
+                                                 long long k0) {
+  constexpr long long off = S == 0 ? C::w0_off : C::w1_off, ld = S == 0 ? C::w0_ld : C::w1_ld,
+                      es = S == 0 ? C::w0_es : C::w1_es;
+  if (n >= C::N || k0 >= C::K)
+    return make_uint4(0, 0, 0, 0);
+  const long long step = k0 >> 5;
+  const int t = (int)((k0 >> 3) & 3);
+  typename C::Q::Raw raw;
+  C::Q::load(w + off + e * es + n * ld, step, t, raw);
+  return C::Q::half8(raw, step, t);
+}
+
 template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<C> &a) {
   using Dec = typename C::Dec0;
   constexpr int S = C::Epi::kStreams, BM = C::BM, BN = C::BN, KT = C::KT, NT = 128;
@@ -161,9 +183,15 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       const int i = threadIdx.x + NT * u, r = i >> 2, c = 8 * (i & 3);
-      wv[u][0] = moeLoadW<C, typename C::Dec0, 0>(a.w0, e, n0 + r, k0 + c);
-      if constexpr (S == 2)
-        wv[u][S - 1] = moeLoadW<C, typename C::Dec1, 1>(a.w1, e, n0 + r, k0 + c);
+      if constexpr (C::kQuant) {
+        wv[u][0] = moeLoadQ<C, 0>(a.w0, e, n0 + r, k0 + c);
+        if constexpr (S == 2)
+          wv[u][S - 1] = moeLoadQ<C, 1>(a.w1, e, n0 + r, k0 + c);
+      } else {
+        wv[u][0] = moeLoadW<C, typename C::Dec0, 0>(a.w0, e, n0 + r, k0 + c);
+        if constexpr (S == 2)
+          wv[u][S - 1] = moeLoadW<C, typename C::Dec1, 1>(a.w1, e, n0 + r, k0 + c);
+      }
     }
   };
   if (valid)

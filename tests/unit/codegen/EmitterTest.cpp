@@ -1108,6 +1108,65 @@ TEST(CudaEmit, ViewsEmitNothingAndComposeLayouts) {
   EXPECT_FALSE(viewLayout(fn.node(2), in)->isContiguous());
 }
 
+/// Block-quantised experts in the grouped GEMM (EmitOptions::
+/// groupedExpertQuant, opt-in): the B units decoded by the GEMV's block
+/// decoder (fg::Dec...) into f16 mmas, the weights' offsets and strides in
+/// bytes; every block type with a decoder compiles. Off, or with K not a
+/// multiple of 32, the expert-indexed GEMV keeps them.
+TEST(CudaEmit, GroupedExpertGemmQuantised) {
+  auto build = [](DType w, int64_t K, bool gated) {
+    return [=](Builder &b) {
+      auto x = b.input("x", T(DType::F32, {64, 1, K}));
+      auto ids = b.input("ids", T(DType::I32, {64, 4}));
+      auto g = b.weight("gate_exps", T(w, {8, 96, K}));
+      if (!gated) {
+        b.result(b.matmulId(x, g, ids));
+        return;
+      }
+      b.result(b.create(OpKind::FusedGatedMatmulId,
+                        {x, g, b.weight("up_exps", T(w, {8, 96, K})), ids},
+                        {{"kind", Attribute::ofEnum(0)},
+                         {"alpha", Attribute::ofFloat(1.702)},
+                         {"limit", Attribute::ofFloat(7.0)}}));
+    };
+  };
+  EmitOptions on;
+  on.groupedExpertQuant = true;
+  // q4_K in both forms, q8_0 gated, iq4_nl (a lookup-table decoder) alone:
+  // every compile is CI time, and the decoders are the GEMV's, compiled there.
+  const std::pair<DType, bool> forms[] = {{DType::Q4_K, false},
+                                          {DType::Q4_K, true},
+                                          {DType::Q8_0, true},
+                                          {DType::IQ4_NL, false}};
+  for (auto [w, gated] : forms) {
+      SCOPED_TRACE(std::string(dtypeName(w)) + (gated ? " gated" : ""));
+      auto ls = emitAll(build(w, 256, gated), {}, on);
+      ASSERT_EQ(ls.size(), 2u);
+      const KernelSpec &gemm = kernel(ls, 1);
+      EXPECT_TRUE(contains(gemm, "kQuant = true"));
+      EXPECT_TRUE(contains(gemm, "using Dec0 = fg::DecF16;"));
+      EXPECT_TRUE(contains(gemm, "using W = unsigned char;"));
+      // Row stride: 256 weights in whole blocks, in bytes; the expert's: 96 rows.
+      const DTypeInfo &qi = dtypeInfo(w);
+      const int64_t row = 256 / qi.blockElems * qi.blockBytes;
+      EXPECT_TRUE(contains(gemm, "w0_ld = " + std::to_string(row) + "LL")) << row;
+      EXPECT_TRUE(contains(gemm, "w0_es = " + std::to_string(96 * row) + "LL"));
+    }
+  // Off (the default), the GEMV; on, K = 96 (three 32-weight steps of q8_0
+  // blocks) is taken.
+  auto off = emitAll(build(DType::Q4_K, 256, false));
+  ASSERT_EQ(off.size(), 1u);
+  EXPECT_TRUE(contains(kernel(off, 0), "fg::gemv<Cfg>("));
+  EXPECT_EQ(emitAll(build(DType::Q8_0, 96, true), {}, on).size(), 2u);
+  // GpuQuantGemv.GroupedExpertGemmQuantised's K (288: q4_0/q4_1/q8_0) is taken.
+  EXPECT_EQ(emitAll(build(DType::Q4_1, 288, false), {}, on).size(), 2u);
+  // The 16-bit form keeps its own decoder and element strides.
+  auto f16 = emitAll(build(DType::F16, 256, false), {}, on);
+  ASSERT_EQ(f16.size(), 2u);
+  EXPECT_TRUE(contains(kernel(f16, 1), "kQuant = false"));
+  EXPECT_TRUE(contains(kernel(f16, 1), "w0_ld = 256LL"));
+}
+
 TEST(CudaEmit, UnsupportedCasesSayWhy) {
   Function fn("u");
   Builder b(fn);
@@ -1979,9 +2038,11 @@ public:
     // (~12), 395 before the 16-bit norm rows of rms_norm_mul_convert (6),
     // 401 before the tenth's prefetch prologues (2 GEMV, 2 attention
     // sources; the others share their default's) and moe_weighted_sum_add's
-    // residual forms (4), 409 before the eleventh's rope_attention (4):
+    // residual forms (4), 409 before the eleventh's rope_attention (4) and
+    // quantised grouped expert GEMM (4 forms + 3 shapes, 2 kernels each, and
+    // the GEMV it replaces, off):
     // each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 413u);
+    EXPECT_LE(compiled().compiles, 428u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =

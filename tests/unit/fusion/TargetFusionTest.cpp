@@ -30,6 +30,8 @@ public:
   int64_t scratchBytes(const NodeDesc &) const override { return 0; }
   bool readsAllBeforeWrite(const NodeDesc &, unsigned) const override { return false; }
   int64_t maxGemvTokens() const override { return 8; }
+  bool groupsQuantisedExperts() const override { return quantGroups; }
+  bool quantGroups = false; ///< groupsQuantisedExperts()
   NodeCost cost(const NodeDesc &n) const override {
     NodeCost c;
     c.launches = 1;
@@ -56,6 +58,34 @@ std::string refusalOf(const FusionReport &r, llvm::StringRef pattern) {
     if (x.pattern == pattern)
       return x.reason;
   return "";
+}
+
+/// gated_matmul_id_chunk over q4_K experts: fused only where the target
+/// groups quantised experts (CudaTarget: EmitOptions::groupedExpertQuant).
+TEST(TargetFusion, QuantisedExpertChunksFuseWhereTheTargetGroupsThem) {
+  constexpr const char *kChunk = R"(graph @f(input %x: f32[16, 1, 256], input %ids: i32[16, 2],
+    weight %g: q4_k[4, 64, 256], weight %u: q4_k[4, 64, 256]) {
+  %a = matmul_id(%x, %g, %ids) : f32[16, 2, 64]
+  %b = matmul_id(%x, %u, %ids) : f32[16, 2, 64]
+  %y = glu(%a, %b) : f32[16, 2, 64]
+  return %y
+}
+)";
+  for (bool groups : {false, true}) {
+    Graph g = parseOrDie(kChunk);
+    FakeTarget t;
+    t.fusedSeconds = 1e-7;
+    t.quantGroups = groups;
+    FusionOptions o;
+    o.target = &t;
+    FusionReport report;
+    ASSERT_FALSE(static_cast<bool>(fuseWithOverlapProof(g, o, report)));
+    EXPECT_EQ(report.count("gated_matmul_id_chunk"), groups ? 1 : 0);
+    if (!groups) {
+      EXPECT_NE(refusalOf(report, "gated_matmul_id_chunk").find("over q4_k weights"),
+                std::string::npos);
+    }
+  }
 }
 
 /// The target has no kernel: not fused, and the refusal carries its reason.
