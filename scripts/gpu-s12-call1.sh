@@ -37,4 +37,12 @@ for flag in "" "--enable-fusion rope_attention"; do
   echo "w-tiny ${flag:-default} $(grep graph-fused /tmp/b.txt | head -1)"
 done
 } 2>&1 | tee "$OUT/steps.txt"
+# The eleventh session's unexplained demo failure under memcheck (docs/TESTING.md):
+# racecheck and initcheck over the demo in the time left (every prologue on).
+for tool in racecheck initcheck; do
+  [ $(left) -gt 60 ] || break
+  FG_DEBUG_PDL_PREFETCH_MAX_MB=1024 GTEST_EXTRA="--gtest_filter=GpuDemo*" timeout $(( $(left) - 20 )) \
+    bash scripts/gpu-sanitize.sh $tool > "$OUT/sanitize-$tool.txt" 2>&1
+  echo "$tool rc $? after $((SECONDS - S)) s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED  \]' "$OUT/sanitize-$tool.txt" | tr '\n' ' ' | head -c 400)"
+done
 echo "done after $((SECONDS - S)) s"
