@@ -1409,7 +1409,8 @@ TEST(CudaEmit, FusedRopeAttention) {
   };
   for (RopeMode mode : {RopeMode::Normal, RopeMode::Neox})
     for (bool ff : {false, true}) {
-      const KernelSpec &k = only(emitFused(build(3, mode, ff)));
+      const std::vector<Launch> ls = emitFused(build(3, mode, ff));
+      const KernelSpec &k = only(ls);
       EXPECT_TRUE(contains(k, "kRope = true"));
       EXPECT_TRUE(contains(k, "static constexpr long long kNDims = 96LL"));
       // 48 pair frequencies, the first theta^0 = 1.
