@@ -22,6 +22,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace fg::cuda::detail {
 namespace {
@@ -149,15 +150,9 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   const bool rope = node.kind == OpKind::FusedRopeAttention;
   bool hasSinks = !rope && node.operands.size() > 4;
   const bool hasFF = rope && node.operands.size() > 4;
-  double scale, softcap;
-  int64_t window;
-  if (rope) {
-    op::FusedRopeAttention a(node);
-    scale = a.scale(), softcap = a.softcap(), window = a.window();
-  } else {
-    op::Attention a(node);
-    scale = a.scale(), softcap = a.softcap(), window = a.window();
-  }
+  auto attrs = [&](auto a) { return std::tuple{a.scale(), a.softcap(), a.window()}; };
+  const auto [scale, softcap, window] =
+      rope ? attrs(op::FusedRopeAttention(node)) : attrs(op::Attention(node));
   int64_t T = qt.shape[0], Hq = qt.shape[1], D = qt.shape[2];
   int64_t ctx = kt.shape[0], Hkv = kt.shape[1], Dv = vt.shape[2];
   if (D > kMaxHeadDim || Dv > kMaxHeadDim)
@@ -183,17 +178,17 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   // frequency as a table in global memory (read through L1 by attnQ).
   std::string ropeStruct, ropeTable;
   if (rope) {
-    op::FusedRopeAttention a(node);
-    if (a.nDims() < 2 || a.nDims() > D || a.nDims() % 2 != 0)
-      return unsupported(node, llvm::formatv("n_dims = {0} of head dim {1}", a.nDims(), D).str());
-    auto r = ropeCfg(node, ropeAttrsOf(a), hasFF);
+    const RopeAttrs ra = ropeAttrsOf(op::FusedRopeAttention(node));
+    if (ra.nDims < 2 || ra.nDims > D || ra.nDims % 2 != 0)
+      return unsupported(node, llvm::formatv("n_dims = {0} of head dim {1}", ra.nDims, D).str());
+    auto r = ropeCfg(node, ra, hasFF);
     if (!r)
       return r.takeError();
     ropeStruct = std::move(*r);
     ropeStruct += "  static __device__ __forceinline__ double ropeFreq(long long i) { return "
                   "fg_rope_freq[i]; }\n";
     ropeTable = "static __device__ const double fg_rope_freq[] = {";
-    for (double f : ropeFrequencies(ropeAttrsOf(a)))
+    for (double f : ropeFrequencies(ra))
       ropeTable += dlit(f) + ", ";
     ropeTable += "};\n";
   }

@@ -169,13 +169,16 @@ template <typename View> RopeAttrs ropeAttrsOf(View v) {
   return {v.mode(),       v.nDims(),      v.theta(),    v.freqScale(), v.extFactor(),
           v.attnFactor(), v.betaFast(),   v.betaSlow(), v.nCtxOrig()};
 }
-/// `struct Rope { ... };` for kernels/common.cuh's fgRopeAngle (MapRope,
-/// the attention's q): the rope attributes `a` of `node` as constants (YaRN's
+/// `struct Rope { ... };` for the rope rows (row.cuh, MapRope) and the
+/// attention's q (attnQ): the rope attributes `a` of `node` as constants (YaRN's
 /// ramp bounds and magnitude precomputed in double).
 llvm::Expected<std::string> ropeCfg(const Node &node, const RopeAttrs &a, bool freqFactors);
 /// Pair i's angle per position, pos · theta^(-2i/n) scaled by freq_scale and
 /// YaRN's ramp (before any freq factor), for i < n_dims / 2: the attention's
 /// q rope reads them from a table (attnQ) instead of computing f64 pow.
 std::vector<double> ropeFrequencies(const RopeAttrs &a);
+/// The byte alignment the block decoders' loads need of a quantised row
+/// (q4_1, q5_1, q2_K: 4-byte loads; narrow q4_K, q5_K, iq4_xs: 8; else 2).
+int64_t quantRowAlignment(DType t);
 
 } // namespace fg::cuda::detail

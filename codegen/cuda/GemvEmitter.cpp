@@ -726,13 +726,7 @@ llvm::Error checkWeights(const Node &node, GemvDesc &d) {
       return unsupported(node, "a " + std::string(dtypeName(w.dtype)) +
                                    " weight whose rows are not whole contiguous blocks");
     w.off = w.off / be * bb, w.ld = w.ld / be * bb, w.es = w.es / be * bb;
-    // q4_1, q5_1 and q2_K blocks are read with 4-byte loads; narrow q4_K,
-    // q5_K and iq4_xs with 8.
-    int64_t align = 2;
-    if (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K || w.dtype == DType::IQ4_XS)
-      align = 8;
-    else if (w.dtype == DType::Q4_1 || w.dtype == DType::Q5_1 || w.dtype == DType::Q2_K)
-      align = 4;
+    const int64_t align = quantRowAlignment(w.dtype);
     if (w.off % align != 0 || w.ld % align != 0 || w.es % align != 0)
       return unsupported(node, "a " + std::string(dtypeName(w.dtype)) +
                                    " weight whose rows are not " + std::to_string(align) +

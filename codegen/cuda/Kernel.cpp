@@ -259,6 +259,14 @@ llvm::Error rejectQuantized(const Function &fn, const Node &node) {
   return llvm::Error::success();
 }
 
+int64_t quantRowAlignment(DType t) {
+  if (t == DType::Q4_K || t == DType::Q5_K || t == DType::IQ4_XS)
+    return 8;
+  if (t == DType::Q4_1 || t == DType::Q5_1 || t == DType::Q2_K)
+    return 4;
+  return 2;
+}
+
 unsigned gridFor(int64_t n, int64_t perBlock) {
   int64_t blocks = (n + perBlock - 1) / perBlock;
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, int64_t(1) << 20));

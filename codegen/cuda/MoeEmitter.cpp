@@ -85,7 +85,7 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
            w.strides[0] % 8 == 0;
   };
   // Quantised streams: offsets and strides in bytes of whole blocks, aligned
-  // for the decoder's loads (the GEMV's rule, GemvEmitter.cpp checkWeights).
+  // for the decoder's loads (quantRowAlignment, the GEMV's rule).
   struct Stream {
     int64_t off, ld, ks, es;
   } ws[2] = {{w0l.offset, w0l.strides[1], w0l.strides[2], w0l.strides[0]},
@@ -93,13 +93,7 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   if (quant) {
     const DTypeInfo &qi = dtypeInfo(wt.dtype);
     const int64_t be = qi.blockElems, bb = qi.blockBytes;
-    const int64_t align = wt.dtype == DType::Q4_K || wt.dtype == DType::Q5_K ||
-                                  wt.dtype == DType::IQ4_XS
-                              ? 8
-                          : wt.dtype == DType::Q4_1 || wt.dtype == DType::Q5_1 ||
-                                  wt.dtype == DType::Q2_K
-                              ? 4
-                              : 2;
+    const int64_t align = quantRowAlignment(wt.dtype);
     for (Stream &s : ws) {
       if (s.ks != 1 || s.off % be || s.ld % be || s.es % be)
         return unsupported(node, "the grouped expert GEMM: a " + std::string(dtypeName(wt.dtype)) +

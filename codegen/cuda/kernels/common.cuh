@@ -112,27 +112,6 @@ static __device__ __forceinline__ void fg_pdl_begin() {
 static __device__ __forceinline__ void fg_prefetch_l2(const void *p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
-// Rotary embedding, pair i at position pos (R: the emitter's struct Rope,
-// ropeCfg): cos and sin of pos · theta^(-2i/n) [/ ff] with YaRN's ramp, in
-// f64 like the CPU reference, times the magnitude. ff is the pair's frequency
-// factor, read by the caller (unused unless R::kFF). The rope rows
-// (row.cuh, MapRope) use it; the attention's q (attention.cuh, attnQ) takes
-// the same angle from a table of the frequencies.
-template <class R>
-static __device__ __forceinline__ void fgRopeAngle(long long i, double pos, float ff, float &cs,
-                                                   float &sn) {
-  double theta = pos * pow(R::kTheta, -2.0 * (double)i / (double)R::kNDims);
-  if constexpr (R::kFF)
-    theta = theta / (double)ff;
-  double th = R::kFreqScale * theta;
-  if constexpr (R::kYarn) {
-    const double y = ((double)i - R::kLow) / fmax(0.001, R::kHigh - R::kLow);
-    const double ramp = (1.0 - fmin(1.0, fmax(0.0, y))) * R::kExt;
-    th = th * (1.0f - ramp) + theta * ramp;
-  }
-  cs = (float)(cos(th) * R::kMScale);
-  sn = (float)(sin(th) * R::kMScale);
-}
 // Starts moving the line of p toward L1 (no register, no wait); for data needed soon.
 static __device__ __forceinline__ void fg_prefetch_l1(const void *p) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(p));

@@ -346,10 +346,17 @@ template <class R> struct MapRope {
   template <class C, class A>
   static __device__ __forceinline__ void angle(const A &a, long long i, double pos, float &cs,
                                                float &sn) {
-    float ff = 1.0f;
+    double theta = pos * pow(R::kTheta, -2.0 * (double)i / (double)R::kNDims);
     if constexpr (R::kFF)
-      ff = fg_to_f(a.ff[C::FF::at(i)]);
-    fgRopeAngle<R>(i, pos, ff, cs, sn);
+      theta = theta / (double)fg_to_f(a.ff[C::FF::at(i)]);
+    double th = R::kFreqScale * theta;
+    if constexpr (R::kYarn) {
+      const double y = ((double)i - R::kLow) / fmax(0.001, R::kHigh - R::kLow);
+      const double ramp = (1.0 - fmin(1.0, fmax(0.0, y))) * R::kExt;
+      th = th * (1.0f - ramp) + theta * ramp;
+    }
+    cs = (float)(cos(th) * R::kMScale);
+    sn = (float)(sin(th) * R::kMScale);
   }
 
   /// Work unit u of a row: pair u < n_dims / 2 rotated by (cs, sn), or a
