@@ -312,6 +312,16 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.elementwiseVector = *v != "0";
   if (auto n = envInt("FG_DEBUG_MOE_ROWS", 32, 64); n && (*n == 32 || *n == 64))
     emit.groupedExpertRows = *n;
+  if (auto n = envInt("FG_DEBUG_MOE_KT", 32, 64); n && (*n == 32 || *n == 64))
+    emit.groupedExpertKT = *n;
+  if (auto n = envInt("FG_DEBUG_DEQUANT_UNITS", 1, 4); n && (*n == 1 || *n == 4))
+    emit.dequantUnits = static_cast<int>(*n);
+  if (auto n = envInt("FG_DEBUG_MOE_THREADS", 128, 256); n && (*n == 128 || *n == 256))
+    emit.groupedExpertThreads = *n;
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_MOE_QDEFER"); v && !v->empty())
+    emit.groupedExpertQuantDeferred = *v != "0";
+  if (auto n = envInt("FG_DEBUG_MOE_QROW", 0, 1))
+    emit.groupedExpertQuantRowUnits = static_cast<int>(*n);
   // And x split hi + lo in the quantised GEMVs (the form before x as one f16).
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "0")
     emit.gemvQuantXHalf = false;

@@ -170,16 +170,47 @@ struct EmitOptions {
   /// pairs each, so its weights are read once; 32 for gate|up's two streams,
   /// where 64 rows made the block's math too long). Measured on the H200
   /// (eighth session, W-moe-12 prefill 512): down 3.99 -> 3.73 ms with 64,
-  /// gate|up 5.33 -> 6.06 with 64. FG_DEBUG_MOE_ROWS forces one.
+  /// gate|up 5.33 -> 6.06 with 64. Quantised gate|up takes 64 too (its cost
+  /// is decoding each weight once a tile: MoeEmitter.cpp). FG_DEBUG_MOE_ROWS
+  /// forces one.
   int64_t groupedExpertRows = 0;
+  /// The prefill matmul's decode of a quantised weight to f16 for cuBLAS:
+  /// 8-weight units per thread, 1 or 4 (4: every load of a thread's four
+  /// units goes out before any decode, four times the bytes in flight; one
+  /// block-strided unit apart, so a warp's loads and stores stay coalesced).
+  /// Measured (H200, twelfth session, W-dense q4_K 512-token prefill): the
+  /// decode 6.71 -> 6.47 ms, the prefill 21.48 -> 21.72 (noise); so 1.
+  /// FG_DEBUG_DEQUANT_UNITS=4 forces four.
+  int dequantUnits = 1;
+  /// The grouped expert GEMM's k-step, 32 or 64 (0: the rule, 64: half the
+  /// round trips a block waits for; W-moe-12 f16 512-token prefill 9.20 ->
+  /// 8.41 ms on the H200, twelfth session). FG_DEBUG_MOE_KT forces one.
+  int64_t groupedExpertKT = 0;
+  /// Quantised experts in the grouped GEMM: a thread's weight units are the
+  /// quarters of one row's 32-weight step (1: one scale decode a step) or
+  /// spread over rows like the 16-bit form's (0: whole sectors per warp load);
+  /// -1: the rule (MoeEmitter.cpp). FG_DEBUG_MOE_QROW forces one.
+  int groupedExpertQuantRowUnits = -1;
+  /// Quantised experts in the grouped GEMM: a step's raw block bytes wait in
+  /// registers through the previous step's mmas and are decoded when stored
+  /// to the tile (true), instead of decoded as they arrive, before those mmas
+  /// (false, measured in the twelfth session). Written after the twelfth
+  /// session's last GPU call: opt-in until measured. FG_DEBUG_MOE_QDEFER=1.
+  bool groupedExpertQuantDeferred = false;
+  /// Threads a block of the grouped expert GEMM: 128, or 256 where each
+  /// thread keeps whole units (MoeEmitter.cpp: half the registers a thread,
+  /// twice the warps an SM). Written after the twelfth session's last GPU
+  /// call: 128 until measured. FG_DEBUG_MOE_THREADS=256.
+  int64_t groupedExpertThreads = 128;
   /// The grouped expert GEMM over block-quantised experts too (q4_K, q8_0,
   /// ...: each 8-weight unit of a tile decoded by the GEMV's block decoders
   /// into the f16 tile in shared memory, moeLoadQ), instead of one GEMV per
   /// (token, slot) pair: W-moe-12 q4_K's 512-token prefill spends 59.9 of its
   /// 61.0 ms in those GEMVs (H200, eleventh session). Opt-in until its GPU
   /// tests have run (written in the eleventh session after its last GPU call).
-  /// FG_DEBUG_GROUPED_QUANT=1.
-  bool groupedExpertQuant = false;
+  /// On since the twelfth session, whose GPU tests passed (memcheck clean) and
+  /// measured that prefill at 14.4 ms. FG_DEBUG_GROUPED_QUANT=0 turns it off.
+  bool groupedExpertQuant = true;
   /// Streaming multiprocessors of the target (H200: 132); sizes split grids.
   unsigned smCount = 132;
   /// GEMV variant overrides for tuning (fg_bench_kernels --gemv-*); 0 keeps

@@ -22,7 +22,7 @@
 namespace fg::cuda::detail {
 namespace {
 
-constexpr int64_t kBN = 64, kKT = 32;
+constexpr int64_t kBN = 64;
 constexpr int64_t kMaxExperts = 4095; // counters in shared memory
 constexpr unsigned kRouteThreads = 1024;
 
@@ -68,15 +68,38 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   std::string why = groupedExpertRefusal(fn, node, streams, o.groupedExpertQuant);
   if (!why.empty())
     return unsupported(node, "the grouped expert GEMM: " + why);
-  const bool quant = isQuantized(fn.type(node.operands[1]).dtype);
   const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
   unsigned idsAt = 1 + streams;
   const TensorType &it = fn.type(node.operands[idsAt]);
   const Layout &xl = ls[0], &il = ls[idsAt];
   int64_t E = wt.shape[0], N = wt.shape[1], K = wt.shape[2], kk = it.shape[1];
+  // Tile height: 64 rows (a whole expert at W-moe's 512-token prefill, read
+  // once) except 16-bit gate|up, where 64 rows doubled each block's mmas and
+  // lost (eighth session). Quantised gate|up decodes each weight once a tile,
+  // and decoding is its cost: 64 rows, 7.75 -> 7.56 ms at W-moe-12 q4_K's
+  // 512-token prefill (H200, twelfth session, one run each).
+  const bool quant = isQuantized(wt.dtype);
   const int64_t BM = o.groupedExpertRows == 32 || o.groupedExpertRows == 64 ? o.groupedExpertRows
-                     : streams == 2                                         ? 32
+                     : streams == 2 && !quant                               ? 32
                                                                             : 64;
+  // The k-step: 64 (half the round trips a block waits for) unless forced to
+  // 32. H200, twelfth session, W-moe-12 512-token prefill (ms, 32 -> 64):
+  // f16 9.20 -> 8.41 (gate|up 4.42 -> 3.84, down 2.90 -> 2.70); q4_K 14.99 ->
+  // 14.41.
+  const int64_t KT = o.groupedExpertKT == 32 ? 32 : 64;
+  // Quantised units: one row's step a thread (one scale decode) or spread
+  // (whole sectors a warp load). The rule until measured apart: one row's
+  // step for one stream only. q4_K down went 4.12 -> 2.60 ms and gate|up 8.71
+  // -> 10.43 when both took it (with x as one f16; twelfth session).
+  const bool rowUnits = o.groupedExpertQuantRowUnits >= 0 ? o.groupedExpertQuantRowUnits == 1
+                                                          : streams == 1;
+  // Threads a block: 128, or 256 (EmitOptions::groupedExpertThreads) where
+  // every thread keeps whole units (BM · KT / 8 >= 256). 256 halves each
+  // thread's accumulators and in-flight units, so twice the warps fit an SM:
+  // ptxas (sm_90) at W-moe-12's 512-token prefill, registers at 128 -> 256
+  // threads, q4_K gate|up 248 -> 124 and down 126 -> 78, f16 gate|up 130 -> 82
+  // and down 168 -> 80, no spills (scripts/kernel-resources.py).
+  const int64_t NT = o.groupedExpertThreads == 256 && BM * KT / 8 >= 256 ? 256 : 128;
   int64_t pairs = xt.shape[0] * kk, tiles = groupedExpertTiles(pairs, E, BM);
   bool bias = node.operands.size() > idsAt + 1;
   const Layout &w0l = ls[1], &w1l = ls[streams];
@@ -105,6 +128,9 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
                                      "-byte aligned");
     }
   }
+  // x rows as 16-byte f32 units (two float4 loads per 8 k instead of 8).
+  const bool xVec = xt.dtype == DType::F32 && xl.strides[2] == 1 && xl.offset % 4 == 0 &&
+                    xl.strides[0] % 4 == 0 && (xt.shape[1] == 1 || xl.strides[1] % 4 == 0);
   Layout b0l = bias ? ls[idsAt + 1] : Layout::contiguous({1, 1});
   Layout b1l = bias ? ls[idsAt + 2] : Layout::contiguous({1, 1});
   DType b0t = bias ? fn.type(node.operands[idsAt + 1]).dtype : DType::F32;
@@ -122,13 +148,17 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   c += "  using Ids = " + ctype(it.dtype) + ";\n";
   c += "  using B0 = " + ctype(b0t) + ";\n  using B1 = " + ctype(b1t) + ";\n";
   c += "  using Epi = " + epilogue.str() + ";\n";
-  c += llvm::formatv("  static constexpr int BM = {0}, BN = {1}, KT = {2};\n", BM, kBN, kKT).str();
+  c += llvm::formatv("  static constexpr int BM = {0}, BN = {1}, KT = {2}, NT = {3};\n", BM, kBN, KT,
+                     NT)
+           .str();
   c += "  static constexpr long long N = " + ilit(N) + ", K = " + ilit(K) + ", E = " + ilit(E) +
        ", kk = " + ilit(kk) + ", kPairs = " + ilit(pairs) + ", kTilesOff = 4LL, kPermOff = " +
        ilit(4 + 4 * tiles) + ";\n";
   c += "  static constexpr bool kBias = " + flag(bias) +
        ", kWVec = " + flag(!quant && vecOk(w0l) && vecOk(w1l)) + ", kQuant = " + flag(quant) +
-       ";\n";
+       ", kXVec = " + flag(xVec) + ", kXHalf = " + flag(quant && o.gemvQuantXHalf) +
+       ", kQRowUnits = " + flag(quant && rowUnits) +
+       ", kQDeferred = " + flag(quant && o.groupedExpertQuantDeferred) + ";\n";
   c += "  static constexpr long long w0_off = " + ilit(ws[0].off) + ", w0_ld = " +
        ilit(ws[0].ld) + ", w0_ks = " + ilit(ws[0].ks) + ", w0_es = " + ilit(ws[0].es) + ";\n";
   c += "  static constexpr long long w1_off = " + ilit(ws[1].off) + ", w1_ld = " +
@@ -169,12 +199,12 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
     args += ", nullptr, nullptr";
   }
   KernelSpec gemm = finishSpec(node.info().mnemonic,
-                               srcs + kernelEntry(128, params,
+                               srcs + kernelEntry(static_cast<unsigned>(NT), params,
                                                   "fg::moeGemm<Cfg>(fg::MoeArgs<Cfg>{" + args +
                                                       "});"));
   gemm.grid[0] = static_cast<unsigned>((N + kBN - 1) / kBN);
   gemm.grid[1] = static_cast<unsigned>(tiles);
-  gemm.block[0] = 128;
+  gemm.block[0] = static_cast<unsigned>(NT);
   gemm.params = {Param::result(0), Param::scratch(), Param::operand(0), Param::operand(1)};
   if (streams == 2)
     gemm.params.push_back(Param::operand(2));

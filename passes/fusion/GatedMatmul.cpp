@@ -43,7 +43,7 @@ public:
     if (chunks_) {
       DType wt = fn.type(wg).dtype;
       // Block-quantised experts where the target groups them too
-      // (EmitOptions::groupedExpertQuant, opt-in).
+      // (EmitOptions::groupedExpertQuant, on by default).
       const bool quant = isQuantized(wt) && target() && target()->groupsQuantisedExperts();
       if (tokens <= maxTokens || (wt != DType::F16 && wt != DType::BF16 && !quant))
         return Decision::no(label(fn, x) + " has " + llvm::Twine(tokens) + " tokens over " +

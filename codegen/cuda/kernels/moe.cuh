@@ -26,8 +26,9 @@
 // emitter's rule: 64 rows for one weight stream — a whole expert at W-moe's
 // 512-token prefill (~32 pairs an expert, rarely over 64), so its weights are
 // read once where 32-row tiles read about half of them twice (down 3.99 ->
-// 3.73 ms on the H200) — and 32 for gate|up's two streams, where 64 rows
-// doubled each block's mmas and lost (5.33 -> 6.06 ms). K advances 32 at a time
+// 3.73 ms on the H200) — and 32 for 16-bit gate|up's two streams, where 64
+// rows doubled each block's mmas and lost (5.33 -> 6.06 ms); quantised
+// gate|up takes 64 (decoding, once a tile, is its cost). K advances KT at a time
 // through shared memory: A = x rows gathered by the permutation, split into
 // hi + lo halves in the weight's mma type (~22 bits of x survive, as in the
 // GEMV); B = weight rows n (row-major [N, K] is B's column-major layout, so
@@ -37,7 +38,11 @@
 //
 // Block-quantised experts (C::kQuant, EmitOptions::groupedExpertQuant): the
 // B units come from moeLoadQ, the GEMV's block decoder writing 8 f16 weights,
-// and the mmas run in f16; nothing else changes.
+// and the mmas run in f16; x is one f16 (C::kXHalf, the quantised GEMV's rule,
+// EmitOptions::gemvQuantXHalf), so one mma per fragment instead of hi + lo.
+//
+// K advances C::KT (32 or 64) a step: the emitter's rule and its measurement
+// are in MoeEmitter.cpp.
 //
 // Scratch: [0] the tile count, tiles (int4) from int 4, the permutation after
 // them (Cfg::kTilesOff, kPermOff).
@@ -84,7 +89,8 @@ template <class C> static __device__ __forceinline__ void moeRoute(const MoeArgs
 }
 
 template <class C> struct __align__(16) MoeShared {
-  unsigned short ah[C::BM][C::KT + 8], al[C::BM][C::KT + 8]; ///< x hi / lo
+  unsigned short ah[C::BM][C::KT + 8];                         ///< x hi
+  unsigned short al[C::kXHalf ? 1 : C::BM][C::KT + 8];        ///< x lo
   unsigned short b[C::Epi::kStreams][C::BN][C::KT + 8];     ///< weight rows
   int pair[C::BM];
 };
@@ -112,36 +118,93 @@ static __device__ __forceinline__ uint4 moeLoadW(const typename Dec::T *w, long 
   return r.u;
 }
 
-/// The same unit of a block-quantised expert (C::kQuant): weights k0 .. k0 + 7
-/// of row n (k0 a multiple of 8, K of 32), decoded to f16 by the GEMV's
-/// block decoder C::Q (the unit (32-weight step, quarter) that dequant.cuh
-/// decodes). Offsets and strides are in bytes.
+/// The same unit of a block-quantised expert (C::kQuant): weights 32 · step +
+/// 8t .. + 7 of row n (K a multiple of 32), decoded to f16 by the GEMV's block
+/// decoder C::Q (the unit (32-weight step, quarter) that dequant.cuh decodes).
+/// Offsets and strides are in bytes.
+/// A quantised unit's raw bytes (C::Q::Raw); nothing for 16-bit weights.
+template <class C, bool Q = C::kQuant> struct MoeRaw {
+  struct type {};
+};
+template <class C> struct MoeRaw<C, true> {
+  using type = typename C::Q::Raw;
+};
+
 template <class C, int S>
-static __device__ __forceinline__ uint4 moeLoadQ(const unsigned char *w, long long e, long long n,
-                                                 long long k0) {
+static __device__ __forceinline__ bool moeQLive(long long n, long long step) {
+  return n < C::N && 32 * step < C::K;
+}
+
+/// The loads of that unit into raw (none past N or K).
+template <class C, int S>
+static __device__ __forceinline__ void moeLoadQRaw(const unsigned char *w, long long e,
+                                                   long long n, long long step, int t,
+                                                   typename C::Q::Raw &raw) {
   constexpr long long off = S == 0 ? C::w0_off : C::w1_off, ld = S == 0 ? C::w0_ld : C::w1_ld,
                       es = S == 0 ? C::w0_es : C::w1_es;
-  if (n >= C::N || k0 >= C::K)
-    return make_uint4(0, 0, 0, 0);
-  const long long step = k0 >> 5;
-  const int t = (int)((k0 >> 3) & 3);
-  typename C::Q::Raw raw;
-  C::Q::load(w + off + e * es + n * ld, step, t, raw);
-  return C::Q::half8(raw, step, t);
+  if (moeQLive<C, S>(n, step))
+    C::Q::load(w + off + e * es + n * ld, step, t, raw);
 }
+
+/// Its 8 f16 weights from raw (zeros past N or K).
+template <class C, int S>
+static __device__ __forceinline__ uint4 moeDecodeQ(const typename C::Q::Raw &raw, long long n,
+                                                   long long step, int t) {
+  return moeQLive<C, S>(n, step) ? C::Q::half8(raw, step, t) : make_uint4(0, 0, 0, 0);
+}
+
+template <class C, int S>
+static __device__ __forceinline__ uint4 moeLoadQ(const unsigned char *w, long long e, long long n,
+                                                 long long step, int t) {
+  typename C::Q::Raw raw;
+  moeLoadQRaw<C, S>(w, e, n, step, t, raw);
+  return moeDecodeQ<C, S>(raw, n, step, t);
+}
+
+/// Where quantised unit u of a thread lies in a k-step at k0: its tile row r,
+/// column c (of the step), 32-weight step and quarter t. C::kQRowUnits: units
+/// BU · x .. + BU - 1, quarters of one row's step; else x, x + 128, ...
+template <class C, int BU, int UR> struct MoeQUnit {
+  int r, c, t;
+  long long step;
+  __device__ __forceinline__ MoeQUnit(long long k0, int u) {
+    const int i = C::kQRowUnits ? BU * (int)threadIdx.x + u : (int)threadIdx.x + C::NT * u;
+    r = i / UR;
+    c = 8 * (i % UR);
+    if constexpr (C::kQRowUnits) {
+      // The step from the first unit's column, so the compiler sees one step
+      // (and merges the scale loads and arithmetic) for all BU <= 4 units.
+      const int c0 = 8 * ((BU * (int)threadIdx.x) % UR);
+      step = (k0 + c0) >> 5;
+      t = ((c0 >> 3) & 3) + u;
+    } else {
+      step = (k0 + c) >> 5;
+      t = (int)((k0 + c) >> 3) & 3;
+    }
+  }
+};
 
 template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<C> &a) {
   using Dec = typename C::Dec0;
-  constexpr int S = C::Epi::kStreams, BM = C::BM, BN = C::BN, KT = C::KT, NT = 128;
-  static_assert((BM == 32 || BM == 64) && BN == 64 && KT == 32, "the warp layout below");
-  constexpr int MT = BM / 16, NJ = 2 * MT, AU = BM / 32; // m tiles, n8 tiles a warp, A units
+  constexpr int S = C::Epi::kStreams, BM = C::BM, BN = C::BN, KT = C::KT, NT = C::NT;
+  static_assert((BM == 32 || BM == 64) && BN == 64 && (KT == 32 || KT == 64) &&
+                    (NT == 128 || NT == 256),
+                "the warp layout below");
+  // Warp w takes m tile w % MT and, of the CG column groups of BN / CG
+  // columns, group w / MT: NJ n8 tiles.
+  constexpr int MT = BM / 16, CG = NT / 32 / MT, NJ = BN / CG / 8;
+  static_assert(CG >= 1 && CG * MT * 32 == NT && NJ >= 1, "whole warps over the tile");
+  constexpr int UR = KT / 8; // 8-element units in a row of a k-step
+  constexpr int AU = BM * UR / NT, BU = BN * UR / NT; // A / B units a thread
+  static_assert(AU >= 1 && BU >= 1 && AU * NT == BM * UR && BU * NT == BN * UR,
+                "whole units a thread");
   __shared__ MoeShared<C> sh;
   if ((int)blockIdx.y >= a.scratch[0])
     return; // past the tile table (the whole block leaves before any barrier)
   const MoeTile tile = reinterpret_cast<const MoeTile *>(a.scratch + C::kTilesOff)[blockIdx.y];
   const int *perm = a.scratch + C::kPermOff;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int mt = warp % MT, nw = 16 * MT * (warp / MT);
+  const int mt = warp % MT, nw = (BN / CG) * (warp / MT);
   const long long n0 = (long long)blockIdx.x * BN, e = tile.group;
   const bool valid = tile.group < C::E;
   if (threadIdx.x < BM)
@@ -160,34 +223,84 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
   // Software-pipelined over k: the global loads of step k0 + KT go out
   // before step k0's mmas, so each block keeps one step's bytes in flight
   // while it computes (the first form waited a full round trip per 32-wide
-  // step: W-moe-12's 512-token prefill spent 12.2 ms, 78 %, here).
-  // A: thread i takes 8 k of rows i / 4 (+ 32).
-  const int ar = threadIdx.x >> 2, ac = 8 * (threadIdx.x & 3);
+  // step: W-moe-12's 512-token prefill spent 12.2 ms, 78 %, here). A k-step
+  // of 64 (C::KT) halves the steps, and so the round trips, of a block.
+  // Unit i of a step (A: i < BM · UR, B: i < BN · UR) is 8 k of row i / UR
+  // from column 8 · (i % UR); thread x takes units x, x + 128, ... (whole
+  // 128-byte rows of a warp's load), or, for quantised B with
+  // C::kQRowUnits, units BU · x .. + BU - 1: quarters of one row's 32-weight
+  // step, so the decoder's scale loads and scale arithmetic are the same for
+  // all of them (one per step, not one per unit, once the compiler merges
+  // them).
+  auto bUnit = [](int u) {
+    return C::kQRowUnits ? BU * (int)threadIdx.x + u : (int)threadIdx.x + NT * u;
+  };
   int ap[AU];
   const typename C::X *xr[AU];
 #pragma unroll
   for (int v = 0; v < AU; ++v) {
-    ap[v] = sh.pair[ar + 32 * v];
+    ap[v] = sh.pair[(threadIdx.x + NT * v) / UR];
     const long long atok = ap[v] >= 0 ? ap[v] / C::kk : 0, aj = ap[v] >= 0 ? ap[v] % C::kk : 0;
     xr[v] = a.x + C::x_off + atok * C::x_st + aj * C::x_sj;
   }
   float xv[AU][8];
-  uint4 wv[2][S];
+  uint4 wv[C::kQDeferred ? 1 : BU][S];
+  // Deferred decode (C::kQDeferred): a step's raw block bytes wait in
+  // registers during the mmas of the step before, and are decoded only when
+  // stored to the tile; otherwise loadStep decodes them as soon as they
+  // arrive, before the mmas it is meant to overlap.
+  typename MoeRaw<C>::type wq[C::kQDeferred ? BU : 1][S];
   auto loadStep = [&](long long k0) {
 #pragma unroll
-    for (int v = 0; v < AU; ++v)
+    for (int v = 0; v < AU; ++v) {
+      const long long k = k0 + 8 * ((threadIdx.x + NT * v) % UR);
+      if constexpr (C::kXVec) { // f32 rows, 16-byte aligned units
+        if (ap[v] >= 0 && k + 8 <= C::K) {
+          const float4 lo = *reinterpret_cast<const float4 *>(xr[v] + k);
+          const float4 hi = *reinterpret_cast<const float4 *>(xr[v] + k + 4);
+          xv[v][0] = lo.x, xv[v][1] = lo.y, xv[v][2] = lo.z, xv[v][3] = lo.w;
+          xv[v][4] = hi.x, xv[v][5] = hi.y, xv[v][6] = hi.z, xv[v][7] = hi.w;
+          continue;
+        }
+      }
 #pragma unroll
       for (int i = 0; i < 8; ++i)
-        xv[v][i] = ap[v] >= 0 && k0 + ac + i < C::K ? fg_to_f(xr[v][(k0 + ac + i) * C::x_ks])
-                                                    : 0.0f;
+        xv[v][i] = ap[v] >= 0 && k + i < C::K ? fg_to_f(xr[v][(k + i) * C::x_ks]) : 0.0f;
+    }
+    if constexpr (C::kQDeferred) {
+      static_assert(!C::kQRowUnits || BU <= 4, "a thread's units lie in one 32-weight step");
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int i = threadIdx.x + NT * u, r = i >> 2, c = 8 * (i & 3);
-      if constexpr (C::kQuant) {
-        wv[u][0] = moeLoadQ<C, 0>(a.w0, e, n0 + r, k0 + c);
+      for (int u = 0; u < BU; ++u) {
+        const MoeQUnit<C, BU, UR> q(k0, u);
+        moeLoadQRaw<C, 0>(a.w0, e, n0 + q.r, q.step, q.t, wq[u][0]);
         if constexpr (S == 2)
-          wv[u][S - 1] = moeLoadQ<C, 1>(a.w1, e, n0 + r, k0 + c);
-      } else {
+          moeLoadQRaw<C, 1>(a.w1, e, n0 + q.r, q.step, q.t, wq[u][S - 1]);
+      }
+    } else if constexpr (C::kQRowUnits) {
+      // One row, one 32-weight step, quarters t0 .. t0 + BU - 1.
+      static_assert(BU <= 4, "a thread's quantised units lie in one 32-weight step");
+      const int i0 = BU * (int)threadIdx.x, r = i0 / UR, c0 = 8 * (i0 % UR);
+      const long long step = (k0 + c0) >> 5;
+      const int t0 = (c0 >> 3) & 3;
+#pragma unroll
+      for (int u = 0; u < BU; ++u) {
+        wv[u][0] = moeLoadQ<C, 0>(a.w0, e, n0 + r, step, t0 + u);
+        if constexpr (S == 2)
+          wv[u][S - 1] = moeLoadQ<C, 1>(a.w1, e, n0 + r, step, t0 + u);
+      }
+    } else if constexpr (C::kQuant) {
+#pragma unroll
+      for (int u = 0; u < BU; ++u) {
+        const int i = bUnit(u), r = i / UR, c = 8 * (i % UR);
+        const long long k = k0 + c;
+        wv[u][0] = moeLoadQ<C, 0>(a.w0, e, n0 + r, k >> 5, (int)(k >> 3) & 3);
+        if constexpr (S == 2)
+          wv[u][S - 1] = moeLoadQ<C, 1>(a.w1, e, n0 + r, k >> 5, (int)(k >> 3) & 3);
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < BU; ++u) {
+        const int i = bUnit(u), r = i / UR, c = 8 * (i % UR);
         wv[u][0] = moeLoadW<C, typename C::Dec0, 0>(a.w0, e, n0 + r, k0 + c);
         if constexpr (S == 2)
           wv[u][S - 1] = moeLoadW<C, typename C::Dec1, 1>(a.w1, e, n0 + r, k0 + c);
@@ -197,25 +310,39 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
   if (valid)
     loadStep(0);
   for (long long k0 = 0; valid && k0 < C::K; k0 += KT) {
-    // A: BM rows × 32 k, AU 8-element units per thread, split hi + lo.
+    // A: BM rows × KT k, AU 8-element units per thread, split hi + lo (or
+    // one half, C::kXHalf).
 #pragma unroll
-    for (int v = 0; v < AU; ++v)
+    for (int v = 0; v < AU; ++v) {
+      const int i = threadIdx.x + NT * v, ar = i / UR, ac = 8 * (i % UR);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const unsigned hi = Dec::pack(xv[v][2 * i], xv[v][2 * i + 1]);
-        float h0, h1;
-        Dec::unpack(hi, h0, h1);
-        const unsigned lo = Dec::pack(xv[v][2 * i] - h0, xv[v][2 * i + 1] - h1);
-        *reinterpret_cast<unsigned *>(&sh.ah[ar + 32 * v][ac + 2 * i]) = hi;
-        *reinterpret_cast<unsigned *>(&sh.al[ar + 32 * v][ac + 2 * i]) = lo;
+      for (int q = 0; q < 4; ++q) {
+        const unsigned hi = Dec::pack(xv[v][2 * q], xv[v][2 * q + 1]);
+        *reinterpret_cast<unsigned *>(&sh.ah[ar][ac + 2 * q]) = hi;
+        if constexpr (!C::kXHalf) {
+          float h0, h1;
+          Dec::unpack(hi, h0, h1);
+          const unsigned lo = Dec::pack(xv[v][2 * q] - h0, xv[v][2 * q + 1] - h1);
+          *reinterpret_cast<unsigned *>(&sh.al[ar][ac + 2 * q]) = lo;
+        }
       }
-    // B: per stream 64 rows × 32 k, two 16-byte units per thread.
+    }
+    // B: per stream 64 rows × KT k, BU 16-byte units per thread.
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int i = threadIdx.x + NT * u, r = i >> 2, c = 8 * (i & 3);
+    for (int u = 0; u < BU; ++u) {
+      if constexpr (C::kQDeferred) {
+        const MoeQUnit<C, BU, UR> q(k0, u);
+        *reinterpret_cast<uint4 *>(&sh.b[0][q.r][q.c]) =
+            moeDecodeQ<C, 0>(wq[u][0], n0 + q.r, q.step, q.t);
+        if constexpr (S == 2)
+          *reinterpret_cast<uint4 *>(&sh.b[S - 1][q.r][q.c]) =
+              moeDecodeQ<C, 1>(wq[u][S - 1], n0 + q.r, q.step, q.t);
+      } else {
+        const int i = bUnit(u), r = i / UR, c = 8 * (i % UR);
 #pragma unroll
-      for (int s = 0; s < S; ++s)
-        *reinterpret_cast<uint4 *>(&sh.b[s][r][c]) = wv[u][s];
+        for (int s = 0; s < S; ++s)
+          *reinterpret_cast<uint4 *>(&sh.b[s][r][c]) = wv[u][s];
+      }
     }
     __syncthreads();
     if (k0 + KT < C::K)
@@ -227,10 +354,13 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
                               *reinterpret_cast<const unsigned *>(&sh.ah[ra + 8][kc]),
                               *reinterpret_cast<const unsigned *>(&sh.ah[ra][kc + 8]),
                               *reinterpret_cast<const unsigned *>(&sh.ah[ra + 8][kc + 8])};
-      const unsigned al[4] = {*reinterpret_cast<const unsigned *>(&sh.al[ra][kc]),
-                              *reinterpret_cast<const unsigned *>(&sh.al[ra + 8][kc]),
-                              *reinterpret_cast<const unsigned *>(&sh.al[ra][kc + 8]),
-                              *reinterpret_cast<const unsigned *>(&sh.al[ra + 8][kc + 8])};
+      unsigned al[4] = {0, 0, 0, 0};
+      if constexpr (!C::kXHalf) {
+        al[0] = *reinterpret_cast<const unsigned *>(&sh.al[ra][kc]);
+        al[1] = *reinterpret_cast<const unsigned *>(&sh.al[ra + 8][kc]);
+        al[2] = *reinterpret_cast<const unsigned *>(&sh.al[ra][kc + 8]);
+        al[3] = *reinterpret_cast<const unsigned *>(&sh.al[ra + 8][kc + 8]);
+      }
 #pragma unroll
       for (int s = 0; s < S; ++s)
 #pragma unroll
@@ -239,7 +369,8 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
           const unsigned b0 = *reinterpret_cast<const unsigned *>(&sh.b[s][nb][kc]);
           const unsigned b1 = *reinterpret_cast<const unsigned *>(&sh.b[s][nb][kc + 8]);
           Dec::mma(acc[s][j], ah, b0, b1);
-          Dec::mma(acc[s][j], al, b0, b1);
+          if constexpr (!C::kXHalf)
+            Dec::mma(acc[s][j], al, b0, b1);
         }
     }
     __syncthreads();

@@ -994,13 +994,24 @@ TEST(CudaEmit, GroupedExpertGemm) {
       {512, 1, 128, 768, 2048, 8, DType::BF16, true, false}, // W-moe gate|up
       {512, 8, 128, 2048, 768, 8, DType::F16, false, false}, // W-moe down
   };
-  for (int64_t rows : {64, 32})
+  // Both tile heights with a 32-wide k-step, and both with a 64-wide one; 256
+  // threads a block with 32 rows × 64-wide steps (and asked for with 32 × 32,
+  // where a thread would hold half a unit: 128).
+  struct Tiling {
+    int64_t rows, kt, threads;
+  };
+  const Tiling tilings[] = {{64, 32, 128}, {32, 32, 128}, {32, 64, 128},
+                            {64, 64, 128}, {32, 64, 256}, {32, 32, 256}};
+  for (auto [rows, kt, threads] : tilings)
   for (const Case &c : cases) {
-    SCOPED_TRACE(
-        llvm::formatv("T={0} E={1} N={2} K={3} kk={4} rows {5}", c.T, c.E, c.N, c.K, c.kk, rows)
-            .str());
+    SCOPED_TRACE(llvm::formatv("T={0} E={1} N={2} K={3} kk={4} rows {5} k-step {6} threads {7}",
+                               c.T, c.E, c.N, c.K, c.kk, rows, kt, threads)
+                     .str());
     EmitOptions o;
     o.groupedExpertRows = rows;
+    o.groupedExpertKT = kt;
+    o.groupedExpertThreads = threads;
+    const unsigned nt = threads == 256 && rows * kt / 8 >= 256 ? 256 : 128;
     auto build = [&](Builder &b) {
       auto x = b.input("x", T(DType::F32, {c.T, c.X, c.K}));
       auto ids = b.input("ids", T(DType::I32, {c.T, c.kk}));
@@ -1025,6 +1036,10 @@ TEST(CudaEmit, GroupedExpertGemm) {
     int64_t pairs = c.T * c.kk;
     int64_t tiles = pairs / rows + std::min(c.E + 1, pairs);
     EXPECT_TRUE(contains(gemm, "BM = " + std::to_string(rows) + ","));
+    EXPECT_TRUE(contains(gemm, "KT = " + std::to_string(kt) + ","));
+    // f32 x rows of whole 16-byte units load as float4 pairs.
+    EXPECT_TRUE(contains(gemm, "kXVec = true"));
+    EXPECT_TRUE(contains(gemm, "kXHalf = false")); // 16-bit weights: x as hi + lo
     // The rule (groupedExpertRows = 0): 64 rows for one stream, 32 for two.
     EmitOptions rule;
     auto ruled = emitAll(build, {}, rule);
@@ -1037,7 +1052,8 @@ TEST(CudaEmit, GroupedExpertGemm) {
     EXPECT_TRUE(contains(gemm, "fg::moeGemm<Cfg>("));
     EXPECT_EQ(gemm.grid[0], unsigned((c.N + 63) / 64));
     EXPECT_EQ(gemm.grid[1], unsigned(tiles));
-    EXPECT_EQ(gemm.block[0], 128u);
+    EXPECT_EQ(gemm.block[0], nt);
+    EXPECT_TRUE(contains(gemm, "NT = " + std::to_string(nt) + ";"));
     std::vector<Param> params = {Param::result(0), Param::scratch(), Param::operand(0),
                                  Param::operand(1)};
     if (c.gated)
@@ -1109,7 +1125,7 @@ TEST(CudaEmit, ViewsEmitNothingAndComposeLayouts) {
 }
 
 /// Block-quantised experts in the grouped GEMM (EmitOptions::
-/// groupedExpertQuant, opt-in): the B units decoded by the GEMV's block
+/// groupedExpertQuant, the default): the B units decoded by the GEMV's block
 /// decoder (fg::Dec...) into f16 mmas, the weights' offsets and strides in
 /// bytes; every block type with a decoder compiles. Off, or with K not a
 /// multiple of 32, the expert-indexed GEMV keeps them.
@@ -1151,12 +1167,50 @@ TEST(CudaEmit, GroupedExpertGemmQuantised) {
       const int64_t row = 256 / qi.blockElems * qi.blockBytes;
       EXPECT_TRUE(contains(gemm, "w0_ld = " + std::to_string(row) + "LL")) << row;
       EXPECT_TRUE(contains(gemm, "w0_es = " + std::to_string(96 * row) + "LL"));
+      EXPECT_TRUE(contains(gemm, "kXHalf = true")); // x as one f16, the quantised GEMV's rule
+      // The rule: a 64-wide k-step, 64-row tiles; one row's step a thread
+      // for one stream.
+      EXPECT_TRUE(contains(gemm, "KT = 64,"));
+      EXPECT_TRUE(contains(gemm, "BM = 64,"));
+      EXPECT_TRUE(contains(gemm, gated ? "kQRowUnits = false" : "kQRowUnits = true"));
     }
-  // Off (the default), the GEMV; on, K = 96 (three 32-weight steps of q8_0
+  // The other forms over quantised gate|up: a 32-wide k-step with one row's
+  // step a thread.
+  EmitOptions narrow = on;
+  narrow.groupedExpertKT = 32;
+  narrow.groupedExpertQuantRowUnits = 1;
+  auto q32 = emitAll(build(DType::Q4_K, 256, true), {}, narrow);
+  ASSERT_EQ(q32.size(), 2u);
+  EXPECT_TRUE(contains(kernel(q32, 1), "KT = 32,"));
+  EXPECT_TRUE(contains(kernel(q32, 1), "kQRowUnits = true"));
+  // Deferred decode (opt-in): raw bytes held through the mmas, in both unit
+  // mappings (gate|up spread by the rule, one stream by row).
+  EmitOptions deferred = on;
+  deferred.groupedExpertQuantDeferred = true;
+  for (bool gated : {true, false}) {
+    SCOPED_TRACE(gated ? "deferred gated" : "deferred");
+    auto d = emitAll(build(DType::Q4_K, 256, gated), {}, deferred);
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_TRUE(contains(kernel(d, 1), "kQDeferred = true"));
+    EXPECT_TRUE(contains(kernel(d, 1), gated ? "kQRowUnits = false" : "kQRowUnits = true"));
+  }
+  EXPECT_TRUE(contains(kernel(q32, 1), "kQDeferred = false"));
+  // 256 threads a block (opt-in), quantised gate|up: 64-row tiles, 64-wide
+  // steps, two units a thread.
+  EmitOptions wide = on;
+  wide.groupedExpertThreads = 256;
+  auto q256 = emitAll(build(DType::Q4_K, 256, true), {}, wide);
+  ASSERT_EQ(q256.size(), 2u);
+  EXPECT_TRUE(contains(kernel(q256, 1), "NT = 256;"));
+  EXPECT_EQ(kernel(q256, 1).block[0], 256u);
+  // On by default; off, the GEMV. K = 96 (three 32-weight steps of q8_0
   // blocks) is taken.
-  auto off = emitAll(build(DType::Q4_K, 256, false));
-  ASSERT_EQ(off.size(), 1u);
-  EXPECT_TRUE(contains(kernel(off, 0), "fg::gemv<Cfg>("));
+  EXPECT_EQ(emitAll(build(DType::Q4_K, 256, false)).size(), 2u);
+  EmitOptions off;
+  off.groupedExpertQuant = false;
+  auto gemv = emitAll(build(DType::Q4_K, 256, false), {}, off);
+  ASSERT_EQ(gemv.size(), 1u);
+  EXPECT_TRUE(contains(kernel(gemv, 0), "fg::gemv<Cfg>("));
   EXPECT_EQ(emitAll(build(DType::Q8_0, 96, true), {}, on).size(), 2u);
   // GpuQuantGemv.GroupedExpertGemmQuantised's K (288: q4_0/q4_1/q8_0) is taken.
   EXPECT_EQ(emitAll(build(DType::Q4_1, 288, false), {}, on).size(), 2u);
@@ -2014,6 +2068,23 @@ TEST(CudaEmit, QuantisedGetRowsAndPrefillMatmul) {
     EXPECT_EQ(gemm.a.byteOffset, xBytes);
     EXPECT_EQ(gemm.scratchBytes, xBytes + 40 * K * 2);
     EXPECT_EQ(deq.scratchBytes, gemm.scratchBytes);
+    EXPECT_TRUE(contains(deq, "kUnits = 1;"));
+    EXPECT_EQ(deq.grid[0], unsigned((40 * (K / 32) * 4 + 255) / 256));
+  }
+  // Four units a thread (EmitOptions::dequantUnits): a quarter of the blocks.
+  for (DType wt : {DType::Q4_K, DType::Q8_0}) {
+    SCOPED_TRACE(std::string(dtypeName(wt)) + " four units a thread");
+    EmitOptions four;
+    four.dequantUnits = 4;
+    const int64_t K = 512;
+    auto ls = emitAll(
+        [&](Builder &b) {
+          b.result(b.matmul(b.input("x", T(DType::F32, {16, K})), b.weight("w", T(wt, {300, K}))));
+        },
+        {}, four);
+    ASSERT_EQ(ls.size(), 3u);
+    EXPECT_TRUE(contains(kernel(ls, 0), "kUnits = 4;"));
+    EXPECT_EQ(kernel(ls, 0).grid[0], unsigned((300 * (K / 32) * 4 + 1023) / 1024));
   }
 }
 
@@ -2041,9 +2112,12 @@ public:
     // sources; the others share their default's) and moe_weighted_sum_add's
     // residual forms (4), 409 before the eleventh's rope_attention (4) and
     // quantised grouped expert GEMM (4 forms + 3 shapes, 2 kernels each, and
-    // the GEMV it replaces, off):
+    // the GEMV it replaces, off), 428 before the twelfth's 64-wide k-step of
+    // the grouped GEMM (10 16-bit forms, 1 quantised), four-unit dequant (2)
+    // the deferred quantised decode (2) and 256-thread blocks (5 16-bit, 1
+    // quantised):
     // each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 428u);
+    EXPECT_LE(compiled().compiles, 470u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =

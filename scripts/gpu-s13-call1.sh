@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The next session's first GPU call (written in the twelfth, after its last
+# call): the grouped expert GEMM's opt-in forms.
+#  - FG_DEBUG_MOE_THREADS=256: 256 threads a block, half the registers a
+#    thread (ptxas: q4_K gate|up 248 -> 124, down 126 -> 78; f16 gate|up
+#    130 -> 82, down 168 -> 80), twice the warps an SM;
+#  - FG_DEBUG_MOE_QDEFER=1: quantised raw bytes held through the previous
+#    step's mmas, decoded when stored to the tile.
+# 1. GPU tests with each (the grouped GEMMs incl. W-moe shapes, prefill-then-
+#    decode, quantised workloads), memcheck over the grouped tests at 256;
+# 2. W-moe-12 f16 and q4_K 512-token prefill: default, 256, 256 + deferred
+#    (q4_K), 256 + 64-row tiles (f16), interleaved, with breakdowns.
+#   bash scripts/gpu-s13-call1.sh DEADLINE_S  (carry [".gpu"])
+set -uo pipefail
+source .gpu/env.sh
+S=$SECONDS; D=${1:-560}
+left() { echo $((D - (SECONDS - S))); }
+export FG_KERNEL_CACHE=/tmp/fgk0
+T=$(command -v fusegraph_gpu_tests)
+F='GpuQuantGemv.GroupedExpertGemmQuantised:GpuGroupedExpert*:GpuPrefillThenDecode*:Types/GpuQuantWorkload*'
+FG_DEBUG_MOE_THREADS=256 timeout 150 "$T" --gtest_filter="$F" > "$OUT/tests-256.txt" 2>&1
+echo "tests 256 rc $? after $((SECONDS - S)) s: $(grep -E '^\[  (PASSED|FAILED)|FAILED  \]' "$OUT/tests-256.txt" | head -8 | tr '\n' ' ')"
+FG_DEBUG_MOE_THREADS=256 FG_DEBUG_MOE_QDEFER=1 timeout 60 "$T" \
+  --gtest_filter='GpuQuantGemv.GroupedExpertGemmQuantised:Types/GpuQuantWorkload*' > "$OUT/tests-256-defer.txt" 2>&1
+echo "tests 256+defer rc $? after $((SECONDS - S)) s: $(grep -E '^\[  (PASSED|FAILED)|FAILED  \]' "$OUT/tests-256-defer.txt" | head -8 | tr '\n' ' ')"
+FG_DEBUG_MOE_QDEFER=1 timeout 60 "$T" --gtest_filter='GpuQuantGemv.GroupedExpertGemmQuantised' > "$OUT/tests-defer.txt" 2>&1
+echo "tests defer rc $? after $((SECONDS - S)) s: $(grep -E '^\[  (PASSED|FAILED)|FAILED  \]' "$OUT/tests-defer.txt" | head -4 | tr '\n' ' ')"
+FG_UNDER_SANITIZER=memcheck FG_DEBUG_MOE_THREADS=256 FG_DEBUG_MOE_QDEFER=1 timeout 100 compute-sanitizer --tool memcheck --print-limit 5 \
+  "$T" --gtest_filter='GpuQuantGemv.GroupedExpertGemmQuantised:GpuGroupedExpert.ZeroOne*:GpuGroupedExpert.AllPairs*' > "$OUT/memcheck.txt" 2>&1
+echo "memcheck rc $? after $((SECONDS - S)) s: $(grep -E 'ERROR SUMMARY|PASSED|FAILED  \]' "$OUT/memcheck.txt" | tr '\n' ' ')"
+run() { # label, env...
+  local label=$1; shift
+  [ $(left) -gt 60 ] || { echo "skipped: $label"; return; }
+  echo "== $W $label"
+  env "$@" timeout $(( $(left) - 15 )) fusegraph bench --workload "$W" --prefill 512 --steps 5 --warmup 2 --breakdown > /tmp/p.txt 2>&1
+  grep -E "prefill_512  |matmul_id" /tmp/p.txt | head -4
+}
+{
+W=w-moe-12-q4_k
+run "default" FG_X=1
+run "256 threads" FG_DEBUG_MOE_THREADS=256
+run "256 threads + deferred decode" FG_DEBUG_MOE_THREADS=256 FG_DEBUG_MOE_QDEFER=1
+W=w-moe-12
+run "default" FG_X=1
+run "256 threads" FG_DEBUG_MOE_THREADS=256
+run "256 threads + 64-row gate|up" FG_DEBUG_MOE_THREADS=256 FG_DEBUG_MOE_ROWS=64
+W=w-moe-12-q4_k
+run "default again" FG_X=1
+run "256 threads again" FG_DEBUG_MOE_THREADS=256
+} 2>&1 | tee "$OUT/steps.txt"
+echo "done after $((SECONDS - S)) s"
