@@ -5,9 +5,10 @@
 // the same teacher-forced logits as the same prompt fed one token at a time
 // through `decode`, for prompt lengths 1, 63, 64, 65, 511 and chunked long
 // prompts (several full chunks, then a padded one). The demo MoE decoder with
-// f32 weights (1e-3) and with f16 weights (1e-2: the grouped GEMM takes the
-// 16-bit expert weights), both on the GPU; short prompts also against the
-// CPU reference's decode-only run.
+// f32 weights (1e-3), with f16 weights (1e-2: the grouped GEMM takes the
+// 16-bit expert weights) and with q4_K / q8_0 weights (1e-2; there also 2047
+// and 2049), all on the GPU; short prompts also against the CPU reference's
+// decode-only run.
 //
 //===----------------------------------------------------------------------===//
 #include "GpuTestUtil.h"
@@ -104,6 +105,44 @@ void checkLengths(DType weights, double tol, std::vector<int64_t> buckets,
   }
 }
 
+void checkQuantisedLengths(std::vector<int64_t> lengths) {
+  constexpr int64_t kLongCtx = 2304;
+  auto plan = [&](std::vector<int64_t> buckets) {
+    DecoderConfig c = demoConfig(kLongCtx, DType::F16);
+    c.weightDType = DType::F16;
+    c.weightDTypeOf = [](const DecoderConfig &, llvm::StringRef, DType dflt,
+                         llvm::ArrayRef<int64_t> shape) {
+      if (dflt != DType::F16 || shape.empty() || shape.back() % 32 != 0)
+        return dflt;
+      return shape.back() % 256 == 0 ? DType::Q4_K : DType::Q8_0;
+    };
+    auto g = buildDecoderGraph(c, decoderEntries(buckets));
+    EXPECT_TRUE(bool(g)) << errString(g.takeError());
+    auto p = compile(*g, CompileOptions{});
+    EXPECT_TRUE(bool(p)) << errString(p.takeError());
+    return std::move(*p);
+  };
+  Plan prefill = plan({64, 512}), decodeOnly = plan({});
+  // The weights stayed quantised (the matrices, not a retyped f16 copy).
+  int quantised = 0;
+  for (const Argument &a : prefill.graph().lookup("decode")->arguments())
+    quantised += isQuantized(prefill.graph().lookup("decode")->value(a.value).type.dtype);
+  EXPECT_GE(quantised, 8) << "q4_K / q8_0 weights in the plan";
+  for (int64_t n : lengths) {
+    std::vector<int32_t> prompt = promptOf(n);
+    Run a = generate(prefill, ExecOptions::Device::Cuda, prompt, kForced);
+    Run b = generate(decodeOnly, ExecOptions::Device::Cuda, prompt, kForced);
+    std::string what = "q4_K/q8_0 prompt of " + std::to_string(n) + " via " +
+                       describeChunks(planPromptChunks(prefillBuckets(prefill.graph()), 0, n,
+                                                       kLongCtx));
+    expectSameRows(a, b, 1e-2, what);
+    if (n == 65 || n == 511) {
+      Run c = generate(decodeOnly, ExecOptions::Device::Cpu, prompt, kForced);
+      expectSameRows(a, c, 1e-2, what + " (cpu decode-only)");
+    }
+  }
+}
+
 } // namespace
 
 TEST(GpuPrefillThenDecode, F32WeightsEqualsDecodeOnly) {
@@ -116,6 +155,19 @@ TEST(GpuPrefillThenDecode, F16WeightsEqualsDecodeOnly) {
   FG_REQUIRE_GPU();
   checkLengths(DType::F16, 1e-2, {64, 512}, {1, 63, 64, 65, 511}, false);
   checkLengths(DType::F16, 1e-2, {64, 512}, {65}, true);
+}
+
+/// Block-quantised weights (the default since the twelfth session: quantised
+/// experts through the grouped GEMM, the dense prefill matmuls through the
+/// f16 decode + cuBLAS, decode steps through the native GEMVs): q4_K for rows
+/// of whole 256-blocks (q, k, v, o, gate|up experts, lm head, embedding),
+/// q8_0 for the expert down projection (K = 128), a fallback mix like a real
+/// file's; every prompt length of issue 15, 2047 and 2049 as chunks of 512
+/// and a padded last one. GPU prefill-then-decode against GPU decode-only,
+/// and short prompts against the CPU reference's decode-only run.
+TEST(GpuPrefillThenDecode, QuantisedWeightsEqualsDecodeOnly) {
+  FG_REQUIRE_GPU();
+  checkQuantisedLengths({1, 63, 64, 65, 511, 2047, 2049});
 }
 
 /// Longer than the largest bucket: full chunks, then a padded one (or decode).

@@ -20,9 +20,10 @@
 //             un-permute is the store). Blocks past the table's length exit.
 //
 // Fragments (mma.m16n8k16, see attention_prefill.cuh for the layouts): BM =
-// 64 rows (four m16 tiles) or 32 (two) × BN = 64 columns; with MT = BM / 16
-// m tiles, warp w takes m tile w % MT and the 2 · MT n8 tiles from column
-// 16 · MT · (w / MT) (BM = 64: all 64 columns; BM = 32: 32 of them). The
+// 64 rows (four m16 tiles) or 32 (two) × BN = 64 columns over NT = 128 or 256
+// threads; with MT = BM / 16 m tiles and CG = NT / 32 / MT column groups,
+// warp w takes m tile w % MT and the BN / CG / 8 n8 tiles of group w / MT
+// (128 threads: BM = 64, all 64 columns; BM = 32, 32 of them). The
 // emitter's rule: 64 rows for one weight stream — a whole expert at W-moe's
 // 512-token prefill (~32 pairs an expert, rarely over 64), so its weights are
 // read once where 32-row tiles read about half of them twice (down 3.99 ->
@@ -118,10 +119,6 @@ static __device__ __forceinline__ uint4 moeLoadW(const typename Dec::T *w, long 
   return r.u;
 }
 
-/// The same unit of a block-quantised expert (C::kQuant): weights 32 · step +
-/// 8t .. + 7 of row n (K a multiple of 32), decoded to f16 by the GEMV's block
-/// decoder C::Q (the unit (32-weight step, quarter) that dequant.cuh decodes).
-/// Offsets and strides are in bytes.
 /// A quantised unit's raw bytes (C::Q::Raw); nothing for 16-bit weights.
 template <class C, bool Q = C::kQuant> struct MoeRaw {
   struct type {};
@@ -130,6 +127,10 @@ template <class C> struct MoeRaw<C, true> {
   using type = typename C::Q::Raw;
 };
 
+/// A unit of a block-quantised expert (C::kQuant): weights 32 · step + 8t ..
+/// + 7 of row n (K a multiple of 32), decoded to f16 by the GEMV's block
+/// decoder C::Q (the unit (32-weight step, quarter) that dequant.cuh decodes).
+/// Offsets and strides are in bytes. Live: inside N and K.
 template <class C, int S>
 static __device__ __forceinline__ bool moeQLive(long long n, long long step) {
   return n < C::N && 32 * step < C::K;
@@ -163,7 +164,7 @@ static __device__ __forceinline__ uint4 moeLoadQ(const unsigned char *w, long lo
 
 /// Where quantised unit u of a thread lies in a k-step at k0: its tile row r,
 /// column c (of the step), 32-weight step and quarter t. C::kQRowUnits: units
-/// BU · x .. + BU - 1, quarters of one row's step; else x, x + 128, ...
+/// BU · x .. + BU - 1, quarters of one row's step; else x, x + NT, ...
 template <class C, int BU, int UR> struct MoeQUnit {
   int r, c, t;
   long long step;
@@ -226,7 +227,7 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
   // step: W-moe-12's 512-token prefill spent 12.2 ms, 78 %, here). A k-step
   // of 64 (C::KT) halves the steps, and so the round trips, of a block.
   // Unit i of a step (A: i < BM · UR, B: i < BN · UR) is 8 k of row i / UR
-  // from column 8 · (i % UR); thread x takes units x, x + 128, ... (whole
+  // from column 8 · (i % UR); thread x takes units x, x + NT, ... (whole
   // 128-byte rows of a warp's load), or, for quantised B with
   // C::kQRowUnits, units BU · x .. + BU - 1: quarters of one row's 32-weight
   // step, so the decoder's scale loads and scale arithmetic are the same for
