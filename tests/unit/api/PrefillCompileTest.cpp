@@ -17,6 +17,8 @@
 // 4. glu_convert and rms_norm_mul_convert (on by default; dense FFN): the GLU
 // and the norms write the GEMMs' f16 inputs, gemm-inputs runs before fuse,
 // and the logits are those of the plan without them.
+// 5. With q4_K / q8_0 weights, the chunk's quantised expert gate|up + GLU
+// fuses (the CUDA target groups quantised experts) and matches unfused.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/Compile.h"
@@ -230,6 +232,42 @@ TEST(PrefillFusion, GatedExpertsOfAChunkFuseAndMatchUnfused) {
   EXPECT_EQ(count(*plain.graph().lookup("prefill_16"), OpKind::FusedGatedMatmulId), 0u);
   // On by default (measured on the H200, eighth session).
   EXPECT_GT(count(*demoF16(false).graph().lookup("prefill_16"), OpKind::FusedGatedMatmulId), 0u);
+  expectSameRows(teacherForced(fused), teacherForced(plain), 1e-4);
+}
+
+/// Block-quantised weights (q4_K where rows are whole 256-blocks, q8_0 for the
+/// expert down projection, K = 128): the CUDA target groups quantised experts
+/// (EmitOptions::groupedExpertQuant, on by default), so the chunk's gate|up +
+/// GLU fuses over q4_K, the CUDA program compiles, and the CPU reference
+/// gives the unfused plan's logits. (The same plan's GPU run:
+/// GpuPrefillThenDecode.QuantisedWeightsEqualsDecodeOnly.)
+TEST(PrefillFusion, QuantisedExpertsOfAChunkFuseAndMatchUnfused) {
+  auto plan = [](bool fusion) {
+    DecoderConfig c = demoConfig(64, DType::F16);
+    c.weightDType = DType::F16;
+    c.weightDTypeOf = [](const DecoderConfig &, llvm::StringRef, DType dflt,
+                         llvm::ArrayRef<int64_t> shape) {
+      if (dflt != DType::F16 || shape.empty() || shape.back() % 32 != 0)
+        return dflt;
+      return shape.back() % 256 == 0 ? DType::Q4_K : DType::Q8_0;
+    };
+    auto g = buildDecoderGraph(c, decoderEntries({16}));
+    EXPECT_TRUE(bool(g)) << llvm::toString(g.takeError());
+    CompileOptions co;
+    co.fusion = fusion;
+    auto p = compile(*g, co);
+    EXPECT_TRUE(bool(p)) << llvm::toString(p.takeError());
+    return std::move(*p);
+  };
+  Plan fused = plan(true), plain = plan(false);
+  const Function *pre = fused.graph().lookup("prefill_16");
+  ASSERT_NE(pre, nullptr);
+  unsigned q4kGated = 0;
+  for (const Node &node : pre->nodes())
+    q4kGated += node.kind == OpKind::FusedGatedMatmulId &&
+                pre->type(node.operands[1]).dtype == DType::Q4_K;
+  EXPECT_EQ(q4kGated, 2u); // one a layer
+  EXPECT_EQ(count(*plain.graph().lookup("prefill_16"), OpKind::FusedGatedMatmulId), 0u);
   expectSameRows(teacherForced(fused), teacherForced(plain), 1e-4);
 }
 
