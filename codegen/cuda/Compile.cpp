@@ -314,8 +314,6 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.groupedExpertRows = *n;
   if (auto n = envInt("FG_DEBUG_MOE_KT", 32, 64); n && (*n == 32 || *n == 64))
     emit.groupedExpertKT = *n;
-  if (auto n = envInt("FG_DEBUG_DEQUANT_UNITS", 1, 4); n && (*n == 1 || *n == 4))
-    emit.dequantUnits = static_cast<int>(*n);
   if (auto n = envInt("FG_DEBUG_MOE_THREADS", 128, 256); n && (*n == 128 || *n == 256))
     emit.groupedExpertThreads = *n;
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_MOE_QDEFER"); v && !v->empty())

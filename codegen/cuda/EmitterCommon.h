@@ -124,7 +124,6 @@ struct DequantDesc {
   bool gather = false;                   ///< row r reads row ids[idsOff + r·idsS]
   int64_t idsOff = 0, idsS = 1;
   Param outParam = Param::result(0), wParam = Param::operand(0), idsParam = Param::operand(1);
-  int units = 1; ///< 8-weight units a thread decodes, 1 or 4 (EmitOptions::dequantUnits)
 };
 KernelSpec dequantKernel(const DequantDesc &d);
 /// get_rows of a quantised table [V, K] by ids [T] (QuantEmitter.cpp).

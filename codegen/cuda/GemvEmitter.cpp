@@ -104,8 +104,7 @@ llvm::Error makeLtAddend(const Function &fn, const Node &node, llvm::ArrayRef<La
 /// rows, then cuBLAS. Scratch: [x f16 | W f16], each 256-byte aligned; the
 /// weight stays quantised in device memory.
 llvm::Expected<std::vector<Launch>> emitCublasQuant(const Function &fn, const Node &node,
-                                                    llvm::ArrayRef<Layout> ls,
-                                                    const EmitOptions &o) {
+                                                    llvm::ArrayRef<Layout> ls) {
   const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
   const Layout &xl = ls[0], &wl = ls[1];
   int64_t N = wt.shape[0], K = wt.shape[1], M = xt.numRows();
@@ -131,7 +130,6 @@ llvm::Expected<std::vector<Launch>> emitCublasQuant(const Function &fn, const No
   dq.oLd = K;
   dq.outParam = Param::scratch();
   dq.wParam = Param::operand(1);
-  dq.units = o.dequantUnits == 4 ? 4 : 1;
   KernelSpec deq = dequantKernel(dq);
   deq.scratchBytes = total;
   out.push_back(std::move(deq));
@@ -168,11 +166,11 @@ llvm::Expected<std::vector<Launch>> emitCublasQuant(const Function &fn, const No
 }
 
 llvm::Expected<std::vector<Launch>> emitCublas(const Function &fn, const Node &node,
-                                               llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
+                                               llvm::ArrayRef<Layout> ls) {
   const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
   const Layout &xl = ls[0], &wl = ls[1];
   if (isQuantized(wt.dtype))
-    return emitCublasQuant(fn, node, ls, o);
+    return emitCublasQuant(fn, node, ls);
   if (!isGemmType(wt.dtype))
     return unsupported(node, "weight dtype " + std::string(dtypeName(wt.dtype)) + " for cuBLAS");
   if (wl.strides[1] != 1 || wl.strides[0] < wt.shape[1])
@@ -935,7 +933,7 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
     const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
     int64_t rows = xt.numRows();
     if (rows > o.maxGemvTokens || cublasIsFaster(rows, wt, o))
-      return emitCublas(fn, node, ls, o);
+      return emitCublas(fn, node, ls);
     return emitDense(fn, node, ls, 1, o);
   }
   case OpKind::FusedRmsNormMatmul: {
@@ -961,9 +959,9 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
   const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
   int64_t rows = xt.numRows();
   if (rows > o.maxGemvTokens)
-    return emitCublas(fn, node, ls, o);
+    return emitCublas(fn, node, ls);
   if (cublasIsFaster(rows, wt, o))
-    return emitCublas(fn, node, ls, o);
+    return emitCublas(fn, node, ls);
   return emitDense(fn, node, ls, 1, o);
 }
 

@@ -174,14 +174,6 @@ struct EmitOptions {
   /// is decoding each weight once a tile: MoeEmitter.cpp). FG_DEBUG_MOE_ROWS
   /// forces one.
   int64_t groupedExpertRows = 0;
-  /// The prefill matmul's decode of a quantised weight to f16 for cuBLAS:
-  /// 8-weight units per thread, 1 or 4 (4: every load of a thread's four
-  /// units goes out before any decode, four times the bytes in flight; one
-  /// block-strided unit apart, so a warp's loads and stores stay coalesced).
-  /// Measured (H200, twelfth session, W-dense q4_K 512-token prefill): the
-  /// decode 6.71 -> 6.47 ms, the prefill 21.48 -> 21.72 (noise); so 1.
-  /// FG_DEBUG_DEQUANT_UNITS=4 forces four.
-  int dequantUnits = 1;
   /// The grouped expert GEMM's k-step, 32 or 64 (0: the rule, 64: half the
   /// round trips a block waits for; W-moe-12 f16 512-token prefill 9.20 ->
   /// 8.41 ms on the H200, twelfth session). FG_DEBUG_MOE_KT forces one.

@@ -79,8 +79,7 @@ KernelSpec dequantKernel(const DequantDesc &d) {
                      ilit(d.idsOff), ilit(d.idsS))
            .str();
   c += std::string("  static constexpr bool kGather = ") + (d.gather ? "true" : "false") +
-       ", kVecStore = " + (vec ? "true" : "false") + ";\n";
-  c += "  static constexpr int kUnits = " + std::to_string(d.units) + ";\n};\n";
+       ", kVecStore = " + (vec ? "true" : "false") + ";\n};\n";
   std::string params = "Cfg::Out* out, const unsigned char* w";
   std::string args = "out, w, ";
   if (d.gather) {
@@ -92,7 +91,7 @@ KernelSpec dequantKernel(const DequantDesc &d) {
   c += kernelEntry(256, params, "fg::dequantRows<Cfg>(" + args + ");");
   KernelSpec k = finishSpec(d.mnemonic,
                             kernelSource("gemv.cuh").str() + kernelSource("dequant.cuh").str() + c);
-  k.grid[0] = gridFor(d.R * (d.K / 32) * 4, 256 * d.units);
+  k.grid[0] = gridFor(d.R * (d.K / 32) * 4, 256);
   k.block[0] = 256;
   k.params = {d.outParam, d.wParam};
   if (d.gather)

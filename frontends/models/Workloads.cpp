@@ -29,18 +29,6 @@ SplitName splitName(llvm::StringRef name, DType &dtype) {
   return {name, std::nullopt};
 }
 
-/// Quantised weights by `q`: the matrices and the embedding (the weights
-/// declared with `matrixMark`) get q.dtypeOf(name, row length), the row length
-/// read from the weight's own shape and the layer count from the config being
-/// built (a caller may change the sizes after workloadConfig); norms, biases and the router keep their f32.
-void quantiseMatrices(DecoderConfig &c, const QuantScheme &q, DType matrixMark) {
-  c.weightDTypeOf = [q, matrixMark](const DecoderConfig &built, llvm::StringRef name, DType dflt,
-                                    llvm::ArrayRef<int64_t> shape) {
-    if (dflt != matrixMark || shape.empty())
-      return dflt;
-    return q.dtypeOf(name, shape.back(), built.nLayers);
-  };
-}
 
 DecoderConfig denseConfig() {
   DecoderConfig c;
@@ -96,6 +84,15 @@ DecoderConfig tinyConfig() {
 }
 
 } // namespace
+
+void quantiseMatrices(DecoderConfig &c, const QuantScheme &q, DType matrixMark) {
+  c.weightDTypeOf = [q, matrixMark](const DecoderConfig &built, llvm::StringRef name, DType dflt,
+                                    llvm::ArrayRef<int64_t> shape) {
+    if (dflt != matrixMark || shape.empty())
+      return dflt;
+    return q.dtypeOf(name, shape.back(), built.nLayers);
+  };
+}
 
 std::vector<std::string> workloadNames() { return {"w-dense", "w-moe-12", "w-moe-48", "w-tiny"}; }
 

@@ -22,6 +22,7 @@
 #pragma once
 
 #include "frontends/DecoderBlocks.h"
+#include "frontends/models/QuantScheme.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -55,6 +56,13 @@ llvm::Expected<DecoderConfig> workloadConfig(llvm::StringRef name, const Workloa
 
 /// The workload's graph: `decode` and one `prefill_N` per bucket.
 llvm::Expected<Graph> buildWorkload(llvm::StringRef name, const WorkloadOptions &opts);
+
+/// Quantised weights by `q`: the matrices and the embedding (the weights
+/// declared with `matrixMark`) get q.dtypeOf(name, row length), the row length
+/// read from the weight's own shape and the layer count from the config being
+/// built (a caller may change the sizes after workloadConfig); norms, biases
+/// and the router keep their f32.
+void quantiseMatrices(DecoderConfig &c, const QuantScheme &q, DType matrixMark);
 
 /// The workloads' initialiser: normal(seed = index + 1, std 0.02), norms mean 1.
 WeightInit workloadWeightInit(llvm::StringRef name, const TensorType &type, unsigned index);

@@ -6,7 +6,7 @@
 // through `decode`, for prompt lengths 1, 63, 64, 65, 511 and chunked long
 // prompts (several full chunks, then a padded one). The demo MoE decoder with
 // f32 weights (1e-3), with f16 weights (1e-2: the grouped GEMM takes the
-// 16-bit expert weights) and with q4_K / q8_0 weights (1e-2; there also 2047
+// 16-bit expert weights) and with q4_K / q5_0 weights (1e-2; there also 2047
 // and 2049), all on the GPU; short prompts also against the CPU reference's
 // decode-only run.
 //
@@ -14,6 +14,7 @@
 #include "GpuTestUtil.h"
 
 #include "frontends/models/Demo.h"
+#include "frontends/models/Workloads.h"
 #include "runtime/Session.h"
 
 using namespace fg;
@@ -110,12 +111,7 @@ void checkQuantisedLengths(std::vector<int64_t> lengths) {
   auto plan = [&](std::vector<int64_t> buckets) {
     DecoderConfig c = demoConfig(kLongCtx, DType::F16);
     c.weightDType = DType::F16;
-    c.weightDTypeOf = [](const DecoderConfig &, llvm::StringRef, DType dflt,
-                         llvm::ArrayRef<int64_t> shape) {
-      if (dflt != DType::F16 || shape.empty() || shape.back() % 32 != 0)
-        return dflt;
-      return shape.back() % 256 == 0 ? DType::Q4_K : DType::Q8_0;
-    };
+    quantiseMatrices(c, *QuantScheme::parse("q4_k"), DType::F16);
     auto g = buildDecoderGraph(c, decoderEntries(buckets));
     EXPECT_TRUE(bool(g)) << errString(g.takeError());
     auto p = compile(*g, CompileOptions{});
@@ -127,12 +123,12 @@ void checkQuantisedLengths(std::vector<int64_t> lengths) {
   int quantised = 0;
   for (const Argument &a : prefill.graph().lookup("decode")->arguments())
     quantised += isQuantized(prefill.graph().lookup("decode")->value(a.value).type.dtype);
-  EXPECT_GE(quantised, 8) << "q4_K / q8_0 weights in the plan";
+  EXPECT_GE(quantised, 8) << "q4_K / q5_0 weights in the plan";
   for (int64_t n : lengths) {
     std::vector<int32_t> prompt = promptOf(n);
     Run a = generate(prefill, ExecOptions::Device::Cuda, prompt, kForced);
     Run b = generate(decodeOnly, ExecOptions::Device::Cuda, prompt, kForced);
-    std::string what = "q4_K/q8_0 prompt of " + std::to_string(n) + " via " +
+    std::string what = "q4_K/q5_0 prompt of " + std::to_string(n) + " via " +
                        describeChunks(planPromptChunks(prefillBuckets(prefill.graph()), 0, n,
                                                        kLongCtx));
     expectSameRows(a, b, 1e-2, what);
@@ -159,10 +155,10 @@ TEST(GpuPrefillThenDecode, F16WeightsEqualsDecodeOnly) {
 
 /// Block-quantised weights (the default since the twelfth session: quantised
 /// experts through the grouped GEMM, the dense prefill matmuls through the
-/// f16 decode + cuBLAS, decode steps through the native GEMVs): q4_K for rows
-/// of whole 256-blocks (q, k, v, o, gate|up experts, lm head, embedding),
-/// q8_0 for the expert down projection (K = 128), a fallback mix like a real
-/// file's; every prompt length of issue 15, 2047 and 2049 as chunks of 512
+/// f16 decode + cuBLAS, decode steps through the native GEMVs): the q4_k
+/// workloads' scheme, q4_K for rows of whole 256-blocks (q, k, v, o, gate|up
+/// experts, lm head, embedding) and llama.cpp's q5_0 fallback for the expert
+/// down projection (K = 128), as in a real file; every prompt length of issue 15, 2047 and 2049 as chunks of 512
 /// and a padded last one. GPU prefill-then-decode against GPU decode-only,
 /// and short prompts against the CPU reference's decode-only run.
 TEST(GpuPrefillThenDecode, QuantisedWeightsEqualsDecodeOnly) {

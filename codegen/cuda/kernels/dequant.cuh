@@ -12,78 +12,47 @@
 //     device memory and decode steps read it natively.
 // One thread decodes one (row, 32-weight step, quarter t) unit: 8 weights,
 // stored as one 16-byte store (f16 output, 16-byte aligned rows) or as
-// 8 scalars; or C::kUnits such units, a block's width apart. Needs gemv.cuh in front (the emitter puts it there).
+// 8 scalars. Needs gemv.cuh in front (the emitter puts it there).
 //
 //===----------------------------------------------------------------------===//
 
 namespace fg {
 
-/// Unit u (8 weights): its row and decoded weights (zeros for a gathered id
-/// out of range).
-template <class C> struct DequantUnit {
-  long long r, step;
-  int t;
-  bool live;
-  typename C::Dec::Raw raw;
-};
-
-template <class C>
-static __device__ __forceinline__ void dequantLoad(DequantUnit<C> &d, long long u,
-                                                   const unsigned char *w,
-                                                   const typename C::Ids *ids) {
-  constexpr long long kSteps = C::K / 32;
-  d.t = static_cast<int>(u & 3);
-  d.step = (u >> 2) % kSteps;
-  d.r = (u >> 2) / kSteps;
-  long long row = d.r;
-  d.live = true;
-  if constexpr (C::kGather) {
-    row = static_cast<long long>(ids[C::ids_off + d.r * C::ids_s]);
-    d.live = row >= 0 && row < C::V;
-  }
-  if (d.live)
-    C::Dec::load(w + C::w_off + row * C::w_ld, d.step, d.t, d.raw);
-}
-
-template <class C>
-static __device__ __forceinline__ void dequantStore(typename C::Out *out, const DequantUnit<C> &d) {
-  const uint4 h = d.live ? C::Dec::half8(d.raw, d.step, d.t) : make_uint4(0, 0, 0, 0);
-  typename C::Out *o = out + C::o_off + d.r * C::o_ld + d.step * 32 + 8 * d.t;
-  if constexpr (C::kVecStore) {
-    *reinterpret_cast<uint4 *>(o) = h;
-  } else {
-    const unsigned hw[4] = {h.x, h.y, h.z, h.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float lo, hi;
-      DecF16::unpack(hw[i], lo, hi);
-      o[2 * i] = fg_from_f<typename C::Out>(lo);
-      o[2 * i + 1] = fg_from_f<typename C::Out>(hi);
-    }
-  }
-}
-
-/// C::kUnits units a thread: u, u + blockDim, ... of its block's span, every
-/// load issued before the first decode (more bytes in flight per thread), and
-/// each of a warp's loads and stores as coalesced as with one unit.
 template <class C>
 static __device__ __forceinline__ void dequantRows(typename C::Out *out,
                                                    const unsigned char *w,
                                                    const typename C::Ids *ids) {
-  constexpr long long kUnits = C::R * (C::K / 32) * 4;
-  constexpr int U = C::kUnits;
-  const long long span = (long long)blockDim.x * U;
-  for (long long base = blockIdx.x * span + threadIdx.x; base < kUnits;
-       base += (long long)gridDim.x * span) {
-    DequantUnit<C> d[U];
+  using D = typename C::Dec;
+  constexpr long long kSteps = C::K / 32, kUnits = C::R * kSteps * 4;
+  for (long long u = blockIdx.x * (long long)blockDim.x + threadIdx.x; u < kUnits;
+       u += (long long)gridDim.x * blockDim.x) {
+    const int t = static_cast<int>(u & 3);
+    const long long step = (u >> 2) % kSteps, r = (u >> 2) / kSteps;
+    long long row = r;
+    bool live = true;
+    if constexpr (C::kGather) {
+      row = static_cast<long long>(ids[C::ids_off + r * C::ids_s]);
+      live = row >= 0 && row < C::V;
+    }
+    uint4 h = make_uint4(0, 0, 0, 0);
+    if (live) {
+      typename D::Raw raw;
+      D::load(w + C::w_off + row * C::w_ld, step, t, raw);
+      h = D::half8(raw, step, t);
+    }
+    typename C::Out *o = out + C::o_off + r * C::o_ld + step * 32 + 8 * t;
+    if constexpr (C::kVecStore) {
+      *reinterpret_cast<uint4 *>(o) = h;
+    } else {
+      const unsigned hw[4] = {h.x, h.y, h.z, h.w};
 #pragma unroll
-    for (int i = 0; i < U; ++i)
-      if (base + i * (long long)blockDim.x < kUnits)
-        dequantLoad<C>(d[i], base + i * (long long)blockDim.x, w, ids);
-#pragma unroll
-    for (int i = 0; i < U; ++i)
-      if (base + i * (long long)blockDim.x < kUnits)
-        dequantStore<C>(out, d[i]);
+      for (int i = 0; i < 4; ++i) {
+        float lo, hi;
+        DecF16::unpack(hw[i], lo, hi);
+        o[2 * i] = fg_from_f<typename C::Out>(lo);
+        o[2 * i + 1] = fg_from_f<typename C::Out>(hi);
+      }
+    }
   }
 }
 

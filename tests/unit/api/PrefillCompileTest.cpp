@@ -17,13 +17,14 @@
 // 4. glu_convert and rms_norm_mul_convert (on by default; dense FFN): the GLU
 // and the norms write the GEMMs' f16 inputs, gemm-inputs runs before fuse,
 // and the logits are those of the plan without them.
-// 5. With q4_K / q8_0 weights, the chunk's quantised expert gate|up + GLU
+// 5. With q4_K / q5_0 weights, the chunk's quantised expert gate|up + GLU
 // fuses (the CUDA target groups quantised experts) and matches unfused.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/Compile.h"
 #include "frontends/DecoderBlocks.h"
 #include "frontends/models/Demo.h"
+#include "frontends/models/Workloads.h"
 #include "ir/OpViews.h"
 #include "runtime/Compare.h"
 #include "runtime/Session.h"
@@ -235,8 +236,9 @@ TEST(PrefillFusion, GatedExpertsOfAChunkFuseAndMatchUnfused) {
   expectSameRows(teacherForced(fused), teacherForced(plain), 1e-4);
 }
 
-/// Block-quantised weights (q4_K where rows are whole 256-blocks, q8_0 for the
-/// expert down projection, K = 128): the CUDA target groups quantised experts
+/// Block-quantised weights (the q4_k workloads' scheme: q4_K where rows are
+/// whole 256-blocks, the q5_0 fallback for the expert down projection, K =
+/// 128): the CUDA target groups quantised experts
 /// (EmitOptions::groupedExpertQuant, on by default), so the chunk's gate|up +
 /// GLU fuses over q4_K, the CUDA program compiles, and the CPU reference
 /// gives the unfused plan's logits. (The same plan's GPU run:
@@ -245,12 +247,7 @@ TEST(PrefillFusion, QuantisedExpertsOfAChunkFuseAndMatchUnfused) {
   auto plan = [](bool fusion) {
     DecoderConfig c = demoConfig(64, DType::F16);
     c.weightDType = DType::F16;
-    c.weightDTypeOf = [](const DecoderConfig &, llvm::StringRef, DType dflt,
-                         llvm::ArrayRef<int64_t> shape) {
-      if (dflt != DType::F16 || shape.empty() || shape.back() % 32 != 0)
-        return dflt;
-      return shape.back() % 256 == 0 ? DType::Q4_K : DType::Q8_0;
-    };
+    quantiseMatrices(c, *QuantScheme::parse("q4_k"), DType::F16);
     auto g = buildDecoderGraph(c, decoderEntries({16}));
     EXPECT_TRUE(bool(g)) << llvm::toString(g.takeError());
     CompileOptions co;
