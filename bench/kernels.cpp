@@ -23,7 +23,7 @@
 //
 //   fg_bench_kernels [--smoke] [--list] [--compile-only] [--json FILE] [--table FILE]
 //                    [--reps N] [--no-cublas] [--gemv-tc-min N] [--gemv-rows N]
-//                    [--gemv-warps N] [--gemv-unroll N] [--gemv-narrow-quant] [--gemv-wide-scaled] [--gemv-x-split] [--gemv-narrow-iq4nl] [--gemv-narrow-q6k]
+//                    [--gemv-warps N] [--gemv-unroll N] [--gemv-narrow-quant] [--gemv-wide-scaled] [--gemv-x-split] [--gemv-dp4a] [--gemv-narrow-iq4nl] [--gemv-narrow-q6k]
 //                    [--pdl-prefetch-mb N] [--benchmark_filter=REGEX]
 //
 // Without a device it prints one skip line and exits 0.
@@ -936,6 +936,8 @@ int usage(const char *argv0, int code = 2) {
       "  --gemv-narrow-quant  q4_K through the previous (narrow) decoder\n"
       "  --gemv-wide-scaled   q4_K through DecQ4_KS (scales after the mma; opt-in)\n"
       "  --gemv-x-split       quantised GEMVs take x as hi + lo f16 (the form before x as one f16)\n"
+      "  --gemv-dp4a          q4_K GEMVs at T = 1 on DP4A over x quantised to int8 (gemv_dp4a.cuh)\n"
+      "  --gemv-dp4a-unroll=N, --gemv-dp4a-warps=N   its rows a warp at once, warps per SM\n"
       "  --gemv-narrow-iq4nl  iq4_nl through the narrow loop (the wide one is the default)\n"
       "  --gemv-narrow-q6k    q6_K through the narrow loop (the wide one is the default)\n"
       "  --gemv-wide-occupancy N  q4_K: launch bounds for N warps per SM (1: none)\n"
@@ -1006,6 +1008,8 @@ int main(int argc, char **argv) {
       s.emit.gemvWideQ6k = false;
     } else if (a == "--gemv-x-split") {
       s.emit.gemvQuantXHalf = false;
+    } else if (a == "--gemv-dp4a") {
+      s.emit.gemvDp4a = true;
     } else if (a.rfind("--gemv-", 0) == 0) {
       // GEMV variant overrides (EmitOptions::gemv*), for tuning the rule.
       std::string f = a.substr(0, a.find('='));
@@ -1025,6 +1029,10 @@ int main(int argc, char **argv) {
         s.emit.gemvWideWarpsPerSm = n == 1 ? -1 : n;
       else if (f == "--gemv-wide-prefetch")
         s.emit.gemvWidePrefetch = n - 1;
+      else if (f == "--gemv-dp4a-unroll")
+        s.emit.gemvDp4aUnroll = n;
+      else if (f == "--gemv-dp4a-warps")
+        s.emit.gemvDp4aWarpTarget = n;
       else
         return usage(argv[0]);
     } else if (a.rfind("--pdl-prefetch-mb", 0) == 0) {

@@ -46,13 +46,8 @@ W=w-moe-12-q4_k
 run "default" FG_X=1
 run "256 threads" FG_DEBUG_MOE_THREADS=256
 run "256 threads + deferred decode" FG_DEBUG_MOE_THREADS=256 FG_DEBUG_MOE_QDEFER=1
-run "256 threads + one row's step a thread for both streams" FG_DEBUG_MOE_THREADS=256 FG_DEBUG_MOE_QROW=1
 W=w-moe-12
 run "default" FG_X=1
 run "256 threads" FG_DEBUG_MOE_THREADS=256
-run "256 threads + 64-row gate|up" FG_DEBUG_MOE_THREADS=256 FG_DEBUG_MOE_ROWS=64
-W=w-moe-12-q4_k
-run "default again" FG_X=1
-run "256 threads again" FG_DEBUG_MOE_THREADS=256
 } 2>&1 | tee "$OUT/steps.txt"
 echo "done after $((SECONDS - S)) s"

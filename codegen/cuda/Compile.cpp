@@ -316,11 +316,17 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.groupedExpertKT = *n;
   if (auto n = envInt("FG_DEBUG_MOE_THREADS", 128, 256); n && (*n == 128 || *n == 256))
     emit.groupedExpertThreads = *n;
-  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_MOE_QDEFER"); v && !v->empty())
-    emit.groupedExpertQuantDeferred = *v != "0";
+  if (auto n = envInt("FG_DEBUG_MOE_QDEFER", 0, 1))
+    emit.groupedExpertQuantDeferred = *n;
   if (auto n = envInt("FG_DEBUG_MOE_QROW", 0, 1))
     emit.groupedExpertQuantRowUnits = static_cast<int>(*n);
   // And x split hi + lo in the quantised GEMVs (the form before x as one f16).
+  // The q4_K GEMV at T = 1 on DP4A (EmitOptions::gemvDp4a) and its shape.
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_DP4A"); v && !v->empty())
+    emit.gemvDp4a = *v != "0";
+  emit.gemvDp4aUnroll =
+      static_cast<int>(envInt("FG_DEBUG_DP4A_UNROLL", 1, 4).value_or(emit.gemvDp4aUnroll));
+  emit.gemvDp4aWarpTarget = envInt("FG_DEBUG_DP4A_WARPS", 4, 64).value_or(emit.gemvDp4aWarpTarget);
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "0")
     emit.gemvQuantXHalf = false;
   // The norm prologue's modelled slowdown (CudaCostModel::normPrologueSlowdown):

@@ -515,6 +515,95 @@ KernelSpec multiKernel(const GemvDesc &d, const GemvSplit &sp, CfgStruct &&cfgSt
   return k;
 }
 
+/// The pointers of a dense GEMV launch: the entry's parameters and the call's
+/// arguments (GemvArgs order), and the kernel's operand bindings.
+struct GemvEntry {
+  std::string params, args;
+  std::vector<Param> bind;
+};
+
+GemvEntry gemvEntry(const GemvDesc &d) {
+  GemvEntry e;
+  bool two = d.w.size() > 1;
+  e.params = "float* y, const Cfg::X* x, const Cfg::Dec0::T* w0";
+  e.args = "y, x, w0, ";
+  e.args += two ? "w1" : "nullptr";
+  if (two)
+    e.params += ", const Cfg::Dec1::T* w1";
+  if (d.expert) {
+    e.params += ", const Cfg::Ids* ids";
+    e.args += ", ids";
+  } else {
+    e.args += ", nullptr";
+  }
+  if (d.bias) {
+    e.params += ", const Cfg::B0* b0, const Cfg::B1* b1";
+    e.args += ", b0, b1";
+  } else {
+    e.args += ", nullptr, nullptr";
+  }
+  if (d.res) {
+    e.params += ", const Cfg::R* res";
+    e.args += ", res";
+  } else {
+    e.args += ", nullptr";
+  }
+  if (d.norm) {
+    e.params += ", const Cfg::NW* nw";
+    e.args += ", nw";
+  } else {
+    e.args += ", nullptr";
+  }
+  // Operands: x, [nw], weights, [ids], [biases], [addend]; parameters: y,
+  // x, weights, [ids], [biases], [addend], [nw].
+  unsigned next = d.norm ? 2 : 1;
+  e.bind = {Param::result(0), Param::operand(0), Param::operand(next++)};
+  if (two)
+    e.bind.push_back(Param::operand(next++));
+  if (d.expert)
+    e.bind.push_back(Param::operand(next++));
+  if (d.bias) {
+    e.bind.push_back(Param::operand(next++));
+    e.bind.push_back(Param::operand(next++));
+  }
+  if (d.res)
+    e.bind.push_back(Param::operand(next++));
+  if (d.norm)
+    e.bind.push_back(Param::operand(1));
+  return e;
+}
+
+/// The q4_K GEMV at T = 1 on DP4A (kernels/gemv_dp4a.cuh). K-warps: enough
+/// lanes for every quarter super-block (K / 2048, rounded up); row groups:
+/// up to 8 warps a block; a grid of the blocks that fit
+/// EmitOptions::gemvDp4aWarpTarget warps per SM, each taking every
+/// gridDim.x-th tile of kRowWarps x kRowUnroll rows (the x quantisation, once
+/// per warp, spread over many rows).
+template <class CfgFn>
+KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, CfgFn &&cfgStruct) {
+  const int64_t wk = (d.K / 256 * 4 + 31) / 32;
+  const int64_t wr = std::max<int64_t>(1, 8 / wk);
+  const int64_t u = std::clamp(o.gemvDp4aUnroll, 1, 4);
+  const int64_t perSm = std::max<int64_t>(1, o.gemvDp4aWarpTarget / (wk * wr));
+  const int64_t tiles = (d.N + wr * u - 1) / (wr * u);
+  sp.warps = static_cast<int>(wk * wr); // Cfg::kWarps (the norm prologue's split)
+  std::string c = cfgStruct("Cfg", d.N, d.w[0]);
+  c += llvm::formatv("struct CfgD : Cfg {{\n  static constexpr int kKWarps = {0}, kRowWarps = {1}, "
+                     "kRowUnroll = {2};\n};\n",
+                     wk, wr, u)
+           .str();
+  GemvEntry e = gemvEntry(d);
+  c += kernelEntry(static_cast<unsigned>(32 * wk * wr), e.params,
+                   "fg::gemvDp4a<CfgD>(fg::GemvArgs<CfgD>{" + e.args + "});",
+                   static_cast<unsigned>(perSm), "");
+  KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() +
+                                            kernelSource("gemv_dp4a.cuh").str() + c);
+  k.grid[0] = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t(o.smCount) * perSm));
+  k.block[0] = static_cast<unsigned>(32 * wk * wr);
+  k.params = std::move(e.bind);
+  return k;
+}
+
 /// The parameter struct, the entry and the launch for `d`.
 KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   const WeightStream &w0 = d.w[0];
@@ -649,62 +738,25 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   };
   if (!d.segs.empty())
     return multiKernel(d, sp, cfgStruct);
+  // q4_K at T = 1 on DP4A (EmitOptions::gemvDp4a, kernels/gemv_dp4a.cuh):
+  // dense, whole super-blocks, 16-byte aligned rows, x read along K.
+  bool dp4a = o.gemvDp4a && d.M == 1 && !d.expert && d.xKs == 1 && w0.dtype == DType::Q4_K &&
+              wideOk(w0) && (!two || wideOk(w1));
+  if (dp4a)
+    return dp4aKernel(d, o, sp, cfgStruct);
   std::string c = cfgStruct("Cfg", d.N, w0);
   // The entry: exactly the pointers this launch passes.
-  std::string params = "float* y, const Cfg::X* x, const Cfg::Dec0::T* w0";
-  std::string args = "y, x, w0, ";
-  args += two ? "w1" : "nullptr";
-  if (two)
-    params += ", const Cfg::Dec1::T* w1";
-  if (d.expert) {
-    params += ", const Cfg::Ids* ids";
-    args += ", ids";
-  } else {
-    args += ", nullptr";
-  }
-  if (d.bias) {
-    params += ", const Cfg::B0* b0, const Cfg::B1* b1";
-    args += ", b0, b1";
-  } else {
-    args += ", nullptr, nullptr";
-  }
-  if (d.res) {
-    params += ", const Cfg::R* res";
-    args += ", res";
-  } else {
-    args += ", nullptr";
-  }
-  if (d.norm) {
-    params += ", const Cfg::NW* nw";
-    args += ", nw";
-  } else {
-    args += ", nullptr";
-  }
-  c += kernelEntry(32 * sp.warps, params, "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{" + args + "});",
+  GemvEntry e = gemvEntry(d);
+  c += kernelEntry(32 * sp.warps, e.params, "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{" + e.args + "});",
                    sp.minBlocks,
-                   "fg::gemvPrefetch<Cfg>(fg::GemvArgs<Cfg>{" + args + "}, blockIdx.x);");
+                   "fg::gemvPrefetch<Cfg>(fg::GemvArgs<Cfg>{" + e.args + "}, blockIdx.x);");
 
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() + c);
   k.grid[0] = static_cast<unsigned>((d.N + sp.rows - 1) / sp.rows);
   k.grid[1] = static_cast<unsigned>(std::clamp<int64_t>(d.pairs, 1, 65535));
   k.grid[2] = static_cast<unsigned>(d.expert ? 1 : (d.M + 7) / 8); // groups of 8 rows of x
   k.block[0] = 32 * sp.warps;
-  // Operands: x, [nw], weights, [ids], [biases], [addend]; parameters: y,
-  // x, weights, [ids], [biases], [addend], [nw].
-  unsigned next = d.norm ? 2 : 1;
-  k.params = {Param::result(0), Param::operand(0), Param::operand(next++)};
-  if (two)
-    k.params.push_back(Param::operand(next++));
-  if (d.expert)
-    k.params.push_back(Param::operand(next++));
-  if (d.bias) {
-    k.params.push_back(Param::operand(next++));
-    k.params.push_back(Param::operand(next++));
-  }
-  if (d.res)
-    k.params.push_back(Param::operand(next++));
-  if (d.norm)
-    k.params.push_back(Param::operand(1));
+  k.params = std::move(e.bind);
   return k;
 }
 

@@ -185,15 +185,18 @@ struct EmitOptions {
   int groupedExpertQuantRowUnits = -1;
   /// Quantised experts in the grouped GEMM: a step's raw block bytes wait in
   /// registers through the previous step's mmas and are decoded when stored
-  /// to the tile (true), instead of decoded as they arrive, before those mmas
-  /// (false, measured in the twelfth session). Written after the twelfth
-  /// session's last GPU call: opt-in until measured. FG_DEBUG_MOE_QDEFER=1.
-  bool groupedExpertQuantDeferred = false;
+  /// to the tile (1), or are decoded as they arrive, before those mmas (0);
+  /// -1: the rule, deferred for two streams only. Measured (H200, thirteenth
+  /// session, W-moe-12 q4_K 512-token prefill, 256 threads): gate|up 4.89 ->
+  /// 4.22 ms deferred, down 2.28 -> 2.67. FG_DEBUG_MOE_QDEFER=0|1.
+  int groupedExpertQuantDeferred = -1;
   /// Threads a block of the grouped expert GEMM: 128, or 256 where each
   /// thread keeps whole units (MoeEmitter.cpp: half the registers a thread,
-  /// twice the warps an SM). Written after the twelfth session's last GPU
-  /// call: 128 until measured. FG_DEBUG_MOE_THREADS=256.
-  int64_t groupedExpertThreads = 128;
+  /// twice the warps an SM); 0: the rule, 256 for block-quantised experts and
+  /// 128 for 16-bit ones. Measured (H200, thirteenth session, W-moe-12
+  /// 512-token prefill): q4_K 11.95 -> 9.14 ms at 256, f16 8.37 -> 8.85.
+  /// FG_DEBUG_MOE_THREADS=128|256.
+  int64_t groupedExpertThreads = 0;
   /// The grouped expert GEMM over block-quantised experts too (q4_K, q8_0,
   /// ...: each 8-weight unit of a tile decoded by the GEMV's block decoders
   /// into the f16 tile in shared memory, moeLoadQ), instead of one GEMV per
@@ -238,6 +241,15 @@ struct EmitOptions {
   /// (DecQ6_KW; K % 2048 == 0). Measured as above: down 47.2 -> 30.8 us, lm
   /// head 429 -> 190. Off: the narrow loop.
   bool gemvWideQ6k = true;
+  /// q4_K GEMVs of one row of x (dense: matmul, matmul_add, gated_matmul)
+  /// on integer dot products (kernels/gemv_dp4a.cuh: x quantised to int8 per
+  /// 32, one DP4A per 4 weights) instead of the tensor cores. Opt-in until
+  /// measured (written in the thirteenth session). FG_DEBUG_GEMV_DP4A=1.
+  bool gemvDp4a = false;
+  /// Its rows a warp takes at once, and the resident warps per SM its grid
+  /// and launch bounds aim at (FG_DEBUG_DP4A_UNROLL, FG_DEBUG_DP4A_WARPS).
+  int gemvDp4aUnroll = 2;
+  int64_t gemvDp4aWarpTarget = 16;
 };
 
 /// fused.topk_moe with at most this many rows runs in one block that stages all

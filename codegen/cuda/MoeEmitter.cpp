@@ -99,7 +99,15 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   // ptxas (sm_90) at W-moe-12's 512-token prefill, registers at 128 -> 256
   // threads, q4_K gate|up 248 -> 124 and down 126 -> 78, f16 gate|up 130 -> 82
   // and down 168 -> 80, no spills (scripts/kernel-resources.py).
-  const int64_t NT = o.groupedExpertThreads == 256 && BM * KT / 8 >= 256 ? 256 : 128;
+  // The rule (0): 256 for quantised experts, 128 for 16-bit ones (W-moe-12's
+  // 512-token prefill, H200, thirteenth session: q4_K 11.95 -> 9.14 ms at
+  // 256, f16 8.37 -> 8.85).
+  const int64_t threads = o.groupedExpertThreads > 0 ? o.groupedExpertThreads : quant ? 256 : 128;
+  const int64_t NT = threads == 256 && BM * KT / 8 >= 256 ? 256 : 128;
+  // Deferred quantised decode: the rule (-1) for two streams only (same
+  // measurement at 256 threads: gate|up 4.89 -> 4.22 ms, down 2.28 -> 2.67).
+  const bool deferred = o.groupedExpertQuantDeferred >= 0 ? o.groupedExpertQuantDeferred == 1
+                                                          : streams == 2;
   int64_t pairs = xt.shape[0] * kk, tiles = groupedExpertTiles(pairs, E, BM);
   bool bias = node.operands.size() > idsAt + 1;
   const Layout &w0l = ls[1], &w1l = ls[streams];
@@ -158,7 +166,7 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
        ", kWVec = " + flag(!quant && vecOk(w0l) && vecOk(w1l)) + ", kQuant = " + flag(quant) +
        ", kXVec = " + flag(xVec) + ", kXHalf = " + flag(quant && o.gemvQuantXHalf) +
        ", kQRowUnits = " + flag(quant && rowUnits) +
-       ", kQDeferred = " + flag(quant && o.groupedExpertQuantDeferred) + ";\n";
+       ", kQDeferred = " + flag(quant && deferred) + ";\n";
   c += "  static constexpr long long w0_off = " + ilit(ws[0].off) + ", w0_ld = " +
        ilit(ws[0].ld) + ", w0_ks = " + ilit(ws[0].ks) + ", w0_es = " + ilit(ws[0].es) + ";\n";
   c += "  static constexpr long long w1_off = " + ilit(ws[1].off) + ", w1_ld = " +

@@ -23,6 +23,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 using namespace fg;
@@ -121,14 +122,24 @@ ValueId quantWeight(Builder &b, QuantCase &c, const std::string &name, DType t,
 /// Compiles `c` (no fusion: the graph's ops are the kernels), checks that
 /// every quantised weight stayed quantised, runs it on the GPU and the CPU
 /// reference and compares the result.
-void expectQuantMatches(QuantCase &c, double tol) {
+/// `pipeline`: the passes ("": the default, with fusion); `fused`: an op the
+/// plan must then contain (the fused form under test).
+void expectQuantMatches(QuantCase &c, double tol, const char *pipeline = "canonicalize,cse,dce",
+                        std::optional<OpKind> fused = std::nullopt) {
   CompileOptions co;
-  co.pipeline = "canonicalize,cse,dce";
+  if (*pipeline)
+    co.pipeline = pipeline;
   co.weights = c.weights;
   auto plan = compile(c.g, co);
   ASSERT_TRUE(bool(plan)) << errString(plan.takeError());
   const Function *fn = plan->graph().lookup("main");
   ASSERT_NE(fn, nullptr);
+  if (fused) {
+    bool found = false;
+    for (const Node &node : fn->nodes())
+      found |= node.kind == *fused;
+    ASSERT_TRUE(found) << "the plan has no " << std::string(opInfo(*fused).mnemonic);
+  }
   for (const Argument &a : fn->arguments())
     for (const ExternalWeight &w : c.weights) {
       if (fn->value(a.value).name != w.name)
@@ -369,7 +380,164 @@ TEST(GpuQuantGemv, GroupedExpertGemmQuantised) {
     }
 }
 
+/// x of one row as an external f32 weight (so the test knows its values).
+ValueId hostX(Builder &b, QuantCase &c, const std::string &name, const std::vector<float> &x) {
+  TensorType type(DType::F32, llvm::ArrayRef<int64_t>{1, static_cast<int64_t>(x.size())});
+  ExternalWeight w;
+  w.name = name;
+  w.type = type;
+  w.bytes.resize(x.size() * 4);
+  std::memcpy(w.bytes.data(), x.data(), w.bytes.size());
+  c.weights.push_back(std::move(w));
+  return b.weight(name, type);
+}
+
+/// y[n] = Σ_k W[n, k]·x[k] exactly as kernels/gemv_dp4a.cuh defines it: x
+/// quantised per 32 (dx = max|x| / 127, xq = rint(x · 127 / max|x|)), and per
+/// q4_K sub-block d·sc·dx·Σ q·xq − dmin·m·Σ x, in double.
+std::vector<double> dp4aReference(const std::vector<uint8_t> &w, const std::vector<float> &x,
+                                  int64_t N) {
+  const int64_t K = static_cast<int64_t>(x.size()), sbs = K / 256;
+  std::vector<float> dx(K / 32);
+  std::vector<int> xq(K);
+  for (int64_t j = 0; j < K / 32; ++j) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < 32; ++i)
+      amax = std::max(amax, std::fabs(x[32 * j + i]));
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    dx[j] = amax / 127.0f;
+    for (int64_t i = 0; i < 32; ++i)
+      xq[32 * j + i] = static_cast<int>(std::nearbyint(x[32 * j + i] * inv));
+  }
+  std::vector<double> y(N, 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t sb = 0; sb < sbs; ++sb) {
+      const uint8_t *blk = w.data() + (n * sbs + sb) * 144;
+      uint16_t dh, mh;
+      std::memcpy(&dh, blk, 2);
+      std::memcpy(&mh, blk + 2, 2);
+      const double d = halfToFloat(dh), dmin = halfToFloat(mh);
+      const uint8_t *sc = blk + 4, *qs = blk + 16;
+      for (int j = 0; j < 8; ++j) {
+        int s, m; // ggml's get_scale_min_k4
+        if (j < 4) {
+          s = sc[j] & 63, m = sc[j + 4] & 63;
+        } else {
+          s = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
+          m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+        }
+        const int64_t k0 = 256 * sb + 32 * j;
+        long long dot = 0;
+        double sx = 0;
+        for (int l = 0; l < 32; ++l) {
+          const uint8_t byte = qs[32 * (j / 2) + l];
+          const int q = (j & 1) ? byte >> 4 : byte & 0xF;
+          dot += static_cast<long long>(q) * xq[k0 + l];
+          sx += x[k0 + l];
+        }
+        y[n] += d * s * dx[k0 / 32] * static_cast<double>(dot) - dmin * m * sx;
+      }
+    }
+  return y;
+}
+
 } // namespace
+
+/// The q4_K GEMV at T = 1 on DP4A (kernels/gemv_dp4a.cuh,
+/// FG_DEBUG_GEMV_DP4A=1): against the formula it computes (x quantised to
+/// int8; the 1e-5) and against the CPU reference (the quantisation
+/// of x costs ~1/254 of each x: 1e-2, the bound of 16-bit activations).
+/// K from one super-block to 21 (one K-warp with idle lanes, two, three with
+/// idle lanes), N not a multiple of the rows a tile.
+TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
+  FG_REQUIRE_GPU();
+  ScopedEnv on("FG_DEBUG_GEMV_DP4A", "1");
+  const std::pair<int64_t, int64_t> shapes[] = {{77, 256}, {1001, 1280}, {333, 4096}, {45, 5376}};
+  uint64_t salt = 70;
+  for (auto [N, K] : shapes) {
+    SCOPED_TRACE("N " + std::to_string(N) + " K " + std::to_string(K));
+    QuantCase c;
+    Function &fn = c.g.addFunction("main");
+    Builder b(fn);
+    std::mt19937_64 rng(baseSeed() * 977 + salt);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> xs(K);
+    for (float &v : xs)
+      v = nd(rng);
+    for (int i = 32; i < 64; ++i) // one block of x all zeros (dx = 0)
+      xs[i] = 0.0f;
+    auto x = hostX(b, c, "x", xs);
+    auto w = quantWeight(b, c, "w", DType::Q4_K, {N, K}, salt++);
+    b.result(b.matmul(x, w, "y"));
+    ASSERT_FALSE(bool(b.finish()));
+    const std::vector<double> want = dp4aReference(c.weights[1].bytes, xs, N);
+    expectQuantMatches(c, kTolF16);
+    // Against the formula: the same plan's GPU result.
+    CompileOptions co;
+    co.pipeline = "canonicalize,cse,dce";
+    co.weights = c.weights;
+    auto plan = compile(c.g, co);
+    ASSERT_TRUE(bool(plan)) << errString(plan.takeError());
+    ExecOptions go;
+    go.device = ExecOptions::Device::Cuda;
+    auto gpu = Executor::create(*plan, go);
+    ASSERT_TRUE(bool(gpu)) << errString(gpu.takeError());
+    ASSERT_FALSE(bool(gpu->run("main")));
+    auto out = gpu->output("y");
+    ASSERT_TRUE(bool(out)) << errString(out.takeError());
+    std::vector<float> got = out->toFloats(), wantF(want.begin(), want.end());
+    EXPECT_LE(normalizedError(got, wantF), 1e-5);
+  }
+}
+
+/// The DP4A GEMV's other forms at T = 1: gate|up + GLU with biases (both
+/// GLUs), matmul_add with a bias, f16 x, and the rms_norm prologue (one
+/// stream and gate|up, through the fusion pass), against the CPU reference.
+TEST(GpuQuantGemv, Q4KDp4aEveryForm) {
+  FG_REQUIRE_GPU();
+  ScopedEnv on("FG_DEBUG_GEMV_DP4A", "1");
+  for (int kind : {0, 1})
+    checkGated(DType::Q4_K, kind, 1, kTolF16, 80, 1);
+  {
+    QuantCase c;
+    Function &fn = c.g.addFunction("main");
+    Builder b(fn);
+    auto x = b.weight("x", {DType::F32, {1, 4096}}, randn(1.0));
+    auto bias = b.weight("bias", {DType::F32, {301}}, randn(1.0));
+    b.result(b.create(OpKind::FusedMatmulAdd,
+                      {x, quantWeight(b, c, "w", DType::Q4_K, {301, 4096}, 83), bias}, {}, "y"));
+    ASSERT_FALSE(bool(b.finish()));
+    expectQuantMatches(c, kTolF16);
+  }
+  {
+    QuantCase c;
+    Function &fn = c.g.addFunction("main");
+    Builder b(fn);
+    auto x = b.weight("x", {DType::F16, {1, 1280}}, randn(1.0));
+    b.result(b.matmul(x, quantWeight(b, c, "w", DType::Q4_K, {99, 1280}, 84), "y"));
+    ASSERT_FALSE(bool(b.finish()));
+    expectQuantMatches(c, kTolF16);
+  }
+  for (bool gated : {false, true}) {
+    SCOPED_TRACE(gated ? "rms_norm + gate|up" : "rms_norm + matmul");
+    QuantCase c;
+    Function &fn = c.g.addFunction("main");
+    Builder b(fn);
+    const int64_t K = 2048 + 512;
+    auto h = b.weight("h", {DType::F32, {1, K}}, randn(3.0));
+    auto g = b.weight("norm", {DType::F32, {K}}, randn(1.0, 1.0));
+    auto n = b.mul(b.rmsNorm(h, 1e-5), g);
+    if (gated)
+      b.result(b.glu(b.matmul(n, quantWeight(b, c, "wg", DType::Q4_K, {130, K}, 85)),
+                     b.matmul(n, quantWeight(b, c, "wu", DType::Q4_K, {130, K}, 86)),
+                     GluKind::SwiGLU, 1.702, 7.0, "y"));
+    else
+      b.result(b.matmul(n, quantWeight(b, c, "w", DType::Q4_K, {130, K}, 87), "y"));
+    ASSERT_FALSE(bool(b.finish()));
+    expectQuantMatches(c, kTolF16, "",
+                       gated ? OpKind::FusedRmsNormGatedMatmul : OpKind::FusedRmsNormMatmul);
+  }
+}
 
 /// The opt-in q4_K form with the scales applied in f32 after the mma
 /// (DecQ4_KS, FG_DEBUG_GEMV_WIDE_SCALED=1) in every GEMV form: dense at

@@ -1173,6 +1173,10 @@ TEST(CudaEmit, GroupedExpertGemmQuantised) {
       EXPECT_TRUE(contains(gemm, "KT = 64,"));
       EXPECT_TRUE(contains(gemm, "BM = 64,"));
       EXPECT_TRUE(contains(gemm, gated ? "kQRowUnits = false" : "kQRowUnits = true"));
+      // 256 threads for quantised experts; deferred decode for two streams.
+      EXPECT_TRUE(contains(gemm, "NT = 256;"));
+      EXPECT_EQ(gemm.block[0], 256u);
+      EXPECT_TRUE(contains(gemm, gated ? "kQDeferred = true" : "kQDeferred = false"));
     }
   // The other forms over quantised gate|up: a 32-wide k-step with one row's
   // step a thread.
@@ -1183,10 +1187,10 @@ TEST(CudaEmit, GroupedExpertGemmQuantised) {
   ASSERT_EQ(q32.size(), 2u);
   EXPECT_TRUE(contains(kernel(q32, 1), "KT = 32,"));
   EXPECT_TRUE(contains(kernel(q32, 1), "kQRowUnits = true"));
-  // Deferred decode (opt-in): raw bytes held through the mmas, in both unit
+  // Deferred decode forced on: raw bytes held through the mmas, in both unit
   // mappings (gate|up spread by the rule, one stream by row).
   EmitOptions deferred = on;
-  deferred.groupedExpertQuantDeferred = true;
+  deferred.groupedExpertQuantDeferred = 1;
   for (bool gated : {true, false}) {
     SCOPED_TRACE(gated ? "deferred gated" : "deferred");
     auto d = emitAll(build(DType::Q4_K, 256, gated), {}, deferred);
@@ -1194,15 +1198,22 @@ TEST(CudaEmit, GroupedExpertGemmQuantised) {
     EXPECT_TRUE(contains(kernel(d, 1), "kQDeferred = true"));
     EXPECT_TRUE(contains(kernel(d, 1), gated ? "kQRowUnits = false" : "kQRowUnits = true"));
   }
-  EXPECT_TRUE(contains(kernel(q32, 1), "kQDeferred = false"));
-  // 256 threads a block (opt-in), quantised gate|up: 64-row tiles, 64-wide
-  // steps, two units a thread.
-  EmitOptions wide = on;
-  wide.groupedExpertThreads = 256;
-  auto q256 = emitAll(build(DType::Q4_K, 256, true), {}, wide);
-  ASSERT_EQ(q256.size(), 2u);
-  EXPECT_TRUE(contains(kernel(q256, 1), "NT = 256;"));
-  EXPECT_EQ(kernel(q256, 1).block[0], 256u);
+  EXPECT_TRUE(contains(kernel(q32, 1), "kQDeferred = true")); // gated: the rule
+  EmitOptions eager = narrow;
+  eager.groupedExpertQuantDeferred = 0;
+  EXPECT_TRUE(contains(kernel(emitAll(build(DType::Q4_K, 256, true), {}, eager), 1),
+                       "kQDeferred = false"));
+  // 128 threads a block forced, quantised gate|up; 16-bit experts take 128 by
+  // the rule.
+  EmitOptions narrowBlocks = on;
+  narrowBlocks.groupedExpertThreads = 128;
+  auto q128 = emitAll(build(DType::Q4_K, 256, true), {}, narrowBlocks);
+  ASSERT_EQ(q128.size(), 2u);
+  EXPECT_TRUE(contains(kernel(q128, 1), "NT = 128;"));
+  EXPECT_EQ(kernel(q128, 1).block[0], 128u);
+  auto f16Gated = emitAll(build(DType::F16, 256, true), {}, on);
+  ASSERT_EQ(f16Gated.size(), 2u);
+  EXPECT_TRUE(contains(kernel(f16Gated, 1), "NT = 128;"));
   // On by default; off, the GEMV. K = 96 (three 32-weight steps of q8_0
   // blocks) is taken.
   EXPECT_EQ(emitAll(build(DType::Q4_K, 256, false)).size(), 2u);
@@ -1995,6 +2006,84 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
   EXPECT_NE(llvm::toString(r.takeError()).find("block-quantised operand 0"), std::string::npos);
 }
 
+/// The q4_K GEMV at T = 1 on DP4A (EmitOptions::gemvDp4a, gemv_dp4a.cuh):
+/// the K-warps cover every quarter super-block, up to 8 warps a block, a grid
+/// of the blocks that fit 16 warps per SM; every dense form at T = 1
+/// (plain, residual, gated with biases, f16 x, the norm prologue) takes it,
+/// T = 2 and expert-indexed launches keep the tensor cores.
+TEST(CudaEmit, Q4KDp4aGemv) {
+  EmitOptions o;
+  o.gemvDp4a = true;
+  struct Shape {
+    int64_t N, K;
+    const char *split;
+    unsigned block, grid, perSm;
+  };
+  const Shape shapes[] = {
+      {4096, 4096, "kKWarps = 2, kRowWarps = 4, kRowUnroll = 2", 256, 264, 2},
+      {4096, 14336, "kKWarps = 7, kRowWarps = 1, kRowUnroll = 2", 224, 264, 2},
+      {77, 1280, "kKWarps = 1, kRowWarps = 8, kRowUnroll = 2", 256, 5, 2}};
+  for (const Shape &s : shapes) {
+    SCOPED_TRACE(s.split);
+    auto ls = emitAll(
+        [&](Builder &b) {
+          b.result(b.matmul(b.input("x", T(DType::F32, {1, s.K})),
+                            b.weight("w", T(DType::Q4_K, {s.N, s.K}))));
+        },
+        {}, o);
+    const KernelSpec &k = only(ls);
+    EXPECT_TRUE(contains(k, "fg::gemvDp4a<CfgD>("));
+    EXPECT_TRUE(contains(k, s.split));
+    EXPECT_EQ(k.block[0], s.block);
+    EXPECT_EQ(k.grid[0], s.grid);
+    EXPECT_TRUE(contains(k, "__launch_bounds__(" + std::to_string(s.block) + ", " +
+                                std::to_string(s.perSm) + ")"));
+  }
+  auto dp4a = [&](const BuildFn &build) {
+    auto ls = emitAll(build, {}, o);
+    return !ls.empty() && contains(kernel(ls, ls.size() - 1), "fg::gemvDp4a<CfgD>(");
+  };
+  EXPECT_TRUE(dp4a([](Builder &b) {
+    b.result(b.create(OpKind::FusedMatmulAdd,
+                      {b.input("x", T(DType::F32, {1, 512})), b.weight("w", T(DType::Q4_K, {77, 512})),
+                       b.input("r", T(DType::F32, {1, 77}))}));
+  }));
+  EXPECT_TRUE(dp4a([](Builder &b) {
+    b.result(b.create(OpKind::FusedGatedMatmul,
+                      {b.input("x", T(DType::F32, {1, 512})), b.weight("g", T(DType::Q4_K, {40, 512})),
+                       b.weight("u", T(DType::Q4_K, {40, 512})),
+                       b.weight("bg", T(DType::F32, {40})), b.weight("bu", T(DType::F32, {40}))}));
+  }));
+  EXPECT_TRUE(dp4a([](Builder &b) {
+    b.result(b.matmul(b.input("x", T(DType::F16, {1, 512})), b.weight("w", T(DType::Q4_K, {77, 512}))));
+  }));
+  for (bool gated : {false, true})
+    EXPECT_TRUE(dp4a([&](Builder &b) {
+      auto x = b.input("x", T(DType::F32, {1, 512}));
+      auto g = b.weight("g", T(DType::F32, {512}));
+      auto w = b.weight("w", T(DType::Q4_K, {77, 512}));
+      if (gated)
+        b.result(b.create(op::FusedRmsNormGatedMatmulArgs{
+            .x = x, .normW = g, .wGate = w, .wUp = b.weight("u", T(DType::Q4_K, {77, 512})),
+            .eps = 1e-5}));
+      else
+        b.result(b.create(op::FusedRmsNormMatmulArgs{.x = x, .normW = g, .w = w, .eps = 1e-5}));
+    })) << gated;
+  // Two rows of x, expert-indexed, and q4_0 keep their kernels.
+  EXPECT_FALSE(dp4a([](Builder &b) {
+    b.result(b.matmul(b.input("x", T(DType::F32, {2, 512})), b.weight("w", T(DType::Q4_K, {77, 512}))));
+  }));
+  EXPECT_FALSE(dp4a([](Builder &b) {
+    b.result(b.matmulId(b.input("x", T(DType::F32, {3, 1, 512})),
+                        b.weight("w", T(DType::Q4_K, {8, 45, 512})),
+                        b.input("ids", T(DType::I32, {3, 2}))));
+  }));
+  EXPECT_FALSE(dp4a([](Builder &b) {
+    b.result(b.matmul(b.input("x", T(DType::F32, {1, 512})), b.weight("w", T(DType::Q4_0, {77, 512}))));
+  }));
+}
+
+
 /// q5_0, q5_1, q5_k, q2_k, q3_k, iq4_nl and iq4_xs (decoders written in the fifth
 /// session, first run on the H200 in the sixth): every GEMV form takes its
 /// decoder (offsets in bytes) and compiles for sm_90, and get_rows gathers from
@@ -2099,9 +2188,9 @@ public:
     // the GEMV it replaces, off), 428 before the twelfth's 64-wide k-step of
     // the grouped GEMM (10 16-bit forms, 1 quantised),
     // the deferred quantised decode (2) and 256-thread blocks (5 16-bit, 1
-    // quantised):
+    // quantised), 470 before the thirteenth's DP4A GEMV (3 shapes, 6 forms):
     // each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 470u);
+    EXPECT_LE(compiled().compiles, 480u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =

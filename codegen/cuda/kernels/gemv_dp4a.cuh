@@ -1,0 +1,215 @@
+//===- gemv_dp4a.cuh - the q4_K GEMV at T = 1 on integer dot products -------===//
+//
+// y[n] = epi(Σ_k W[n, k] · x[k]) for one row of x and q4_K weights (one
+// stream, or gate and up with the GLU epilogue), without tensor cores:
+// x is quantised once per warp to int8 in blocks of 32 (ggml's q8_1 idea:
+// x ≈ dx · xq, |xq| ≤ 127, dx = max|x| / 127), and each 4 weights cost one
+// DP4A against 4 bytes of xq. A q4_K weight is d·sc·q − dmin·m with q a
+// nibble, so over one 32-weight sub-block j
+//   Σ w·x = d·sc_j · dx_j · Σ q·xq − dmin·m_j · Σ x,
+// with Σ q·xq exact in integers and Σ x exact in f32 (the min term does not
+// see the quantisation of x).
+//
+// Work split: lane slot s = 32·wk + lane of the K-warps (wk < Cfg::kKWarps)
+// owns quarter t = s & 3 of super-block s >> 2, as DecQ4_KW's thread t does:
+// the 16-byte quant pieces t and t + 4, i.e. 16 consecutive k of each of
+// the sub-blocks 2c, 2c + 1 (piece t, c = t / 2) and 2c + 4, 2c + 5 (piece
+// t + 4) — four runs of 16 k, held as 64 int8 of x in 16 registers for the
+// whole launch. A warp then walks rows: per row and lane 3 loads (the
+// 16-byte header and the two pieces), 8 LOP3 + 16 DP4A for 64 weights, and
+// per run two conversions and three FMAs. The lanes' sums meet by shuffles,
+// and the K-warps' sums in shared memory.
+//
+// Rows: the block's Cfg::kRowWarps row groups each take Cfg::kRowUnroll
+// consecutive rows a tile; tiles are blockIdx.x, + gridDim.x, ... (the grid
+// is sized to the resident blocks, so the x quantisation, once per warp,
+// is spread over many rows). Needs gemv.cuh in front.
+//
+//===----------------------------------------------------------------------===//
+
+namespace fg {
+
+/// d = a · b + c over 4 unsigned bytes of a and 4 signed bytes of b.
+static __device__ __forceinline__ int fg_dp4a_us(unsigned a, unsigned b, int c) {
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+/// An int of magnitude below 2^22 as float, by the magic-exponent trick (an
+/// IADD and an FADD instead of a quarter-rate I2F).
+static __device__ __forceinline__ float fg_small_int_to_f(int v) {
+  return __int_as_float(0x4B400000 + v) - 12582912.0f;
+}
+
+/// This lane's x, quantised: run r (piece r >> 1, nibble half r & 1) is
+/// xq[r][0..3] (16 int8, k0(r) + 0 .. 15), with the block's dx (shared by
+/// the partner lane t ^ 1, which holds the other 16 of the sub-block) and
+/// the exact sum of this lane's 16 x.
+struct Dp4aX {
+  unsigned xq[4][4];
+  float dx[4], sx[4];
+};
+
+/// The first k of run r of quarter t of super-block sb.
+static __device__ __forceinline__ long long fg_dp4a_k0(long long sb, int t, int r) {
+  return 256 * sb + 64 * ((t >> 1) + 2 * (r >> 1)) + 32 * (r & 1) + 16 * (t & 1);
+}
+
+template <class C>
+static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a, long long sb, int t,
+                                                      bool live, float rs, Dp4aX &q) {
+  const typename C::X *xr = a.x + C::xRow(0);
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    float v[16], lo[8] = {}, hi[8] = {};
+    const long long k0 = fg_dp4a_k0(sb, t, r);
+    if (live) {
+      gemvLoadX<C, false>(xr, k0, lo);
+      gemvLoadX<C, false>(xr, k0 + 8, hi);
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      v[e] = lo[e], v[e + 8] = hi[e];
+    if (live)
+      gemvNormX<C, false, 16>(a, k0, rs, v);
+    float amax = 0.0f, s = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 16; ++e) {
+      amax = fmaxf(amax, fabsf(v[e]));
+      s += v[e];
+    }
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1)); // the partner's 16
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    q.dx[r] = amax / 127.0f;
+    q.sx[r] = s;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      unsigned word = 0;
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const int iv = __float2int_rn(v[4 * w + b] * inv);
+        word |= (static_cast<unsigned>(iv) & 0xffu) << (8 * b);
+      }
+      q.xq[r][w] = word;
+    }
+  }
+}
+
+/// This lane's share of Σ_k W[row, k] · x[k] for one q4_K row (its quarter
+/// of its super-block), from the raw header and pieces.
+static __device__ __forceinline__ float gemvDp4aRow(const DecQ4_KW::Raw &w, int t,
+                                                    const Dp4aX &q) {
+  const int sh = 16 * (t >> 1);
+  const unsigned a = w.h.y >> sh, b = w.h.z >> sh, c = w.h.w >> sh;
+  const unsigned sc[4] = {a & 63u, (a >> 8) & 63u, (c & 0xFu) | (((a >> 6) & 3u) << 4),
+                          ((c >> 8) & 0xFu) | (((a >> 14) & 3u) << 4)};
+  const unsigned m[4] = {b & 63u, (b >> 8) & 63u, ((c >> 4) & 0xFu) | (((b >> 6) & 3u) << 4),
+                         ((c >> 12) & 0xFu) | (((b >> 14) & 3u) << 4)};
+  const unsigned p[2][4] = {{w.p0.x, w.p0.y, w.p0.z, w.p0.w}, {w.p1.x, w.p1.y, w.p1.z, w.p1.w}};
+  float sA = 0.0f, sM = 0.0f;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    int dot = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      // Low nibbles as bytes 0..15; high nibbles left in place (16·q: the
+      // 1/16 is folded into the scale below).
+      const unsigned v = (r & 1) ? p[r >> 1][i] & 0xF0F0F0F0u : p[r >> 1][i] & 0x0F0F0F0Fu;
+      dot = fg_dp4a_us(v, q.xq[r][i], dot);
+    }
+    const float scale = (r & 1) ? q.dx[r] * 0.0625f : q.dx[r];
+    sA = fmaf(fg_small_int_to_f(static_cast<int>(sc[r])) * scale, fg_small_int_to_f(dot), sA);
+    sM = fmaf(fg_small_int_to_f(static_cast<int>(m[r])), q.sx[r], sM);
+  }
+  const float d = fg_h2f(w.h.x & 0xffffu), dmin = fg_h2f(w.h.x >> 16);
+  return d * sA - dmin * sM;
+}
+
+/// Shared memory of the K-warps' partial sums: [buffer][k-warp][stream][row].
+template <class C> struct Dp4aShared {
+  float part[2][C::kKWarps][C::Epi::kStreams][C::kRowWarps * C::kRowUnroll];
+};
+
+template <class C>
+static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a) {
+  static_assert(C::M == 1 && !C::kExpert && C::K % 256 == 0, "dense, one row of x, whole super-blocks");
+  constexpr int S = C::Epi::kStreams, WK = C::kKWarps, WR = C::kRowWarps, U = C::kRowUnroll;
+  constexpr int R = WR * U; // rows a tile
+  constexpr long long kSbs = C::K / 256, kTiles = (C::N + R - 1) / R;
+  static_assert(4 * kSbs <= 32 * WK, "the K-warps cover every quarter super-block");
+  __shared__ Dp4aShared<C> sh;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int wk = warp % WK, wr = warp / WK;
+  const int slot = 32 * wk + lane, t = slot & 3;
+  const long long sb = slot >> 2;
+  const bool live = sb < kSbs;
+  __shared__ float rs[8];
+  if constexpr (C::kNorm)
+    gemvNormScales<C>(a, 0, rs);
+  Dp4aX q;
+  gemvDp4aQuantX<C>(a, live ? sb : 0, t, live, C::kNorm ? rs[0] : 1.0f, q);
+  const unsigned char *w0 = reinterpret_cast<const unsigned char *>(a.w0) + C::w0_off + sb * 144;
+  const unsigned char *w1 = reinterpret_cast<const unsigned char *>(a.w1) + C::w1_off + sb * 144;
+  int buf = 0;
+  for (long long tile = blockIdx.x; tile < kTiles; tile += gridDim.x, buf ^= 1) {
+    const long long n0 = tile * R + wr * U;
+    DecQ4_KW::Raw raw[S][U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const long long n = min(n0 + u, C::N - 1);
+      if (live) {
+        DecQ4_KW::load(w0 + n * C::w0_ld, 0, t, raw[0][u]);
+        if constexpr (S == 2)
+          DecQ4_KW::load(w1 + n * C::w1_ld, 0, t, raw[S - 1][u]);
+      }
+    }
+    float v[S][U];
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        v[s][u] = fg_warp_sum(live ? gemvDp4aRow(raw[s][u], t, q) : 0.0f);
+    if constexpr (WK > 1) {
+      if (lane == 0)
+#pragma unroll
+        for (int s = 0; s < S; ++s)
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            sh.part[buf][wk][s][wr * U + u] = v[s][u];
+      __syncthreads(); // two buffers: the next tile's writes need no second barrier
+    }
+    // Rows of this tile: one thread each sums the K-warps in order and stores.
+    const int r = WK > 1 ? static_cast<int>(threadIdx.x) : lane;
+    if ((WK > 1 || wk == 0) && r < (WK > 1 ? R : U)) {
+      const int row = WK > 1 ? r : wr * U + r;
+      const long long n = tile * R + row;
+      if (n < C::N) {
+        float acc[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int s = 0; s < S; ++s) {
+          if constexpr (WK > 1) {
+            for (int k = 0; k < WK; ++k)
+              acc[s] += sh.part[buf][k][s][row];
+          } else {
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+              if (u == r)
+                acc[s] = v[s][u];
+          }
+        }
+        if constexpr (C::kBias) {
+          acc[0] += fg_to_f(a.b0[C::b0_off + n * C::b0_sn]);
+          if (S == 2)
+            acc[1] += fg_to_f(a.b1[C::b1_off + n * C::b1_sn]);
+        }
+        float out = C::Epi::apply(acc);
+        if constexpr (C::kRes)
+          out += fg_to_f(a.res[C::res_off + n * C::res_sn]);
+        a.y[n] = out;
+      }
+    }
+  }
+}
+
+} // namespace fg
