@@ -573,7 +573,9 @@ GemvEntry gemvEntry(const GemvDesc &d) {
   return e;
 }
 
-/// The q4_K GEMV at T = 1 on DP4A (kernels/gemv_dp4a.cuh). K-warps: enough
+/// The q4_K GEMV at T = 1 on DP4A (kernels/gemv_dp4a.cuh); its prologue
+/// loads the first tile's weights before the programmatic-launch wait.
+/// K-warps: enough
 /// lanes for every quarter super-block (K / 2048, rounded up); row groups:
 /// up to 8 warps a block; a grid of the blocks that fit
 /// EmitOptions::gemvDp4aWarpTarget warps per SM, each taking every
@@ -583,7 +585,10 @@ template <class CfgFn>
 KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, CfgFn &&cfgStruct) {
   const int64_t wk = (d.K / 256 * 4 + 31) / 32;
   const int64_t wr = std::max<int64_t>(1, 8 / wk);
-  const int64_t u = std::clamp(o.gemvDp4aUnroll, 1, 4);
+  // Rows a warp at once: the option for one stream, half of it for two
+  // (the registers of each tile's loads are held twice: the next tile's
+  // loads are issued before this tile's arithmetic).
+  const int64_t u = std::max(1, std::clamp(o.gemvDp4aUnroll, 1, 4) / (d.w.size() > 1 ? 2 : 1));
   const int64_t perSm = std::max<int64_t>(1, o.gemvDp4aWarpTarget / (wk * wr));
   const int64_t tiles = (d.N + wr * u - 1) / (wr * u);
   sp.warps = static_cast<int>(wk * wr); // Cfg::kWarps (the norm prologue's split)
@@ -594,8 +599,10 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
            .str();
   GemvEntry e = gemvEntry(d);
   c += kernelEntry(static_cast<unsigned>(32 * wk * wr), e.params,
-                   "fg::gemvDp4a<CfgD>(fg::GemvArgs<CfgD>{" + e.args + "});",
-                   static_cast<unsigned>(perSm), "");
+                   "fg::gemvDp4a<CfgD>(fg::GemvArgs<CfgD>{" + e.args + "}, first);",
+                   static_cast<unsigned>(perSm),
+                   "fg::Dp4aTile<CfgD> first = fg::gemvDp4aPrefetch<CfgD>(fg::GemvArgs<CfgD>{" +
+                       e.args + "});");
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() +
                                             kernelSource("gemv_dp4a.cuh").str() + c);
   k.grid[0] = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t(o.smCount) * perSm));

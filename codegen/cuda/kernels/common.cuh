@@ -78,7 +78,10 @@ template <int NT> static __device__ __forceinline__ float fg_block_max(float v) 
 // body (they wait in turn, so "C waited for B" still implies "A is done").
 // Before the wait a kernel may run only its entry's prologue, which issues
 // L2 prefetch hints (fg_prefetch_l2: weights, and KV rows of earlier steps)
-// and nothing else: a prefetch neither reads a value into a register nor
+// and nothing else (one exception: the DP4A GEMV's prologue loads its first
+// rows of a block-quantised weight into registers, gemv_dp4a.cuh; no kernel
+// writes such a weight, as no op has a block-quantised result): a prefetch
+// neither reads a value into a register nor
 // writes, and L2 is the point of coherence for every SM, so a line fetched
 // before its producer's write is updated by that write; no code that
 // observes memory is concurrent with the predecessors, and the memory plan

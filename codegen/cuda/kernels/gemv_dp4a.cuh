@@ -23,7 +23,10 @@
 // Rows: the block's Cfg::kRowWarps row groups each take Cfg::kRowUnroll
 // consecutive rows a tile; tiles are blockIdx.x, + gridDim.x, ... (the grid
 // is sized to the resident blocks, so the x quantisation, once per warp,
-// is spread over many rows). Needs gemv.cuh in front.
+// is spread over many rows). The first tile's weights are loaded by the
+// entry's prologue, before the programmatic-launch wait (weights only: no
+// kernel writes them), and each further tile's before the arithmetic of the
+// one before. Needs gemv.cuh in front.
 //
 //===----------------------------------------------------------------------===//
 
@@ -131,58 +134,103 @@ template <class C> struct Dp4aShared {
   float part[2][C::kKWarps][C::Epi::kStreams][C::kRowWarps * C::kRowUnroll];
 };
 
+/// One tile's raw weight bytes of this lane: rows n0 + u, both streams.
+template <class C> struct Dp4aTile {
+  DecQ4_KW::Raw raw[C::Epi::kStreams][C::kRowUnroll];
+};
+
+/// This lane's place: its K-warp's slot (quarter t of super-block sb) and
+/// its row group.
+struct Dp4aLane {
+  int lane, wk, wr, t;
+  long long sb;
+  bool live;
+};
+
+template <class C> static __device__ __forceinline__ Dp4aLane gemvDp4aLane() {
+  Dp4aLane l;
+  l.lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  l.wk = warp % C::kKWarps, l.wr = warp / C::kKWarps;
+  const int slot = 32 * l.wk + l.lane;
+  l.t = slot & 3;
+  l.sb = slot >> 2;
+  l.live = l.sb < C::K / 256;
+  return l;
+}
+
+/// The loads of this lane's share of tile `tile` (rows past N repeat the last).
 template <class C>
-static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a) {
+static __device__ __forceinline__ void gemvDp4aLoad(const GemvArgs<C> &a, const Dp4aLane &l,
+                                                    long long tile, Dp4aTile<C> &d) {
+  constexpr int U = C::kRowUnroll;
+  const long long n0 = tile * C::kRowWarps * U + l.wr * U;
+  const unsigned char *w0 = reinterpret_cast<const unsigned char *>(a.w0) + C::w0_off + l.sb * 144;
+  const unsigned char *w1 = reinterpret_cast<const unsigned char *>(a.w1) + C::w1_off + l.sb * 144;
+  if (!l.live)
+    return;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long long n = min(n0 + u, C::N - 1);
+    DecQ4_KW::load(w0 + n * C::w0_ld, 0, l.t, d.raw[0][u]);
+    if constexpr (C::Epi::kStreams == 2)
+      DecQ4_KW::load(w1 + n * C::w1_ld, 0, l.t, d.raw[C::Epi::kStreams - 1][u]);
+  }
+}
+
+/// The entry's prologue, before the programmatic-launch wait: the registers
+/// of this block's first tile. Block-quantised weights are never written by a
+/// kernel (no op has a block-quantised result), so reading them while the
+/// kernels before this one still run is safe (common.cuh, fg_pdl_begin).
+template <class C>
+static __device__ __forceinline__ Dp4aTile<C> gemvDp4aPrefetch(const GemvArgs<C> &a) {
+  Dp4aTile<C> d;
+  gemvDp4aLoad<C>(a, gemvDp4aLane<C>(), blockIdx.x, d);
+  return d;
+}
+
+/// The body, after the wait: x quantised once per warp, then every
+/// gridDim.x-th tile from blockIdx.x, each tile's loads issued before the
+/// previous tile's arithmetic.
+template <class C>
+static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C> cur) {
   static_assert(C::M == 1 && !C::kExpert && C::K % 256 == 0, "dense, one row of x, whole super-blocks");
   constexpr int S = C::Epi::kStreams, WK = C::kKWarps, WR = C::kRowWarps, U = C::kRowUnroll;
   constexpr int R = WR * U; // rows a tile
-  constexpr long long kSbs = C::K / 256, kTiles = (C::N + R - 1) / R;
-  static_assert(4 * kSbs <= 32 * WK, "the K-warps cover every quarter super-block");
+  constexpr long long kTiles = (C::N + R - 1) / R;
+  static_assert(C::K / 256 * 4 <= 32 * WK, "the K-warps cover every quarter super-block");
   __shared__ Dp4aShared<C> sh;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int wk = warp % WK, wr = warp / WK;
-  const int slot = 32 * wk + lane, t = slot & 3;
-  const long long sb = slot >> 2;
-  const bool live = sb < kSbs;
+  const Dp4aLane l = gemvDp4aLane<C>();
   __shared__ float rs[8];
   if constexpr (C::kNorm)
     gemvNormScales<C>(a, 0, rs);
   Dp4aX q;
-  gemvDp4aQuantX<C>(a, live ? sb : 0, t, live, C::kNorm ? rs[0] : 1.0f, q);
-  const unsigned char *w0 = reinterpret_cast<const unsigned char *>(a.w0) + C::w0_off + sb * 144;
-  const unsigned char *w1 = reinterpret_cast<const unsigned char *>(a.w1) + C::w1_off + sb * 144;
+  gemvDp4aQuantX<C>(a, l.live ? l.sb : 0, l.t, l.live, C::kNorm ? rs[0] : 1.0f, q);
   int buf = 0;
   for (long long tile = blockIdx.x; tile < kTiles; tile += gridDim.x, buf ^= 1) {
-    const long long n0 = tile * R + wr * U;
-    DecQ4_KW::Raw raw[S][U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const long long n = min(n0 + u, C::N - 1);
-      if (live) {
-        DecQ4_KW::load(w0 + n * C::w0_ld, 0, t, raw[0][u]);
-        if constexpr (S == 2)
-          DecQ4_KW::load(w1 + n * C::w1_ld, 0, t, raw[S - 1][u]);
-      }
-    }
+    Dp4aTile<C> next;
+    if (tile + gridDim.x < kTiles)
+      gemvDp4aLoad<C>(a, l, tile + gridDim.x, next);
     float v[S][U];
 #pragma unroll
     for (int s = 0; s < S; ++s)
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        v[s][u] = fg_warp_sum(live ? gemvDp4aRow(raw[s][u], t, q) : 0.0f);
+        v[s][u] = fg_warp_sum(l.live ? gemvDp4aRow(cur.raw[s][u], l.t, q) : 0.0f);
+    cur = next;
     if constexpr (WK > 1) {
-      if (lane == 0)
+      if (l.lane == 0)
 #pragma unroll
         for (int s = 0; s < S; ++s)
 #pragma unroll
           for (int u = 0; u < U; ++u)
-            sh.part[buf][wk][s][wr * U + u] = v[s][u];
+            sh.part[buf][l.wk][s][l.wr * U + u] = v[s][u];
       __syncthreads(); // two buffers: the next tile's writes need no second barrier
     }
     // Rows of this tile: one thread each sums the K-warps in order and stores.
-    const int r = WK > 1 ? static_cast<int>(threadIdx.x) : lane;
-    if ((WK > 1 || wk == 0) && r < (WK > 1 ? R : U)) {
-      const int row = WK > 1 ? r : wr * U + r;
+    const int r = WK > 1 ? static_cast<int>(threadIdx.x) : l.lane;
+    if ((WK > 1 || l.wk == 0) && r < (WK > 1 ? R : U)) {
+      const int row = WK > 1 ? r : l.wr * U + r;
       const long long n = tile * R + row;
       if (n < C::N) {
         float acc[2] = {0.0f, 0.0f};
