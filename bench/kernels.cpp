@@ -1009,7 +1009,7 @@ int main(int argc, char **argv) {
     } else if (a == "--gemv-x-split") {
       s.emit.gemvQuantXHalf = false;
     } else if (a == "--gemv-dp4a") {
-      s.emit.gemvDp4a = true;
+      s.emit.gemvDp4a = 2; // every eligible launch, whatever its size
     } else if (a.rfind("--gemv-", 0) == 0) {
       // GEMV variant overrides (EmitOptions::gemv*), for tuning the rule.
       std::string f = a.substr(0, a.find('='));

@@ -746,9 +746,16 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   if (!d.segs.empty())
     return multiKernel(d, sp, cfgStruct);
   // q4_K at T = 1 on DP4A (EmitOptions::gemvDp4a, kernels/gemv_dp4a.cuh):
-  // dense, whole super-blocks, 16-byte aligned rows, x read along K.
-  bool dp4a = o.gemvDp4a && d.M == 1 && !d.expert && d.xKs == 1 && w0.dtype == DType::Q4_K &&
-              wideOk(w0) && (!two || wideOk(w1));
+  // dense, whole super-blocks, 16-byte aligned rows, x read along K, K up to
+  // 16384 (at most 8 K-warps a block); by the rule (1) only launches that
+  // take no prefetch prologue (weights above its limit, or prologues off).
+  const int64_t weightBytes = d.N * (storageBytes(w0.dtype, d.K) +
+                                     (two ? storageBytes(w1.dtype, d.K) : 0));
+  const bool prefetched = o.pdlPrefetchBytes > 0 && (o.pdlPrefetchMaxWeightBytes < 0 ||
+                                                     weightBytes <= o.pdlPrefetchMaxWeightBytes);
+  bool dp4a = (o.gemvDp4a == 2 || (o.gemvDp4a == 1 && !prefetched)) && d.M == 1 && !d.expert &&
+              d.xKs == 1 && d.K <= 16384 && w0.dtype == DType::Q4_K && wideOk(w0) &&
+              (!two || wideOk(w1));
   if (dp4a)
     return dp4aKernel(d, o, sp, cfgStruct);
   std::string c = cfgStruct("Cfg", d.N, w0);

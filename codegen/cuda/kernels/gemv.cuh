@@ -85,7 +85,9 @@
 //    reference's f32 value rounded to f16: the retype-at-load numerics);
 //  - dp4a would need x quantised per 32 values (a prologue kernel or a
 //    second pass), a CPU mode reproducing it, and at T = 8 eight times the
-//    dp4a count, while the mma count does not grow with T.
+//    dp4a count, while the mma count does not grow with T. At T = 1 it was
+//    written after all (thirteenth session): gemv_dp4a.cuh, opt-in
+//    (EmitOptions::gemvDp4a), each warp quantising its slice of x itself.
 // Blocks are only 2-byte aligned (q4_0 18 bytes, q8_0 34, q6_K 210): those
 // decoders use 2-byte loads, q4_1 (20 bytes) 4-byte loads and the narrow
 // q4_K decoder (144) 8-byte loads; weights past K are zero blocks (d = 0, so

@@ -164,17 +164,19 @@ template <class C>
 static __device__ __forceinline__ void gemvDp4aLoad(const GemvArgs<C> &a, const Dp4aLane &l,
                                                     long long tile, Dp4aTile<C> &d) {
   constexpr int U = C::kRowUnroll;
+  if (!l.live) // a lane past K forms no address
+    return;
   const long long n0 = tile * C::kRowWarps * U + l.wr * U;
   const unsigned char *w0 = reinterpret_cast<const unsigned char *>(a.w0) + C::w0_off + l.sb * 144;
-  const unsigned char *w1 = reinterpret_cast<const unsigned char *>(a.w1) + C::w1_off + l.sb * 144;
-  if (!l.live)
-    return;
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const long long n = min(n0 + u, C::N - 1);
     DecQ4_KW::load(w0 + n * C::w0_ld, 0, l.t, d.raw[0][u]);
-    if constexpr (C::Epi::kStreams == 2)
+    if constexpr (C::Epi::kStreams == 2) {
+      const unsigned char *w1 =
+          reinterpret_cast<const unsigned char *>(a.w1) + C::w1_off + l.sb * 144;
       DecQ4_KW::load(w1 + n * C::w1_ld, 0, l.t, d.raw[C::Epi::kStreams - 1][u]);
+    }
   }
 }
 
@@ -208,7 +210,7 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
   gemvDp4aQuantX<C>(a, l.live ? l.sb : 0, l.t, l.live, C::kNorm ? rs[0] : 1.0f, q);
   int buf = 0;
   for (long long tile = blockIdx.x; tile < kTiles; tile += gridDim.x, buf ^= 1) {
-    Dp4aTile<C> next;
+    Dp4aTile<C> next; // left unloaded after the last tile (and on dead lanes): never read then
     if (tile + gridDim.x < kTiles)
       gemvDp4aLoad<C>(a, l, tile + gridDim.x, next);
     float v[S][U];

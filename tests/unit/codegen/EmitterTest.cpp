@@ -2013,7 +2013,7 @@ TEST(CudaEmit, QuantisedGemvEveryForm) {
 /// T = 2 and expert-indexed launches keep the tensor cores.
 TEST(CudaEmit, Q4KDp4aGemv) {
   EmitOptions o;
-  o.gemvDp4a = true;
+  o.gemvDp4a = 2; // every eligible launch (the rule, 1, is checked below)
   struct Shape {
     int64_t N, K;
     const char *split;
@@ -2034,6 +2034,8 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     const KernelSpec &k = only(ls);
     EXPECT_TRUE(contains(k, "fg::gemvDp4a<CfgD>("));
     EXPECT_TRUE(contains(k, s.split));
+    // Cfg::kWarps (the norm prologue's split) is the block's warps.
+    EXPECT_TRUE(contains(k, "kWarps = " + std::to_string(s.block / 32) + ","));
     EXPECT_EQ(k.block[0], s.block);
     EXPECT_EQ(k.grid[0], s.grid);
     EXPECT_TRUE(contains(k, "__launch_bounds__(" + std::to_string(s.block) + ", " +
@@ -2080,6 +2082,28 @@ TEST(CudaEmit, Q4KDp4aGemv) {
   }));
   EXPECT_FALSE(dp4a([](Builder &b) {
     b.result(b.matmul(b.input("x", T(DType::F32, {1, 512})), b.weight("w", T(DType::Q4_0, {77, 512}))));
+  }));
+  // The rule: weights above the prefetch prologue's limit (4 MiB) only.
+  o.gemvDp4a = 1;
+  EXPECT_FALSE(dp4a([](Builder &b) { // 2.4 MB
+    b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})), b.weight("w", T(DType::Q4_K, {1024, 4096}))));
+  }));
+  EXPECT_TRUE(dp4a([](Builder &b) { // 9.4 MB
+    b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})), b.weight("w", T(DType::Q4_K, {4096, 4096}))));
+  }));
+  // ... and every launch when the prologues are off.
+  o.pdlPrefetchBytes = 0;
+  EXPECT_TRUE(dp4a([](Builder &b) {
+    b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})), b.weight("w", T(DType::Q4_K, {1024, 4096}))));
+  }));
+  // K past 16384 (more than 8 K-warps) keeps the tensor cores.
+  o.gemvDp4a = 2;
+  EXPECT_FALSE(dp4a([](Builder &b) {
+    b.result(b.matmul(b.input("x", T(DType::F32, {1, 16640})), b.weight("w", T(DType::Q4_K, {64, 16640}))));
+  }));
+  o.gemvDp4a = 0;
+  EXPECT_FALSE(dp4a([](Builder &b) {
+    b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})), b.weight("w", T(DType::Q4_K, {4096, 4096}))));
   }));
 }
 
@@ -2188,9 +2212,10 @@ public:
     // the GEMV it replaces, off), 428 before the twelfth's 64-wide k-step of
     // the grouped GEMM (10 16-bit forms, 1 quantised),
     // the deferred quantised decode (2) and 256-thread blocks (5 16-bit, 1
-    // quantised), 470 before the thirteenth's DP4A GEMV (3 shapes, 6 forms):
+    // quantised), 470 before the thirteenth's DP4A GEMV (3 shapes, 6 forms,
+    // the size rule with prologues off, and a K past its limit: 12):
     // each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 480u);
+    EXPECT_LE(compiled().compiles, 485u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# For the fourteenth session's first GPU call (written in the thirteenth,
+# after its last call): the DP4A GEMV's size rule (FG_DEBUG_GEMV_DP4A=1:
+# DP4A only for weights above the 4 MiB prefetch limit) against the tensor
+# cores and against DP4A everywhere (=2), on both quantised workloads, then
+# the quantised model tests under the rule (to make it the default).
+# 1. GpuQuantGemv.Q4KDp4a* (=2 inside), GpuQuantModel*, quantised workload
+#    tests and quantised prefill==decode with FG_DEBUG_GEMV_DP4A=1;
+# 2. steps, interleaved, two rounds: W-dense q4_K, W-moe-12 q4_K,
+#    Q4_K_M-like: 0, 1, 2;
+# 3. one --breakdown of W-moe-12 q4_K at 0 and 1 (90 s each: --breakdown
+#    takes longer than a plain bench).
+#   bash scripts/gpu-s14-call1.sh DEADLINE_S  (carry [".gpu"])
+set -uo pipefail
+source .gpu/env.sh
+S=$SECONDS; D=${1:-560}
+left() { echo $((D - (SECONDS - S))); }
+export FG_KERNEL_CACHE=/tmp/fgk0
+T=$(command -v fusegraph_gpu_tests)
+summ() { grep -E '^\[  (PASSED|FAILED)|FAILED  \]|ERROR SUMMARY|Failure|actual|worst' "$1" | head -14 | tr '\n' ' '; }
+FG_DEBUG_GEMV_DP4A=1 timeout 200 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4a*:GpuQuantModel*:*Quant*Workload*:GpuPrefillThenDecode.QuantisedWeightsEqualsDecodeOnly' > "$OUT/tests-rule.txt" 2>&1
+echo "tests under the rule rc $? after $((SECONDS - S)) s: $(summ "$OUT/tests-rule.txt")"
+step() { # label, workload, dp4a
+  [ $(left) -gt 40 ] || { echo "skipped: $2 $1"; return; }
+  FG_DEBUG_GEMV_DP4A=$3 timeout 50 fusegraph bench --workload "$2" --compare fused,graph --steps 30 > /tmp/b.txt 2>&1
+  echo "== $2 dp4a=$3 ($1): $(grep -E 'graph-fused' /tmp/b.txt | tr -s ' ')"
+}
+{
+for round in 1 2; do
+  for w in w-dense-q4_k w-moe-12-q4_k w-dense-q4_k_m; do
+    for v in 0 1 2; do step "round $round" $w $v; done
+  done
+done
+for v in 0 1; do
+  [ $(left) -gt 100 ] || { echo "skipped: breakdown $v"; continue; }
+  FG_DEBUG_GEMV_DP4A=$v timeout 90 fusegraph bench --workload w-moe-12-q4_k --compare graph --steps 10 --breakdown > "$OUT/bd-moe-$v.txt" 2>&1
+  echo "== breakdown w-moe-12-q4_k dp4a=$v rc $?"; grep -E "matmul|attention|graph" "$OUT/bd-moe-$v.txt" | head -10
+done
+} 2>&1 | tee "$OUT/steps.txt"
+echo "done after $((SECONDS - S)) s"
