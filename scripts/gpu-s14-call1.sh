@@ -5,7 +5,8 @@
 # cores and against DP4A everywhere (=2), on both quantised workloads, then
 # the quantised model tests under the rule (to make it the default).
 # 1. GpuQuantGemv.Q4KDp4a* (=2 inside), GpuQuantModel*, quantised workload
-#    tests and quantised prefill==decode with FG_DEBUG_GEMV_DP4A=1;
+#    tests and quantised prefill==decode with FG_DEBUG_GEMV_DP4A=1; memcheck
+#    and racecheck over the DP4A tests;
 # 2. steps, interleaved, two rounds: W-dense q4_K, W-moe-12 q4_K,
 #    Q4_K_M-like: 0, 1, 2;
 # 3. one --breakdown of W-moe-12 q4_K at 0 and 1 (90 s each: --breakdown
@@ -20,6 +21,12 @@ T=$(command -v fusegraph_gpu_tests)
 summ() { grep -E '^\[  (PASSED|FAILED)|FAILED  \]|ERROR SUMMARY|Failure|actual|worst' "$1" | head -14 | tr '\n' ' '; }
 FG_DEBUG_GEMV_DP4A=1 timeout 200 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4a*:GpuQuantModel*:*Quant*Workload*:GpuPrefillThenDecode.QuantisedWeightsEqualsDecodeOnly' > "$OUT/tests-rule.txt" 2>&1
 echo "tests under the rule rc $? after $((SECONDS - S)) s: $(summ "$OUT/tests-rule.txt")"
+# The DP4A tests gained blocks of several tiles after the thirteenth
+# session's last call: memcheck and racecheck over them.
+for tool in memcheck racecheck; do
+  FG_UNDER_SANITIZER=$tool timeout 90 compute-sanitizer --tool $tool --print-limit 5 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4a*' > "$OUT/$tool.txt" 2>&1
+  echo "$tool rc $? after $((SECONDS - S)) s: $(summ "$OUT/$tool.txt")"
+done
 step() { # label, workload, dp4a
   [ $(left) -gt 40 ] || { echo "skipped: $2 $1"; return; }
   FG_DEBUG_GEMV_DP4A=$3 timeout 50 fusegraph bench --workload "$2" --compare fused,graph --steps 30 > /tmp/b.txt 2>&1
