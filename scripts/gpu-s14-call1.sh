@@ -7,8 +7,10 @@
 # 1. GpuQuantGemv.Q4KDp4a* (=2 inside), GpuQuantModel*, quantised workload
 #    tests and quantised prefill==decode with FG_DEBUG_GEMV_DP4A=1; memcheck
 #    and racecheck over the DP4A tests;
-# 2. steps, interleaved, two rounds: W-dense q4_K, W-moe-12 q4_K,
-#    Q4_K_M-like: 0, 1, 2;
+# 2. kernels at T = 1 (q4_K, q8_0, q4_0: the q8_0 / q4_0 DP4A forms were
+#    written after the thirteenth session's last call); steps, interleaved,
+#    W-dense q4_K, W-moe-12 q4_K, W-dense q8_0 / q4_0, Q4_K_M-like: 0 and
+#    1 (each ~38 s; =2 was measured for q4_K in the thirteenth session);
 # 3. one --breakdown of W-moe-12 q4_K at 0 and 1 (90 s each: --breakdown
 #    takes longer than a plain bench).
 #   bash scripts/gpu-s14-call1.sh DEADLINE_S  (carry [".gpu"])
@@ -32,11 +34,16 @@ step() { # label, workload, dp4a
   FG_DEBUG_GEMV_DP4A=$3 timeout 50 fusegraph bench --workload "$2" --compare fused,graph --steps 30 > /tmp/b.txt 2>&1
   echo "== $2 dp4a=$3 ($1): $(grep -E 'graph-fused' /tmp/b.txt | tr -s ' ')"
 }
+# Kernels: q4_K, q8_0, q4_0 at T = 1, tensor cores against DP4A.
+for v in "" "--gemv-dp4a"; do
+  [ $(left) -gt 300 ] || { echo "skipped kernels $v"; continue; }
+  echo "== kernels ${v:-tensor cores}"
+  timeout 90 fg_bench_kernels --reps 5 --no-cublas $v --benchmark_filter='^(matmul|fused.gated_matmul)/w-dense/.*/(q4_k|q8_0|q4_0)/T1' --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
+  grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2,4,6,8,11
+done 2>&1 | tee "$OUT/kernels.txt"
 {
-for round in 1 2; do
-  for w in w-dense-q4_k w-moe-12-q4_k w-dense-q4_k_m; do
-    for v in 0 1 2; do step "round $round" $w $v; done
-  done
+for w in w-dense-q4_k w-moe-12-q4_k w-dense-q8_0 w-dense-q4_0 w-dense-q4_k_m; do
+  for v in 0 1; do step "rule" $w $v; done
 done
 for v in 0 1; do
   [ $(left) -gt 100 ] || { echo "skipped: breakdown $v"; continue; }

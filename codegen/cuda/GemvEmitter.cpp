@@ -573,29 +573,33 @@ GemvEntry gemvEntry(const GemvDesc &d) {
   return e;
 }
 
-/// The q4_K GEMV at T = 1 on DP4A (kernels/gemv_dp4a.cuh); its prologue
-/// loads the first tile's weights before the programmatic-launch wait.
-/// K-warps: enough
-/// lanes for every quarter super-block (K / 2048, rounded up); row groups:
-/// up to 8 warps a block; a grid of the blocks that fit
-/// EmitOptions::gemvDp4aWarpTarget warps per SM, each taking every
-/// gridDim.x-th tile of kRowWarps x kRowUnroll rows (the x quantisation, once
-/// per warp, spread over many rows).
+/// The GEMV at T = 1 on DP4A (kernels/gemv_dp4a.cuh; q4_K, q8_0, q4_0); its
+/// prologue loads the first tile's weights before the programmatic-launch
+/// wait. K-warps: enough lanes for every quarter k-step (K / 2048, rounded
+/// up; q4_0's k-step is 512 weights: K / 4096); row groups: up to 8 warps a
+/// block; a grid of the blocks that fit EmitOptions::gemvDp4aWarpTarget warps
+/// per SM, each taking every gridDim.x-th tile of kRowWarps x kRowUnroll
+/// rows (the x quantisation, once per warp, spread over many rows).
 template <class CfgFn>
 KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, CfgFn &&cfgStruct) {
-  const int64_t wk = (d.K / 256 * 4 + 31) / 32;
+  const DType t = d.w[0].dtype;
+  const int64_t step = t == DType::Q4_0 ? 512 : 256;
+  const int64_t wk = (d.K / step * 4 + 31) / 32;
   const int64_t wr = std::max<int64_t>(1, 8 / wk);
-  // Rows a warp at once: the option for one stream, half of it for two
-  // (the registers of each tile's loads are held twice: the next tile's
-  // loads are issued before this tile's arithmetic).
-  const int64_t u = std::max(1, std::clamp(o.gemvDp4aUnroll, 1, 4) / (d.w.size() > 1 ? 2 : 1));
+  // Rows a warp at once: the option for one q4_K stream, half of it for two
+  // or for q8_0 / q4_0 (20 registers of loads a row, not 12; each tile's
+  // loads are held twice: the next tile's are issued before this tile's
+  // arithmetic).
+  const int64_t halve = (d.w.size() > 1 ? 2 : 1) * (t == DType::Q4_K ? 1 : 2);
+  const int64_t u = std::max<int64_t>(1, std::clamp(o.gemvDp4aUnroll, 1, 4) / halve);
   const int64_t perSm = std::max<int64_t>(1, o.gemvDp4aWarpTarget / (wk * wr));
   const int64_t tiles = (d.N + wr * u - 1) / (wr * u);
   sp.warps = static_cast<int>(wk * wr); // Cfg::kWarps (the norm prologue's split)
   std::string c = cfgStruct("Cfg", d.N, d.w[0]);
-  c += llvm::formatv("struct CfgD : Cfg {{\n  static constexpr int kKWarps = {0}, kRowWarps = {1}, "
-                     "kRowUnroll = {2};\n};\n",
-                     wk, wr, u)
+  const char *dec = t == DType::Q4_K ? "fg::Dp4aQ4K" : t == DType::Q8_0 ? "fg::Dp4aQ8_0" : "fg::Dp4aQ4_0";
+  c += llvm::formatv("struct CfgD : Cfg {{\n  using D = {3};\n  static constexpr int kKWarps = {0}, "
+                     "kRowWarps = {1}, kRowUnroll = {2};\n};\n",
+                     wk, wr, u, dec)
            .str();
   GemvEntry e = gemvEntry(d);
   c += kernelEntry(static_cast<unsigned>(32 * wk * wr), e.params,
@@ -745,16 +749,19 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   };
   if (!d.segs.empty())
     return multiKernel(d, sp, cfgStruct);
-  // q4_K at T = 1 on DP4A (EmitOptions::gemvDp4a, kernels/gemv_dp4a.cuh):
-  // dense, whole super-blocks, 16-byte aligned rows, x read along K, K up to
-  // 16384 (at most 8 K-warps a block); by the rule (1) only launches that
-  // take no prefetch prologue (weights above its limit, or prologues off).
+  // q4_K, q8_0 and q4_0 at T = 1 on DP4A (EmitOptions::gemvDp4a,
+  // kernels/gemv_dp4a.cuh): dense, the wide decoders' rows (whole k-steps,
+  // 16-byte aligned), x read along K, at most 8 K-warps a block (K up to 64
+  // k-steps); by the rule (1) only launches that take no prefetch prologue
+  // (weights above its limit, or prologues off).
   const int64_t weightBytes = d.N * (storageBytes(w0.dtype, d.K) +
                                      (two ? storageBytes(w1.dtype, d.K) : 0));
   const bool prefetched = o.pdlPrefetchBytes > 0 && (o.pdlPrefetchMaxWeightBytes < 0 ||
                                                      weightBytes <= o.pdlPrefetchMaxWeightBytes);
   bool dp4a = (o.gemvDp4a == 2 || (o.gemvDp4a == 1 && !prefetched)) && d.M == 1 && !d.expert &&
-              d.xKs == 1 && d.K <= 16384 && w0.dtype == DType::Q4_K && wideOk(w0) &&
+              d.xKs == 1 &&
+              (w0.dtype == DType::Q4_K || w0.dtype == DType::Q8_0 || w0.dtype == DType::Q4_0) &&
+              d.K <= 64 * (w0.dtype == DType::Q4_0 ? 512 : 256) && wideOk(w0) &&
               (!two || wideOk(w1));
   if (dp4a)
     return dp4aKernel(d, o, sp, cfgStruct);

@@ -394,10 +394,11 @@ ValueId hostX(Builder &b, QuantCase &c, const std::string &name, const std::vect
 
 /// y[n] = Σ_k W[n, k]·x[k] exactly as kernels/gemv_dp4a.cuh defines it: x
 /// quantised per 32 (dx = max|x| / 127, xq = rint(x · 127 / max|x|)), and per
-/// q4_K sub-block d·sc·dx·Σ q·xq − dmin·m·Σ x, in double.
-std::vector<double> dp4aReference(const std::vector<uint8_t> &w, const std::vector<float> &x,
-                                  int64_t N) {
-  const int64_t K = static_cast<int64_t>(x.size()), sbs = K / 256;
+/// 32-weight block, in double: q4_K d·sc·dx·Σ q·xq − dmin·m·Σ x; q8_0
+/// d·dx·Σ q·xq; q4_0 d·dx·(Σ q·xq − 8·Σ xq) (q the unsigned nibble).
+std::vector<double> dp4aReference(DType t, const std::vector<uint8_t> &w,
+                                  const std::vector<float> &x, int64_t N) {
+  const int64_t K = static_cast<int64_t>(x.size());
   std::vector<float> dx(K / 32);
   std::vector<int> xq(K);
   for (int64_t j = 0; j < K / 32; ++j) {
@@ -409,35 +410,61 @@ std::vector<double> dp4aReference(const std::vector<uint8_t> &w, const std::vect
     for (int64_t i = 0; i < 32; ++i)
       xq[32 * j + i] = static_cast<int>(std::nearbyint(x[32 * j + i] * inv));
   }
+  auto half = [](const uint8_t *p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return static_cast<double>(halfToFloat(h));
+  };
+  const DTypeInfo &qi = dtypeInfo(t);
+  const int64_t rowBytes = K / qi.blockElems * qi.blockBytes;
   std::vector<double> y(N, 0.0);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t sb = 0; sb < sbs; ++sb) {
-      const uint8_t *blk = w.data() + (n * sbs + sb) * 144;
-      uint16_t dh, mh;
-      std::memcpy(&dh, blk, 2);
-      std::memcpy(&mh, blk + 2, 2);
-      const double d = halfToFloat(dh), dmin = halfToFloat(mh);
-      const uint8_t *sc = blk + 4, *qs = blk + 16;
-      for (int j = 0; j < 8; ++j) {
-        int s, m; // ggml's get_scale_min_k4
-        if (j < 4) {
-          s = sc[j] & 63, m = sc[j + 4] & 63;
-        } else {
-          s = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
-          m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+  for (int64_t n = 0; n < N; ++n) {
+    const uint8_t *row = w.data() + n * rowBytes;
+    if (t == DType::Q4_K) {
+      for (int64_t sb = 0; sb < K / 256; ++sb) {
+        const uint8_t *blk = row + sb * 144;
+        const double d = half(blk), dmin = half(blk + 2);
+        const uint8_t *sc = blk + 4, *qs = blk + 16;
+        for (int j = 0; j < 8; ++j) {
+          int s, m; // ggml's get_scale_min_k4
+          if (j < 4) {
+            s = sc[j] & 63, m = sc[j + 4] & 63;
+          } else {
+            s = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
+            m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+          }
+          const int64_t k0 = 256 * sb + 32 * j;
+          long long dot = 0;
+          double sx = 0;
+          for (int l = 0; l < 32; ++l) {
+            const uint8_t byte = qs[32 * (j / 2) + l];
+            const int q = (j & 1) ? byte >> 4 : byte & 0xF;
+            dot += static_cast<long long>(q) * xq[k0 + l];
+            sx += x[k0 + l];
+          }
+          y[n] += d * s * dx[k0 / 32] * static_cast<double>(dot) - dmin * m * sx;
         }
-        const int64_t k0 = 256 * sb + 32 * j;
-        long long dot = 0;
-        double sx = 0;
-        for (int l = 0; l < 32; ++l) {
-          const uint8_t byte = qs[32 * (j / 2) + l];
-          const int q = (j & 1) ? byte >> 4 : byte & 0xF;
-          dot += static_cast<long long>(q) * xq[k0 + l];
-          sx += x[k0 + l];
-        }
-        y[n] += d * s * dx[k0 / 32] * static_cast<double>(dot) - dmin * m * sx;
       }
+      continue;
     }
+    for (int64_t bk = 0; bk < K / 32; ++bk) {
+      const uint8_t *blk = row + bk * qi.blockBytes;
+      const double d = half(blk);
+      long long dot = 0, sq = 0;
+      for (int l = 0; l < 32; ++l) {
+        int q;
+        if (t == DType::Q8_0)
+          q = static_cast<int8_t>(blk[2 + l]);
+        else // q4_0
+          q = l < 16 ? blk[2 + l] & 0xF : blk[2 + l - 16] >> 4;
+        dot += static_cast<long long>(q) * xq[32 * bk + l];
+        sq += xq[32 * bk + l];
+      }
+      if (t == DType::Q4_0)
+        dot -= 8 * sq;
+      y[n] += d * dx[bk] * static_cast<double>(dot);
+    }
+  }
   return y;
 }
 
@@ -495,8 +522,8 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
   EXPECT_NE(dp4a, tc) << "the same bits as the tensor-core GEMV: DP4A did not run";
 }
 
-/// The q4_K GEMV at T = 1 on DP4A (kernels/gemv_dp4a.cuh,
-/// FG_DEBUG_GEMV_DP4A=2): against the formula it computes (x quantised to
+/// The GEMV at T = 1 on DP4A (kernels/gemv_dp4a.cuh, FG_DEBUG_GEMV_DP4A=2),
+/// q4_K, q8_0 and q4_0: against the formula it computes (x quantised to
 /// int8; the 1e-5; the tensor-core GEMV misses it by far) and against
 /// the CPU reference (kTolDp4a). K from one super-block to 21 (one K-warp
 /// with idle lanes, two, three with idle lanes), N not a multiple of the rows
@@ -506,11 +533,21 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
 TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
   FG_REQUIRE_GPU();
   ScopedEnv on("FG_DEBUG_GEMV_DP4A", "2"); // every size
-  const std::pair<int64_t, int64_t> shapes[] = {{77, 256},   {1001, 1280}, {333, 4096},
-                                                {45, 5376},  {4103, 4096}, {4500, 1280}};
+  struct Shape {
+    DType t;
+    int64_t N, K;
+  };
+  // q8_0 as q4_K (256-weight k-steps); q4_0 by 512-weight k-steps: one
+  // K-warp up to K 4096, two at 4608 (idle lanes), 264+ tiles at N 4500.
+  const Shape shapes[] = {{DType::Q4_K, 77, 256},   {DType::Q4_K, 1001, 1280},
+                          {DType::Q4_K, 333, 4096}, {DType::Q4_K, 45, 5376},
+                          {DType::Q4_K, 4103, 4096}, {DType::Q4_K, 4500, 1280},
+                          {DType::Q8_0, 77, 256},   {DType::Q8_0, 1001, 5376},
+                          {DType::Q8_0, 4500, 1280}, {DType::Q4_0, 77, 512},
+                          {DType::Q4_0, 333, 4608}, {DType::Q4_0, 4500, 1024}};
   uint64_t salt = 70;
-  for (auto [N, K] : shapes) {
-    SCOPED_TRACE("N " + std::to_string(N) + " K " + std::to_string(K));
+  for (auto [t, N, K] : shapes) {
+    SCOPED_TRACE(std::string(dtypeName(t)) + " N " + std::to_string(N) + " K " + std::to_string(K));
     QuantCase c;
     Function &fn = c.g.addFunction("main");
     Builder b(fn);
@@ -522,10 +559,10 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
     for (int i = 32; i < 64; ++i) // one block of x all zeros (dx = 0)
       xs[i] = 0.0f;
     auto x = hostX(b, c, "x", xs);
-    auto w = quantWeight(b, c, "w", DType::Q4_K, {N, K}, salt++);
+    auto w = quantWeight(b, c, "w", t, {N, K}, salt++);
     b.result(b.matmul(x, w, "y"));
     ASSERT_FALSE(bool(b.finish()));
-    const std::vector<double> want = dp4aReference(c.weights[1].bytes, xs, N);
+    const std::vector<double> want = dp4aReference(t, c.weights[1].bytes, xs, N);
     expectQuantMatches(c, kTolDp4a);
     std::vector<float> got = gpuResult(c, "canonicalize,cse,dce"), wantF(want.begin(), want.end());
     ASSERT_EQ(got.size(), wantF.size());
@@ -534,10 +571,11 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
 }
 
 /// The DP4A GEMV's other forms at T = 1, each against the CPU reference and
-/// shown to have run on DP4A (expectDp4aForm): gate|up + GLU with biases
-/// (both GLUs; N 1101 at K 4096: 4 rows a tile, 276 tiles, more than the
-/// grid), matmul_add with a bias, f16 x, and the rms_norm prologue (one
-/// stream and gate|up, through the fusion pass).
+/// shown to have run on DP4A (expectDp4aForm): q4_K gate|up + GLU with
+/// biases (both GLUs; N 1101 at K 4096: 4 rows a tile, 276 tiles, more than
+/// the grid), q8_0 and q4_0 gate|up and matmul_add with a residual, q4_K
+/// matmul_add with a bias, f16 x, and the rms_norm prologue (one stream and
+/// gate|up, through the fusion pass).
 TEST(GpuQuantGemv, Q4KDp4aEveryForm) {
   FG_REQUIRE_GPU();
   for (int kind : {0, 1}) {
@@ -567,6 +605,31 @@ TEST(GpuQuantGemv, Q4KDp4aEveryForm) {
                       {x, quantWeight(b, c, "w", DType::Q4_K, {301, 4096}, 84), bias}, {}, "y"));
     ASSERT_FALSE(bool(b.finish()));
     expectDp4aForm(c);
+  }
+  for (DType t : {DType::Q8_0, DType::Q4_0}) {
+    SCOPED_TRACE(std::string(dtypeName(t)) + " gate|up + matmul_add");
+    QuantCase c;
+    Function &fn = c.g.addFunction("main");
+    Builder b(fn);
+    const int64_t N = 203, K = 2048;
+    auto x = b.weight("x", {DType::F32, {1, K}}, randn(1.0));
+    b.result(b.create(OpKind::FusedGatedMatmul,
+                      {x, quantWeight(b, c, "w_gate", t, {N, K}, 90), quantWeight(b, c, "w_up", t, {N, K}, 91),
+                       b.weight("b_gate", {DType::F32, {N}}, randn(0.5)),
+                       b.weight("b_up", {DType::F32, {N}}, randn(0.5))},
+                      {{"kind", Attribute::ofEnum(0)}}, "y"));
+    ASSERT_FALSE(bool(b.finish()));
+    expectDp4aForm(c);
+    QuantCase c2;
+    Function &fn2 = c2.g.addFunction("main");
+    Builder b2(fn2);
+    auto x2 = b2.weight("x", {DType::F32, {1, K}}, randn(1.0));
+    b2.result(b2.create(OpKind::FusedMatmulAdd,
+                        {x2, quantWeight(b2, c2, "w", t, {N, K}, 92),
+                         b2.weight("r", {DType::F32, {1, N}}, randn(1.0))},
+                        {}, "y"));
+    ASSERT_FALSE(bool(b2.finish()));
+    expectDp4aForm(c2);
   }
   {
     SCOPED_TRACE("f16 x");

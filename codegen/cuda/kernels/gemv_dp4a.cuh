@@ -1,24 +1,25 @@
-//===- gemv_dp4a.cuh - the q4_K GEMV at T = 1 on integer dot products -------===//
+//===- gemv_dp4a.cuh - quantised GEMVs at T = 1 on integer dot products ------===//
 //
-// y[n] = epi(Σ_k W[n, k] · x[k]) for one row of x and q4_K weights (one
-// stream, or gate and up with the GLU epilogue), without tensor cores:
-// x is quantised once per warp to int8 in blocks of 32 (ggml's q8_1 idea:
-// x ≈ dx · xq, |xq| ≤ 127, dx = max|x| / 127), and each 4 weights cost one
-// DP4A against 4 bytes of xq. A q4_K weight is d·sc·q − dmin·m with q a
-// nibble, so over one 32-weight sub-block j
+// y[n] = epi(Σ_k W[n, k] · x[k]) for one row of x and q4_K, q8_0 or q4_0
+// weights (one stream, or gate and up with the GLU epilogue), without
+// tensor cores: x is quantised once per warp to int8 in blocks of 32
+// (ggml's q8_1 idea: x ≈ dx · xq, |xq| ≤ 127, dx = max|x| / 127), and each
+// 4 weights cost one DP4A against 4 bytes of xq. A q4_K weight is
+// d·sc·q − dmin·m with q a nibble, so over one 32-weight sub-block j
 //   Σ w·x = d·sc_j · dx_j · Σ q·xq − dmin·m_j · Σ x,
 // with Σ q·xq exact in integers and Σ x exact in f32 (the min term does not
-// see the quantisation of x).
+// see the quantisation of x); q8_0 is d·dx·Σ q·xq, q4_0 d·dx·(Σ q·xq − 8 Σ xq).
 //
 // Work split: lane slot s = 32·wk + lane of the K-warps (wk < Cfg::kKWarps)
-// owns quarter t = s & 3 of super-block s >> 2, as DecQ4_KW's thread t does:
-// the 16-byte quant pieces t and t + 4, i.e. 16 consecutive k of each of
-// the sub-blocks 2c, 2c + 1 (piece t, c = t / 2) and 2c + 4, 2c + 5 (piece
-// t + 4) — four runs of 16 k, held as 64 int8 of x in 16 registers for the
-// whole launch. A warp then walks rows: per row and lane 3 loads (the
-// 16-byte header and the two pieces), 8 LOP3 + 16 DP4A for 64 weights, and
-// per run two conversions and three FMAs. The lanes' sums meet by shuffles,
-// and the K-warps' sums in shared memory.
+// owns quarter t = s & 3 of k-step s >> 2 (a q4_K super-block, a group of 8
+// q8_0 or 16 q4_0 blocks), as thread t of the wide decoder (Cfg::D::Wide)
+// does, and holds the int8 x of its runs (16 consecutive k each: q4_K and
+// q8_0 four, q4_0 eight) in registers for the whole launch. For q4_K:
+// DecQ4_KW's pieces t and t + 4, 16 k of each of the sub-blocks 2c, 2c + 1,
+// 2c + 4, 2c + 5 (c = t / 2); per row and lane 3 loads, 8 LOP3 + 16 DP4A for
+// 64 weights. q8_0 and q4_0 take their wide decoders' 5 loads and word
+// picking (prepare). The lanes' sums meet by shuffles, and the K-warps' sums
+// in shared memory.
 //
 // Rows: the block's Cfg::kRowWarps row groups each take Cfg::kRowUnroll
 // consecutive rows a tile; tiles are blockIdx.x, + gridDim.x, ... (the grid
@@ -45,89 +46,191 @@ static __device__ __forceinline__ float fg_small_int_to_f(int v) {
   return __int_as_float(0x4B400000 + v) - 12582912.0f;
 }
 
-/// This lane's x, quantised: run r (piece r >> 1, nibble half r & 1) is
-/// xq[r][0..3] (16 int8, k0(r) + 0 .. 15), with the block's dx (shared by
-/// the partner lane t ^ 1, which holds the other 16 of the sub-block) and
-/// the exact sum of this lane's 16 x.
-struct Dp4aX {
-  unsigned xq[4][4];
-  float dx[4], sx[4];
+/// This lane's x, quantised: run r is xq[r][0..3] (16 int8 at D::runK0(r)
+/// + 0 .. 15) with the dx of its 32-weight block, and sx[r]: the exact sum of
+/// its 16 x (q4_K's min term) or the sum of its 16 xq (q4_0's zero point).
+template <int R> struct Dp4aX {
+  unsigned xq[R][4];
+  float dx[R], sx[R];
 };
 
-/// The first k of run r of quarter t of super-block sb.
-static __device__ __forceinline__ long long fg_dp4a_k0(long long sb, int t, int r) {
-  return 256 * sb + 64 * ((t >> 1) + 2 * (r >> 1)) + 32 * (r & 1) + 16 * (t & 1);
+/// Quantises 16 values of x (run r) with inv = 127 / max|x| of its block;
+/// `sumQ`: sx[r] = Σ xq.
+template <int R>
+static __device__ __forceinline__ void fg_dp4a_pack(const float (&v)[16], float inv,
+                                                    Dp4aX<R> &q, int r, bool sumQ) {
+  int sq = 0;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    unsigned word = 0;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const int iv = __float2int_rn(v[4 * w + b] * inv);
+      sq += iv;
+      word |= (static_cast<unsigned>(iv) & 0xffu) << (8 * b);
+    }
+    q.xq[r][w] = word;
+  }
+  if (sumQ)
+    q.sx[r] = static_cast<float>(sq);
 }
 
-template <class C>
-static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a, long long sb, int t,
-                                                      bool live, float rs, Dp4aX &q) {
+/// The 16 values of x of run r (normalised by the rms_norm prologue).
+template <class C, class D>
+static __device__ __forceinline__ void fg_dp4a_run(const GemvArgs<C> &a, long long sb, int t,
+                                                   int r, bool live, float rs, float (&v)[16]) {
   const typename C::X *xr = a.x + C::xRow(0);
+  float lo[8] = {}, hi[8] = {};
+  const long long k0 = D::runK0(sb, t, r);
+  if (live) {
+    gemvLoadX<C, false>(xr, k0, lo);
+    gemvLoadX<C, false>(xr, k0 + 8, hi);
+  }
 #pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    float v[16], lo[8] = {}, hi[8] = {};
-    const long long k0 = fg_dp4a_k0(sb, t, r);
-    if (live) {
-      gemvLoadX<C, false>(xr, k0, lo);
-      gemvLoadX<C, false>(xr, k0 + 8, hi);
-    }
+  for (int e = 0; e < 8; ++e)
+    v[e] = lo[e], v[e + 8] = hi[e];
+  if (live)
+    gemvNormX<C, false, 16>(a, k0, rs, v);
+}
+
+/// This lane's x quantised per 32-weight block (dx = max|x| / 127, xq =
+/// rint(x · 127 / max|x|)): a block is the lane's runs 2b and 2b + 1, or
+/// (D::kPartner, q4_K) run r here and the same run of lane t ^ 1.
+template <class C, class D>
+static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a, long long sb, int t,
+                                                      bool live, float rs,
+                                                      Dp4aX<D::kRuns> &q) {
+  if constexpr (D::kPartner) {
 #pragma unroll
-    for (int e = 0; e < 8; ++e)
-      v[e] = lo[e], v[e + 8] = hi[e];
-    if (live)
-      gemvNormX<C, false, 16>(a, k0, rs, v);
-    float amax = 0.0f, s = 0.0f;
+    for (int r = 0; r < D::kRuns; ++r) {
+      float v[16];
+      fg_dp4a_run<C, D>(a, sb, t, r, live, rs, v);
+      float amax = 0.0f, s = 0.0f;
 #pragma unroll
-    for (int e = 0; e < 16; ++e) {
-      amax = fmaxf(amax, fabsf(v[e]));
-      s += v[e];
-    }
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1)); // the partner's 16
-    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    q.dx[r] = amax / 127.0f;
-    q.sx[r] = s;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      unsigned word = 0;
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        const int iv = __float2int_rn(v[4 * w + b] * inv);
-        word |= (static_cast<unsigned>(iv) & 0xffu) << (8 * b);
+      for (int e = 0; e < 16; ++e) {
+        amax = fmaxf(amax, fabsf(v[e]));
+        s += v[e];
       }
-      q.xq[r][w] = word;
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1)); // the partner's 16
+      q.dx[r] = amax / 127.0f;
+      q.sx[r] = s;
+      fg_dp4a_pack(v, amax > 0.0f ? 127.0f / amax : 0.0f, q, r, false);
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < D::kRuns; r += 2) {
+      float v0[16], v1[16];
+      fg_dp4a_run<C, D>(a, sb, t, r, live, rs, v0);
+      fg_dp4a_run<C, D>(a, sb, t, r + 1, live, rs, v1);
+      float amax = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 16; ++e)
+        amax = fmaxf(amax, fmaxf(fabsf(v0[e]), fabsf(v1[e])));
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      q.dx[r] = q.dx[r + 1] = amax / 127.0f;
+      fg_dp4a_pack(v0, inv, q, r, true);
+      fg_dp4a_pack(v1, inv, q, r + 1, true);
     }
   }
 }
 
-/// This lane's share of Σ_k W[row, k] · x[k] for one q4_K row (its quarter
-/// of its super-block), from the raw header and pieces.
-static __device__ __forceinline__ float gemvDp4aRow(const DecQ4_KW::Raw &w, int t,
-                                                    const Dp4aX &q) {
-  const int sh = 16 * (t >> 1);
-  const unsigned a = w.h.y >> sh, b = w.h.z >> sh, c = w.h.w >> sh;
-  const unsigned sc[4] = {a & 63u, (a >> 8) & 63u, (c & 0xFu) | (((a >> 6) & 3u) << 4),
-                          ((c >> 8) & 0xFu) | (((a >> 14) & 3u) << 4)};
-  const unsigned m[4] = {b & 63u, (b >> 8) & 63u, ((c >> 4) & 0xFu) | (((b >> 6) & 3u) << 4),
-                         ((c >> 12) & 0xFu) | (((b >> 14) & 3u) << 4)};
-  const unsigned p[2][4] = {{w.p0.x, w.p0.y, w.p0.z, w.p0.w}, {w.p1.x, w.p1.y, w.p1.z, w.p1.w}};
-  float sA = 0.0f, sM = 0.0f;
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    int dot = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      // Low nibbles as bytes 0..15; high nibbles left in place (16·q: the
-      // 1/16 is folded into the scale below).
-      const unsigned v = (r & 1) ? p[r >> 1][i] & 0xF0F0F0F0u : p[r >> 1][i] & 0x0F0F0F0Fu;
-      dot = fg_dp4a_us(v, q.xq[r][i], dot);
-    }
-    const float scale = (r & 1) ? q.dx[r] * 0.0625f : q.dx[r];
-    sA = fmaf(fg_small_int_to_f(static_cast<int>(sc[r])) * scale, fg_small_int_to_f(dot), sA);
-    sM = fmaf(fg_small_int_to_f(static_cast<int>(m[r])), q.sx[r], sM);
+// The weight types. Each reads a row as its wide decoder of gemv.cuh does
+// (Wide::load: a lane takes quarter t of a k-step of kStep weights, kRuns
+// runs of 16 consecutive k at runK0) and gives this lane's share of
+// Σ_k W[row, k]·x[k] from its raw bytes and x quantised (row).
+
+/// q4_K (DecQ4_KW's pieces t and t + 4): per 32-weight sub-block j,
+/// d·sc_j·dx·Σ q·xq − dmin·m_j·Σ x. High nibbles stay in place (16·q): the
+/// 1/16 is folded into the scale.
+struct Dp4aQ4K {
+  using Wide = DecQ4_KW;
+  static constexpr int kStep = 256, kRuns = 4;
+  static constexpr bool kPartner = true;
+  static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
+    return Wide::runK0(sb, t, r);
   }
-  const float d = fg_h2f(w.h.x & 0xffffu), dmin = fg_h2f(w.h.x >> 16);
-  return d * sA - dmin * sM;
-}
+  static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
+    const int sh = 16 * (t >> 1);
+    const unsigned a = w.h.y >> sh, b = w.h.z >> sh, c = w.h.w >> sh;
+    const unsigned sc[4] = {a & 63u, (a >> 8) & 63u, (c & 0xFu) | (((a >> 6) & 3u) << 4),
+                            ((c >> 8) & 0xFu) | (((a >> 14) & 3u) << 4)};
+    const unsigned m[4] = {b & 63u, (b >> 8) & 63u, ((c >> 4) & 0xFu) | (((b >> 6) & 3u) << 4),
+                           ((c >> 12) & 0xFu) | (((b >> 14) & 3u) << 4)};
+    const unsigned p[2][4] = {{w.p0.x, w.p0.y, w.p0.z, w.p0.w}, {w.p1.x, w.p1.y, w.p1.z, w.p1.w}};
+    float sA = 0.0f, sM = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      int dot = 0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const unsigned v = (r & 1) ? p[r >> 1][i] & 0xF0F0F0F0u : p[r >> 1][i] & 0x0F0F0F0Fu;
+        dot = fg_dp4a_us(v, q.xq[r][i], dot);
+      }
+      const float scale = (r & 1) ? q.dx[r] * 0.0625f : q.dx[r];
+      sA = fmaf(fg_small_int_to_f(static_cast<int>(sc[r])) * scale, fg_small_int_to_f(dot), sA);
+      sM = fmaf(fg_small_int_to_f(static_cast<int>(m[r])), q.sx[r], sM);
+    }
+    const float d = fg_h2f(w.h.x & 0xffffu), dmin = fg_h2f(w.h.x >> 16);
+    return d * sA - dmin * sM;
+  }
+};
+
+/// q8_0 (DecQ8_0W: blocks 2t and 2t + 1 of a 256-weight group, the words
+/// picked by its prepare): per block d·dx·Σ q·xq, signed bytes both.
+struct Dp4aQ8_0 {
+  using Wide = DecQ8_0W;
+  static constexpr int kStep = 256, kRuns = 4;
+  static constexpr bool kPartner = false;
+  static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
+    return Wide::runK0(sb, t, r);
+  }
+  static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
+    Wide::Prep p;
+    Wide::prepare(w, t, p);
+    float acc = 0.0f;
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      int dot = 0;
+#pragma unroll
+      for (int r = 2 * b; r < 2 * b + 2; ++r)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          dot = __dp4a(static_cast<int>(p.q[r][i]), static_cast<int>(q.xq[r][i]), dot);
+      acc = fmaf(fg_h2f(p.sc2[b] & 0xffffu) * q.dx[2 * b], fg_small_int_to_f(dot), acc);
+    }
+    return acc;
+  }
+};
+
+/// q4_0 (DecQ4_0W: blocks 4t .. 4t + 3 of a 512-weight group): per block
+/// d·dx·(Σ q·xq − 8·Σ xq), low nibbles weights 0 .. 15, high 16 .. 31 (in
+/// place: 16·q, so that sum is shifted down, exactly).
+struct Dp4aQ4_0 {
+  using Wide = DecQ4_0W;
+  static constexpr int kStep = 512, kRuns = 8;
+  static constexpr bool kPartner = false;
+  static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
+    return Wide::runK0(sb, t, r);
+  }
+  static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
+    Wide::Prep p;
+    Wide::prepare(w, t, p);
+    float acc = 0.0f;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      int lo = 0, hi = 0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        lo = fg_dp4a_us(p.q[b][i] & 0x0F0F0F0Fu, q.xq[2 * b][i], lo);
+        hi = fg_dp4a_us(p.q[b][i] & 0xF0F0F0F0u, q.xq[2 * b + 1][i], hi);
+      }
+      const float dot =
+          fg_small_int_to_f(lo + (hi >> 4)) - 8.0f * (q.sx[2 * b] + q.sx[2 * b + 1]);
+      acc = fmaf(fg_h2f(p.sc2[b] & 0xffffu) * q.dx[2 * b], dot, acc);
+    }
+    return acc;
+  }
+};
 
 /// Shared memory of the K-warps' partial sums: [buffer][k-warp][stream][row].
 template <class C> struct Dp4aShared {
@@ -136,7 +239,7 @@ template <class C> struct Dp4aShared {
 
 /// One tile's raw weight bytes of this lane: rows n0 + u, both streams.
 template <class C> struct Dp4aTile {
-  DecQ4_KW::Raw raw[C::Epi::kStreams][C::kRowUnroll];
+  typename C::D::Wide::Raw raw[C::Epi::kStreams][C::kRowUnroll];
 };
 
 /// This lane's place: its K-warp's slot (quarter t of super-block sb) and
@@ -155,7 +258,7 @@ template <class C> static __device__ __forceinline__ Dp4aLane gemvDp4aLane() {
   const int slot = 32 * l.wk + l.lane;
   l.t = slot & 3;
   l.sb = slot >> 2;
-  l.live = l.sb < C::K / 256;
+  l.live = l.sb < C::K / C::D::kStep;
   return l;
 }
 
@@ -166,16 +269,16 @@ static __device__ __forceinline__ void gemvDp4aLoad(const GemvArgs<C> &a, const 
   constexpr int U = C::kRowUnroll;
   if (!l.live) // a lane past K forms no address
     return;
+  using W = typename C::D::Wide;
   const long long n0 = tile * C::kRowWarps * U + l.wr * U;
-  const unsigned char *w0 = reinterpret_cast<const unsigned char *>(a.w0) + C::w0_off + l.sb * 144;
+  const unsigned char *w0 = reinterpret_cast<const unsigned char *>(a.w0) + C::w0_off;
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const long long n = min(n0 + u, C::N - 1);
-    DecQ4_KW::load(w0 + n * C::w0_ld, 0, l.t, d.raw[0][u]);
+    W::load(w0 + n * C::w0_ld, l.sb, l.t, d.raw[0][u]);
     if constexpr (C::Epi::kStreams == 2) {
-      const unsigned char *w1 =
-          reinterpret_cast<const unsigned char *>(a.w1) + C::w1_off + l.sb * 144;
-      DecQ4_KW::load(w1 + n * C::w1_ld, 0, l.t, d.raw[C::Epi::kStreams - 1][u]);
+      const unsigned char *w1 = reinterpret_cast<const unsigned char *>(a.w1) + C::w1_off;
+      W::load(w1 + n * C::w1_ld, l.sb, l.t, d.raw[C::Epi::kStreams - 1][u]);
     }
   }
 }
@@ -196,18 +299,19 @@ static __device__ __forceinline__ Dp4aTile<C> gemvDp4aPrefetch(const GemvArgs<C>
 /// previous tile's arithmetic.
 template <class C>
 static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C> cur) {
-  static_assert(C::M == 1 && !C::kExpert && C::K % 256 == 0, "dense, one row of x, whole super-blocks");
+  using D = typename C::D;
+  static_assert(C::M == 1 && !C::kExpert && C::K % D::kStep == 0, "dense, one row of x, whole k-steps");
   constexpr int S = C::Epi::kStreams, WK = C::kKWarps, WR = C::kRowWarps, U = C::kRowUnroll;
   constexpr int R = WR * U; // rows a tile
   constexpr long long kTiles = (C::N + R - 1) / R;
-  static_assert(C::K / 256 * 4 <= 32 * WK, "the K-warps cover every quarter super-block");
+  static_assert(C::K / D::kStep * 4 <= 32 * WK, "the K-warps cover every quarter k-step");
   __shared__ Dp4aShared<C> sh;
   const Dp4aLane l = gemvDp4aLane<C>();
   __shared__ float rs[8];
   if constexpr (C::kNorm)
     gemvNormScales<C>(a, 0, rs);
-  Dp4aX q;
-  gemvDp4aQuantX<C>(a, l.live ? l.sb : 0, l.t, l.live, C::kNorm ? rs[0] : 1.0f, q);
+  Dp4aX<D::kRuns> q;
+  gemvDp4aQuantX<C, D>(a, l.live ? l.sb : 0, l.t, l.live, C::kNorm ? rs[0] : 1.0f, q);
   int buf = 0;
   for (long long tile = blockIdx.x; tile < kTiles; tile += gridDim.x, buf ^= 1) {
     Dp4aTile<C> next; // left unloaded after the last tile (and on dead lanes): never read then
@@ -218,7 +322,7 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
     for (int s = 0; s < S; ++s)
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        v[s][u] = fg_warp_sum(l.live ? gemvDp4aRow(cur.raw[s][u], l.t, q) : 0.0f);
+        v[s][u] = fg_warp_sum(l.live ? D::row(cur.raw[s][u], l.t, q) : 0.0f);
     cur = next;
     if constexpr (WK > 1) {
       if (l.lane == 0)

@@ -2071,7 +2071,34 @@ TEST(CudaEmit, Q4KDp4aGemv) {
       else
         b.result(b.create(op::FusedRmsNormMatmulArgs{.x = x, .normW = g, .w = w, .eps = 1e-5}));
     })) << gated;
-  // Two rows of x, expert-indexed, and q4_0 keep their kernels.
+  // q8_0 and q4_0 on DP4A too: their wide decoders' rows (q4_0: K a multiple
+  // of 512, a 512-weight k-step, so one K-warp covers 4096), one row a warp.
+  struct TypeShape {
+    DType w;
+    int64_t K;
+    const char *cfg;
+  };
+  const TypeShape typed[] = {
+      {DType::Q8_0, 4096, "using D = fg::Dp4aQ8_0;\n  static constexpr int kKWarps = 2, kRowWarps = 4, kRowUnroll = 1;"},
+      {DType::Q4_0, 4096, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 1, kRowWarps = 8, kRowUnroll = 1;"},
+      {DType::Q4_0, 14336, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 4, kRowWarps = 2, kRowUnroll = 1;"}};
+  for (const TypeShape &ts : typed) {
+    SCOPED_TRACE(std::string(dtypeName(ts.w)) + " K " + std::to_string(ts.K));
+    auto ls = emitAll(
+        [&](Builder &b) {
+          b.result(b.matmul(b.input("x", T(DType::F32, {1, ts.K})), b.weight("w", T(ts.w, {1001, ts.K}))));
+        },
+        {}, o);
+    EXPECT_TRUE(contains(only(ls), ts.cfg));
+  }
+  for (DType w : {DType::Q8_0, DType::Q4_0})
+    EXPECT_TRUE(dp4a([&](Builder &b) {
+      b.result(b.create(OpKind::FusedGatedMatmul,
+                        {b.input("x", T(DType::F32, {1, 1024})), b.weight("g", T(w, {40, 1024})),
+                         b.weight("u", T(w, {40, 1024}))}));
+    })) << dtypeName(w);
+  // Two rows of x, expert-indexed, q4_0 rows of a K that is not whole
+  // 512-weight groups, and q6_K keep their kernels.
   EXPECT_FALSE(dp4a([](Builder &b) {
     b.result(b.matmul(b.input("x", T(DType::F32, {2, 512})), b.weight("w", T(DType::Q4_K, {77, 512}))));
   }));
@@ -2081,7 +2108,10 @@ TEST(CudaEmit, Q4KDp4aGemv) {
                         b.input("ids", T(DType::I32, {3, 2}))));
   }));
   EXPECT_FALSE(dp4a([](Builder &b) {
-    b.result(b.matmul(b.input("x", T(DType::F32, {1, 512})), b.weight("w", T(DType::Q4_0, {77, 512}))));
+    b.result(b.matmul(b.input("x", T(DType::F32, {1, 768})), b.weight("w", T(DType::Q4_0, {77, 768}))));
+  }));
+  EXPECT_FALSE(dp4a([](Builder &b) {
+    b.result(b.matmul(b.input("x", T(DType::F32, {1, 2048})), b.weight("w", T(DType::Q6_K, {77, 2048}))));
   }));
   // The rule: weights above the prefetch prologue's limit (4 MiB) only.
   o.gemvDp4a = 1;
@@ -2213,9 +2243,10 @@ public:
     // the grouped GEMM (10 16-bit forms, 1 quantised),
     // the deferred quantised decode (2) and 256-thread blocks (5 16-bit, 1
     // quantised), 470 before the thirteenth's DP4A GEMV (3 shapes, 6 forms,
-    // the size rule with prologues off, and a K past its limit: 12):
+    // the size rule with prologues off, and a K past its limit: 12; q8_0 and
+    // q4_0: 3 shapes, 2 gated forms, 2 refused: 7):
     // each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 485u);
+    EXPECT_LE(compiled().compiles, 492u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
