@@ -592,7 +592,12 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
   // arithmetic).
   const int64_t halve = (d.w.size() > 1 ? 2 : 1) * (t == DType::Q4_K ? 1 : 2);
   const int64_t u = std::max<int64_t>(1, std::clamp(o.gemvDp4aUnroll, 1, 4) / halve);
-  const int64_t perSm = std::max<int64_t>(1, o.gemvDp4aWarpTarget / (wk * wr));
+  // Gated q4_0 holds 2 streams x 2 tiles x 20 registers of loads beside 48
+  // of x: at 128 registers (two 256-thread blocks an SM) ptxas spilled 80
+  // bytes, so it asks for half the warps (the bytes in flight stay: 80 KB an
+  // SM at one block).
+  const int64_t warpTarget = o.gemvDp4aWarpTarget / (d.w.size() > 1 && t == DType::Q4_0 ? 2 : 1);
+  const int64_t perSm = std::max<int64_t>(1, warpTarget / (wk * wr));
   const int64_t tiles = (d.N + wr * u - 1) / (wr * u);
   sp.warps = static_cast<int>(wk * wr); // Cfg::kWarps (the norm prologue's split)
   std::string c = cfgStruct("Cfg", d.N, d.w[0]);

@@ -405,7 +405,7 @@ std::vector<double> dp4aReference(DType t, const std::vector<uint8_t> &w,
     float amax = 0.0f;
     for (int64_t i = 0; i < 32; ++i)
       amax = std::max(amax, std::fabs(x[32 * j + i]));
-    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const float inv = amax > 1e-30f ? 127.0f / amax : 0.0f; // the kernel's rule
     dx[j] = amax / 127.0f;
     for (int64_t i = 0; i < 32; ++i)
       xq[32 * j + i] = static_cast<int>(std::nearbyint(x[32 * j + i] * inv));

@@ -48,7 +48,8 @@ static __device__ __forceinline__ float fg_small_int_to_f(int v) {
 
 /// This lane's x, quantised: run r is xq[r][0..3] (16 int8 at D::runK0(r)
 /// + 0 .. 15) with the dx of its 32-weight block, and sx[r]: the exact sum of
-/// its 16 x (q4_K's min term) or the sum of its 16 xq (q4_0's zero point).
+/// its 16 x (q4_K's min term), or for a block of runs r, r + 1 held by this
+/// lane, sx[r] = Σ xq of the block (q4_0's zero point).
 template <int R> struct Dp4aX {
   unsigned xq[R][4];
   float dx[R], sx[R];
@@ -94,7 +95,8 @@ static __device__ __forceinline__ void fg_dp4a_run(const GemvArgs<C> &a, long lo
 }
 
 /// This lane's x quantised per 32-weight block (dx = max|x| / 127, xq =
-/// rint(x · 127 / max|x|)): a block is the lane's runs 2b and 2b + 1, or
+/// rint(x · 127 / max|x|); a block whose max|x| is at most 1e-30 quantises to
+/// zeros, so 127 / max|x| never overflows): a block is the lane's runs 2b and 2b + 1, or
 /// (D::kPartner, q4_K) run r here and the same run of lane t ^ 1.
 template <class C, class D>
 static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a, long long sb, int t,
@@ -114,7 +116,7 @@ static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a, long
       amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1)); // the partner's 16
       q.dx[r] = amax / 127.0f;
       q.sx[r] = s;
-      fg_dp4a_pack(v, amax > 0.0f ? 127.0f / amax : 0.0f, q, r, false);
+      fg_dp4a_pack(v, amax > 1e-30f ? 127.0f / amax : 0.0f, q, r, false);
     }
   } else {
 #pragma unroll
@@ -126,10 +128,11 @@ static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a, long
 #pragma unroll
       for (int e = 0; e < 16; ++e)
         amax = fmaxf(amax, fmaxf(fabsf(v0[e]), fabsf(v1[e])));
-      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      const float inv = amax > 1e-30f ? 127.0f / amax : 0.0f;
       q.dx[r] = q.dx[r + 1] = amax / 127.0f;
       fg_dp4a_pack(v0, inv, q, r, true);
       fg_dp4a_pack(v1, inv, q, r + 1, true);
+      q.sx[r] += q.sx[r + 1]; // the block's Σ xq (sx[r + 1] is then unused)
     }
   }
 }
@@ -224,8 +227,7 @@ struct Dp4aQ4_0 {
         lo = fg_dp4a_us(p.q[b][i] & 0x0F0F0F0Fu, q.xq[2 * b][i], lo);
         hi = fg_dp4a_us(p.q[b][i] & 0xF0F0F0F0u, q.xq[2 * b + 1][i], hi);
       }
-      const float dot =
-          fg_small_int_to_f(lo + (hi >> 4)) - 8.0f * (q.sx[2 * b] + q.sx[2 * b + 1]);
+      const float dot = fg_small_int_to_f(lo + (hi >> 4)) - 8.0f * q.sx[2 * b];
       acc = fmaf(fg_h2f(p.sc2[b] & 0xffffu) * q.dx[2 * b], dot, acc);
     }
     return acc;
