@@ -45,6 +45,7 @@ done 2>&1 | tee "$OUT/kernels.txt"
 for w in w-dense-q4_k w-moe-12-q4_k w-dense-q8_0 w-dense-q4_0 w-dense-q4_k_m; do
   for v in 0 1; do step "rule" $w $v; done
 done
+step "rule, dense launches only" w-moe-12-q4_k 3
 for v in 0 1; do
   [ $(left) -gt 100 ] || { echo "skipped: breakdown $v"; continue; }
   FG_DEBUG_GEMV_DP4A=$v timeout 90 fusegraph bench --workload w-moe-12-q4_k --compare graph --steps 10 --breakdown > "$OUT/bd-moe-$v.txt" 2>&1

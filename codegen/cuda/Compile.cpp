@@ -322,7 +322,7 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.groupedExpertQuantRowUnits = static_cast<int>(*n);
   // And x split hi + lo in the quantised GEMVs (the form before x as one f16).
   // The q4_K GEMV at T = 1 on DP4A (EmitOptions::gemvDp4a) and its shape.
-  emit.gemvDp4a = static_cast<int>(envInt("FG_DEBUG_GEMV_DP4A", 0, 2).value_or(emit.gemvDp4a));
+  emit.gemvDp4a = static_cast<int>(envInt("FG_DEBUG_GEMV_DP4A", 0, 3).value_or(emit.gemvDp4a));
   emit.gemvDp4aUnroll =
       static_cast<int>(envInt("FG_DEBUG_DP4A_UNROLL", 1, 4).value_or(emit.gemvDp4aUnroll));
   emit.gemvDp4aWarpTarget = envInt("FG_DEBUG_DP4A_WARPS", 4, 32).value_or(emit.gemvDp4aWarpTarget);

@@ -614,7 +614,12 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
                        e.args + "});");
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() +
                                             kernelSource("gemv_dp4a.cuh").str() + c);
-  k.grid[0] = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t(o.smCount) * perSm));
+  // Expert-indexed: one grid row (blockIdx.y) per pair, the resident blocks
+  // shared among them.
+  const int64_t rows = std::clamp<int64_t>(d.pairs, 1, 65535);
+  k.grid[0] = static_cast<unsigned>(
+      std::min<int64_t>(tiles, std::max<int64_t>(1, int64_t(o.smCount) * perSm / rows)));
+  k.grid[1] = static_cast<unsigned>(rows);
   k.block[0] = static_cast<unsigned>(32 * wk * wr);
   k.params = std::move(e.bind);
   return k;
@@ -755,15 +760,20 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   if (!d.segs.empty())
     return multiKernel(d, sp, cfgStruct);
   // q4_K, q8_0 and q4_0 at T = 1 on DP4A (EmitOptions::gemvDp4a,
-  // kernels/gemv_dp4a.cuh): dense, the wide decoders' rows (whole k-steps,
-  // 16-byte aligned), x read along K, at most 8 K-warps a block (K up to 64
-  // k-steps); by the rule (1) only launches that take no prefetch prologue
-  // (weights above its limit, or prologues off).
+  // kernels/gemv_dp4a.cuh): dense or expert-indexed (each pair one row of
+  // x), the wide decoders' rows (whole k-steps, 16-byte aligned), x read
+  // along K, at most 8 K-warps a block (K up to 64 k-steps); by the rule (1)
+  // only launches that take no prefetch prologue (weights above its limit,
+  // prologues off, or expert-indexed); 3: the rule for dense launches only.
   const int64_t weightBytes = d.N * (storageBytes(w0.dtype, d.K) +
                                      (two ? storageBytes(w1.dtype, d.K) : 0));
-  const bool prefetched = o.pdlPrefetchBytes > 0 && (o.pdlPrefetchMaxWeightBytes < 0 ||
-                                                     weightBytes <= o.pdlPrefetchMaxWeightBytes);
-  bool dp4a = (o.gemvDp4a == 2 || (o.gemvDp4a == 1 && !prefetched)) && d.M == 1 && !d.expert &&
+  const bool prefetched = !d.expert && o.pdlPrefetchBytes > 0 &&
+                          (o.pdlPrefetchMaxWeightBytes < 0 ||
+                           weightBytes <= o.pdlPrefetchMaxWeightBytes);
+  bool dp4a = (o.gemvDp4a == 2 || (o.gemvDp4a == 1 && !prefetched) ||
+               (o.gemvDp4a == 3 && !prefetched && !d.expert)) &&
+              d.M == 1 &&
+              d.pairs <= 65535 &&
               d.xKs == 1 &&
               (w0.dtype == DType::Q4_K || w0.dtype == DType::Q8_0 || w0.dtype == DType::Q4_0) &&
               d.K <= 64 * (w0.dtype == DType::Q4_0 ? 512 : 256) && wideOk(w0) &&

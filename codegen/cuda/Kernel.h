@@ -243,16 +243,18 @@ struct EmitOptions {
   bool gemvWideQ6k = true;
   /// q4_K GEMVs of one row of x (dense: matmul, matmul_add, gated_matmul)
   /// on integer dot products (kernels/gemv_dp4a.cuh: x quantised to int8 per
-  /// 32, one DP4A per 4 weights) instead of the tensor cores: 0 never; 1 the
-  /// rule, launches whose weights exceed pdlPrefetchMaxWeightBytes (the
-  /// smaller ones keep the tensor-core GEMV with its L2 prefetch prologue);
-  /// 2 every eligible launch. Measured (H200, thirteenth session) with 2:
+  /// 32, one DP4A per 4 weights; q4_K, q8_0, q4_0; dense or expert-indexed)
+  /// instead of the tensor cores: 0 never; 1 the rule, launches that take no
+  /// prefetch prologue (weights above pdlPrefetchMaxWeightBytes, prologues
+  /// off, expert-indexed: the smaller dense ones keep the tensor-core GEMV
+  /// with its L2 prefetch prologue); 2 every eligible launch; 3 the rule for
+  /// dense launches only. Measured (H200, thirteenth session) with 2:
   /// W-dense q4_K kernels at T = 1 gate_up 18.7 -> 13.0 us, down 21.8 -> 13.0,
   /// lm head 126.7 -> 77.1, gate|up 28.5 -> 22.5; W-dense q4_K steps 2.86 ->
   /// 2.64 ms, but W-moe-12 q4_K 0.689 -> 0.812 (its GEMVs are small: the x
   /// quantisation is one more dependent step per launch, and they lose the
   /// prefetch prologue). The rule (1) is not yet measured: opt-in until it
-  /// is. FG_DEBUG_GEMV_DP4A=0|1|2.
+  /// is. FG_DEBUG_GEMV_DP4A=0|1|2|3.
   int gemvDp4a = 0;
   /// Its rows a warp takes at once, and the resident warps per SM its grid
   /// and launch bounds aim at (FG_DEBUG_DP4A_UNROLL, FG_DEBUG_DP4A_WARPS).

@@ -476,7 +476,8 @@ std::vector<double> dp4aReference(DType t, const std::vector<uint8_t> &w,
 /// (H200, thirteenth session, call 2): 2e-2, twice the 16-bit bound.
 constexpr double kTolDp4a = 2e-2;
 
-/// The GPU result "y" of `c` compiled with `pipeline` ("" the default).
+/// The GPU result "y" of `c` (its inputs set) compiled with `pipeline` (""
+/// the default).
 std::vector<float> gpuResult(const QuantCase &c, const char *pipeline) {
   CompileOptions co;
   if (*pipeline)
@@ -494,6 +495,11 @@ std::vector<float> gpuResult(const QuantCase &c, const char *pipeline) {
     ADD_FAILURE() << errString(gpu.takeError());
     return {};
   }
+  for (const auto &[name, vals] : c.inputs)
+    if (auto e = gpu->setInput(name, vals)) {
+      ADD_FAILURE() << errString(std::move(e));
+      return {};
+    }
   if (auto e = gpu->run("main")) {
     ADD_FAILURE() << errString(std::move(e));
     return {};
@@ -573,9 +579,10 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
 /// The DP4A GEMV's other forms at T = 1, each against the CPU reference and
 /// shown to have run on DP4A (expectDp4aForm): q4_K gate|up + GLU with
 /// biases (both GLUs; N 1101 at K 4096: 4 rows a tile, 276 tiles, more than
-/// the grid), q8_0 and q4_0 gate|up and matmul_add with a residual, q4_K
-/// matmul_add with a bias, f16 x, and the rms_norm prologue (one stream and
-/// gate|up, through the fusion pass).
+/// the grid), q8_0 and q4_0 gate|up and matmul_add with a residual,
+/// expert-indexed (one stream and gate|up, all three types, repeated
+/// experts), q4_K matmul_add with a bias, f16 x, and the rms_norm prologue
+/// (one stream and gate|up, through the fusion pass).
 TEST(GpuQuantGemv, Q4KDp4aEveryForm) {
   FG_REQUIRE_GPU();
   for (int kind : {0, 1}) {
@@ -631,6 +638,28 @@ TEST(GpuQuantGemv, Q4KDp4aEveryForm) {
     ASSERT_FALSE(bool(b2.finish()));
     expectDp4aForm(c2);
   }
+  // Expert-indexed, one stream and gate|up: token 0 picks expert 5 twice,
+  // token 2 expert 1 three times.
+  for (DType t : {DType::Q4_K, DType::Q8_0, DType::Q4_0})
+    for (bool gated : {false, true}) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + (gated ? " gated_matmul_id" : " matmul_id"));
+      QuantCase c;
+      Function &fn = c.g.addFunction("main");
+      Builder b(fn);
+      const int64_t K = 1024, N = 301, E = 6, T = 3, k = 4;
+      auto x = b.weight("x", {DType::F32, {T, 1, K}}, randn(1.0));
+      auto ids = b.input("ids", {DType::I32, {T, k}});
+      c.inputs["ids"] = {5, 0, 5, 2, 3, 4, 1, 0, 1, 1, 1, 5};
+      if (gated)
+        b.result(b.create(OpKind::FusedGatedMatmulId,
+                          {x, quantWeight(b, c, "gate_exps", t, {E, N, K}, 93),
+                           quantWeight(b, c, "up_exps", t, {E, N, K}, 94), ids},
+                          {}, "y"));
+      else
+        b.result(b.matmulId(x, quantWeight(b, c, "down_exps", t, {E, N, K}, 95), ids, "y"));
+      ASSERT_FALSE(bool(b.finish()));
+      expectDp4aForm(c);
+    }
   {
     SCOPED_TRACE("f16 x");
     QuantCase c;

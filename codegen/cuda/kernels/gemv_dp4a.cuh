@@ -1,7 +1,8 @@
 //===- gemv_dp4a.cuh - quantised GEMVs at T = 1 on integer dot products ------===//
 //
 // y[n] = epi(Σ_k W[n, k] · x[k]) for one row of x and q4_K, q8_0 or q4_0
-// weights (one stream, or gate and up with the GLU epilogue), without
+// weights (one stream, or gate and up with the GLU epilogue; dense, or
+// expert-indexed with one (token, slot) pair per blockIdx.y), without
 // tensor cores: x is quantised once per warp to int8 in blocks of 32
 // (ggml's q8_1 idea: x ≈ dx · xq, |xq| ≤ 127, dx = max|x| / 127), and each
 // 4 weights cost one DP4A against 4 bytes of xq. A q4_K weight is
@@ -78,9 +79,9 @@ static __device__ __forceinline__ void fg_dp4a_pack(const float (&v)[16], float 
 
 /// The 16 values of x of run r (normalised by the rms_norm prologue).
 template <class C, class D>
-static __device__ __forceinline__ void fg_dp4a_run(const GemvArgs<C> &a, long long sb, int t,
-                                                   int r, bool live, float rs, float (&v)[16]) {
-  const typename C::X *xr = a.x + C::xRow(0);
+static __device__ __forceinline__ void fg_dp4a_run(const GemvArgs<C> &a, const typename C::X *xr,
+                                                   long long sb, int t, int r, bool live,
+                                                   float rs, float (&v)[16]) {
   float lo[8] = {}, hi[8] = {};
   const long long k0 = D::runK0(sb, t, r);
   if (live) {
@@ -99,14 +100,15 @@ static __device__ __forceinline__ void fg_dp4a_run(const GemvArgs<C> &a, long lo
 /// zeros, so 127 / max|x| never overflows): a block is the lane's runs 2b and 2b + 1, or
 /// (D::kPartner, q4_K) run r here and the same run of lane t ^ 1.
 template <class C, class D>
-static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a, long long sb, int t,
-                                                      bool live, float rs,
+static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a,
+                                                      const typename C::X *xr, long long sb,
+                                                      int t, bool live, float rs,
                                                       Dp4aX<D::kRuns> &q) {
   if constexpr (D::kPartner) {
 #pragma unroll
     for (int r = 0; r < D::kRuns; ++r) {
       float v[16];
-      fg_dp4a_run<C, D>(a, sb, t, r, live, rs, v);
+      fg_dp4a_run<C, D>(a, xr, sb, t, r, live, rs, v);
       float amax = 0.0f, s = 0.0f;
 #pragma unroll
       for (int e = 0; e < 16; ++e) {
@@ -122,8 +124,8 @@ static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a, long
 #pragma unroll
     for (int r = 0; r < D::kRuns; r += 2) {
       float v0[16], v1[16];
-      fg_dp4a_run<C, D>(a, sb, t, r, live, rs, v0);
-      fg_dp4a_run<C, D>(a, sb, t, r + 1, live, rs, v1);
+      fg_dp4a_run<C, D>(a, xr, sb, t, r, live, rs, v0);
+      fg_dp4a_run<C, D>(a, xr, sb, t, r + 1, live, rs, v1);
       float amax = 0.0f;
 #pragma unroll
       for (int e = 0; e < 16; ++e)
@@ -264,22 +266,24 @@ template <class C> static __device__ __forceinline__ Dp4aLane gemvDp4aLane() {
   return l;
 }
 
-/// The loads of this lane's share of tile `tile` (rows past N repeat the last).
+/// The loads of this lane's share of tile `tile` of expert e's matrices (0:
+/// dense; rows past N repeat the last).
 template <class C>
 static __device__ __forceinline__ void gemvDp4aLoad(const GemvArgs<C> &a, const Dp4aLane &l,
-                                                    long long tile, Dp4aTile<C> &d) {
+                                                    long long e, long long tile, Dp4aTile<C> &d) {
   constexpr int U = C::kRowUnroll;
   if (!l.live) // a lane past K forms no address
     return;
   using W = typename C::D::Wide;
   const long long n0 = tile * C::kRowWarps * U + l.wr * U;
-  const unsigned char *w0 = reinterpret_cast<const unsigned char *>(a.w0) + C::w0_off;
+  const unsigned char *w0 = reinterpret_cast<const unsigned char *>(a.w0) + C::w0_off + e * C::w0_es;
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const long long n = min(n0 + u, C::N - 1);
     W::load(w0 + n * C::w0_ld, l.sb, l.t, d.raw[0][u]);
     if constexpr (C::Epi::kStreams == 2) {
-      const unsigned char *w1 = reinterpret_cast<const unsigned char *>(a.w1) + C::w1_off;
+      const unsigned char *w1 =
+          reinterpret_cast<const unsigned char *>(a.w1) + C::w1_off + e * C::w1_es;
       W::load(w1 + n * C::w1_ld, l.sb, l.t, d.raw[C::Epi::kStreams - 1][u]);
     }
   }
@@ -289,10 +293,13 @@ static __device__ __forceinline__ void gemvDp4aLoad(const GemvArgs<C> &a, const 
 /// of this block's first tile. Block-quantised weights are never written by a
 /// kernel (no op has a block-quantised result), so reading them while the
 /// kernels before this one still run is safe (common.cuh, fg_pdl_begin).
+/// Expert-indexed launches learn their expert from the kernels before, so
+/// they load nothing here.
 template <class C>
 static __device__ __forceinline__ Dp4aTile<C> gemvDp4aPrefetch(const GemvArgs<C> &a) {
   Dp4aTile<C> d;
-  gemvDp4aLoad<C>(a, gemvDp4aLane<C>(), blockIdx.x, d);
+  if constexpr (!C::kExpert)
+    gemvDp4aLoad<C>(a, gemvDp4aLane<C>(), 0, blockIdx.x, d);
   return d;
 }
 
@@ -302,7 +309,7 @@ static __device__ __forceinline__ Dp4aTile<C> gemvDp4aPrefetch(const GemvArgs<C>
 template <class C>
 static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C> cur) {
   using D = typename C::D;
-  static_assert(C::M == 1 && !C::kExpert && C::K % D::kStep == 0, "dense, one row of x, whole k-steps");
+  static_assert(C::M == 1 && C::K % D::kStep == 0, "one row of x (a pair), whole k-steps");
   constexpr int S = C::Epi::kStreams, WK = C::kKWarps, WR = C::kRowWarps, U = C::kRowUnroll;
   constexpr int R = WR * U; // rows a tile
   constexpr long long kTiles = (C::N + R - 1) / R;
@@ -312,19 +319,35 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
   __shared__ float rs[8];
   if constexpr (C::kNorm)
     gemvNormScales<C>(a, 0, rs);
+  // Expert-indexed: blockIdx.y is the (token, slot) pair, its expert read
+  // from ids (one out of [0, E) gives zeros, the bias skipped, as the
+  // tensor-core GEMV does) and its row of x.
+  long long e = 0, pr = 0;
+  bool valid = true;
+  const typename C::X *xr = a.x + C::xRow(0);
+  if constexpr (C::kExpert) {
+    pr = blockIdx.y;
+    const long long tok = pr / C::kk, j = pr % C::kk;
+    e = (long long)a.ids[C::ids_off + tok * C::ids_st + j * C::ids_sj];
+    valid = e >= 0 && e < C::E;
+    if (!valid)
+      e = 0;
+    xr = a.x + C::x_off + tok * C::x_st + j * C::x_sj;
+    gemvDp4aLoad<C>(a, l, e, blockIdx.x, cur);
+  }
   Dp4aX<D::kRuns> q;
-  gemvDp4aQuantX<C, D>(a, l.live ? l.sb : 0, l.t, l.live, C::kNorm ? rs[0] : 1.0f, q);
+  gemvDp4aQuantX<C, D>(a, xr, l.live ? l.sb : 0, l.t, l.live, C::kNorm ? rs[0] : 1.0f, q);
   int buf = 0;
   for (long long tile = blockIdx.x; tile < kTiles; tile += gridDim.x, buf ^= 1) {
     Dp4aTile<C> next; // left unloaded after the last tile (and on dead lanes): never read then
     if (tile + gridDim.x < kTiles)
-      gemvDp4aLoad<C>(a, l, tile + gridDim.x, next);
+      gemvDp4aLoad<C>(a, l, e, tile + gridDim.x, next);
     float v[S][U];
 #pragma unroll
     for (int s = 0; s < S; ++s)
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        v[s][u] = fg_warp_sum(l.live ? D::row(cur.raw[s][u], l.t, q) : 0.0f);
+        v[s][u] = fg_warp_sum(l.live && valid ? D::row(cur.raw[s][u], l.t, q) : 0.0f);
     cur = next;
     if constexpr (WK > 1) {
       if (l.lane == 0)
@@ -355,14 +378,16 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
           }
         }
         if constexpr (C::kBias) {
-          acc[0] += fg_to_f(a.b0[C::b0_off + n * C::b0_sn]);
-          if (S == 2)
-            acc[1] += fg_to_f(a.b1[C::b1_off + n * C::b1_sn]);
+          if (valid) {
+            acc[0] += fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
+            if (S == 2)
+              acc[1] += fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
+          }
         }
         float out = C::Epi::apply(acc);
         if constexpr (C::kRes)
           out += fg_to_f(a.res[C::res_off + n * C::res_sn]);
-        a.y[n] = out;
+        a.y[pr * C::N + n] = out;
       }
     }
   }

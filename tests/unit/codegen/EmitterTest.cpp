@@ -2097,16 +2097,42 @@ TEST(CudaEmit, Q4KDp4aGemv) {
                         {b.input("x", T(DType::F32, {1, 1024})), b.weight("g", T(w, {40, 1024})),
                          b.weight("u", T(w, {40, 1024}))}));
     })) << dtypeName(w);
-  // Two rows of x, expert-indexed, q4_0 rows of a K that is not whole
-  // 512-weight groups, and q6_K keep their kernels.
+  // Two rows of x, q4_0 rows of a K that is not whole 512-weight groups, and
+  // q6_K keep their kernels.
   EXPECT_FALSE(dp4a([](Builder &b) {
     b.result(b.matmul(b.input("x", T(DType::F32, {2, 512})), b.weight("w", T(DType::Q4_K, {77, 512}))));
   }));
-  EXPECT_FALSE(dp4a([](Builder &b) {
-    b.result(b.matmulId(b.input("x", T(DType::F32, {3, 1, 512})),
-                        b.weight("w", T(DType::Q4_K, {8, 45, 512})),
-                        b.input("ids", T(DType::I32, {3, 2}))));
+  // Expert-indexed: one grid row per (token, slot) pair, both streams.
+  {
+    auto ls = emitAll(
+        [](Builder &b) {
+          b.result(b.matmulId(b.input("x", T(DType::F32, {3, 1, 512})),
+                              b.weight("w", T(DType::Q4_K, {8, 45, 512})),
+                              b.input("ids", T(DType::I32, {3, 2}))));
+        },
+        {}, o);
+    const KernelSpec &k = only(ls);
+    EXPECT_TRUE(contains(k, "fg::gemvDp4a<CfgD>("));
+    EXPECT_TRUE(contains(k, "kExpert = true"));
+    EXPECT_EQ(k.grid[1], 6u);
+    EXPECT_EQ(k.grid[0], 3u); // 45 rows in tiles of 16
+  }
+  auto gatedId = [](Builder &b) {
+    b.result(b.create(OpKind::FusedGatedMatmulId,
+                      {b.input("x", T(DType::F32, {2, 1, 512})), b.weight("g", T(DType::Q4_0, {8, 40, 512})),
+                       b.weight("u", T(DType::Q4_0, {8, 40, 512})), b.input("ids", T(DType::I32, {2, 4}))}));
+  };
+  EXPECT_TRUE(dp4a(gatedId));
+  // The rule takes expert-indexed launches (they have no prefetch prologue),
+  // 3 (the rule for dense launches only) does not.
+  o.gemvDp4a = 1;
+  EXPECT_TRUE(dp4a(gatedId));
+  o.gemvDp4a = 3;
+  EXPECT_FALSE(dp4a(gatedId));
+  EXPECT_TRUE(dp4a([](Builder &b) { // 9.4 MB, dense
+    b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})), b.weight("w", T(DType::Q4_K, {4096, 4096}))));
   }));
+  o.gemvDp4a = 2;
   EXPECT_FALSE(dp4a([](Builder &b) {
     b.result(b.matmul(b.input("x", T(DType::F32, {1, 768})), b.weight("w", T(DType::Q4_0, {77, 768}))));
   }));
@@ -2244,9 +2270,9 @@ public:
     // the deferred quantised decode (2) and 256-thread blocks (5 16-bit, 1
     // quantised), 470 before the thirteenth's DP4A GEMV (3 shapes, 6 forms,
     // the size rule with prologues off, and a K past its limit: 12; q8_0 and
-    // q4_0: 3 shapes, 2 gated forms, 2 refused: 7):
+    // q4_0: 3 shapes, 2 gated forms, 2 refused: 7; expert-indexed: 2):
     // each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 492u);
+    EXPECT_LE(compiled().compiles, 494u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
