@@ -573,9 +573,10 @@ GemvEntry gemvEntry(const GemvDesc &d) {
   return e;
 }
 
-/// The GEMV at T = 1 on DP4A (kernels/gemv_dp4a.cuh; q4_K, q8_0, q4_0); its
-/// prologue loads the first tile's weights before the programmatic-launch
-/// wait. K-warps: enough lanes for every quarter k-step (K / 2048, rounded
+/// The GEMV at T = 1 on DP4A (kernels/gemv_dp4a.cuh; q4_K, q8_0, q4_0); the
+/// prologue of a dense launch loads the first tile's weights before the
+/// programmatic-launch wait (an expert-indexed one after it, once it has its
+/// expert). K-warps: enough lanes for every quarter k-step (K / 2048, rounded
 /// up; q4_0's k-step is 512 weights: K / 4096); row groups: up to 8 warps a
 /// block; a grid of the blocks that fit EmitOptions::gemvDp4aWarpTarget warps
 /// per SM, each taking every gridDim.x-th tile of kRowWarps x kRowUnroll

@@ -580,8 +580,8 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
 /// shown to have run on DP4A (expectDp4aForm): q4_K gate|up + GLU with
 /// biases (both GLUs; N 1101 at K 4096: 4 rows a tile, 276 tiles, more than
 /// the grid), q8_0 and q4_0 gate|up and matmul_add with a residual,
-/// expert-indexed (one stream and gate|up, all three types, repeated
-/// experts), q4_K matmul_add with a bias, f16 x, and the rms_norm prologue
+/// expert-indexed (one stream with an x row per pair, gate|up with biases;
+/// all three types, repeated experts), q4_K matmul_add with a bias, f16 x, and the rms_norm prologue
 /// (one stream and gate|up, through the fusion pass).
 TEST(GpuQuantGemv, Q4KDp4aEveryForm) {
   FG_REQUIRE_GPU();
@@ -638,25 +638,31 @@ TEST(GpuQuantGemv, Q4KDp4aEveryForm) {
     ASSERT_FALSE(bool(b2.finish()));
     expectDp4aForm(c2);
   }
-  // Expert-indexed, one stream and gate|up: token 0 picks expert 5 twice,
-  // token 2 expert 1 three times.
+  // Expert-indexed: token 0 picks expert 5 twice, token 2 expert 1 three
+  // times. gate|up with per-expert biases and one x row a token; the one
+  // stream as down runs, with one x row a (token, slot) pair (x [T, k, K]);
+  // q4_K at K 4096 (two K-warps).
   for (DType t : {DType::Q4_K, DType::Q8_0, DType::Q4_0})
     for (bool gated : {false, true}) {
       SCOPED_TRACE(std::string(dtypeName(t)) + (gated ? " gated_matmul_id" : " matmul_id"));
       QuantCase c;
       Function &fn = c.g.addFunction("main");
       Builder b(fn);
-      const int64_t K = 1024, N = 301, E = 6, T = 3, k = 4;
-      auto x = b.weight("x", {DType::F32, {T, 1, K}}, randn(1.0));
+      const int64_t K = t == DType::Q4_K ? 4096 : 1024, N = 301, E = 6, T = 3, k = 4;
       auto ids = b.input("ids", {DType::I32, {T, k}});
       c.inputs["ids"] = {5, 0, 5, 2, 3, 4, 1, 0, 1, 1, 1, 5};
-      if (gated)
+      if (gated) {
+        auto x = b.weight("x", {DType::F32, {T, 1, K}}, randn(1.0));
         b.result(b.create(OpKind::FusedGatedMatmulId,
                           {x, quantWeight(b, c, "gate_exps", t, {E, N, K}, 93),
-                           quantWeight(b, c, "up_exps", t, {E, N, K}, 94), ids},
+                           quantWeight(b, c, "up_exps", t, {E, N, K}, 94), ids,
+                           b.weight("b_gate", {DType::F32, {E, N}}, randn(0.5)),
+                           b.weight("b_up", {DType::F32, {E, N}}, randn(0.5))},
                           {}, "y"));
-      else
+      } else {
+        auto x = b.weight("x", {DType::F32, {T, k, K}}, randn(1.0));
         b.result(b.matmulId(x, quantWeight(b, c, "down_exps", t, {E, N, K}, 95), ids, "y"));
+      }
       ASSERT_FALSE(bool(b.finish()));
       expectDp4aForm(c);
     }

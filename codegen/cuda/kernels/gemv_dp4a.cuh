@@ -27,8 +27,9 @@
 // is sized to the resident blocks, so the x quantisation, once per warp,
 // is spread over many rows). The first tile's weights are loaded by the
 // entry's prologue, before the programmatic-launch wait (weights only: no
-// kernel writes them), and each further tile's before the arithmetic of the
-// one before. Needs gemv.cuh in front.
+// kernel writes them; dense launches only, an expert-indexed one loads them
+// after the wait, once it has read its expert), and each further tile's
+// before the arithmetic of the one before. Needs gemv.cuh in front.
 //
 //===----------------------------------------------------------------------===//
 
@@ -333,14 +334,15 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
     if (!valid)
       e = 0;
     xr = a.x + C::x_off + tok * C::x_st + j * C::x_sj;
-    gemvDp4aLoad<C>(a, l, e, blockIdx.x, cur);
+    if (valid) // an invalid pair streams nothing
+      gemvDp4aLoad<C>(a, l, e, blockIdx.x, cur);
   }
   Dp4aX<D::kRuns> q;
   gemvDp4aQuantX<C, D>(a, xr, l.live ? l.sb : 0, l.t, l.live, C::kNorm ? rs[0] : 1.0f, q);
   int buf = 0;
   for (long long tile = blockIdx.x; tile < kTiles; tile += gridDim.x, buf ^= 1) {
     Dp4aTile<C> next; // left unloaded after the last tile (and on dead lanes): never read then
-    if (tile + gridDim.x < kTiles)
+    if (tile + gridDim.x < kTiles && valid)
       gemvDp4aLoad<C>(a, l, e, tile + gridDim.x, next);
     float v[S][U];
 #pragma unroll
