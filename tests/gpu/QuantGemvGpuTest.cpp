@@ -213,22 +213,29 @@ void checkDense(DType t, int variant, int64_t M, double tol, uint64_t salt0 = 0)
   expectQuantMatches(c, tol);
 }
 
-void checkGated(DType t, int kind, int64_t M, double tol, uint64_t salt0 = 0, int kv = 0) {
-  SCOPED_TRACE(std::string(dtypeName(t)) + " glu " + std::to_string(kind) + " T " +
-               std::to_string(M));
-  QuantCase c;
+/// Builds y = fused.gated_matmul(x [M, K], w_gate, w_up [N, K] of type t,
+/// GLU `kind`, with biases [N] if `bias`) into `c`; the weights draw salts
+/// `salt` and `salt` + 1.
+void buildGated(QuantCase &c, DType t, int kind, int64_t M, int64_t N, int64_t K, bool bias,
+                uint64_t salt) {
   Function &fn = c.g.addFunction("main");
   Builder b(fn);
-  int64_t K = oddK(t, kv), N = 67;
   auto x = b.weight("x", {DType::F32, {M, K}}, randn(1.0));
-  std::vector<ValueId> ops{x, quantWeight(b, c, "w_gate", t, {N, K}, salt0 + 4),
-                           quantWeight(b, c, "w_up", t, {N, K}, salt0 + 5)};
-  if (kind == 1) {
+  std::vector<ValueId> ops{x, quantWeight(b, c, "w_gate", t, {N, K}, salt),
+                           quantWeight(b, c, "w_up", t, {N, K}, salt + 1)};
+  if (bias) {
     ops.push_back(b.weight("b_gate", {DType::F32, {N}}, randn(0.5)));
     ops.push_back(b.weight("b_up", {DType::F32, {N}}, randn(0.5)));
   }
   b.result(b.create(OpKind::FusedGatedMatmul, ops, {{"kind", Attribute::ofEnum(kind)}}, "y"));
   ASSERT_FALSE(bool(b.finish()));
+}
+
+void checkGated(DType t, int kind, int64_t M, double tol, uint64_t salt0 = 0, int kv = 0) {
+  SCOPED_TRACE(std::string(dtypeName(t)) + " glu " + std::to_string(kind) + " T " +
+               std::to_string(M));
+  QuantCase c;
+  buildGated(c, t, kind, M, 67, oddK(t, kv), kind == 1, salt0 + 4);
   expectQuantMatches(c, tol);
 }
 
@@ -588,17 +595,7 @@ TEST(GpuQuantGemv, Q4KDp4aEveryForm) {
   for (int kind : {0, 1}) {
     SCOPED_TRACE("glu " + std::to_string(kind));
     QuantCase c;
-    Function &fn = c.g.addFunction("main");
-    Builder b(fn);
-    const int64_t N = 1101, K = 4096;
-    auto x = b.weight("x", {DType::F32, {1, K}}, randn(1.0));
-    b.result(b.create(OpKind::FusedGatedMatmul,
-                      {x, quantWeight(b, c, "w_gate", DType::Q4_K, {N, K}, 80 + kind),
-                       quantWeight(b, c, "w_up", DType::Q4_K, {N, K}, 82 + kind),
-                       b.weight("b_gate", {DType::F32, {N}}, randn(0.5)),
-                       b.weight("b_up", {DType::F32, {N}}, randn(0.5))},
-                      {{"kind", Attribute::ofEnum(kind)}}, "y"));
-    ASSERT_FALSE(bool(b.finish()));
+    buildGated(c, DType::Q4_K, kind, 1, 1101, 4096, true, 80 + 2 * kind);
     expectDp4aForm(c);
   }
   {
@@ -615,17 +612,9 @@ TEST(GpuQuantGemv, Q4KDp4aEveryForm) {
   }
   for (DType t : {DType::Q8_0, DType::Q4_0}) {
     SCOPED_TRACE(std::string(dtypeName(t)) + " gate|up + matmul_add");
-    QuantCase c;
-    Function &fn = c.g.addFunction("main");
-    Builder b(fn);
     const int64_t N = 203, K = 2048;
-    auto x = b.weight("x", {DType::F32, {1, K}}, randn(1.0));
-    b.result(b.create(OpKind::FusedGatedMatmul,
-                      {x, quantWeight(b, c, "w_gate", t, {N, K}, 90), quantWeight(b, c, "w_up", t, {N, K}, 91),
-                       b.weight("b_gate", {DType::F32, {N}}, randn(0.5)),
-                       b.weight("b_up", {DType::F32, {N}}, randn(0.5))},
-                      {{"kind", Attribute::ofEnum(0)}}, "y"));
-    ASSERT_FALSE(bool(b.finish()));
+    QuantCase c;
+    buildGated(c, t, 0, 1, N, K, true, 90);
     expectDp4aForm(c);
     QuantCase c2;
     Function &fn2 = c2.g.addFunction("main");

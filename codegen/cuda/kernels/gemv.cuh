@@ -642,17 +642,23 @@ struct DecQ4_KW : DecQuant {
     r.p0 = fg_load_stream(b + 1 + t);
     r.p1 = fg_load_stream(b + 5 + t);
   }
-  /// Scale and negated min (half2 splats) of this thread's sub-blocks: j =
-  /// 2c, 2c + 1 (piece t) and 2c + 4, 2c + 5 (piece t + 4), c = t / 2, with
-  /// ggml's 6-bit get_scale_min_k4 unrolled for them.
-  static __device__ __forceinline__ void scales(const Raw &r, int t, unsigned (&sc2)[4],
-                                                unsigned (&mn2)[4]) {
+  /// The 6-bit scales and mins of this thread's sub-blocks: j = 2c, 2c + 1
+  /// (piece t) and 2c + 4, 2c + 5 (piece t + 4), c = t / 2, with ggml's
+  /// get_scale_min_k4 unrolled for them.
+  static __device__ __forceinline__ void scaleMin(const Raw &r, int t, unsigned (&sc)[4],
+                                                  unsigned (&m)[4]) {
     const int sh = 16 * (t >> 1);
     const unsigned a = r.h.y >> sh, b = r.h.z >> sh, c = r.h.w >> sh;
-    const unsigned sc[4] = {a & 63u, (a >> 8) & 63u, (c & 0xFu) | (((a >> 6) & 3u) << 4),
-                            ((c >> 8) & 0xFu) | (((a >> 14) & 3u) << 4)};
-    const unsigned m[4] = {b & 63u, (b >> 8) & 63u, ((c >> 4) & 0xFu) | (((b >> 6) & 3u) << 4),
-                           ((c >> 12) & 0xFu) | (((b >> 14) & 3u) << 4)};
+    sc[0] = a & 63u, sc[1] = (a >> 8) & 63u;
+    sc[2] = (c & 0xFu) | (((a >> 6) & 3u) << 4), sc[3] = ((c >> 8) & 0xFu) | (((a >> 14) & 3u) << 4);
+    m[0] = b & 63u, m[1] = (b >> 8) & 63u;
+    m[2] = ((c >> 4) & 0xFu) | (((b >> 6) & 3u) << 4), m[3] = ((c >> 12) & 0xFu) | (((b >> 14) & 3u) << 4);
+  }
+  /// Scale and negated min (half2 splats) of this thread's sub-blocks.
+  static __device__ __forceinline__ void scales(const Raw &r, int t, unsigned (&sc2)[4],
+                                                unsigned (&mn2)[4]) {
+    unsigned sc[4], m[4];
+    scaleMin(r, t, sc, m);
     const float d = fg_h2f(r.h.x & 0xffffu), dmin = fg_h2f(r.h.x >> 16);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {

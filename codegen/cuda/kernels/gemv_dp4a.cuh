@@ -48,7 +48,7 @@ static __device__ __forceinline__ float fg_small_int_to_f(int v) {
   return __int_as_float(0x4B400000 + v) - 12582912.0f;
 }
 
-/// This lane's x, quantised: run r is xq[r][0..3] (16 int8 at D::runK0(r)
+/// This lane's x, quantised: run r is xq[r][0..3] (16 int8 at D::Wide::runK0(r)
 /// + 0 .. 15) with the dx of its 32-weight block, and sx[r]: the exact sum of
 /// its 16 x (q4_K's min term), or for a block of runs r, r + 1 held by this
 /// lane, sx[r] = Σ xq of the block (q4_0's zero point).
@@ -84,7 +84,7 @@ static __device__ __forceinline__ void fg_dp4a_run(const GemvArgs<C> &a, const t
                                                    long long sb, int t, int r, bool live,
                                                    float rs, float (&v)[16]) {
   float lo[8] = {}, hi[8] = {};
-  const long long k0 = D::runK0(sb, t, r);
+  const long long k0 = D::Wide::runK0(sb, t, r);
   if (live) {
     gemvLoadX<C, false>(xr, k0, lo);
     gemvLoadX<C, false>(xr, k0 + 8, hi);
@@ -152,16 +152,9 @@ struct Dp4aQ4K {
   using Wide = DecQ4_KW;
   static constexpr int kStep = 256, kRuns = 4;
   static constexpr bool kPartner = true;
-  static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
-    return Wide::runK0(sb, t, r);
-  }
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
-    const int sh = 16 * (t >> 1);
-    const unsigned a = w.h.y >> sh, b = w.h.z >> sh, c = w.h.w >> sh;
-    const unsigned sc[4] = {a & 63u, (a >> 8) & 63u, (c & 0xFu) | (((a >> 6) & 3u) << 4),
-                            ((c >> 8) & 0xFu) | (((a >> 14) & 3u) << 4)};
-    const unsigned m[4] = {b & 63u, (b >> 8) & 63u, ((c >> 4) & 0xFu) | (((b >> 6) & 3u) << 4),
-                           ((c >> 12) & 0xFu) | (((b >> 14) & 3u) << 4)};
+    unsigned sc[4], m[4];
+    Wide::scaleMin(w, t, sc, m);
     const unsigned p[2][4] = {{w.p0.x, w.p0.y, w.p0.z, w.p0.w}, {w.p1.x, w.p1.y, w.p1.z, w.p1.w}};
     float sA = 0.0f, sM = 0.0f;
 #pragma unroll
@@ -187,9 +180,6 @@ struct Dp4aQ8_0 {
   using Wide = DecQ8_0W;
   static constexpr int kStep = 256, kRuns = 4;
   static constexpr bool kPartner = false;
-  static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
-    return Wide::runK0(sb, t, r);
-  }
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     Wide::Prep p;
     Wide::prepare(w, t, p);
@@ -215,9 +205,6 @@ struct Dp4aQ4_0 {
   using Wide = DecQ4_0W;
   static constexpr int kStep = 512, kRuns = 8;
   static constexpr bool kPartner = false;
-  static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
-    return Wide::runK0(sb, t, r);
-  }
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     Wide::Prep p;
     Wide::prepare(w, t, p);
