@@ -23,7 +23,7 @@
 //
 //   fg_bench_kernels [--smoke] [--list] [--compile-only] [--json FILE] [--table FILE]
 //                    [--reps N] [--no-cublas] [--gemv-tc-min N] [--gemv-rows N]
-//                    [--gemv-warps N] [--gemv-unroll N] [--gemv-narrow-quant] [--gemv-wide-scaled] [--gemv-x-split] [--gemv-dp4a] [--gemv-narrow-iq4nl] [--gemv-narrow-q6k]
+//                    [--gemv-warps N] [--gemv-unroll N] [--gemv-narrow-quant] [--gemv-wide-scaled] [--gemv-x-split] [--[no-]gemv-dp4a] [--gemv-narrow-iq4nl] [--gemv-narrow-q6k]
 //                    [--pdl-prefetch-mb N] [--benchmark_filter=REGEX]
 //
 // Without a device it prints one skip line and exits 0.
@@ -936,7 +936,9 @@ int usage(const char *argv0, int code = 2) {
       "  --gemv-narrow-quant  q4_K through the previous (narrow) decoder\n"
       "  --gemv-wide-scaled   q4_K through DecQ4_KS (scales after the mma; opt-in)\n"
       "  --gemv-x-split       quantised GEMVs take x as hi + lo f16 (the form before x as one f16)\n"
-      "  --gemv-dp4a          q4_K GEMVs at T = 1 on DP4A over x quantised to int8 (gemv_dp4a.cuh)\n"
+      "  --gemv-dp4a          every q4_K, q8_0, q4_0 GEMV at T = 1 on DP4A over x quantised to int8\n"
+      "                       (gemv_dp4a.cuh; by default the rule: dense q4_K, q8_0 above 4 MiB)\n"
+      "  --no-gemv-dp4a       none on DP4A: the tensor-core GEMV everywhere\n"
       "  --gemv-dp4a-unroll=N, --gemv-dp4a-warps=N   its rows a warp at once, warps per SM\n"
       "  --gemv-narrow-iq4nl  iq4_nl through the narrow loop (the wide one is the default)\n"
       "  --gemv-narrow-q6k    q6_K through the narrow loop (the wide one is the default)\n"
@@ -1010,6 +1012,8 @@ int main(int argc, char **argv) {
       s.emit.gemvQuantXHalf = false;
     } else if (a == "--gemv-dp4a") {
       s.emit.gemvDp4a = 2; // every eligible launch, whatever its size
+    } else if (a == "--no-gemv-dp4a") {
+      s.emit.gemvDp4a = 0; // the tensor-core GEMV everywhere (the default: 3)
     } else if (a.rfind("--gemv-", 0) == 0) {
       // GEMV variant overrides (EmitOptions::gemv*), for tuning the rule.
       std::string f = a.substr(0, a.find('='));

@@ -20,6 +20,8 @@ left() { echo $((D - (SECONDS - S))); }
 export FG_KERNEL_CACHE=/tmp/fgk0
 T=$(command -v fusegraph_gpu_tests)
 summ() { grep -E '^\[  (PASSED|FAILED)|FAILED  \]|ERROR SUMMARY|Failure|actual|worst' "$1" | head -14 | tr '\n' ' '; }
+timeout 90 "$T" --gtest_filter='GpuQuantGemv.*:GpuQuantModel*' > "$OUT/tests-default.txt" 2>&1
+echo "quant tests at defaults rc $? after $((SECONDS - S)) s: $(summ "$OUT/tests-default.txt")"
 FG_DEBUG_GEMV_DP4A=1 timeout 120 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4a*:GpuQuantModel*:*Quant*Workload*:GpuPrefillThenDecode.QuantisedWeightsEqualsDecodeOnly' > "$OUT/tests-rule.txt" 2>&1
 echo "tests under the rule rc $? after $((SECONDS - S)) s: $(summ "$OUT/tests-rule.txt")"
 step() { # label, workload, dp4a

@@ -604,8 +604,8 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
   std::string c = cfgStruct("Cfg", d.N, d.w[0]);
   const char *dec = t == DType::Q4_K ? "fg::Dp4aQ4K" : t == DType::Q8_0 ? "fg::Dp4aQ8_0" : "fg::Dp4aQ4_0";
   c += llvm::formatv("struct CfgD : Cfg {{\n  using D = {3};\n  static constexpr int kKWarps = {0}, "
-                     "kRowWarps = {1}, kRowUnroll = {2};\n};\n",
-                     wk, wr, u, dec)
+                     "kRowWarps = {1}, kRowUnroll = {2};\n  static constexpr bool kPrologueLoad = {4};\n};\n",
+                     wk, wr, u, dec, o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false")
            .str();
   GemvEntry e = gemvEntry(d);
   c += kernelEntry(static_cast<unsigned>(32 * wk * wr), e.params,
@@ -765,14 +765,19 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   // x), the wide decoders' rows (whole k-steps, 16-byte aligned), x read
   // along K, at most 8 K-warps a block (K up to 64 k-steps); by the rule (1)
   // only launches that take no prefetch prologue (weights above its limit,
-  // prologues off, or expert-indexed); 3: the rule for dense launches only.
+  // prologues off, or expert-indexed); 3 (the default): the rule for dense
+  // launches only. The rules leave q4_0 on the tensor cores (its W-dense step
+  // was 27 % slower on DP4A, fourteenth session), and dense weights up to
+  // EmitOptions::gemvDp4aMinWeightBytes (8 MiB).
   const int64_t weightBytes = d.N * (storageBytes(w0.dtype, d.K) +
                                      (two ? storageBytes(w1.dtype, d.K) : 0));
   const bool prefetched = !d.expert && o.pdlPrefetchBytes > 0 &&
                           (o.pdlPrefetchMaxWeightBytes < 0 ||
                            weightBytes <= o.pdlPrefetchMaxWeightBytes);
-  bool dp4a = (o.gemvDp4a == 2 || (o.gemvDp4a == 1 && !prefetched) ||
-               (o.gemvDp4a == 3 && !prefetched && !d.expert)) &&
+  const bool ruled = w0.dtype != DType::Q4_0 && !prefetched &&
+                     (d.expert || weightBytes > o.gemvDp4aMinWeightBytes);
+  bool dp4a = (o.gemvDp4a == 2 || (o.gemvDp4a == 1 && ruled) ||
+               (o.gemvDp4a == 3 && ruled && !d.expert)) &&
               d.M == 1 &&
               d.pairs <= 65535 &&
               d.xKs == 1 &&

@@ -247,19 +247,30 @@ struct EmitOptions {
   /// instead of the tensor cores: 0 never; 1 the rule, launches that take no
   /// prefetch prologue (weights above pdlPrefetchMaxWeightBytes, prologues
   /// off, expert-indexed: the smaller dense ones keep the tensor-core GEMV
-  /// with its L2 prefetch prologue); 2 every eligible launch; 3 the rule for
-  /// dense launches only. Measured (H200, thirteenth session) with 2:
-  /// W-dense q4_K kernels at T = 1 gate_up 18.7 -> 13.0 us, down 21.8 -> 13.0,
-  /// lm head 126.7 -> 77.1, gate|up 28.5 -> 22.5; W-dense q4_K steps 2.86 ->
-  /// 2.64 ms, but W-moe-12 q4_K 0.689 -> 0.812 (its GEMVs are small: the x
-  /// quantisation is one more dependent step per launch, and they lose the
-  /// prefetch prologue). The rule (1) is not yet measured: opt-in until it
-  /// is. FG_DEBUG_GEMV_DP4A=0|1|2|3.
-  int gemvDp4a = 0;
+  /// with its L2 prefetch prologue); 2 every eligible launch; 3 (the default)
+  /// the rule for dense launches only. The rules (1, 3) take q4_K and q8_0,
+  /// not q4_0; 2 takes all three. Measured (H200, fourteenth session, steps,
+  /// 0 -> 1): W-dense q4_K 2.84 -> 2.43 ms, Q4_K_M-like 3.11 -> 2.88, q8_0
+  /// 4.26 -> 4.09, but q4_0 3.31 -> 4.22 (hence not in the rules) and
+  /// W-moe-12 q4_K 0.690 -> 0.777 (3, dense only: 0.787; its expert and its
+  /// 4.7 MB q and o GEMVs are slower on DP4A: hence 3 and
+  /// gemvDp4aMinWeightBytes).
+  /// FG_DEBUG_GEMV_DP4A=0|1|2|3.
+  int gemvDp4a = 3;
   /// Its rows a warp takes at once, and the resident warps per SM its grid
   /// and launch bounds aim at (FG_DEBUG_DP4A_UNROLL, FG_DEBUG_DP4A_WARPS).
   int gemvDp4aUnroll = 2;
   int64_t gemvDp4aWarpTarget = 16;
+  /// The rules (gemvDp4a 1, 3) take a dense launch only when its weights
+  /// are above this too: W-moe-12 q4_K's q and o (4.7 MB) were slower on
+  /// DP4A (kernels 4.4 -> 5.5 us; the step 0.692 -> 0.787 ms with them and
+  /// the lm head on DP4A, 0.681 with the lm head alone; fourteenth session).
+  int64_t gemvDp4aMinWeightBytes = 8 << 20;
+  /// Whether a dense DP4A launch loads its first tile's weights in the
+  /// entry's prologue, before the programmatic-launch wait (else after it,
+  /// as an expert-indexed one does; W-moe-12 q4_K with its q and o on DP4A
+  /// 0.787 ms with, 0.778 without: within the noise). FG_DEBUG_DP4A_PROLOGUE=0|1.
+  bool gemvDp4aPrologueLoad = true;
 };
 
 /// fused.topk_moe with at most this many rows runs in one block that stages all

@@ -282,11 +282,13 @@ static __device__ __forceinline__ void gemvDp4aLoad(const GemvArgs<C> &a, const 
 /// kernel (no op has a block-quantised result), so reading them while the
 /// kernels before this one still run is safe (common.cuh, fg_pdl_begin).
 /// Expert-indexed launches learn their expert from the kernels before, so
-/// they load nothing here.
+/// they load nothing here (C::kPrologueLoad is false: the body loads the
+/// first tile after the wait; so for a dense one with
+/// EmitOptions::gemvDp4aPrologueLoad off).
 template <class C>
 static __device__ __forceinline__ Dp4aTile<C> gemvDp4aPrefetch(const GemvArgs<C> &a) {
   Dp4aTile<C> d;
-  if constexpr (!C::kExpert)
+  if constexpr (C::kPrologueLoad)
     gemvDp4aLoad<C>(a, gemvDp4aLane<C>(), 0, blockIdx.x, d);
   return d;
 }
@@ -321,9 +323,10 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
     if (!valid)
       e = 0;
     xr = a.x + C::x_off + tok * C::x_st + j * C::x_sj;
+  }
+  if constexpr (!C::kPrologueLoad) // the first tile, after the wait
     if (valid) // an invalid pair streams nothing
       gemvDp4aLoad<C>(a, l, e, blockIdx.x, cur);
-  }
   Dp4aX<D::kRuns> q;
   gemvDp4aQuantX<C, D>(a, xr, l.live ? l.sb : 0, l.t, l.live, C::kNorm ? rs[0] : 1.0f, q);
   int buf = 0;

@@ -2117,21 +2117,30 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     EXPECT_EQ(k.grid[1], 6u);
     EXPECT_EQ(k.grid[0], 3u); // 45 rows in tiles of 16
   }
-  auto gatedId = [](Builder &b) {
-    b.result(b.create(OpKind::FusedGatedMatmulId,
-                      {b.input("x", T(DType::F32, {2, 1, 512})), b.weight("g", T(DType::Q4_0, {8, 40, 512})),
-                       b.weight("u", T(DType::Q4_0, {8, 40, 512})), b.input("ids", T(DType::I32, {2, 4}))}));
+  auto gatedIdOf = [](DType w) {
+    return [w](Builder &b) {
+      b.result(b.create(OpKind::FusedGatedMatmulId,
+                        {b.input("x", T(DType::F32, {2, 1, 512})), b.weight("g", T(w, {8, 40, 512})),
+                         b.weight("u", T(w, {8, 40, 512})), b.input("ids", T(DType::I32, {2, 4}))}));
+    };
   };
-  EXPECT_TRUE(dp4a(gatedId));
-  // The rule takes expert-indexed launches (they have no prefetch prologue),
-  // 3 (the rule for dense launches only) does not.
+  EXPECT_TRUE(dp4a(gatedIdOf(DType::Q4_0)));
+  // The rule takes expert-indexed launches (they have no prefetch prologue)
+  // of q4_K and q8_0, not q4_0; 3 (the rule for dense launches only, the
+  // default) none.
   o.gemvDp4a = 1;
-  EXPECT_TRUE(dp4a(gatedId));
+  EXPECT_TRUE(dp4a(gatedIdOf(DType::Q4_K)));
+  EXPECT_TRUE(dp4a(gatedIdOf(DType::Q8_0)));
+  EXPECT_FALSE(dp4a(gatedIdOf(DType::Q4_0)));
   o.gemvDp4a = 3;
-  EXPECT_FALSE(dp4a(gatedId));
-  EXPECT_TRUE(dp4a([](Builder &b) { // 9.4 MB, dense
-    b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})), b.weight("w", T(DType::Q4_K, {4096, 4096}))));
-  }));
+  EXPECT_EQ(EmitOptions{}.gemvDp4a, 3);
+  EXPECT_FALSE(dp4a(gatedIdOf(DType::Q4_K)));
+  for (DType w : {DType::Q4_K, DType::Q8_0, DType::Q4_0}) // 9.4, 17.8, 9.4 MB, dense
+    EXPECT_EQ(dp4a([w](Builder &b) {
+                b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})), b.weight("w", T(w, {4096, 4096}))));
+              }),
+              w != DType::Q4_0)
+        << dtypeName(w);
   o.gemvDp4a = 2;
   EXPECT_FALSE(dp4a([](Builder &b) {
     b.result(b.matmul(b.input("x", T(DType::F32, {1, 768})), b.weight("w", T(DType::Q4_0, {77, 768}))));
@@ -2147,6 +2156,18 @@ TEST(CudaEmit, Q4KDp4aGemv) {
   EXPECT_TRUE(dp4a([](Builder &b) { // 9.4 MB
     b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})), b.weight("w", T(DType::Q4_K, {4096, 4096}))));
   }));
+  // ... and above gemvDp4aMinWeightBytes (8 MiB): W-moe-12's q (4.7 MB)
+  // keeps the tensor cores, without the prologue.
+  auto moeQ = [](Builder &b) { // 4.7 MB
+    b.result(b.matmul(b.input("x", T(DType::F32, {1, 2048})), b.weight("w", T(DType::Q4_K, {4096, 2048}))));
+  };
+  EXPECT_FALSE(dp4a(moeQ));
+  {
+    auto ls = emitAll(moeQ, {}, o);
+    EXPECT_TRUE(contains(kernel(ls, ls.size() - 1), "kPfBlocks = 0LL, kPfBytes = 0LL"));
+  }
+  o.gemvDp4aMinWeightBytes = 0;
+  EXPECT_TRUE(dp4a(moeQ));
   // ... and every launch when the prologues are off.
   o.pdlPrefetchBytes = 0;
   EXPECT_TRUE(dp4a([](Builder &b) {
