@@ -939,6 +939,7 @@ int usage(const char *argv0, int code = 2) {
       "  --gemv-dp4a          every q4_K, q8_0, q4_0 GEMV at T = 1 on DP4A over x quantised to int8\n"
       "                       (gemv_dp4a.cuh; by default the rule: dense q4_K, q8_0 above 4 MiB)\n"
       "  --no-gemv-dp4a       none on DP4A: the tensor-core GEMV everywhere\n"
+      "  --gemv-dp4a-share-x  a DP4A block quantises x once, shared by its row groups\n"
       "  --gemv-dp4a-unroll=N, --gemv-dp4a-warps=N   its rows a warp at once, warps per SM\n"
       "  --gemv-narrow-iq4nl  iq4_nl through the narrow loop (the wide one is the default)\n"
       "  --gemv-narrow-q6k    q6_K through the narrow loop (the wide one is the default)\n"
@@ -1012,6 +1013,8 @@ int main(int argc, char **argv) {
       s.emit.gemvQuantXHalf = false;
     } else if (a == "--gemv-dp4a") {
       s.emit.gemvDp4a = 2; // every eligible launch, whatever its size
+    } else if (a == "--gemv-dp4a-share-x") {
+      s.emit.gemvDp4aShareX = true;
     } else if (a == "--no-gemv-dp4a") {
       s.emit.gemvDp4a = 0; // the tensor-core GEMV everywhere (the default: 3)
     } else if (a.rfind("--gemv-", 0) == 0) {

@@ -604,8 +604,10 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
   std::string c = cfgStruct("Cfg", d.N, d.w[0]);
   const char *dec = t == DType::Q4_K ? "fg::Dp4aQ4K" : t == DType::Q8_0 ? "fg::Dp4aQ8_0" : "fg::Dp4aQ4_0";
   c += llvm::formatv("struct CfgD : Cfg {{\n  using D = {3};\n  static constexpr int kKWarps = {0}, "
-                     "kRowWarps = {1}, kRowUnroll = {2};\n  static constexpr bool kPrologueLoad = {4};\n};\n",
-                     wk, wr, u, dec, o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false")
+                     "kRowWarps = {1}, kRowUnroll = {2};\n  static constexpr bool kPrologueLoad = {4}, "
+                     "kShareX = {5};\n};\n",
+                     wk, wr, u, dec, o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false",
+                     o.gemvDp4aShareX ? "true" : "false")
            .str();
   GemvEntry e = gemvEntry(d);
   c += kernelEntry(static_cast<unsigned>(32 * wk * wr), e.params,

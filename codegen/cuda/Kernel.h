@@ -266,6 +266,14 @@ struct EmitOptions {
   /// DP4A (kernels 4.4 -> 5.5 us; the step 0.692 -> 0.787 ms with them and
   /// the lm head on DP4A, 0.681 with the lm head alone; fourteenth session).
   int64_t gemvDp4aMinWeightBytes = 8 << 20;
+  /// Whether a DP4A block's row groups share the x quantisation (each
+  /// quantises a share of the block's K-slices into shared memory, all read
+  /// them back) instead of each quantising all of it: the same bits, 1/kRowWarps
+  /// of the work (at K 4096 q4_0 a lane quantises 128 values, as much work as
+  /// 15 rows, and walks about 2 rows a launch). Written in the fourteenth
+  /// session after its last GPU call: opt-in until measured.
+  /// FG_DEBUG_DP4A_SHARE_X=0|1.
+  bool gemvDp4aShareX = false;
   /// Whether a dense DP4A launch loads its first tile's weights in the
   /// entry's prologue, before the programmatic-launch wait (else after it,
   /// as an expert-indexed one does; W-moe-12 q4_K with its q and o on DP4A

@@ -519,13 +519,19 @@ std::vector<float> gpuResult(const QuantCase &c, const char *pipeline) {
   return out->toFloats();
 }
 
-/// `c` under FG_DEBUG_GEMV_DP4A=2 against the CPU reference (kTolDp4a), and
+/// `c` under FG_DEBUG_GEMV_DP4A=2 against the CPU reference (kTolDp4a), the
+/// same bits with x quantised once a block (FG_DEBUG_DP4A_SHARE_X=1), and
 /// proof that the DP4A kernel ran: the tensor-core GEMV (=0) gives other bits.
 void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
                     std::optional<OpKind> fused = std::nullopt) {
   ScopedEnv on("FG_DEBUG_GEMV_DP4A", "2"); // every size
   expectQuantMatches(c, kTolDp4a, pipeline, fused);
   const std::vector<float> dp4a = gpuResult(c, pipeline);
+  {
+    // The x quantisation shared by a block's row groups: the same bits.
+    ScopedEnv share("FG_DEBUG_DP4A_SHARE_X", "1");
+    EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "x quantised once a block (FG_DEBUG_DP4A_SHARE_X=1)";
+  }
   std::vector<float> tc;
   {
     ScopedEnv off("FG_DEBUG_GEMV_DP4A", "0");
@@ -538,7 +544,8 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
 /// The GEMV at T = 1 on DP4A (kernels/gemv_dp4a.cuh, FG_DEBUG_GEMV_DP4A=2),
 /// q4_K, q8_0 and q4_0: against the formula it computes (x quantised to
 /// int8; the 1e-5; the tensor-core GEMV misses it by far) and against
-/// the CPU reference (kTolDp4a). K from one super-block to 21 (one K-warp
+/// the CPU reference (kTolDp4a), with x quantised once a block
+/// (FG_DEBUG_DP4A_SHARE_X=1) to the same bits. K from one super-block to 21 (one K-warp
 /// with idle lanes, two, three with idle lanes), N not a multiple of the rows
 /// a tile; N 4103 and 4500 give more tiles than the grid's 264 blocks (two
 /// K-warps, and one), so blocks walk several tiles (the pipelined loads and
@@ -580,6 +587,8 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
     std::vector<float> got = gpuResult(c, "canonicalize,cse,dce"), wantF(want.begin(), want.end());
     ASSERT_EQ(got.size(), wantF.size());
     EXPECT_LE(normalizedError(got, wantF), 1e-5);
+    ScopedEnv share("FG_DEBUG_DP4A_SHARE_X", "1"); // x quantised once a block: the same bits
+    EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got);
   }
 }
 

@@ -96,46 +96,99 @@ static __device__ __forceinline__ void fg_dp4a_run(const GemvArgs<C> &a, const t
     gemvNormX<C, false, 16>(a, k0, rs, v);
 }
 
-/// This lane's x quantised per 32-weight block (dx = max|x| / 127, xq =
-/// rint(x · 127 / max|x|); a block whose max|x| is at most 1e-30 quantises to
-/// zeros, so 127 / max|x| never overflows): a block is the lane's runs 2b and 2b + 1, or
-/// (D::kPartner, q4_K) run r here and the same run of lane t ^ 1.
+/// Runs r .. r + P - 1 of this lane's x quantised per 32-weight block (dx =
+/// max|x| / 127, xq = rint(x · 127 / max|x|); a block whose max|x| is at
+/// most 1e-30 quantises to zeros, so 127 / max|x| never overflows) into runs
+/// 0 .. P - 1 of `q`: a block is (D::kPartner, q4_K, P = 1) run r here and
+/// the same run of lane t ^ 1, or (P = 2) runs r and r + 1 of this lane.
+template <class C, class D, int P>
+static __device__ __forceinline__ void gemvDp4aQuantRuns(const GemvArgs<C> &a,
+                                                         const typename C::X *xr, long long sb,
+                                                         int t, bool live, float rs, int r,
+                                                         Dp4aX<P> &q) {
+  static_assert(P == (D::kPartner ? 1 : 2), "a partner's run, or a lane's pair of runs");
+  if constexpr (D::kPartner) {
+    float v[16];
+    fg_dp4a_run<C, D>(a, xr, sb, t, r, live, rs, v);
+    float amax = 0.0f, s = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 16; ++e) {
+      amax = fmaxf(amax, fabsf(v[e]));
+      s += v[e];
+    }
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1)); // the partner's 16
+    q.dx[0] = amax / 127.0f;
+    q.sx[0] = s;
+    fg_dp4a_pack(v, amax > 1e-30f ? 127.0f / amax : 0.0f, q, 0, false);
+  } else {
+    float v0[16], v1[16];
+    fg_dp4a_run<C, D>(a, xr, sb, t, r, live, rs, v0);
+    fg_dp4a_run<C, D>(a, xr, sb, t, r + 1, live, rs, v1);
+    float amax = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 16; ++e)
+      amax = fmaxf(amax, fmaxf(fabsf(v0[e]), fabsf(v1[e])));
+    const float inv = amax > 1e-30f ? 127.0f / amax : 0.0f;
+    q.dx[0] = q.dx[1] = amax / 127.0f;
+    fg_dp4a_pack(v0, inv, q, 0, true);
+    fg_dp4a_pack(v1, inv, q, 1, true);
+    q.sx[0] += q.sx[1]; // the block's Σ xq (sx[1] is then unused)
+  }
+}
+
+/// Shared memory of the quantised x of a block's K-warps, [k-warp][run][..]
+/// [lane] (a warp's 32 lanes on 32 banks).
+template <class C> struct Dp4aXShared {
+  unsigned xq[C::kKWarps][C::D::kRuns][4][32];
+  float dx[C::kKWarps][C::D::kRuns][32], sx[C::kKWarps][C::D::kRuns][32];
+};
+
+/// This lane's x, quantised (gemvDp4aQuantRuns over every run). The
+/// Cfg::kRowWarps row groups of a block hold the same K-slices: with more
+/// than one and Cfg::kShareX (EmitOptions::gemvDp4aShareX), each quantises
+/// every kRowWarps-th group of runs into shared memory and all read the
+/// whole slice back, so the block quantises its x once, not once per row
+/// group (the same values and bits).
 template <class C, class D>
 static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a,
                                                       const typename C::X *xr, long long sb,
-                                                      int t, bool live, float rs,
-                                                      Dp4aX<D::kRuns> &q) {
-  if constexpr (D::kPartner) {
+                                                      int t, bool live, float rs, int wk,
+                                                      int wr, Dp4aX<D::kRuns> &q) {
+  constexpr int R = D::kRuns, P = D::kPartner ? 1 : 2, WR = C::kRowWarps;
+  if constexpr (WR == 1 || !C::kShareX) {
 #pragma unroll
-    for (int r = 0; r < D::kRuns; ++r) {
-      float v[16];
-      fg_dp4a_run<C, D>(a, xr, sb, t, r, live, rs, v);
-      float amax = 0.0f, s = 0.0f;
+    for (int r = 0; r < R; r += P) {
+      Dp4aX<P> g;
+      gemvDp4aQuantRuns<C, D, P>(a, xr, sb, t, live, rs, r, g);
 #pragma unroll
-      for (int e = 0; e < 16; ++e) {
-        amax = fmaxf(amax, fabsf(v[e]));
-        s += v[e];
+      for (int j = 0; j < P; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          q.xq[r + j][i] = g.xq[j][i];
+        q.dx[r + j] = g.dx[j], q.sx[r + j] = g.sx[j];
       }
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1)); // the partner's 16
-      q.dx[r] = amax / 127.0f;
-      q.sx[r] = s;
-      fg_dp4a_pack(v, amax > 1e-30f ? 127.0f / amax : 0.0f, q, r, false);
     }
   } else {
+    __shared__ Dp4aXShared<C> sh;
+    const int lane = threadIdx.x & 31;
+    for (int r = P * wr; r < R; r += P * WR) {
+      Dp4aX<P> g;
+      gemvDp4aQuantRuns<C, D, P>(a, xr, sb, t, live, rs, r, g);
 #pragma unroll
-    for (int r = 0; r < D::kRuns; r += 2) {
-      float v0[16], v1[16];
-      fg_dp4a_run<C, D>(a, xr, sb, t, r, live, rs, v0);
-      fg_dp4a_run<C, D>(a, xr, sb, t, r + 1, live, rs, v1);
-      float amax = 0.0f;
+      for (int j = 0; j < P; ++j) {
 #pragma unroll
-      for (int e = 0; e < 16; ++e)
-        amax = fmaxf(amax, fmaxf(fabsf(v0[e]), fabsf(v1[e])));
-      const float inv = amax > 1e-30f ? 127.0f / amax : 0.0f;
-      q.dx[r] = q.dx[r + 1] = amax / 127.0f;
-      fg_dp4a_pack(v0, inv, q, r, true);
-      fg_dp4a_pack(v1, inv, q, r + 1, true);
-      q.sx[r] += q.sx[r + 1]; // the block's Σ xq (sx[r + 1] is then unused)
+        for (int i = 0; i < 4; ++i)
+          sh.xq[wk][r + j][i][lane] = g.xq[j][i];
+        sh.dx[wk][r + j][lane] = g.dx[j], sh.sx[wk][r + j][lane] = g.sx[j];
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        q.xq[r][i] = sh.xq[wk][r][i][lane];
+      q.dx[r] = sh.dx[wk][r][lane], q.sx[r] = sh.sx[wk][r][lane];
     }
   }
 }
@@ -328,7 +381,8 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
     if (valid) // an invalid pair streams nothing
       gemvDp4aLoad<C>(a, l, e, blockIdx.x, cur);
   Dp4aX<D::kRuns> q;
-  gemvDp4aQuantX<C, D>(a, xr, l.live ? l.sb : 0, l.t, l.live, C::kNorm ? rs[0] : 1.0f, q);
+  gemvDp4aQuantX<C, D>(a, xr, l.live ? l.sb : 0, l.t, l.live, C::kNorm ? rs[0] : 1.0f, l.wk,
+                       l.wr, q);
   int buf = 0;
   for (long long tile = blockIdx.x; tile < kTiles; tile += gridDim.x, buf ^= 1) {
     Dp4aTile<C> next; // left unloaded after the last tile (and on dead lanes): never read then
