@@ -573,7 +573,7 @@ GemvEntry gemvEntry(const GemvDesc &d) {
   return e;
 }
 
-/// The GEMV at T = 1 on DP4A (kernels/gemv_dp4a.cuh; q4_K, q8_0, q4_0); the
+/// The GEMV at T = 1 on DP4A (kernels/gemv_dp4a.cuh; q4_K, q8_0, q4_0, q6_K); the
 /// prologue of a dense launch loads the first tile's weights before the
 /// programmatic-launch wait (an expert-indexed one after it, once it has its
 /// expert). K-warps: enough lanes for every quarter k-step (K / 2048, rounded
@@ -588,7 +588,7 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
   const int64_t wk = (d.K / step * 4 + 31) / 32;
   const int64_t wr = std::max<int64_t>(1, 8 / wk);
   // Rows a warp at once: the option for one q4_K stream, half of it for two
-  // or for q8_0 / q4_0 (20 registers of loads a row, not 12; each tile's
+  // or for q8_0 / q4_0 / q6_K (20 or 33 registers of loads a row, not 12; each tile's
   // loads are held twice: the next tile's are issued before this tile's
   // arithmetic).
   const int64_t halve = (d.w.size() > 1 ? 2 : 1) * (t == DType::Q4_K ? 1 : 2);
@@ -597,12 +597,17 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
   // of x: at 128 registers (two 256-thread blocks an SM) ptxas spilled 80
   // bytes, so it asks for half the warps (the bytes in flight stay: 80 KB an
   // SM at one block).
-  const int64_t warpTarget = o.gemvDp4aWarpTarget / (d.w.size() > 1 && t == DType::Q4_0 ? 2 : 1);
+  // Gated q6_K holds 2 x 2 x 33 registers of loads: half the warps too.
+  const int64_t warpTarget =
+      o.gemvDp4aWarpTarget / (d.w.size() > 1 && (t == DType::Q4_0 || t == DType::Q6_K) ? 2 : 1);
   const int64_t perSm = std::max<int64_t>(1, warpTarget / (wk * wr));
   const int64_t tiles = (d.N + wr * u - 1) / (wr * u);
   sp.warps = static_cast<int>(wk * wr); // Cfg::kWarps (the norm prologue's split)
   std::string c = cfgStruct("Cfg", d.N, d.w[0]);
-  const char *dec = t == DType::Q4_K ? "fg::Dp4aQ4K" : t == DType::Q8_0 ? "fg::Dp4aQ8_0" : "fg::Dp4aQ4_0";
+  const char *dec = t == DType::Q4_K   ? "fg::Dp4aQ4K"
+                    : t == DType::Q8_0 ? "fg::Dp4aQ8_0"
+                    : t == DType::Q6_K ? "fg::Dp4aQ6K"
+                                       : "fg::Dp4aQ4_0";
   c += llvm::formatv("struct CfgD : Cfg {{\n  using D = {3};\n  static constexpr int kKWarps = {0}, "
                      "kRowWarps = {1}, kRowUnroll = {2};\n  static constexpr bool kPrologueLoad = {4}, "
                      "kShareX = {5};\n};\n",
@@ -769,21 +774,25 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   // only launches that take no prefetch prologue (weights above its limit,
   // prologues off, or expert-indexed); 3 (the default): the rule for dense
   // launches only. The rules leave q4_0 on the tensor cores (its W-dense step
-  // was 27 % slower on DP4A, fourteenth session), and dense weights up to
+  // was 27 % slower on DP4A, fourteenth session), q6_K unless
+  // EmitOptions::gemvDp4aQ6k (not yet measured), and dense weights up to
   // EmitOptions::gemvDp4aMinWeightBytes (8 MiB).
   const int64_t weightBytes = d.N * (storageBytes(w0.dtype, d.K) +
                                      (two ? storageBytes(w1.dtype, d.K) : 0));
   const bool prefetched = !d.expert && o.pdlPrefetchBytes > 0 &&
                           (o.pdlPrefetchMaxWeightBytes < 0 ||
                            weightBytes <= o.pdlPrefetchMaxWeightBytes);
-  const bool ruled = w0.dtype != DType::Q4_0 && !prefetched &&
+  const bool ruledType = w0.dtype == DType::Q4_K || w0.dtype == DType::Q8_0 ||
+                         (w0.dtype == DType::Q6_K && o.gemvDp4aQ6k);
+  const bool ruled = ruledType && !prefetched &&
                      (d.expert || weightBytes > o.gemvDp4aMinWeightBytes);
   bool dp4a = (o.gemvDp4a == 2 || (o.gemvDp4a == 1 && ruled) ||
                (o.gemvDp4a == 3 && ruled && !d.expert)) &&
               d.M == 1 &&
               d.pairs <= 65535 &&
               d.xKs == 1 &&
-              (w0.dtype == DType::Q4_K || w0.dtype == DType::Q8_0 || w0.dtype == DType::Q4_0) &&
+              (w0.dtype == DType::Q4_K || w0.dtype == DType::Q8_0 || w0.dtype == DType::Q4_0 ||
+               w0.dtype == DType::Q6_K) &&
               d.K <= 64 * (w0.dtype == DType::Q4_0 ? 512 : 256) && wideOk(w0) &&
               (!two || wideOk(w1));
   if (dp4a)

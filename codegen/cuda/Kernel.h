@@ -248,8 +248,8 @@ struct EmitOptions {
   /// prefetch prologue (weights above pdlPrefetchMaxWeightBytes, prologues
   /// off, expert-indexed: the smaller dense ones keep the tensor-core GEMV
   /// with its L2 prefetch prologue); 2 every eligible launch; 3 (the default)
-  /// the rule for dense launches only. The rules (1, 3) take q4_K and q8_0,
-  /// not q4_0; 2 takes all three. Measured (H200, fourteenth session, steps,
+  /// the rule for dense launches only. The rules (1, 3) take q4_K and q8_0
+  /// (q6_K with gemvDp4aQ6k), not q4_0; 2 takes all four. Measured (H200, fourteenth session, steps,
   /// 0 -> 1): W-dense q4_K 2.84 -> 2.43 ms, Q4_K_M-like 3.11 -> 2.88, q8_0
   /// 4.26 -> 4.09, but q4_0 3.31 -> 4.22 (hence not in the rules) and
   /// W-moe-12 q4_K 0.690 -> 0.777 (3, dense only: 0.787; its expert and its
@@ -266,6 +266,11 @@ struct EmitOptions {
   /// DP4A (kernels 4.4 -> 5.5 us; the step 0.692 -> 0.787 ms with them and
   /// the lm head on DP4A, 0.681 with the lm head alone; fourteenth session).
   int64_t gemvDp4aMinWeightBytes = 8 << 20;
+  /// Whether the rules (gemvDp4a 1, 3) take q6_K (DecQ6_KW's rows: K a
+  /// multiple of 2048, gemvWideQ6k); 2 always does. Written in the
+  /// fourteenth session after its last GPU call: opt-in until measured.
+  /// FG_DEBUG_DP4A_Q6K=0|1.
+  bool gemvDp4aQ6k = false;
   /// Whether a DP4A block's row groups share the x quantisation (each
   /// quantises a share of the block's K-slices into shared memory, all read
   /// them back) instead of each quantising all of it: the same bits, 1/kRowWarps

@@ -402,7 +402,8 @@ ValueId hostX(Builder &b, QuantCase &c, const std::string &name, const std::vect
 /// y[n] = Σ_k W[n, k]·x[k] exactly as kernels/gemv_dp4a.cuh defines it: x
 /// quantised per 32 (dx = max|x| / 127, xq = rint(x · 127 / max|x|)), and per
 /// 32-weight block, in double: q4_K d·sc·dx·Σ q·xq − dmin·m·Σ x; q8_0
-/// d·dx·Σ q·xq; q4_0 d·dx·(Σ q·xq − 8·Σ xq) (q the unsigned nibble).
+/// d·dx·Σ q·xq; q4_0 d·dx·(Σ q·xq − 8·Σ xq) (q the unsigned nibble); q6_K
+/// per 16 weights d·sc·(dx·Σ q·xq − 32·Σ x) (q the unsigned 6-bit value).
 std::vector<double> dp4aReference(DType t, const std::vector<uint8_t> &w,
                                   const std::vector<float> &x, int64_t N) {
   const int64_t K = static_cast<int64_t>(x.size());
@@ -451,6 +452,29 @@ std::vector<double> dp4aReference(DType t, const std::vector<uint8_t> &w,
           }
           y[n] += d * s * dx[k0 / 32] * static_cast<double>(dot) - dmin * m * sx;
         }
+      }
+      continue;
+    }
+    if (t == DType::Q6_K) { // ggml's block_q6_K: ql[128], qh[64], scales[16], d
+      for (int64_t sb = 0; sb < K / 256; ++sb) {
+        const uint8_t *blk = row + sb * 210, *ql = blk, *qh = blk + 128;
+        const int8_t *sc = reinterpret_cast<const int8_t *>(blk + 192);
+        const double d = half(blk + 208);
+        for (int h = 0; h < 2; ++h) // halves of 128
+          for (int g = 0; g < 4; ++g) // groups of 32: ql low / high nibbles, qh bits 2g
+            for (int l0 = 0; l0 < 32; l0 += 16) { // runs of 16, one scale each
+              const int64_t k0 = 256 * sb + 128 * h + 32 * g + l0;
+              long long dot = 0;
+              double sx = 0;
+              for (int l = l0; l < l0 + 16; ++l) {
+                const uint8_t lb = ql[64 * h + l + 32 * (g & 1)];
+                const int q = ((g >> 1) ? lb >> 4 : lb & 0xF) | (((qh[32 * h + l] >> (2 * g)) & 3) << 4);
+                dot += static_cast<long long>(q) * xq[k0 + l - l0];
+                sx += x[k0 + l - l0];
+              }
+              y[n] += d * sc[8 * h + l0 / 16 + 2 * g] *
+                      (dx[k0 / 32] * static_cast<double>(dot) - 32.0 * sx);
+            }
       }
       continue;
     }
@@ -542,7 +566,7 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
 }
 
 /// The GEMV at T = 1 on DP4A (kernels/gemv_dp4a.cuh, FG_DEBUG_GEMV_DP4A=2),
-/// q4_K, q8_0 and q4_0: against the formula it computes (x quantised to
+/// q4_K, q8_0, q4_0 and q6_K (K whole 2048-weight groups): against the formula it computes (x quantised to
 /// int8; the 1e-5; the tensor-core GEMV misses it by far) and against
 /// the CPU reference (kTolDp4a), with x quantised once a block
 /// (FG_DEBUG_DP4A_SHARE_X=1) to the same bits. K from one super-block to 21 (one K-warp
@@ -564,7 +588,9 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
                           {DType::Q4_K, 4103, 4096}, {DType::Q4_K, 4500, 1280},
                           {DType::Q8_0, 77, 256},   {DType::Q8_0, 1001, 5376},
                           {DType::Q8_0, 4500, 1280}, {DType::Q4_0, 77, 512},
-                          {DType::Q4_0, 333, 4608}, {DType::Q4_0, 4500, 1024}};
+                          {DType::Q4_0, 333, 4608}, {DType::Q4_0, 4500, 1024},
+                          {DType::Q6_K, 77, 2048},  {DType::Q6_K, 1001, 6144},
+                          {DType::Q6_K, 4500, 2048}};
   uint64_t salt = 70;
   for (auto [t, N, K] : shapes) {
     SCOPED_TRACE(std::string(dtypeName(t)) + " N " + std::to_string(N) + " K " + std::to_string(K));
@@ -595,9 +621,9 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
 /// The DP4A GEMV's other forms at T = 1, each against the CPU reference and
 /// shown to have run on DP4A (expectDp4aForm): q4_K gate|up + GLU with
 /// biases (both GLUs; N 1101 at K 4096: 4 rows a tile, 276 tiles, more than
-/// the grid), q8_0 and q4_0 gate|up and matmul_add with a residual,
+/// the grid), q8_0, q4_0 and q6_K gate|up and matmul_add with a residual,
 /// expert-indexed (one stream with an x row per pair, gate|up with biases;
-/// all three types, repeated experts), q4_K matmul_add with a bias, f16 x, and the rms_norm prologue
+/// all four types, repeated experts), q4_K matmul_add with a bias, f16 x, and the rms_norm prologue
 /// (one stream and gate|up, through the fusion pass).
 TEST(GpuQuantGemv, Q4KDp4aEveryForm) {
   FG_REQUIRE_GPU();
@@ -619,7 +645,7 @@ TEST(GpuQuantGemv, Q4KDp4aEveryForm) {
     ASSERT_FALSE(bool(b.finish()));
     expectDp4aForm(c);
   }
-  for (DType t : {DType::Q8_0, DType::Q4_0}) {
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q6_K}) {
     SCOPED_TRACE(std::string(dtypeName(t)) + " gate|up + matmul_add");
     const int64_t N = 203, K = 2048;
     QuantCase c;
@@ -640,13 +666,14 @@ TEST(GpuQuantGemv, Q4KDp4aEveryForm) {
   // times. gate|up with per-expert biases and one x row a token; the one
   // stream as down runs, with one x row a (token, slot) pair (x [T, k, K]);
   // q4_K at K 4096 (two K-warps).
-  for (DType t : {DType::Q4_K, DType::Q8_0, DType::Q4_0})
+  for (DType t : {DType::Q4_K, DType::Q8_0, DType::Q4_0, DType::Q6_K})
     for (bool gated : {false, true}) {
       SCOPED_TRACE(std::string(dtypeName(t)) + (gated ? " gated_matmul_id" : " matmul_id"));
       QuantCase c;
       Function &fn = c.g.addFunction("main");
       Builder b(fn);
-      const int64_t K = t == DType::Q4_K ? 4096 : 1024, N = 301, E = 6, T = 3, k = 4;
+      const int64_t K = t == DType::Q4_K ? 4096 : t == DType::Q6_K ? 2048 : 1024, N = 301, E = 6,
+                    T = 3, k = 4;
       auto ids = b.input("ids", {DType::I32, {T, k}});
       c.inputs["ids"] = {5, 0, 5, 2, 3, 4, 1, 0, 1, 1, 1, 5};
       if (gated) {

@@ -944,7 +944,11 @@ struct DecQ6_KW : DecQuant {
       r.v[2 * p + 1] = fg_load_stream(a + 1);
     }
   }
-  static __device__ __forceinline__ void prepare(const Raw &r, int t, Prep &p) {
+  /// This lane's 4 runs of 16 six-bit values (bytes 0..63, in k order), the
+  /// super-block's d and the runs' signed 8-bit scales (also the DP4A row's,
+  /// gemv_dp4a.cuh).
+  static __device__ __forceinline__ void unpack(const Raw &r, int t, unsigned (&q)[4][4],
+                                                float &d, float (&sc)[4]) {
     unsigned piece[4][4], dword;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
@@ -957,7 +961,7 @@ struct DecQ6_KW : DecQuant {
         dword = (r.m & 2) ? z >> 16 : z & 0xffffu;
       }
     }
-    const float d = fg_h2f(dword);
+    d = fg_h2f(dword);
     const int n = t >> 1, h = t & 1;
 #pragma unroll
     for (int run = 0; run < 4; ++run) {
@@ -966,12 +970,19 @@ struct DecQ6_KW : DecQuant {
       for (int i = 0; i < 4; ++i) {
         const unsigned ql = (run & 1) ? piece[1][i] : piece[0][i];
         const unsigned lo = (run >> 1) ? (ql >> 4) & 0x0F0F0F0Fu : ql & 0x0F0F0F0Fu;
-        p.q[run][i] = lo | (((piece[2][i] >> sh) & 0x03030303u) << 4);
+        q[run][i] = lo | (((piece[2][i] >> sh) & 0x03030303u) << 4);
       }
       // Scale byte 8n + 2run + h of the 16: word 2n + (run >> 1), byte h + 2(run & 1).
       const unsigned w = n ? piece[3][2 + (run >> 1)] : piece[3][run >> 1];
-      const float sc = static_cast<float>(static_cast<signed char>((w >> (8 * (h + 2 * (run & 1)))) & 0xffu));
-      p.sc2[run] = fg_h2splat(d * sc);
+      sc[run] = static_cast<float>(static_cast<signed char>((w >> (8 * (h + 2 * (run & 1)))) & 0xffu));
+    }
+  }
+  static __device__ __forceinline__ void prepare(const Raw &r, int t, Prep &p) {
+    float d, sc[4];
+    unpack(r, t, p.q, d, sc);
+#pragma unroll
+    for (int run = 0; run < 4; ++run) {
+      p.sc2[run] = fg_h2splat(d * sc[run]);
       p.mn2[run] = 0u;
     }
   }

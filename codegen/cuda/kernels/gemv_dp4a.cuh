@@ -1,30 +1,33 @@
 //===- gemv_dp4a.cuh - quantised GEMVs at T = 1 on integer dot products ------===//
 //
-// y[n] = epi(Σ_k W[n, k] · x[k]) for one row of x and q4_K, q8_0 or q4_0
-// weights (one stream, or gate and up with the GLU epilogue; dense, or
+// y[n] = epi(Σ_k W[n, k] · x[k]) for one row of x and q4_K, q8_0, q4_0 or
+// q6_K weights (one stream, or gate and up with the GLU epilogue; dense, or
 // expert-indexed with one (token, slot) pair per blockIdx.y), without
-// tensor cores: x is quantised once per warp to int8 in blocks of 32
+// tensor cores: x is quantised once per warp (or once per block, its row
+// groups sharing it: Cfg::kShareX) to int8 in blocks of 32
 // (ggml's q8_1 idea: x ≈ dx · xq, |xq| ≤ 127, dx = max|x| / 127), and each
 // 4 weights cost one DP4A against 4 bytes of xq. A q4_K weight is
 // d·sc·q − dmin·m with q a nibble, so over one 32-weight sub-block j
 //   Σ w·x = d·sc_j · dx_j · Σ q·xq − dmin·m_j · Σ x,
 // with Σ q·xq exact in integers and Σ x exact in f32 (the min term does not
-// see the quantisation of x); q8_0 is d·dx·Σ q·xq, q4_0 d·dx·(Σ q·xq − 8 Σ xq).
+// see the quantisation of x); q8_0 is d·dx·Σ q·xq, q4_0 d·dx·(Σ q·xq − 8 Σ xq),
+// q6_K per 16 d·sc·(dx·Σ q·xq − 32 Σ x).
 //
 // Work split: lane slot s = 32·wk + lane of the K-warps (wk < Cfg::kKWarps)
-// owns quarter t = s & 3 of k-step s >> 2 (a q4_K super-block, a group of 8
-// q8_0 or 16 q4_0 blocks), as thread t of the wide decoder (Cfg::D::Wide)
-// does, and holds the int8 x of its runs (16 consecutive k each: q4_K and
-// q8_0 four, q4_0 eight) in registers for the whole launch. For q4_K:
+// owns quarter t = s & 3 of k-step s >> 2 (a q4_K or q6_K super-block, a
+// group of 8 q8_0 or 16 q4_0 blocks), as thread t of the wide decoder
+// (Cfg::D::Wide) does, and holds the int8 x of its runs (16 consecutive k
+// each: q4_K, q6_K and q8_0 four, q4_0 eight) in registers for the whole
+// launch. For q4_K:
 // DecQ4_KW's pieces t and t + 4, 16 k of each of the sub-blocks 2c, 2c + 1,
 // 2c + 4, 2c + 5 (c = t / 2); per row and lane 3 loads, 8 LOP3 + 16 DP4A for
 // 64 weights. q8_0 and q4_0 take their wide decoders' 5 loads and word
-// picking (prepare). The lanes' sums meet by shuffles, and the K-warps' sums
+// picking (prepare), q6_K DecQ6_KW's 8 loads and unpacking (unpack). The lanes' sums meet by shuffles, and the K-warps' sums
 // in shared memory.
 //
 // Rows: the block's Cfg::kRowWarps row groups each take Cfg::kRowUnroll
 // consecutive rows a tile; tiles are blockIdx.x, + gridDim.x, ... (the grid
-// is sized to the resident blocks, so the x quantisation, once per warp,
+// is sized to the resident blocks, so the x quantisation, once per warp or block,
 // is spread over many rows). The first tile's weights are loaded by the
 // entry's prologue, before the programmatic-launch wait (weights only: no
 // kernel writes them; dense launches only, an expert-indexed one loads them
@@ -274,6 +277,30 @@ struct Dp4aQ4_0 {
       acc = fmaf(fg_h2f(p.sc2[b] & 0xffffu) * q.dx[2 * b], dot, acc);
     }
     return acc;
+  }
+};
+
+/// q6_K (DecQ6_KW: runs of 16 weights, one 8-bit scale each): per run
+/// d·sc·(dx·Σ q·xq − 32·Σ x), q the unsigned 6-bit value (the −32 zero
+/// point applied to the exact Σ x, as q4_K's min term).
+struct Dp4aQ6K {
+  using Wide = DecQ6_KW;
+  static constexpr int kStep = 256, kRuns = 4;
+  static constexpr bool kPartner = true;
+  static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
+    unsigned v[4][4];
+    float d, sc[4];
+    Wide::unpack(w, t, v, d, sc);
+    float acc = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      int dot = 0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        dot = fg_dp4a_us(v[r][i], q.xq[r][i], dot);
+      acc = fmaf(sc[r], fmaf(q.dx[r], fg_small_int_to_f(dot), -32.0f * q.sx[r]), acc);
+    }
+    return d * acc;
   }
 };
 

@@ -2146,9 +2146,40 @@ TEST(CudaEmit, Q4KDp4aGemv) {
   EXPECT_FALSE(dp4a([](Builder &b) {
     b.result(b.matmul(b.input("x", T(DType::F32, {1, 768})), b.weight("w", T(DType::Q4_0, {77, 768}))));
   }));
-  EXPECT_FALSE(dp4a([](Builder &b) {
+  // q6_K on DP4A over DecQ6_KW's rows (K a multiple of 2048), one stream
+  // and gated (half the warps: 64 a block at K 2048, 2 blocks an SM).
+  EXPECT_TRUE(dp4a([](Builder &b) {
     b.result(b.matmul(b.input("x", T(DType::F32, {1, 2048})), b.weight("w", T(DType::Q6_K, {77, 2048}))));
   }));
+  {
+    auto ls = emitAll(
+        [](Builder &b) {
+          b.result(b.create(OpKind::FusedGatedMatmul,
+                            {b.input("x", T(DType::F32, {1, 2048})), b.weight("g", T(DType::Q6_K, {40, 2048})),
+                             b.weight("u", T(DType::Q6_K, {40, 2048}))}));
+        },
+        {}, o);
+    EXPECT_TRUE(contains(only(ls), "using D = fg::Dp4aQ6K;\n  static constexpr int kKWarps = 1, "
+                                   "kRowWarps = 8, kRowUnroll = 1;"));
+    EXPECT_TRUE(contains(only(ls), "__launch_bounds__(256, 1)"));
+  }
+  EXPECT_FALSE(dp4a([](Builder &b) { // not whole 2048-weight groups: DecQ6_K's rows
+    b.result(b.matmul(b.input("x", T(DType::F32, {1, 1280})), b.weight("w", T(DType::Q6_K, {77, 1280}))));
+  }));
+  // The rules take q6_K only with gemvDp4aQ6k (14 MB, dense).
+  {
+    auto q6 = [](Builder &b) {
+      b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})), b.weight("w", T(DType::Q6_K, {4096, 4096}))));
+    };
+    EmitOptions r; // the defaults: the rule for dense launches (3)
+    auto ruled = [&](const EmitOptions &eo) {
+      auto ls = emitAll(q6, {}, eo);
+      return contains(only(ls), "fg::gemvDp4a<CfgD>(");
+    };
+    EXPECT_FALSE(ruled(r));
+    r.gemvDp4aQ6k = true;
+    EXPECT_TRUE(ruled(r));
+  }
   // The rule: weights above the prefetch prologue's limit (4 MiB) only.
   o.gemvDp4a = 1;
   EXPECT_FALSE(dp4a([](Builder &b) { // 2.4 MB
@@ -2313,9 +2344,9 @@ public:
     // the size rule with prologues off, and a K past its limit: 12; q8_0 and
     // q4_0: 3 shapes, 2 gated forms, 2 refused: 7; expert-indexed: 2), 494
     // before the fourteenth's rule for q4_K / q8_0 above 8 MiB and the
-    // shared x quantisation (3 types + 1):
+    // shared x quantisation (3 types + 1) and q6_K on DP4A (4):
     // each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 506u);
+    EXPECT_LE(compiled().compiles, 512u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =

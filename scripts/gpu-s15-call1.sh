@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# For the fifteenth session's first GPU call (written in the fourteenth,
+# after its last call). In order, as the deadline allows:
+# 1. the DP4A tests (now with q6_K, and the shared x quantisation,
+#    FG_DEBUG_DP4A_SHARE_X=1, which must give the same bits: every form
+#    checks it), then racecheck and memcheck over them (a new shared-memory
+#    buffer and barrier);
+# 2. kernels at T = 1: DP4A per-warp x against shared x (q4_K, q8_0, q4_0,
+#    q6_K; W-dense and W-moe shapes), and the tensor cores;
+# 3. steps: the new default (DP4A above 8 MiB, q4_K / q8_0) against the
+#    tensor cores (0), and with the shared x, on W-dense q4_K / q8_0 / q4_0
+#    (q4_0 with =2: is its 27 % step regression the x quantisation?),
+#    W-moe-12 q4_K (and =1 with shared x: the experts) and Q4_K_M-like
+#    (with q6_K on DP4A too: FG_DEBUG_DP4A_Q6K=1, its lm head and downs).
+#   bash scripts/gpu-s15-call1.sh DEADLINE_S  (carry [".gpu"])
+set -uo pipefail
+source .gpu/env.sh
+S=$SECONDS; D=${1:-560}
+left() { echo $((D - (SECONDS - S))); }
+export FG_KERNEL_CACHE=/tmp/fgk0
+T=$(command -v fusegraph_gpu_tests)
+summ() { grep -E '^\[  (PASSED|FAILED)|FAILED  \]|ERROR SUMMARY|Failure|actual' "$1" | head -14 | tr '\n' ' '; }
+timeout 150 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4a*' > "$OUT/tests-dp4a.txt" 2>&1
+echo "DP4A tests rc $? after $((SECONDS - S)) s: $(summ "$OUT/tests-dp4a.txt")"
+for tool in racecheck memcheck; do
+  [ $(left) -gt 300 ] || { echo "skipped: $tool"; continue; }
+  FG_DEBUG_DP4A_SHARE_X=1 FG_UNDER_SANITIZER=$tool timeout 100 compute-sanitizer --tool $tool --print-limit 5 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4aExact*' > "$OUT/$tool.txt" 2>&1
+  echo "$tool (shared x) rc $? after $((SECONDS - S)) s: $(summ "$OUT/$tool.txt")"
+done
+kern() { # label, flags...
+  local l="$1"; shift
+  [ $(left) -gt 200 ] || { echo "skipped kernels $l"; return; }
+  echo "== kernels $l"
+  timeout 60 fg_bench_kernels --reps 5 --no-cublas "$@" --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
+  grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2,3,4,6,8,11
+}
+F='--benchmark_filter=^(matmul|fused.gated_matmul)/w-(dense|moe)/.*/(q4_k|q8_0|q4_0|q6_k)/T1$'
+{
+kern "tensor cores" --no-gemv-dp4a "$F"
+kern "dp4a, x per warp" --gemv-dp4a "$F"
+kern "dp4a, x shared" --gemv-dp4a --gemv-dp4a-share-x "$F"
+} 2>&1 | tee "$OUT/kernels.txt"
+i=0
+step() { # workload, env...
+  local w="$1"; shift
+  [ $(left) -gt 45 ] || { echo "skipped: $w $*"; return; }
+  i=$((i + 1))
+  env "$@" timeout 75 fusegraph bench --workload "$w" --compare fused,graph --steps 30 > "$OUT/step-$i.txt" 2>&1
+  echo "== $w ${*:-default} (rc $?): $(grep -E '^graph' "$OUT/step-$i.txt" | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ' ')"
+}
+{
+step w-dense-q4_k FG_DEBUG_GEMV_DP4A=0; step w-dense-q4_k; step w-dense-q4_k FG_DEBUG_DP4A_SHARE_X=1
+step w-dense-q4_k_m; step w-dense-q4_k_m FG_DEBUG_DP4A_SHARE_X=1 FG_DEBUG_DP4A_Q6K=1
+step w-moe-12-q4_k FG_DEBUG_GEMV_DP4A=0; step w-moe-12-q4_k
+step w-moe-12-q4_k FG_DEBUG_DP4A_SHARE_X=1 FG_DEBUG_DP4A_MIN_MB=4
+step w-moe-12-q4_k FG_DEBUG_DP4A_SHARE_X=1 FG_DEBUG_GEMV_DP4A=1
+step w-dense-q8_0 FG_DEBUG_GEMV_DP4A=0; step w-dense-q8_0; step w-dense-q8_0 FG_DEBUG_DP4A_SHARE_X=1
+step w-dense-q4_0 FG_DEBUG_GEMV_DP4A=0; step w-dense-q4_0 FG_DEBUG_GEMV_DP4A=2 FG_DEBUG_DP4A_SHARE_X=1
+step w-dense-q4_k_m FG_DEBUG_GEMV_DP4A=0
+} 2>&1 | tee "$OUT/steps.txt"
+echo "done after $((SECONDS - S)) s"
