@@ -24,7 +24,7 @@ timeout 150 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4a*' > "$OUT/tests-dp4a.txt" 
 echo "DP4A tests rc $? after $((SECONDS - S)) s: $(summ "$OUT/tests-dp4a.txt")"
 for tool in racecheck memcheck; do
   [ $(left) -gt 300 ] || { echo "skipped: $tool"; continue; }
-  FG_DEBUG_DP4A_SHARE_X=1 FG_UNDER_SANITIZER=$tool timeout 100 compute-sanitizer --tool $tool --print-limit 5 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4aExact*' > "$OUT/$tool.txt" 2>&1
+  FG_DEBUG_DP4A_SHARE_X=1 FG_UNDER_SANITIZER=$tool timeout 150 compute-sanitizer --tool $tool --print-limit 5 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4aExact*' > "$OUT/$tool.txt" 2>&1
   echo "$tool (shared x) rc $? after $((SECONDS - S)) s: $(summ "$OUT/$tool.txt")"
 done
 kern() { # label, flags...
@@ -34,7 +34,7 @@ kern() { # label, flags...
   timeout 60 fg_bench_kernels --reps 5 --no-cublas "$@" --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
   grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2,3,4,6,8,11
 }
-F='--benchmark_filter=^(matmul|fused.gated_matmul)/w-(dense|moe)/.*/(q4_k|q8_0|q4_0|q6_k)/T1$'
+F='--benchmark_filter=^(matmul|fused.gated_matmul)(_id)?/w-(dense|moe)/.*/(q4_k|q8_0|q4_0|q6_k)/T1$'
 {
 kern "tensor cores" --no-gemv-dp4a "$F"
 kern "dp4a, x per warp" --gemv-dp4a "$F"

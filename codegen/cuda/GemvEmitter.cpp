@@ -767,7 +767,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   };
   if (!d.segs.empty())
     return multiKernel(d, sp, cfgStruct);
-  // q4_K, q8_0 and q4_0 at T = 1 on DP4A (EmitOptions::gemvDp4a,
+  // q4_K, q8_0, q4_0 and q6_K at T = 1 on DP4A (EmitOptions::gemvDp4a,
   // kernels/gemv_dp4a.cuh): dense or expert-indexed (each pair one row of
   // x), the wide decoders' rows (whole k-steps, 16-byte aligned), x read
   // along K, at most 8 K-warps a block (K up to 64 k-steps); by the rule (1)

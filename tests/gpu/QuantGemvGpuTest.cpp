@@ -403,7 +403,7 @@ ValueId hostX(Builder &b, QuantCase &c, const std::string &name, const std::vect
 /// quantised per 32 (dx = max|x| / 127, xq = rint(x · 127 / max|x|)), and per
 /// 32-weight block, in double: q4_K d·sc·dx·Σ q·xq − dmin·m·Σ x; q8_0
 /// d·dx·Σ q·xq; q4_0 d·dx·(Σ q·xq − 8·Σ xq) (q the unsigned nibble); q6_K
-/// per 16 weights d·sc·(dx·Σ q·xq − 32·Σ x) (q the unsigned 6-bit value).
+/// per 16 weights d·sc·dx·(Σ q·xq − 32·Σ xq) (q the unsigned 6-bit value).
 std::vector<double> dp4aReference(DType t, const std::vector<uint8_t> &w,
                                   const std::vector<float> &x, int64_t N) {
   const int64_t K = static_cast<int64_t>(x.size());
@@ -464,16 +464,14 @@ std::vector<double> dp4aReference(DType t, const std::vector<uint8_t> &w,
           for (int g = 0; g < 4; ++g) // groups of 32: ql low / high nibbles, qh bits 2g
             for (int l0 = 0; l0 < 32; l0 += 16) { // runs of 16, one scale each
               const int64_t k0 = 256 * sb + 128 * h + 32 * g + l0;
-              long long dot = 0;
-              double sx = 0;
+              long long dot = 0, sq = 0;
               for (int l = l0; l < l0 + 16; ++l) {
                 const uint8_t lb = ql[64 * h + l + 32 * (g & 1)];
                 const int q = ((g >> 1) ? lb >> 4 : lb & 0xF) | (((qh[32 * h + l] >> (2 * g)) & 3) << 4);
                 dot += static_cast<long long>(q) * xq[k0 + l - l0];
-                sx += x[k0 + l - l0];
+                sq += xq[k0 + l - l0];
               }
-              y[n] += d * sc[8 * h + l0 / 16 + 2 * g] *
-                      (dx[k0 / 32] * static_cast<double>(dot) - 32.0 * sx);
+              y[n] += d * sc[8 * h + l0 / 16 + 2 * g] * dx[k0 / 32] * static_cast<double>(dot - 32 * sq);
             }
       }
       continue;
@@ -582,15 +580,17 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
     int64_t N, K;
   };
   // q8_0 as q4_K (256-weight k-steps); q4_0 by 512-weight k-steps: one
-  // K-warp up to K 4096, two at 4608 (idle lanes), 264+ tiles at N 4500.
+  // K-warp up to K 4096, two at 4608 (idle lanes), three at 12288 (two row
+  // groups: each quantises two pairs of runs when x is shared), 264+ tiles
+  // at N 4500; q6_K rows of whole 2048-weight groups.
   const Shape shapes[] = {{DType::Q4_K, 77, 256},   {DType::Q4_K, 1001, 1280},
                           {DType::Q4_K, 333, 4096}, {DType::Q4_K, 45, 5376},
                           {DType::Q4_K, 4103, 4096}, {DType::Q4_K, 4500, 1280},
                           {DType::Q8_0, 77, 256},   {DType::Q8_0, 1001, 5376},
                           {DType::Q8_0, 4500, 1280}, {DType::Q4_0, 77, 512},
                           {DType::Q4_0, 333, 4608}, {DType::Q4_0, 4500, 1024},
-                          {DType::Q6_K, 77, 2048},  {DType::Q6_K, 1001, 6144},
-                          {DType::Q6_K, 4500, 2048}};
+                          {DType::Q4_0, 333, 12288}, {DType::Q6_K, 77, 2048},
+                          {DType::Q6_K, 1001, 6144}, {DType::Q6_K, 4500, 2048}};
   uint64_t salt = 70;
   for (auto [t, N, K] : shapes) {
     SCOPED_TRACE(std::string(dtypeName(t)) + " N " + std::to_string(N) + " K " + std::to_string(K));

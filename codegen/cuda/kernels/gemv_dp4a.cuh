@@ -11,7 +11,7 @@
 //   Σ w·x = d·sc_j · dx_j · Σ q·xq − dmin·m_j · Σ x,
 // with Σ q·xq exact in integers and Σ x exact in f32 (the min term does not
 // see the quantisation of x); q8_0 is d·dx·Σ q·xq, q4_0 d·dx·(Σ q·xq − 8 Σ xq),
-// q6_K per 16 d·sc·(dx·Σ q·xq − 32 Σ x).
+// q6_K per 16 d·sc·dx·(Σ q·xq − 32 Σ xq).
 //
 // Work split: lane slot s = 32·wk + lane of the K-warps (wk < Cfg::kKWarps)
 // owns quarter t = s & 3 of k-step s >> 2 (a q4_K or q6_K super-block, a
@@ -102,8 +102,9 @@ static __device__ __forceinline__ void fg_dp4a_run(const GemvArgs<C> &a, const t
 /// Runs r .. r + P - 1 of this lane's x quantised per 32-weight block (dx =
 /// max|x| / 127, xq = rint(x · 127 / max|x|); a block whose max|x| is at
 /// most 1e-30 quantises to zeros, so 127 / max|x| never overflows) into runs
-/// 0 .. P - 1 of `q`: a block is (D::kPartner, q4_K, P = 1) run r here and
-/// the same run of lane t ^ 1, or (P = 2) runs r and r + 1 of this lane.
+/// 0 .. P - 1 of `q`: a block is (D::kPartner, q4_K and q6_K, P = 1) run r
+/// here and the same run of lane t ^ 1, with sx the run's Σ x (q4_K) or Σ xq
+/// (D::kSumQ, q6_K), or (P = 2) runs r and r + 1 of this lane.
 template <class C, class D, int P>
 static __device__ __forceinline__ void gemvDp4aQuantRuns(const GemvArgs<C> &a,
                                                          const typename C::X *xr, long long sb,
@@ -121,8 +122,8 @@ static __device__ __forceinline__ void gemvDp4aQuantRuns(const GemvArgs<C> &a,
     }
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1)); // the partner's 16
     q.dx[0] = amax / 127.0f;
-    q.sx[0] = s;
-    fg_dp4a_pack(v, amax > 1e-30f ? 127.0f / amax : 0.0f, q, 0, false);
+    q.sx[0] = s; // Σ x, or (D::kSumQ) replaced by Σ xq in the pack
+    fg_dp4a_pack(v, amax > 1e-30f ? 127.0f / amax : 0.0f, q, 0, D::kSumQ);
   } else {
     float v0[16], v1[16];
     fg_dp4a_run<C, D>(a, xr, sb, t, r, live, rs, v0);
@@ -207,7 +208,7 @@ static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a,
 struct Dp4aQ4K {
   using Wide = DecQ4_KW;
   static constexpr int kStep = 256, kRuns = 4;
-  static constexpr bool kPartner = true;
+  static constexpr bool kPartner = true, kSumQ = false; // the min term takes the exact Σ x
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     unsigned sc[4], m[4];
     Wide::scaleMin(w, t, sc, m);
@@ -235,7 +236,7 @@ struct Dp4aQ4K {
 struct Dp4aQ8_0 {
   using Wide = DecQ8_0W;
   static constexpr int kStep = 256, kRuns = 4;
-  static constexpr bool kPartner = false;
+  static constexpr bool kPartner = false, kSumQ = true;
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     Wide::Prep p;
     Wide::prepare(w, t, p);
@@ -260,7 +261,7 @@ struct Dp4aQ8_0 {
 struct Dp4aQ4_0 {
   using Wide = DecQ4_0W;
   static constexpr int kStep = 512, kRuns = 8;
-  static constexpr bool kPartner = false;
+  static constexpr bool kPartner = false, kSumQ = true;
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     Wide::Prep p;
     Wide::prepare(w, t, p);
@@ -281,12 +282,16 @@ struct Dp4aQ4_0 {
 };
 
 /// q6_K (DecQ6_KW: runs of 16 weights, one 8-bit scale each): per run
-/// d·sc·(dx·Σ q·xq − 32·Σ x), q the unsigned 6-bit value (the −32 zero
-/// point applied to the exact Σ x, as q4_K's min term).
+/// d·sc·dx·(Σ q·xq − 32·Σ xq), q the unsigned 6-bit value. The −32 zero
+/// point goes on Σ xq, exactly in integers, so each x's quantisation error
+/// is weighted by q − 32, as in the weights' own value, not by q (against
+/// the exact Σ x, the error of x's quantisation does not cancel: about 3x
+/// the normalised error on weights with positive scales, a review's
+/// simulation).
 struct Dp4aQ6K {
   using Wide = DecQ6_KW;
   static constexpr int kStep = 256, kRuns = 4;
-  static constexpr bool kPartner = true;
+  static constexpr bool kPartner = true, kSumQ = true;
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     unsigned v[4][4];
     float d, sc[4];
@@ -298,7 +303,7 @@ struct Dp4aQ6K {
 #pragma unroll
       for (int i = 0; i < 4; ++i)
         dot = fg_dp4a_us(v[r][i], q.xq[r][i], dot);
-      acc = fmaf(sc[r], fmaf(q.dx[r], fg_small_int_to_f(dot), -32.0f * q.sx[r]), acc);
+      acc = fmaf(sc[r] * q.dx[r], fg_small_int_to_f(dot) - 32.0f * q.sx[r], acc); // exact ints
     }
     return d * acc;
   }

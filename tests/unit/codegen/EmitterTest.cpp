@@ -2098,8 +2098,8 @@ TEST(CudaEmit, Q4KDp4aGemv) {
                         {b.input("x", T(DType::F32, {1, 1024})), b.weight("g", T(w, {40, 1024})),
                          b.weight("u", T(w, {40, 1024}))}));
     })) << dtypeName(w);
-  // Two rows of x, q4_0 rows of a K that is not whole 512-weight groups, and
-  // q6_K keep their kernels.
+  // Two rows of x, and q4_0 rows of a K that is not whole 512-weight groups
+  // (below), keep their kernels.
   EXPECT_FALSE(dp4a([](Builder &b) {
     b.result(b.matmul(b.input("x", T(DType::F32, {2, 512})), b.weight("w", T(DType::Q4_K, {77, 512}))));
   }));
@@ -2147,7 +2147,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     b.result(b.matmul(b.input("x", T(DType::F32, {1, 768})), b.weight("w", T(DType::Q4_0, {77, 768}))));
   }));
   // q6_K on DP4A over DecQ6_KW's rows (K a multiple of 2048), one stream
-  // and gated (half the warps: 64 a block at K 2048, 2 blocks an SM).
+  // and gated (half the warps: 8 a block at K 2048, one block an SM).
   EXPECT_TRUE(dp4a([](Builder &b) {
     b.result(b.matmul(b.input("x", T(DType::F32, {1, 2048})), b.weight("w", T(DType::Q6_K, {77, 2048}))));
   }));
@@ -2344,7 +2344,7 @@ public:
     // the size rule with prologues off, and a K past its limit: 12; q8_0 and
     // q4_0: 3 shapes, 2 gated forms, 2 refused: 7; expert-indexed: 2), 494
     // before the fourteenth's rule for q4_K / q8_0 above 8 MiB and the
-    // shared x quantisation (3 types + 1) and q6_K on DP4A (4):
+    // shared x quantisation (3 types + 1) and q6_K on DP4A (6):
     // each NVRTC compile is CI time.
     EXPECT_LE(compiled().compiles, 512u);
   }
