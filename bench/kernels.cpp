@@ -941,6 +941,7 @@ int usage(const char *argv0, int code = 2) {
       "  --no-gemv-dp4a       none on DP4A: the tensor-core GEMV everywhere\n"
       "  --gemv-dp4a-share-x  a DP4A block quantises x once, shared by its row groups\n"
       "  --gemv-dp4a-unroll=N, --gemv-dp4a-warps=N   its rows a warp at once, warps per SM\n"
+      "  --gemv-dp4a-combine=N  its K-warps' sums combined every N tiles (default 1)\n"
       "  --gemv-narrow-iq4nl  iq4_nl through the narrow loop (the wide one is the default)\n"
       "  --gemv-narrow-q6k    q6_K through the narrow loop (the wide one is the default)\n"
       "  --gemv-wide-occupancy N  q4_K: launch bounds for N warps per SM (1: none)\n"
@@ -1040,6 +1041,8 @@ int main(int argc, char **argv) {
         s.emit.gemvDp4aUnroll = n;
       else if (f == "--gemv-dp4a-warps")
         s.emit.gemvDp4aWarpTarget = n;
+      else if (f == "--gemv-dp4a-combine")
+        s.emit.gemvDp4aCombine = n;
       else
         return usage(argv[0]);
     } else if (a.rfind("--pdl-prefetch-mb", 0) == 0) {

@@ -328,6 +328,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   emit.gemvDp4aWarpTarget = envInt("FG_DEBUG_DP4A_WARPS", 4, 32).value_or(emit.gemvDp4aWarpTarget);
   if (auto n = envInt("FG_DEBUG_DP4A_MIN_MB", 0, 1 << 20))
     emit.gemvDp4aMinWeightBytes = int64_t(*n) << 20;
+  emit.gemvDp4aCombine =
+      static_cast<int>(envInt("FG_DEBUG_DP4A_COMBINE", 1, 16).value_or(emit.gemvDp4aCombine));
   if (auto n = envInt("FG_DEBUG_DP4A_Q6K", 0, 1))
     emit.gemvDp4aQ6k = *n == 1;
   if (auto n = envInt("FG_DEBUG_DP4A_SHARE_X", 0, 1))

@@ -609,10 +609,10 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
                     : t == DType::Q6_K ? "fg::Dp4aQ6K"
                                        : "fg::Dp4aQ4_0";
   c += llvm::formatv("struct CfgD : Cfg {{\n  using D = {3};\n  static constexpr int kKWarps = {0}, "
-                     "kRowWarps = {1}, kRowUnroll = {2};\n  static constexpr bool kPrologueLoad = {4}, "
-                     "kShareX = {5};\n};\n",
+                     "kRowWarps = {1}, kRowUnroll = {2}, kCombine = {6};\n  static constexpr bool "
+                     "kPrologueLoad = {4}, kShareX = {5};\n};\n",
                      wk, wr, u, dec, o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false",
-                     o.gemvDp4aShareX ? "true" : "false")
+                     o.gemvDp4aShareX ? "true" : "false", std::clamp(o.gemvDp4aCombine, 1, 16))
            .str();
   GemvEntry e = gemvEntry(d);
   c += kernelEntry(static_cast<unsigned>(32 * wk * wr), e.params,

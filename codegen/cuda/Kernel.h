@@ -271,6 +271,12 @@ struct EmitOptions {
   /// fourteenth session after its last GPU call: opt-in until measured.
   /// FG_DEBUG_DP4A_Q6K=0|1.
   bool gemvDp4aQ6k = false;
+  /// Tiles whose K-warp sums a DP4A block combines at once (1: every tile,
+  /// one barrier a tile; F: two barriers every F tiles, so the K-warps of a
+  /// block drift apart by up to F tiles of loads). Written in the fourteenth
+  /// session after its last GPU call: 1 until measured.
+  /// FG_DEBUG_DP4A_COMBINE=1..16.
+  int gemvDp4aCombine = 1;
   /// Whether a DP4A block's row groups share the x quantisation (each
   /// quantises a share of the block's K-slices into shared memory, all read
   /// them back) instead of each quantising all of it: the same bits, 1/kRowWarps

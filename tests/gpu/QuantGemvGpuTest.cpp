@@ -542,7 +542,8 @@ std::vector<float> gpuResult(const QuantCase &c, const char *pipeline) {
 }
 
 /// `c` under FG_DEBUG_GEMV_DP4A=2 against the CPU reference (kTolDp4a), the
-/// same bits with x quantised once a block (FG_DEBUG_DP4A_SHARE_X=1), and
+/// same bits with x quantised once a block and the K-warps' sums combined
+/// every 3 tiles (FG_DEBUG_DP4A_SHARE_X=1, FG_DEBUG_DP4A_COMBINE=3), and
 /// proof that the DP4A kernel ran: the tensor-core GEMV (=0) gives other bits.
 void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
                     std::optional<OpKind> fused = std::nullopt) {
@@ -550,9 +551,13 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
   expectQuantMatches(c, kTolDp4a, pipeline, fused);
   const std::vector<float> dp4a = gpuResult(c, pipeline);
   {
-    // The x quantisation shared by a block's row groups: the same bits.
+    // The x quantisation shared by a block's row groups, and the K-warps'
+    // sums combined every 3 tiles: the same bits.
     ScopedEnv share("FG_DEBUG_DP4A_SHARE_X", "1");
-    EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "x quantised once a block (FG_DEBUG_DP4A_SHARE_X=1)";
+    ScopedEnv combine("FG_DEBUG_DP4A_COMBINE", "3");
+    EXPECT_EQ(gpuResult(c, pipeline), dp4a)
+        << "x quantised once a block, sums combined every 3 tiles (FG_DEBUG_DP4A_SHARE_X=1, "
+           "FG_DEBUG_DP4A_COMBINE=3)";
   }
   std::vector<float> tc;
   {
@@ -567,7 +572,8 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
 /// q4_K, q8_0, q4_0 and q6_K (K whole 2048-weight groups): against the formula it computes (x quantised to
 /// int8; the 1e-5; the tensor-core GEMV misses it by far) and against
 /// the CPU reference (kTolDp4a), with x quantised once a block
-/// (FG_DEBUG_DP4A_SHARE_X=1) to the same bits. K from one super-block to 21 (one K-warp
+/// (FG_DEBUG_DP4A_SHARE_X=1) and with the K-warps' sums combined every 3
+/// tiles (FG_DEBUG_DP4A_COMBINE=3) to the same bits. K from one super-block to 21 (one K-warp
 /// with idle lanes, two, three with idle lanes), N not a multiple of the rows
 /// a tile; N 4103 and 4500 give more tiles than the grid's 264 blocks (two
 /// K-warps, and one), so blocks walk several tiles (the pipelined loads and
@@ -613,8 +619,14 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
     std::vector<float> got = gpuResult(c, "canonicalize,cse,dce"), wantF(want.begin(), want.end());
     ASSERT_EQ(got.size(), wantF.size());
     EXPECT_LE(normalizedError(got, wantF), 1e-5);
-    ScopedEnv share("FG_DEBUG_DP4A_SHARE_X", "1"); // x quantised once a block: the same bits
-    EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got);
+    {
+      ScopedEnv share("FG_DEBUG_DP4A_SHARE_X", "1"); // x quantised once a block: the same bits
+      EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got) << "FG_DEBUG_DP4A_SHARE_X=1";
+    }
+    // The K-warps' sums combined every 3 tiles (N 4103 at K 4096: 513
+    // tiles of 8 rows over 264 blocks, so some blocks end a combine early).
+    ScopedEnv combine("FG_DEBUG_DP4A_COMBINE", "3");
+    EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got) << "FG_DEBUG_DP4A_COMBINE=3";
   }
 }
 

@@ -22,8 +22,10 @@
 // DecQ4_KW's pieces t and t + 4, 16 k of each of the sub-blocks 2c, 2c + 1,
 // 2c + 4, 2c + 5 (c = t / 2); per row and lane 3 loads, 8 LOP3 + 16 DP4A for
 // 64 weights. q8_0 and q4_0 take their wide decoders' 5 loads and word
-// picking (prepare), q6_K DecQ6_KW's 8 loads and unpacking (unpack). The lanes' sums meet by shuffles, and the K-warps' sums
-// in shared memory.
+// picking (prepare), q6_K DecQ6_KW's 8 loads and unpacking (unpack). The
+// lanes' sums meet by shuffles, and the K-warps' sums in shared memory,
+// every tile (two buffers, one barrier a tile) or every Cfg::kCombine tiles
+// (a buffer a tile, two barriers a combine).
 //
 // Rows: the block's Cfg::kRowWarps row groups each take Cfg::kRowUnroll
 // consecutive rows a tile; tiles are blockIdx.x, + gridDim.x, ... (the grid
@@ -310,8 +312,10 @@ struct Dp4aQ6K {
 };
 
 /// Shared memory of the K-warps' partial sums: [buffer][k-warp][stream][row].
+/// With Cfg::kCombine > 1 one buffer a tile of a combine.
 template <class C> struct Dp4aShared {
-  float part[2][C::kKWarps][C::Epi::kStreams][C::kRowWarps * C::kRowUnroll];
+  float part[C::kCombine > 1 ? C::kCombine : 2][C::kKWarps][C::Epi::kStreams]
+            [C::kRowWarps * C::kRowUnroll];
 };
 
 /// One tile's raw weight bytes of this lane: rows n0 + u, both streams.
@@ -415,7 +419,24 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
   Dp4aX<D::kRuns> q;
   gemvDp4aQuantX<C, D>(a, xr, l.live ? l.sb : 0, l.t, l.live, C::kNorm ? rs[0] : 1.0f, l.wk,
                        l.wr, q);
-  int buf = 0;
+  // Row n's sums over the K-warps (acc, one a stream) through the epilogue
+  // to y.
+  auto store = [&](long long n, float (&acc)[2]) {
+    if constexpr (C::kBias) {
+      if (valid) {
+        acc[0] += fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
+        if (S == 2)
+          acc[1] += fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
+      }
+    }
+    float out = C::Epi::apply(acc);
+    if constexpr (C::kRes)
+      out += fg_to_f(a.res[C::res_off + n * C::res_sn]);
+    a.y[pr * C::N + n] = out;
+  };
+  constexpr int F = C::kCombine;
+  int buf = 0, slot = 0;        // F == 1: the buffer of this tile; else its slot in the combine
+  long long first = blockIdx.x; // F > 1: the tile of slot 0
   for (long long tile = blockIdx.x; tile < kTiles; tile += gridDim.x, buf ^= 1) {
     Dp4aTile<C> next; // left unloaded after the last tile (and on dead lanes): never read then
     if (tile + gridDim.x < kTiles && valid)
@@ -427,6 +448,37 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
       for (int u = 0; u < U; ++u)
         v[s][u] = fg_warp_sum(l.live && valid ? D::row(cur.raw[s][u], l.t, q) : 0.0f);
     cur = next;
+    if constexpr (WK > 1 && F > 1) {
+      // The K-warps' sums of F tiles meet at once: two barriers a combine,
+      // not one a tile (the warps drift apart by up to F tiles).
+      if (l.lane == 0)
+#pragma unroll
+        for (int s = 0; s < S; ++s)
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            sh.part[slot][l.wk][s][l.wr * U + u] = v[s][u];
+      if (slot == F - 1 || tile + gridDim.x >= kTiles) { // the same for the whole block
+        __syncthreads();
+        for (int i = threadIdx.x; i < (slot + 1) * R; i += blockDim.x) {
+          const int sl = i / R, row = i % R;
+          const long long n = (first + (long long)sl * gridDim.x) * R + row;
+          if (n < C::N) {
+            float acc[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int s = 0; s < S; ++s)
+              for (int k = 0; k < WK; ++k)
+                acc[s] += sh.part[sl][k][s][row];
+            store(n, acc);
+          }
+        }
+        __syncthreads(); // the slots are written again
+        slot = 0;
+        first = tile + gridDim.x;
+      } else {
+        ++slot;
+      }
+      continue;
+    }
     if constexpr (WK > 1) {
       if (l.lane == 0)
 #pragma unroll
@@ -455,17 +507,7 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
                 acc[s] = v[s][u];
           }
         }
-        if constexpr (C::kBias) {
-          if (valid) {
-            acc[0] += fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
-            if (S == 2)
-              acc[1] += fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
-          }
-        }
-        float out = C::Epi::apply(acc);
-        if constexpr (C::kRes)
-          out += fg_to_f(a.res[C::res_off + n * C::res_sn]);
-        a.y[pr * C::N + n] = out;
+        store(n, acc);
       }
     }
   }

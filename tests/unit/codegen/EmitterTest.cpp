@@ -2080,9 +2080,9 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     const char *cfg;
   };
   const TypeShape typed[] = {
-      {DType::Q8_0, 4096, "using D = fg::Dp4aQ8_0;\n  static constexpr int kKWarps = 2, kRowWarps = 4, kRowUnroll = 1;"},
-      {DType::Q4_0, 4096, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 1, kRowWarps = 8, kRowUnroll = 1;"},
-      {DType::Q4_0, 14336, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 4, kRowWarps = 2, kRowUnroll = 1;"}};
+      {DType::Q8_0, 4096, "using D = fg::Dp4aQ8_0;\n  static constexpr int kKWarps = 2, kRowWarps = 4, kRowUnroll = 1, kCombine = 1;"},
+      {DType::Q4_0, 4096, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 1, kRowWarps = 8, kRowUnroll = 1, kCombine = 1;"},
+      {DType::Q4_0, 14336, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 4, kRowWarps = 2, kRowUnroll = 1, kCombine = 1;"}};
   for (const TypeShape &ts : typed) {
     SCOPED_TRACE(std::string(dtypeName(ts.w)) + " K " + std::to_string(ts.K));
     auto ls = emitAll(
@@ -2160,7 +2160,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
         },
         {}, o);
     EXPECT_TRUE(contains(only(ls), "using D = fg::Dp4aQ6K;\n  static constexpr int kKWarps = 1, "
-                                   "kRowWarps = 8, kRowUnroll = 1;"));
+                                   "kRowWarps = 8, kRowUnroll = 1, kCombine = 1;"));
     EXPECT_TRUE(contains(only(ls), "__launch_bounds__(256, 1)"));
   }
   EXPECT_FALSE(dp4a([](Builder &b) { // not whole 2048-weight groups: DecQ6_K's rows
@@ -2207,6 +2207,8 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     EmitOptions so = o;
     so.gemvDp4aShareX = true;
     EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kShareX = true;"));
+    so.gemvDp4aCombine = 4; // and the K-warps' sums every 4 tiles
+    EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kRowUnroll = 2, kCombine = 4;"));
     so.gemvDp4a = 2;
     for (DType w : {DType::Q4_K, DType::Q8_0, DType::Q4_0}) {
       auto ls = emitAll(
@@ -2344,7 +2346,8 @@ public:
     // the size rule with prologues off, and a K past its limit: 12; q8_0 and
     // q4_0: 3 shapes, 2 gated forms, 2 refused: 7; expert-indexed: 2), 494
     // before the fourteenth's rule for q4_K / q8_0 above 8 MiB and the
-    // shared x quantisation (3 types + 1) and q6_K on DP4A (6):
+    // shared x quantisation and the combine every N tiles (3 types + 2) and
+    // q6_K on DP4A (6):
     // each NVRTC compile is CI time.
     EXPECT_LE(compiled().compiles, 512u);
   }
