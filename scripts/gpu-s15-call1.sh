@@ -21,7 +21,7 @@ left() { echo $((D - (SECONDS - S))); }
 export FG_KERNEL_CACHE=/tmp/fgk0
 T=$(command -v fusegraph_gpu_tests)
 summ() { grep -E '^\[  (PASSED|FAILED)|FAILED  \]|ERROR SUMMARY|Failure|actual' "$1" | head -14 | tr '\n' ' '; }
-timeout 150 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4a*' > "$OUT/tests-dp4a.txt" 2>&1
+timeout 200 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4a*:GpuQuantGemv.Q6_K*' > "$OUT/tests-dp4a.txt" 2>&1
 echo "DP4A tests rc $? after $((SECONDS - S)) s: $(summ "$OUT/tests-dp4a.txt")"
 for tool in racecheck memcheck; do
   [ $(left) -gt 300 ] || { echo "skipped: $tool"; continue; }
