@@ -593,7 +593,8 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
                           {DType::Q4_K, 333, 4096}, {DType::Q4_K, 45, 5376},
                           {DType::Q4_K, 4103, 4096}, {DType::Q4_K, 4500, 1280},
                           {DType::Q8_0, 77, 256},   {DType::Q8_0, 1001, 5376},
-                          {DType::Q8_0, 4500, 1280}, {DType::Q4_0, 77, 512},
+                          {DType::Q8_0, 4500, 1280}, {DType::Q8_0, 1801, 5376},
+                          {DType::Q4_0, 77, 512},
                           {DType::Q4_0, 333, 4608}, {DType::Q4_0, 4500, 1024},
                           {DType::Q4_0, 333, 12288}, {DType::Q6_K, 77, 2048},
                           {DType::Q6_K, 1001, 6144}, {DType::Q6_K, 4500, 2048}};
@@ -623,8 +624,10 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
       ScopedEnv share("FG_DEBUG_DP4A_SHARE_X", "1"); // x quantised once a block: the same bits
       EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got) << "FG_DEBUG_DP4A_SHARE_X=1";
     }
-    // The K-warps' sums combined every 3 tiles (N 4103 at K 4096: 513
-    // tiles of 8 rows over 264 blocks, so some blocks end a combine early).
+    // The K-warps' sums combined every 3 tiles: every block here ends its
+    // one combine early except at q8_0 N 1801 K 5376 (3 K-warps, 901 tiles
+    // of 2 rows over 264 blocks: blocks 0-108 fill a combine, reset and
+    // flush a partial one).
     ScopedEnv combine("FG_DEBUG_DP4A_COMBINE", "3");
     EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got) << "FG_DEBUG_DP4A_COMBINE=3";
   }

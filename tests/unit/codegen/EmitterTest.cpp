@@ -2209,6 +2209,14 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kShareX = true;"));
     so.gemvDp4aCombine = 4; // and the K-warps' sums every 4 tiles
     EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kRowUnroll = 2, kCombine = 4;"));
+    // One stream with two K-warps (K 4096): the combine's code path compiles.
+    EXPECT_TRUE(contains(only(emitAll(
+                             [](Builder &b) {
+                               b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})),
+                                                 b.weight("w", T(DType::Q4_K, {4096, 4096}))));
+                             },
+                             {}, so)),
+                         "kKWarps = 2, kRowWarps = 4, kRowUnroll = 2, kCombine = 4;"));
     so.gemvDp4a = 2;
     for (DType w : {DType::Q4_K, DType::Q8_0, DType::Q4_0}) {
       auto ls = emitAll(
