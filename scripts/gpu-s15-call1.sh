@@ -3,8 +3,7 @@
 # after its last call). In order, as the deadline allows:
 # 1. the DP4A tests (now with q6_K, the shared x quantisation and the
 #    combine every 3 tiles, FG_DEBUG_DP4A_SHARE_X=1 / _COMBINE=3, which must
-#    give the same bits: every form checks it), then racecheck and memcheck
-#    over them (new shared-memory buffers and barriers);
+#    give the same bits: every form checks it);
 # 2. kernels at T = 1: DP4A per-warp x against shared x, and with the
 #    K-warps' sums combined every 4 tiles (q4_K, q8_0, q4_0, q6_K; W-dense
 #    and W-moe shapes, expert-indexed too), and the tensor cores;
@@ -12,7 +11,9 @@
 #    tensor cores (0), and with the shared x, on W-dense q4_K / q8_0 / q4_0
 #    (q4_0 with =2: is its 27 % step regression the x quantisation?),
 #    W-moe-12 q4_K (and =1 with shared x: the experts) and Q4_K_M-like
-#    (with q6_K on DP4A too: FG_DEBUG_DP4A_Q6K=1, its lm head and downs).
+#    (with q6_K on DP4A too: FG_DEBUG_DP4A_Q6K=1, its lm head and downs);
+# 4. racecheck and memcheck over the DP4A tests with both opt-ins (new
+#    shared-memory buffers and barriers), if time is left; else the next call.
 #   bash scripts/gpu-s15-call1.sh DEADLINE_S  (carry [".gpu"])
 set -uo pipefail
 source .gpu/env.sh
@@ -23,11 +24,6 @@ T=$(command -v fusegraph_gpu_tests)
 summ() { grep -E '^\[  (PASSED|FAILED)|FAILED  \]|ERROR SUMMARY|Failure|actual' "$1" | head -14 | tr '\n' ' '; }
 timeout 200 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4a*:GpuQuantGemv.Q6_K*' > "$OUT/tests-dp4a.txt" 2>&1
 echo "DP4A tests rc $? after $((SECONDS - S)) s: $(summ "$OUT/tests-dp4a.txt")"
-for tool in racecheck memcheck; do
-  [ $(left) -gt 300 ] || { echo "skipped: $tool"; continue; }
-  FG_DEBUG_DP4A_SHARE_X=1 FG_DEBUG_DP4A_COMBINE=3 FG_UNDER_SANITIZER=$tool timeout 150 compute-sanitizer --tool $tool --print-limit 5 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4aExact*' > "$OUT/$tool.txt" 2>&1
-  echo "$tool (shared x) rc $? after $((SECONDS - S)) s: $(summ "$OUT/$tool.txt")"
-done
 kern() { # label, flags...
   local l="$1"; shift
   [ $(left) -gt 200 ] || { echo "skipped kernels $l"; return; }
@@ -61,4 +57,9 @@ step w-dense-q8_0 FG_DEBUG_GEMV_DP4A=0; step w-dense-q8_0; step w-dense-q8_0 FG_
 step w-dense-q4_0 FG_DEBUG_GEMV_DP4A=0; step w-dense-q4_0 FG_DEBUG_GEMV_DP4A=2 FG_DEBUG_DP4A_SHARE_X=1
 step w-dense-q4_k_m FG_DEBUG_GEMV_DP4A=0
 } 2>&1 | tee "$OUT/steps.txt"
+for tool in racecheck memcheck; do
+  [ $(left) -gt 160 ] || { echo "skipped: $tool"; continue; }
+  FG_DEBUG_DP4A_SHARE_X=1 FG_DEBUG_DP4A_COMBINE=3 FG_UNDER_SANITIZER=$tool timeout 150 compute-sanitizer --tool $tool --print-limit 5 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4aExact*' > "$OUT/$tool.txt" 2>&1
+  echo "$tool (shared x) rc $? after $((SECONDS - S)) s: $(summ "$OUT/$tool.txt")"
+done
 echo "done after $((SECONDS - S)) s"
