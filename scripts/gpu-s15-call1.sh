@@ -17,20 +17,10 @@
 #   bash scripts/gpu-s15-call1.sh DEADLINE_S  (carry [".gpu"])
 set -uo pipefail
 source .gpu/env.sh
-S=$SECONDS; D=${1:-560}
-left() { echo $((D - (SECONDS - S))); }
-export FG_KERNEL_CACHE=/tmp/fgk0
-T=$(command -v fusegraph_gpu_tests)
-summ() { grep -E '^\[  (PASSED|FAILED)|FAILED  \]|ERROR SUMMARY|Failure|actual' "$1" | head -14 | tr '\n' ' '; }
+D=${1:-560}
+source scripts/gpu-call-lib.sh
 timeout 200 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4a*:GpuQuantGemv.Q6_K*' > "$OUT/tests-dp4a.txt" 2>&1
 echo "DP4A tests rc $? after $((SECONDS - S)) s: $(summ "$OUT/tests-dp4a.txt")"
-kern() { # label, flags...
-  local l="$1"; shift
-  [ $(left) -gt 200 ] || { echo "skipped kernels $l"; return; }
-  echo "== kernels $l"
-  timeout 60 fg_bench_kernels --reps 5 --no-cublas "$@" --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
-  grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2,3,4,6,8,11
-}
 F='--benchmark_filter=^(matmul|fused.gated_matmul)(_id)?/w-(dense|moe)/.*/(q4_k|q8_0|q4_0|q6_k)/T1$'
 {
 kern "tensor cores" --no-gemv-dp4a "$F"
@@ -38,14 +28,6 @@ kern "dp4a, x per warp" --gemv-dp4a "$F"
 kern "dp4a, x shared" --gemv-dp4a --gemv-dp4a-share-x "$F"
 kern "dp4a, x shared, sums every 4 tiles" --gemv-dp4a --gemv-dp4a-share-x --gemv-dp4a-combine=4 "$F"
 } 2>&1 | tee "$OUT/kernels.txt"
-i=0
-step() { # workload, env...
-  local w="$1"; shift
-  [ $(left) -gt 45 ] || { echo "skipped: $w $*"; return; }
-  i=$((i + 1))
-  env "$@" timeout 75 fusegraph bench --workload "$w" --compare fused,graph --steps 30 > "$OUT/step-$i.txt" 2>&1
-  echo "== $w ${*:-default} (rc $?): $(grep -E '^graph' "$OUT/step-$i.txt" | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ' ')"
-}
 {
 step w-dense-q4_k FG_DEBUG_GEMV_DP4A=0; step w-dense-q4_k; step w-dense-q4_k FG_DEBUG_DP4A_SHARE_X=1
 step w-dense-q4_k FG_DEBUG_DP4A_SHARE_X=1 FG_DEBUG_DP4A_COMBINE=4

@@ -1,0 +1,29 @@
+# Helpers of the GPU call scripts (scripts/gpu-sN-callM.sh from the fifteenth
+# session on): source it after `source .gpu/env.sh` with the deadline in D.
+#   left                seconds left before the deadline
+#   summ FILE           a gtest / compute-sanitizer log in one line
+#   kern LABEL FLAGS... fg_bench_kernels' table rows (needs 200 s left)
+#   step WORKLOAD [ENV=V ...]
+#                       a decode step, graph-fused wall ms (needs 45 s left;
+#                       the whole output in $OUT/step-N.txt)
+S=$SECONDS
+D=${D:-560}
+export FG_KERNEL_CACHE=${FG_KERNEL_CACHE:-/tmp/fgk0}
+T=$(command -v fusegraph_gpu_tests)
+left() { echo $((D - (SECONDS - S))); }
+summ() { grep -E '^\[  (PASSED|FAILED)|FAILED  \]|ERROR SUMMARY|Failure|actual' "$1" | head -14 | tr '\n' ' '; }
+kern() {
+  local l="$1"; shift
+  [ "$(left)" -gt 200 ] || { echo "skipped kernels $l"; return; }
+  echo "== kernels $l"
+  timeout 60 fg_bench_kernels --reps 5 --no-cublas "$@" --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
+  grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2,3,4,6,8,11
+}
+step_n=0
+step() {
+  local w="$1"; shift
+  [ "$(left)" -gt 45 ] || { echo "skipped: $w $*"; return; }
+  step_n=$((step_n + 1))
+  env "$@" timeout 75 fusegraph bench --workload "$w" --compare fused,graph --steps 30 > "$OUT/step-$step_n.txt" 2>&1
+  echo "== $w ${*:-default} (rc $?): $(grep -E '^graph' "$OUT/step-$step_n.txt" | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ' ')"
+}
