@@ -444,14 +444,22 @@ std::string lit(int64_t v) { return ilit(v); }
 struct GemvPrefetch {
   int64_t blocks = 0, rowBytes = 0;
 };
+/// The bytes of one matrix (expert) of each of the launch's `streams` weights.
+int64_t gemvWeightBytes(const GemvDesc &d, const WeightStream &w0, const WeightStream &w1,
+                        int streams) {
+  return d.N * (storageBytes(w0.dtype, d.K) + (streams == 2 ? storageBytes(w1.dtype, d.K) : 0));
+}
+/// Whether a dense launch of these weight bytes is within the prologues'
+/// budget and size limit (EmitOptions::pdlPrefetchBytes, pdlPrefetchMaxWeightBytes).
+bool prefetchLimitsAllow(int64_t weightBytes, const EmitOptions &o) {
+  return o.pdlPrefetchBytes > 0 &&
+         (o.pdlPrefetchMaxWeightBytes < 0 || weightBytes <= o.pdlPrefetchMaxWeightBytes);
+}
 GemvPrefetch choosePrefetch(const GemvDesc &d, const GemvSplit &sp, const WeightStream &w0,
                             const WeightStream &w1, int streams, const EmitOptions &o) {
   GemvPrefetch p;
-  if (o.pdlPrefetchBytes <= 0 || d.expert || w0.ks != 1 || (streams == 2 && w1.ks != 1))
-    return p;
-  const int64_t weightBytes =
-      d.N * (storageBytes(w0.dtype, d.K) + (streams == 2 ? storageBytes(w1.dtype, d.K) : 0));
-  if (o.pdlPrefetchMaxWeightBytes >= 0 && weightBytes > o.pdlPrefetchMaxWeightBytes)
+  if (d.expert || w0.ks != 1 || (streams == 2 && w1.ks != 1) ||
+      !prefetchLimitsAllow(gemvWeightBytes(d, w0, w1, streams), o))
     return p;
   const int64_t tileRows = sp.tensorCores ? 16 : sp.rows;
   const int64_t tiles = (d.N + tileRows - 1) / tileRows;
@@ -580,12 +588,24 @@ GemvEntry gemvEntry(const GemvDesc &d) {
 /// up; q4_0's k-step is 512 weights: K / 4096); row groups: up to 8 warps a
 /// block; a grid of the blocks that fit EmitOptions::gemvDp4aWarpTarget warps
 /// per SM, each taking every gridDim.x-th tile of kRowWarps x kRowUnroll
-/// rows (the x quantisation, once per warp, spread over many rows).
+/// rows (the x quantisation, once per warp or block, spread over many rows).
+/// The DP4A row policy of a weight type (gemv_dp4a.cuh), or null, and its
+/// k-step (the weights of its wide decoder's four lanes).
+const char *dp4aPolicy(DType t) {
+  switch (t) {
+  case DType::Q4_K: return "fg::Dp4aQ4K";
+  case DType::Q8_0: return "fg::Dp4aQ8_0";
+  case DType::Q4_0: return "fg::Dp4aQ4_0";
+  case DType::Q6_K: return "fg::Dp4aQ6K";
+  default: return nullptr;
+  }
+}
+int64_t dp4aStep(DType t) { return t == DType::Q4_0 ? 512 : 256; }
+
 template <class CfgFn>
 KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, CfgFn &&cfgStruct) {
   const DType t = d.w[0].dtype;
-  const int64_t step = t == DType::Q4_0 ? 512 : 256;
-  const int64_t wk = (d.K / step * 4 + 31) / 32;
+  const int64_t wk = (d.K / dp4aStep(t) * 4 + 31) / 32;
   const int64_t wr = std::max<int64_t>(1, 8 / wk);
   // Rows a warp at once: the option for one q4_K stream, half of it for two
   // or for q8_0 / q4_0 / q6_K (20 or 33 registers of loads a row, not 12; each tile's
@@ -604,14 +624,10 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
   const int64_t tiles = (d.N + wr * u - 1) / (wr * u);
   sp.warps = static_cast<int>(wk * wr); // Cfg::kWarps (the norm prologue's split)
   std::string c = cfgStruct("Cfg", d.N, d.w[0]);
-  const char *dec = t == DType::Q4_K   ? "fg::Dp4aQ4K"
-                    : t == DType::Q8_0 ? "fg::Dp4aQ8_0"
-                    : t == DType::Q6_K ? "fg::Dp4aQ6K"
-                                       : "fg::Dp4aQ4_0";
   c += llvm::formatv("struct CfgD : Cfg {{\n  using D = {3};\n  static constexpr int kKWarps = {0}, "
                      "kRowWarps = {1}, kRowUnroll = {2}, kCombine = {6};\n  static constexpr bool "
                      "kPrologueLoad = {4}, kShareX = {5};\n};\n",
-                     wk, wr, u, dec, o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false",
+                     wk, wr, u, dp4aPolicy(t), o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false",
                      o.gemvDp4aShareX ? "true" : "false", std::clamp(o.gemvDp4aCombine, 1, 16))
            .str();
   GemvEntry e = gemvEntry(d);
@@ -777,24 +793,16 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   // was 27 % slower on DP4A, fourteenth session), q6_K unless
   // EmitOptions::gemvDp4aQ6k (not yet measured), and dense weights up to
   // EmitOptions::gemvDp4aMinWeightBytes (8 MiB).
-  const int64_t weightBytes = d.N * (storageBytes(w0.dtype, d.K) +
-                                     (two ? storageBytes(w1.dtype, d.K) : 0));
-  const bool prefetched = !d.expert && o.pdlPrefetchBytes > 0 &&
-                          (o.pdlPrefetchMaxWeightBytes < 0 ||
-                           weightBytes <= o.pdlPrefetchMaxWeightBytes);
+  const int64_t weightBytes = gemvWeightBytes(d, w0, w1, two ? 2 : 1);
+  const bool prefetched = !d.expert && prefetchLimitsAllow(weightBytes, o);
   const bool ruledType = w0.dtype == DType::Q4_K || w0.dtype == DType::Q8_0 ||
                          (w0.dtype == DType::Q6_K && o.gemvDp4aQ6k);
   const bool ruled = ruledType && !prefetched &&
                      (d.expert || weightBytes > o.gemvDp4aMinWeightBytes);
   bool dp4a = (o.gemvDp4a == 2 || (o.gemvDp4a == 1 && ruled) ||
                (o.gemvDp4a == 3 && ruled && !d.expert)) &&
-              d.M == 1 &&
-              d.pairs <= 65535 &&
-              d.xKs == 1 &&
-              (w0.dtype == DType::Q4_K || w0.dtype == DType::Q8_0 || w0.dtype == DType::Q4_0 ||
-               w0.dtype == DType::Q6_K) &&
-              d.K <= 64 * (w0.dtype == DType::Q4_0 ? 512 : 256) && wideOk(w0) &&
-              (!two || wideOk(w1));
+              d.M == 1 && d.pairs <= 65535 && d.xKs == 1 && dp4aPolicy(w0.dtype) != nullptr &&
+              d.K <= 64 * dp4aStep(w0.dtype) && wideOk(w0) && (!two || wideOk(w1));
   if (dp4a)
     return dp4aKernel(d, o, sp, cfgStruct);
   std::string c = cfgStruct("Cfg", d.N, w0);
