@@ -937,11 +937,12 @@ int usage(const char *argv0, int code = 2) {
       "  --gemv-wide-scaled   q4_K through DecQ4_KS (scales after the mma; opt-in)\n"
       "  --gemv-x-split       quantised GEMVs take x as hi + lo f16 (the form before x as one f16)\n"
       "  --gemv-dp4a          every q4_K, q8_0, q4_0, q6_K GEMV at T = 1 on DP4A over x quantised\n"
-      "                       to int8 (gemv_dp4a.cuh; by default the rule: dense q4_K, q8_0 above 8 MiB)\n"
+      "                       to int8 (gemv_dp4a.cuh; by default the rule: q4_K, q8_0, q6_K, experts and dense above 8 MiB)\n"
       "  --no-gemv-dp4a       none on DP4A: the tensor-core GEMV everywhere\n"
-      "  --gemv-dp4a-share-x  a DP4A block quantises x once, shared by its row groups\n"
+      "  --gemv-dp4a-share-x  a DP4A block quantises x once, shared by its row groups (default)\n"
+      "  --no-gemv-dp4a-share-x  each row group of a DP4A block quantises all of x\n"
       "  --gemv-dp4a-unroll=N, --gemv-dp4a-warps=N   its rows a warp at once, warps per SM\n"
-      "  --gemv-dp4a-combine=N  its K-warps' sums combined every N tiles (default 1)\n"
+      "  --gemv-dp4a-combine=N  its K-warps' sums combined every N tiles (default 4)\n"
       "  --gemv-narrow-iq4nl  iq4_nl through the narrow loop (the wide one is the default)\n"
       "  --gemv-narrow-q6k    q6_K through the narrow loop (the wide one is the default)\n"
       "  --gemv-wide-occupancy N  q4_K: launch bounds for N warps per SM (1: none)\n"
@@ -1016,8 +1017,10 @@ int main(int argc, char **argv) {
       s.emit.gemvDp4a = 2; // every eligible launch, whatever its size
     } else if (a == "--gemv-dp4a-share-x") {
       s.emit.gemvDp4aShareX = true;
+    } else if (a == "--no-gemv-dp4a-share-x") {
+      s.emit.gemvDp4aShareX = false; // x quantised by every row group (the default shares it)
     } else if (a == "--no-gemv-dp4a") {
-      s.emit.gemvDp4a = 0; // the tensor-core GEMV everywhere (the default: 3)
+      s.emit.gemvDp4a = 0; // the tensor-core GEMV everywhere (the default: the rule, 1)
     } else if (a.rfind("--gemv-", 0) == 0) {
       // GEMV variant overrides (EmitOptions::gemv*), for tuning the rule.
       std::string f = a.substr(0, a.find('='));

@@ -5,7 +5,8 @@
 #   kern LABEL FLAGS... fg_bench_kernels' table rows (needs 200 s left)
 #   step WORKLOAD [ENV=V ...]
 #                       a decode step, graph-fused wall ms (needs 45 s left;
-#                       the whole output in $OUT/step-N.txt)
+#                       every whole output in $OUT/steps-full.txt: the device
+#                       tool brings back only a few files)
 S=$SECONDS
 D=${D:-560}
 export FG_KERNEL_CACHE=${FG_KERNEL_CACHE:-/tmp/fgk0}
@@ -24,6 +25,8 @@ step() {
   local w="$1"; shift
   [ "$(left)" -gt 45 ] || { echo "skipped: $w $*"; return; }
   step_n=$((step_n + 1))
-  env "$@" timeout 75 fusegraph bench --workload "$w" --compare fused,graph --steps 30 > "$OUT/step-$step_n.txt" 2>&1
-  echo "== $w ${*:-default} (rc $?): $(grep -E '^graph' "$OUT/step-$step_n.txt" | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ' ')"
+  env "$@" timeout 75 fusegraph bench --workload "$w" --compare fused,graph --steps 30 > /tmp/step.txt 2>&1
+  local rc=$?
+  { echo "== step $step_n: $w ${*:-default} (rc $rc)"; cat /tmp/step.txt; } >> "$OUT/steps-full.txt"
+  echo "== $w ${*:-default} (rc $rc): $(grep -E '^graph' /tmp/step.txt | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ' ')"
 }

@@ -624,11 +624,14 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
   const int64_t tiles = (d.N + wr * u - 1) / (wr * u);
   sp.warps = static_cast<int>(wk * wr); // Cfg::kWarps (the norm prologue's split)
   std::string c = cfgStruct("Cfg", d.N, d.w[0]);
+  // The shared x needs row groups to share it, the combine K-warps to
+  // combine: without, the Cfg says so (the kernel would ignore them).
   c += llvm::formatv("struct CfgD : Cfg {{\n  using D = {3};\n  static constexpr int kKWarps = {0}, "
                      "kRowWarps = {1}, kRowUnroll = {2}, kCombine = {6};\n  static constexpr bool "
                      "kPrologueLoad = {4}, kShareX = {5};\n};\n",
                      wk, wr, u, dp4aPolicy(t), o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false",
-                     o.gemvDp4aShareX ? "true" : "false", std::clamp(o.gemvDp4aCombine, 1, 16))
+                     o.gemvDp4aShareX && wr > 1 ? "true" : "false",
+                     wk > 1 ? std::clamp(o.gemvDp4aCombine, 1, 16) : 1)
            .str();
   GemvEntry e = gemvEntry(d);
   c += kernelEntry(static_cast<unsigned>(32 * wk * wr), e.params,
@@ -788,10 +791,10 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   // x), the wide decoders' rows (whole k-steps, 16-byte aligned), x read
   // along K, at most 8 K-warps a block (K up to 64 k-steps); by the rule (1)
   // only launches that take no prefetch prologue (weights above its limit,
-  // prologues off, or expert-indexed); 3 (the default): the rule for dense
+  // prologues off, or expert-indexed; the default); 3: the rule for dense
   // launches only. The rules leave q4_0 on the tensor cores (its W-dense step
   // was 27 % slower on DP4A, fourteenth session), q6_K unless
-  // EmitOptions::gemvDp4aQ6k (not yet measured), and dense weights up to
+  // EmitOptions::gemvDp4aQ6k (on by default), and dense weights up to
   // EmitOptions::gemvDp4aMinWeightBytes (8 MiB).
   const int64_t weightBytes = gemvWeightBytes(d, w0, w1, two ? 2 : 1);
   const bool prefetched = !d.expert && prefetchLimitsAllow(weightBytes, o);

@@ -243,20 +243,24 @@ struct EmitOptions {
   bool gemvWideQ6k = true;
   /// q4_K GEMVs of one row of x (dense: matmul, matmul_add, gated_matmul)
   /// on integer dot products (kernels/gemv_dp4a.cuh: x quantised to int8 per
-  /// 32, one DP4A per 4 weights; q4_K, q8_0, q4_0; dense or expert-indexed)
-  /// instead of the tensor cores: 0 never; 1 the rule, launches that take no
-  /// prefetch prologue (weights above pdlPrefetchMaxWeightBytes, prologues
-  /// off, expert-indexed: the smaller dense ones keep the tensor-core GEMV
-  /// with its L2 prefetch prologue); 2 every eligible launch; 3 (the default)
-  /// the rule for dense launches only. The rules (1, 3) take q4_K and q8_0
-  /// (q6_K with gemvDp4aQ6k), not q4_0; 2 takes all four. Measured (H200, fourteenth session, steps,
-  /// 0 -> 1): W-dense q4_K 2.84 -> 2.43 ms, Q4_K_M-like 3.11 -> 2.88, q8_0
-  /// 4.26 -> 4.09, but q4_0 3.31 -> 4.22 (hence not in the rules) and
-  /// W-moe-12 q4_K 0.690 -> 0.777 (3, dense only: 0.787; its expert and its
-  /// 4.7 MB q and o GEMVs are slower on DP4A: hence 3 and
-  /// gemvDp4aMinWeightBytes).
+  /// 32, one DP4A per 4 weights; q4_K, q8_0, q4_0, q6_K; dense or
+  /// expert-indexed) instead of the tensor cores: 0 never; 1 (the default)
+  /// the rule, launches that take no prefetch prologue (weights above
+  /// pdlPrefetchMaxWeightBytes, prologues off, expert-indexed: the smaller
+  /// dense ones keep the tensor-core GEMV with its L2 prefetch prologue); 2
+  /// every eligible launch; 3 the rule for dense launches only. The rules
+  /// (1, 3) take q4_K, q8_0 and q6_K (gemvDp4aQ6k), not q4_0; 2 takes all
+  /// four. Measured (H200, steps, graph-fused ms): fourteenth session, x per
+  /// warp, 0 -> 1: W-dense q4_K 2.84 -> 2.43, Q4_K_M-like 3.11 -> 2.88, q8_0
+  /// 4.26 -> 4.09, q4_0 3.31 -> 4.22 (hence not in the rules), W-moe-12 q4_K
+  /// 0.690 -> 0.777 (its 4.7 MB q and o: hence gemvDp4aMinWeightBytes).
+  /// Fifteenth session, with x shared a block (gemvDp4aShareX), 0 -> 3 ->
+  /// 3 + shared x: W-dense q4_K 2.838 -> 2.416 -> 2.141 (2.109 with
+  /// gemvDp4aCombine 4), q8_0 4.247 -> 3.800 -> 3.605, Q4_K_M-like 2.876
+  /// (3) -> 2.427 (+ q6_K); W-moe-12 q4_K 0.700 -> 0.657 -> 0.626 with the
+  /// experts too (1): hence 1, shared x, q6_K.
   /// FG_DEBUG_GEMV_DP4A=0|1|2|3.
-  int gemvDp4a = 3;
+  int gemvDp4a = 1;
   /// Its rows a warp takes at once, and the resident warps per SM its grid
   /// and launch bounds aim at (FG_DEBUG_DP4A_UNROLL, FG_DEBUG_DP4A_WARPS).
   int gemvDp4aUnroll = 2;
@@ -267,24 +271,25 @@ struct EmitOptions {
   /// the lm head on DP4A, 0.681 with the lm head alone; fourteenth session).
   int64_t gemvDp4aMinWeightBytes = 8 << 20;
   /// Whether the rules (gemvDp4a 1, 3) take q6_K (DecQ6_KW's rows: K a
-  /// multiple of 2048, gemvWideQ6k); 2 always does. Written in the
-  /// fourteenth session after its last GPU call: opt-in until measured.
+  /// multiple of 2048, gemvWideQ6k); 2 always does. Q4_K_M-like (q6_K lm
+  /// head and half the downs), shared x: 2.876 ms without -> 2.427 with
+  /// (fifteenth session; 2.876 is without the shared x too).
   /// FG_DEBUG_DP4A_Q6K=0|1.
-  bool gemvDp4aQ6k = false;
+  bool gemvDp4aQ6k = true;
   /// Tiles whose K-warp sums a DP4A block combines at once (1: every tile,
   /// one barrier a tile; F: two barriers every F tiles, so the K-warps of a
-  /// block drift apart by up to F tiles of loads). Written in the fourteenth
-  /// session after its last GPU call: 1 until measured.
+  /// block drift apart by up to F tiles of loads). W-dense q4_K, shared x:
+  /// 2.141 ms at 1, 2.109 at 4 (fifteenth session).
   /// FG_DEBUG_DP4A_COMBINE=1..16.
-  int gemvDp4aCombine = 1;
+  int gemvDp4aCombine = 4;
   /// Whether a DP4A block's row groups share the x quantisation (each
   /// quantises a share of the block's K-slices into shared memory, all read
   /// them back) instead of each quantising all of it: the same bits, 1/kRowWarps
   /// of the work (at K 4096 q4_0 a lane quantises 128 values, as much work as
-  /// 15 rows, and walks about 2 rows a launch). Written in the fourteenth
-  /// session after its last GPU call: opt-in until measured.
+  /// 15 rows, and walks about 2 rows a launch). W-dense q4_K 2.416 ->
+  /// 2.141 ms, q8_0 3.800 -> 3.605 (fifteenth session, the rule 3).
   /// FG_DEBUG_DP4A_SHARE_X=0|1.
-  bool gemvDp4aShareX = false;
+  bool gemvDp4aShareX = true;
   /// Whether a dense DP4A launch loads its first tile's weights in the
   /// entry's prologue, before the programmatic-launch wait (else after it,
   /// as an expert-indexed one does; W-moe-12 q4_K with its q and o on DP4A

@@ -542,8 +542,9 @@ std::vector<float> gpuResult(const QuantCase &c, const char *pipeline) {
 }
 
 /// `c` under FG_DEBUG_GEMV_DP4A=2 against the CPU reference (kTolDp4a), the
-/// same bits with x quantised once a block and the K-warps' sums combined
-/// every 3 tiles (FG_DEBUG_DP4A_SHARE_X=1, FG_DEBUG_DP4A_COMBINE=3), and
+/// same bits with x quantised by every row group and the K-warps' sums
+/// combined every tile (FG_DEBUG_DP4A_SHARE_X=0, FG_DEBUG_DP4A_COMBINE=1: the
+/// form before the defaults of x shared a block and sums every 4 tiles), and
 /// proof that the DP4A kernel ran: the tensor-core GEMV (=0) gives other bits.
 void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
                     std::optional<OpKind> fused = std::nullopt) {
@@ -551,13 +552,13 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
   expectQuantMatches(c, kTolDp4a, pipeline, fused);
   const std::vector<float> dp4a = gpuResult(c, pipeline);
   {
-    // The x quantisation shared by a block's row groups, and the K-warps'
-    // sums combined every 3 tiles: the same bits.
-    ScopedEnv share("FG_DEBUG_DP4A_SHARE_X", "1");
-    ScopedEnv combine("FG_DEBUG_DP4A_COMBINE", "3");
+    // x quantised by every row group, the K-warps' sums combined every
+    // tile: the same bits.
+    ScopedEnv share("FG_DEBUG_DP4A_SHARE_X", "0");
+    ScopedEnv combine("FG_DEBUG_DP4A_COMBINE", "1");
     EXPECT_EQ(gpuResult(c, pipeline), dp4a)
-        << "x quantised once a block, sums combined every 3 tiles (FG_DEBUG_DP4A_SHARE_X=1, "
-           "FG_DEBUG_DP4A_COMBINE=3)";
+        << "x quantised by every row group, sums combined every tile (FG_DEBUG_DP4A_SHARE_X=0, "
+           "FG_DEBUG_DP4A_COMBINE=1)";
   }
   std::vector<float> tc;
   {
@@ -571,9 +572,10 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
 /// The GEMV at T = 1 on DP4A (kernels/gemv_dp4a.cuh, FG_DEBUG_GEMV_DP4A=2),
 /// q4_K, q8_0, q4_0 and q6_K (K whole 2048-weight groups): against the formula it computes (x quantised to
 /// int8; the 1e-5; the tensor-core GEMV misses it by far) and against
-/// the CPU reference (kTolDp4a), with x quantised once a block
-/// (FG_DEBUG_DP4A_SHARE_X=1) and with the K-warps' sums combined every 3
-/// tiles (FG_DEBUG_DP4A_COMBINE=3) to the same bits. K from one super-block to 21 (one K-warp
+/// the CPU reference (kTolDp4a), at the defaults (x quantised once a block,
+/// the K-warps' sums combined every 4 tiles) and to the same bits with x
+/// quantised by every row group (FG_DEBUG_DP4A_SHARE_X=0) and with the sums
+/// combined every 3 tiles and every tile (FG_DEBUG_DP4A_COMBINE=3, 1). K from one super-block to 21 (one K-warp
 /// with idle lanes, two, three with idle lanes), N not a multiple of the rows
 /// a tile; N 4103 and 4500 give more tiles than the grid's 264 blocks (two
 /// K-warps, and one), so blocks walk several tiles (the pipelined loads and
@@ -621,8 +623,12 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
     ASSERT_EQ(got.size(), wantF.size());
     EXPECT_LE(normalizedError(got, wantF), 1e-5);
     {
-      ScopedEnv share("FG_DEBUG_DP4A_SHARE_X", "1"); // x quantised once a block: the same bits
-      EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got) << "FG_DEBUG_DP4A_SHARE_X=1";
+      ScopedEnv share("FG_DEBUG_DP4A_SHARE_X", "0"); // x quantised by every row group: the same bits
+      EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got) << "FG_DEBUG_DP4A_SHARE_X=0";
+    }
+    {
+      ScopedEnv combine("FG_DEBUG_DP4A_COMBINE", "1"); // one combine a tile
+      EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got) << "FG_DEBUG_DP4A_COMBINE=1";
     }
     // The K-warps' sums combined every 3 tiles: every block here ends its
     // one combine early except at q8_0 N 1801 K 5376 (3 K-warps, 901 tiles

@@ -2080,9 +2080,9 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     const char *cfg;
   };
   const TypeShape typed[] = {
-      {DType::Q8_0, 4096, "using D = fg::Dp4aQ8_0;\n  static constexpr int kKWarps = 2, kRowWarps = 4, kRowUnroll = 1, kCombine = 1;"},
+      {DType::Q8_0, 4096, "using D = fg::Dp4aQ8_0;\n  static constexpr int kKWarps = 2, kRowWarps = 4, kRowUnroll = 1, kCombine = 4;"},
       {DType::Q4_0, 4096, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 1, kRowWarps = 8, kRowUnroll = 1, kCombine = 1;"},
-      {DType::Q4_0, 14336, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 4, kRowWarps = 2, kRowUnroll = 1, kCombine = 1;"}};
+      {DType::Q4_0, 14336, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 4, kRowWarps = 2, kRowUnroll = 1, kCombine = 4;"}};
   for (const TypeShape &ts : typed) {
     SCOPED_TRACE(std::string(dtypeName(ts.w)) + " K " + std::to_string(ts.K));
     auto ls = emitAll(
@@ -2127,14 +2127,14 @@ TEST(CudaEmit, Q4KDp4aGemv) {
   };
   EXPECT_TRUE(dp4a(gatedIdOf(DType::Q4_0)));
   // The rule takes expert-indexed launches (they have no prefetch prologue)
-  // of q4_K and q8_0, not q4_0; 3 (the rule for dense launches only, the
-  // default) none.
+  // of q4_K and q8_0, not q4_0 (1 is the default); 3 (the rule for dense
+  // launches only) none.
   o.gemvDp4a = 1;
+  EXPECT_EQ(EmitOptions{}.gemvDp4a, 1);
   EXPECT_TRUE(dp4a(gatedIdOf(DType::Q4_K)));
   EXPECT_TRUE(dp4a(gatedIdOf(DType::Q8_0)));
   EXPECT_FALSE(dp4a(gatedIdOf(DType::Q4_0)));
   o.gemvDp4a = 3;
-  EXPECT_EQ(EmitOptions{}.gemvDp4a, 3);
   EXPECT_FALSE(dp4a(gatedIdOf(DType::Q4_K)));
   for (DType w : {DType::Q4_K, DType::Q8_0, DType::Q4_0}) // 9.4, 17.8, 9.4 MB, dense
     EXPECT_EQ(dp4a([w](Builder &b) {
@@ -2166,19 +2166,19 @@ TEST(CudaEmit, Q4KDp4aGemv) {
   EXPECT_FALSE(dp4a([](Builder &b) { // not whole 2048-weight groups: DecQ6_K's rows
     b.result(b.matmul(b.input("x", T(DType::F32, {1, 1280})), b.weight("w", T(DType::Q6_K, {77, 1280}))));
   }));
-  // The rules take q6_K only with gemvDp4aQ6k (14 MB, dense).
+  // The rules take q6_K only with gemvDp4aQ6k (on by default; 14 MB, dense).
   {
     auto q6 = [](Builder &b) {
       b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})), b.weight("w", T(DType::Q6_K, {4096, 4096}))));
     };
-    EmitOptions r; // the defaults: the rule for dense launches (3)
+    EmitOptions r; // the defaults: the rule (1), q6_K in it
     auto ruled = [&](const EmitOptions &eo) {
       auto ls = emitAll(q6, {}, eo);
       return contains(only(ls), "fg::gemvDp4a<CfgD>(");
     };
-    EXPECT_FALSE(ruled(r));
-    r.gemvDp4aQ6k = true;
     EXPECT_TRUE(ruled(r));
+    r.gemvDp4aQ6k = false;
+    EXPECT_FALSE(ruled(r));
   }
   // The rule: weights above the prefetch prologue's limit (4 MiB) only.
   o.gemvDp4a = 1;
@@ -2200,15 +2200,16 @@ TEST(CudaEmit, Q4KDp4aGemv) {
   }
   o.gemvDp4aMinWeightBytes = 0;
   EXPECT_TRUE(dp4a(moeQ));
-  // x quantised once a block (opt-in): the flag in the Cfg, and the kernel
-  // compiles (q4_K: one run a row group; q4_0 at K 4096: pairs of runs).
+  // x quantised once a block (the default): the flag in the Cfg, and the
+  // kernel compiles (q4_K: one run a row group; q4_0 at K 4096: pairs of runs).
   {
-    EXPECT_TRUE(contains(only(emitAll(moeQ, {}, o)), "kShareX = false;"));
+    EXPECT_TRUE(contains(only(emitAll(moeQ, {}, o)), "kShareX = true;"));
     EmitOptions so = o;
+    so.gemvDp4aShareX = false;
+    EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kShareX = false;"));
     so.gemvDp4aShareX = true;
-    EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kShareX = true;"));
-    so.gemvDp4aCombine = 4; // and the K-warps' sums every 4 tiles
-    EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kRowUnroll = 2, kCombine = 4;"));
+    so.gemvDp4aCombine = 4; // one K-warp (K 2048): nothing to combine, the Cfg says 1
+    EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kRowUnroll = 2, kCombine = 1;"));
     // One stream with two K-warps (K 4096): the combine's code path compiles.
     EXPECT_TRUE(contains(only(emitAll(
                              [](Builder &b) {
