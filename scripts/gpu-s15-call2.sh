@@ -29,4 +29,8 @@ for tool in racecheck memcheck; do
   echo "$tool rc $? after $((SECONDS - S)) s: $(summ "$OUT/$tool.txt")"
 done
 kern "defaults" '--benchmark_filter=^(matmul|fused.gated_matmul)(_id)?/w-(dense|moe)/.*/(q4_k|q8_0|q4_0|q6_k)/T1/' | tee "$OUT/kernels.txt"
+if [ $(left) -gt 95 ]; then
+  timeout 90 fusegraph bench --workload w-dense-q4_k --steps 10 --breakdown > "$OUT/breakdown-q4_k.txt" 2>&1
+  echo "breakdown rc $? after $((SECONDS - S)) s"
+fi
 echo "done after $((SECONDS - S)) s"
