@@ -937,7 +937,7 @@ int usage(const char *argv0, int code = 2) {
       "  --gemv-wide-scaled   q4_K through DecQ4_KS (scales after the mma; opt-in)\n"
       "  --gemv-x-split       quantised GEMVs take x as hi + lo f16 (the form before x as one f16)\n"
       "  --gemv-dp4a          every q4_K, q8_0, q4_0, q6_K GEMV at T = 1 on DP4A over x quantised\n"
-      "                       to int8 (gemv_dp4a.cuh; by default the rule: q4_K, q8_0, q6_K, experts and dense above 8 MiB)\n"
+      "                       to int8 (gemv_dp4a.cuh; by default the rule: experts and dense above 4 MiB)\n"
       "  --no-gemv-dp4a       none on DP4A: the tensor-core GEMV everywhere\n"
       "  --gemv-dp4a-share-x  a DP4A block quantises x once, shared by its row groups (default)\n"
       "  --no-gemv-dp4a-share-x  each row group of a DP4A block quantises all of x\n"

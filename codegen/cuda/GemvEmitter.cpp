@@ -792,13 +792,14 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   // along K, at most 8 K-warps a block (K up to 64 k-steps); by the rule (1)
   // only launches that take no prefetch prologue (weights above its limit,
   // prologues off, or expert-indexed; the default); 3: the rule for dense
-  // launches only. The rules leave q4_0 on the tensor cores (its W-dense step
-  // was 27 % slower on DP4A, fourteenth session), q6_K unless
-  // EmitOptions::gemvDp4aQ6k (on by default), and dense weights up to
-  // EmitOptions::gemvDp4aMinWeightBytes (8 MiB).
+  // launches only. The rules take q4_K, q8_0, q4_0 (with x shared a block:
+  // W-dense q4_0 3.32 -> 2.79 ms, fifteenth session; 27 % slower with x per
+  // row group, fourteenth), q6_K with EmitOptions::gemvDp4aQ6k (on by
+  // default), and dense weights above EmitOptions::gemvDp4aMinWeightBytes.
   const int64_t weightBytes = gemvWeightBytes(d, w0, w1, two ? 2 : 1);
   const bool prefetched = !d.expert && prefetchLimitsAllow(weightBytes, o);
   const bool ruledType = w0.dtype == DType::Q4_K || w0.dtype == DType::Q8_0 ||
+                         (w0.dtype == DType::Q4_0 && o.gemvDp4aShareX) ||
                          (w0.dtype == DType::Q6_K && o.gemvDp4aQ6k);
   const bool ruled = ruledType && !prefetched &&
                      (d.expert || weightBytes > o.gemvDp4aMinWeightBytes);

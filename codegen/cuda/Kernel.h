@@ -249,16 +249,17 @@ struct EmitOptions {
   /// pdlPrefetchMaxWeightBytes, prologues off, expert-indexed: the smaller
   /// dense ones keep the tensor-core GEMV with its L2 prefetch prologue); 2
   /// every eligible launch; 3 the rule for dense launches only. The rules
-  /// (1, 3) take q4_K, q8_0 and q6_K (gemvDp4aQ6k), not q4_0; 2 takes all
-  /// four. Measured (H200, steps, graph-fused ms): fourteenth session, x per
+  /// (1, 3) take q4_K, q8_0, q4_0 (with gemvDp4aShareX) and q6_K
+  /// (gemvDp4aQ6k); 2 takes all four at any size. Measured (H200, steps, graph-fused ms): fourteenth session, x per
   /// warp, 0 -> 1: W-dense q4_K 2.84 -> 2.43, Q4_K_M-like 3.11 -> 2.88, q8_0
-  /// 4.26 -> 4.09, q4_0 3.31 -> 4.22 (hence not in the rules), W-moe-12 q4_K
+  /// 4.26 -> 4.09, q4_0 3.31 -> 4.22 (then not in the rules), W-moe-12 q4_K
   /// 0.690 -> 0.777 (its 4.7 MB q and o: hence gemvDp4aMinWeightBytes).
   /// Fifteenth session, with x shared a block (gemvDp4aShareX), 0 -> 3 ->
   /// 3 + shared x: W-dense q4_K 2.838 -> 2.416 -> 2.141 (2.109 with
   /// gemvDp4aCombine 4), q8_0 4.247 -> 3.800 -> 3.605, Q4_K_M-like 2.876
   /// (3) -> 2.427 (+ q6_K); W-moe-12 q4_K 0.700 -> 0.657 -> 0.626 with the
-  /// experts too (1): hence 1, shared x, q6_K.
+  /// experts too (1); W-dense q4_0 3.317 (0) -> 2.790 (2): hence 1, shared
+  /// x, q6_K and q4_0 in the rules.
   /// FG_DEBUG_GEMV_DP4A=0|1|2|3.
   int gemvDp4a = 1;
   /// Its rows a warp takes at once, and the resident warps per SM its grid
@@ -266,10 +267,13 @@ struct EmitOptions {
   int gemvDp4aUnroll = 2;
   int64_t gemvDp4aWarpTarget = 16;
   /// The rules (gemvDp4a 1, 3) take a dense launch only when its weights
-  /// are above this too: W-moe-12 q4_K's q and o (4.7 MB) were slower on
-  /// DP4A (kernels 4.4 -> 5.5 us; the step 0.692 -> 0.787 ms with them and
-  /// the lm head on DP4A, 0.681 with the lm head alone; fourteenth session).
-  int64_t gemvDp4aMinWeightBytes = 8 << 20;
+  /// are above this too. With x per row group W-moe-12 q4_K's q and o
+  /// (4.7 MB) were slower on DP4A (kernels 4.4 -> 5.5 us; the step 0.692 ->
+  /// 0.787 ms with them and the lm head on DP4A, 0.681 with the lm head
+  /// alone; fourteenth session: 8 MiB); with x shared a block faster (the
+  /// step 0.632 at 8 MiB, 0.620 at 4; fifteenth session), so 4 MiB, the
+  /// prefetch prologue's own limit.
+  int64_t gemvDp4aMinWeightBytes = 4 << 20;
   /// Whether the rules (gemvDp4a 1, 3) take q6_K (DecQ6_KW's rows: K a
   /// multiple of 2048, gemvWideQ6k); 2 always does. Q4_K_M-like (q6_K lm
   /// head and half the downs), shared x: 2.876 ms without -> 2.427 with

@@ -241,6 +241,10 @@ void checkGated(DType t, int kind, int64_t M, double tol, uint64_t salt0 = 0, in
 
 void checkExpert(DType t, bool gated, double tol, uint64_t salt0 = 0, int kv = 0) {
   SCOPED_TRACE(std::string(dtypeName(t)) + (gated ? " gated" : " matmul_id"));
+  // The tensor-core decoder under test: an expert-indexed launch of one x
+  // row a pair takes DP4A by default (its own tolerance, kTolDp4a, in
+  // Q4KDp4aEveryForm).
+  ScopedEnv tc("FG_DEBUG_GEMV_DP4A", "0");
   QuantCase c;
   Function &fn = c.g.addFunction("main");
   Builder b(fn);

@@ -2127,21 +2127,23 @@ TEST(CudaEmit, Q4KDp4aGemv) {
   };
   EXPECT_TRUE(dp4a(gatedIdOf(DType::Q4_0)));
   // The rule takes expert-indexed launches (they have no prefetch prologue)
-  // of q4_K and q8_0, not q4_0 (1 is the default); 3 (the rule for dense
-  // launches only) none.
+  // of q4_K, q8_0 and q4_0 (q4_0 only with x shared a block; 1 is the
+  // default); 3 (the rule for dense launches only) none.
   o.gemvDp4a = 1;
   EXPECT_EQ(EmitOptions{}.gemvDp4a, 1);
   EXPECT_TRUE(dp4a(gatedIdOf(DType::Q4_K)));
   EXPECT_TRUE(dp4a(gatedIdOf(DType::Q8_0)));
+  EXPECT_TRUE(dp4a(gatedIdOf(DType::Q4_0)));
+  o.gemvDp4aShareX = false;
   EXPECT_FALSE(dp4a(gatedIdOf(DType::Q4_0)));
+  EXPECT_TRUE(dp4a(gatedIdOf(DType::Q8_0)));
+  o.gemvDp4aShareX = true;
   o.gemvDp4a = 3;
   EXPECT_FALSE(dp4a(gatedIdOf(DType::Q4_K)));
   for (DType w : {DType::Q4_K, DType::Q8_0, DType::Q4_0}) // 9.4, 17.8, 9.4 MB, dense
-    EXPECT_EQ(dp4a([w](Builder &b) {
-                b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})), b.weight("w", T(w, {4096, 4096}))));
-              }),
-              w != DType::Q4_0)
-        << dtypeName(w);
+    EXPECT_TRUE(dp4a([w](Builder &b) {
+      b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})), b.weight("w", T(w, {4096, 4096}))));
+    })) << dtypeName(w);
   o.gemvDp4a = 2;
   EXPECT_FALSE(dp4a([](Builder &b) {
     b.result(b.matmul(b.input("x", T(DType::F32, {1, 768})), b.weight("w", T(DType::Q4_0, {77, 768}))));
@@ -2188,11 +2190,15 @@ TEST(CudaEmit, Q4KDp4aGemv) {
   EXPECT_TRUE(dp4a([](Builder &b) { // 9.4 MB
     b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})), b.weight("w", T(DType::Q4_K, {4096, 4096}))));
   }));
-  // ... and above gemvDp4aMinWeightBytes (8 MiB): W-moe-12's q (4.7 MB)
-  // keeps the tensor cores, without the prologue.
+  // ... and above gemvDp4aMinWeightBytes (4 MiB by default, the prologue's
+  // own limit): W-moe-12's q (4.7 MB) takes DP4A; at 8 MiB it keeps the
+  // tensor cores, without the prologue.
   auto moeQ = [](Builder &b) { // 4.7 MB
     b.result(b.matmul(b.input("x", T(DType::F32, {1, 2048})), b.weight("w", T(DType::Q4_K, {4096, 2048}))));
   };
+  EXPECT_EQ(EmitOptions{}.gemvDp4aMinWeightBytes, 4 << 20);
+  EXPECT_TRUE(dp4a(moeQ));
+  o.gemvDp4aMinWeightBytes = 8 << 20;
   EXPECT_FALSE(dp4a(moeQ));
   {
     auto ls = emitAll(moeQ, {}, o);
