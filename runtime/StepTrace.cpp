@@ -29,6 +29,7 @@ llvm::Expected<std::vector<LaunchSpan>> matchKernelRecords(const CompiledEntry &
   }
   std::vector<LaunchSpan> spans(entry.launches.size());
   size_t unmatched = 0;
+  std::map<std::string, size_t, std::less<>> strayNames; // records without a launch, by name
   for (size_t r = 0; r < records.size(); ++r) {
     auto it = bySymbol.find(records[r].name);
     size_t launch;
@@ -43,6 +44,7 @@ llvm::Expected<std::vector<LaunchSpan>> matchKernelRecords(const CompiledEntry &
         gemms.pop_front();
     } else {
       ++unmatched;
+      ++strayNames[records[r].name];
       continue;
     }
     LaunchSpan &s = spans[launch];
@@ -54,12 +56,37 @@ llvm::Expected<std::vector<LaunchSpan>> matchKernelRecords(const CompiledEntry &
   size_t missing = 0;
   for (auto &[sym, q] : bySymbol)
     missing += q.size();
-  if (missing || unmatched)
+  if (missing || unmatched) {
+    // Which names, so that a renamed or substituted kernel can be told
+    // apart from a dropped record (up to 3 of each side, with counts).
+    auto names = [](const auto &counted) {
+      std::string out;
+      size_t shown = 0;
+      for (const auto &[name, n] : counted) {
+        if (n == 0)
+          continue;
+        if (shown++ == 3) {
+          out += ", ...";
+          break;
+        }
+        out += (out.empty() ? "" : ", ") + name + " x" + std::to_string(n);
+      }
+      return out;
+    };
+    std::map<std::string, size_t, std::less<>> missingNames;
+    for (auto &[sym, q] : bySymbol)
+      missingNames[sym] = q.size();
+    std::string detail;
+    if (missing)
+      detail += "; without a record: " + names(missingNames);
+    if (unmatched)
+      detail += "; without a launch: " + names(strayNames);
     return makeError("kernel trace of entry '" + entry.name + "': " +
                      std::to_string(records.size()) + " kernel records for " +
                      std::to_string(entry.launches.size()) + " launches (" +
                      std::to_string(missing) + " launches without a record, " +
-                     std::to_string(unmatched) + " records without a launch)");
+                     std::to_string(unmatched) + " records without a launch" + detail + ")");
+  }
   return spans;
 }
 

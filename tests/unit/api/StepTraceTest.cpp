@@ -67,11 +67,21 @@ TEST(StepTrace, AMissingOrExtraRecordIsAnError) {
   ASSERT_FALSE(static_cast<bool>(missing));
   EXPECT_EQ(toString(missing.takeError()),
             "kernel trace of entry 'decode': 1 kernel records for 2 launches (1 launches "
-            "without a record, 0 records without a launch)");
+            "without a record, 0 records without a launch; without a record: add x1)");
   Expected<std::vector<LaunchSpan>> extra =
       matchKernelRecords(e, {rec("norm", 1, 2), rec("add", 2, 3), rec("other", 3, 4)});
   ASSERT_FALSE(static_cast<bool>(extra));
-  consumeError(extra.takeError());
+  EXPECT_EQ(toString(extra.takeError()),
+            "kernel trace of entry 'decode': 3 kernel records for 2 launches (0 launches "
+            "without a record, 1 records without a launch; without a launch: other x1)");
+  // A renamed kernel: both sides named, with counts.
+  Expected<std::vector<LaunchSpan>> renamed =
+      matchKernelRecords(e, {rec("norm", 1, 2), rec("add2", 2, 3), rec("add2", 4, 5)});
+  ASSERT_FALSE(static_cast<bool>(renamed));
+  EXPECT_EQ(toString(renamed.takeError()),
+            "kernel trace of entry 'decode': 3 kernel records for 2 launches (1 launches "
+            "without a record, 2 records without a launch; without a record: add x1; without a "
+            "launch: add2 x2)");
 }
 
 TEST(StepTrace, ChromeTraceHasOneEventPerLaunchAndOverlapOnItsOwnTrack) {
