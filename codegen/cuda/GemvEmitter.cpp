@@ -627,11 +627,12 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
   // The shared x needs row groups to share it, the combine K-warps to
   // combine: without, the Cfg says so (the kernel would ignore them).
   c += llvm::formatv("struct CfgD : Cfg {{\n  using D = {3};\n  static constexpr int kKWarps = {0}, "
-                     "kRowWarps = {1}, kRowUnroll = {2}, kCombine = {6};\n  static constexpr bool "
-                     "kPrologueLoad = {4}, kShareX = {5};\n};\n",
+                     "kRowWarps = {1}, kRowUnroll = {2}, kCombine = {6}, kL2Ahead = {7};\n  static "
+                     "constexpr bool kPrologueLoad = {4}, kShareX = {5};\n};\n",
                      wk, wr, u, dp4aPolicy(t), o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false",
                      o.gemvDp4aShareX && wr > 1 ? "true" : "false",
-                     wk > 1 ? std::clamp(o.gemvDp4aCombine, 1, 16) : 1)
+                     wk > 1 ? std::clamp(o.gemvDp4aCombine, 1, 16) : 1,
+                     std::clamp(o.gemvDp4aL2Ahead, 0, 8))
            .str();
   GemvEntry e = gemvEntry(d);
   c += kernelEntry(static_cast<unsigned>(32 * wk * wr), e.params,

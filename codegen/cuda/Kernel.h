@@ -299,6 +299,13 @@ struct EmitOptions {
   /// as an expert-indexed one does; W-moe-12 q4_K with its q and o on DP4A
   /// 0.787 ms with, 0.778 without: within the noise). FG_DEBUG_DP4A_PROLOGUE=0|1.
   bool gemvDp4aPrologueLoad = true;
+  /// Tiles after the one a DP4A block holds in registers whose weight rows
+  /// it asks L2 for (prefetch.global.L2; 0: none): more bytes in flight an
+  /// SM than one tile of registers (the fifteenth session's breakdown: the
+  /// W-dense q4_K GEMVs at 57 % of the bandwidth). A hint, the same bits.
+  /// Written after the fifteenth session's last GPU call: 0 until measured.
+  /// FG_DEBUG_DP4A_L2_AHEAD=0..8.
+  int gemvDp4aL2Ahead = 0;
 };
 
 /// fused.topk_moe with at most this many rows runs in one block that stages all

@@ -548,7 +548,8 @@ std::vector<float> gpuResult(const QuantCase &c, const char *pipeline) {
 /// `c` under FG_DEBUG_GEMV_DP4A=2 against the CPU reference (kTolDp4a), the
 /// same bits with x quantised by every row group and the K-warps' sums
 /// combined every tile (FG_DEBUG_DP4A_SHARE_X=0, FG_DEBUG_DP4A_COMBINE=1: the
-/// form before the defaults of x shared a block and sums every 4 tiles), and
+/// form before the defaults of x shared a block and sums every 4 tiles) and
+/// two tiles asked of L2 ahead (FG_DEBUG_DP4A_L2_AHEAD=2), and
 /// proof that the DP4A kernel ran: the tensor-core GEMV (=0) gives other bits.
 void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
                     std::optional<OpKind> fused = std::nullopt) {
@@ -557,12 +558,13 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
   const std::vector<float> dp4a = gpuResult(c, pipeline);
   {
     // x quantised by every row group, the K-warps' sums combined every
-    // tile: the same bits.
+    // tile, two tiles asked of L2 ahead: the same bits.
     ScopedEnv share("FG_DEBUG_DP4A_SHARE_X", "0");
     ScopedEnv combine("FG_DEBUG_DP4A_COMBINE", "1");
+    ScopedEnv ahead("FG_DEBUG_DP4A_L2_AHEAD", "2");
     EXPECT_EQ(gpuResult(c, pipeline), dp4a)
-        << "x quantised by every row group, sums combined every tile (FG_DEBUG_DP4A_SHARE_X=0, "
-           "FG_DEBUG_DP4A_COMBINE=1)";
+        << "x quantised by every row group, sums combined every tile, L2 ahead 2 "
+           "(FG_DEBUG_DP4A_SHARE_X=0, FG_DEBUG_DP4A_COMBINE=1, FG_DEBUG_DP4A_L2_AHEAD=2)";
   }
   std::vector<float> tc;
   {
@@ -579,7 +581,8 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
 /// the CPU reference (kTolDp4a), at the defaults (x quantised once a block,
 /// the K-warps' sums combined every 4 tiles) and to the same bits with x
 /// quantised by every row group (FG_DEBUG_DP4A_SHARE_X=0) and with the sums
-/// combined every 3 tiles and every tile (FG_DEBUG_DP4A_COMBINE=3, 1). K from one super-block to 21 (one K-warp
+/// combined every 3 tiles (with 3 tiles asked of L2 ahead) and every tile
+/// (FG_DEBUG_DP4A_COMBINE=3 FG_DEBUG_DP4A_L2_AHEAD=3, COMBINE=1). K from one super-block to 21 (one K-warp
 /// with idle lanes, two, three with idle lanes), N not a multiple of the rows
 /// a tile; N 4103 and 4500 give more tiles than the grid's 264 blocks (two
 /// K-warps, and one), so blocks walk several tiles (the pipelined loads and
@@ -638,8 +641,12 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
     // one combine early except at q8_0 N 1801 K 5376 (3 K-warps, 901 tiles
     // of 2 rows over 264 blocks: blocks 0-108 fill a combine, reset and
     // flush a partial one).
+    // With 3 tiles asked of L2 ahead (a hint: past the last tile it asks
+    // nothing).
     ScopedEnv combine("FG_DEBUG_DP4A_COMBINE", "3");
-    EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got) << "FG_DEBUG_DP4A_COMBINE=3";
+    ScopedEnv ahead("FG_DEBUG_DP4A_L2_AHEAD", "3");
+    EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got)
+        << "FG_DEBUG_DP4A_COMBINE=3 FG_DEBUG_DP4A_L2_AHEAD=3";
   }
 }
 

@@ -34,7 +34,9 @@
 // entry's prologue, before the programmatic-launch wait (weights only: no
 // kernel writes them; dense launches only, an expert-indexed one loads them
 // after the wait, once it has read its expert), and each further tile's
-// before the arithmetic of the one before. Needs gemv.cuh in front.
+// before the arithmetic of the one before; with Cfg::kL2Ahead = A > 0 the
+// A tiles after that one are asked of L2 (prefetch.global.L2) as well. Needs
+// gemv.cuh in front.
 //
 //===----------------------------------------------------------------------===//
 
@@ -209,7 +211,7 @@ static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a,
 /// 1/16 is folded into the scale.
 struct Dp4aQ4K {
   using Wide = DecQ4_KW;
-  static constexpr int kStep = 256, kRuns = 4;
+  static constexpr int kStep = 256, kRuns = 4, kStepBytes = 144;
   static constexpr bool kPartner = true, kSumQ = false; // the min term takes the exact Σ x
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     unsigned sc[4], m[4];
@@ -237,7 +239,7 @@ struct Dp4aQ4K {
 /// picked by its prepare): per block d·dx·Σ q·xq, signed bytes both.
 struct Dp4aQ8_0 {
   using Wide = DecQ8_0W;
-  static constexpr int kStep = 256, kRuns = 4;
+  static constexpr int kStep = 256, kRuns = 4, kStepBytes = 272;
   static constexpr bool kPartner = false, kSumQ = true;
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     Wide::Prep p;
@@ -262,7 +264,7 @@ struct Dp4aQ8_0 {
 /// place: 16·q, so that sum is shifted down, exactly).
 struct Dp4aQ4_0 {
   using Wide = DecQ4_0W;
-  static constexpr int kStep = 512, kRuns = 8;
+  static constexpr int kStep = 512, kRuns = 8, kStepBytes = 288;
   static constexpr bool kPartner = false, kSumQ = true;
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     Wide::Prep p;
@@ -292,7 +294,7 @@ struct Dp4aQ4_0 {
 /// simulation).
 struct Dp4aQ6K {
   using Wide = DecQ6_KW;
-  static constexpr int kStep = 256, kRuns = 4;
+  static constexpr int kStep = 256, kRuns = 4, kStepBytes = 210;
   static constexpr bool kPartner = true, kSumQ = true;
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     unsigned v[4][4];
@@ -366,6 +368,36 @@ static __device__ __forceinline__ void gemvDp4aLoad(const GemvArgs<C> &a, const 
   }
 }
 
+/// Asks L2 for tile `tile`'s weight rows, both streams, of expert e (0:
+/// dense), if the tile exists: the block's threads split the rows into
+/// 128-byte lines (every address inside a row; a row's last partial line is
+/// the next row's first). Cfg::kL2Ahead > 0 (EmitOptions::gemvDp4aL2Ahead):
+/// the tiles after the one in registers are on their way to L2, so more
+/// bytes are in flight an SM than the registers of one tile hold. A hint: no
+/// result, no fault, the same bits.
+template <class C>
+static __device__ __forceinline__ void gemvDp4aPrefetchL2(const GemvArgs<C> &a, long long e,
+                                                          long long tile) {
+  using D = typename C::D;
+  constexpr int S = C::Epi::kStreams, R = C::kRowWarps * C::kRowUnroll;
+  constexpr long long kTiles = (C::N + R - 1) / R;
+  constexpr int kLines = (int)((C::K / D::kStep * D::kStepBytes + 127) / 128);
+  if (tile >= kTiles)
+    return;
+  for (int i = threadIdx.x; i < S * R * kLines; i += blockDim.x) {
+    const int line = i % kLines, r = (i / kLines) % R, st = i / (kLines * R);
+    const long long n = tile * R + r;
+    if (n >= C::N)
+      continue;
+    const unsigned char *row =
+        st == 0 ? reinterpret_cast<const unsigned char *>(a.w0) + C::w0_off + e * C::w0_es +
+                      n * C::w0_ld
+                : reinterpret_cast<const unsigned char *>(a.w1) + C::w1_off + e * C::w1_es +
+                      n * C::w1_ld;
+    fg_prefetch_l2(row + 128LL * line);
+  }
+}
+
 /// The entry's prologue, before the programmatic-launch wait: the registers
 /// of this block's first tile. Block-quantised weights are never written by a
 /// kernel (no op has a block-quantised result), so reading them while the
@@ -377,8 +409,12 @@ static __device__ __forceinline__ void gemvDp4aLoad(const GemvArgs<C> &a, const 
 template <class C>
 static __device__ __forceinline__ Dp4aTile<C> gemvDp4aPrefetch(const GemvArgs<C> &a) {
   Dp4aTile<C> d;
-  if constexpr (C::kPrologueLoad)
+  if constexpr (C::kPrologueLoad) {
     gemvDp4aLoad<C>(a, gemvDp4aLane<C>(), 0, blockIdx.x, d);
+    // The next kL2Ahead tiles towards L2 (weights only: before the wait too).
+    for (int j = 1; j <= C::kL2Ahead; ++j)
+      gemvDp4aPrefetchL2<C>(a, 0, blockIdx.x + (long long)j * gridDim.x);
+  }
   return d;
 }
 
@@ -414,8 +450,11 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
     xr = a.x + C::x_off + tok * C::x_st + j * C::x_sj;
   }
   if constexpr (!C::kPrologueLoad) // the first tile, after the wait
-    if (valid) // an invalid pair streams nothing
+    if (valid) { // an invalid pair streams nothing
       gemvDp4aLoad<C>(a, l, e, blockIdx.x, cur);
+      for (int j = 1; j <= C::kL2Ahead; ++j)
+        gemvDp4aPrefetchL2<C>(a, e, blockIdx.x + (long long)j * gridDim.x);
+    }
   Dp4aX<D::kRuns> q;
   gemvDp4aQuantX<C, D>(a, xr, l.live ? l.sb : 0, l.t, l.live, C::kNorm ? rs[0] : 1.0f, l.wk,
                        l.wr, q);
@@ -441,6 +480,9 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
     Dp4aTile<C> next; // left unloaded after the last tile (and on dead lanes): never read then
     if (tile + gridDim.x < kTiles && valid)
       gemvDp4aLoad<C>(a, l, e, tile + gridDim.x, next);
+    if constexpr (C::kL2Ahead > 0)
+      if (valid) // the tile kL2Ahead after `next` towards L2
+        gemvDp4aPrefetchL2<C>(a, e, tile + (long long)(C::kL2Ahead + 1) * gridDim.x);
     float v[S][U];
 #pragma unroll
     for (int s = 0; s < S; ++s)

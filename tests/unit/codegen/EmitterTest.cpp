@@ -1221,7 +1221,12 @@ TEST(CudaEmit, GroupedExpertGemmQuantised) {
   off.groupedExpertQuant = false;
   auto gemv = emitAll(build(DType::Q4_K, 256, false), {}, off);
   ASSERT_EQ(gemv.size(), 1u);
-  EXPECT_TRUE(contains(kernel(gemv, 0), "fg::gemv<Cfg>("));
+  // The expert-indexed GEMV: on DP4A by the rule (EmitOptions::gemvDp4a),
+  // else on the tensor cores.
+  EXPECT_TRUE(contains(kernel(gemv, 0), "fg::gemvDp4a<CfgD>("));
+  off.gemvDp4a = 0;
+  EXPECT_TRUE(contains(kernel(emitAll(build(DType::Q4_K, 256, false), {}, off), 0),
+                       "fg::gemv<Cfg>("));
   EXPECT_EQ(emitAll(build(DType::Q8_0, 96, true), {}, on).size(), 2u);
   // GpuQuantGemv.GroupedExpertGemmQuantised's K (288: q4_0/q4_1/q8_0) is taken.
   EXPECT_EQ(emitAll(build(DType::Q4_1, 288, false), {}, on).size(), 2u);
@@ -2080,9 +2085,9 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     const char *cfg;
   };
   const TypeShape typed[] = {
-      {DType::Q8_0, 4096, "using D = fg::Dp4aQ8_0;\n  static constexpr int kKWarps = 2, kRowWarps = 4, kRowUnroll = 1, kCombine = 4;"},
-      {DType::Q4_0, 4096, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 1, kRowWarps = 8, kRowUnroll = 1, kCombine = 1;"},
-      {DType::Q4_0, 14336, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 4, kRowWarps = 2, kRowUnroll = 1, kCombine = 4;"}};
+      {DType::Q8_0, 4096, "using D = fg::Dp4aQ8_0;\n  static constexpr int kKWarps = 2, kRowWarps = 4, kRowUnroll = 1, kCombine = 4, kL2Ahead = 0;"},
+      {DType::Q4_0, 4096, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 1, kRowWarps = 8, kRowUnroll = 1, kCombine = 1, kL2Ahead = 0;"},
+      {DType::Q4_0, 14336, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 4, kRowWarps = 2, kRowUnroll = 1, kCombine = 4, kL2Ahead = 0;"}};
   for (const TypeShape &ts : typed) {
     SCOPED_TRACE(std::string(dtypeName(ts.w)) + " K " + std::to_string(ts.K));
     auto ls = emitAll(
@@ -2162,7 +2167,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
         },
         {}, o);
     EXPECT_TRUE(contains(only(ls), "using D = fg::Dp4aQ6K;\n  static constexpr int kKWarps = 1, "
-                                   "kRowWarps = 8, kRowUnroll = 1, kCombine = 1;"));
+                                   "kRowWarps = 8, kRowUnroll = 1, kCombine = 1, kL2Ahead = 0;"));
     EXPECT_TRUE(contains(only(ls), "__launch_bounds__(256, 1)"));
   }
   EXPECT_FALSE(dp4a([](Builder &b) { // not whole 2048-weight groups: DecQ6_K's rows
@@ -2215,7 +2220,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kShareX = false;"));
     so.gemvDp4aShareX = true;
     so.gemvDp4aCombine = 4; // one K-warp (K 2048): nothing to combine, the Cfg says 1
-    EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kRowUnroll = 2, kCombine = 1;"));
+    EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kRowUnroll = 2, kCombine = 1, kL2Ahead = 0;"));
     // One stream with two K-warps (K 4096): the combine's code path compiles.
     EXPECT_TRUE(contains(only(emitAll(
                              [](Builder &b) {
@@ -2223,7 +2228,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
                                                  b.weight("w", T(DType::Q4_K, {4096, 4096}))));
                              },
                              {}, so)),
-                         "kKWarps = 2, kRowWarps = 4, kRowUnroll = 2, kCombine = 4;"));
+                         "kKWarps = 2, kRowWarps = 4, kRowUnroll = 2, kCombine = 4, kL2Ahead = 0;"));
     so.gemvDp4a = 2;
     for (DType w : {DType::Q4_K, DType::Q8_0, DType::Q4_0}) {
       auto ls = emitAll(
@@ -2235,6 +2240,33 @@ TEST(CudaEmit, Q4KDp4aGemv) {
           {}, so);
       EXPECT_TRUE(contains(only(ls), "kShareX = true;")) << dtypeName(w);
     }
+    // Tiles asked of L2 ahead (EmitOptions::gemvDp4aL2Ahead): in the Cfg,
+    // and every type compiles with it, gated, expert-indexed (the prefetch
+    // after the expert is read) and one stream.
+    so.gemvDp4aL2Ahead = 2;
+    for (DType w : {DType::Q4_K, DType::Q8_0, DType::Q4_0, DType::Q6_K}) {
+      SCOPED_TRACE(dtypeName(w));
+      EXPECT_TRUE(contains(only(emitAll(
+                               [w](Builder &b) {
+                                 b.result(b.create(OpKind::FusedGatedMatmul,
+                                                   {b.input("x", T(DType::F32, {1, 2048})),
+                                                    b.weight("g", T(w, {300, 2048})),
+                                                    b.weight("u", T(w, {300, 2048}))}));
+                               },
+                               {}, so)),
+                           "kL2Ahead = 2;"));
+      auto id = emitAll(
+          [w](Builder &b) {
+            b.result(b.matmulId(b.input("x", T(DType::F32, {3, 1, 2048})),
+                                b.weight("w", T(w, {8, 45, 2048})),
+                                b.input("ids", T(DType::I32, {3, 2}))));
+          },
+          {}, so);
+      EXPECT_TRUE(contains(only(id), "kL2Ahead = 2;"));
+      EXPECT_TRUE(contains(only(id), "kExpert = true"));
+    }
+    so.gemvDp4aL2Ahead = 9; // clamped to 8
+    EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kL2Ahead = 8;"));
   }
   // ... and every launch when the prologues are off.
   o.pdlPrefetchBytes = 0;

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# For the sixteenth session's first GPU call (written in the fifteenth,
+# after its last call). In order, as the deadline allows:
+# 1. the DP4A tests: the tiles asked of L2 ahead (FG_DEBUG_DP4A_L2_AHEAD,
+#    new, opt-in) must give the same bits;
+# 2. kernels at T = 1, W-dense q4_K and q8_0 and W-moe q4_K: the defaults,
+#    L2 ahead 1 / 2 / 4, 24 and 32 warps an SM (--gemv-dp4a-warps);
+# 3. steps: W-dense q4_K and W-moe-12 q4_K at the defaults and with the best
+#    of 2 (by hand: edit the env below after reading the kernels if there is
+#    time; else these guesses), W-dense q4_0 at the defaults (the rule now
+#    takes q4_0: call 2 of the fifteenth measured only =2);
+# 4. the fused W-dense q4_K breakdown (its trace match failed in the
+#    fifteenth session; the error now names the kernels).
+#   bash scripts/gpu-s16-call1.sh DEADLINE_S  (carry [".gpu"])
+set -uo pipefail
+source .gpu/env.sh
+D=${1:-560}
+source scripts/gpu-call-lib.sh
+timeout 120 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4a*' > "$OUT/tests-dp4a.txt" 2>&1
+echo "DP4A tests rc $? after $((SECONDS - S)) s: $(summ "$OUT/tests-dp4a.txt")"
+F='--benchmark_filter=^(matmul|fused.gated_matmul)(_id)?/w-(dense|moe)/.*/(q4_k|q8_0)/T1(/|$)'
+{
+kern "defaults" "$F"
+kern "L2 ahead 1" --gemv-dp4a-l2-ahead=1 "$F"
+kern "L2 ahead 2" --gemv-dp4a-l2-ahead=2 "$F"
+kern "L2 ahead 4" --gemv-dp4a-l2-ahead=4 "$F"
+kern "24 warps an SM" --gemv-dp4a-warps=24 "$F"
+kern "32 warps an SM" --gemv-dp4a-warps=32 "$F"
+} 2>&1 | tee "$OUT/kernels.txt"
+{
+step w-dense-q4_k; step w-dense-q4_k FG_DEBUG_DP4A_L2_AHEAD=2
+step w-moe-12-q4_k; step w-moe-12-q4_k FG_DEBUG_DP4A_L2_AHEAD=2
+step w-dense-q4_0
+} 2>&1 | tee "$OUT/steps.txt"
+if [ $(left) -gt 100 ]; then
+  timeout $(( $(left) - 5 )) fusegraph bench --workload w-dense-q4_k --compare fused,graph --steps 10 --breakdown > "$OUT/breakdown-q4_k.txt" 2>&1
+  echo "breakdown rc $? after $((SECONDS - S)) s"
+fi
+echo "done after $((SECONDS - S)) s"
