@@ -2394,9 +2394,11 @@ public:
     // q4_0: 3 shapes, 2 gated forms, 2 refused: 7; expert-indexed: 2), 494
     // before the fourteenth's rule for q4_K / q8_0 above 8 MiB and the
     // shared x quantisation and the combine every N tiles (3 types + 2) and
-    // q6_K on DP4A (6):
+    // q6_K on DP4A (6), 512 before the fifteenth's tiles asked of L2 ahead
+    // (4 types, gated and expert-indexed, and the clamp: 9) and the grouped
+    // test's tensor-core GEMV (1):
     // each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 512u);
+    EXPECT_LE(compiled().compiles, 525u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
