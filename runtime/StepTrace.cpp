@@ -30,6 +30,14 @@ llvm::Expected<std::vector<LaunchSpan>> matchKernelRecords(const CompiledEntry &
   std::vector<LaunchSpan> spans(entry.launches.size());
   size_t unmatched = 0;
   std::map<std::string, size_t, std::less<>> strayNames; // records without a launch, by name
+  std::vector<size_t> stray; // records whose name no launch left has, in start order
+  auto charge = [&](size_t launch, size_t r) {
+    LaunchSpan &s = spans[launch];
+    s.ms += static_cast<double>(ns[r]) / 1e6;
+    s.startNs = s.kernels ? std::min(s.startNs, records[r].start) : records[r].start;
+    s.endNs = std::max(s.endNs, records[r].end);
+    ++s.kernels;
+  };
   for (size_t r = 0; r < records.size(); ++r) {
     auto it = bySymbol.find(records[r].name);
     size_t launch;
@@ -43,15 +51,39 @@ llvm::Expected<std::vector<LaunchSpan>> matchKernelRecords(const CompiledEntry &
       if (nextIsOurs)
         gemms.pop_front();
     } else {
-      ++unmatched;
-      ++strayNames[records[r].name];
+      stray.push_back(r);
       continue;
     }
-    LaunchSpan &s = spans[launch];
-    s.ms += static_cast<double>(ns[r]) / 1e6;
-    s.startNs = s.kernels ? std::min(s.startNs, records[r].start) : records[r].start;
-    s.endNs = std::max(s.endNs, records[r].end);
-    ++s.kernels;
+    charge(launch, r);
+  }
+  // By shape: the launches still without a record, in launch order, take
+  // the stray records of their grid and block, in start order.
+  if (!stray.empty()) {
+    std::vector<size_t> left;
+    for (auto &[sym, q] : bySymbol)
+      left.insert(left.end(), q.begin(), q.end());
+    llvm::sort(left);
+    std::vector<bool> taken(left.size(), false);
+    for (size_t r : stray) {
+      const KernelRecord &k = records[r];
+      size_t j = 0;
+      for (; j < left.size(); ++j) {
+        const LaunchRecord &l = entry.launches[left[j]];
+        if (!taken[j] && std::equal(l.grid, l.grid + 3, k.grid) &&
+            std::equal(l.block, l.block + 3, k.block))
+          break;
+      }
+      if (j == left.size()) {
+        ++unmatched;
+        ++strayNames[k.name];
+        continue;
+      }
+      taken[j] = true;
+      charge(left[j], r);
+      spans[left[j]].byShape = true;
+      std::deque<size_t> &q = bySymbol.find(entry.launches[left[j]].symbol)->second;
+      q.erase(std::find(q.begin(), q.end(), left[j]));
+    }
   }
   size_t missing = 0;
   for (auto &[sym, q] : bySymbol)

@@ -35,14 +35,19 @@ struct LaunchSpan {
   double ms = 0;               ///< charged device time (chargedTimes), ms
   uint64_t startNs = 0, endNs = 0; ///< first kernel's start, last kernel's end
   unsigned kernels = 0;        ///< records matched (a cuBLAS call may run several)
+  bool byShape = false;        ///< matched by grid and block, not by name (below)
 };
 
 /// Matches the kernel records of one step of `entry` to its launches, in
 /// launch order: a generated kernel by its symbol (the n-th record of a
 /// symbol is its n-th launch), the other records (cuBLAS's kernels) to the
 /// GEMM launches in order, a run of them up to the next generated kernel to
-/// the same call. An error when a generated kernel's launch has no record or
-/// a record no launch.
+/// the same call. Records whose names no launch has then go, in start order,
+/// to the earliest launch left without a record of the same grid and block
+/// (LaunchSpan::byShape): one process that traced another plan before may
+/// see CUPTI report a kernel under a name of the unloaded plan (the fifteenth
+/// session's fused W-dense breakdown: 65 of 356). An error when a generated
+/// kernel's launch is still without a record or a record without a launch.
 llvm::Expected<std::vector<LaunchSpan>> matchKernelRecords(const CompiledEntry &entry,
                                                            std::vector<KernelRecord> records);
 

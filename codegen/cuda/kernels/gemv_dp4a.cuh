@@ -379,22 +379,33 @@ template <class C>
 static __device__ __forceinline__ void gemvDp4aPrefetchL2(const GemvArgs<C> &a, long long e,
                                                           long long tile) {
   using D = typename C::D;
-  constexpr int S = C::Epi::kStreams, R = C::kRowWarps * C::kRowUnroll;
+  constexpr unsigned S = C::Epi::kStreams, R = C::kRowWarps * C::kRowUnroll;
+  constexpr unsigned kThreads = 32u * C::kKWarps * C::kRowWarps; // the block (the launch bounds)
   constexpr long long kTiles = (C::N + R - 1) / R;
-  constexpr int kLines = (int)((C::K / D::kStep * D::kStepBytes + 127) / 128);
+  constexpr unsigned kLines = (unsigned)((C::K / D::kStep * D::kStepBytes + 127) / 128);
   if (tile >= kTiles)
     return;
-  for (int i = threadIdx.x; i < S * R * kLines; i += blockDim.x) {
-    const int line = i % kLines, r = (i / kLines) % R, st = i / (kLines * R);
+  auto one = [&](unsigned i) {
+    const unsigned line = i % kLines, r = (i / kLines) % R, st = i / (kLines * R);
     const long long n = tile * R + r;
     if (n >= C::N)
-      continue;
+      return;
     const unsigned char *row =
         st == 0 ? reinterpret_cast<const unsigned char *>(a.w0) + C::w0_off + e * C::w0_es +
                       n * C::w0_ld
                 : reinterpret_cast<const unsigned char *>(a.w1) + C::w1_off + e * C::w1_es +
                       n * C::w1_ld;
     fg_prefetch_l2(row + 128LL * line);
+  };
+  // Unsigned and a compile-time block: one `if` where the lines fit the
+  // block, as at every W-dense / W-moe shape.
+  constexpr unsigned kAll = S * R * kLines;
+  if constexpr (kAll <= kThreads) {
+    if (threadIdx.x < kAll)
+      one(threadIdx.x);
+  } else {
+    for (unsigned i = threadIdx.x; i < kAll; i += kThreads)
+      one(i);
   }
 }
 
