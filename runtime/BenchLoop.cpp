@@ -255,6 +255,7 @@ std::vector<FamilyTime> familyBreakdown(const Function &fn,
     FamilyTime &f = byFamily[fam];
     f.family = fam;
     ++f.launches;
+    f.byShape += l.byShape ? 1 : 0;
     double ms = 0;
     int n = 0;
     for (const auto &run : runs)

@@ -130,6 +130,7 @@ struct FamilyTime {
   int64_t launches = 0;
   double ms = 0;    ///< summed device time of its launches
   double bytes = 0; ///< summed nodeBytes of the nodes behind its launches
+  int64_t byShape = 0; ///< launches whose records matched by grid and block (first run)
 };
 
 /// The family of a launch: its op's mnemonic ("rope"; cuBLAS calls "matmul [cublas]").

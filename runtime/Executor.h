@@ -124,6 +124,9 @@ public:
     /// Traced graph runs: device clock (ns) of its first kernel's start and
     /// last kernel's end; 0 otherwise.
     uint64_t startNs = 0, endNs = 0;
+    /// Traced: its kernel record was matched by grid and block, not by name
+    /// (LaunchSpan::byShape).
+    bool byShape = false;
   };
   /// Per-launch device times of the last run, in launch order; empty unless it
   /// was a CUDA eager run with ExecOptions::profileLaunches.

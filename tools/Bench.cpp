@@ -379,8 +379,13 @@ int runBench(ArrayRef<const char *> args) {
       continue;
     }
     double totalMs = 0;
+    int64_t byShape = 0;
     for (const FamilyTime &fam : v.families)
-      totalMs += fam.ms;
+      totalMs += fam.ms, byShape += fam.byShape;
+    if (byShape)
+      os << "  (" << byShape
+         << " launches matched their kernel records by grid and block: CUPTI named them after "
+            "kernels of a plan traced before)\n";
     os << format("  %-34s %8s %10s %7s %10s %10s %8s\n", cs("family"), cs("launches"), cs("ms"),
                  cs("share"), cs("MB"), cs("ideal ms"), cs("% ideal"));
     for (const FamilyTime &fam : v.families) {

@@ -81,6 +81,7 @@ public:
         if (runner_->lastLaunchSpans().size() == ms.size()) {
           out.back().startNs = runner_->lastLaunchSpans()[i].startNs;
           out.back().endNs = runner_->lastLaunchSpans()[i].endNs;
+          out.back().byShape = runner_->lastLaunchSpans()[i].byShape;
         }
       }
     }
