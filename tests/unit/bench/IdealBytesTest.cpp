@@ -161,6 +161,13 @@ TEST(Families, GroupByMnemonicAndAverageRuns) {
   EXPECT_EQ(fams[1].family, "get_rows");
   EXPECT_DOUBLE_EQ(fams[1].ms, 2.0);
   EXPECT_DOUBLE_EQ(fams[1].bytes, 1024 + 4 + 512 * 4);
+  EXPECT_EQ(fams[0].byShape + fams[1].byShape, 0);
+  // A launch matched by grid and block in the first run is counted once.
+  runs[0][0].byShape = runs[1][0].byShape = true;
+  fams = familyBreakdown(*fn, runs, 1024);
+  ASSERT_EQ(fams.size(), 2u);
+  EXPECT_EQ(fams[1].byShape, 1);
+  EXPECT_EQ(fams[0].byShape, 0);
 }
 
 } // namespace
