@@ -10,7 +10,8 @@
 #    time; else these guesses), W-dense q4_0 at the defaults (the rule now
 #    takes q4_0: call 2 of the fifteenth measured only =2);
 # 4. the fused W-dense q4_K breakdown (its trace match failed in the
-#    fifteenth session; the error now names the kernels).
+#    fifteenth session, after the unfused plan's in one process: records
+#    now fall back to grid and block), then W-moe-12 q4_K's.
 #   bash scripts/gpu-s16-call1.sh DEADLINE_S  (carry [".gpu"])
 set -uo pipefail
 source .gpu/env.sh
@@ -35,5 +36,9 @@ step w-dense-q4_0
 if [ $(left) -gt 100 ]; then
   timeout $(( $(left) - 5 )) fusegraph bench --workload w-dense-q4_k --compare fused,graph --steps 10 --breakdown > "$OUT/breakdown-q4_k.txt" 2>&1
   echo "breakdown rc $? after $((SECONDS - S)) s"
+fi
+if [ $(left) -gt 100 ]; then
+  timeout $(( $(left) - 5 )) fusegraph bench --workload w-moe-12-q4_k --compare fused,graph --steps 10 --breakdown > "$OUT/breakdown-moe.txt" 2>&1
+  echo "W-moe-12 breakdown rc $? after $((SECONDS - S)) s"
 fi
 echo "done after $((SECONDS - S)) s"
