@@ -21,7 +21,7 @@ stepf() {
   env $envs timeout 75 fusegraph bench --workload "$w" --compare fused,graph --steps 30 "$@" > /tmp/step.txt 2>&1
   local rc=$?
   { echo "== $w $envs $* (rc $rc)"; cat /tmp/step.txt; } >> "$OUT/steps-full.txt"
-  echo "== $w ${envs:-} $* (rc $rc): $(grep -E '^graph|launches' /tmp/step.txt | tr -s ' ' | cut -d' ' -f1,2,14- | tr '\n' ' ')"
+  echo "== $w ${envs:-} $* (rc $rc): $(grep -E '^graph' /tmp/step.txt | awk '{print $1, $2}') $(grep -o '[0-9]* launches' /tmp/step.txt | tail -1)"
 }
 {
 for w in w-dense-q4_k w-moe-12-q4_k; do
