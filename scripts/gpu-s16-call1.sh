@@ -23,8 +23,18 @@ F='--benchmark_filter=^(matmul|fused.gated_matmul)(_id)?/w-(dense|moe)/.*/(q4_k|
 kern "defaults" "$F"
 kern "L2 ahead 1" --gemv-dp4a-l2-ahead=1 "$F"
 kern "L2 ahead 3" --gemv-dp4a-l2-ahead=3 "$F"
-kern "24 warps an SM" --gemv-dp4a-warps=24 "$F"
 } 2>&1 | tee "$OUT/kernels.txt"
+# Why gate_up and down stream at 57 %: Nsight's memory and stall view of the
+# DP4A kernels, defaults and L2 ahead 2 (one launch each, after warm-up).
+if command -v ncu > /dev/null && [ $(left) -gt 330 ]; then
+  for a in 0 2; do for m in gate_up down; do
+    timeout 45 ncu --clock-control none -k regex:matmul --launch-skip 3 --launch-count 1 \
+      --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+      --section MemoryWorkloadAnalysis fg_bench_kernels --reps 1 --no-cublas --gemv-dp4a-l2-ahead=$a \
+      "--benchmark_filter=^matmul/w-dense/$m/.*/q4_k/T1(/|\$)" > "$OUT/ncu-$m-l2-$a.txt" 2>&1
+    echo "ncu $m L2 ahead $a rc $? after $((SECONDS - S)) s"
+  done; done
+fi
 {
 step w-dense-q4_k; step w-dense-q4_k FG_DEBUG_DP4A_L2_AHEAD=2
 step w-moe-12-q4_k; step w-moe-12-q4_k FG_DEBUG_DP4A_L2_AHEAD=2
