@@ -42,7 +42,8 @@ Cost costOf(const Function &fn, const Node &n, int64_t kvRows) {
 bool isMatmulLike(OpKind k) {
   return k == OpKind::MatMul || k == OpKind::MatMulId || k == OpKind::FusedGatedMatmul ||
          k == OpKind::FusedGatedMatmulId || k == OpKind::FusedMatmulAdd ||
-         k == OpKind::FusedMatmulMulti;
+         k == OpKind::FusedMatmulMulti || k == OpKind::FusedRmsNormMatmul ||
+         k == OpKind::FusedRmsNormGatedMatmul || k == OpKind::FusedRmsNormMatmulMulti;
 }
 
 } // namespace

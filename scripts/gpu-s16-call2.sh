@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
-# For the sixteenth session's second GPU call (written in the fifteenth):
-# fewer launches on the DP4A GEMVs (issue 13), W-dense q4_K and W-moe-12
-# q4_K, each variant beside the defaults in this call:
-# - the norm prologue everywhere (FG_DEBUG_NORM_PROLOGUE_SLOWDOWN=0: the
-#   cost model's slowdown was calibrated on the tensor-core GEMV; the DP4A
-#   GEMV already reads all of x per block to quantise it);
-# - q's rope in the attention's q load (--enable-fusion rope_attention);
-# - q, k, v as one launch (--enable-fusion matmul_multi);
-# - all three.
-# Then the fused breakdown of the best, if time is left.
+# The sixteenth session's second GPU call (issues 13 and 14):
+# - q, k and v as one launch on DP4A (--enable-fusion matmul_multi: with
+#   the norm prologue, fused.rms_norm_matmul_multi, gemvDp4aMulti);
+# - q4_K weights through a ring of S stages in shared memory
+#   (FG_DEBUG_DP4A_STAGES=S / --gemv-dp4a-stages=S, cp.async, new).
+# 1. the DP4A tests (the merged segments and the staged ring among them:
+#    the same bits) and the merged ops' fused GPU cases;
+# 2. q4_K kernels at T = 1: defaults, 3 and 4 stages;
+# 3. steps beside the defaults in this call, in order of interest.
 #   bash scripts/gpu-s16-call2.sh DEADLINE_S  (carry [".gpu"])
 set -uo pipefail
 source .gpu/env.sh
 D=${1:-560}
 source scripts/gpu-call-lib.sh
+timeout 120 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4a*:GpuFused.*matmul_multi*' > "$OUT/tests.txt" 2>&1
+echo "tests rc $? after $((SECONDS - S)) s: $(summ "$OUT/tests.txt")"
+F='--benchmark_filter=^(matmul|fused.gated_matmul)(_id)?/w-(dense|moe)/.*/q4_k/T1(/|$)'
+{
+kern "defaults" "$F"
+kern "3 stages" --gemv-dp4a-stages=3 "$F"
+kern "4 stages" --gemv-dp4a-stages=4 "$F"
+} 2>&1 | tee "$OUT/kernels.txt"
 # A step with bench flags: stepf WORKLOAD "ENV=V ..." FLAGS...
 stepf() {
   local w="$1" envs="$2"; shift 2
@@ -24,12 +31,13 @@ stepf() {
   echo "== $w ${envs:-} $* (rc $rc): $(grep -E '^graph' /tmp/step.txt | awk '{print $1, $2}') $(grep -o '[0-9]* launches' /tmp/step.txt | tail -1)"
 }
 {
-for w in w-dense-q4_k w-moe-12-q4_k; do
-  stepf $w ""
-  stepf $w "FG_DEBUG_NORM_PROLOGUE_SLOWDOWN=0"
-  stepf $w "" --enable-fusion rope_attention
-  stepf $w "" --enable-fusion matmul_multi
-  stepf $w "FG_DEBUG_NORM_PROLOGUE_SLOWDOWN=0" --enable-fusion rope_attention,matmul_multi
-done
+stepf w-dense-q4_k ""
+stepf w-dense-q4_k "" --enable-fusion matmul_multi
+stepf w-dense-q4_k "FG_DEBUG_DP4A_STAGES=4"
+stepf w-dense-q4_k "FG_DEBUG_DP4A_STAGES=4" --enable-fusion matmul_multi
+stepf w-moe-12-q4_k ""
+stepf w-moe-12-q4_k "FG_DEBUG_DP4A_STAGES=4" --enable-fusion matmul_multi
+stepf w-dense-q8_0 ""
+stepf w-dense-q8_0 "" --enable-fusion matmul_multi
 } 2>&1 | tee "$OUT/steps.txt"
 echo "done after $((SECONDS - S)) s"

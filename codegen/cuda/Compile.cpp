@@ -336,6 +336,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.gemvDp4aShareX = *n == 1;
   emit.gemvDp4aL2Ahead =
       static_cast<int>(envInt("FG_DEBUG_DP4A_L2_AHEAD", 0, 8).value_or(emit.gemvDp4aL2Ahead));
+  emit.gemvDp4aStages =
+      static_cast<int>(envInt("FG_DEBUG_DP4A_STAGES", 0, 8).value_or(emit.gemvDp4aStages));
   if (auto n = envInt("FG_DEBUG_DP4A_PROLOGUE", 0, 1))
     emit.gemvDp4aPrologueLoad = *n == 1;
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "0")

@@ -65,7 +65,8 @@ NodeCost CudaTarget::cost(const NodeDesc &node) const {
   }
   out.seconds = std::max(out.bytes / costModel_.readBandwidth, out.flops / costModel_.peakFlops) +
                 out.launches * costModel_.launchSeconds;
-  if (node.kind == OpKind::FusedRmsNormMatmul || node.kind == OpKind::FusedRmsNormGatedMatmul) {
+  if (node.kind == OpKind::FusedRmsNormMatmul || node.kind == OpKind::FusedRmsNormGatedMatmul ||
+      node.kind == OpKind::FusedRmsNormMatmulMulti) {
     double weights = 0; // operands x, norm weight, then the weight matrices
     for (size_t i = 2; i < node.operands.size(); ++i)
       weights += static_cast<double>(node.operands[i].bytes());

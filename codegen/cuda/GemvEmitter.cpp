@@ -293,6 +293,9 @@ GemvOperands gemvOperands(OpKind kind) {
   case OpKind::FusedMatmulMulti: // x, w0, w1, [w2]
     g.family = true, g.streams = 3;
     break;
+  case OpKind::FusedRmsNormMatmulMulti: // x, norm weight, w0, w1, [w2]
+    g.family = true, g.first = 2, g.streams = 3;
+    break;
   case OpKind::FusedRmsNormGatedMatmul:
     g.family = true, g.first = 2, g.streams = 2;
     break;
@@ -497,15 +500,17 @@ KernelSpec multiKernel(const GemvDesc &d, const GemvSplit &sp, CfgStruct &&cfgSt
   params += "const Seg0::X* x";
   for (size_t s = 0; s < n; ++s)
     params += ", const Seg" + std::to_string(s) + "::Dec0::T* w" + std::to_string(s);
+  if (d.norm)
+    params += ", const Seg0::NW* nw";
   c += llvm::formatv("struct Multi {{\n  using S0 = Seg0;\n  using S1 = Seg1;\n  using S2 = {0};\n"
                      "  static constexpr int kSegs = {1};\n"
                      "  static constexpr long long kTiles0 = {2}, kTiles1 = {3};\n};\n",
                      n == 3 ? "Seg2" : "Seg1", n, lit(tiles[0]), lit(tiles[1]))
            .str();
-  auto args = [](size_t s) {
+  auto args = [&](size_t s) {
     std::string i = std::to_string(s);
     return "fg::GemvArgs<Seg" + i + ">{y" + i + ", x, w" + i +
-           ", nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}";
+           ", nullptr, nullptr, nullptr, nullptr, nullptr, " + (d.norm ? "nw" : "nullptr") + "}";
   };
   std::string list = args(0) + ", " + args(1) + ", " + (n == 3 ? args(2) : args(1));
   c += kernelEntry(32 * sp.warps, params, "fg::gemvMulti<Multi>(" + list + ");", sp.minBlocks,
@@ -515,11 +520,16 @@ KernelSpec multiKernel(const GemvDesc &d, const GemvSplit &sp, CfgStruct &&cfgSt
   k.grid[1] = 1;
   k.grid[2] = static_cast<unsigned>((d.M + 7) / 8); // groups of 8 rows of x
   k.block[0] = 32 * sp.warps;
-  // Operands: x, w0, w1, [w2]; parameters: y0, y1, [y2], x, w0, w1, [w2].
+  // Operands: x, [norm weight], w0, w1, [w2]; parameters: y0, y1, [y2], x,
+  // w0, w1, [w2], [nw].
+  const unsigned w0At = d.norm ? 2 : 1;
   for (size_t s = 0; s < n; ++s)
     k.params.push_back(Param::result(static_cast<unsigned>(s)));
-  for (size_t i = 0; i <= n; ++i)
-    k.params.push_back(Param::operand(static_cast<unsigned>(i)));
+  k.params.push_back(Param::operand(0));
+  for (size_t i = 0; i < n; ++i)
+    k.params.push_back(Param::operand(static_cast<unsigned>(w0At + i)));
+  if (d.norm)
+    k.params.push_back(Param::operand(1));
   return k;
 }
 
@@ -602,17 +612,28 @@ const char *dp4aPolicy(DType t) {
 }
 int64_t dp4aStep(DType t) { return t == DType::Q4_0 ? 512 : 256; }
 
-template <class CfgFn>
-KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, CfgFn &&cfgStruct) {
+/// The DP4A work split of a launch (dp4aKernel's comment).
+struct Dp4aSplit {
+  int64_t wk, wr, u, perSm;
+  int stages = 0;         ///< Cfg::kStages (0: the register form)
+  unsigned ringBytes = 0; ///< its dynamic shared memory a block
+};
+
+/// 16-byte units of a lane's bytes of a row in the staged form (0: the
+/// type has none; gemv_dp4a.cuh, Dp4aQ4K::kUnits).
+int dp4aUnits(DType t) { return t == DType::Q4_K ? 3 : 0; }
+
+Dp4aSplit dp4aSplit(const GemvDesc &d, const EmitOptions &o) {
   const DType t = d.w[0].dtype;
-  const int64_t wk = (d.K / dp4aStep(t) * 4 + 31) / 32;
-  const int64_t wr = std::max<int64_t>(1, 8 / wk);
+  Dp4aSplit s;
+  s.wk = (d.K / dp4aStep(t) * 4 + 31) / 32;
+  s.wr = std::max<int64_t>(1, 8 / s.wk);
   // Rows a warp at once: the option for one q4_K stream, half of it for two
   // or for q8_0 / q4_0 / q6_K (20 or 33 registers of loads a row, not 12; each tile's
   // loads are held twice: the next tile's are issued before this tile's
   // arithmetic).
   const int64_t halve = (d.w.size() > 1 ? 2 : 1) * (t == DType::Q4_K ? 1 : 2);
-  const int64_t u = std::max<int64_t>(1, std::clamp(o.gemvDp4aUnroll, 1, 4) / halve);
+  s.u = std::max<int64_t>(1, std::clamp(o.gemvDp4aUnroll, 1, 4) / halve);
   // Gated q4_0 holds 2 streams x 2 tiles x 20 registers of loads beside 48
   // of x: at 128 registers (two 256-thread blocks an SM) ptxas spilled 80
   // bytes, so it asks for half the warps (the bytes in flight stay: 80 KB an
@@ -620,24 +641,53 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
   // Gated q6_K holds 2 x 2 x 33 registers of loads: half the warps too.
   const int64_t warpTarget =
       o.gemvDp4aWarpTarget / (d.w.size() > 1 && (t == DType::Q4_0 || t == DType::Q6_K) ? 2 : 1);
-  const int64_t perSm = std::max<int64_t>(1, warpTarget / (wk * wr));
-  const int64_t tiles = (d.N + wr * u - 1) / (wr * u);
-  sp.warps = static_cast<int>(wk * wr); // Cfg::kWarps (the norm prologue's split)
+  s.perSm = std::max<int64_t>(1, warpTarget / (s.wk * s.wr));
+  // The staged form (EmitOptions::gemvDp4aStages): as many of the asked
+  // stages as fit the resident blocks in 200 KiB an SM (of the H100/H200's
+  // 228, beside the static shared memory).
+  if (o.gemvDp4aStages >= 2 && dp4aUnits(t) > 0) {
+    const int64_t stage =
+        static_cast<int64_t>(d.w.size()) * s.u * dp4aUnits(t) * 16 * 32 * s.wk * s.wr;
+    int64_t st = std::min(o.gemvDp4aStages, 8);
+    while (st >= 2 && st * stage * s.perSm > (200 << 10))
+      --st;
+    if (st >= 2) {
+      s.stages = static_cast<int>(st);
+      s.ringBytes = static_cast<unsigned>(st * stage);
+    }
+  }
+  return s;
+}
+
+/// `name`: the DP4A parameter struct over the plain one `base`. The shared x
+/// needs row groups to share it, the combine K-warps to combine: without,
+/// it says so (the kernel would ignore them). `l2Ahead`: 0 where the launch
+/// takes none (the merged segments).
+std::string dp4aCfg(llvm::StringRef name, llvm::StringRef base, const GemvDesc &d,
+                    const EmitOptions &o, const Dp4aSplit &s, int l2Ahead) {
+  return llvm::formatv("struct {8} : {9} {{\n  using D = {3};\n  static constexpr int kKWarps = {0}, "
+                       "kRowWarps = {1}, kRowUnroll = {2}, kCombine = {6}, kL2Ahead = {7}, "
+                       "kStages = {10};\n  "
+                       "static constexpr bool kPrologueLoad = {4}, kShareX = {5};\n};\n",
+                       s.wk, s.wr, s.u, dp4aPolicy(d.w[0].dtype),
+                       o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false",
+                       o.gemvDp4aShareX && s.wr > 1 ? "true" : "false",
+                       s.wk > 1 ? std::clamp(o.gemvDp4aCombine, 1, 16) : 1,
+                       s.stages ? 0 : std::clamp(l2Ahead, 0, 8), name, base, s.stages)
+      .str();
+}
+
+template <class CfgFn>
+KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, CfgFn &&cfgStruct) {
+  const Dp4aSplit s = dp4aSplit(d, o);
+  const int64_t tiles = (d.N + s.wr * s.u - 1) / (s.wr * s.u);
+  sp.warps = static_cast<int>(s.wk * s.wr); // Cfg::kWarps (the norm prologue's split)
   std::string c = cfgStruct("Cfg", d.N, d.w[0]);
-  // The shared x needs row groups to share it, the combine K-warps to
-  // combine: without, the Cfg says so (the kernel would ignore them).
-  c += llvm::formatv("struct CfgD : Cfg {{\n  using D = {3};\n  static constexpr int kKWarps = {0}, "
-                     "kRowWarps = {1}, kRowUnroll = {2}, kCombine = {6}, kL2Ahead = {7};\n  static "
-                     "constexpr bool kPrologueLoad = {4}, kShareX = {5};\n};\n",
-                     wk, wr, u, dp4aPolicy(t), o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false",
-                     o.gemvDp4aShareX && wr > 1 ? "true" : "false",
-                     wk > 1 ? std::clamp(o.gemvDp4aCombine, 1, 16) : 1,
-                     std::clamp(o.gemvDp4aL2Ahead, 0, 8))
-           .str();
+  c += dp4aCfg("CfgD", "Cfg", d, o, s, o.gemvDp4aL2Ahead);
   GemvEntry e = gemvEntry(d);
-  c += kernelEntry(static_cast<unsigned>(32 * wk * wr), e.params,
+  c += kernelEntry(static_cast<unsigned>(32 * s.wk * s.wr), e.params,
                    "fg::gemvDp4a<CfgD>(fg::GemvArgs<CfgD>{" + e.args + "}, first);",
-                   static_cast<unsigned>(perSm),
+                   static_cast<unsigned>(s.perSm),
                    "fg::Dp4aTile<CfgD> first = fg::gemvDp4aPrefetch<CfgD>(fg::GemvArgs<CfgD>{" +
                        e.args + "});");
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() +
@@ -646,10 +696,73 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
   // shared among them.
   const int64_t rows = std::clamp<int64_t>(d.pairs, 1, 65535);
   k.grid[0] = static_cast<unsigned>(
-      std::min<int64_t>(tiles, std::max<int64_t>(1, int64_t(o.smCount) * perSm / rows)));
+      std::min<int64_t>(tiles, std::max<int64_t>(1, int64_t(o.smCount) * s.perSm / rows)));
   k.grid[1] = static_cast<unsigned>(rows);
-  k.block[0] = static_cast<unsigned>(32 * wk * wr);
+  k.block[0] = static_cast<unsigned>(32 * s.wk * s.wr);
+  k.sharedBytes = s.ringBytes;
   k.params = std::move(e.bind);
+  return k;
+}
+
+/// fused.matmul_multi / fused.rms_norm_matmul_multi on DP4A
+/// (gemv_dp4a.cuh, gemvDp4aMulti): one grid of resident blocks walking the
+/// segments' tiles in turn, x quantised once a block for all of them. Every
+/// segment takes the split of the whole launch (one K, one dtype), no L2
+/// tiles ahead.
+template <class CfgFn>
+KernelSpec dp4aMultiKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp,
+                           CfgFn &&cfgStruct) {
+  const size_t n = d.segs.size();
+  assert((n == 2 || n == 3) && "fused.matmul_multi has 2 or 3 segments");
+  const Dp4aSplit s = dp4aSplit(d, o);
+  const int64_t R = s.wr * s.u;
+  sp.warps = static_cast<int>(s.wk * s.wr);
+  std::string c, params, list;
+  int64_t tiles = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string si = std::to_string(i);
+    c += cfgStruct("Seg" + si, d.segs[i].first, d.segs[i].second);
+    c += dp4aCfg("Seg" + si + "D", "Seg" + si, d, o, s, 0);
+    tiles += (d.segs[i].first + R - 1) / R;
+    params += "float* y" + si + ", ";
+  }
+  params += "const Seg0::X* x";
+  for (size_t i = 0; i < n; ++i)
+    params += ", const Seg" + std::to_string(i) + "::Dec0::T* w" + std::to_string(i);
+  if (d.norm)
+    params += ", const Seg0::NW* nw";
+  c += llvm::formatv("struct Multi {{\n  using S0 = Seg0D;\n  using S1 = Seg1D;\n  using S2 = {0};\n"
+                     "  static constexpr int kSegs = {1};\n};\n",
+                     n == 3 ? "Seg2D" : "Seg1D", n)
+           .str();
+  auto args = [&](size_t i) {
+    const std::string si = std::to_string(i);
+    return "fg::GemvArgs<Multi::S" + std::to_string(n == 2 && i == 2 ? 1 : i) + ">{y" + si +
+           ", x, w" + si + ", nullptr, nullptr, nullptr, nullptr, nullptr, " +
+           (d.norm ? "nw" : "nullptr") + "}";
+  };
+  list = args(0) + ", " + args(1) + ", " + (n == 3 ? args(2) : args(1));
+  c += kernelEntry(static_cast<unsigned>(32 * s.wk * s.wr), params,
+                   "fg::gemvDp4aMulti<Multi>(" + list + ", first);",
+                   static_cast<unsigned>(s.perSm),
+                   "fg::Dp4aTile<Multi::S0> first = fg::gemvDp4aMultiPrefetch<Multi>(" + list +
+                       ");");
+  KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() +
+                                            kernelSource("gemv_dp4a.cuh").str() + c);
+  k.grid[0] = static_cast<unsigned>(
+      std::min<int64_t>(tiles, std::max<int64_t>(1, int64_t(o.smCount) * s.perSm)));
+  k.block[0] = static_cast<unsigned>(32 * s.wk * s.wr);
+  k.sharedBytes = s.ringBytes;
+  // Operands: x, [norm weight], w0, w1, [w2]; parameters: y0, y1, [y2], x,
+  // w0, w1, [w2], [nw].
+  const unsigned w0At = d.norm ? 2 : 1;
+  for (size_t i = 0; i < n; ++i)
+    k.params.push_back(Param::result(static_cast<unsigned>(i)));
+  k.params.push_back(Param::operand(0));
+  for (size_t i = 0; i < n; ++i)
+    k.params.push_back(Param::operand(static_cast<unsigned>(w0At + i)));
+  if (d.norm)
+    k.params.push_back(Param::operand(1));
   return k;
 }
 
@@ -785,8 +898,6 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   c += "};\n";
   return c;
   };
-  if (!d.segs.empty())
-    return multiKernel(d, sp, cfgStruct);
   // q4_K, q8_0, q4_0 and q6_K at T = 1 on DP4A (EmitOptions::gemvDp4a,
   // kernels/gemv_dp4a.cuh): dense or expert-indexed (each pair one row of
   // x), the wide decoders' rows (whole k-steps, 16-byte aligned), x read
@@ -808,8 +919,12 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
                (o.gemvDp4a == 3 && ruled && !d.expert)) &&
               d.M == 1 && d.pairs <= 65535 && d.xKs == 1 && dp4aPolicy(w0.dtype) != nullptr &&
               d.K <= 64 * dp4aStep(w0.dtype) && wideOk(w0) && (!two || wideOk(w1));
+  for (const auto &seg : d.segs) // the merged segments: each read as its own matmul's
+    dp4a &= wideOk(seg.second);
   if (dp4a)
-    return dp4aKernel(d, o, sp, cfgStruct);
+    return d.segs.empty() ? dp4aKernel(d, o, sp, cfgStruct) : dp4aMultiKernel(d, o, sp, cfgStruct);
+  if (!d.segs.empty())
+    return multiKernel(d, sp, cfgStruct);
   std::string c = cfgStruct("Cfg", d.N, w0);
   // The entry: exactly the pointers this launch passes.
   GemvEntry e = gemvEntry(d);
@@ -928,9 +1043,12 @@ llvm::Expected<std::vector<Launch>> emitDense(const Function &fn, const Node &no
 /// fused.matmul_multi: x [.., K] and 2 or 3 weights w_s [N_s, K] of one
 /// dtype, one result [.., N_s] each; each segment is the one-stream GEMV a
 /// plain matmul of that weight would run, in one launch.
+/// fused.rms_norm_matmul_multi: the same after a norm weight, every block
+/// normalising x as fused.rms_norm_matmul's do.
 llvm::Expected<std::vector<Launch>> emitMulti(const Function &fn, const Node &node,
                                               llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
   const TensorType &xt = fn.type(node.operands[0]);
+  const unsigned w0At = gemvOperands(node.kind).first; // 2 after a norm weight
   GemvDesc d;
   d.mnemonic = node.info().mnemonic;
   d.x = xt.dtype;
@@ -942,12 +1060,20 @@ llvm::Expected<std::vector<Launch>> emitMulti(const Function &fn, const Node &no
     return unsupported(node, llvm::formatv("{0} rows of x (the GEMV takes at most {1})", d.M,
                                            o.maxGemvTokens)
                                  .str());
-  for (size_t i = 1; i < node.operands.size(); ++i) {
+  if (w0At == 2) { // fused.rms_norm_matmul_multi: every segment's blocks normalise x
+    d.norm = true;
+    d.nw = fn.type(node.operands[1]).dtype;
+    d.nwOff = ls[1].offset;
+    d.eps = op::FusedRmsNormMatmulMulti(node).eps();
+    if (ls[1].strides.back() != 1 && ls[1].shape.back() != 1)
+      return unsupported(node, "a norm weight that is not unit-stride");
+  }
+  for (size_t i = w0At; i < node.operands.size(); ++i) {
     const TensorType &wt = fn.type(node.operands[i]);
     const Layout &wl = ls[i];
-    if (wt.dtype != fn.type(node.operands[1]).dtype)
-      return unsupported(node, "weights of different dtypes (" + fn.type(node.operands[1]).str() +
-                                   ", " + wt.str() + ")");
+    if (wt.dtype != fn.type(node.operands[w0At]).dtype)
+      return unsupported(node, "weights of different dtypes (" +
+                                   fn.type(node.operands[w0At]).str() + ", " + wt.str() + ")");
     // Where the plain matmul would go to cuBLAS the merged GEMV has no kernel.
     if (cublasIsFaster(d.M, wt, o))
       return unsupported(node, llvm::formatv("{0} rows of x over {1} MiB of weights (cuBLAS "
@@ -1035,6 +1161,7 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
   case OpKind::FusedRmsNormGatedMatmul:
     return emitDense(fn, node, ls, 2, o);
   case OpKind::FusedMatmulMulti:
+  case OpKind::FusedRmsNormMatmulMulti:
     return emitMulti(fn, node, ls, o);
   case OpKind::FusedGatedMatmulId:
     if (grouped(2))

@@ -303,9 +303,22 @@ struct EmitOptions {
   /// it asks L2 for (prefetch.global.L2; 0: none): more bytes in flight an
   /// SM than one tile of registers (the fifteenth session's breakdown: the
   /// W-dense q4_K GEMVs at 57 % of the bandwidth). A hint, the same bits.
-  /// Written after the fifteenth session's last GPU call: 0 until measured.
-  /// FG_DEBUG_DP4A_L2_AHEAD=0..8.
+  /// Measured slower at every size (sixteenth session, kernels at T = 1:
+  /// W-dense gate_up q4_K 11.75 us at 0, 13.79 at 1, 14.20 at 3; lm head
+  /// 75.4 -> 90.9; steps W-dense q4_K 2.131 -> 2.184 ms at 2, W-moe-12
+  /// 0.618 -> 0.637): 0. FG_DEBUG_DP4A_L2_AHEAD=0..8.
   int gemvDp4aL2Ahead = 0;
+  /// Stages of the DP4A GEMV's weight ring in dynamic shared memory (0: the
+  /// register form, one tile loaded ahead). With S >= 2 each lane copies
+  /// its own 16-byte units of the S - 1 tiles after the one it computes by
+  /// cp.async into its own slots (no barrier), so S - 1 tiles of weights
+  /// are in flight a block instead of one: the register form streams at
+  /// one tile a memory latency (the sixteenth session's lm head: ~37 KB an
+  /// SM a tile, a tile every ~1.25 us). q4_K only (its rows are 16-byte
+  /// units); fewer stages where S would not fit the blocks an SM.
+  /// Written after the sixteenth session's second GPU call: 0 until measured.
+  /// FG_DEBUG_DP4A_STAGES=0..8.
+  int gemvDp4aStages = 0;
 };
 
 /// fused.topk_moe with at most this many rows runs in one block that stages all

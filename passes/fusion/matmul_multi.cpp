@@ -32,8 +32,9 @@
 // target's canEmit answer.
 //
 // Opt-in. Where rms_norm_matmul would take the same GEMVs the merged GEMV
-// wins (3 ops against 1 each), and the norm keeps its launch in front of
-// it: the merged op takes no norm prologue.
+// wins (3 ops against 1 each); rms_norm_matmul then gives the merged op the
+// norm prologue in the next round (fused.rms_norm_matmul_multi), by the
+// same cost rule.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/fusion/Pattern.h"

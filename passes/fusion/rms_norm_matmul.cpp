@@ -9,7 +9,10 @@
 //   %k = fused.rms_norm_matmul(%h, %attn_norm, %wk) {eps = 1e-05}
 //   %v = fused.rms_norm_matmul(%h, %attn_norm, %wv) {eps = 1e-05}
 // and a fused.gated_matmul (no biases) reading %n becomes
-// fused.rms_norm_gated_matmul(%h, %attn_norm, %w_gate, %w_up).
+// fused.rms_norm_gated_matmul(%h, %attn_norm, %w_gate, %w_up), a
+// fused.matmul_multi (q, k and v merged, opt-in) reading %n
+// fused.rms_norm_matmul_multi(%h, %attn_norm, %wq, %wk, %wv): one launch a
+// layer for the norm and the three projections.
 //
 // Unlike the other patterns this one does not absorb the norm: each
 // consumer recomputes it (a GEMV block reads the x row it would have read
@@ -53,7 +56,7 @@ public:
 
   /// Whether `n` is a GEMV this pattern can give a norm prologue.
   static bool isConsumer(const Node &n) {
-    return n.kind == OpKind::MatMul ||
+    return n.kind == OpKind::MatMul || n.kind == OpKind::FusedMatmulMulti ||
            (n.kind == OpKind::FusedGatedMatmul && n.operands.size() == 3);
   }
 
@@ -67,16 +70,25 @@ public:
     Match m;
     m.root = root;
     m.nodes.push_back(root);
-    m.outputs.push_back(gemv.result());
+    for (ValueId r : gemv.results)
+      m.outputs.push_back(r);
     m.recomputed.push_back(fn.value(gemv.operands[0]).def);
     m.set(Cap::norm, gemv.operands[0]);
     m.set(Cap::x, norm->operands[0]);
     m.set(Cap::w, norm->operands[1]);
-    m.set(Cap::wGate, gemv.operands[1]);
+    if (gemv.kind == OpKind::FusedMatmulMulti) {
+      constexpr Cap kSegs[3] = {Cap::w0, Cap::w1, Cap::w2};
+      for (size_t s = 1; s < gemv.operands.size(); ++s)
+        m.set(kSegs[s - 1], gemv.operands[s]);
+    } else {
+      m.set(Cap::wGate, gemv.operands[1]);
+    }
     if (gemv.kind == OpKind::FusedGatedMatmul)
       m.set(Cap::wUp, gemv.operands[2]);
     m.benefit = 1;
-    m.variant = gemv.kind == OpKind::MatMul ? "matmul" : "gated_matmul";
+    m.variant = gemv.kind == OpKind::MatMul            ? "matmul"
+                : gemv.kind == OpKind::FusedMatmulMulti ? "matmul_multi"
+                                                        : "gated_matmul";
     out.push_back(std::move(m));
   }
 
@@ -119,6 +131,13 @@ public:
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {
     double eps = op::FusedRmsNormMul(*fn.producer(m.get(Cap::norm))).eps();
+    if (m.has(Cap::w0))
+      return FusedOp::of(op::FusedRmsNormMatmulMultiArgs{.x = m.get(Cap::x),
+                                                         .normW = m.get(Cap::w),
+                                                         .w0 = m.get(Cap::w0),
+                                                         .w1 = m.get(Cap::w1),
+                                                         .w2 = m.get(Cap::w2),
+                                                         .eps = eps});
     if (!m.has(Cap::wUp))
       return FusedOp::of(op::FusedRmsNormMatmulArgs{
           .x = m.get(Cap::x), .normW = m.get(Cap::w), .w = m.get(Cap::wGate), .eps = eps});

@@ -434,6 +434,18 @@ void registerGemvCases() {
               return tolFor(w);
             },
             {"matmul_multi"});
+        // The same with q, k and v merged first: one launch for the norm and
+        // the three projections.
+        add("rms_norm_matmul_multi_" + sfx, OpKind::FusedRmsNormMatmulMulti,
+            [=](Builder &b, Inputs &) {
+              auto h = b.weight("h", {DType::F32, {T, K}}, randn(3.0));
+              auto g = b.weight("attn_norm", {DType::F32, {K}}, randn(1.0, 1.0));
+              auto n = b.mul(b.rmsNorm(h, 1e-5), g);
+              b.result(b.matmul(n, b.weight("wq", {w, {131, K}}, randn(0.1)), "q"));
+              b.result(b.matmul(n, b.weight("wk", {w, {33, K}}, randn(0.1)), "k"));
+              b.result(b.matmul(n, b.weight("wv", {w, {33, K}}, randn(0.1)), "v"));
+              return tolFor(w);
+            });
         add("rms_norm_gated_matmul_" + sfx, OpKind::FusedRmsNormGatedMatmul,
             [=](Builder &b, Inputs &) {
               auto h = b.weight("h", {DType::F32, {T, K}}, randn(3.0));

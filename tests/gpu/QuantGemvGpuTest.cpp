@@ -106,6 +106,7 @@ struct QuantCase {
   Graph g;
   std::vector<ExternalWeight> weights;
   Inputs inputs;
+  std::vector<std::string> outputs{"y"}; ///< the results compared, in order
 };
 
 ValueId quantWeight(Builder &b, QuantCase &c, const std::string &name, DType t,
@@ -167,17 +168,19 @@ void expectQuantMatches(QuantCase &c, double tol, const char *pipeline = "canoni
     ADD_FAILURE() << "cpu run: " << errString(std::move(e));
     return;
   }
-  auto out = gpu->output("y");
-  auto ref = cpu->output("y");
-  ASSERT_TRUE(bool(out)) << errString(out.takeError());
-  ASSERT_TRUE(bool(ref)) << errString(ref.takeError());
-  double err = normalizedError(out->toFloats(), ref->toFloats());
-  EXPECT_LE(err, tol) << out->type.str();
-  // The reference result is not trivially zero (the comparison can fail).
-  double norm = 0;
-  for (float v : ref->toFloats())
-    norm += double(v) * v;
-  EXPECT_GT(norm, 0.0);
+  for (const std::string &name : c.outputs) {
+    auto out = gpu->output(name);
+    auto ref = cpu->output(name);
+    ASSERT_TRUE(bool(out)) << errString(out.takeError());
+    ASSERT_TRUE(bool(ref)) << errString(ref.takeError());
+    double err = normalizedError(out->toFloats(), ref->toFloats());
+    EXPECT_LE(err, tol) << name << " " << out->type.str();
+    // The reference result is not trivially zero (the comparison can fail).
+    double norm = 0;
+    for (float v : ref->toFloats())
+      norm += double(v) * v;
+    EXPECT_GT(norm, 0.0) << name;
+  }
 }
 
 constexpr double kTolF32 = 1e-3; ///< f32 activations (issue 14)
@@ -537,19 +540,25 @@ std::vector<float> gpuResult(const QuantCase &c, const char *pipeline) {
     ADD_FAILURE() << errString(std::move(e));
     return {};
   }
-  auto out = gpu->output("y");
-  if (!out) {
-    ADD_FAILURE() << errString(out.takeError());
-    return {};
+  std::vector<float> all; // every compared result, in order
+  for (const std::string &name : c.outputs) {
+    auto out = gpu->output(name);
+    if (!out) {
+      ADD_FAILURE() << errString(out.takeError());
+      return {};
+    }
+    std::vector<float> v = out->toFloats();
+    all.insert(all.end(), v.begin(), v.end());
   }
-  return out->toFloats();
+  return all;
 }
 
 /// `c` under FG_DEBUG_GEMV_DP4A=2 against the CPU reference (kTolDp4a), the
 /// same bits with x quantised by every row group and the K-warps' sums
 /// combined every tile (FG_DEBUG_DP4A_SHARE_X=0, FG_DEBUG_DP4A_COMBINE=1: the
 /// form before the defaults of x shared a block and sums every 4 tiles) and
-/// two tiles asked of L2 ahead (FG_DEBUG_DP4A_L2_AHEAD=2), and
+/// two tiles asked of L2 ahead (FG_DEBUG_DP4A_L2_AHEAD=2), the same bits
+/// through the staged ring (FG_DEBUG_DP4A_STAGES=4, q4_K), and
 /// proof that the DP4A kernel ran: the tensor-core GEMV (=0) gives other bits.
 void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
                     std::optional<OpKind> fused = std::nullopt) {
@@ -565,6 +574,12 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
     EXPECT_EQ(gpuResult(c, pipeline), dp4a)
         << "x quantised by every row group, sums combined every tile, L2 ahead 2 "
            "(FG_DEBUG_DP4A_SHARE_X=0, FG_DEBUG_DP4A_COMBINE=1, FG_DEBUG_DP4A_L2_AHEAD=2)";
+  }
+  {
+    // q4_K's weights through a ring of 4 stages in shared memory (the other
+    // types have no staged form: the same kernel).
+    ScopedEnv stages("FG_DEBUG_DP4A_STAGES", "4");
+    EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_STAGES=4";
   }
   std::vector<float> tc;
   {
@@ -644,9 +659,16 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
     // With 3 tiles asked of L2 ahead (a hint: past the last tile it asks
     // nothing).
     ScopedEnv combine("FG_DEBUG_DP4A_COMBINE", "3");
-    ScopedEnv ahead("FG_DEBUG_DP4A_L2_AHEAD", "3");
+    {
+      ScopedEnv ahead("FG_DEBUG_DP4A_L2_AHEAD", "3");
+      EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got)
+          << "FG_DEBUG_DP4A_COMBINE=3 FG_DEBUG_DP4A_L2_AHEAD=3";
+    }
+    // q4_K through a ring of 3 stages in shared memory (N 4103 and 4500:
+    // blocks of several tiles, so stages are reused).
+    ScopedEnv stages("FG_DEBUG_DP4A_STAGES", "3");
     EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got)
-        << "FG_DEBUG_DP4A_COMBINE=3 FG_DEBUG_DP4A_L2_AHEAD=3";
+        << "FG_DEBUG_DP4A_COMBINE=3 FG_DEBUG_DP4A_STAGES=3";
   }
 }
 
@@ -655,8 +677,9 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
 /// biases (both GLUs; N 1101 at K 4096: 4 rows a tile, 276 tiles, more than
 /// the grid), q8_0, q4_0 and q6_K gate|up and matmul_add with a residual,
 /// expert-indexed (one stream with an x row per pair, gate|up with biases;
-/// all four types, repeated experts), q4_K matmul_add with a bias, f16 x, and the rms_norm prologue
-/// (one stream and gate|up, through the fusion pass).
+/// all four types, repeated experts), q4_K matmul_add with a bias, f16 x, the rms_norm prologue
+/// (one stream and gate|up, through the fusion pass), and q, k and v merged
+/// (fused.matmul_multi and fused.rms_norm_matmul_multi, every type).
 TEST(GpuQuantGemv, Q4KDp4aEveryForm) {
   FG_REQUIRE_GPU();
   for (int kind : {0, 1}) {
@@ -750,6 +773,46 @@ TEST(GpuQuantGemv, Q4KDp4aEveryForm) {
       b.result(b.matmul(n, quantWeight(b, c, "w", DType::Q4_K, {130, K}, 88), "y"));
     ASSERT_FALSE(bool(b.finish()));
     expectDp4aForm(c, "", gated ? OpKind::FusedRmsNormGatedMatmul : OpKind::FusedRmsNormMatmul);
+  }
+  // q, k and v in one launch (fused.matmul_multi, and with the norm
+  // prologue fused.rms_norm_matmul_multi): segments of 1000 / 4500 rows (not
+  // whole tiles; 4500 gives blocks several tiles, across the segments'
+  // borders), 136 and 133, three segments and two, each result checked.
+  struct Multi {
+    DType t;
+    int64_t K, N0;
+    bool norm;
+    int segs;
+  };
+  const Multi multis[] = {{DType::Q4_K, 4096, 1000, true, 3}, {DType::Q4_K, 1280, 4500, false, 3},
+                          {DType::Q8_0, 1280, 1000, true, 2}, {DType::Q4_0, 4608, 4500, true, 3},
+                          {DType::Q6_K, 2048, 1000, false, 3}};
+  uint64_t salt = 120;
+  for (const Multi &m : multis) {
+    SCOPED_TRACE(std::string(dtypeName(m.t)) + (m.norm ? " rms_norm_matmul_multi" : " matmul_multi") +
+                 " K " + std::to_string(m.K) + " N0 " + std::to_string(m.N0) + " segments " +
+                 std::to_string(m.segs));
+    QuantCase c;
+    Function &fn = c.g.addFunction("main");
+    Builder b(fn);
+    const int64_t rows[] = {m.N0, 136, 133};
+    std::vector<ValueId> ops{b.weight("h", {DType::F32, {1, m.K}}, randn(3.0))};
+    if (m.norm)
+      ops.push_back(b.weight("norm", {DType::F32, {m.K}}, randn(1.0, 1.0)));
+    for (int s = 0; s < m.segs; ++s)
+      ops.push_back(quantWeight(b, c, "w" + std::to_string(s), m.t, {rows[s], m.K}, salt++));
+    ValueId y0 = m.norm ? b.create(OpKind::FusedRmsNormMatmulMulti, ops, {{"eps", Attribute::ofFloat(1e-5)}}, "y")
+                        : b.create(OpKind::FusedMatmulMulti, ops, {}, "y");
+    const Node &node = fn.node(fn.value(y0).def);
+    c.outputs.clear();
+    for (ValueId r : node.results) {
+      b.result(r);
+      c.outputs.push_back(fn.value(r).name);
+    }
+    ASSERT_EQ(c.outputs.size(), static_cast<size_t>(m.segs));
+    ASSERT_FALSE(bool(b.finish()));
+    expectDp4aForm(c, "canonicalize,cse,dce",
+                   m.norm ? OpKind::FusedRmsNormMatmulMulti : OpKind::FusedMatmulMulti);
   }
 }
 

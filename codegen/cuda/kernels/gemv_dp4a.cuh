@@ -18,7 +18,8 @@
 // group of 8 q8_0 or 16 q4_0 blocks), as thread t of the wide decoder
 // (Cfg::D::Wide) does, and holds the int8 x of its runs (16 consecutive k
 // each: q4_K, q6_K and q8_0 four, q4_0 eight) in registers for the whole
-// launch. For q4_K:
+// launch. fused.matmul_multi (and its norm form) walks its segments' tiles in
+// turn (gemvDp4aMulti, Dp4aMulti), x quantised once for all. For q4_K:
 // DecQ4_KW's pieces t and t + 4, 16 k of each of the sub-blocks 2c, 2c + 1,
 // 2c + 4, 2c + 5 (c = t / 2); per row and lane 3 loads, 8 LOP3 + 16 DP4A for
 // 64 weights. q8_0 and q4_0 take their wide decoders' 5 loads and word
@@ -35,8 +36,10 @@
 // kernel writes them; dense launches only, an expert-indexed one loads them
 // after the wait, once it has read its expert), and each further tile's
 // before the arithmetic of the one before; with Cfg::kL2Ahead = A > 0 the
-// A tiles after that one are asked of L2 (prefetch.global.L2) as well. Needs
-// gemv.cuh in front.
+// A tiles after that one are asked of L2 (prefetch.global.L2) as well. The
+// staged form (Cfg::kStages = S ≥ 2, q4_K) copies the S − 1 tiles after the
+// one in registers into a ring in dynamic shared memory by cp.async
+// instead (the prologue the first S − 1). Needs gemv.cuh in front.
 //
 //===----------------------------------------------------------------------===//
 
@@ -213,6 +216,13 @@ struct Dp4aQ4K {
   using Wide = DecQ4_KW;
   static constexpr int kStep = 256, kRuns = 4, kStepBytes = 144;
   static constexpr bool kPartner = true, kSumQ = false; // the min term takes the exact Σ x
+  /// The staged form (Cfg::kStages): a lane's bytes of a row are kUnits
+  /// 16-byte units in Raw's order (h, p0, p1), unit i at byte unitAt(sb, t, i)
+  /// of the row.
+  static constexpr int kUnits = 3;
+  static __device__ __forceinline__ long long unitAt(long long sb, int t, int i) {
+    return sb * 144 + 16 * (i == 0 ? 0 : i == 1 ? 1 + t : 5 + t);
+  }
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     unsigned sc[4], m[4];
     Wide::scaleMin(w, t, sc, m);
@@ -240,6 +250,7 @@ struct Dp4aQ4K {
 struct Dp4aQ8_0 {
   using Wide = DecQ8_0W;
   static constexpr int kStep = 256, kRuns = 4, kStepBytes = 272;
+  static constexpr int kUnits = 0; // register loads only
   static constexpr bool kPartner = false, kSumQ = true;
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     Wide::Prep p;
@@ -265,6 +276,7 @@ struct Dp4aQ8_0 {
 struct Dp4aQ4_0 {
   using Wide = DecQ4_0W;
   static constexpr int kStep = 512, kRuns = 8, kStepBytes = 288;
+  static constexpr int kUnits = 0; // register loads only
   static constexpr bool kPartner = false, kSumQ = true;
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     Wide::Prep p;
@@ -295,6 +307,7 @@ struct Dp4aQ4_0 {
 struct Dp4aQ6K {
   using Wide = DecQ6_KW;
   static constexpr int kStep = 256, kRuns = 4, kStepBytes = 210;
+  static constexpr int kUnits = 0; // register loads only
   static constexpr bool kPartner = true, kSumQ = true;
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     unsigned v[4][4];
@@ -347,9 +360,9 @@ template <class C> static __device__ __forceinline__ Dp4aLane gemvDp4aLane() {
 
 /// The loads of this lane's share of tile `tile` of expert e's matrices (0:
 /// dense; rows past N repeat the last).
-template <class C>
+template <class C, class Tile>
 static __device__ __forceinline__ void gemvDp4aLoad(const GemvArgs<C> &a, const Dp4aLane &l,
-                                                    long long e, long long tile, Dp4aTile<C> &d) {
+                                                    long long e, long long tile, Tile &d) {
   constexpr int U = C::kRowUnroll;
   if (!l.live) // a lane past K forms no address
     return;
@@ -409,6 +422,138 @@ static __device__ __forceinline__ void gemvDp4aPrefetchL2(const GemvArgs<C> &a, 
   }
 }
 
+// --- the staged form (Cfg::kStages >= 2) -----------------------------------------
+// Dynamic shared memory holds kStages tiles: [stage][slot][thread] of uint4,
+// slot (s · kRowUnroll + u) · kUnits + i for stream s, row u, unit i. Each
+// lane copies exactly the units it will read into its own slots (32 lanes
+// on 512 contiguous bytes: no bank conflict, no barrier), kStages − 1 tiles
+// ahead of the one it computes; one cp.async group a tile, committed by
+// every lane for every tile slot (empty past the last tile or on dead
+// lanes), so wait_group(kStages − 1) before tile i means tile i has landed.
+
+template <class C> struct Dp4aRing {
+  static constexpr int kSlots = C::Epi::kStreams * C::kRowUnroll * C::D::kUnits;
+  static constexpr unsigned kThreads = 32u * C::kKWarps * C::kRowWarps;
+  /// This lane's slot 0 of stage `st`.
+  static __device__ __forceinline__ uint4 *at(int st) {
+    extern __shared__ uint4 fg_dp4a_ring[];
+    return fg_dp4a_ring + (size_t)st * kSlots * kThreads + threadIdx.x;
+  }
+};
+
+static __device__ __forceinline__ void fg_dp4a_copy16(uint4 *dst, const void *src) {
+  const unsigned to = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(src) : "memory");
+}
+static __device__ __forceinline__ void fg_dp4a_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N> static __device__ __forceinline__ void fg_dp4a_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/// gemvDp4aLoad's bytes, copied into this lane's slots from `slot0` (stage
+/// slot 0) on.
+template <class C>
+static __device__ __forceinline__ void gemvDp4aCopy(const GemvArgs<C> &a, const Dp4aLane &l,
+                                                    long long e, long long tile, uint4 *slot0) {
+  using D = typename C::D;
+  constexpr int U = C::kRowUnroll, NU = D::kUnits;
+  constexpr unsigned kT = Dp4aRing<C>::kThreads;
+  if (!l.live)
+    return;
+  const long long n0 = tile * C::kRowWarps * U + l.wr * U;
+  const unsigned char *w0 = reinterpret_cast<const unsigned char *>(a.w0) + C::w0_off + e * C::w0_es;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long long n = min(n0 + u, C::N - 1);
+#pragma unroll
+    for (int i = 0; i < NU; ++i)
+      fg_dp4a_copy16(slot0 + (u * NU + i) * kT, w0 + n * C::w0_ld + D::unitAt(l.sb, l.t, i));
+    if constexpr (C::Epi::kStreams == 2) {
+      const unsigned char *w1 =
+          reinterpret_cast<const unsigned char *>(a.w1) + C::w1_off + e * C::w1_es;
+#pragma unroll
+      for (int i = 0; i < NU; ++i)
+        fg_dp4a_copy16(slot0 + ((U + u) * NU + i) * kT, w1 + n * C::w1_ld + D::unitAt(l.sb, l.t, i));
+    }
+  }
+}
+
+/// A landed stage's units into the tile's registers.
+template <class C>
+static __device__ __forceinline__ void gemvDp4aFromRing(const uint4 *slot0, Dp4aTile<C> &d) {
+  using Raw = typename C::D::Wide::Raw;
+  constexpr int U = C::kRowUnroll, NU = C::D::kUnits;
+  constexpr unsigned kT = Dp4aRing<C>::kThreads;
+  static_assert(sizeof(Raw) == 16 * NU, "a row's bytes are its units");
+#pragma unroll
+  for (int s = 0; s < C::Epi::kStreams; ++s)
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int i = 0; i < NU; ++i)
+        reinterpret_cast<uint4 *>(&d.raw[s][u])[i] = slot0[((s * U + u) * NU + i) * kT];
+}
+
+/// The first tiles of this block: with kStages, the copies of the first
+/// kStages − 1 into their stages (a group each, committed always); else the
+/// first tile's registers.
+template <class C, class Rows>
+static __device__ __forceinline__ void gemvDp4aStart(const Rows &rows, const Dp4aLane &l,
+                                                     long long e, bool valid, Dp4aTile<C> &cur) {
+  if constexpr (C::kStages >= 2) {
+#pragma unroll
+    for (int j = 0; j < C::kStages - 1; ++j) {
+      const long long t = blockIdx.x + (long long)j * gridDim.x;
+      if (valid && t < Rows::kTiles)
+        rows.copy(l, e, t, Dp4aRing<C>::at(j));
+      fg_dp4a_commit();
+    }
+  } else if (valid) {
+    rows.load(l, e, blockIdx.x, cur);
+  }
+}
+
+/// The rows of one weight (or gate and up): tiles of kRowWarps x kRowUnroll
+/// rows from row 0, expert e's matrices (0: dense), into y row pr.
+template <class C> struct Dp4aOne {
+  GemvArgs<C> a;
+  static constexpr int R = C::kRowWarps * C::kRowUnroll;
+  static constexpr long long kTiles = (C::N + R - 1) / R;
+  __device__ __forceinline__ void load(const Dp4aLane &l, long long e, long long tile,
+                                       Dp4aTile<C> &d) const {
+    gemvDp4aLoad<C>(a, l, e, tile, d);
+  }
+  __device__ __forceinline__ void copy(const Dp4aLane &l, long long e, long long tile,
+                                       uint4 *slot0) const {
+    gemvDp4aCopy<C>(a, l, e, tile, slot0);
+  }
+  __device__ __forceinline__ void prefetchL2(long long e, long long tile) const {
+    gemvDp4aPrefetchL2<C>(a, e, tile);
+  }
+  __device__ __forceinline__ bool has(long long tile, int row) const {
+    return tile * R + row < C::N;
+  }
+  /// Row `row` of tile `tile`: the sums (one a stream) through the bias,
+  /// the epilogue and the residual to y.
+  __device__ __forceinline__ void store(long long pr, long long e, bool valid, long long tile,
+                                        int row, float (&acc)[2]) const {
+    const long long n = tile * R + row;
+    if constexpr (C::kBias) {
+      if (valid) {
+        acc[0] += fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
+        if (C::Epi::kStreams == 2)
+          acc[1] += fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
+      }
+    }
+    float out = C::Epi::apply(acc);
+    if constexpr (C::kRes)
+      out += fg_to_f(a.res[C::res_off + n * C::res_sn]);
+    a.y[pr * C::N + n] = out;
+  }
+};
+
 /// The entry's prologue, before the programmatic-launch wait: the registers
 /// of this block's first tile. Block-quantised weights are never written by a
 /// kernel (no op has a block-quantised result), so reading them while the
@@ -421,7 +566,7 @@ template <class C>
 static __device__ __forceinline__ Dp4aTile<C> gemvDp4aPrefetch(const GemvArgs<C> &a) {
   Dp4aTile<C> d;
   if constexpr (C::kPrologueLoad) {
-    gemvDp4aLoad<C>(a, gemvDp4aLane<C>(), 0, blockIdx.x, d);
+    gemvDp4aStart<C>(Dp4aOne<C>{a}, gemvDp4aLane<C>(), 0, true, d);
     // The next kL2Ahead tiles towards L2 (weights only: before the wait too).
     for (int j = 1; j <= C::kL2Ahead; ++j)
       gemvDp4aPrefetchL2<C>(a, 0, blockIdx.x + (long long)j * gridDim.x);
@@ -432,13 +577,14 @@ static __device__ __forceinline__ Dp4aTile<C> gemvDp4aPrefetch(const GemvArgs<C>
 /// The body, after the wait: x quantised once per warp, then every
 /// gridDim.x-th tile from blockIdx.x, each tile's loads issued before the
 /// previous tile's arithmetic.
-template <class C>
-static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C> cur) {
+template <class C, class Rows>
+static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const Rows &rows,
+                                                    Dp4aTile<C> cur) {
   using D = typename C::D;
   static_assert(C::M == 1 && C::K % D::kStep == 0, "one row of x (a pair), whole k-steps");
   constexpr int S = C::Epi::kStreams, WK = C::kKWarps, WR = C::kRowWarps, U = C::kRowUnroll;
   constexpr int R = WR * U; // rows a tile
-  constexpr long long kTiles = (C::N + R - 1) / R;
+  constexpr long long kTiles = Rows::kTiles;
   static_assert(C::K / D::kStep * 4 <= 32 * WK, "the K-warps cover every quarter k-step");
   __shared__ Dp4aShared<C> sh;
   const Dp4aLane l = gemvDp4aLane<C>();
@@ -460,47 +606,45 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
       e = 0;
     xr = a.x + C::x_off + tok * C::x_st + j * C::x_sj;
   }
-  if constexpr (!C::kPrologueLoad) // the first tile, after the wait
-    if (valid) { // an invalid pair streams nothing
-      gemvDp4aLoad<C>(a, l, e, blockIdx.x, cur);
+  if constexpr (!C::kPrologueLoad) { // the first tile(s), after the wait
+    gemvDp4aStart<C>(rows, l, e, valid, cur); // an invalid pair streams nothing
+    if (valid)
       for (int j = 1; j <= C::kL2Ahead; ++j)
-        gemvDp4aPrefetchL2<C>(a, e, blockIdx.x + (long long)j * gridDim.x);
-    }
+        rows.prefetchL2(e, blockIdx.x + (long long)j * gridDim.x);
+  }
   Dp4aX<D::kRuns> q;
   gemvDp4aQuantX<C, D>(a, xr, l.live ? l.sb : 0, l.t, l.live, C::kNorm ? rs[0] : 1.0f, l.wk,
                        l.wr, q);
-  // Row n's sums over the K-warps (acc, one a stream) through the epilogue
-  // to y.
-  auto store = [&](long long n, float (&acc)[2]) {
-    if constexpr (C::kBias) {
-      if (valid) {
-        acc[0] += fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
-        if (S == 2)
-          acc[1] += fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
-      }
-    }
-    float out = C::Epi::apply(acc);
-    if constexpr (C::kRes)
-      out += fg_to_f(a.res[C::res_off + n * C::res_sn]);
-    a.y[pr * C::N + n] = out;
-  };
   constexpr int F = C::kCombine;
   int buf = 0, slot = 0;        // F == 1: the buffer of this tile; else its slot in the combine
   long long first = blockIdx.x; // F > 1: the tile of slot 0
+  int stage = 0; // kStages: the stage of this tile
   for (long long tile = blockIdx.x; tile < kTiles; tile += gridDim.x, buf ^= 1) {
     Dp4aTile<C> next; // left unloaded after the last tile (and on dead lanes): never read then
-    if (tile + gridDim.x < kTiles && valid)
-      gemvDp4aLoad<C>(a, l, e, tile + gridDim.x, next);
+    if constexpr (C::kStages >= 2) {
+      // The tile kStages − 1 ahead into the stage this lane read last (its
+      // registers are used up), then this tile's stage into registers.
+      const long long ahead = tile + (long long)(C::kStages - 1) * gridDim.x;
+      if (valid && ahead < kTiles)
+        rows.copy(l, e, ahead, Dp4aRing<C>::at(stage == 0 ? C::kStages - 1 : stage - 1));
+      fg_dp4a_commit();
+      fg_dp4a_wait<C::kStages - 1>();
+      gemvDp4aFromRing<C>(Dp4aRing<C>::at(stage), cur);
+      stage = stage + 1 == C::kStages ? 0 : stage + 1;
+    } else if (tile + gridDim.x < kTiles && valid) {
+      rows.load(l, e, tile + gridDim.x, next);
+    }
     if constexpr (C::kL2Ahead > 0)
       if (valid) // the tile kL2Ahead after `next` towards L2
-        gemvDp4aPrefetchL2<C>(a, e, tile + (long long)(C::kL2Ahead + 1) * gridDim.x);
+        rows.prefetchL2(e, tile + (long long)(C::kL2Ahead + 1) * gridDim.x);
     float v[S][U];
 #pragma unroll
     for (int s = 0; s < S; ++s)
 #pragma unroll
       for (int u = 0; u < U; ++u)
         v[s][u] = fg_warp_sum(l.live && valid ? D::row(cur.raw[s][u], l.t, q) : 0.0f);
-    cur = next;
+    if constexpr (C::kStages < 2)
+      cur = next;
     if constexpr (WK > 1 && F > 1) {
       // The K-warps' sums of F tiles meet at once: two barriers a combine,
       // not one a tile (the warps drift apart by up to F tiles).
@@ -514,14 +658,14 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
         __syncthreads();
         for (int i = threadIdx.x; i < (slot + 1) * R; i += blockDim.x) {
           const int sl = i / R, row = i % R;
-          const long long n = (first + (long long)sl * gridDim.x) * R + row;
-          if (n < C::N) {
+          const long long tl = first + (long long)sl * gridDim.x;
+          if (rows.has(tl, row)) {
             float acc[2] = {0.0f, 0.0f};
 #pragma unroll
             for (int s = 0; s < S; ++s)
               for (int k = 0; k < WK; ++k)
                 acc[s] += sh.part[sl][k][s][row];
-            store(n, acc);
+            rows.store(pr, e, valid, tl, row, acc);
           }
         }
         __syncthreads(); // the slots are written again
@@ -545,8 +689,7 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
     const int r = WK > 1 ? static_cast<int>(threadIdx.x) : l.lane;
     if ((WK > 1 || l.wk == 0) && r < (WK > 1 ? R : U)) {
       const int row = WK > 1 ? r : l.wr * U + r;
-      const long long n = tile * R + row;
-      if (n < C::N) {
+      if (rows.has(tile, row)) {
         float acc[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int s = 0; s < S; ++s) {
@@ -560,10 +703,99 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C
                 acc[s] = v[s][u];
           }
         }
-        store(n, acc);
+        rows.store(pr, e, valid, tile, row, acc);
       }
     }
   }
+}
+
+/// The GEMV of one weight (or gate and up; dense or expert-indexed).
+template <class C>
+static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C> cur) {
+  gemvDp4aRows<C>(a, Dp4aOne<C>{a}, cur);
+}
+
+
+// --- several weights over one x (fused.matmul_multi, fused.rms_norm_matmul_multi)
+
+/// The rows of C::kSegs segments (2 or 3: q, k and v), each a one-stream
+/// dense Cfg over its own weight and result (C::S0, C::S1, C::S2; one K,
+/// one weight type and one work split, so one tile of registers serves
+/// them): segment 0 owns the first ⌈N0 / R⌉ tiles, segment 1 the next, and
+/// so on. A tile is uniform over the block, so every branch here is.
+template <class C> struct Dp4aMulti {
+  using S0 = typename C::S0;
+  using S1 = typename C::S1;
+  using S2 = typename C::S2;
+  GemvArgs<S0> a0;
+  GemvArgs<S1> a1;
+  GemvArgs<S2> a2;
+  static constexpr int R = S0::kRowWarps * S0::kRowUnroll;
+  static_assert(R == S1::kRowWarps * S1::kRowUnroll && R == S2::kRowWarps * S2::kRowUnroll &&
+                    S0::kL2Ahead == 0 && S0::Epi::kStreams == 1,
+                "one tile shape, no L2 tiles ahead, one stream");
+  static constexpr long long kT0 = (S0::N + R - 1) / R, kT1 = (S1::N + R - 1) / R;
+  static constexpr long long kTiles = kT0 + kT1 + (C::kSegs == 3 ? (S2::N + R - 1) / R : 0);
+  __device__ __forceinline__ void load(const Dp4aLane &l, long long, long long tile,
+                                       Dp4aTile<S0> &d) const {
+    if (tile < kT0)
+      gemvDp4aLoad<S0>(a0, l, 0, tile, d);
+    else if (C::kSegs == 2 || tile < kT0 + kT1)
+      gemvDp4aLoad<S1>(a1, l, 0, tile - kT0, d);
+    else
+      gemvDp4aLoad<S2>(a2, l, 0, tile - kT0 - kT1, d);
+  }
+  __device__ __forceinline__ void copy(const Dp4aLane &l, long long, long long tile,
+                                       uint4 *slot0) const {
+    if (tile < kT0)
+      gemvDp4aCopy<S0>(a0, l, 0, tile, slot0);
+    else if (C::kSegs == 2 || tile < kT0 + kT1)
+      gemvDp4aCopy<S1>(a1, l, 0, tile - kT0, slot0);
+    else
+      gemvDp4aCopy<S2>(a2, l, 0, tile - kT0 - kT1, slot0);
+  }
+  __device__ __forceinline__ void prefetchL2(long long, long long) const {}
+  __device__ __forceinline__ bool has(long long tile, int row) const {
+    if (tile < kT0)
+      return tile * R + row < S0::N;
+    if (C::kSegs == 2 || tile < kT0 + kT1)
+      return (tile - kT0) * R + row < S1::N;
+    return (tile - kT0 - kT1) * R + row < S2::N;
+  }
+  __device__ __forceinline__ void store(long long, long long, bool, long long tile, int row,
+                                        float (&acc)[2]) const {
+    if (tile < kT0)
+      a0.y[tile * R + row] = S0::Epi::apply(acc);
+    else if (C::kSegs == 2 || tile < kT0 + kT1)
+      a1.y[(tile - kT0) * R + row] = S1::Epi::apply(acc);
+    else
+      a2.y[(tile - kT0 - kT1) * R + row] = S2::Epi::apply(acc);
+  }
+};
+
+/// The merged launch's prologue: its first tile's registers (gemvDp4aPrefetch).
+template <class C>
+static __device__ __forceinline__ Dp4aTile<typename C::S0>
+gemvDp4aMultiPrefetch(const GemvArgs<typename C::S0> &a0, const GemvArgs<typename C::S1> &a1,
+                      const GemvArgs<typename C::S2> &a2) {
+  Dp4aTile<typename C::S0> d;
+  if constexpr (C::S0::kPrologueLoad)
+    gemvDp4aStart<typename C::S0>(Dp4aMulti<C>{a0, a1, a2}, gemvDp4aLane<typename C::S0>(), 0,
+                                  true, d);
+  return d;
+}
+
+/// Segments 0 .. C::kSegs - 1 in one launch: x (normalised by the rms_norm
+/// prologue with S0::kNorm) quantised once a block, then every gridDim.x-th
+/// tile of all the segments' tiles in turn (gemvDp4aRows).
+template <class C>
+static __device__ __forceinline__ void gemvDp4aMulti(const GemvArgs<typename C::S0> &a0,
+                                                     const GemvArgs<typename C::S1> &a1,
+                                                     const GemvArgs<typename C::S2> &a2,
+                                                     Dp4aTile<typename C::S0> cur) {
+  static_assert(C::kSegs == 2 || C::kSegs == 3, "2 or 3 segments");
+  static_assert(!C::S0::kExpert, "dense segments");
+  gemvDp4aRows<typename C::S0>(a0, Dp4aMulti<C>{a0, a1, a2}, cur);
 }
 
 } // namespace fg
