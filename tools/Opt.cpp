@@ -78,7 +78,7 @@ int runOpt(ArrayRef<const char *> args) {
   std::string targetName = f.get("target", "cuda");
   if (targetName != "cuda" && targetName != "none")
     return f.usageError("--target must be cuda or none, got '" + targetName + "'");
-  cuda::CudaTarget cudaTarget;
+  cuda::CudaTarget cudaTarget({}, cuda::costModelFromEnv());
   PassOptions po;
   po.target = targetName == "cuda" ? &cudaTarget : nullptr;
   po.printIrAfterAll = f.has("print-ir-after-all");

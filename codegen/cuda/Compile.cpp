@@ -342,16 +342,10 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.gemvDp4aPrologueLoad = *n == 1;
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "0")
     emit.gemvQuantXHalf = false;
-  // The norm prologue's modelled slowdown (CudaCostModel::normPrologueSlowdown):
-  // 0 fuses every legal norm prologue (the form measured in the sixth
-  // session), a large value none; for timing the rule's alternatives.
-  cuda::CudaCostModel costModel;
-  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_NORM_PROLOGUE_SLOWDOWN"); v && !v->empty()) {
-    double f = 0;
-    if (!llvm::StringRef(*v).getAsDouble(f) && f >= 0)
-      costModel.normPrologueSlowdown = f;
-  }
-  cuda::CudaTarget target(emit, costModel);
+  // The cost model's factors with their FG_DEBUG_ overrides (the norm
+  // prologue's and the tensor-core merged GEMV's slowdowns), for timing the
+  // rules' alternatives.
+  cuda::CudaTarget target(emit, cuda::costModelFromEnv());
   passOpts.target = &target;
   FusionOptions fusion;
   fusion.target = &target;

@@ -1,6 +1,8 @@
 //===- CudaTarget.cpp - the CUDA emitters answer for their kernels --------===//
 #include "codegen/cuda/CudaTarget.h"
 
+#include "llvm/Support/Process.h"
+
 #include <algorithm>
 #include <variant>
 
@@ -72,7 +74,33 @@ NodeCost CudaTarget::cost(const NodeDesc &node) const {
       weights += static_cast<double>(node.operands[i].bytes());
     out.seconds += costModel_.normPrologueSlowdown * weights / costModel_.readBandwidth;
   }
+  if ((node.kind == OpKind::FusedMatmulMulti || node.kind == OpKind::FusedRmsNormMatmulMulti) &&
+      costModel_.mergedTensorCoreSlowdown >= 0 &&
+      launches && launches->size() == 1 && std::holds_alternative<KernelSpec>(launches->front()) &&
+      std::get<KernelSpec>(launches->front()).source.find("fg::gemvMulti<") != std::string::npos) {
+    // The tensor-core merged GEMV: no faster than its segments' launches.
+    const size_t w0 = node.kind == OpKind::FusedRmsNormMatmulMulti ? 2 : 1;
+    double weights = 0;
+    for (size_t i = w0; i < node.operands.size(); ++i)
+      weights += static_cast<double>(node.operands[i].bytes());
+    out.seconds += static_cast<double>(node.operands.size() - w0) * costModel_.launchSeconds +
+                   costModel_.mergedTensorCoreSlowdown * weights / costModel_.readBandwidth;
+  }
   return out;
+}
+
+CudaCostModel costModelFromEnv() {
+  CudaCostModel m;
+  auto factor = [](const char *name, double lo, double &into) {
+    if (auto v = llvm::sys::Process::GetEnv(name); v && !v->empty()) {
+      double f = 0;
+      if (!llvm::StringRef(*v).getAsDouble(f) && f >= lo)
+        into = f;
+    }
+  };
+  factor("FG_DEBUG_NORM_PROLOGUE_SLOWDOWN", 0.0, m.normPrologueSlowdown);
+  factor("FG_DEBUG_MERGED_TC_SLOWDOWN", -1.0, m.mergedTensorCoreSlowdown);
+  return m;
 }
 
 } // namespace fg::cuda

@@ -27,7 +27,26 @@ struct CudaCostModel {
   /// 0.25 reproduces the sixth session's same-run steps, all prologues on:
   /// W-tiny faster (-6 %), W-dense and W-moe-12 slower (+3.5 %, +3 %).
   double normPrologueSlowdown = 0.25;
+  /// q, k and v merged into one launch (fused.matmul_multi,
+  /// fused.rms_norm_matmul_multi) pay on DP4A (quantised weights at T = 1,
+  /// sixteenth session, same run: W-dense q4_K 2.135 -> 2.014 ms, q8_0
+  /// 3.634 -> 3.582, q4_0 2.744 -> 2.469, Q4_K_M-like 2.450 -> 2.381,
+  /// W-moe-12 q4_K 0.625 -> 0.581) but not on the tensor cores (gemvMulti:
+  /// f16 W-dense 4.108 -> 4.169 in the sixth session, 4.122 -> 4.139 in the
+  /// sixteenth; W-tiny and W-moe-12 slower too), where the separate GEMVs
+  /// already overlap as parallel graph branches: the tensor-core form is
+  /// charged one launch a segment more than its own plus this fraction of
+  /// its weights' bandwidth time, so the cost check refuses it (negative:
+  /// charged as one launch, as the DP4A form).
+  double mergedTensorCoreSlowdown = 0.05;
 };
+
+/// The defaults with the FG_DEBUG_ overrides of the environment:
+/// FG_DEBUG_NORM_PROLOGUE_SLOWDOWN=f (>= 0: 0 fuses every legal norm
+/// prologue, a large value none) and FG_DEBUG_MERGED_TC_SLOWDOWN=f (>= -1: a
+/// negative value charges the tensor-core merged GEMV as one launch; the
+/// tests that run it).
+CudaCostModel costModelFromEnv();
 
 class CudaTarget final : public Target {
 public:

@@ -298,11 +298,10 @@ std::vector<std::string> fusionPatternNames() {
 const std::vector<std::string> &optInFusionPatterns() {
   // rms_norm_matmul left this list in the tenth session: it is decided by
   // the target's cost (rms_norm_matmul.cpp), which fuses only small GEMVs.
-  // matmul_multi: q, k and v in one launch (-64 launches on W-dense) made the
-  // step slower, not faster (H200, one call, sixth session: W-dense 4.108 ->
-  // 4.169 ms, W-moe-12 0.883 -> 0.888, W-tiny 0.2107 -> 0.2139): unfused,
-  // the three GEMVs already run as parallel branches of the graph, and one
-  // work split for all three segments suits the small k and v worse.
+  // matmul_multi left it in the sixteenth session: on DP4A (quantised
+  // weights at T = 1) the merged launch is 1.4-10 % faster a step; the
+  // tensor-core form, slower (sixth session: W-dense f16 4.108 -> 4.169 ms),
+  // is refused by the CUDA target's cost (CudaCostModel::mergedTensorCoreSlowdown).
   // moe_weighted_sum_add left it in the eleventh session: its GPU cases
   // passed, and it saves one launch a MoE layer (W-moe-12 0.8673 -> 0.8631 ms,
   // W-moe-48 2.967 -> 2.948, one call).
@@ -312,7 +311,7 @@ const std::vector<std::string> &optInFusionPatterns() {
   // is as deep as q's was, so attention waits as long, and the fused kernel
   // is 0.5 us slower than the plain one. It pays only once K's rope and
   // cache write leave their own launch too.
-  static const std::vector<std::string> names = {"matmul_multi", "rope_attention"};
+  static const std::vector<std::string> names = {"rope_attention"};
   return names;
 }
 

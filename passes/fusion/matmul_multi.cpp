@@ -31,7 +31,9 @@
 // matmul's decoder) and whether cuBLAS would be faster for a member is the
 // target's canEmit answer.
 //
-// Opt-in. Where rms_norm_matmul would take the same GEMVs the merged GEMV
+// On by default; the CUDA target's cost accepts only merges that run on
+// DP4A (CudaCostModel::mergedTensorCoreSlowdown: the tensor-core merged GEMV
+// was measured slower). Where rms_norm_matmul would take the same GEMVs the merged GEMV
 // wins (3 ops against 1 each); rms_norm_matmul then gives the merged op the
 // norm prologue in the next round (fused.rms_norm_matmul_multi), by the
 // same cost rule.

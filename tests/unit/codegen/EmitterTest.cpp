@@ -2085,9 +2085,9 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     const char *cfg;
   };
   const TypeShape typed[] = {
-      {DType::Q8_0, 4096, "using D = fg::Dp4aQ8_0;\n  static constexpr int kKWarps = 2, kRowWarps = 4, kRowUnroll = 1, kCombine = 4, kL2Ahead = 0;"},
-      {DType::Q4_0, 4096, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 1, kRowWarps = 8, kRowUnroll = 1, kCombine = 1, kL2Ahead = 0;"},
-      {DType::Q4_0, 14336, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 4, kRowWarps = 2, kRowUnroll = 1, kCombine = 4, kL2Ahead = 0;"}};
+      {DType::Q8_0, 4096, "using D = fg::Dp4aQ8_0;\n  static constexpr int kKWarps = 2, kRowWarps = 4, kRowUnroll = 1, kCombine = 4, kL2Ahead = 0, kStages = 0;"},
+      {DType::Q4_0, 4096, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 1, kRowWarps = 8, kRowUnroll = 1, kCombine = 1, kL2Ahead = 0, kStages = 0;"},
+      {DType::Q4_0, 14336, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 4, kRowWarps = 2, kRowUnroll = 1, kCombine = 4, kL2Ahead = 0, kStages = 0;"}};
   for (const TypeShape &ts : typed) {
     SCOPED_TRACE(std::string(dtypeName(ts.w)) + " K " + std::to_string(ts.K));
     auto ls = emitAll(
@@ -2167,7 +2167,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
         },
         {}, o);
     EXPECT_TRUE(contains(only(ls), "using D = fg::Dp4aQ6K;\n  static constexpr int kKWarps = 1, "
-                                   "kRowWarps = 8, kRowUnroll = 1, kCombine = 1, kL2Ahead = 0;"));
+                                   "kRowWarps = 8, kRowUnroll = 1, kCombine = 1, kL2Ahead = 0, kStages = 0;"));
     EXPECT_TRUE(contains(only(ls), "__launch_bounds__(256, 1)"));
   }
   EXPECT_FALSE(dp4a([](Builder &b) { // not whole 2048-weight groups: DecQ6_K's rows
@@ -2220,7 +2220,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kShareX = false;"));
     so.gemvDp4aShareX = true;
     so.gemvDp4aCombine = 4; // one K-warp (K 2048): nothing to combine, the Cfg says 1
-    EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kRowUnroll = 2, kCombine = 1, kL2Ahead = 0;"));
+    EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kRowUnroll = 2, kCombine = 1, kL2Ahead = 0, kStages = 0;"));
     // One stream with two K-warps (K 4096): the combine's code path compiles.
     EXPECT_TRUE(contains(only(emitAll(
                              [](Builder &b) {
@@ -2228,7 +2228,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
                                                  b.weight("w", T(DType::Q4_K, {4096, 4096}))));
                              },
                              {}, so)),
-                         "kKWarps = 2, kRowWarps = 4, kRowUnroll = 2, kCombine = 4, kL2Ahead = 0;"));
+                         "kKWarps = 2, kRowWarps = 4, kRowUnroll = 2, kCombine = 4, kL2Ahead = 0, kStages = 0;"));
     so.gemvDp4a = 2;
     for (DType w : {DType::Q4_K, DType::Q8_0, DType::Q4_0}) {
       auto ls = emitAll(
@@ -2254,7 +2254,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
                                                     b.weight("u", T(w, {300, 2048}))}));
                                },
                                {}, so)),
-                           "kL2Ahead = 2;"));
+                           "kL2Ahead = 2, kStages = 0;"));
       auto id = emitAll(
           [w](Builder &b) {
             b.result(b.matmulId(b.input("x", T(DType::F32, {3, 1, 2048})),
@@ -2262,11 +2262,51 @@ TEST(CudaEmit, Q4KDp4aGemv) {
                                 b.input("ids", T(DType::I32, {3, 2}))));
           },
           {}, so);
-      EXPECT_TRUE(contains(only(id), "kL2Ahead = 2;"));
+      EXPECT_TRUE(contains(only(id), "kL2Ahead = 2, kStages = 0;"));
       EXPECT_TRUE(contains(only(id), "kExpert = true"));
     }
     so.gemvDp4aL2Ahead = 9; // clamped to 8
-    EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kL2Ahead = 8;"));
+    EXPECT_TRUE(contains(only(emitAll(moeQ, {}, so)), "kL2Ahead = 8, kStages = 0;"));
+    // The staged ring (EmitOptions::gemvDp4aStages): q4_K only, as many
+    // stages as fit two 256-thread blocks an SM in 200 KiB (4 x 24 KiB at
+    // 2 rows a warp), the ring as dynamic shared memory, no L2 tiles ahead.
+    so.gemvDp4aL2Ahead = 2;
+    so.gemvDp4aStages = 8;
+    auto dense = [](DType w) {
+      return [w](Builder &b) {
+        b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})), b.weight("w", T(w, {4096, 4096}))));
+      };
+    };
+    const KernelSpec q4k = only(emitAll(dense(DType::Q4_K), {}, so));
+    EXPECT_TRUE(contains(q4k, "kL2Ahead = 0, kStages = 4;"));
+    EXPECT_EQ(q4k.sharedBytes, 4u * 2 * 3 * 16 * 256); // stages x rows x units x 16 B x threads
+    const KernelSpec q80 = only(emitAll(dense(DType::Q8_0), {}, so));
+    EXPECT_TRUE(contains(q80, "kL2Ahead = 2, kStages = 0;"));
+    EXPECT_EQ(q80.sharedBytes, 0u);
+    so.gemvDp4aStages = 0;
+    so.gemvDp4aL2Ahead = 0;
+    // q, k and v merged on DP4A (fused.rms_norm_matmul_multi): one Cfg a
+    // segment over one split, the entry's pointers in the segments' order
+    // and the norm weight last; the grid the resident blocks.
+    auto merged = only(emitAll(
+        [](Builder &b) {
+          std::vector<ValueId> ops{b.input("x", T(DType::F32, {1, 4096})),
+                                   b.weight("g", T(DType::F32, {4096})),
+                                   b.weight("wq", T(DType::Q4_K, {4096, 4096})),
+                                   b.weight("wk", T(DType::Q4_K, {1024, 4096})),
+                                   b.weight("wv", T(DType::Q4_K, {1024, 4096}))};
+          b.result(b.create(OpKind::FusedRmsNormMatmulMulti, ops,
+                            {{"eps", Attribute::ofFloat(1e-5)}}));
+        },
+        {}, so));
+    EXPECT_TRUE(contains(merged, "fg::gemvDp4aMulti<Multi>("));
+    EXPECT_TRUE(contains(merged, "struct Seg2D : Seg2"));
+    EXPECT_TRUE(contains(merged, "kNorm = true"));
+    EXPECT_EQ(merged.grid[0], 132u * 2);
+    std::vector<Param> want{Param::result(0), Param::result(1), Param::result(2),
+                            Param::operand(0), Param::operand(2), Param::operand(3),
+                            Param::operand(4), Param::operand(1)};
+    EXPECT_EQ(merged.params, want);
   }
   // ... and every launch when the prologues are off.
   o.pdlPrefetchBytes = 0;

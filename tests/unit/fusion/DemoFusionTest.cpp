@@ -54,8 +54,8 @@ size_t countOps(const Function &fn, OpKind k) {
 
 /// Decode, per layer: 2 rms_norm_mul (attention and FFN norms), 1 q-norm ->
 /// rope, 1 k-norm -> rope -> KV write, 1 routing, 1 expert gated FFN, 1 MoE
-/// weighted sum + residual, 1 output projection + residual; plus the final norm. Nothing
-/// is split back.
+/// weighted sum + residual, 1 output projection + residual, 1 merged q/k/v
+/// projection; plus the final norm. Nothing is split back.
 TEST(DemoFusion, DecodeCountsPerLayer) {
   Graph g = demo({});
   FusionReport report;
@@ -72,7 +72,10 @@ TEST(DemoFusion, DecodeCountsPerLayer) {
   EXPECT_EQ(report.count("moe_weighted_sum_add", "decode"), layers);
   EXPECT_EQ(report.count("moe_weighted_sum", "decode"), 0);
   EXPECT_EQ(report.count("matmul_add", "decode"), layers);
-  EXPECT_EQ(report.total("decode"), 8 * layers + 1);
+  // q, k and v in one op (without a target nothing weighs the merge: its
+  // legality alone decides; the CUDA target keeps it for DP4A launches).
+  EXPECT_EQ(report.count("matmul_multi", "decode"), layers);
+  EXPECT_EQ(report.total("decode"), 9 * layers + 1);
   EXPECT_EQ(report.splitBack, 0);
   const Function &fn = *g.lookup("decode");
   EXPECT_EQ(countOps(fn, OpKind::FusedRmsNormMul), 5u);
