@@ -316,7 +316,11 @@ struct EmitOptions {
   /// one tile a memory latency (the sixteenth session's lm head: ~37 KB an
   /// SM a tile, a tile every ~1.25 us). q4_K only (its rows are 16-byte
   /// units); fewer stages where S would not fit the blocks an SM.
-  /// Written after the sixteenth session's second GPU call: 0 until measured.
+  /// Measured slower (sixteenth session, kernels at T = 1: W-dense gate_up
+  /// q4_K 11.77 us in registers, 14.97 at 3 stages, 15.19 at 4; lm head
+  /// 75.5 -> 97.2; the W-dense q4_K step 2.135 -> 2.427 ms at 4): Nsight
+  /// shows the GEMV as issue-bound as latency-bound, and the ring's copies
+  /// and shared-memory reads add instructions a weight. 0.
   /// FG_DEBUG_DP4A_STAGES=0..8.
   int gemvDp4aStages = 0;
 };
