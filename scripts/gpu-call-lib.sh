@@ -7,6 +7,8 @@
 #                       a decode step, graph-fused wall ms (needs 45 s left;
 #                       every whole output in $OUT/steps-full.txt: the device
 #                       tool brings back only a few files)
+#   stepf WORKLOAD "ENV=V ..." [BENCH FLAGS...]
+#                       the same with bench flags, and the plan's launches
 S=$SECONDS
 D=${D:-560}
 export FG_KERNEL_CACHE=${FG_KERNEL_CACHE:-/tmp/fgk0}
@@ -29,4 +31,12 @@ step() {
   local rc=$?
   { echo "== step $step_n: $w ${*:-default} (rc $rc)"; cat /tmp/step.txt; } >> "$OUT/steps-full.txt"
   echo "== $w ${*:-default} (rc $rc): $(grep -E '^graph' /tmp/step.txt | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ' ')"
+}
+stepf() {
+  local w="$1" envs="$2"; shift 2
+  [ "$(left)" -gt 45 ] || { echo "skipped: $w $envs $*"; return; }
+  env $envs timeout 75 fusegraph bench --workload "$w" --compare fused,graph --steps 30 "$@" > /tmp/step.txt 2>&1
+  local rc=$?
+  { echo "== $w $envs $* (rc $rc)"; cat /tmp/step.txt; } >> "$OUT/steps-full.txt"
+  echo "== $w ${envs:-} $* (rc $rc): $(grep -E '^graph' /tmp/step.txt | awk '{print $1, $2}') $(grep -o '[0-9]* launches' /tmp/step.txt | tail -1)"
 }

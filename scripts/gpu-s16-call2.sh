@@ -13,7 +13,7 @@ set -uo pipefail
 source .gpu/env.sh
 D=${1:-560}
 source scripts/gpu-call-lib.sh
-timeout 120 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4a*:GpuFused.*matmul_multi*' > "$OUT/tests.txt" 2>&1
+timeout 120 "$T" --gtest_filter='GpuQuantGemv.Q4KDp4a*:*GpuFused*matmul_multi*' > "$OUT/tests.txt" 2>&1
 echo "tests rc $? after $((SECONDS - S)) s: $(summ "$OUT/tests.txt")"
 F='--benchmark_filter=^(matmul|fused.gated_matmul)(_id)?/w-(dense|moe)/.*/q4_k/T1(/|$)'
 {
@@ -21,15 +21,6 @@ kern "defaults" "$F"
 kern "3 stages" --gemv-dp4a-stages=3 "$F"
 kern "4 stages" --gemv-dp4a-stages=4 "$F"
 } 2>&1 | tee "$OUT/kernels.txt"
-# A step with bench flags: stepf WORKLOAD "ENV=V ..." FLAGS...
-stepf() {
-  local w="$1" envs="$2"; shift 2
-  [ "$(left)" -gt 45 ] || { echo "skipped: $w $envs $*"; return; }
-  env $envs timeout 75 fusegraph bench --workload "$w" --compare fused,graph --steps 30 "$@" > /tmp/step.txt 2>&1
-  local rc=$?
-  { echo "== $w $envs $* (rc $rc)"; cat /tmp/step.txt; } >> "$OUT/steps-full.txt"
-  echo "== $w ${envs:-} $* (rc $rc): $(grep -E '^graph' /tmp/step.txt | awk '{print $1, $2}') $(grep -o '[0-9]* launches' /tmp/step.txt | tail -1)"
-}
 {
 stepf w-dense-q4_k ""
 stepf w-dense-q4_k "" --enable-fusion matmul_multi

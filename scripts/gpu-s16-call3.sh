@@ -20,14 +20,6 @@ if command -v ncu > /dev/null; then
     echo "ncu stages $st rc $? after $((SECONDS - S)) s"
   done
 fi
-stepf() {
-  local w="$1" envs="$2"; shift 2
-  [ "$(left)" -gt 45 ] || { echo "skipped: $w $envs $*"; return; }
-  env $envs timeout 75 fusegraph bench --workload "$w" --compare fused,graph --steps 30 "$@" > /tmp/step.txt 2>&1
-  local rc=$?
-  { echo "== $w $envs $* (rc $rc)"; cat /tmp/step.txt; } >> "$OUT/steps-full.txt"
-  echo "== $w ${envs:-} $* (rc $rc): $(grep -E '^graph' /tmp/step.txt | awk '{print $1, $2}') $(grep -o '[0-9]* launches' /tmp/step.txt | tail -1)"
-}
 {
 for w in w-moe-12-q4_k w-dense-q4_k_m w-dense-q4_0 w-dense; do
   stepf $w ""

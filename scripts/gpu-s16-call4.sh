@@ -9,20 +9,12 @@ set -uo pipefail
 source .gpu/env.sh
 D=${1:-270}
 source scripts/gpu-call-lib.sh
-timeout 60 "$T" --gtest_filter='GpuFused.*matmul_multi*:GpuQuantGemv.Q4KDp4aExact*' > "$OUT/tests.txt" 2>&1
+timeout 60 "$T" --gtest_filter='*GpuFused*matmul_multi*:GpuQuantGemv.Q4KDp4aExact*' > "$OUT/tests.txt" 2>&1
 echo "tests rc $? after $((SECONDS - S)) s: $(summ "$OUT/tests.txt")"
-stepf() {
-  local w="$1"; shift
-  [ "$(left)" -gt 40 ] || { echo "skipped: $w $*"; return; }
-  timeout 60 fusegraph bench --workload "$w" --compare fused,graph --steps 30 "$@" > /tmp/step.txt 2>&1
-  local rc=$?
-  { echo "== $w $* (rc $rc)"; cat /tmp/step.txt; } >> "$OUT/steps-full.txt"
-  echo "== $w $* (rc $rc): $(grep -E '^graph' /tmp/step.txt | awk '{print $1, $2}') $(grep -o '[0-9]* launches' /tmp/step.txt | tail -1)"
-}
 {
-stepf w-dense-q4_k --disable-fusion matmul_multi
-stepf w-dense-q4_k
-stepf w-dense
+stepf w-dense-q4_k "" --disable-fusion matmul_multi
+stepf w-dense-q4_k ""
+stepf w-dense ""
 } 2>&1 | tee "$OUT/steps.txt"
 F='--benchmark_filter=^(matmul|fused.gated_matmul)/w-dense/(gate_up|down|lm_head)/q4_k/T1(/|$)'
 [ "$(left)" -gt 40 ] && timeout 35 fg_bench_kernels --reps 5 --no-cublas --gemv-dp4a-stages=4 --gemv-dp4a-warps=32 "$F" --table /tmp/k.md > /tmp/k.txt 2>&1 &&

@@ -8,20 +8,15 @@
 #   GEMV reads and quantises all of x per block anyway, so the FFN norm may
 #   pay on gate|up too (one launch fewer a layer);
 # - q's rope in the attention's q load (--enable-fusion rope_attention);
-# - both; then the fused breakdown of W-dense q4_K at the defaults.
+# - both; then the fused breakdown of W-dense q4_K at the defaults;
+# - q4_K kernels with more resident warps (the sixteenth session's Nsight:
+#   25 % occupancy, register-bound at 91 registers, a warp issuing every ~8
+#   cycles): one row a warp at 24 and 32 warps an SM.
 #   bash scripts/gpu-s17-call1.sh DEADLINE_S  (carry [".gpu"])
 set -uo pipefail
 source .gpu/env.sh
 D=${1:-560}
 source scripts/gpu-call-lib.sh
-stepf() {
-  local w="$1" envs="$2"; shift 2
-  [ "$(left)" -gt 45 ] || { echo "skipped: $w $envs $*"; return; }
-  env $envs timeout 75 fusegraph bench --workload "$w" --compare fused,graph --steps 30 "$@" > /tmp/step.txt 2>&1
-  local rc=$?
-  { echo "== $w $envs $* (rc $rc)"; cat /tmp/step.txt; } >> "$OUT/steps-full.txt"
-  echo "== $w ${envs:-} $* (rc $rc): $(grep -E '^graph' /tmp/step.txt | awk '{print $1, $2}') $(grep -o '[0-9]* launches' /tmp/step.txt | tail -1)"
-}
 {
 for w in w-dense-q4_k w-moe-12-q4_k; do
   stepf $w ""
@@ -30,6 +25,12 @@ for w in w-dense-q4_k w-moe-12-q4_k; do
   stepf $w "FG_DEBUG_NORM_PROLOGUE_SLOWDOWN=0" --enable-fusion rope_attention
 done
 } 2>&1 | tee "$OUT/steps.txt"
+F='--benchmark_filter=^(matmul|fused.gated_matmul)/w-dense/(q\+o|gate_up|down|lm_head)/q4_k/T1(/|$)'
+{
+kern "defaults" "$F"
+kern "1 row a warp, 24 warps" --gemv-dp4a-unroll=1 --gemv-dp4a-warps=24 "$F"
+kern "1 row a warp, 32 warps" --gemv-dp4a-unroll=1 --gemv-dp4a-warps=32 "$F"
+} 2>&1 | tee "$OUT/kernels.txt"
 if [ $(left) -gt 80 ]; then
   timeout $(( $(left) - 5 )) fusegraph bench --workload w-dense-q4_k --compare fused,graph --steps 10 \
     --breakdown > "$OUT/breakdown.txt" 2>&1

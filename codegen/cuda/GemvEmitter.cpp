@@ -481,6 +481,43 @@ GemvPrefetch choosePrefetch(const GemvDesc &d, const GemvSplit &sp, const Weight
   return p;
 }
 
+/// The entry of a merged launch (fused.matmul_multi, fused.rms_norm_matmul_multi)
+/// over the parameter structs Multi::S0 .. S2: its parameters (y0, y1, [y2],
+/// x, w0, w1, [w2], [nw]), the call's three GemvArgs (a two-segment launch
+/// passes segment 1's twice: Multi::S2 is S1 then) and the bindings to the
+/// node's results and operands (x, [norm weight], w0, w1, [w2]).
+struct MultiEntry {
+  std::string params, args;
+  std::vector<Param> bind;
+};
+
+MultiEntry multiEntry(const GemvDesc &d) {
+  const size_t n = d.segs.size();
+  MultiEntry e;
+  for (size_t i = 0; i < n; ++i)
+    e.params += "float* y" + std::to_string(i) + ", ";
+  e.params += "const Multi::S0::X* x";
+  for (size_t i = 0; i < n; ++i)
+    e.params += ", const Multi::S" + std::to_string(i) + "::Dec0::T* w" + std::to_string(i);
+  if (d.norm)
+    e.params += ", const Multi::S0::NW* nw";
+  auto args = [&](size_t i) {
+    const std::string si = std::to_string(i);
+    return "fg::GemvArgs<Multi::S" + si + ">{y" + si + ", x, w" + si +
+           ", nullptr, nullptr, nullptr, nullptr, nullptr, " + (d.norm ? "nw" : "nullptr") + "}";
+  };
+  e.args = args(0) + ", " + args(1) + ", " + args(n == 3 ? 2 : 1);
+  const unsigned w0At = d.norm ? 2 : 1;
+  for (size_t i = 0; i < n; ++i)
+    e.bind.push_back(Param::result(static_cast<unsigned>(i)));
+  e.bind.push_back(Param::operand(0));
+  for (size_t i = 0; i < n; ++i)
+    e.bind.push_back(Param::operand(static_cast<unsigned>(w0At + i)));
+  if (d.norm)
+    e.bind.push_back(Param::operand(1));
+  return e;
+}
+
 /// fused.matmul_multi: one parameter struct per segment (S0, S1, S2), the
 /// segments' tile ranges (struct Multi) and an entry taking one result and
 /// one weight pointer per segment (kernels/gemv.cuh, gemvMulti).
@@ -488,48 +525,27 @@ template <typename CfgStruct>
 KernelSpec multiKernel(const GemvDesc &d, const GemvSplit &sp, CfgStruct &&cfgStruct) {
   const size_t n = d.segs.size();
   assert((n == 2 || n == 3) && "fused.matmul_multi has 2 or 3 segments");
-  std::string c, params;
+  std::string c;
   int64_t tiles[3] = {0, 0, 0}, total = 0;
   for (size_t s = 0; s < n; ++s) {
-    std::string i = std::to_string(s);
-    c += cfgStruct("Seg" + i, d.segs[s].first, d.segs[s].second);
+    c += cfgStruct("Seg" + std::to_string(s), d.segs[s].first, d.segs[s].second);
     tiles[s] = (d.segs[s].first + sp.rows - 1) / sp.rows;
     total += tiles[s];
-    params += "float* y" + i + ", ";
   }
-  params += "const Seg0::X* x";
-  for (size_t s = 0; s < n; ++s)
-    params += ", const Seg" + std::to_string(s) + "::Dec0::T* w" + std::to_string(s);
-  if (d.norm)
-    params += ", const Seg0::NW* nw";
   c += llvm::formatv("struct Multi {{\n  using S0 = Seg0;\n  using S1 = Seg1;\n  using S2 = {0};\n"
                      "  static constexpr int kSegs = {1};\n"
                      "  static constexpr long long kTiles0 = {2}, kTiles1 = {3};\n};\n",
                      n == 3 ? "Seg2" : "Seg1", n, lit(tiles[0]), lit(tiles[1]))
            .str();
-  auto args = [&](size_t s) {
-    std::string i = std::to_string(s);
-    return "fg::GemvArgs<Seg" + i + ">{y" + i + ", x, w" + i +
-           ", nullptr, nullptr, nullptr, nullptr, nullptr, " + (d.norm ? "nw" : "nullptr") + "}";
-  };
-  std::string list = args(0) + ", " + args(1) + ", " + (n == 3 ? args(2) : args(1));
-  c += kernelEntry(32 * sp.warps, params, "fg::gemvMulti<Multi>(" + list + ");", sp.minBlocks,
-                   "fg::gemvMultiPrefetch<Multi>(" + list + ");");
+  MultiEntry e = multiEntry(d);
+  c += kernelEntry(32 * sp.warps, e.params, "fg::gemvMulti<Multi>(" + e.args + ");", sp.minBlocks,
+                   "fg::gemvMultiPrefetch<Multi>(" + e.args + ");");
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() + c);
   k.grid[0] = static_cast<unsigned>(total);
   k.grid[1] = 1;
   k.grid[2] = static_cast<unsigned>((d.M + 7) / 8); // groups of 8 rows of x
   k.block[0] = 32 * sp.warps;
-  // Operands: x, [norm weight], w0, w1, [w2]; parameters: y0, y1, [y2], x,
-  // w0, w1, [w2], [nw].
-  const unsigned w0At = d.norm ? 2 : 1;
-  for (size_t s = 0; s < n; ++s)
-    k.params.push_back(Param::result(static_cast<unsigned>(s)));
-  k.params.push_back(Param::operand(0));
-  for (size_t i = 0; i < n; ++i)
-    k.params.push_back(Param::operand(static_cast<unsigned>(w0At + i)));
-  if (d.norm)
-    k.params.push_back(Param::operand(1));
+  k.params = std::move(e.bind);
   return k;
 }
 
@@ -717,35 +733,23 @@ KernelSpec dp4aMultiKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &s
   const Dp4aSplit s = dp4aSplit(d, o);
   const int64_t R = s.wr * s.u;
   sp.warps = static_cast<int>(s.wk * s.wr);
-  std::string c, params, list;
+  std::string c;
   int64_t tiles = 0;
   for (size_t i = 0; i < n; ++i) {
     const std::string si = std::to_string(i);
     c += cfgStruct("Seg" + si, d.segs[i].first, d.segs[i].second);
     c += dp4aCfg("Seg" + si + "D", "Seg" + si, d, o, s, 0);
     tiles += (d.segs[i].first + R - 1) / R;
-    params += "float* y" + si + ", ";
   }
-  params += "const Seg0::X* x";
-  for (size_t i = 0; i < n; ++i)
-    params += ", const Seg" + std::to_string(i) + "::Dec0::T* w" + std::to_string(i);
-  if (d.norm)
-    params += ", const Seg0::NW* nw";
   c += llvm::formatv("struct Multi {{\n  using S0 = Seg0D;\n  using S1 = Seg1D;\n  using S2 = {0};\n"
                      "  static constexpr int kSegs = {1};\n};\n",
                      n == 3 ? "Seg2D" : "Seg1D", n)
            .str();
-  auto args = [&](size_t i) {
-    const std::string si = std::to_string(i);
-    return "fg::GemvArgs<Multi::S" + std::to_string(n == 2 && i == 2 ? 1 : i) + ">{y" + si +
-           ", x, w" + si + ", nullptr, nullptr, nullptr, nullptr, nullptr, " +
-           (d.norm ? "nw" : "nullptr") + "}";
-  };
-  list = args(0) + ", " + args(1) + ", " + (n == 3 ? args(2) : args(1));
-  c += kernelEntry(static_cast<unsigned>(32 * s.wk * s.wr), params,
-                   "fg::gemvDp4aMulti<Multi>(" + list + ", first);",
+  MultiEntry e = multiEntry(d);
+  c += kernelEntry(static_cast<unsigned>(32 * s.wk * s.wr), e.params,
+                   "fg::gemvDp4aMulti<Multi>(" + e.args + ", first);",
                    static_cast<unsigned>(s.perSm),
-                   "fg::Dp4aTile<Multi::S0> first = fg::gemvDp4aMultiPrefetch<Multi>(" + list +
+                   "fg::Dp4aTile<Multi::S0> first = fg::gemvDp4aMultiPrefetch<Multi>(" + e.args +
                        ");");
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() +
                                             kernelSource("gemv_dp4a.cuh").str() + c);
@@ -753,16 +757,7 @@ KernelSpec dp4aMultiKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &s
       std::min<int64_t>(tiles, std::max<int64_t>(1, int64_t(o.smCount) * s.perSm)));
   k.block[0] = static_cast<unsigned>(32 * s.wk * s.wr);
   k.sharedBytes = s.ringBytes;
-  // Operands: x, [norm weight], w0, w1, [w2]; parameters: y0, y1, [y2], x,
-  // w0, w1, [w2], [nw].
-  const unsigned w0At = d.norm ? 2 : 1;
-  for (size_t i = 0; i < n; ++i)
-    k.params.push_back(Param::result(static_cast<unsigned>(i)));
-  k.params.push_back(Param::operand(0));
-  for (size_t i = 0; i < n; ++i)
-    k.params.push_back(Param::operand(static_cast<unsigned>(w0At + i)));
-  if (d.norm)
-    k.params.push_back(Param::operand(1));
+  k.params = std::move(e.bind);
   return k;
 }
 

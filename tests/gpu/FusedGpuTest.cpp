@@ -421,31 +421,20 @@ void registerGemvCases() {
     for (int64_t T : {int64_t(1), int64_t(3), int64_t(8)})
       for (int64_t K : {int64_t(300), int64_t(320)}) {
         std::string sfx = dt(w) + "_t" + std::to_string(T) + "_k" + std::to_string(K);
-        // (matmul_multi, which would merge q, k and v first, kept off.)
-        add(
-            "rms_norm_matmul_" + sfx, OpKind::FusedRmsNormMatmul,
-            [=](Builder &b, Inputs &) {
-              auto h = b.weight("h", {DType::F32, {T, K}}, randn(3.0));
-              auto g = b.weight("attn_norm", {DType::F32, {K}}, randn(1.0, 1.0));
-              auto n = b.mul(b.rmsNorm(h, 1e-5), g);
-              b.result(b.matmul(n, b.weight("wq", {w, {131, K}}, randn(0.1)), "q"));
-              b.result(b.matmul(n, b.weight("wk", {w, {33, K}}, randn(0.1)), "k"));
-              b.result(b.matmul(n, b.weight("wv", {w, {33, K}}, randn(0.1)), "v"));
-              return tolFor(w);
-            },
-            {"matmul_multi"});
-        // The same with q, k and v merged first: one launch for the norm and
+        auto qkv = [=](Builder &b, Inputs &) {
+          auto h = b.weight("h", {DType::F32, {T, K}}, randn(3.0));
+          auto g = b.weight("attn_norm", {DType::F32, {K}}, randn(1.0, 1.0));
+          auto n = b.mul(b.rmsNorm(h, 1e-5), g);
+          b.result(b.matmul(n, b.weight("wq", {w, {131, K}}, randn(0.1)), "q"));
+          b.result(b.matmul(n, b.weight("wk", {w, {33, K}}, randn(0.1)), "k"));
+          b.result(b.matmul(n, b.weight("wv", {w, {33, K}}, randn(0.1)), "v"));
+          return tolFor(w);
+        };
+        // Three prologue GEMVs (matmul_multi, which would merge q, k and v
+        // first, kept off), and with the merge: one launch for the norm and
         // the three projections.
-        add("rms_norm_matmul_multi_" + sfx, OpKind::FusedRmsNormMatmulMulti,
-            [=](Builder &b, Inputs &) {
-              auto h = b.weight("h", {DType::F32, {T, K}}, randn(3.0));
-              auto g = b.weight("attn_norm", {DType::F32, {K}}, randn(1.0, 1.0));
-              auto n = b.mul(b.rmsNorm(h, 1e-5), g);
-              b.result(b.matmul(n, b.weight("wq", {w, {131, K}}, randn(0.1)), "q"));
-              b.result(b.matmul(n, b.weight("wk", {w, {33, K}}, randn(0.1)), "k"));
-              b.result(b.matmul(n, b.weight("wv", {w, {33, K}}, randn(0.1)), "v"));
-              return tolFor(w);
-            });
+        add("rms_norm_matmul_" + sfx, OpKind::FusedRmsNormMatmul, qkv, {"matmul_multi"});
+        add("rms_norm_matmul_multi_" + sfx, OpKind::FusedRmsNormMatmulMulti, qkv);
         add("rms_norm_gated_matmul_" + sfx, OpKind::FusedRmsNormGatedMatmul,
             [=](Builder &b, Inputs &) {
               auto h = b.weight("h", {DType::F32, {T, K}}, randn(3.0));
