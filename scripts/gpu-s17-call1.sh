@@ -8,7 +8,10 @@
 #   GEMV reads and quantises all of x per block anyway, so the FFN norm may
 #   pay on gate|up too (one launch fewer a layer);
 # - q's rope in the attention's q load (--enable-fusion rope_attention);
-# - both; then the fused breakdown of W-dense q4_K at the defaults;
+# - both;
+# - Q4_K_M-like with and without the merge (its q4_K q and k now merge
+#   beside a q6_K v: 308 launches, not yet timed);
+# - the fused breakdown of W-dense q4_K at the defaults;
 # - q4_K kernels with more resident warps (the sixteenth session's Nsight:
 #   25 % occupancy, register-bound at 91 registers, a warp issuing every ~8
 #   cycles): one row a warp at 24 and 32 warps an SM.
@@ -24,6 +27,8 @@ for w in w-dense-q4_k w-moe-12-q4_k; do
   stepf $w "" --enable-fusion rope_attention
   stepf $w "FG_DEBUG_NORM_PROLOGUE_SLOWDOWN=0" --enable-fusion rope_attention
 done
+stepf w-dense-q4_k_m ""
+stepf w-dense-q4_k_m "" --disable-fusion matmul_multi
 } 2>&1 | tee "$OUT/steps.txt"
 F='--benchmark_filter=^(matmul|fused.gated_matmul)/w-dense/(q\+o|gate_up|down|lm_head)/q4_k/T1(/|$)'
 {

@@ -16,9 +16,9 @@
 // Every result is its own value, so the consumers of q, k and v (rope,
 // rope_set_rows, the q/k norms, set_rows of v) read them exactly as before.
 //
-// The group: the matmuls reading %x as their x (up to three, in program
-// order; a fourth forms its own group in the next round), rooted at the
-// first. Left out of the group, so that the pattern never competes with a
+// The group: the matmuls reading %x as their x whose weights share the
+// first one's dtype (up to three, in program order; a fourth forms its own
+// group in the next round), rooted at the first. Left out of the group, so that the pattern never competes with a
 // larger one: a matmul whose only consumer is a glu (the gate|up pair is
 // fused.gated_matmul's). Legality: 2 or 3 members; 1 to the target's GEMV
 // token limit rows of f32 x, contiguous; weights [N, K] of one dtype,
@@ -77,10 +77,13 @@ public:
     if (first.kind != OpKind::MatMul)
       return;
     ValueId x = first.operands[0];
+    const DType wdt = fn.type(first.operands[1]).dtype;
     llvm::SmallVector<NodeId, kMaxSegments> group;
     for (NodeId u : users_[x]) {
       const Node &n = fn.node(u);
-      if (!readsAsX(n, x) || feedsGluOnly(fn, n))
+      // One weight dtype a group (one decoder for every segment): Q4_K_M's
+      // q4_K q and k merge without its q6_K v.
+      if (!readsAsX(n, x) || feedsGluOnly(fn, n) || fn.type(n.operands[1]).dtype != wdt)
         continue;
       group.push_back(u);
       if (group.size() == kMaxSegments)
