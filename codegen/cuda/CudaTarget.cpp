@@ -1,5 +1,6 @@
 //===- CudaTarget.cpp - the CUDA emitters answer for their kernels --------===//
 #include "codegen/cuda/CudaTarget.h"
+#include "codegen/cuda/EmitterCommon.h"
 
 #include "llvm/Support/Process.h"
 
@@ -67,25 +68,25 @@ NodeCost CudaTarget::cost(const NodeDesc &node) const {
   }
   out.seconds = std::max(out.bytes / costModel_.readBandwidth, out.flops / costModel_.peakFlops) +
                 out.launches * costModel_.launchSeconds;
-  if (node.kind == OpKind::FusedRmsNormMatmul || node.kind == OpKind::FusedRmsNormGatedMatmul ||
-      node.kind == OpKind::FusedRmsNormMatmulMulti) {
-    double weights = 0; // operands x, norm weight, then the weight matrices
-    for (size_t i = 2; i < node.operands.size(); ++i)
-      weights += static_cast<double>(node.operands[i].bytes());
-    out.seconds += costModel_.normPrologueSlowdown * weights / costModel_.readBandwidth;
-  }
-  if ((node.kind == OpKind::FusedMatmulMulti || node.kind == OpKind::FusedRmsNormMatmulMulti) &&
-      costModel_.mergedTensorCoreSlowdown >= 0 &&
-      launches && launches->size() == 1 && std::holds_alternative<KernelSpec>(launches->front()) &&
-      std::get<KernelSpec>(launches->front()).source.find("fg::gemvMulti<") != std::string::npos) {
-    // The tensor-core merged GEMV: no faster than its segments' launches.
-    const size_t w0 = node.kind == OpKind::FusedRmsNormMatmulMulti ? 2 : 1;
+  // The weight matrices' bytes: the operands from the GEMV family's first
+  // weight on (after x, and the norm weight of a prologue GEMV).
+  const unsigned w0 = detail::gemvOperands(node.kind).first;
+  auto weightSeconds = [&] {
     double weights = 0;
     for (size_t i = w0; i < node.operands.size(); ++i)
       weights += static_cast<double>(node.operands[i].bytes());
+    return weights / costModel_.readBandwidth;
+  };
+  if (node.kind == OpKind::FusedRmsNormMatmul || node.kind == OpKind::FusedRmsNormGatedMatmul ||
+      node.kind == OpKind::FusedRmsNormMatmulMulti)
+    out.seconds += costModel_.normPrologueSlowdown * weightSeconds();
+  if ((node.kind == OpKind::FusedMatmulMulti || node.kind == OpKind::FusedRmsNormMatmulMulti) &&
+      costModel_.mergedTensorCoreSlowdown >= 0 && launches && launches->size() == 1 &&
+      std::holds_alternative<KernelSpec>(launches->front()) &&
+      std::get<KernelSpec>(launches->front()).source.find("fg::gemvMulti<") != std::string::npos)
+    // The tensor-core merged GEMV: no faster than its segments' launches.
     out.seconds += static_cast<double>(node.operands.size() - w0) * costModel_.launchSeconds +
-                   costModel_.mergedTensorCoreSlowdown * weights / costModel_.readBandwidth;
-  }
+                   costModel_.mergedTensorCoreSlowdown * weightSeconds();
   return out;
 }
 
