@@ -17,7 +17,7 @@ left() { echo $((D - (SECONDS - S))); }
 summ() { grep -E '^\[  (PASSED|FAILED)|FAILED  \]|ERROR SUMMARY|Failure|actual' "$1" | head -14 | tr '\n' ' '; }
 kern() {
   local l="$1"; shift
-  [ "$(left)" -gt 200 ] || { echo "skipped kernels $l"; return; }
+  [ "$(left)" -gt ${KERN_MIN_LEFT:-200} ] || { echo "skipped kernels $l"; return; }
   echo "== kernels $l"
   timeout 60 fg_bench_kernels --reps 5 --no-cublas "$@" --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
   grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2,3,4,6,8,11

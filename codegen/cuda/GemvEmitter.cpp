@@ -683,13 +683,14 @@ std::string dp4aCfg(llvm::StringRef name, llvm::StringRef base, const GemvDesc &
                     const EmitOptions &o, const Dp4aSplit &s, int l2Ahead) {
   return llvm::formatv("struct {8} : {9} {{\n  using D = {3};\n  static constexpr int kKWarps = {0}, "
                        "kRowWarps = {1}, kRowUnroll = {2}, kCombine = {6}, kL2Ahead = {7}, "
-                       "kStages = {10};\n  "
+                       "kStages = {10};\n  static constexpr int kAhead = {11};\n  "
                        "static constexpr bool kPrologueLoad = {4}, kShareX = {5};\n};\n",
                        s.wk, s.wr, s.u, dp4aPolicy(d.w[0].dtype),
                        o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false",
                        o.gemvDp4aShareX && s.wr > 1 ? "true" : "false",
                        s.wk > 1 ? std::clamp(o.gemvDp4aCombine, 1, 16) : 1,
-                       s.stages ? 0 : std::clamp(l2Ahead, 0, 8), name, base, s.stages)
+                       s.stages ? 0 : std::clamp(l2Ahead, 0, 8), name, base, s.stages,
+                       s.stages ? 1 : std::clamp(o.gemvDp4aAhead, 1, 3))
       .str();
 }
 
@@ -704,7 +705,7 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
   c += kernelEntry(static_cast<unsigned>(32 * s.wk * s.wr), e.params,
                    "fg::gemvDp4a<CfgD>(fg::GemvArgs<CfgD>{" + e.args + "}, first);",
                    static_cast<unsigned>(s.perSm),
-                   "fg::Dp4aTile<CfgD> first = fg::gemvDp4aPrefetch<CfgD>(fg::GemvArgs<CfgD>{" +
+                   "fg::Dp4aPipe<CfgD> first = fg::gemvDp4aPrefetch<CfgD>(fg::GemvArgs<CfgD>{" +
                        e.args + "});");
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() +
                                             kernelSource("gemv_dp4a.cuh").str() + c);
@@ -749,7 +750,7 @@ KernelSpec dp4aMultiKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &s
   c += kernelEntry(static_cast<unsigned>(32 * s.wk * s.wr), e.params,
                    "fg::gemvDp4aMulti<Multi>(" + e.args + ", first);",
                    static_cast<unsigned>(s.perSm),
-                   "fg::Dp4aTile<Multi::S0> first = fg::gemvDp4aMultiPrefetch<Multi>(" + e.args +
+                   "fg::Dp4aPipe<Multi::S0> first = fg::gemvDp4aMultiPrefetch<Multi>(" + e.args +
                        ");");
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() +
                                             kernelSource("gemv_dp4a.cuh").str() + c);

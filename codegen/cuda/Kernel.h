@@ -323,6 +323,12 @@ struct EmitOptions {
   /// and shared-memory reads add instructions a weight. 0.
   /// FG_DEBUG_DP4A_STAGES=0..8.
   int gemvDp4aStages = 0;
+  /// Tiles a DP4A lane holds in registers ahead of its arithmetic (1..3;
+  /// the staged ring takes 1): the seventeenth session's first call put the
+  /// GEMV's fixed cost at ~3.2 us a launch (W-dense o q4_K 5.66 us for 9.4
+  /// MB, ~2.4 of them streaming), one tile latency of it the pipeline's
+  /// fill (one tile in flight while x is quantised). FG_DEBUG_DP4A_AHEAD=1..3.
+  int gemvDp4aAhead = 1;
 };
 
 /// fused.topk_moe with at most this many rows runs in one block that stages all

@@ -558,8 +558,8 @@ std::vector<float> gpuResult(const QuantCase &c, const char *pipeline) {
 /// combined every tile (FG_DEBUG_DP4A_SHARE_X=0, FG_DEBUG_DP4A_COMBINE=1: the
 /// form before the defaults of x shared a block and sums every 4 tiles) and
 /// two tiles asked of L2 ahead (FG_DEBUG_DP4A_L2_AHEAD=2), the same bits
-/// through the staged ring (FG_DEBUG_DP4A_STAGES=4, q4_K), and
-/// proof that the DP4A kernel ran: the tensor-core GEMV (=0) gives other bits.
+/// through the staged ring (FG_DEBUG_DP4A_STAGES=4, q4_K) and with 2 and 3
+/// tiles in registers ahead (FG_DEBUG_DP4A_AHEAD), and proof that the DP4A kernel ran: the tensor-core GEMV (=0) gives other bits.
 void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
                     std::optional<OpKind> fused = std::nullopt) {
   ScopedEnv on("FG_DEBUG_GEMV_DP4A", "2"); // every size
@@ -580,6 +580,11 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
     // types have no staged form: the same kernel).
     ScopedEnv stages("FG_DEBUG_DP4A_STAGES", "4");
     EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_STAGES=4";
+  }
+  for (const char *ahead : {"2", "3"}) {
+    // Two and three tiles held in registers ahead of the arithmetic.
+    ScopedEnv env("FG_DEBUG_DP4A_AHEAD", ahead);
+    EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_AHEAD=" << ahead;
   }
   std::vector<float> tc;
   {

@@ -35,7 +35,11 @@
 // entry's prologue, before the programmatic-launch wait (weights only: no
 // kernel writes them; dense launches only, an expert-indexed one loads them
 // after the wait, once it has read its expert), and each further tile's
-// before the arithmetic of the one before; with Cfg::kL2Ahead = A > 0 the
+// before the arithmetic of the one before. With Cfg::kAhead = A > 1 a lane
+// holds A tiles in registers ahead of its arithmetic (Dp4aPipe: the
+// prologue loads the first A, and tile i + A is loaded before tile i's
+// arithmetic), so A tiles of bytes are in flight, not one, and the first A
+// tile latencies overlap the wait and x's quantisation; with Cfg::kL2Ahead = A > 0 the
 // A tiles after that one are asked of L2 (prefetch.global.L2) as well. The
 // staged form (Cfg::kStages = S ≥ 2, q4_K) copies the S − 1 tiles after the
 // one in registers into a ring in dynamic shared memory by cp.async
@@ -338,6 +342,13 @@ template <class C> struct Dp4aTile {
   typename C::D::Wide::Raw raw[C::Epi::kStreams][C::kRowUnroll];
 };
 
+/// The tiles a lane holds in registers ahead of its arithmetic: t[0] the
+/// one it computes next, t[j] the j-th after (Cfg::kAhead of them; 1 with
+/// the staged ring, where t[0] is filled from the ring).
+template <class C> struct Dp4aPipe {
+  Dp4aTile<C> t[C::kAhead];
+};
+
 /// This lane's place: its K-warp's slot (quarter t of super-block sb) and
 /// its row group.
 struct Dp4aLane {
@@ -498,10 +509,11 @@ static __device__ __forceinline__ void gemvDp4aFromRing(const uint4 *slot0, Dp4a
 
 /// The first tiles of this block: with kStages, the copies of the first
 /// kStages − 1 into their stages (a group each, committed always); else the
-/// first tile's registers.
+/// first kAhead tiles' registers.
 template <class C, class Rows>
 static __device__ __forceinline__ void gemvDp4aStart(const Rows &rows, const Dp4aLane &l,
-                                                     long long e, bool valid, Dp4aTile<C> &cur) {
+                                                     long long e, bool valid, Dp4aPipe<C> &cur) {
+  static_assert(C::kAhead >= 1 && (C::kStages < 2 || C::kAhead == 1), "registers or the ring");
   if constexpr (C::kStages >= 2) {
 #pragma unroll
     for (int j = 0; j < C::kStages - 1; ++j) {
@@ -511,7 +523,12 @@ static __device__ __forceinline__ void gemvDp4aStart(const Rows &rows, const Dp4
       fg_dp4a_commit();
     }
   } else if (valid) {
-    rows.load(l, e, blockIdx.x, cur);
+#pragma unroll
+    for (int j = 0; j < C::kAhead; ++j) {
+      const long long t = blockIdx.x + (long long)j * gridDim.x;
+      if (j == 0 || t < Rows::kTiles)
+        rows.load(l, e, t, cur.t[j]);
+    }
   }
 }
 
@@ -563,8 +580,8 @@ template <class C> struct Dp4aOne {
 /// first tile after the wait; so for a dense one with
 /// EmitOptions::gemvDp4aPrologueLoad off).
 template <class C>
-static __device__ __forceinline__ Dp4aTile<C> gemvDp4aPrefetch(const GemvArgs<C> &a) {
-  Dp4aTile<C> d;
+static __device__ __forceinline__ Dp4aPipe<C> gemvDp4aPrefetch(const GemvArgs<C> &a) {
+  Dp4aPipe<C> d;
   if constexpr (C::kPrologueLoad) {
     gemvDp4aStart<C>(Dp4aOne<C>{a}, gemvDp4aLane<C>(), 0, true, d);
     // The next kL2Ahead tiles towards L2 (weights only: before the wait too).
@@ -579,7 +596,7 @@ static __device__ __forceinline__ Dp4aTile<C> gemvDp4aPrefetch(const GemvArgs<C>
 /// previous tile's arithmetic.
 template <class C, class Rows>
 static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const Rows &rows,
-                                                    Dp4aTile<C> cur) {
+                                                    Dp4aPipe<C> cur) {
   using D = typename C::D;
   static_assert(C::M == 1 && C::K % D::kStep == 0, "one row of x (a pair), whole k-steps");
   constexpr int S = C::Epi::kStreams, WK = C::kKWarps, WR = C::kRowWarps, U = C::kRowUnroll;
@@ -621,6 +638,7 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
   int stage = 0; // kStages: the stage of this tile
   for (long long tile = blockIdx.x; tile < kTiles; tile += gridDim.x, buf ^= 1) {
     Dp4aTile<C> next; // left unloaded after the last tile (and on dead lanes): never read then
+    constexpr int A = C::kAhead;
     if constexpr (C::kStages >= 2) {
       // The tile kStages − 1 ahead into the stage this lane read last (its
       // registers are used up), then this tile's stage into registers.
@@ -629,10 +647,10 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
         rows.copy(l, e, ahead, Dp4aRing<C>::at(stage == 0 ? C::kStages - 1 : stage - 1));
       fg_dp4a_commit();
       fg_dp4a_wait<C::kStages - 1>();
-      gemvDp4aFromRing<C>(Dp4aRing<C>::at(stage), cur);
+      gemvDp4aFromRing<C>(Dp4aRing<C>::at(stage), cur.t[0]);
       stage = stage + 1 == C::kStages ? 0 : stage + 1;
-    } else if (tile + gridDim.x < kTiles && valid) {
-      rows.load(l, e, tile + gridDim.x, next);
+    } else if (tile + (long long)A * gridDim.x < kTiles && valid) {
+      rows.load(l, e, tile + (long long)A * gridDim.x, next);
     }
     if constexpr (C::kL2Ahead > 0)
       if (valid) // the tile kL2Ahead after `next` towards L2
@@ -642,9 +660,13 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
     for (int s = 0; s < S; ++s)
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        v[s][u] = fg_warp_sum(l.live && valid ? D::row(cur.raw[s][u], l.t, q) : 0.0f);
-    if constexpr (C::kStages < 2)
-      cur = next;
+        v[s][u] = fg_warp_sum(l.live && valid ? D::row(cur.t[0].raw[s][u], l.t, q) : 0.0f);
+    if constexpr (C::kStages < 2) {
+#pragma unroll
+      for (int j = 0; j + 1 < A; ++j)
+        cur.t[j] = cur.t[j + 1];
+      cur.t[A - 1] = next;
+    }
     if constexpr (WK > 1 && F > 1) {
       // The K-warps' sums of F tiles meet at once: two barriers a combine,
       // not one a tile (the warps drift apart by up to F tiles).
@@ -711,7 +733,7 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
 
 /// The GEMV of one weight (or gate and up; dense or expert-indexed).
 template <class C>
-static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aTile<C> cur) {
+static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aPipe<C> cur) {
   gemvDp4aRows<C>(a, Dp4aOne<C>{a}, cur);
 }
 
@@ -773,12 +795,12 @@ template <class C> struct Dp4aMulti {
   }
 };
 
-/// The merged launch's prologue: its first tile's registers (gemvDp4aPrefetch).
+/// The merged launch's prologue: its first tiles' registers (gemvDp4aPrefetch).
 template <class C>
-static __device__ __forceinline__ Dp4aTile<typename C::S0>
+static __device__ __forceinline__ Dp4aPipe<typename C::S0>
 gemvDp4aMultiPrefetch(const GemvArgs<typename C::S0> &a0, const GemvArgs<typename C::S1> &a1,
                       const GemvArgs<typename C::S2> &a2) {
-  Dp4aTile<typename C::S0> d;
+  Dp4aPipe<typename C::S0> d;
   if constexpr (C::S0::kPrologueLoad)
     gemvDp4aStart<typename C::S0>(Dp4aMulti<C>{a0, a1, a2}, gemvDp4aLane<typename C::S0>(), 0,
                                   true, d);
@@ -792,7 +814,7 @@ template <class C>
 static __device__ __forceinline__ void gemvDp4aMulti(const GemvArgs<typename C::S0> &a0,
                                                      const GemvArgs<typename C::S1> &a1,
                                                      const GemvArgs<typename C::S2> &a2,
-                                                     Dp4aTile<typename C::S0> cur) {
+                                                     Dp4aPipe<typename C::S0> cur) {
   static_assert(C::kSegs == 2 || C::kSegs == 3, "2 or 3 segments");
   static_assert(!C::S0::kExpert, "dense segments");
   gemvDp4aRows<typename C::S0>(a0, Dp4aMulti<C>{a0, a1, a2}, cur);
