@@ -945,7 +945,7 @@ int usage(const char *argv0, int code = 2) {
       "  --gemv-dp4a-combine=N  its K-warps' sums combined every N tiles (default 4)\n"
       "  --gemv-dp4a-l2-ahead=N  its blocks ask L2 for the N tiles after the next (default 0)\n"
       "  --gemv-dp4a-stages=N  its q4_K weights through a ring of N tiles in shared memory (default 0)\n"
-      "  --gemv-dp4a-ahead=N  its tiles held in registers ahead of the arithmetic, 1..3 (default 1)\n"
+      "  --gemv-dp4a-ahead=N  its tiles held in registers ahead of the arithmetic, 1..3 (default 2 for q4_K, 1 else)\n"
       "  --gemv-narrow-iq4nl  iq4_nl through the narrow loop (the wide one is the default)\n"
       "  --gemv-narrow-q6k    q6_K through the narrow loop (the wide one is the default)\n"
       "  --gemv-wide-occupancy N  q4_K: launch bounds for N warps per SM (1: none)\n"

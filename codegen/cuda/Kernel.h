@@ -324,11 +324,20 @@ struct EmitOptions {
   /// FG_DEBUG_DP4A_STAGES=0..8.
   int gemvDp4aStages = 0;
   /// Tiles a DP4A lane holds in registers ahead of its arithmetic (1..3;
-  /// the staged ring takes 1): the seventeenth session's first call put the
-  /// GEMV's fixed cost at ~3.2 us a launch (W-dense o q4_K 5.66 us for 9.4
-  /// MB, ~2.4 of them streaming), one tile latency of it the pipeline's
-  /// fill (one tile in flight while x is quantised). FG_DEBUG_DP4A_AHEAD=1..3.
-  int gemvDp4aAhead = 1;
+  /// the staged ring takes 1; 0: the rule, 2 for q4_K and 1 for the other
+  /// types). The seventeenth session's first call put the GEMV's fixed
+  /// cost at ~3.2 us a launch (W-dense o q4_K 5.66 us for 9.4 MB, ~2.4 of
+  /// them streaming), a tile latency of it the pipeline's fill (one tile in
+  /// flight while x is quantised). Measured (its second call): in the
+  /// kernel benchmark's back-to-back launches of one GEMV 2 ahead is slower
+  /// (gate_up q4_K 11.56 -> 12.25 us, 3 ahead 13.51: the next launch's
+  /// blocks fit an SM only once this one's leave, so its prologue overlaps
+  /// nothing), but in a step, where a GEMV follows the attention or a
+  /// norm, its two prologue tiles overlap them: W-dense q4_K 2.0032 ->
+  /// 1.9313 ms (3 ahead 2.0871, 128 registers), W-moe-12 q4_K 0.5900 ->
+  /// 0.5904; q4_0 2.4766 -> 2.5073, q8_0 3.5923 -> 3.9891 (20 and 33
+  /// registers of loads a row: spills). FG_DEBUG_DP4A_AHEAD=0..3.
+  int gemvDp4aAhead = 0;
 };
 
 /// fused.topk_moe with at most this many rows runs in one block that stages all

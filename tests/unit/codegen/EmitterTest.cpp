@@ -2278,13 +2278,24 @@ TEST(CudaEmit, Q4KDp4aGemv) {
       };
     };
     const KernelSpec q4k = only(emitAll(dense(DType::Q4_K), {}, so));
-    EXPECT_TRUE(contains(q4k, "kL2Ahead = 0, kStages = 4;"));
+    EXPECT_TRUE(contains(q4k, "kL2Ahead = 0, kStages = 4;\n  static constexpr int kAhead = 1;"));
     EXPECT_EQ(q4k.sharedBytes, 4u * 2 * 3 * 16 * 256); // stages x rows x units x 16 B x threads
     const KernelSpec q80 = only(emitAll(dense(DType::Q8_0), {}, so));
     EXPECT_TRUE(contains(q80, "kL2Ahead = 2, kStages = 0;"));
     EXPECT_EQ(q80.sharedBytes, 0u);
     so.gemvDp4aStages = 0;
     so.gemvDp4aL2Ahead = 0;
+    // Tiles held in registers ahead (EmitOptions::gemvDp4aAhead): the rule
+    // (0) gives q4_K two, the other types one; an asked number, clamped to
+    // 1..3, goes to every type.
+    EXPECT_TRUE(contains(only(emitAll(dense(DType::Q4_K), {}, so)), "kAhead = 2;"));
+    for (DType w : {DType::Q8_0, DType::Q4_0, DType::Q6_K})
+      EXPECT_TRUE(contains(only(emitAll(dense(w), {}, so)), "kAhead = 1;")) << dtypeName(w);
+    so.gemvDp4aAhead = 5;
+    EXPECT_TRUE(contains(only(emitAll(dense(DType::Q8_0), {}, so)), "kAhead = 3;"));
+    so.gemvDp4aAhead = 1;
+    EXPECT_TRUE(contains(only(emitAll(dense(DType::Q4_K), {}, so)), "kAhead = 1;"));
+    so.gemvDp4aAhead = 0;
     // q, k and v merged on DP4A (fused.rms_norm_matmul_multi): one Cfg a
     // segment over one split, the entry's pointers in the segments' order
     // and the norm weight last; the grid the resident blocks.
