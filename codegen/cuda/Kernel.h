@@ -324,8 +324,8 @@ struct EmitOptions {
   /// FG_DEBUG_DP4A_STAGES=0..8.
   int gemvDp4aStages = 0;
   /// Tiles a DP4A lane holds in registers ahead of its arithmetic (1..3;
-  /// the staged ring takes 1; 0: the rule, 2 for q4_K and 1 for the other
-  /// types). The seventeenth session's first call put the GEMV's fixed
+  /// the staged ring takes 1; 0: the rule, 2 for a dense q4_K launch and 1
+  /// for the other types and for expert-indexed launches). The seventeenth session's first call put the GEMV's fixed
   /// cost at ~3.2 us a launch (W-dense o q4_K 5.66 us for 9.4 MB, ~2.4 of
   /// them streaming), a tile latency of it the pipeline's fill (one tile in
   /// flight while x is quantised). Measured (its second call): in the
@@ -336,7 +336,11 @@ struct EmitOptions {
   /// norm, its two prologue tiles overlap them: W-dense q4_K 2.0032 ->
   /// 1.9313 ms (3 ahead 2.0871, 128 registers), W-moe-12 q4_K 0.5900 ->
   /// 0.5904; q4_0 2.4766 -> 2.5073, q8_0 3.5923 -> 3.9891 (20 and 33
-  /// registers of loads a row: spills). FG_DEBUG_DP4A_AHEAD=0..3.
+  /// registers of loads a row: spills). Its third call, alternating runs:
+  /// W-dense q4_K 2.0251, 2.0099, 2.0224 at one against 1.9265, 1.9318,
+  /// 1.9338 at two (-4.3 %), Q4_K_M-like 2.3535 -> 2.3112, W-moe-12 q4_K
+  /// 0.5867 -> 0.5942 (its expert launches load after the wait: hence the
+  /// rule's dense-only two, not measured apart). FG_DEBUG_DP4A_AHEAD=0..3.
   int gemvDp4aAhead = 0;
 };
 

@@ -2286,9 +2286,18 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     so.gemvDp4aStages = 0;
     so.gemvDp4aL2Ahead = 0;
     // Tiles held in registers ahead (EmitOptions::gemvDp4aAhead): the rule
-    // (0) gives q4_K two, the other types one; an asked number, clamped to
-    // 1..3, goes to every type.
+    // (0) gives a dense q4_K launch two, expert-indexed ones and the other
+    // types one; an asked number, clamped to 1..3, goes to every launch.
     EXPECT_TRUE(contains(only(emitAll(dense(DType::Q4_K), {}, so)), "kAhead = 2;"));
+    const KernelSpec experts = only(emitAll(
+        [](Builder &b) {
+          b.result(b.matmulId(b.input("x", T(DType::F32, {3, 1, 2048})),
+                              b.weight("w", T(DType::Q4_K, {8, 45, 2048})),
+                              b.input("ids", T(DType::I32, {3, 2}))));
+        },
+        {}, so));
+    EXPECT_TRUE(contains(experts, "kExpert = true"));
+    EXPECT_TRUE(contains(experts, "kAhead = 1;"));
     for (DType w : {DType::Q8_0, DType::Q4_0, DType::Q6_K})
       EXPECT_TRUE(contains(only(emitAll(dense(w), {}, so)), "kAhead = 1;")) << dtypeName(w);
     so.gemvDp4aAhead = 5;
