@@ -12,6 +12,9 @@
 S=$SECONDS
 D=${D:-560}
 export FG_KERNEL_CACHE=${FG_KERNEL_CACHE:-/tmp/fgk0}
+# The model GpuQuantModel reads (gpu-bundle.sh --models): the GPU machine
+# lacks the `gguf` package that writes it (without, the test skips).
+[ -d .gpu/models ] && export FG_MODEL_DIR="$PWD/.gpu/models"
 T=$(command -v fusegraph_gpu_tests)
 left() { echo $((D - (SECONDS - S))); }
 summ() { grep -E '^\[  (PASSED|FAILED)|FAILED  \]|ERROR SUMMARY|Failure|actual' "$1" | head -14 | tr '\n' ' '; }

@@ -5,7 +5,8 @@
 // parallel test processes share it) and returns the folder, or an empty
 // string with `why` set when Python or its packages are missing (tests skip).
 // FG_MODEL_DIR names a folder of files written elsewhere instead (the GPU
-// machine lacks the `gguf` package; scripts/gpu-next-call.sh carries them).
+// machine lacks the `gguf` package: scripts/gpu-bundle.sh --models carries
+// them, scripts/gpu-call-lib.sh points FG_MODEL_DIR at them).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
