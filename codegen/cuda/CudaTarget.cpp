@@ -83,7 +83,7 @@ NodeCost CudaTarget::cost(const NodeDesc &node) const {
   if ((node.kind == OpKind::FusedMatmulMulti || node.kind == OpKind::FusedRmsNormMatmulMulti) &&
       costModel_.mergedTensorCoreSlowdown >= 0 && launches && launches->size() == 1 &&
       std::holds_alternative<KernelSpec>(launches->front()) &&
-      std::get<KernelSpec>(launches->front()).source.find("fg::gemvMulti<") != std::string::npos)
+      std::get<KernelSpec>(launches->front()).form == KernelForm::MergedTensorCoreGemv)
     // The tensor-core merged GEMV: no faster than its segments' launches.
     out.seconds += static_cast<double>(node.operands.size() - w0) * costModel_.launchSeconds +
                    costModel_.mergedTensorCoreSlowdown * weightSeconds();

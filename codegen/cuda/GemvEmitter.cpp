@@ -546,6 +546,7 @@ KernelSpec multiKernel(const GemvDesc &d, const GemvSplit &sp, CfgStruct &&cfgSt
   k.grid[2] = static_cast<unsigned>((d.M + 7) / 8); // groups of 8 rows of x
   k.block[0] = 32 * sp.warps;
   k.params = std::move(e.bind);
+  k.form = KernelForm::MergedTensorCoreGemv;
   return k;
 }
 
@@ -696,13 +697,14 @@ std::string dp4aCfg(llvm::StringRef name, llvm::StringRef base, const GemvDesc &
   return llvm::formatv("struct {8} : {9} {{\n  using D = {3};\n  static constexpr int kKWarps = {0}, "
                        "kRowWarps = {1}, kRowUnroll = {2}, kCombine = {6}, kL2Ahead = {7}, "
                        "kStages = {10};\n  static constexpr int kAhead = {11};\n  "
-                       "static constexpr bool kPrologueLoad = {4}, kShareX = {5};\n};\n",
+                       "static constexpr bool kPrologueLoad = {4}, kShareX = {5};\n  "
+                       "static constexpr bool kNormDeferred = {12};\n};\n",
                        s.wk, s.wr, s.u, dp4aPolicy(d.w[0].dtype),
                        o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false",
                        o.gemvDp4aShareX && s.wr > 1 ? "true" : "false",
                        s.wk > 1 ? std::clamp(o.gemvDp4aCombine, 1, 16) : 1,
                        s.stages ? 0 : std::clamp(l2Ahead, 0, 8), name, base, s.stages,
-                       s.stages ? 1 : dp4aAhead(d, o))
+                       s.stages ? 1 : dp4aAhead(d, o), o.gemvDp4aNormDeferred ? "true" : "false")
       .str();
 }
 

@@ -51,6 +51,13 @@ struct Layout {
 /// non-contiguous operand: insert a `cont`). Asserts the node is view-like.
 std::optional<Layout> viewLayout(const Node &node, const Layout &operand);
 
+/// What a KernelSpec's kernel is, where a rule outside its emitter needs to
+/// know (CudaTarget::cost); Other for every kernel no rule asks about.
+enum class KernelForm : uint8_t {
+  Other,
+  MergedTensorCoreGemv, ///< fused.matmul_multi's segments on the tensor cores (gemvMulti)
+};
+
 struct KernelSpec {
   std::string name;   ///< the kernel's entry symbol in `source`
   std::string source; ///< complete CUDA C++ translation unit
@@ -62,6 +69,7 @@ struct KernelSpec {
   /// Bytes of the launch's own counters (Param::counters()): zero before
   /// its first run, and the kernel leaves them zero, so no launch clears them.
   uint64_t counterBytes = 0;
+  KernelForm form = KernelForm::Other; ///< not part of a plan: the compiler's rules read it
 };
 
 using Launch = std::variant<KernelSpec, CublasGemmSpec>;
@@ -342,6 +350,17 @@ struct EmitOptions {
   /// 0.5867 -> 0.5942 (its expert launches load after the wait: hence the
   /// rule's dense-only two, not measured apart). FG_DEBUG_DP4A_AHEAD=0..3.
   int gemvDp4aAhead = 0;
+  /// The DP4A GEMV's rms_norm prologue with the row's rstd deferred to the
+  /// stores (Cfg::kNormDeferred, gemv_dp4a.cuh fg_dp4a_run): x · nw is
+  /// quantised at once, its sum of squares taken in the same pass, and each
+  /// row's sums are multiplied by the rstd where they are stored, instead of
+  /// a pass over x and two barriers (gemvNormScales) before the
+  /// quantisation, on the path from the programmatic-launch wait to the
+  /// first arithmetic. Written in the seventeenth session after its last
+  /// GPU call (the FFN norm as gate|up's prologue measured 2.3 us a layer
+  /// slower than its own launch, call 1), NVRTC-compiled only: off until
+  /// the GPU tests and a step confirm it. FG_DEBUG_DP4A_NORM_DEFERRED=0|1.
+  bool gemvDp4aNormDeferred = false;
 };
 
 /// fused.topk_moe with at most this many rows runs in one block that stages all

@@ -559,7 +559,10 @@ std::vector<float> gpuResult(const QuantCase &c, const char *pipeline) {
 /// form before the defaults of x shared a block and sums every 4 tiles) and
 /// two tiles asked of L2 ahead (FG_DEBUG_DP4A_L2_AHEAD=2), the same bits
 /// through the staged ring (FG_DEBUG_DP4A_STAGES=4, q4_K) and with 2 and 3
-/// tiles in registers ahead (FG_DEBUG_DP4A_AHEAD), and proof that the DP4A kernel ran: the tensor-core GEMV (=0) gives other bits.
+/// tiles in registers ahead (FG_DEBUG_DP4A_AHEAD); for the norm prologue,
+/// the rstd deferred to the stores (FG_DEBUG_DP4A_NORM_DEFERRED=1) against
+/// the CPU reference and to the same bits across x's sharing and the
+/// combine; and proof that the DP4A kernel ran: the tensor-core GEMV (=0) gives other bits.
 void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
                     std::optional<OpKind> fused = std::nullopt) {
   ScopedEnv on("FG_DEBUG_GEMV_DP4A", "2"); // every size
@@ -585,6 +588,19 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
     // Two and three tiles held in registers ahead of the arithmetic.
     ScopedEnv env("FG_DEBUG_DP4A_AHEAD", ahead);
     EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_AHEAD=" << ahead;
+  }
+  if (fused == OpKind::FusedRmsNormMatmul || fused == OpKind::FusedRmsNormGatedMatmul ||
+      fused == OpKind::FusedRmsNormMatmulMulti) {
+    // The norm prologue's rstd deferred to the stores: against the CPU
+    // reference, and the same bits with x quantised by every row group and
+    // the sums combined every tile (its sum of squares in one order).
+    ScopedEnv deferred("FG_DEBUG_DP4A_NORM_DEFERRED", "1");
+    expectQuantMatches(c, kTolDp4a, pipeline, fused);
+    const std::vector<float> d = gpuResult(c, pipeline);
+    ScopedEnv share("FG_DEBUG_DP4A_SHARE_X", "0");
+    ScopedEnv combine("FG_DEBUG_DP4A_COMBINE", "1");
+    EXPECT_EQ(gpuResult(c, pipeline), d)
+        << "FG_DEBUG_DP4A_NORM_DEFERRED=1 with FG_DEBUG_DP4A_SHARE_X=0, FG_DEBUG_DP4A_COMBINE=1";
   }
   std::vector<float> tc;
   {

@@ -65,10 +65,12 @@ static __device__ __forceinline__ float fg_small_int_to_f(int v) {
 /// This lane's x, quantised: run r is xq[r][0..3] (16 int8 at D::Wide::runK0(r)
 /// + 0 .. 15) with the dx of its 32-weight block, and sx[r]: the exact sum of
 /// its 16 x (q4_K's min term), or for a block of runs r, r + 1 held by this
-/// lane, sx[r] = Σ xq of the block (q4_0's zero point).
+/// lane, sx[r] = Σ xq of the block (q4_0's zero point). With the rms_norm
+/// prologue (Cfg::kNorm), ss[r]: the sum of squares of the run's 16 x as
+/// read (before the norm weight), for the row's rstd.
 template <int R> struct Dp4aX {
   unsigned xq[R][4];
-  float dx[R], sx[R];
+  float dx[R], sx[R], ss[R];
 };
 
 /// Quantises 16 values of x (run r) with inv = 127 / max|x| of its block;
@@ -92,11 +94,18 @@ static __device__ __forceinline__ void fg_dp4a_pack(const float (&v)[16], float 
     q.sx[r] = static_cast<float>(sq);
 }
 
-/// The 16 values of x of run r (normalised by the rms_norm prologue).
+/// The 16 values of x of run r; with the rms_norm prologue (Cfg::kNorm)
+/// normalised: · rs · nw[k], the row's rstd `rs` computed before
+/// (gemvNormScales); or, deferred (Cfg::kNormDeferred), only · nw[k], with
+/// `ss` their sum of squares as read. The rstd is one factor of the whole
+/// row, so it cancels in the int8 quantisation (xq of x·w and of x·rstd·w
+/// are the same up to rounding) and multiplies each sum at its store
+/// instead (gemvDp4aRows): no pass over x and no barrier before the
+/// quantisation, which is the path from the wait to the first arithmetic.
 template <class C, class D>
 static __device__ __forceinline__ void fg_dp4a_run(const GemvArgs<C> &a, const typename C::X *xr,
                                                    long long sb, int t, int r, bool live,
-                                                   float rs, float (&v)[16]) {
+                                                   float rs, float (&v)[16], float &ss) {
   float lo[8] = {}, hi[8] = {};
   const long long k0 = D::Wide::runK0(sb, t, r);
   if (live) {
@@ -106,8 +115,16 @@ static __device__ __forceinline__ void fg_dp4a_run(const GemvArgs<C> &a, const t
 #pragma unroll
   for (int e = 0; e < 8; ++e)
     v[e] = lo[e], v[e + 8] = hi[e];
-  if (live)
+  ss = 0.0f;
+  if constexpr (C::kNorm && C::kNormDeferred) {
+#pragma unroll
+    for (int e = 0; e < 16; ++e) // one order, fused multiply-adds pinned: the same bits in every form
+      ss = __fmaf_rn(v[e], v[e], ss);
+    if (live)
+      gemvNormX<C, false, 16>(a, k0, 1.0f, v);
+  } else if (live) {
     gemvNormX<C, false, 16>(a, k0, rs, v);
+  }
 }
 
 /// Runs r .. r + P - 1 of this lane's x quantised per 32-weight block (dx =
@@ -124,7 +141,7 @@ static __device__ __forceinline__ void gemvDp4aQuantRuns(const GemvArgs<C> &a,
   static_assert(P == (D::kPartner ? 1 : 2), "a partner's run, or a lane's pair of runs");
   if constexpr (D::kPartner) {
     float v[16];
-    fg_dp4a_run<C, D>(a, xr, sb, t, r, live, rs, v);
+    fg_dp4a_run<C, D>(a, xr, sb, t, r, live, rs, v, q.ss[0]);
     float amax = 0.0f, s = 0.0f;
 #pragma unroll
     for (int e = 0; e < 16; ++e) {
@@ -137,8 +154,8 @@ static __device__ __forceinline__ void gemvDp4aQuantRuns(const GemvArgs<C> &a,
     fg_dp4a_pack(v, amax > 1e-30f ? 127.0f / amax : 0.0f, q, 0, D::kSumQ);
   } else {
     float v0[16], v1[16];
-    fg_dp4a_run<C, D>(a, xr, sb, t, r, live, rs, v0);
-    fg_dp4a_run<C, D>(a, xr, sb, t, r + 1, live, rs, v1);
+    fg_dp4a_run<C, D>(a, xr, sb, t, r, live, rs, v0, q.ss[0]);
+    fg_dp4a_run<C, D>(a, xr, sb, t, r + 1, live, rs, v1, q.ss[1]);
     float amax = 0.0f;
 #pragma unroll
     for (int e = 0; e < 16; ++e)
@@ -156,6 +173,8 @@ static __device__ __forceinline__ void gemvDp4aQuantRuns(const GemvArgs<C> &a,
 template <class C> struct Dp4aXShared {
   unsigned xq[C::kKWarps][C::D::kRuns][4][32];
   float dx[C::kKWarps][C::D::kRuns][32], sx[C::kKWarps][C::D::kRuns][32];
+  static constexpr bool kSs = C::kNorm && C::kNormDeferred; // else 4 bytes, never read
+  float ss[kSs ? C::kKWarps : 1][kSs ? C::D::kRuns : 1][kSs ? 32 : 1];
 };
 
 /// This lane's x, quantised (gemvDp4aQuantRuns over every run). The
@@ -180,7 +199,7 @@ static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a,
 #pragma unroll
         for (int i = 0; i < 4; ++i)
           q.xq[r + j][i] = g.xq[j][i];
-        q.dx[r + j] = g.dx[j], q.sx[r + j] = g.sx[j];
+        q.dx[r + j] = g.dx[j], q.sx[r + j] = g.sx[j], q.ss[r + j] = g.ss[j];
       }
     }
   } else {
@@ -195,6 +214,8 @@ static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a,
         for (int i = 0; i < 4; ++i)
           sh.xq[wk][r + j][i][lane] = g.xq[j][i];
         sh.dx[wk][r + j][lane] = g.dx[j], sh.sx[wk][r + j][lane] = g.sx[j];
+        if constexpr (Dp4aXShared<C>::kSs)
+          sh.ss[wk][r + j][lane] = g.ss[j];
       }
     }
     __syncthreads();
@@ -204,9 +225,12 @@ static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a,
       for (int i = 0; i < 4; ++i)
         q.xq[r][i] = sh.xq[wk][r][i][lane];
       q.dx[r] = sh.dx[wk][r][lane], q.sx[r] = sh.sx[wk][r][lane];
+      constexpr bool kSs = Dp4aXShared<C>::kSs;
+      q.ss[r] = kSs ? sh.ss[kSs ? wk : 0][kSs ? r : 0][kSs ? lane : 0] : 0.0f;
     }
   }
 }
+
 
 // The weight types. Each reads a row as its wide decoder of gemv.cuh does
 // (Wide::load: a lane takes quarter t of a k-step of kStep weights, kRuns
@@ -368,6 +392,38 @@ template <class C> static __device__ __forceinline__ Dp4aLane gemvDp4aLane() {
   l.live = l.sb < C::K / C::D::kStep;
   return l;
 }
+
+/// The rms_norm prologue's row scale, deferred (Cfg::kNormDeferred,
+/// fg_dp4a_run): this warp's
+/// sum of squares of x over its K-slice (every run of its lanes, in run
+/// order, then across the lanes: the same bits whether x was quantised by
+/// every row group or shared) and, with several K-warps, row group 0's in
+/// shared memory, read back after a barrier of the loop.
+template <class C> struct Dp4aNormScale {
+  float warpSs = 0.0f;
+  template <int R>
+  __device__ __forceinline__ void init(const Dp4aX<R> &q, const Dp4aLane &l, float *kSs) {
+    float s = 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      s += q.ss[r];
+    warpSs = fg_warp_sum(s);
+    if (C::kKWarps > 1 && l.wr == 0 && l.lane == 0)
+      kSs[l.wk] = warpSs;
+  }
+  /// 1 / sqrt(mean(x²) + eps) of the row, after a barrier since init (with
+  /// one K-warp, its own sum is the row's).
+  __device__ __forceinline__ float rstd(const float *kSs) const {
+    float sum = warpSs;
+    if constexpr (C::kKWarps > 1) {
+      sum = 0.0f;
+#pragma unroll
+      for (int k = 0; k < C::kKWarps; ++k)
+        sum += kSs[k];
+    }
+    return 1.0f / sqrtf(sum / (float)C::K + __int_as_float(C::kNormEpsBits));
+  }
+};
 
 /// The loads of this lane's share of tile `tile` of expert e's matrices (0:
 /// dense; rows past N repeat the last).
@@ -605,9 +661,6 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
   static_assert(C::K / D::kStep * 4 <= 32 * WK, "the K-warps cover every quarter k-step");
   __shared__ Dp4aShared<C> sh;
   const Dp4aLane l = gemvDp4aLane<C>();
-  __shared__ float rs[8];
-  if constexpr (C::kNorm)
-    gemvNormScales<C>(a, 0, rs);
   // Expert-indexed: blockIdx.y is the (token, slot) pair, its expert read
   // from ids (one out of [0, E) gives zeros, the bias skipped, as the
   // tensor-core GEMV does) and its row of x.
@@ -629,9 +682,25 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
       for (int j = 1; j <= C::kL2Ahead; ++j)
         rows.prefetchL2(e, blockIdx.x + (long long)j * gridDim.x);
   }
+  // The rms_norm prologue: the row's rstd first, applied to x as it is
+  // quantised; or, deferred, multiplying each row's sums at its store.
+  constexpr bool kDeferred = C::kNorm && C::kNormDeferred;
+  __shared__ float rs[8];
+  if constexpr (C::kNorm && !C::kNormDeferred)
+    gemvNormScales<C>(a, 0, rs);
   Dp4aX<D::kRuns> q;
-  gemvDp4aQuantX<C, D>(a, xr, l.live ? l.sb : 0, l.t, l.live, C::kNorm ? rs[0] : 1.0f, l.wk,
-                       l.wr, q);
+  gemvDp4aQuantX<C, D>(a, xr, l.live ? l.sb : 0, l.t, l.live,
+                       C::kNorm && !C::kNormDeferred ? rs[0] : 1.0f, l.wk, l.wr, q);
+  __shared__ float kSs[kDeferred ? WK : 1];
+  Dp4aNormScale<C> ns;
+  if constexpr (kDeferred)
+    ns.init(q, l, kSs);
+  auto normed = [&](float (&acc)[2]) {
+    if constexpr (kDeferred) {
+      const float r = ns.rstd(kSs);
+      acc[0] *= r, acc[1] *= r;
+    }
+  };
   constexpr int F = C::kCombine;
   int buf = 0, slot = 0;        // F == 1: the buffer of this tile; else its slot in the combine
   long long first = blockIdx.x; // F > 1: the tile of slot 0
@@ -687,6 +756,7 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
             for (int s = 0; s < S; ++s)
               for (int k = 0; k < WK; ++k)
                 acc[s] += sh.part[sl][k][s][row];
+            normed(acc);
             rows.store(pr, e, valid, tl, row, acc);
           }
         }
@@ -725,6 +795,7 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
                 acc[s] = v[s][u];
           }
         }
+        normed(acc);
         rows.store(pr, e, valid, tile, row, acc);
       }
     }

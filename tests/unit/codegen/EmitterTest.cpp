@@ -1639,6 +1639,7 @@ TEST(CudaEmit, MatmulMultiSegments) {
     });
     const KernelSpec &k = only(ls);
     EXPECT_TRUE(contains(k, "fg::gemvMulti<Multi>"));
+    EXPECT_EQ(k.form, KernelForm::MergedTensorCoreGemv); // what CudaTarget::cost charges
     EXPECT_TRUE(contains(k, "kSegs = " + std::to_string(c.segs)));
     EXPECT_TRUE(contains(k, "static constexpr int M = " + std::to_string(c.M)));
     for (unsigned s = 0; s < c.segs; ++s)
@@ -2320,8 +2321,48 @@ TEST(CudaEmit, Q4KDp4aGemv) {
         },
         {}, so));
     EXPECT_TRUE(contains(merged, "fg::gemvDp4aMulti<Multi>("));
+    EXPECT_EQ(merged.form, KernelForm::Other); // not charged as the tensor-core merge
     EXPECT_TRUE(contains(merged, "struct Seg2D : Seg2"));
     EXPECT_TRUE(contains(merged, "kNorm = true"));
+    EXPECT_TRUE(contains(merged, "kNormDeferred = false;")); // the default, until measured
+    // The rstd deferred to the stores (EmitOptions::gemvDp4aNormDeferred):
+    // in the Cfg, and it compiles where a K-warp holds all of K (q4_K K =
+    // 1024), where K-warps meet in shared memory with x shared (4096) and
+    // without it (q8_0 / q4_0 / q6_K at 14336: one row group), gated and merged.
+    so.gemvDp4aNormDeferred = true;
+    EXPECT_TRUE(contains(only(emitAll(
+                             [](Builder &b) {
+                               std::vector<ValueId> ops{b.input("x", T(DType::F32, {1, 4096})),
+                                                        b.weight("g", T(DType::F32, {4096})),
+                                                        b.weight("wq", T(DType::Q4_K, {4096, 4096})),
+                                                        b.weight("wk", T(DType::Q4_K, {1024, 4096}))};
+                               b.result(b.create(OpKind::FusedRmsNormMatmulMulti, ops,
+                                                 {{"eps", Attribute::ofFloat(1e-5)}}));
+                             },
+                             {}, so)),
+                         "kNormDeferred = true;"));
+    for (auto [w, K] : {std::pair{DType::Q4_K, int64_t{1024}}, std::pair{DType::Q4_K, int64_t{4096}},
+                        std::pair{DType::Q8_0, int64_t{14336}}, std::pair{DType::Q4_0, int64_t{14336}},
+                        std::pair{DType::Q6_K, int64_t{14336}}}) {
+      SCOPED_TRACE(std::string(dtypeName(w)) + " K " + std::to_string(K));
+      for (bool gated : {false, true}) {
+        const KernelSpec k = only(emitAll(
+            [&](Builder &b) {
+              std::vector<ValueId> ops{b.input("x", T(DType::F32, {1, K})),
+                                       b.weight("g", T(DType::F32, {K})),
+                                       b.weight("w0", T(w, {300, K}))};
+              if (gated)
+                ops.push_back(b.weight("w1", T(w, {300, K})));
+              b.result(b.create(gated ? OpKind::FusedRmsNormGatedMatmul : OpKind::FusedRmsNormMatmul,
+                                ops, {{"eps", Attribute::ofFloat(1e-5)}}));
+            },
+            {}, so));
+        EXPECT_TRUE(contains(k, "kNorm = true")) << gated;
+        EXPECT_TRUE(contains(k, "kNormDeferred = true;")) << gated;
+      }
+    }
+    so.gemvDp4aNormDeferred = false;
+
     EXPECT_EQ(merged.grid[0], 132u * 2);
     std::vector<Param> want{Param::result(0), Param::result(1), Param::result(2),
                             Param::operand(0), Param::operand(2), Param::operand(3),
