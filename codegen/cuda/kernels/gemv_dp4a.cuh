@@ -588,6 +588,15 @@ static __device__ __forceinline__ void gemvDp4aStart(const Rows &rows, const Dp4
   }
 }
 
+/// What a row's store adds besides its sums: the biases of its streams
+/// (before the epilogue) and the addend (after it), zero where the launch
+/// has none. Cfg::kEarlyExtras: loaded when the row's tile starts (its
+/// combine window's first tile), so the stores after the K-warps' barrier
+/// wait on no load; else at the store.
+struct Dp4aExtras {
+  float b0 = 0.0f, b1 = 0.0f, res = 0.0f;
+};
+
 /// The rows of one weight (or gate and up): tiles of kRowWarps x kRowUnroll
 /// rows from row 0, expert e's matrices (0: dense), into y row pr.
 template <class C> struct Dp4aOne {
@@ -608,21 +617,37 @@ template <class C> struct Dp4aOne {
   __device__ __forceinline__ bool has(long long tile, int row) const {
     return tile * R + row < C::N;
   }
+  /// Row `row` of tile `tile`'s extras (the row exists).
+  __device__ __forceinline__ Dp4aExtras extras(long long e, bool valid, long long tile,
+                                               int row) const {
+    const long long n = tile * R + row;
+    Dp4aExtras x;
+    if constexpr (C::kBias) {
+      if (valid) {
+        x.b0 = fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
+        if (C::Epi::kStreams == 2)
+          x.b1 = fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
+      }
+    }
+    if constexpr (C::kRes)
+      x.res = fg_to_f(a.res[C::res_off + n * C::res_sn]);
+    return x;
+  }
   /// Row `row` of tile `tile`: the sums (one a stream) through the bias,
-  /// the epilogue and the residual to y.
+  /// the epilogue and the residual (`x`, its extras) to y.
   __device__ __forceinline__ void store(long long pr, long long e, bool valid, long long tile,
-                                        int row, float (&acc)[2]) const {
+                                        int row, float (&acc)[2], const Dp4aExtras &x) const {
     const long long n = tile * R + row;
     if constexpr (C::kBias) {
       if (valid) {
-        acc[0] += fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
+        acc[0] += x.b0;
         if (C::Epi::kStreams == 2)
-          acc[1] += fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
+          acc[1] += x.b1;
       }
     }
     float out = C::Epi::apply(acc);
     if constexpr (C::kRes)
-      out += fg_to_f(a.res[C::res_off + n * C::res_sn]);
+      out += x.res;
     a.y[pr * C::N + n] = out;
   }
 };
@@ -705,7 +730,33 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
   int buf = 0, slot = 0;        // F == 1: the buffer of this tile; else its slot in the combine
   long long first = blockIdx.x; // F > 1: the tile of slot 0
   int stage = 0; // kStages: the stage of this tile
+  // The extras of the row this thread stores next (Cfg::kEarlyExtras):
+  // loaded when its tile (F > 1: its combine window) starts. Each storing
+  // thread stores at most one row a window (a window's F·R rows fit the
+  // block), or the extras load at the store.
+  constexpr int kStoreThreads = 32 * WK * WR;
+  constexpr bool kEarly = C::kEarlyExtras && (C::kBias || C::kRes) &&
+                          (WK == 1 || F == 1 || F * R <= kStoreThreads);
+  Dp4aExtras early;
+  auto extrasAt = [&](long long tl, int row) {
+    return kEarly ? early : rows.extras(e, valid, tl, row);
+  };
   for (long long tile = blockIdx.x; tile < kTiles; tile += gridDim.x, buf ^= 1) {
+    if constexpr (kEarly) {
+      // This thread's row of the window (F > 1, slot 0) or of the tile.
+      if constexpr (WK > 1 && F > 1) {
+        const int i = threadIdx.x;
+        const long long tl = tile + (long long)(i / R) * gridDim.x;
+        if (slot == 0 && i < F * R && tl < kTiles && rows.has(tl, i % R))
+          early = rows.extras(e, valid, tl, i % R);
+      } else if constexpr (WK > 1) {
+        if ((int)threadIdx.x < R && rows.has(tile, threadIdx.x))
+          early = rows.extras(e, valid, tile, threadIdx.x);
+      } else {
+        if (l.lane < U && rows.has(tile, l.wr * U + l.lane))
+          early = rows.extras(e, valid, tile, l.wr * U + l.lane);
+      }
+    }
     Dp4aTile<C> next; // left unloaded after the last tile (and on dead lanes): never read then
     constexpr int A = C::kAhead;
     if constexpr (C::kStages >= 2) {
@@ -757,7 +808,7 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
               for (int k = 0; k < WK; ++k)
                 acc[s] += sh.part[sl][k][s][row];
             normed(acc);
-            rows.store(pr, e, valid, tl, row, acc);
+            rows.store(pr, e, valid, tl, row, acc, extrasAt(tl, row));
           }
         }
         __syncthreads(); // the slots are written again
@@ -796,7 +847,7 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
           }
         }
         normed(acc);
-        rows.store(pr, e, valid, tile, row, acc);
+        rows.store(pr, e, valid, tile, row, acc, extrasAt(tile, row));
       }
     }
   }
@@ -855,8 +906,11 @@ template <class C> struct Dp4aMulti {
       return (tile - kT0) * R + row < S1::N;
     return (tile - kT0 - kT1) * R + row < S2::N;
   }
+  __device__ __forceinline__ Dp4aExtras extras(long long, bool, long long, int) const {
+    return {}; // no bias, no addend
+  }
   __device__ __forceinline__ void store(long long, long long, bool, long long tile, int row,
-                                        float (&acc)[2]) const {
+                                        float (&acc)[2], const Dp4aExtras &) const {
     if (tile < kT0)
       a0.y[tile * R + row] = S0::Epi::apply(acc);
     else if (C::kSegs == 2 || tile < kT0 + kT1)

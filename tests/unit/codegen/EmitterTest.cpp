@@ -2324,7 +2324,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     EXPECT_EQ(merged.form, KernelForm::Other); // not charged as the tensor-core merge
     EXPECT_TRUE(contains(merged, "struct Seg2D : Seg2"));
     EXPECT_TRUE(contains(merged, "kNorm = true"));
-    EXPECT_TRUE(contains(merged, "kNormDeferred = false;")); // the default, until measured
+    EXPECT_TRUE(contains(merged, "kNormDeferred = false,")); // the default, until measured
     // The rstd deferred to the stores (EmitOptions::gemvDp4aNormDeferred):
     // in the Cfg, and it compiles where a K-warp holds all of K (q4_K K =
     // 1024), where K-warps meet in shared memory with x shared (4096) and
@@ -2340,7 +2340,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
                                                  {{"eps", Attribute::ofFloat(1e-5)}}));
                              },
                              {}, so)),
-                         "kNormDeferred = true;"));
+                         "kNormDeferred = true,"));
     for (auto [w, K] : {std::pair{DType::Q4_K, int64_t{1024}}, std::pair{DType::Q4_K, int64_t{4096}},
                         std::pair{DType::Q8_0, int64_t{14336}}, std::pair{DType::Q4_0, int64_t{14336}},
                         std::pair{DType::Q6_K, int64_t{14336}}}) {
@@ -2358,10 +2358,45 @@ TEST(CudaEmit, Q4KDp4aGemv) {
             },
             {}, so));
         EXPECT_TRUE(contains(k, "kNorm = true")) << gated;
-        EXPECT_TRUE(contains(k, "kNormDeferred = true;")) << gated;
+        EXPECT_TRUE(contains(k, "kNormDeferred = true,")) << gated;
       }
     }
     so.gemvDp4aNormDeferred = false;
+    // Each row's bias and addend loaded when its tile starts
+    // (EmitOptions::gemvDp4aEarlyExtras): in the Cfg, and it compiles for
+    // fused.matmul_add where K-warps combine every 4 tiles (q4_K K = 4096,
+    // 14336), where one K-warp holds all of K (1024), and every tile
+    // (FG_DEBUG_DP4A_COMBINE=1's form, q8_0), and for the gated GEMV's biases.
+    so.gemvDp4aEarlyExtras = true;
+    for (auto [w, K, combine] : {std::tuple{DType::Q4_K, int64_t{4096}, 4},
+                                 std::tuple{DType::Q4_K, int64_t{14336}, 4},
+                                 std::tuple{DType::Q4_K, int64_t{1024}, 4},
+                                 std::tuple{DType::Q8_0, int64_t{4096}, 1}}) {
+      SCOPED_TRACE(std::string(dtypeName(w)) + " K " + std::to_string(K));
+      so.gemvDp4aCombine = combine;
+      const KernelSpec k = only(emitAll(
+          [&](Builder &b) {
+            b.result(b.create(OpKind::FusedMatmulAdd, {b.input("x", T(DType::F32, {1, K})),
+                                                       b.weight("w", T(w, {300, K})),
+                                                       b.input("r", T(DType::F32, {1, 300}))}));
+          },
+          {}, so));
+      EXPECT_TRUE(contains(k, "kRes = true"));
+      EXPECT_TRUE(contains(k, "kEarlyExtras = true;"));
+    }
+    so.gemvDp4aCombine = EmitOptions{}.gemvDp4aCombine;
+    EXPECT_TRUE(contains(only(emitAll(
+                             [](Builder &b) {
+                               b.result(b.create(OpKind::FusedGatedMatmul,
+                                                 {b.input("x", T(DType::F32, {1, 2048})),
+                                                  b.weight("g", T(DType::Q4_K, {300, 2048})),
+                                                  b.weight("u", T(DType::Q4_K, {300, 2048})),
+                                                  b.weight("bg", T(DType::F32, {300})),
+                                                  b.weight("bu", T(DType::F32, {300}))}));
+                             },
+                             {}, so)),
+                         "kBias = true"));
+    so.gemvDp4aEarlyExtras = false;
 
     EXPECT_EQ(merged.grid[0], 132u * 2);
     std::vector<Param> want{Param::result(0), Param::result(1), Param::result(2),
