@@ -342,8 +342,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
       static_cast<int>(envInt("FG_DEBUG_DP4A_AHEAD", 0, 3).value_or(emit.gemvDp4aAhead));
   if (auto n = envInt("FG_DEBUG_DP4A_NORM_DEFERRED", 0, 1))
     emit.gemvDp4aNormDeferred = *n == 1;
-  if (auto n = envInt("FG_DEBUG_DP4A_EARLY_EXTRAS", 0, 1))
-    emit.gemvDp4aEarlyExtras = *n == 1;
+  if (auto n = envInt("FG_DEBUG_GEMV_EARLY_EXTRAS", 0, 1))
+    emit.gemvEarlyExtras = *n == 1;
   if (auto n = envInt("FG_DEBUG_DP4A_PROLOGUE", 0, 1))
     emit.gemvDp4aPrologueLoad = *n == 1;
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "0")

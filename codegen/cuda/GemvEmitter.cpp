@@ -698,14 +698,13 @@ std::string dp4aCfg(llvm::StringRef name, llvm::StringRef base, const GemvDesc &
                        "kRowWarps = {1}, kRowUnroll = {2}, kCombine = {6}, kL2Ahead = {7}, "
                        "kStages = {10};\n  static constexpr int kAhead = {11};\n  "
                        "static constexpr bool kPrologueLoad = {4}, kShareX = {5};\n  "
-                       "static constexpr bool kNormDeferred = {12}, kEarlyExtras = {13};\n};\n",
+                       "static constexpr bool kNormDeferred = {12};\n};\n",
                        s.wk, s.wr, s.u, dp4aPolicy(d.w[0].dtype),
                        o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false",
                        o.gemvDp4aShareX && s.wr > 1 ? "true" : "false",
                        s.wk > 1 ? std::clamp(o.gemvDp4aCombine, 1, 16) : 1,
                        s.stages ? 0 : std::clamp(l2Ahead, 0, 8), name, base, s.stages,
-                       s.stages ? 1 : dp4aAhead(d, o), o.gemvDp4aNormDeferred ? "true" : "false",
-                       o.gemvDp4aEarlyExtras ? "true" : "false")
+                       s.stages ? 1 : dp4aAhead(d, o), o.gemvDp4aNormDeferred ? "true" : "false")
       .str();
 }
 
@@ -889,6 +888,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   c += std::string("  static constexpr bool kExpert = ") + (d.expert ? "true" : "false") +
        ", kBias = " + (d.bias ? "true" : "false") + ", kRes = " + (d.res ? "true" : "false") +
        ", kNorm = " + (d.norm ? "true" : "false") +
+       ", kEarlyExtras = " + (o.gemvEarlyExtras ? "true" : "false") +
        ", kWVec = " + (wVec ? "true" : "false") +
        ", kXVec = " + (xVec ? "true" : "false") + ";\n";
   c += "  static constexpr long long w0_off = " + lit(sw0.off) + ", w0_ld = " + lit(sw0.ld) +

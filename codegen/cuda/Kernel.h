@@ -361,16 +361,16 @@ struct EmitOptions {
   /// slower than its own launch, call 1), NVRTC-compiled only: off until
   /// the GPU tests and a step confirm it. FG_DEBUG_DP4A_NORM_DEFERRED=0|1.
   bool gemvDp4aNormDeferred = false;
-  /// The DP4A GEMV loads each row's bias and addend (fused.matmul_add's
-  /// residual) when the row's tile (its combine window) starts, not at its
-  /// store (Cfg::kEarlyExtras, gemv_dp4a.cuh Dp4aExtras): the stores follow
-  /// the K-warps' barrier and a second barrier waits for them, so a load
-  /// there is an L2 round trip every combine for the whole block, and at the
-  /// launch's end on its critical path (o and down + residual: about 3
-  /// combines a layer on W-dense). The same bits. Written in the seventeenth
-  /// session after its last GPU call, NVRTC-compiled only: off until the
-  /// GPU tests and a step confirm it. FG_DEBUG_DP4A_EARLY_EXTRAS=0|1.
-  bool gemvDp4aEarlyExtras = false;
+  /// The GEMVs (DP4A and tensor cores) load each row's bias and addend
+  /// (fused.matmul_add's residual) when the row's tile starts (the DP4A
+  /// GEMV: its combine window), not at its store (Cfg::kEarlyExtras,
+  /// gemv.cuh GemvExtras): the stores follow the warps' barrier and a
+  /// second barrier waits for them, so a load there is an L2 round trip for
+  /// the whole block, and at the launch's end on its critical path (o and
+  /// down + residual). The same bits. Written in the seventeenth session
+  /// after its last GPU call, NVRTC-compiled only: off until the GPU tests
+  /// and a step confirm it. FG_DEBUG_GEMV_EARLY_EXTRAS=0|1.
+  bool gemvEarlyExtras = false;
 };
 
 /// fused.topk_moe with at most this many rows runs in one block that stages all

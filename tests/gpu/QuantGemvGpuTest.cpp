@@ -560,7 +560,7 @@ std::vector<float> gpuResult(const QuantCase &c, const char *pipeline) {
 /// two tiles asked of L2 ahead (FG_DEBUG_DP4A_L2_AHEAD=2), the same bits
 /// through the staged ring (FG_DEBUG_DP4A_STAGES=4, q4_K) and with 2 and 3
 /// tiles in registers ahead (FG_DEBUG_DP4A_AHEAD) and with the biases and
-/// addends loaded early (FG_DEBUG_DP4A_EARLY_EXTRAS=1); for the norm prologue,
+/// addends loaded early (FG_DEBUG_GEMV_EARLY_EXTRAS=1); for the norm prologue,
 /// the rstd deferred to the stores (FG_DEBUG_DP4A_NORM_DEFERRED=1) against
 /// the CPU reference and to the same bits across x's sharing and the
 /// combine; and proof that the DP4A kernel ran: the tensor-core GEMV (=0) gives other bits.
@@ -587,10 +587,10 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
   }
   {
     // Each row's bias and addend loaded when its tile starts: the same bits.
-    ScopedEnv early("FG_DEBUG_DP4A_EARLY_EXTRAS", "1");
-    EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_EARLY_EXTRAS=1";
+    ScopedEnv early("FG_DEBUG_GEMV_EARLY_EXTRAS", "1");
+    EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_GEMV_EARLY_EXTRAS=1";
     ScopedEnv combine("FG_DEBUG_DP4A_COMBINE", "1");
-    EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_EARLY_EXTRAS=1 FG_DEBUG_DP4A_COMBINE=1";
+    EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_GEMV_EARLY_EXTRAS=1 FG_DEBUG_DP4A_COMBINE=1";
   }
   for (const char *ahead : {"2", "3"}) {
     // Two and three tiles held in registers ahead of the arithmetic.

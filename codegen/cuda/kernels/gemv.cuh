@@ -1090,6 +1090,33 @@ template <class C> struct GemvArgs {
   const typename C::NW *nw; ///< Cfg::kNorm: the norm weight, k at nw_off + k
 };
 
+/// What a row's store adds besides its sums: the biases of its streams
+/// (before the epilogue) and the addend (after it), zero where the launch
+/// has none. Cfg::kEarlyExtras (EmitOptions::gemvEarlyExtras): loaded when
+/// the row's tile starts (the DP4A GEMV: its combine window's first tile),
+/// so the stores after the warps' barrier wait on no load; else at the
+/// store.
+struct GemvExtras {
+  float b0 = 0.0f, b1 = 0.0f, res = 0.0f;
+};
+
+/// Row n's extras for row m of x (expert e; the biases only of a valid pair).
+template <class C>
+static __device__ __forceinline__ GemvExtras gemvExtras(const GemvArgs<C> &a, long long e,
+                                                        bool valid, long long m, long long n) {
+  GemvExtras x;
+  if constexpr (C::kBias) {
+    if (valid) {
+      x.b0 = fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
+      if (C::Epi::kStreams == 2)
+        x.b1 = fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
+    }
+  }
+  if constexpr (C::kRes)
+    x.res = fg_to_f(a.res[C::res_off + m * C::res_sm + n * C::res_sn]);
+  return x;
+}
+
 /// The rms_norm prologue: rs[m] = 1 / sqrt(mean_k x[m0 + m, k]² + eps) for the
 /// block's rows of x (up to 8), summed by all threads in a fixed order.
 template <class C>
@@ -1521,6 +1548,18 @@ static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a, lon
         e = 0;
       xoff = C::x_off + tok * C::x_st + j * C::x_sj;
     }
+    // This thread's (row, m) of the store below, its extras loaded now
+    // (Cfg::kEarlyExtras, where the block's threads cover the tile's 16 x 8
+    // outputs once), before the arithmetic: the store after the barrier
+    // then waits on no load.
+    constexpr bool kEarly = C::kEarlyExtras && (C::kBias || C::kRes) && 32 * W >= 16 * 8;
+    GemvExtras early;
+    if constexpr (kEarly) {
+      const int o = threadIdx.x, row = o >> 3, m = o & 7;
+      const long long n = n0 + row;
+      if (o < 16 * 8 && (C::kExpert ? m < 1 : m0 + m < C::M) && n < C::N)
+        early = gemvExtras<C>(a, e, valid, m0 + m, n);
+    }
     const typename C::Dec0::T *r0a = a.w0 + C::w0_off + e * C::w0_es + ra * C::w0_ld;
     const typename C::Dec0::T *r0b = a.w0 + C::w0_off + e * C::w0_es + rb * C::w0_ld;
     const typename C::Dec1::T *r1a = a.w1, *r1b = a.w1;
@@ -1585,16 +1624,17 @@ static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a, lon
         for (int s = 0; s < S; ++s)
           for (int w = 0; w < W; ++w)
             v[s] += sh.part[w][s][row][m];
+        const GemvExtras x = kEarly ? early : gemvExtras<C>(a, e, valid, m0 + m, n);
         if constexpr (C::kBias) {
           if (valid) {
-            v[0] = v[0] + fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
+            v[0] = v[0] + x.b0;
             if (S == 2)
-              v[1] = v[1] + fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
+              v[1] = v[1] + x.b1;
           }
         }
         float out = C::Epi::apply(v);
         if constexpr (C::kRes)
-          out += fg_to_f(a.res[C::res_off + (m0 + m) * C::res_sm + n * C::res_sn]);
+          out += x.res;
         a.y[(C::kExpert ? pr : m0 + m) * C::N + n] = out;
       }
     }
@@ -1737,6 +1777,16 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a, long long
         e = 0;
       xoff = C::x_off + tok * C::x_st + j * C::x_sj;
     }
+    // This thread's (row, m) of the store below, its extras loaded now
+    // (Cfg::kEarlyExtras, where the block's threads cover the R x MG
+    // outputs once), before the arithmetic.
+    constexpr bool kEarly = C::kEarlyExtras && (C::kBias || C::kRes) && 32 * W >= R * MG;
+    GemvExtras early;
+    if constexpr (kEarly) {
+      const int o = threadIdx.x, r = o / MG, m = o % MG;
+      if (o < R * MG && (C::kExpert || m0 + m < C::M) && n0 + r < C::N)
+        early = gemvExtras<C>(a, e, valid, m0 + m, n0 + r);
+    }
     // Row and x pointers with this lane's offset folded in (vectorised rows
     // are unit-stride; the strided fallback offsets by k · stride itself).
     constexpr long long kLaneW0 = C::kWVec ? 1 : 0, kLaneX = C::kXVec ? 1 : 0;
@@ -1809,16 +1859,17 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a, long long
           for (int s = 0; s < S; ++s)
             v[s] *= rstd;
         }
+        const GemvExtras x = kEarly ? early : gemvExtras<C>(a, e, valid, m0 + m, n);
         if constexpr (C::kBias) {
           if (valid) {
-            v[0] = v[0] + fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
+            v[0] = v[0] + x.b0;
             if (S == 2)
-              v[1] = v[1] + fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
+              v[1] = v[1] + x.b1;
           }
         }
         float out = C::Epi::apply(v);
         if constexpr (C::kRes)
-          out += fg_to_f(a.res[C::res_off + (m0 + m) * C::res_sm + n * C::res_sn]);
+          out += x.res;
         a.y[(C::kExpert ? pr : m0 + m) * C::N + n] = out;
       }
     }

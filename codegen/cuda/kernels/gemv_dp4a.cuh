@@ -588,14 +588,6 @@ static __device__ __forceinline__ void gemvDp4aStart(const Rows &rows, const Dp4
   }
 }
 
-/// What a row's store adds besides its sums: the biases of its streams
-/// (before the epilogue) and the addend (after it), zero where the launch
-/// has none. Cfg::kEarlyExtras: loaded when the row's tile starts (its
-/// combine window's first tile), so the stores after the K-warps' barrier
-/// wait on no load; else at the store.
-struct Dp4aExtras {
-  float b0 = 0.0f, b1 = 0.0f, res = 0.0f;
-};
 
 /// The rows of one weight (or gate and up): tiles of kRowWarps x kRowUnroll
 /// rows from row 0, expert e's matrices (0: dense), into y row pr.
@@ -618,25 +610,14 @@ template <class C> struct Dp4aOne {
     return tile * R + row < C::N;
   }
   /// Row `row` of tile `tile`'s extras (the row exists).
-  __device__ __forceinline__ Dp4aExtras extras(long long e, bool valid, long long tile,
+  __device__ __forceinline__ GemvExtras extras(long long e, bool valid, long long tile,
                                                int row) const {
-    const long long n = tile * R + row;
-    Dp4aExtras x;
-    if constexpr (C::kBias) {
-      if (valid) {
-        x.b0 = fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
-        if (C::Epi::kStreams == 2)
-          x.b1 = fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
-      }
-    }
-    if constexpr (C::kRes)
-      x.res = fg_to_f(a.res[C::res_off + n * C::res_sn]);
-    return x;
+    return gemvExtras<C>(a, e, valid, 0, tile * R + row); // one row of x
   }
   /// Row `row` of tile `tile`: the sums (one a stream) through the bias,
   /// the epilogue and the residual (`x`, its extras) to y.
   __device__ __forceinline__ void store(long long pr, long long e, bool valid, long long tile,
-                                        int row, float (&acc)[2], const Dp4aExtras &x) const {
+                                        int row, float (&acc)[2], const GemvExtras &x) const {
     const long long n = tile * R + row;
     if constexpr (C::kBias) {
       if (valid) {
@@ -737,7 +718,7 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
   constexpr int kStoreThreads = 32 * WK * WR;
   constexpr bool kEarly = C::kEarlyExtras && (C::kBias || C::kRes) &&
                           (WK == 1 || F == 1 || F * R <= kStoreThreads);
-  Dp4aExtras early;
+  GemvExtras early;
   auto extrasAt = [&](long long tl, int row) {
     return kEarly ? early : rows.extras(e, valid, tl, row);
   };
@@ -906,11 +887,11 @@ template <class C> struct Dp4aMulti {
       return (tile - kT0) * R + row < S1::N;
     return (tile - kT0 - kT1) * R + row < S2::N;
   }
-  __device__ __forceinline__ Dp4aExtras extras(long long, bool, long long, int) const {
+  __device__ __forceinline__ GemvExtras extras(long long, bool, long long, int) const {
     return {}; // no bias, no addend
   }
   __device__ __forceinline__ void store(long long, long long, bool, long long tile, int row,
-                                        float (&acc)[2], const Dp4aExtras &) const {
+                                        float (&acc)[2], const GemvExtras &) const {
     if (tile < kT0)
       a0.y[tile * R + row] = S0::Epi::apply(acc);
     else if (C::kSegs == 2 || tile < kT0 + kT1)

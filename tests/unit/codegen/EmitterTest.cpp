@@ -2324,7 +2324,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     EXPECT_EQ(merged.form, KernelForm::Other); // not charged as the tensor-core merge
     EXPECT_TRUE(contains(merged, "struct Seg2D : Seg2"));
     EXPECT_TRUE(contains(merged, "kNorm = true"));
-    EXPECT_TRUE(contains(merged, "kNormDeferred = false,")); // the default, until measured
+    EXPECT_TRUE(contains(merged, "kNormDeferred = false;")); // the default, until measured
     // The rstd deferred to the stores (EmitOptions::gemvDp4aNormDeferred):
     // in the Cfg, and it compiles where a K-warp holds all of K (q4_K K =
     // 1024), where K-warps meet in shared memory with x shared (4096) and
@@ -2340,7 +2340,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
                                                  {{"eps", Attribute::ofFloat(1e-5)}}));
                              },
                              {}, so)),
-                         "kNormDeferred = true,"));
+                         "kNormDeferred = true;"));
     for (auto [w, K] : {std::pair{DType::Q4_K, int64_t{1024}}, std::pair{DType::Q4_K, int64_t{4096}},
                         std::pair{DType::Q8_0, int64_t{14336}}, std::pair{DType::Q4_0, int64_t{14336}},
                         std::pair{DType::Q6_K, int64_t{14336}}}) {
@@ -2358,16 +2358,16 @@ TEST(CudaEmit, Q4KDp4aGemv) {
             },
             {}, so));
         EXPECT_TRUE(contains(k, "kNorm = true")) << gated;
-        EXPECT_TRUE(contains(k, "kNormDeferred = true,")) << gated;
+        EXPECT_TRUE(contains(k, "kNormDeferred = true;")) << gated;
       }
     }
     so.gemvDp4aNormDeferred = false;
     // Each row's bias and addend loaded when its tile starts
-    // (EmitOptions::gemvDp4aEarlyExtras): in the Cfg, and it compiles for
+    // (EmitOptions::gemvEarlyExtras): in the Cfg, and it compiles for
     // fused.matmul_add where K-warps combine every 4 tiles (q4_K K = 4096,
     // 14336), where one K-warp holds all of K (1024), and every tile
     // (FG_DEBUG_DP4A_COMBINE=1's form, q8_0), and for the gated GEMV's biases.
-    so.gemvDp4aEarlyExtras = true;
+    so.gemvEarlyExtras = true;
     for (auto [w, K, combine] : {std::tuple{DType::Q4_K, int64_t{4096}, 4},
                                  std::tuple{DType::Q4_K, int64_t{14336}, 4},
                                  std::tuple{DType::Q4_K, int64_t{1024}, 4},
@@ -2382,9 +2382,35 @@ TEST(CudaEmit, Q4KDp4aGemv) {
           },
           {}, so));
       EXPECT_TRUE(contains(k, "kRes = true"));
-      EXPECT_TRUE(contains(k, "kEarlyExtras = true;"));
+      EXPECT_TRUE(contains(k, "kEarlyExtras = true,"));
     }
     so.gemvDp4aCombine = EmitOptions{}.gemvDp4aCombine;
+    // ... and on the other GEMV forms: lanes over K (f16 at T = 1), the
+    // tensor cores (f16 at T = 5, q4_K at T = 3), with a residual or biases.
+    for (auto [w, M] : {std::pair{DType::F16, int64_t{1}}, std::pair{DType::F16, int64_t{5}},
+                        std::pair{DType::Q4_K, int64_t{3}}}) {
+      SCOPED_TRACE(std::string(dtypeName(w)) + " M " + std::to_string(M));
+      const KernelSpec k = only(emitAll(
+          [&](Builder &b) {
+            b.result(b.create(OpKind::FusedMatmulAdd, {b.input("x", T(DType::F32, {M, 512})),
+                                                       b.weight("w", T(w, {300, 512})),
+                                                       b.input("r", T(DType::F32, {M, 300}))}));
+          },
+          {}, so));
+      EXPECT_TRUE(contains(k, "kEarlyExtras = true,"));
+      EXPECT_FALSE(contains(k, "gemvDp4a<"));
+    }
+    EXPECT_TRUE(contains(only(emitAll(
+                             [](Builder &b) {
+                               b.result(b.create(OpKind::FusedGatedMatmul,
+                                                 {b.input("x", T(DType::F32, {1, 512})),
+                                                  b.weight("g", T(DType::F16, {300, 512})),
+                                                  b.weight("u", T(DType::F16, {300, 512})),
+                                                  b.weight("bg", T(DType::F32, {300})),
+                                                  b.weight("bu", T(DType::F32, {300}))}));
+                             },
+                             {}, so)),
+                         "kEarlyExtras = true,"));
     EXPECT_TRUE(contains(only(emitAll(
                              [](Builder &b) {
                                b.result(b.create(OpKind::FusedGatedMatmul,
@@ -2396,7 +2422,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
                              },
                              {}, so)),
                          "kBias = true"));
-    so.gemvDp4aEarlyExtras = false;
+    so.gemvEarlyExtras = false;
 
     EXPECT_EQ(merged.grid[0], 132u * 2);
     std::vector<Param> want{Param::result(0), Param::result(1), Param::result(2),
