@@ -646,8 +646,9 @@ static __device__ __forceinline__ Dp4aPipe<C> gemvDp4aPrefetch(const GemvArgs<C>
   Dp4aPipe<C> d;
   if constexpr (C::kPrologueLoad) {
     gemvDp4aStart<C>(Dp4aOne<C>{a}, gemvDp4aLane<C>(), 0, true, d);
-    // The next kL2Ahead tiles towards L2 (weights only: before the wait too).
-    for (int j = 1; j <= C::kL2Ahead; ++j)
+    // The kL2Ahead tiles after those in registers towards L2 (weights only:
+    // before the wait too).
+    for (int j = C::kAhead; j < C::kAhead + C::kL2Ahead; ++j)
       gemvDp4aPrefetchL2<C>(a, 0, blockIdx.x + (long long)j * gridDim.x);
   }
   return d;
@@ -685,7 +686,7 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
   if constexpr (!C::kPrologueLoad) { // the first tile(s), after the wait
     gemvDp4aStart<C>(rows, l, e, valid, cur); // an invalid pair streams nothing
     if (valid)
-      for (int j = 1; j <= C::kL2Ahead; ++j)
+      for (int j = C::kAhead; j < C::kAhead + C::kL2Ahead; ++j)
         rows.prefetchL2(e, blockIdx.x + (long long)j * gridDim.x);
   }
   // The rms_norm prologue: the row's rstd first, applied to x as it is
@@ -701,10 +702,12 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
   Dp4aNormScale<C> ns;
   if constexpr (kDeferred)
     ns.init(q, l, kSs);
+  float rstd = 0.0f; // kDeferred: computed at this thread's first store (after a barrier)
   auto normed = [&](float (&acc)[2]) {
     if constexpr (kDeferred) {
-      const float r = ns.rstd(kSs);
-      acc[0] *= r, acc[1] *= r;
+      if (rstd == 0.0f) // an rstd is never 0
+        rstd = ns.rstd(kSs);
+      acc[0] *= rstd, acc[1] *= rstd;
     }
   };
   constexpr int F = C::kCombine;
@@ -754,8 +757,8 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
       rows.load(l, e, tile + (long long)A * gridDim.x, next);
     }
     if constexpr (C::kL2Ahead > 0)
-      if (valid) // the tile kL2Ahead after `next` towards L2
-        rows.prefetchL2(e, tile + (long long)(C::kL2Ahead + 1) * gridDim.x);
+      if (valid) // the tile kL2Ahead after `next` (tile + A) towards L2
+        rows.prefetchL2(e, tile + (long long)(A + C::kL2Ahead) * gridDim.x);
     float v[S][U];
 #pragma unroll
     for (int s = 0; s < S; ++s)
