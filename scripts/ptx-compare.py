@@ -7,7 +7,7 @@ Compiles each MODEL (default: demo, w-tiny, w-moe-12, w-dense, w-dense-q4_k,
 prefill buckets 64 and 512, a cache of 16384 rows) with both binaries into
 empty kernel caches and compares the PTX of every kernel, with the names that
 depend on the source text (kernel hashes, NVRTC's internal file names) and the
-Cfg constants' global declarations taken out. Prints the counts and the kernel
+parameter structs' constants' global declarations taken out. Prints the counts and the kernel
 families found on one side only; exits 1 when they differ. A refactor of a
 kernel template or an emitter that leaves every body the same needs no GPU
 run to keep the measured behaviour; one that changes a body does.
@@ -40,7 +40,9 @@ def bodies(cache):
                 s = line.strip()
                 if not s or s.startswith("//"):
                     continue
-                if s.startswith(".global") and ("_ZN3Cfg" in s or "_ZN2fg" in s):
+                # The parameter structs' constants (Cfg, CfgD, Seg0, Seg0D, ...)
+                # and fg's: declarations only, read as immediates.
+                if s.startswith(".global") and re.search(r"_ZN(\d+(Cfg|Seg\d)|2fg)", s):
                     continue
                 line = re.sub(r"_ZZN\d+_INTERNAL_\w+?_cu_[0-9a-f]+", "INTERNAL", line)
                 lines.append(re.sub(r"fg_\w+?_[0-9a-f]{6,16}", "KERNEL", line))

@@ -170,11 +170,16 @@ static __device__ __forceinline__ void gemvDp4aQuantRuns(const GemvArgs<C> &a,
 
 /// Shared memory of the quantised x of a block's K-warps, [k-warp][run][..]
 /// [lane] (a warp's 32 lanes on 32 banks).
-template <class C> struct Dp4aXShared {
+/// The deferred norm's sums of squares, [k-warp][run][lane] (none without).
+template <class C, bool Ss> struct Dp4aSsShared {
+  float ss[C::kKWarps][C::D::kRuns][32];
+};
+template <class C> struct Dp4aSsShared<C, false> {};
+
+template <class C> struct Dp4aXShared : Dp4aSsShared<C, C::kNorm && C::kNormDeferred> {
+  static constexpr bool kSs = C::kNorm && C::kNormDeferred;
   unsigned xq[C::kKWarps][C::D::kRuns][4][32];
   float dx[C::kKWarps][C::D::kRuns][32], sx[C::kKWarps][C::D::kRuns][32];
-  static constexpr bool kSs = C::kNorm && C::kNormDeferred; // else 4 bytes, never read
-  float ss[kSs ? C::kKWarps : 1][kSs ? C::D::kRuns : 1][kSs ? 32 : 1];
 };
 
 /// This lane's x, quantised (gemvDp4aQuantRuns over every run). The
@@ -225,8 +230,10 @@ static __device__ __forceinline__ void gemvDp4aQuantX(const GemvArgs<C> &a,
       for (int i = 0; i < 4; ++i)
         q.xq[r][i] = sh.xq[wk][r][i][lane];
       q.dx[r] = sh.dx[wk][r][lane], q.sx[r] = sh.sx[wk][r][lane];
-      constexpr bool kSs = Dp4aXShared<C>::kSs;
-      q.ss[r] = kSs ? sh.ss[kSs ? wk : 0][kSs ? r : 0][kSs ? lane : 0] : 0.0f;
+      if constexpr (Dp4aXShared<C>::kSs)
+        q.ss[r] = sh.ss[wk][r][lane];
+      else
+        q.ss[r] = 0.0f;
     }
   }
 }
