@@ -39,11 +39,17 @@
 // holds A tiles in registers ahead of its arithmetic (Dp4aPipe: the
 // prologue loads the first A, and tile i + A is loaded before tile i's
 // arithmetic), so A tiles of bytes are in flight, not one, and the first A
-// tile latencies overlap the wait and x's quantisation; with Cfg::kL2Ahead = A > 0 the
-// A tiles after that one are asked of L2 (prefetch.global.L2) as well. The
+// tile latencies overlap the wait and x's quantisation; with Cfg::kL2Ahead = L > 0 the
+// L tiles after those are asked of L2 (prefetch.global.L2) as well. The
 // staged form (Cfg::kStages = S ≥ 2, q4_K) copies the S − 1 tiles after the
 // one in registers into a ring in dynamic shared memory by cp.async
-// instead (the prologue the first S − 1). Needs gemv.cuh in front.
+// instead (the prologue the first S − 1).
+//
+// Stores: the norm prologue's rstd either scales x before its quantisation
+// (gemvNormScales) or, with Cfg::kNormDeferred, each row's sums at its
+// store (Dp4aNormScale); a row's bias and addend load at its store or, with
+// Cfg::kEarlyExtras, when its tile (combine window) starts (GemvExtras).
+// Needs gemv.cuh in front.
 //
 //===----------------------------------------------------------------------===//
 
