@@ -78,8 +78,13 @@ NodeCost CudaTarget::cost(const NodeDesc &node) const {
     return weights / costModel_.readBandwidth;
   };
   if (node.kind == OpKind::FusedRmsNormMatmul || node.kind == OpKind::FusedRmsNormGatedMatmul ||
-      node.kind == OpKind::FusedRmsNormMatmulMulti)
-    out.seconds += costModel_.normPrologueSlowdown * weightSeconds();
+      node.kind == OpKind::FusedRmsNormMatmulMulti) {
+    const bool dp4a = launches && launches->size() == 1 &&
+                      std::holds_alternative<KernelSpec>(launches->front()) &&
+                      std::get<KernelSpec>(launches->front()).form == KernelForm::Dp4aGemv;
+    out.seconds += (dp4a ? costModel_.normPrologueSlowdownDp4a : costModel_.normPrologueSlowdown) *
+                   weightSeconds();
+  }
   if ((node.kind == OpKind::FusedMatmulMulti || node.kind == OpKind::FusedRmsNormMatmulMulti) &&
       costModel_.mergedTensorCoreSlowdown >= 0 && launches && launches->size() == 1 &&
       std::holds_alternative<KernelSpec>(launches->front()) &&
@@ -95,11 +100,16 @@ CudaCostModel costModelFromEnv() {
   auto factor = [](const char *name, double lo, double &into) {
     if (auto v = llvm::sys::Process::GetEnv(name); v && !v->empty()) {
       double f = 0;
-      if (!llvm::StringRef(*v).getAsDouble(f) && f >= lo)
+      if (!llvm::StringRef(*v).getAsDouble(f) && f >= lo) {
         into = f;
+        return true;
+      }
     }
+    return false;
   };
-  factor("FG_DEBUG_NORM_PROLOGUE_SLOWDOWN", 0.0, m.normPrologueSlowdown);
+  if (factor("FG_DEBUG_NORM_PROLOGUE_SLOWDOWN", 0.0, m.normPrologueSlowdown))
+    m.normPrologueSlowdownDp4a = m.normPrologueSlowdown; // both, as before the DP4A factor
+  factor("FG_DEBUG_NORM_PROLOGUE_SLOWDOWN_DP4A", 0.0, m.normPrologueSlowdownDp4a);
   factor("FG_DEBUG_MERGED_TC_SLOWDOWN", -1.0, m.mergedTensorCoreSlowdown);
   return m;
 }

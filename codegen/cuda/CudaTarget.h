@@ -27,6 +27,13 @@ struct CudaCostModel {
   /// 0.25 reproduces the sixth session's same-run steps, all prologues on:
   /// W-tiny faster (-6 %), W-dense and W-moe-12 slower (+3.5 %, +3 %).
   double normPrologueSlowdown = 0.25;
+  /// The same for a launch on DP4A (KernelForm::Dp4aGemv): the same figure
+  /// so far. The seventeenth session measured every prologue on at the
+  /// defaults slower (W-dense q4_K 2.0156 -> 2.0893 ms: the FFN norm into
+  /// gate|up) with the rstd computed before x is quantised; the deferred
+  /// form (EmitOptions::gemvDp4aNormDeferred) is the one to calibrate this
+  /// against. FG_DEBUG_NORM_PROLOGUE_SLOWDOWN_DP4A.
+  double normPrologueSlowdownDp4a = 0.25;
   /// q, k and v merged into one launch (fused.matmul_multi,
   /// fused.rms_norm_matmul_multi) pay on DP4A (quantised weights at T = 1,
   /// sixteenth session, same run: W-dense q4_K 2.135 -> 2.014 ms, q8_0
@@ -43,7 +50,9 @@ struct CudaCostModel {
 
 /// The defaults with the FG_DEBUG_ overrides of the environment:
 /// FG_DEBUG_NORM_PROLOGUE_SLOWDOWN=f (>= 0: 0 fuses every legal norm
-/// prologue, a large value none) and FG_DEBUG_MERGED_TC_SLOWDOWN=f (>= -1: a
+/// prologue, a large value none; both factors), then
+/// FG_DEBUG_NORM_PROLOGUE_SLOWDOWN_DP4A=f (the DP4A launches' alone) and
+/// FG_DEBUG_MERGED_TC_SLOWDOWN=f (>= -1: a
 /// negative value charges the tensor-core merged GEMV as one launch; the
 /// tests that run it).
 CudaCostModel costModelFromEnv();

@@ -732,6 +732,7 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
   k.block[0] = static_cast<unsigned>(32 * s.wk * s.wr);
   k.sharedBytes = s.ringBytes;
   k.params = std::move(e.bind);
+  k.form = KernelForm::Dp4aGemv;
   return k;
 }
 
@@ -773,6 +774,7 @@ KernelSpec dp4aMultiKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &s
   k.block[0] = static_cast<unsigned>(32 * s.wk * s.wr);
   k.sharedBytes = s.ringBytes;
   k.params = std::move(e.bind);
+  k.form = KernelForm::Dp4aGemv;
   return k;
 }
 

@@ -56,6 +56,7 @@ std::optional<Layout> viewLayout(const Node &node, const Layout &operand);
 enum class KernelForm : uint8_t {
   Other,
   MergedTensorCoreGemv, ///< fused.matmul_multi's segments on the tensor cores (gemvMulti)
+  Dp4aGemv,             ///< a GEMV at T = 1 on DP4A (gemv_dp4a.cuh), merged segments too
 };
 
 struct KernelSpec {

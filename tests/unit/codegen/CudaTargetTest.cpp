@@ -92,6 +92,33 @@ TEST(CudaTarget, CostIsTheOpTableBytesPlusLaunches) {
                                   m.launchSeconds);
 }
 
+/// The norm prologue's slowdown: a DP4A launch (q4_K at T = 1, above the
+/// DP4A rule's 4 MiB) takes CudaCostModel::normPrologueSlowdownDp4a, a
+/// tensor-core one (f16) normPrologueSlowdown, each of its weights' time.
+TEST(CudaTarget, NormPrologueSlowdownByTheLaunchsForm) {
+  auto normMatmul = [](DType w) {
+    return desc(OpKind::FusedRmsNormMatmul, {f32({1, 4096}), f32({4096}), {w, {4096, 4096}}},
+                {{"eps", Attribute::ofFloat(1e-5)}});
+  };
+  for (DType w : {DType::Q4_K, DType::F16}) {
+    SCOPED_TRACE(dtypeName(w));
+    const NodeDesc d = normMatmul(w);
+    const double weightSeconds = static_cast<double>(d.operands[2].bytes()) / CudaCostModel{}.readBandwidth;
+    CudaCostModel none;
+    none.normPrologueSlowdown = none.normPrologueSlowdownDp4a = 0;
+    const double base = CudaTarget({}, none).cost(d).seconds;
+    CudaCostModel dp4a = none;
+    dp4a.normPrologueSlowdownDp4a = 0.5;
+    CudaCostModel other = none;
+    other.normPrologueSlowdown = 0.5;
+    const bool onDp4a = w == DType::Q4_K;
+    EXPECT_NEAR(CudaTarget({}, dp4a).cost(d).seconds - base, onDp4a ? 0.5 * weightSeconds : 0.0,
+                1e-12);
+    EXPECT_NEAR(CudaTarget({}, other).cost(d).seconds - base, onDp4a ? 0.0 : 0.5 * weightSeconds,
+                1e-12);
+  }
+}
+
 Graph demo(std::vector<int64_t> prefill) {
   ModelOptions mo;
   mo.ctx = 256;
