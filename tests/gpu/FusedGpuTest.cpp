@@ -728,6 +728,28 @@ TEST_P(GpuFused, EqualsUnfusedAndReference) {
     EXPECT_LE(normalizedError(uv, rv), tol) << "unfused vs reference, %" << name;
     EXPECT_LE(normalizedError(fv, uv), tol) << "fused vs unfused, %" << name;
   }
+
+  // The GEMVs with a bias or an addend load them when a row's tile starts
+  // (FG_DEBUG_GEMV_EARLY_EXTRAS=1, every GEMV form): the same bits.
+  if (c.fused == OpKind::FusedMatmulAdd || c.fused == OpKind::FusedGatedMatmul ||
+      c.fused == OpKind::FusedGatedMatmulId) {
+    ScopedEnv early("FG_DEBUG_GEMV_EARLY_EXTRAS", "1");
+    auto earlyPlan = compile(g, on);
+    ASSERT_TRUE(bool(earlyPlan)) << errString(earlyPlan.takeError());
+    auto earlyGpu = Executor::create(*earlyPlan, gpuOpts);
+    ASSERT_TRUE(bool(earlyGpu)) << errString(earlyGpu.takeError());
+    for (const auto &[name, vals] : inputs)
+      ASSERT_FALSE(bool(earlyGpu->setInput(name, vals))) << name;
+    ASSERT_FALSE(bool(earlyGpu->run("main"))) << "early-extras gpu run";
+    for (ValueId r : ref->results()) {
+      const std::string &name = ref->value(r).name;
+      auto f = fusedGpu->output(name);
+      auto x = earlyGpu->output(name);
+      ASSERT_TRUE(bool(f)) << errString(f.takeError());
+      ASSERT_TRUE(bool(x)) << errString(x.takeError());
+      EXPECT_EQ(x->toFloats(), f->toFloats()) << "FG_DEBUG_GEMV_EARLY_EXTRAS=1, %" << name;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fused, GpuFused, ::testing::ValuesIn(caseIndices()),
