@@ -2321,7 +2321,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
         },
         {}, so));
     EXPECT_TRUE(contains(merged, "fg::gemvDp4aMulti<Multi>("));
-    EXPECT_EQ(merged.form, KernelForm::Other); // not charged as the tensor-core merge
+    EXPECT_EQ(merged.form, KernelForm::Dp4aGemv); // not charged as the tensor-core merge
     EXPECT_TRUE(contains(merged, "struct Seg2D : Seg2"));
     EXPECT_TRUE(contains(merged, "kNorm = true"));
     EXPECT_TRUE(contains(merged, "kNormDeferred = false;")); // the default, until measured
@@ -2347,7 +2347,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
       SCOPED_TRACE(std::string(dtypeName(w)) + " K " + std::to_string(K));
       for (bool gated : {false, true}) {
         const KernelSpec k = only(emitAll(
-            [&](Builder &b) {
+            [&, w = w, K = K](Builder &b) {
               std::vector<ValueId> ops{b.input("x", T(DType::F32, {1, K})),
                                        b.weight("g", T(DType::F32, {K})),
                                        b.weight("w0", T(w, {300, K}))};
@@ -2375,7 +2375,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
       SCOPED_TRACE(std::string(dtypeName(w)) + " K " + std::to_string(K));
       so.gemvDp4aCombine = combine;
       const KernelSpec k = only(emitAll(
-          [&](Builder &b) {
+          [&, w = w, K = K](Builder &b) {
             b.result(b.create(OpKind::FusedMatmulAdd, {b.input("x", T(DType::F32, {1, K})),
                                                        b.weight("w", T(w, {300, K})),
                                                        b.input("r", T(DType::F32, {1, 300}))}));
@@ -2391,7 +2391,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
                         std::pair{DType::Q4_K, int64_t{3}}}) {
       SCOPED_TRACE(std::string(dtypeName(w)) + " M " + std::to_string(M));
       const KernelSpec k = only(emitAll(
-          [&](Builder &b) {
+          [&, w = w, M = M](Builder &b) {
             b.result(b.create(OpKind::FusedMatmulAdd, {b.input("x", T(DType::F32, {M, 512})),
                                                        b.weight("w", T(w, {300, 512})),
                                                        b.input("r", T(DType::F32, {M, 300}))}));
