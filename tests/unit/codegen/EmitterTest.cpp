@@ -2558,9 +2558,10 @@ public:
     // shared x quantisation and the combine every N tiles (3 types + 2) and
     // q6_K on DP4A (6), 512 before the fifteenth's tiles asked of L2 ahead
     // (4 types, gated and expert-indexed, and the clamp: 9) and the grouped
-    // test's tensor-core GEMV (1):
+    // test's tensor-core GEMV (1), 525 before the seventeenth's tiles ahead
+    // (3), deferred norm (11) and early biases and addends (7 forms):
     // each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 525u);
+    EXPECT_LE(compiled().compiles, 545u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
