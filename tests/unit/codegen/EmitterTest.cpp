@@ -2400,28 +2400,20 @@ TEST(CudaEmit, Q4KDp4aGemv) {
       EXPECT_TRUE(contains(k, "kEarlyExtras = true,"));
       EXPECT_FALSE(contains(k, "gemvDp4a<"));
     }
-    EXPECT_TRUE(contains(only(emitAll(
-                             [](Builder &b) {
-                               b.result(b.create(OpKind::FusedGatedMatmul,
-                                                 {b.input("x", T(DType::F32, {1, 512})),
-                                                  b.weight("g", T(DType::F16, {300, 512})),
-                                                  b.weight("u", T(DType::F16, {300, 512})),
-                                                  b.weight("bg", T(DType::F32, {300})),
-                                                  b.weight("bu", T(DType::F32, {300}))}));
-                             },
-                             {}, so)),
-                         "kEarlyExtras = true,"));
-    EXPECT_TRUE(contains(only(emitAll(
-                             [](Builder &b) {
-                               b.result(b.create(OpKind::FusedGatedMatmul,
-                                                 {b.input("x", T(DType::F32, {1, 2048})),
-                                                  b.weight("g", T(DType::Q4_K, {300, 2048})),
-                                                  b.weight("u", T(DType::Q4_K, {300, 2048})),
-                                                  b.weight("bg", T(DType::F32, {300})),
-                                                  b.weight("bu", T(DType::F32, {300}))}));
-                             },
-                             {}, so)),
-                         "kBias = true"));
+    // The gated GEMV's biases, lanes over K (f16) and DP4A (q4_K).
+    for (auto [w, K] : {std::pair{DType::F16, int64_t{512}}, std::pair{DType::Q4_K, int64_t{2048}}}) {
+      SCOPED_TRACE(dtypeName(w));
+      const KernelSpec k = only(emitAll(
+          [&, w = w, K = K](Builder &b) {
+            b.result(b.create(OpKind::FusedGatedMatmul,
+                              {b.input("x", T(DType::F32, {1, K})), b.weight("g", T(w, {300, K})),
+                               b.weight("u", T(w, {300, K})), b.weight("bg", T(DType::F32, {300})),
+                               b.weight("bu", T(DType::F32, {300}))}));
+          },
+          {}, so));
+      EXPECT_TRUE(contains(k, "kBias = true"));
+      EXPECT_TRUE(contains(k, "kEarlyExtras = true,"));
+    }
     so.gemvEarlyExtras = false;
 
     EXPECT_EQ(merged.grid[0], 132u * 2);
