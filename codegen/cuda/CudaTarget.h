@@ -30,9 +30,10 @@ struct CudaCostModel {
   /// The same for a launch on DP4A (KernelForm::Dp4aGemv): the same figure
   /// so far. The seventeenth session measured every prologue on at the
   /// defaults slower (W-dense q4_K 2.0156 -> 2.0893 ms: the FFN norm into
-  /// gate|up) with the rstd computed before x is quantised; the deferred
-  /// form (EmitOptions::gemvDp4aNormDeferred) is the one to calibrate this
-  /// against. FG_DEBUG_NORM_PROLOGUE_SLOWDOWN_DP4A.
+  /// gate|up) with the rstd computed before x is quantised, and the
+  /// eighteenth session with it deferred to the stores (the default since,
+  /// EmitOptions::gemvDp4aNormDeferred): 1.9173 -> 1.9354 ms (+0.9 %,
+  /// 259 launches against 292), so it stays. FG_DEBUG_NORM_PROLOGUE_SLOWDOWN_DP4A.
   double normPrologueSlowdownDp4a = 0.25;
   /// q, k and v merged into one launch (fused.matmul_multi,
   /// fused.rms_norm_matmul_multi) pay on DP4A (quantised weights at T = 1,

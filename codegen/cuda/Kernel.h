@@ -357,11 +357,11 @@ struct EmitOptions {
   /// row's sums are multiplied by the rstd where they are stored, instead of
   /// a pass over x and two barriers (gemvNormScales) before the
   /// quantisation, on the path from the programmatic-launch wait to the
-  /// first arithmetic. Written in the seventeenth session after its last
-  /// GPU call (the FFN norm as gate|up's prologue measured 2.3 us a layer
-  /// slower than its own launch, call 1), NVRTC-compiled only: off until
-  /// the GPU tests and a step confirm it. FG_DEBUG_DP4A_NORM_DEFERRED=0|1.
-  bool gemvDp4aNormDeferred = false;
+  /// first arithmetic. On since the eighteenth session (call 1, same run:
+  /// W-dense q4_K 1.9511 / 1.9297 -> 1.9173 ms, W-moe-12 q4_K 0.5704 ->
+  /// 0.5645 with early extras; the quantised model tests pass with it).
+  /// FG_DEBUG_DP4A_NORM_DEFERRED=0|1.
+  bool gemvDp4aNormDeferred = true;
   /// The GEMVs (DP4A and tensor cores) load each row's bias and addend
   /// (fused.matmul_add's residual) when the row's tile starts (the DP4A
   /// GEMV: its combine window), not at its store (Cfg::kEarlyExtras,

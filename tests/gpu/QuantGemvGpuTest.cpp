@@ -511,6 +511,11 @@ std::vector<double> dp4aReference(DType t, const std::vector<uint8_t> &w,
 /// mins, whose terms cancel) that gave a normalised error of up to 1.12e-2
 /// (H200, thirteenth session, call 2): 2e-2, twice the 16-bit bound.
 constexpr double kTolDp4a = 2e-2;
+/// A GLU of two DP4A GEMVs (silu(gate) · up) carries both products' errors:
+/// the rms_norm + gate|up case (130 rows, random seed 1054506092) gave
+/// 2.37e-2 in the eighteenth session's call 1, at the defaults and with the
+/// rstd deferred alike (the x quantisation, not the form): 1.5 x kTolDp4a.
+constexpr double kTolDp4aGlu = 3e-2;
 
 /// The GPU result "y" of `c` (its inputs set) compiled with `pipeline` (""
 /// the default).
@@ -560,14 +565,14 @@ std::vector<float> gpuResult(const QuantCase &c, const char *pipeline) {
 /// two tiles asked of L2 ahead (FG_DEBUG_DP4A_L2_AHEAD=2), the same bits
 /// through the staged ring (FG_DEBUG_DP4A_STAGES=4, q4_K) and with 2 and 3
 /// tiles in registers ahead (FG_DEBUG_DP4A_AHEAD) and with the biases and
-/// addends loaded early (FG_DEBUG_GEMV_EARLY_EXTRAS=1); for the norm prologue,
-/// the rstd deferred to the stores (FG_DEBUG_DP4A_NORM_DEFERRED=1) against
-/// the CPU reference and to the same bits across x's sharing and the
-/// combine; and proof that the DP4A kernel ran: the tensor-core GEMV (=0) gives other bits.
+/// addends loaded early (FG_DEBUG_GEMV_EARLY_EXTRAS=1); for the norm prologue
+/// (its rstd deferred to the stores by default), the rstd applied before x is
+/// quantised (FG_DEBUG_DP4A_NORM_DEFERRED=0) against the CPU reference and to
+/// the same bits across x's sharing and the combine; and proof that the DP4A kernel ran: the tensor-core GEMV (=0) gives other bits.
 void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
-                    std::optional<OpKind> fused = std::nullopt) {
+                    std::optional<OpKind> fused = std::nullopt, double tol = kTolDp4a) {
   ScopedEnv on("FG_DEBUG_GEMV_DP4A", "2"); // every size
-  expectQuantMatches(c, kTolDp4a, pipeline, fused);
+  expectQuantMatches(c, tol, pipeline, fused);
   const std::vector<float> dp4a = gpuResult(c, pipeline);
   {
     // x quantised by every row group, the K-warps' sums combined every
@@ -599,16 +604,18 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
   }
   if (fused == OpKind::FusedRmsNormMatmul || fused == OpKind::FusedRmsNormGatedMatmul ||
       fused == OpKind::FusedRmsNormMatmulMulti) {
-    // The norm prologue's rstd deferred to the stores: against the CPU
-    // reference, and the same bits with x quantised by every row group and
-    // the sums combined every tile (its sum of squares in one order).
-    ScopedEnv deferred("FG_DEBUG_DP4A_NORM_DEFERRED", "1");
-    expectQuantMatches(c, kTolDp4a, pipeline, fused);
+    // The defaults defer the norm prologue's rstd to the stores (checked to
+    // the same bits across x's sharing and the combine above: its sum of
+    // squares in one order). The form that applies it before x is quantised
+    // (FG_DEBUG_DP4A_NORM_DEFERRED=0): against the CPU reference, and the
+    // same bits with x quantised by every row group and sums combined every tile.
+    ScopedEnv deferred("FG_DEBUG_DP4A_NORM_DEFERRED", "0");
+    expectQuantMatches(c, tol, pipeline, fused);
     const std::vector<float> d = gpuResult(c, pipeline);
     ScopedEnv share("FG_DEBUG_DP4A_SHARE_X", "0");
     ScopedEnv combine("FG_DEBUG_DP4A_COMBINE", "1");
     EXPECT_EQ(gpuResult(c, pipeline), d)
-        << "FG_DEBUG_DP4A_NORM_DEFERRED=1 with FG_DEBUG_DP4A_SHARE_X=0, FG_DEBUG_DP4A_COMBINE=1";
+        << "FG_DEBUG_DP4A_NORM_DEFERRED=0 with FG_DEBUG_DP4A_SHARE_X=0, FG_DEBUG_DP4A_COMBINE=1";
   }
   std::vector<float> tc;
   {
@@ -801,7 +808,8 @@ TEST(GpuQuantGemv, Q4KDp4aEveryForm) {
     else
       b.result(b.matmul(n, quantWeight(b, c, "w", DType::Q4_K, {130, K}, 88), "y"));
     ASSERT_FALSE(bool(b.finish()));
-    expectDp4aForm(c, "", gated ? OpKind::FusedRmsNormGatedMatmul : OpKind::FusedRmsNormMatmul);
+    expectDp4aForm(c, "", gated ? OpKind::FusedRmsNormGatedMatmul : OpKind::FusedRmsNormMatmul,
+                   gated ? kTolDp4aGlu : kTolDp4a);
   }
   // q, k and v in one launch (fused.matmul_multi, and with the norm
   // prologue fused.rms_norm_matmul_multi): segments of 1000 / 4500 rows (not

@@ -2324,11 +2324,23 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     EXPECT_EQ(merged.form, KernelForm::Dp4aGemv); // not charged as the tensor-core merge
     EXPECT_TRUE(contains(merged, "struct Seg2D : Seg2"));
     EXPECT_TRUE(contains(merged, "kNorm = true"));
-    EXPECT_TRUE(contains(merged, "kNormDeferred = false;")); // the default, until measured
+    EXPECT_TRUE(contains(merged, "kNormDeferred = true;")); // the default since the eighteenth session
     // The rstd deferred to the stores (EmitOptions::gemvDp4aNormDeferred):
     // in the Cfg, and it compiles where a K-warp holds all of K (q4_K K =
     // 1024), where K-warps meet in shared memory with x shared (4096) and
     // without it (q8_0 / q4_0 / q6_K at 14336: one row group), gated and merged.
+    so.gemvDp4aNormDeferred = false;
+    EXPECT_TRUE(contains(only(emitAll(
+                             [](Builder &b) {
+                               std::vector<ValueId> ops{b.input("x", T(DType::F32, {1, 4096})),
+                                                        b.weight("g", T(DType::F32, {4096})),
+                                                        b.weight("wq", T(DType::Q4_K, {4096, 4096})),
+                                                        b.weight("wk", T(DType::Q4_K, {1024, 4096}))};
+                               b.result(b.create(OpKind::FusedRmsNormMatmulMulti, ops,
+                                                 {{"eps", Attribute::ofFloat(1e-5)}}));
+                             },
+                             {}, so)),
+                         "kNormDeferred = false;"));
     so.gemvDp4aNormDeferred = true;
     EXPECT_TRUE(contains(only(emitAll(
                              [](Builder &b) {
@@ -2361,7 +2373,7 @@ TEST(CudaEmit, Q4KDp4aGemv) {
         EXPECT_TRUE(contains(k, "kNormDeferred = true;")) << gated;
       }
     }
-    so.gemvDp4aNormDeferred = false;
+    so.gemvDp4aNormDeferred = true; // the default
     // Each row's bias and addend loaded when its tile starts
     // (EmitOptions::gemvEarlyExtras): in the Cfg, and it compiles for
     // fused.matmul_add where K-warps combine every 4 tiles (q4_K K = 4096,
