@@ -956,6 +956,8 @@ int usage(const char *argv0, int code = 2) {
       "  --attn-min-tiles N   decode attention: tiles each warp takes at least in a split\n"
       "  --attn-reg-max-live N  decode attention: live rows up to which the staged form loads\n"
       "                       into registers (0: always staged)\n"
+      "  --attn-cluster N     decode attention: splits merged in a cluster of N blocks (0: off)\n"
+      "  --attn-cluster-warps N  decode attention: warps a block of the cluster form (4 or 8)\n"
       "  --pdl-prefetch-mb N  L2 bytes a GEMV or attention launch prefetches before its\n"
       "                       programmatic-launch wait (EmitOptions::pdlPrefetchBytes)\n",
       argv0);
@@ -1081,6 +1083,10 @@ int main(int argc, char **argv) {
         s.emit.attentionMinTiles = n;
       else if (f == "--attn-reg-max-live" && v && n >= 0)
         s.emit.attentionRegMaxLive = n;
+      else if (f == "--attn-cluster" && v && n >= 0 && n <= 8)
+        s.emit.attentionCluster = n;
+      else if (f == "--attn-cluster-warps" && (n == 4 || n == 8))
+        s.emit.attentionClusterWarps = n;
       else
         return usage(argv[0]);
     } else if (a.rfind("--benchmark_", 0) != 0 && a.rfind("--v=", 0) != 0) {

@@ -63,6 +63,8 @@ struct AttnPlan {
   int64_t G, HC, GB, HB, NCK, DVS, NSL, DvP, U, minChunk, smax, part, counters;
   int64_t uRegs, minChunkRegs; ///< the register-load form's (the staged form's short-KV path)
   int64_t stages = 0, ringBytes = 0; ///< the staged form's ring (0: register loads)
+  int64_t warps = kWarps;             ///< warps a block
+  int64_t cluster = 0; ///< the cluster form's blocks a cluster (= smax; 0: the global merge)
   uint64_t scratchBytes;
 };
 
@@ -73,10 +75,15 @@ constexpr int64_t kSharedPerSm = 228 * 1024, kReservedPerBlock = 1024;
 constexpr int64_t kMaxStages = 4;
 
 /// Bytes of the kernel's static `AttnShared<C>` (attention.cuh), rounded up.
-int64_t staticShared(int64_t NCK, int64_t DVS, int64_t smax) {
-  int64_t partials = kWarps * 8 * DVS * 4 + 2 * kWarps * 8 * 4, merge = smax * 8 * 4;
-  return NCK * 2 * 32 * 16 + std::max(partials, merge) + 16;
+int64_t staticShared(int64_t NCK, int64_t DVS, int64_t smax, int64_t warps = kWarps,
+                     int64_t cluster = 0, int64_t DvP = 0) {
+  int64_t partials = warps * 8 * DVS * 4 + 2 * warps * 8 * 4, merge = smax * 8 * 4;
+  int64_t incoming = cluster ? cluster * (2 + DvP) * 4 : 4; // AttnShared::in
+  return NCK * 2 * 32 * 16 + std::max(partials, merge) + incoming + 16;
 }
+/// Static shared memory a kernel may declare (48 KiB), less a margin for
+/// the compiler's rounding.
+constexpr int64_t kStaticSharedMax = 48 * 1024 - 256;
 
 AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t ctx, DType kt,
               DType vt, bool vecRows, unsigned smCount, const EmitOptions &o) {
@@ -129,6 +136,24 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   int64_t target = static_cast<int64_t>(smCount) * blocks;
   p.smax = std::clamp<int64_t>(ceilDiv(target, T * p.HB), 1,
                                std::min(kMaxSplits, ceilDiv(ctx, p.minChunk)));
+  // The cluster form (register loads only): the splits of a (kv head,
+  // token) are one cluster's blocks, as many as the cache's rows need at
+  // one round of the block's warps each, at most EmitOptions::
+  // attentionCluster, and at least one a head of the block (block h merges
+  // head h); it runs where that many fit and its static shared memory does.
+  if (p.stages == 0 && o.attentionCluster > 0) {
+    int64_t warps = o.attentionClusterWarps == 4 ? 4 : 8;
+    int64_t minChunk = warps * p.U * 8 * std::max(1, o.attentionMinTiles);
+    int64_t limit = std::min(o.attentionCluster, 8);
+    int64_t cs = std::clamp<int64_t>(ceilDiv(ctx, minChunk), p.GB, std::max(limit, p.GB));
+    if (cs <= limit && staticShared(p.NCK, p.DVS, cs, warps, cs, p.DvP) <= kStaticSharedMax) {
+      p.warps = warps;
+      p.cluster = cs;
+      p.smax = cs;
+      p.minChunk = minChunk;
+      p.minChunkRegs = minChunk;
+    }
+  }
   p.counters = T * p.HB;
   p.part = 16 + p.GB * p.DvP;
   p.scratchBytes = static_cast<uint64_t>(T * p.HB * p.smax * p.part) * 4;
@@ -213,8 +238,10 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   c += "  using FF = " + ctype(hasFF ? fn.type(node.operands[4]).dtype : DType::F32) + ";\n";
   c += ropeStruct;
   c += llvm::formatv("  static constexpr int kW = {0}, kU = {1}, kGB = {2}, kHC = {3}, kSmax = {4}, "
-                     "NCK = {5}, DVS = {6}, NSL = {7}, kStages = {8}, kURegs = {9};\n",
-                     kWarps, p.U, p.GB, p.HC, p.smax, p.NCK, p.DVS, p.NSL, p.stages, p.uRegs)
+                     "NCK = {5}, DVS = {6}, NSL = {7}, kStages = {8}, kURegs = {9}, "
+                     "kCluster = {10};\n",
+                     p.warps, p.U, p.GB, p.HC, p.smax, p.NCK, p.DVS, p.NSL, p.stages, p.uRegs,
+                     p.cluster)
            .str();
   c += "  static constexpr long long T = " + lit(T) + ", Hq = " + lit(Hq) + ", G = " + lit(p.G) +
        ", kHB = " + lit(p.HB) + ", D = " + lit(D) + ", Dv = " + lit(Dv) + ", DvP = " + lit(p.DvP) +
@@ -261,13 +288,14 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
       llvm::formatv("fg::AttnArgs<Cfg>{{y, scratch, counters, q, k, v, pos, {0}, {1}}",
                     hasSinks ? "sinks" : "nullptr", hasFF ? "ff" : "nullptr")
           .str();
-  c += kernelEntry(32 * kWarps, params, "fg::attention<Cfg>(" + args + ");", 0,
-                   "fg::attentionPrefetch<Cfg>(" + args + ");");
+  c += kernelEntry(static_cast<unsigned>(32 * p.warps), params, "fg::attention<Cfg>(" + args + ");",
+                   0, "fg::attentionPrefetch<Cfg>(" + args + ");",
+                   static_cast<unsigned>(p.cluster));
   KernelSpec main = finishSpec("attention", kernelSource("attention.cuh").str() + c);
   main.grid[0] = static_cast<unsigned>(p.smax);
   main.grid[1] = static_cast<unsigned>(p.HB);
   main.grid[2] = static_cast<unsigned>(T);
-  main.block[0] = 32 * kWarps;
+  main.block[0] = static_cast<unsigned>(32 * p.warps);
   main.params = {Param::result(0),  Param::scratch(),  Param::counters(), Param::operand(0),
                  Param::operand(1), Param::operand(2), Param::operand(3)};
   if (hasSinks || hasFF)

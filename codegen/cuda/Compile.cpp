@@ -306,6 +306,9 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   emit.attentionMinTiles = envInt("FG_DEBUG_ATTN_MIN_TILES", 1, 64).value_or(emit.attentionMinTiles);
   if (auto n = envInt("FG_DEBUG_ATTN_REG_MAX_LIVE", 0, 1 << 30))
     emit.attentionRegMaxLive = *n;
+  emit.attentionCluster = envInt("FG_DEBUG_ATTN_CLUSTER", 0, 8).value_or(emit.attentionCluster);
+  if (auto n = envInt("FG_DEBUG_ATTN_CLUSTER_WARPS", 4, 8); n && (*n == 4 || *n == 8))
+    emit.attentionClusterWarps = static_cast<int>(*n);
   // The elementwise maps' opt-in forms and the grouped expert GEMM's tiles.
   emit.elementwiseIlp = envInt("FG_DEBUG_EW_ILP", 1, 8).value_or(emit.elementwiseIlp);
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_EW_VEC"); v && !v->empty())

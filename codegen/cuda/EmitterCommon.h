@@ -59,9 +59,13 @@ KernelSpec finishSpec(llvm::StringRef mnemonic, std::string body);
 /// wait, possibly while the previous kernel still runs: it issues L2
 /// prefetch hints (fg_prefetch_l2) and reads, bypassing L1, only what it
 /// needs to aim them (decode attention: the positions); nothing it reads
-/// decides a result, and it writes nothing.
+/// decides a result, and it writes nothing. `clusterX` > 0 compiles the
+/// thread-block cluster shape (clusterX, 1, 1) into the entry
+/// (__cluster_dims__): every launch of it, graphs included, runs clusters of
+/// that many blocks along x (the grid's x a multiple of it).
 std::string kernelEntry(unsigned threads, llvm::StringRef params, llvm::StringRef body,
-                        unsigned minBlocks = 0, llvm::StringRef prologue = {});
+                        unsigned minBlocks = 0, llvm::StringRef prologue = {},
+                        unsigned clusterX = 0);
 
 /// "no CUDA kernel for '<op>' with <why>"
 llvm::Error unsupported(const Node &node, const llvm::Twine &why);

@@ -233,9 +233,11 @@ KernelSpec finishSpec(llvm::StringRef mnemonic, std::string body) {
 }
 
 std::string kernelEntry(unsigned threads, llvm::StringRef params, llvm::StringRef body,
-                        unsigned minBlocks, llvm::StringRef prologue) {
+                        unsigned minBlocks, llvm::StringRef prologue, unsigned clusterX) {
   return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(threads) +
-         (minBlocks ? ", " + std::to_string(minBlocks) : "") + ") KERNEL(" + params.str() +
+         (minBlocks ? ", " + std::to_string(minBlocks) : "") + ") " +
+         (clusterX ? "__cluster_dims__(" + std::to_string(clusterX) + ", 1, 1) " : "") +
+         "KERNEL(" + params.str() +
          ") {\n" + (prologue.empty() ? "" : "  " + prologue.str() + "\n") +
          "  fg_pdl_begin();\n  " + body.str() + "\n}\n";
 }

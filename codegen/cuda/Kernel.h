@@ -136,6 +136,22 @@ struct EmitOptions {
   /// -9 to -10 % a step, W-dense -2 %). FG_DEBUG_ATTN_STAGES=N > 0 forces
   /// the ring.
   int64_t attentionRingMinCtx = 4096;
+  /// Decode attention's cluster form (register loads only: caches of at
+  /// most attentionRingMinCtx rows unless the ring is forced): the splits of
+  /// one (kv head, token) are the blocks of one thread-block cluster of this
+  /// many (at most 8, the portable size; 0: off, the splits merge through
+  /// scratch and a counter in global memory). Each block sends its merged
+  /// partial of head h straight into the shared memory of the cluster's
+  /// block h (distributed shared memory), and after one cluster barrier
+  /// each block h merges its head and writes it: no fence, atomic or L2 round
+  /// trip on the way out. attentionClusterWarps warps a block (4 or 8: a
+  /// cluster of 8 blocks of 8 warps covers 1024 keys in one round of 16-key
+  /// tiles at D = 128). Written in the eighteenth session: the kernel at KV
+  /// 1024 issues one instruction every 7.5 cycles from one warp a scheduler
+  /// (Nsight Compute, call 2): latency on the way out, not bandwidth.
+  /// FG_DEBUG_ATTN_CLUSTER=N, FG_DEBUG_ATTN_CLUSTER_WARPS=4|8,
+  /// fg_bench_kernels --attn-cluster / --attn-cluster-warps.
+  int attentionCluster = 0, attentionClusterWarps = 8;
   /// Programmatic-launch prologues: the bytes one launch of a dense GEMV or
   /// of decode attention prefetches into L2 before its griddepcontrol.wait
   /// (its first weight rows; the KV rows of its split), while the kernel

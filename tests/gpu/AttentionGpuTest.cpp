@@ -235,6 +235,68 @@ TEST(GpuAttentionOptions, LoadFormsAndRingDepths) {
   }
 }
 
+/// The cluster form (EmitOptions::attentionCluster: a (kv head, token)'s
+/// splits are one thread-block cluster; each block sends its partial of head
+/// h into block h's shared memory and block h merges it): against the
+/// reference with clusters of 8 and 4 blocks of 8 and 4 warps, on a cache of
+/// 2048 rows (the form's home: register loads) at lengths of one key, one
+/// split, past one round and the whole cache, with sinks, a group of 12 (two
+/// head chunks of 6), a window and T = 5, softcap, f32 and bf16 caches; on
+/// the 8192-row cache with the ring off (FG_DEBUG_ATTN_STAGES=0: 5+ rounds a
+/// warp); and replays of one graph to the same bits, also after a shorter step.
+TEST(GpuAttentionOptions, ClusterForm) {
+  FG_REQUIRE_GPU();
+  constexpr int64_t kShort = 2048;
+  auto runShort = [&](const AttnCase &c) {
+    expectMatchesReference(attentionGraph(c, kShort), positionsFor(c, c.live),
+                           tolerance(c.cache), "main", /*eager=*/false, kShort);
+  };
+  for (auto [cluster, warps] : {std::pair{"8", "8"}, std::pair{"8", "4"}, std::pair{"4", "8"}}) {
+    SCOPED_TRACE(std::string("cluster ") + cluster + " warps " + warps);
+    ScopedEnv cl("FG_DEBUG_ATTN_CLUSTER", cluster), wa("FG_DEBUG_ATTN_CLUSTER_WARPS", warps);
+    for (int64_t live : {int64_t{1}, int64_t{100}, int64_t{1025}, kShort}) {
+      AttnCase dense{live, 128, 4};
+      dense.kvHeads = 8;
+      dense.sinks = true;
+      runShort(dense);
+    }
+    AttnCase wide{1500, 128, 12};
+    wide.sinks = true;
+    runShort(wide);
+    AttnCase chunk{997, 64, 4, DType::F16, 5};
+    chunk.window = 300;
+    runShort(chunk);
+    AttnCase capped{777, 256, 4, DType::F32};
+    capped.softcap = 30.0;
+    runShort(capped);
+    runShort({7, 128, 1, DType::BF16});
+    {
+      ScopedEnv st("FG_DEBUG_ATTN_STAGES", "0");
+      AttnCase longer{5003, 128, 4};
+      longer.kvHeads = 8;
+      runCase(longer);
+    }
+    AttnCase r{kShort, 128, 4};
+    r.sinks = true;
+    CompileOptions co;
+    co.ctx = kShort;
+    co.pipeline = "canonicalize,cse,dce";
+    auto plan = compile(attentionGraph(r, kShort), co);
+    ASSERT_TRUE(bool(plan)) << errString(plan.takeError());
+    ExecOptions eo;
+    eo.device = ExecOptions::Device::Cuda;
+    eo.mode = ExecOptions::Mode::Graph;
+    auto gpu = Executor::create(*plan, eo);
+    ASSERT_TRUE(bool(gpu)) << errString(gpu.takeError());
+    auto step = [&](int64_t live) { return runBytes(*gpu, positionsFor(r, live)); };
+    std::vector<uint8_t> a = step(1500), b = step(1500), mid = step(9), d = step(1500);
+    ASSERT_FALSE(a.empty());
+    EXPECT_EQ(a, b) << "two replays differ";
+    EXPECT_EQ(a, d) << "a replay after another length differs";
+    EXPECT_NE(a, mid);
+  }
+}
+
 /// One graph replayed: bit-identical outputs for the same positions, also
 /// after a step with another split count (the counters start at 0 every run).
 TEST(GpuAttentionReplay, BitIdentical) {

@@ -293,8 +293,72 @@ template <class C> struct AttnShared {
       float e[C::kSmax][8]; ///< merge weight of each split (exp(m_s − M) / L)
     } c;
   } u;
+  /// The cluster form: split s's (m, l, o[Dv]) of the head this block
+  /// merges, written by block s (into this block's memory, through the cluster).
+  float in[C::kCluster > 0 ? C::kCluster : 1][C::kCluster > 0 ? 2 + C::DvP : 1];
   int last;
 };
+
+// --- the cluster form's barriers and stores (sm_90) -----------------------------
+
+/// barrier.cluster in two halves: arrive (release, or relaxed: orders
+/// nothing) and wait (acquire). Every thread of every block of the cluster
+/// takes part; .aligned: a warp's threads all execute the same one.
+static __device__ __forceinline__ void attnClusterArrive(bool relaxed) {
+  if (relaxed)
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  else
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+static __device__ __forceinline__ void attnClusterWait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+/// *p = v in the shared memory of the cluster's block `rank` (p: this
+/// block's copy of the same variable).
+static __device__ __forceinline__ void attnStoreRemote(float *p, unsigned rank, float v) {
+  const unsigned local = (unsigned)__cvta_generic_to_shared(p);
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(v) : "memory");
+}
+
+/// The cluster form's end: after the barrier that publishes every block's
+/// partials, block h merges head h of its (kv head, token) from the
+/// partials of splits 0 .. nsplit − 1 (in split order: the result depends
+/// only on the inputs) in its own shared memory, adds the sink to the
+/// denominator and writes y. Blocks past the group's heads only join the barrier.
+template <class C, class Sh>
+static __device__ __forceinline__ void attnClusterMerge(const AttnArgs<C> &a, Sh &sh, int nsplit,
+                                                        long long hb, long long tok, long long h0) {
+  attnClusterArrive(false);
+  attnClusterWait();
+  const int hh = blockIdx.x;
+  if (hh >= C::kGB || (hb % C::kHC) * C::kGB + hh >= C::G)
+    return;
+  float M = -FG_INF;
+  for (int q = 0; q < nsplit; ++q)
+    M = fmaxf(M, sh.in[q][0]);
+  float sink = -FG_INF;
+  if constexpr (C::kSinks) {
+    sink = fg_to_f(a.sinks[C::sink_off + (h0 + hh) * C::sink_sh]);
+    M = fmaxf(M, sink);
+  }
+  float L = 0.0f;
+  for (int q = 0; q < nsplit; ++q)
+    L += sh.in[q][0] == -FG_INF ? 0.0f : sh.in[q][1] * expf(sh.in[q][0] - M);
+  if (sink != -FG_INF)
+    L += expf(sink - M);
+  const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+  float *yr = a.y + (tok * C::Hq + h0 + hh) * C::Dv;
+  for (int dv = threadIdx.x; dv < C::Dv; dv += C::kW * 32) {
+    float o = 0.0f;
+    for (int q = 0; q < nsplit; ++q) {
+      const float e = sh.in[q][0] == -FG_INF ? 0.0f : expf(sh.in[q][0] - M) * inv;
+      o += sh.in[q][2 + dv] * e;
+    }
+    yr[dv] = o;
+  }
+}
 
 /// The visible keys of query t and how they are split.
 struct AttnRange {
@@ -340,8 +404,19 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
   const long long hk = hb / C::kHC, h0 = hk * C::G + (hb % C::kHC) * C::kGB; // first q head
   const long long p = (long long)a.pos[C::pos_off + tok * C::pos_st];
   const AttnRange r = attnRange<C>(p);
-  if (s >= r.nsplit)
+  if constexpr (C::kCluster > 0) {
+    // The first barrier's arrival: its wait, before the first store into
+    // another block's memory, makes sure every block of the cluster runs.
+    attnClusterArrive(true);
+    if (s >= r.nsplit) {
+      // Past the live rows: no partial, but this block may merge a head.
+      attnClusterWait();
+      attnClusterMerge<C>(a, sh, r.nsplit, hb, tok, h0);
+      return;
+    }
+  } else if (s >= r.nsplit) {
     return; // past the live rows (the whole block leaves before any barrier)
+  }
   const long long kb = r.lo + s * r.chunk;
   const long long ke = kb + r.chunk < r.lo + r.live ? kb + r.chunk : r.lo + r.live;
   const int nsteps = (int)((ke - kb + 7) / 8), ntiles = (nsteps + U - 1) / U;
@@ -568,7 +643,11 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
           sh.u.w.o[warp][g][32 * c + 8 * t4 + 2 * b + e] = acc[c][b][e] + acc[c][b][2 + e];
     __syncthreads();
 
-    // Merge the warps (in warp order) and write this split's partial.
+    // Merge the warps (in warp order) and write this split's partial (the
+    // cluster form: head hh's into block hh's memory).
+    if constexpr (C::kCluster > 0)
+      if (sl == 0)
+        attnClusterWait();
     for (int i = threadIdx.x; i < C::kGB * C::DVS; i += W * 32) {
       const int hh = i / C::DVS, dv = i % C::DVS;
       float M = -FG_INF;
@@ -582,15 +661,28 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
         L += sh.u.w.l[w][hh] * f;
         o += sh.u.w.o[w][hh][dv] * f;
       }
-      float *ps = part + (long long)s * C::kPart;
-      if (sl == 0 && dv == 0) {
-        ps[hh] = M;
-        ps[8 + hh] = L;
+      if constexpr (C::kCluster > 0) {
+        if (sl == 0 && dv == 0) {
+          attnStoreRemote(&sh.in[s][0], (unsigned)hh, M);
+          attnStoreRemote(&sh.in[s][1], (unsigned)hh, L);
+        }
+        if (dvs + dv < C::Dv)
+          attnStoreRemote(&sh.in[s][2 + dvs + dv], (unsigned)hh, o);
+      } else {
+        float *ps = part + (long long)s * C::kPart;
+        if (sl == 0 && dv == 0) {
+          ps[hh] = M;
+          ps[8 + hh] = L;
+        }
+        if (dvs + dv < C::Dv)
+          ps[16 + hh * C::DvP + dvs + dv] = o;
       }
-      if (dvs + dv < C::Dv)
-        ps[16 + hh * C::DvP + dvs + dv] = o;
     }
     __syncthreads();
+  }
+  if constexpr (C::kCluster > 0) {
+    attnClusterMerge<C>(a, sh, r.nsplit, hb, tok, h0);
+    return;
   }
 
   // Publish the partial; the last split block of (token, head block) merges.

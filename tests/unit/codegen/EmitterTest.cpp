@@ -764,6 +764,56 @@ TEST(CudaEmit, AttentionFlashDecoding) {
   }
 }
 
+/// Decode attention's cluster form (EmitOptions::attentionCluster): the
+/// entry carries the cluster shape, the grid's x is one cluster (as many
+/// blocks as the cache's rows need at one round of the warps, at least the
+/// group's heads, at most the option), the block the option's warps; it
+/// compiles (NVRTC: the cluster barriers and remote stores) at 8 warps and
+/// 4. Off by default; never with the ring (caches past 4096 rows), with a
+/// cluster smaller than the heads a block merges, or where its static
+/// shared memory would pass 48 KiB (D = 512).
+TEST(CudaEmit, AttentionClusterForm) {
+  auto attn = [](int cluster, int warps, int64_t ctx, int64_t Hq, int64_t D) {
+    EmitOptions o;
+    o.attentionCluster = cluster;
+    o.attentionClusterWarps = warps;
+    auto ls = emitAll([&](Builder &b) {
+      auto q = b.input("q", T(DType::F32, {1, Hq, D}));
+      auto k = b.state("k_cache.0", TensorType(DType::F16, {ctx, 8, D}));
+      auto v = b.state("v_cache.0", TensorType(DType::F16, {ctx, 8, D}));
+      b.result(b.attention(q, k, v, b.input("positions", T(DType::I32, {1})), {0.1, 0, 0}));
+    }, {}, o);
+    return ls.empty() ? KernelSpec{} : kernel(ls, 0);
+  };
+  // W-dense's shape (G = 4) at 2048 rows: 8 warps x 16-key tiles = 128 keys
+  // a round, so 16 blocks are wanted and the option's 8 taken.
+  const KernelSpec c8 = attn(8, 8, 2048, 32, 128);
+  EXPECT_TRUE(contains(c8, "__cluster_dims__(8, 1, 1)"));
+  EXPECT_TRUE(contains(c8, "kSmax = 8, "));
+  EXPECT_TRUE(contains(c8, "kCluster = 8;"));
+  EXPECT_TRUE(contains(c8, "static constexpr int kW = 8, kU = 2,"));
+  EXPECT_TRUE(contains(c8, "kMinChunk = 128LL"));
+  EXPECT_EQ(c8.grid[0], 8u);
+  EXPECT_EQ(c8.grid[1], 8u);
+  EXPECT_EQ(c8.block[0], 256u);
+  // 4 warps, G = 8 (8 heads a block: a cluster of 8 at least) at 300 rows:
+  // 300 / 64 = 5 blocks wanted, 8 taken.
+  const KernelSpec c4 = attn(8, 4, 300, 64, 128);
+  EXPECT_TRUE(contains(c4, "kCluster = 8;"));
+  EXPECT_EQ(c4.block[0], 128u);
+  EXPECT_EQ(c4.grid[0], 8u);
+  // Fewer rows than a round: clusters of the group's 4 heads, not 1.
+  EXPECT_TRUE(contains(attn(8, 8, 64, 32, 128), "kCluster = 4;"));
+  // Off: by default, a cluster of 4 for a block of 8 heads, the ring, D = 512.
+  for (const KernelSpec &k :
+       {attn(0, 8, 2048, 32, 128), attn(4, 8, 2048, 64, 128), attn(8, 8, 8192, 32, 128),
+        attn(8, 8, 2048, 32, 512)}) {
+    EXPECT_TRUE(contains(k, "kCluster = 0;"));
+    EXPECT_FALSE(contains(k, "__cluster_dims__"));
+    EXPECT_EQ(k.block[0], 128u);
+  }
+}
+
 /// The programmatic-launch prologue (EmitOptions::pdlPrefetchBytes): dense
 /// GEMVs prefetch the first bytes of their first tiles' weight rows, decode
 /// attention the first keys of its splits, both before fg_pdl_begin; the
@@ -2563,9 +2613,10 @@ public:
     // q6_K on DP4A (6), 512 before the fifteenth's tiles asked of L2 ahead
     // (4 types, gated and expert-indexed, and the clamp: 9) and the grouped
     // test's tensor-core GEMV (1), 525 before the seventeenth's tiles ahead
-    // (3), deferred norm (11) and early biases and addends (7 forms):
-    // each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 545u);
+    // (3), deferred norm (11) and early biases and addends (7 forms), 545
+    // before the eighteenth's attention cluster form (3) and the deferred
+    // norm as the default (its form before, 1): each NVRTC compile is CI time.
+    EXPECT_LE(compiled().compiles, 552u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
