@@ -140,8 +140,11 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   // token) are one cluster's blocks, as many as the cache's rows need at
   // one round of the block's warps each, at most EmitOptions::
   // attentionCluster, and at least one a head of the block (block h merges
-  // head h); it runs where that many fit and its static shared memory does.
-  if (p.stages == 0 && o.attentionCluster > 0) {
+  // head h); it runs where that many fit and its static shared memory does,
+  // on caches of at most attentionRingMinCtx rows (at 4096 rows, 4 rounds
+  // of 16-key tiles a warp, as many as the split form's 17 blocks of 4
+  // warps take at W-dense's shape; longer caches want more blocks).
+  if (p.stages == 0 && o.attentionCluster > 0 && ctx <= o.attentionRingMinCtx) {
     int64_t warps = o.attentionClusterWarps == 4 ? 4 : 8;
     int64_t minChunk = warps * p.U * 8 * std::max(1, o.attentionMinTiles);
     int64_t limit = std::min(o.attentionCluster, 8);

@@ -149,9 +149,13 @@ struct EmitOptions {
   /// tiles at D = 128). Written in the eighteenth session: the kernel at KV
   /// 1024 issues one instruction every 7.5 cycles from one warp a scheduler
   /// (Nsight Compute, call 2): latency on the way out, not bandwidth.
-  /// FG_DEBUG_ATTN_CLUSTER=N, FG_DEBUG_ATTN_CLUSTER_WARPS=4|8,
+  /// Measured (call 3, same run): the kernel at KV 1024 W-dense 7.90 ->
+  /// 7.35 us, W-moe 9.77 -> 8.38 (4 warps: 8.59 / 9.60; clusters of 4:
+  /// 8.65 / 9.79); steps W-dense q4_K 1.9245 / 1.9251 -> 1.8965 / 1.9021 ms,
+  /// W-dense f16 4.0609 -> 4.0413, W-moe-12 q4_K 0.5677 -> 0.5665: on.
+  /// FG_DEBUG_ATTN_CLUSTER=N (0: off), FG_DEBUG_ATTN_CLUSTER_WARPS=4|8,
   /// fg_bench_kernels --attn-cluster / --attn-cluster-warps.
-  int attentionCluster = 0, attentionClusterWarps = 8;
+  int attentionCluster = 8, attentionClusterWarps = 8;
   /// Programmatic-launch prologues: the bytes one launch of a dense GEMV or
   /// of decode attention prefetches into L2 before its griddepcontrol.wait
   /// (its first weight rows; the KV rows of its split), while the kernel

@@ -7,7 +7,9 @@
 // dims that are not multiples of 32 or 8 (element loads), a group of 12 (two
 // head chunks), D = 512 (dv slices), and replays of one graph: bit-identical
 // outputs, also after a step with another split count in between (the
-// split counters are cleared and reset every run).
+// split counters are cleared and reset every run). The cluster form (the
+// default on caches of up to 4096 rows; these cases' cache has 8192) at
+// its own lengths and shapes, and the split forms with it off.
 //
 //===----------------------------------------------------------------------===//
 #include "GpuTestUtil.h"
@@ -203,9 +205,12 @@ TEST(GpuAttentionOptions, WDenseShape) {
 /// and the ring at every length (FG_DEBUG_ATTN_REG_MAX_LIVE=0) with 2, 3
 /// and 4 stages, tiles of 2 steps, a grid sized for 1 and 3 blocks per SM —
 /// each against the reference on lengths that end mid-tile, T = 5, f32
-/// caches, D = 256 and a window.
+/// caches, D = 256 and a window. The splits merge through global memory
+/// here (FG_DEBUG_ATTN_CLUSTER=0; the cluster form, the default on caches of
+/// up to 4096 rows: ClusterForm below).
 TEST(GpuAttentionOptions, LoadFormsAndRingDepths) {
   FG_REQUIRE_GPU();
+  ScopedEnv noCluster("FG_DEBUG_ATTN_CLUSTER", "0");
   struct Form {
     const char *stages, *steps, *blocks, *regMaxLive, *minTiles;
   };
@@ -235,7 +240,8 @@ TEST(GpuAttentionOptions, LoadFormsAndRingDepths) {
   }
 }
 
-/// The cluster form (EmitOptions::attentionCluster: a (kv head, token)'s
+/// The cluster form (EmitOptions::attentionCluster, on by default for caches
+/// of up to 4096 rows: a (kv head, token)'s
 /// splits are one thread-block cluster; each block sends its partial of head
 /// h into block h's shared memory and block h merges it): against the
 /// reference with clusters of 8 and 4 blocks of 8 and 4 warps, on a cache of

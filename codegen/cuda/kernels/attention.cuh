@@ -80,6 +80,18 @@
 // on the inputs — replays are bit-identical, no float atomics — adds the
 // sink to the denominator, writes y, and resets the counter to 0.
 //
+// The cluster form (C::kCluster > 0; register loads, caches of up to 4096
+// rows, the default there): grid x is one thread-block cluster of kCluster
+// blocks (__cluster_dims__ in the entry) of kW = 8 warps, the splits of one
+// (kv head chunk, token). Block s merges its warps as above and stores head
+// h's (m, l, o) straight into block h's shared memory (AttnShared::in[s],
+// mapa + st.shared::cluster); one cluster barrier (release / acquire) later
+// block h merges head h from its own memory in split order and writes y.
+// No scratch, fence, counter or L2 round trip; blocks past the live rows
+// still join the barriers (and merge their head). A first barrier,
+// arrived at on entry and waited on before the first remote store, makes
+// sure every block of the cluster is running.
+//
 // Counters. The partials live in scratch (arena memory, undefined at every
 // step), but the counters are the launch's own program memory (the plan's
 // BufferSpace::Counters: no other launch touches them), zeroed when the plan

@@ -706,6 +706,7 @@ TEST(CudaEmit, AttentionFlashDecoding) {
                      .str());
     EmitOptions o;
     o.attentionStages = stages;
+    o.attentionCluster = 0; // the splits merged in global memory (the cluster form: below)
     auto ls = emitAll([&](Builder &b) {
       auto q = b.input("q", T(DType::F32, {c.T, c.Hq, c.D}));
       auto k = b.state("k_cache.0", TensorType(c.cache, {c.ctx, c.Hkv, c.D}));
@@ -769,10 +770,12 @@ TEST(CudaEmit, AttentionFlashDecoding) {
 /// blocks as the cache's rows need at one round of the warps, at least the
 /// group's heads, at most the option), the block the option's warps; it
 /// compiles (NVRTC: the cluster barriers and remote stores) at 8 warps and
-/// 4. Off by default; never with the ring (caches past 4096 rows), with a
-/// cluster smaller than the heads a block merges, or where its static
-/// shared memory would pass 48 KiB (D = 512).
+/// 4. On by default (clusters of 8, 8 warps); never with the ring (caches
+/// past 4096 rows), with a cluster smaller than the heads a block merges,
+/// or where its static shared memory would pass 48 KiB (D = 512).
 TEST(CudaEmit, AttentionClusterForm) {
+  EXPECT_EQ(EmitOptions{}.attentionCluster, 8);
+  EXPECT_EQ(EmitOptions{}.attentionClusterWarps, 8);
   auto attn = [](int cluster, int warps, int64_t ctx, int64_t Hq, int64_t D) {
     EmitOptions o;
     o.attentionCluster = cluster;
@@ -804,12 +807,23 @@ TEST(CudaEmit, AttentionClusterForm) {
   EXPECT_EQ(c4.grid[0], 8u);
   // Fewer rows than a round: clusters of the group's 4 heads, not 1.
   EXPECT_TRUE(contains(attn(8, 8, 64, 32, 128), "kCluster = 4;"));
-  // Off: by default, a cluster of 4 for a block of 8 heads, the ring, D = 512.
+  // Off: at 0, a cluster of 4 for a block of 8 heads, the ring, D = 512,
+  // and a long cache without the ring (here: rows not 16-byte aligned).
+  auto unaligned = [](int64_t ctx) {
+    auto ls = emitAll([&](Builder &b) {
+      auto q = b.input("q", T(DType::F32, {1, 32, 100}));
+      auto k = b.state("k_cache.0", TensorType(DType::F16, {ctx, 8, 100}));
+      auto v = b.state("v_cache.0", TensorType(DType::F16, {ctx, 8, 100}));
+      b.result(b.attention(q, k, v, b.input("positions", T(DType::I32, {1})), {0.1, 0, 0}));
+    });
+    return ls.empty() ? KernelSpec{} : kernel(ls, 0);
+  };
+  EXPECT_TRUE(contains(unaligned(4096), "kCluster = 8;"));
   for (const KernelSpec &k :
        {attn(0, 8, 2048, 32, 128), attn(4, 8, 2048, 64, 128), attn(8, 8, 8192, 32, 128),
-        attn(8, 8, 2048, 32, 512)}) {
+        attn(8, 8, 2048, 32, 512), unaligned(4097)}) {
     EXPECT_TRUE(contains(k, "kCluster = 0;"));
-    EXPECT_FALSE(contains(k, "__cluster_dims__"));
+    EXPECT_FALSE(contains(k, "__cluster_dims__("));
     EXPECT_EQ(k.block[0], 128u);
   }
 }
