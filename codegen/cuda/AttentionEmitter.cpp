@@ -18,6 +18,7 @@
 #include "codegen/cuda/EmitterCommon.h"
 #include "ir/OpViews.h"
 #include "codegen/cuda/KernelSources.h"
+#include "codegen/cuda/Nvrtc.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -143,8 +144,10 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   // head h); it runs where that many fit and its static shared memory does,
   // on caches of at most attentionRingMinCtx rows (at 4096 rows, 4 rounds
   // of 16-key tiles a warp, as many as the split form's 17 blocks of 4
-  // warps take at W-dense's shape; longer caches want more blocks).
-  if (p.stages == 0 && o.attentionCluster > 0 && ctx <= o.attentionRingMinCtx) {
+  // warps take at W-dense's shape; longer caches want more blocks), for
+  // sm_90 and later (clusters and their barriers are Hopper's).
+  if (p.stages == 0 && o.attentionCluster > 0 && ctx <= o.attentionRingMinCtx &&
+      archNumber(o.arch) >= 90) {
     int64_t warps = o.attentionClusterWarps == 4 ? 4 : 8;
     int64_t minChunk = warps * p.U * 8 * std::max(1, o.attentionMinTiles);
     int64_t limit = std::min(o.attentionCluster, 8);

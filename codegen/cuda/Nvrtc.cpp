@@ -183,6 +183,19 @@ llvm::Error checkArch(llvm::StringRef arch) {
                                      "' (expected sm_NN or compute_NN, e.g. sm_90)");
 }
 
+int archNumber(llvm::StringRef arch) {
+  if (llvm::Error e = checkArch(arch)) {
+    llvm::consumeError(std::move(e));
+    return 0;
+  }
+  llvm::StringRef rest = arch;
+  if (!rest.consume_front("sm_"))
+    rest.consume_front("compute_");
+  unsigned n = 0;
+  rest.take_while([](char c) { return c >= '0' && c <= '9'; }).getAsInteger(10, n);
+  return static_cast<int>(n);
+}
+
 llvm::Expected<CompiledModule> compileCuda(llvm::StringRef source, llvm::StringRef name,
                                            llvm::StringRef arch, const NvrtcOptions &o) {
   CompiledModule m;

@@ -47,6 +47,9 @@ llvm::Expected<CompiledModule> compileCuda(llvm::StringRef source, llvm::StringR
 /// optional letter suffix, `sm_90a`); else an error naming it, before any
 /// kernel is compiled.
 llvm::Error checkArch(llvm::StringRef arch);
+/// The compute capability of an architecture name as a number ("sm_90a" ->
+/// 90, "compute_89" -> 89); 0 for a name checkArch refuses.
+int archNumber(llvm::StringRef arch);
 
 /// NVRTC's version as major * 1000 + minor * 10 (12040 for 12.4); 0 when unknown.
 uint32_t nvrtcVersionNumber();

@@ -316,22 +316,30 @@ template <class C> struct AttnShared {
 /// barrier.cluster in two halves: arrive (release, or relaxed: orders
 /// nothing) and wait (acquire). Every thread of every block of the cluster
 /// takes part; .aligned: a warp's threads all execute the same one.
+/// (The emitter asks for the cluster form on sm_90 and later only; the
+/// guards keep these out of older architectures' PTX.)
 static __device__ __forceinline__ void attnClusterArrive(bool relaxed) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (relaxed)
     asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
   else
     asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
 }
 static __device__ __forceinline__ void attnClusterWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
 }
 /// *p = v in the shared memory of the cluster's block `rank` (p: this
 /// block's copy of the same variable).
 static __device__ __forceinline__ void attnStoreRemote(float *p, unsigned rank, float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const unsigned local = (unsigned)__cvta_generic_to_shared(p);
   unsigned remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
   asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(v) : "memory");
+#endif
 }
 
 /// The cluster form's end: after the barrier that publishes every block's

@@ -819,6 +819,24 @@ TEST(CudaEmit, AttentionClusterForm) {
     return ls.empty() ? KernelSpec{} : kernel(ls, 0);
   };
   EXPECT_TRUE(contains(unaligned(4096), "kCluster = 8;"));
+  EXPECT_EQ(archNumber("sm_90"), 90);
+  EXPECT_EQ(archNumber("sm_90a"), 90);
+  EXPECT_EQ(archNumber("compute_89"), 89);
+  EXPECT_EQ(archNumber("sm_100"), 100);
+  EXPECT_EQ(archNumber("gfx90a"), 0);
+  {
+    // Clusters are sm_90's: the split form for sm_89.
+    EmitOptions o;
+    o.arch = "sm_89";
+    auto ls = emitAll([&](Builder &b) {
+      auto q = b.input("q", T(DType::F32, {1, 32, 128}));
+      auto k = b.state("k_cache.0", TensorType(DType::F16, {2048, 8, 128}));
+      auto v = b.state("v_cache.0", TensorType(DType::F16, {2048, 8, 128}));
+      b.result(b.attention(q, k, v, b.input("positions", T(DType::I32, {1})), {0.1, 0, 0}));
+    }, {}, o);
+    ASSERT_EQ(ls.size(), 1u);
+    EXPECT_TRUE(contains(kernel(ls, 0), "kCluster = 0;"));
+  }
   for (const KernelSpec &k :
        {attn(0, 8, 2048, 32, 128), attn(4, 8, 2048, 64, 128), attn(8, 8, 8192, 32, 128),
         attn(8, 8, 2048, 32, 512), unaligned(4097)}) {
