@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# For the nineteenth session's first GPU call (written in the eighteenth,
+# after its last call):
+# - the GPU tests at the eighteenth session's new defaults, which ran only
+#   in their own tests there: decode attention's cluster form (caches of up
+#   to 4096 rows: every whole-model test) and the DP4A norm prologue's rstd
+#   deferred (the quantised models);
+# - where the q6_K DP4A GEMV's time goes (W-dense q6_K: 3.81 ms a step
+#   against issue 14's 1.8; its lm head at 50.8 % of the bandwidth, q4_K's
+#   at 86.5 %): Nsight Compute on the lm head with warp-state and
+#   source-level (SASS) stall counts, and the step's breakdown;
+# - the cluster form on workloads not timed with it: W-tiny, W-moe-12 f16.
+#   bash scripts/gpu-s19-call1.sh DEADLINE_S  (carry [".gpu"]; bundle with --models)
+set -uo pipefail
+source .gpu/env.sh
+D=${1:-560}
+source scripts/gpu-call-lib.sh
+timeout 150 $T --gtest_filter='GpuAttention*:*GpuFused*attention*:GpuDemo*:GpuSession*:GpuPrefillThenDecode*:GpuDeviceOutput*:GpuSampling*' \
+  > "$OUT/tests-defaults.txt" 2>&1
+echo "attention, demo, session, prefill-then-decode tests rc $?: $(summ "$OUT/tests-defaults.txt")"
+timeout 120 $T --gtest_filter='GpuQuantModel*:*Quant*Workload*' > "$OUT/quant-model.txt" 2>&1
+echo "quantised model tests rc $?: $(summ "$OUT/quant-model.txt")"
+L='--benchmark_filter=^matmul/w-dense/lm_head/q6_k/T1(/|$)'
+if command -v ncu > /dev/null; then
+  timeout 90 ncu --clock-control none -k regex:matmul --launch-skip 3 --launch-count 1 \
+    --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
+    --section MemoryWorkloadAnalysis --section InstructionStats --print-details all \
+    fg_bench_kernels --reps 1 --no-cublas "$L" > "$OUT/ncu-q6k-lmhead.txt" 2>&1
+  echo "ncu q6_K lm head rc $?"
+  timeout 90 ncu --clock-control none -k regex:matmul --launch-skip 3 --launch-count 1 \
+    --section SourceCounters --page source --print-source sass --csv \
+    fg_bench_kernels --reps 1 --no-cublas "$L" > "$OUT/ncu-q6k-lmhead-sass.csv" 2>&1
+  echo "ncu q6_K lm head, SASS rc $?"
+fi
+timeout 150 fusegraph bench --workload w-dense-q6_k --compare fused,graph --steps 5 --warmup 2 --breakdown \
+  > "$OUT/q6k-breakdown.txt" 2>&1
+echo "q6_K breakdown rc $?"
+{
+stepf w-tiny ""
+stepf w-tiny "FG_DEBUG_ATTN_CLUSTER=0"
+stepf w-moe-12 ""
+stepf w-moe-12 "FG_DEBUG_ATTN_CLUSTER=0"
+stepf w-dense-q4_k ""
+stepf w-dense-q4_k "FG_DEBUG_ATTN_CLUSTER=0"
+} 2>&1 | tee "$OUT/steps.txt"
+echo "done after $((SECONDS - S)) s"
