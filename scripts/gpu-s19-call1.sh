@@ -32,6 +32,20 @@ if command -v ncu > /dev/null; then
     fg_bench_kernels --reps 1 --no-cublas "$L" > "$OUT/ncu-q6k-lmhead-sass.csv" 2>&1
   echo "ncu q6_K lm head, SASS rc $?"
 fi
+# Bytes in flight: a q6_K lane holds 8 16-byte loads a row (33 registers)
+# for ~52 bytes of its super-block, one row a warp and one tile ahead at 16
+# warps an SM (106 registers), so an SM has ~27 KB of useful bytes in
+# flight (q4_K at two ahead: ~75 KB) — by Little's law about the 2.3 TB/s
+# measured. More ahead at 16 warps spills (128 registers: 24-200 bytes);
+# at 8 warps an SM it does not (NVRTC here: 2 ahead 146 registers, 3 ahead
+# 174, 4 rows a warp 169, both 235).
+Q='--benchmark_filter=^matmul/w-dense/(q\+o|gate_up|down|lm_head)/q6_k/T1(/|$)'
+KERN_MIN_LEFT=150
+kern "q6_K defaults" "$Q"
+kern "q6_K 8 warps, 2 ahead" --gemv-dp4a-warps=8 --gemv-dp4a-ahead=2 "$Q"
+kern "q6_K 8 warps, 3 ahead" --gemv-dp4a-warps=8 --gemv-dp4a-ahead=3 "$Q"
+kern "q6_K 8 warps, 4 rows a warp" --gemv-dp4a-warps=8 --gemv-dp4a-unroll=4 "$Q"
+kern "q6_K 8 warps, 4 rows, 2 ahead" --gemv-dp4a-warps=8 --gemv-dp4a-unroll=4 --gemv-dp4a-ahead=2 "$Q"
 timeout 150 fusegraph bench --workload w-dense-q6_k --compare fused,graph --steps 5 --warmup 2 --breakdown \
   > "$OUT/q6k-breakdown.txt" 2>&1
 echo "q6_K breakdown rc $?"
@@ -42,5 +56,9 @@ stepf w-moe-12 ""
 stepf w-moe-12 "FG_DEBUG_ATTN_CLUSTER=0"
 stepf w-dense-q4_k ""
 stepf w-dense-q4_k "FG_DEBUG_ATTN_CLUSTER=0"
+stepf w-dense-q6_k ""
+stepf w-dense-q6_k "FG_DEBUG_DP4A_WARPS=8 FG_DEBUG_DP4A_AHEAD=2"
+stepf w-dense-q6_k "FG_DEBUG_DP4A_WARPS=8 FG_DEBUG_DP4A_AHEAD=3"
+stepf w-dense-q6_k "FG_DEBUG_DP4A_WARPS=8 FG_DEBUG_DP4A_UNROLL=4"
 } 2>&1 | tee "$OUT/steps.txt"
 echo "done after $((SECONDS - S)) s"
