@@ -958,6 +958,7 @@ int usage(const char *argv0, int code = 2) {
       "                       into registers (0: always staged)\n"
       "  --attn-cluster N     decode attention: splits merged in a cluster of N blocks (0: off)\n"
       "  --attn-cluster-warps N  decode attention: warps a block of the cluster form (4 or 8)\n"
+      "  --attn-cluster-steps N  decode attention: 8-key steps a tile in the cluster form (1-4)\n"
       "  --pdl-prefetch-mb N  L2 bytes a GEMV or attention launch prefetches before its\n"
       "                       programmatic-launch wait (EmitOptions::pdlPrefetchBytes)\n",
       argv0);
@@ -1087,6 +1088,8 @@ int main(int argc, char **argv) {
         s.emit.attentionCluster = n;
       else if (f == "--attn-cluster-warps" && (n == 4 || n == 8))
         s.emit.attentionClusterWarps = n;
+      else if (f == "--attn-cluster-steps" && n >= 1 && n <= 4)
+        s.emit.attentionClusterSteps = n;
       else
         return usage(argv[0]);
     } else if (a.rfind("--benchmark_", 0) != 0 && a.rfind("--v=", 0) != 0) {

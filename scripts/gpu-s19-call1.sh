@@ -15,7 +15,7 @@ set -uo pipefail
 source .gpu/env.sh
 D=${1:-560}
 source scripts/gpu-call-lib.sh
-timeout 150 $T --gtest_filter='GpuAttention*:*GpuFused*attention*:GpuDemo*:GpuSession*:GpuPrefillThenDecode*:GpuDeviceOutput*:GpuSampling*' \
+timeout 170 $T --gtest_filter='GpuAttention*:*GpuFused*attention*:GpuDemo*:GpuSession*:GpuPrefillThenDecode*:GpuDeviceOutput*:GpuSampling*' \
   > "$OUT/tests-defaults.txt" 2>&1
 echo "attention, demo, session, prefill-then-decode tests rc $?: $(summ "$OUT/tests-defaults.txt")"
 timeout 120 $T --gtest_filter='GpuQuantModel*:*Quant*Workload*' > "$OUT/quant-model.txt" 2>&1
@@ -56,6 +56,8 @@ stepf w-moe-12 ""
 stepf w-moe-12 "FG_DEBUG_ATTN_CLUSTER=0"
 stepf w-dense-q4_k ""
 stepf w-dense-q4_k "FG_DEBUG_ATTN_CLUSTER=0"
+stepf w-dense-q4_k "FG_DEBUG_ATTN_CLUSTER_STEPS=3" # 1025 live keys in one round
+stepf w-dense-q4_k "FG_DEBUG_ATTN_CLUSTER_STEPS=4"
 stepf w-dense-q6_k ""
 stepf w-dense-q6_k "FG_DEBUG_DP4A_WARPS=8 FG_DEBUG_DP4A_AHEAD=2"
 stepf w-dense-q6_k "FG_DEBUG_DP4A_WARPS=8 FG_DEBUG_DP4A_AHEAD=3"

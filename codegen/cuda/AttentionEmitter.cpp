@@ -149,11 +149,13 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   if (p.stages == 0 && o.attentionCluster > 0 && ctx <= o.attentionRingMinCtx &&
       archNumber(o.arch) >= 90) {
     int64_t warps = o.attentionClusterWarps == 4 ? 4 : 8;
-    int64_t minChunk = warps * p.U * 8 * std::max(1, o.attentionMinTiles);
+    int64_t U = o.attentionClusterSteps > 0 ? std::min(o.attentionClusterSteps, 4) : p.U;
+    int64_t minChunk = warps * U * 8 * std::max(1, o.attentionMinTiles);
     int64_t limit = std::min(o.attentionCluster, 8);
     int64_t cs = std::clamp<int64_t>(ceilDiv(ctx, minChunk), p.GB, std::max(limit, p.GB));
     if (cs <= limit && staticShared(p.NCK, p.DVS, cs, warps, cs, p.DvP) <= kStaticSharedMax) {
       p.warps = warps;
+      p.U = p.uRegs = U;
       p.cluster = cs;
       p.smax = cs;
       p.minChunk = minChunk;

@@ -309,6 +309,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   emit.attentionCluster = envInt("FG_DEBUG_ATTN_CLUSTER", 0, 8).value_or(emit.attentionCluster);
   if (auto n = envInt("FG_DEBUG_ATTN_CLUSTER_WARPS", 4, 8); n && (*n == 4 || *n == 8))
     emit.attentionClusterWarps = static_cast<int>(*n);
+  emit.attentionClusterSteps =
+      envInt("FG_DEBUG_ATTN_CLUSTER_STEPS", 0, 4).value_or(emit.attentionClusterSteps);
   // The elementwise maps' opt-in forms and the grouped expert GEMM's tiles.
   emit.elementwiseIlp = envInt("FG_DEBUG_EW_ILP", 1, 8).value_or(emit.elementwiseIlp);
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_EW_VEC"); v && !v->empty())

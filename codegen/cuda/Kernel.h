@@ -155,7 +155,13 @@ struct EmitOptions {
   /// W-dense f16 4.0609 -> 4.0413, W-moe-12 q4_K 0.5677 -> 0.5665: on.
   /// FG_DEBUG_ATTN_CLUSTER=N (0: off), FG_DEBUG_ATTN_CLUSTER_WARPS=4|8,
   /// fg_bench_kernels --attn-cluster / --attn-cluster-warps.
-  int attentionCluster = 8, attentionClusterWarps = 8;
+  /// attentionClusterSteps: 8-key steps of a warp's tile in the cluster form
+  /// (0: the register form's rule, 2 at D = 128). A round of 8 blocks of 8
+  /// warps covers 1024 keys at 2, so 1025 live keys take a second round
+  /// trip in one warp a block; 3 covers 1536 and 4 2048 in one, with more
+  /// registers of loads (NVRTC, D = 128 f16: 166 / 206 / 240) and math a
+  /// warp. Not yet timed. FG_DEBUG_ATTN_CLUSTER_STEPS, --attn-cluster-steps.
+  int attentionCluster = 8, attentionClusterWarps = 8, attentionClusterSteps = 0;
   /// Programmatic-launch prologues: the bytes one launch of a dense GEMV or
   /// of decode attention prefetches into L2 before its griddepcontrol.wait
   /// (its first weight rows; the KV rows of its split), while the kernel

@@ -244,7 +244,8 @@ TEST(GpuAttentionOptions, LoadFormsAndRingDepths) {
 /// of up to 4096 rows: a (kv head, token)'s
 /// splits are one thread-block cluster; each block sends its partial of head
 /// h into block h's shared memory and block h merges it): against the
-/// reference with clusters of 8 and 4 blocks of 8 and 4 warps, on a cache of
+/// reference with clusters of 8 and 4 blocks of 8 and 4 warps (and tiles of
+/// 3 steps, FG_DEBUG_ATTN_CLUSTER_STEPS), on a cache of
 /// 2048 rows (the form's home: register loads) at lengths of one key, one
 /// split, past one round and the whole cache, with sinks, a group of 12 (two
 /// head chunks of 6), a window and T = 5, softcap, f32 and bf16 caches; on
@@ -257,9 +258,14 @@ TEST(GpuAttentionOptions, ClusterForm) {
     expectMatchesReference(attentionGraph(c, kShort), positionsFor(c, c.live),
                            tolerance(c.cache), "main", /*eager=*/false, kShort);
   };
-  for (auto [cluster, warps] : {std::pair{"8", "8"}, std::pair{"8", "4"}, std::pair{"4", "8"}}) {
-    SCOPED_TRACE(std::string("cluster ") + cluster + " warps " + warps);
-    ScopedEnv cl("FG_DEBUG_ATTN_CLUSTER", cluster), wa("FG_DEBUG_ATTN_CLUSTER_WARPS", warps);
+  struct Form {
+    const char *cluster, *warps, *steps;
+  };
+  for (Form f : {Form{"8", "8", ""}, Form{"8", "4", ""}, Form{"4", "8", ""}, Form{"8", "8", "3"}}) {
+    SCOPED_TRACE(std::string("cluster ") + f.cluster + " warps " + f.warps + " steps '" + f.steps +
+                 "'");
+    ScopedEnv cl("FG_DEBUG_ATTN_CLUSTER", f.cluster), wa("FG_DEBUG_ATTN_CLUSTER_WARPS", f.warps),
+        st("FG_DEBUG_ATTN_CLUSTER_STEPS", f.steps);
     for (int64_t live : {int64_t{1}, int64_t{100}, int64_t{1025}, kShort}) {
       AttnCase dense{live, 128, 4};
       dense.kvHeads = 8;

@@ -805,6 +805,22 @@ TEST(CudaEmit, AttentionClusterForm) {
   EXPECT_TRUE(contains(c4, "kCluster = 8;"));
   EXPECT_EQ(c4.block[0], 128u);
   EXPECT_EQ(c4.grid[0], 8u);
+  {
+    // Tiles of 3 steps (EmitOptions::attentionClusterSteps): 8 x 24 keys a
+    // round; at 2048 rows still 8 blocks.
+    EmitOptions o;
+    o.attentionClusterSteps = 3;
+    auto ls = emitAll([&](Builder &b) {
+      auto q = b.input("q", T(DType::F32, {1, 32, 128}));
+      auto k = b.state("k_cache.0", TensorType(DType::F16, {2048, 8, 128}));
+      auto v = b.state("v_cache.0", TensorType(DType::F16, {2048, 8, 128}));
+      b.result(b.attention(q, k, v, b.input("positions", T(DType::I32, {1})), {0.1, 0, 0}));
+    }, {}, o);
+    ASSERT_EQ(ls.size(), 1u);
+    EXPECT_TRUE(contains(kernel(ls, 0), "static constexpr int kW = 8, kU = 3,"));
+    EXPECT_TRUE(contains(kernel(ls, 0), "kMinChunk = 192LL"));
+    EXPECT_TRUE(contains(kernel(ls, 0), "kCluster = 8;"));
+  }
   // Fewer rows than a round: clusters of the group's 4 heads, not 1.
   EXPECT_TRUE(contains(attn(8, 8, 64, 32, 128), "kCluster = 4;"));
   // Off: at 0, a cluster of 4 for a block of 8 heads, the ring, D = 512,
