@@ -248,9 +248,10 @@ TEST(GpuAttentionOptions, LoadFormsAndRingDepths) {
 /// 3 steps, FG_DEBUG_ATTN_CLUSTER_STEPS), on a cache of
 /// 2048 rows (the form's home: register loads) at lengths of one key, one
 /// split, past one round and the whole cache, with sinks, a group of 12 (two
-/// head chunks of 6), a window and T = 5, softcap, f32 and bf16 caches; on
-/// the 8192-row cache with the ring off (FG_DEBUG_ATTN_STAGES=0: 5+ rounds a
-/// warp); and replays of one graph to the same bits, also after a shorter step.
+/// head chunks of 6), a group of 9 (a padded head), a window and T = 5,
+/// softcap, f32 and bf16 caches; on a 4096-row cache, the longest it takes
+/// (4+ rounds a warp); and replays of one graph to the same bits, also
+/// after a shorter step.
 TEST(GpuAttentionOptions, ClusterForm) {
   FG_REQUIRE_GPU();
   constexpr int64_t kShort = 2048;
@@ -283,11 +284,17 @@ TEST(GpuAttentionOptions, ClusterForm) {
     runShort(capped);
     runShort({7, 128, 1, DType::BF16});
     {
-      ScopedEnv st("FG_DEBUG_ATTN_STAGES", "0");
-      AttnCase longer{5003, 128, 4};
+      // The longest cache the form takes (4096 rows, the ring's threshold):
+      // 3999 live keys, 4+ rounds a warp.
+      AttnCase longer{3999, 128, 4};
       longer.kvHeads = 8;
-      runCase(longer);
+      expectMatchesReference(attentionGraph(longer, 4096), positionsFor(longer, longer.live),
+                             tolerance(longer.cache), "main", /*eager=*/false, 4096);
     }
+    // A group of 9: two head chunks of 5, the second with a padded head.
+    AttnCase nine{1200, 64, 9};
+    nine.sinks = true;
+    runShort(nine);
     AttnCase r{kShort, 128, 4};
     r.sinks = true;
     CompileOptions co;

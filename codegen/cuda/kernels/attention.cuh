@@ -324,11 +324,15 @@ static __device__ __forceinline__ void attnClusterArrive(bool relaxed) {
     asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
   else
     asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+  __trap(); // a cluster-form kernel built for an older GPU: stop, never a wrong result
 #endif
 }
 static __device__ __forceinline__ void attnClusterWait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+  __trap();
 #endif
 }
 /// *p = v in the shared memory of the cluster's block `rank` (p: this
@@ -427,6 +431,10 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
   if constexpr (C::kCluster > 0) {
     // The first barrier's arrival: its wait, before the first store into
     // another block's memory, makes sure every block of the cluster runs.
+    // (The grid's x is one cluster, so blockIdx.x is the rank and the
+    // split: the emitter's grid[0] = kSmax = kCluster. The .aligned
+    // barrier wants each warp converged: the prologue's loops may leave it not.)
+    __syncwarp();
     attnClusterArrive(true);
     if (s >= r.nsplit) {
       // Past the live rows: no partial, but this block may merge a head.
