@@ -58,6 +58,7 @@ stepf w-dense-q4_k ""
 stepf w-dense-q4_k "FG_DEBUG_ATTN_CLUSTER=0"
 stepf w-dense-q4_k "FG_DEBUG_ATTN_CLUSTER_STEPS=3" # 1025 live keys in one round
 stepf w-dense-q4_k "FG_DEBUG_ATTN_CLUSTER_STEPS=4"
+stepf w-dense-q4_k "" --enable-fusion rope_attention # q's rope in the cluster form's q load: a launch a layer fewer
 stepf w-dense-q6_k ""
 stepf w-dense-q6_k "FG_DEBUG_DP4A_WARPS=8 FG_DEBUG_DP4A_AHEAD=2"
 stepf w-dense-q6_k "FG_DEBUG_DP4A_WARPS=8 FG_DEBUG_DP4A_AHEAD=3"
