@@ -8,8 +8,9 @@
 # - where the q6_K DP4A GEMV's time goes (W-dense q6_K: 3.81 ms a step
 #   against issue 14's 1.8; its lm head at 50.8 % of the bandwidth, q4_K's
 #   at 86.5 %): Nsight Compute on the lm head with warp-state and
-#   source-level (SASS) stall counts, and the step's breakdown;
-# - the cluster form on workloads not timed with it: W-tiny, W-moe-12 f16.
+#   source-level (SASS) stall counts; its bytes in flight swept, in kernels
+#   and steps.
+# (scripts/gpu-s19-call2.sh: the attention's forms in steps, the q6_K breakdown.)
 #   bash scripts/gpu-s19-call1.sh DEADLINE_S  (carry [".gpu"]; bundle with --models)
 set -uo pipefail
 source .gpu/env.sh
@@ -46,22 +47,11 @@ kern "q6_K 8 warps, 2 ahead" --gemv-dp4a-warps=8 --gemv-dp4a-ahead=2 "$Q"
 kern "q6_K 8 warps, 3 ahead" --gemv-dp4a-warps=8 --gemv-dp4a-ahead=3 "$Q"
 kern "q6_K 8 warps, 4 rows a warp" --gemv-dp4a-warps=8 --gemv-dp4a-unroll=4 "$Q"
 kern "q6_K 8 warps, 4 rows, 2 ahead" --gemv-dp4a-warps=8 --gemv-dp4a-unroll=4 --gemv-dp4a-ahead=2 "$Q"
-timeout 150 fusegraph bench --workload w-dense-q6_k --compare fused,graph --steps 5 --warmup 2 --breakdown \
-  > "$OUT/q6k-breakdown.txt" 2>&1
-echo "q6_K breakdown rc $?"
 {
-stepf w-tiny ""
-stepf w-tiny "FG_DEBUG_ATTN_CLUSTER=0"
-stepf w-moe-12 ""
-stepf w-moe-12 "FG_DEBUG_ATTN_CLUSTER=0"
-stepf w-dense-q4_k ""
-stepf w-dense-q4_k "FG_DEBUG_ATTN_CLUSTER=0"
-stepf w-dense-q4_k "FG_DEBUG_ATTN_CLUSTER_STEPS=3" # 1025 live keys in one round
-stepf w-dense-q4_k "FG_DEBUG_ATTN_CLUSTER_STEPS=4"
-stepf w-dense-q4_k "" --enable-fusion rope_attention # q's rope in the cluster form's q load: a launch a layer fewer
 stepf w-dense-q6_k ""
 stepf w-dense-q6_k "FG_DEBUG_DP4A_WARPS=8 FG_DEBUG_DP4A_AHEAD=2"
 stepf w-dense-q6_k "FG_DEBUG_DP4A_WARPS=8 FG_DEBUG_DP4A_AHEAD=3"
 stepf w-dense-q6_k "FG_DEBUG_DP4A_WARPS=8 FG_DEBUG_DP4A_UNROLL=4"
+stepf w-dense-q6_k ""
 } 2>&1 | tee "$OUT/steps.txt"
 echo "done after $((SECONDS - S)) s"
