@@ -53,5 +53,7 @@ stepf w-dense-q6_k "FG_DEBUG_DP4A_WARPS=8 FG_DEBUG_DP4A_AHEAD=2"
 stepf w-dense-q6_k "FG_DEBUG_DP4A_WARPS=8 FG_DEBUG_DP4A_AHEAD=3"
 stepf w-dense-q6_k "FG_DEBUG_DP4A_WARPS=8 FG_DEBUG_DP4A_UNROLL=4"
 stepf w-dense-q6_k ""
+stepf w-dense-q4_k_m "" # the Q4_K_M-like mix: q6_K lm head and half the downs
+stepf w-dense-q4_k_m "FG_DEBUG_DP4A_Q6K_WARPS=8 FG_DEBUG_DP4A_Q6K_AHEAD=2" # q6_K's own knobs
 } 2>&1 | tee "$OUT/steps.txt"
 echo "done after $((SECONDS - S)) s"

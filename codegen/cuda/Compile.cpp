@@ -331,6 +331,10 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   emit.gemvDp4aUnroll =
       static_cast<int>(envInt("FG_DEBUG_DP4A_UNROLL", 1, 4).value_or(emit.gemvDp4aUnroll));
   emit.gemvDp4aWarpTarget = envInt("FG_DEBUG_DP4A_WARPS", 4, 32).value_or(emit.gemvDp4aWarpTarget);
+  emit.gemvDp4aQ6kWarpTarget =
+      envInt("FG_DEBUG_DP4A_Q6K_WARPS", 4, 32).value_or(emit.gemvDp4aQ6kWarpTarget);
+  emit.gemvDp4aQ6kAhead =
+      static_cast<int>(envInt("FG_DEBUG_DP4A_Q6K_AHEAD", 1, 3).value_or(emit.gemvDp4aQ6kAhead));
   if (auto n = envInt("FG_DEBUG_DP4A_MIN_MB", 0, 1 << 20))
     emit.gemvDp4aMinWeightBytes = int64_t(*n) << 20;
   emit.gemvDp4aCombine =

@@ -656,8 +656,10 @@ Dp4aSplit dp4aSplit(const GemvDesc &d, const EmitOptions &o) {
   // bytes, so it asks for half the warps (the bytes in flight stay: 80 KB an
   // SM at one block).
   // Gated q6_K holds 2 x 2 x 33 registers of loads: half the warps too.
+  const int64_t base =
+      t == DType::Q6_K && o.gemvDp4aQ6kWarpTarget > 0 ? o.gemvDp4aQ6kWarpTarget : o.gemvDp4aWarpTarget;
   const int64_t warpTarget =
-      o.gemvDp4aWarpTarget / (d.w.size() > 1 && (t == DType::Q4_0 || t == DType::Q6_K) ? 2 : 1);
+      base / (d.w.size() > 1 && (t == DType::Q4_0 || t == DType::Q6_K) ? 2 : 1);
   s.perSm = std::max<int64_t>(1, warpTarget / (s.wk * s.wr));
   // The staged form (EmitOptions::gemvDp4aStages): as many of the asked
   // stages as fit the resident blocks in 200 KiB an SM (of the H100/H200's
@@ -683,6 +685,8 @@ Dp4aSplit dp4aSplit(const GemvDesc &d, const EmitOptions &o) {
 /// which load nothing before the wait: W-moe-12 q4_K, experts included,
 /// 0.5867 ms at one, 0.5942 at two).
 int dp4aAhead(const GemvDesc &d, const EmitOptions &o) {
+  if (d.w[0].dtype == DType::Q6_K && o.gemvDp4aQ6kAhead > 0)
+    return std::clamp(o.gemvDp4aQ6kAhead, 1, 3);
   if (o.gemvDp4aAhead > 0)
     return std::clamp(o.gemvDp4aAhead, 1, 3);
   return d.w[0].dtype == DType::Q4_K && !d.expert ? 2 : 1;

@@ -377,6 +377,17 @@ struct EmitOptions {
   /// 0.5867 -> 0.5942 (its expert launches load after the wait: hence the
   /// rule's dense-only two, not measured apart). FG_DEBUG_DP4A_AHEAD=0..3.
   int gemvDp4aAhead = 0;
+  /// q6_K's own warps an SM and tiles ahead on DP4A (0: gemvDp4aWarpTarget
+  /// and gemvDp4aAhead's rule), so a q6_K rule can change without moving
+  /// the q4_K GEMVs of a mixed model (Q4_K_M's lm head and half its downs
+  /// are q6_K). The eighteenth session measured W-dense q6_K's lm head at
+  /// 50.8 % of the bandwidth, with ~27 KB of useful bytes in flight an SM
+  /// (8 16-byte loads a row for ~52 bytes, one tile ahead); at 8 warps an SM
+  /// 2 or 3 tiles ahead fit without spills (146 / 174 registers). Not yet
+  /// timed (scripts/gpu-s19-call1.sh). FG_DEBUG_DP4A_Q6K_WARPS,
+  /// FG_DEBUG_DP4A_Q6K_AHEAD.
+  int64_t gemvDp4aQ6kWarpTarget = 0;
+  int gemvDp4aQ6kAhead = 0;
   /// The DP4A GEMV's rms_norm prologue with the row's rstd deferred to the
   /// stores (Cfg::kNormDeferred, gemv_dp4a.cuh fg_dp4a_run): x · nw is
   /// quantised at once, its sum of squares taken in the same pass, and each

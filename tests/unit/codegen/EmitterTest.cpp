@@ -2404,6 +2404,18 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     so.gemvDp4aAhead = 1;
     EXPECT_TRUE(contains(only(emitAll(dense(DType::Q4_K), {}, so)), "kAhead = 1;"));
     so.gemvDp4aAhead = 0;
+    // q6_K's own warps an SM and tiles ahead (gemvDp4aQ6kWarpTarget /
+    // gemvDp4aQ6kAhead): half the blocks at 8 warps, 2 ahead; q4_K keeps its own.
+    const unsigned q6Blocks = only(emitAll(dense(DType::Q6_K), {}, so)).grid[0];
+    so.gemvDp4aQ6kWarpTarget = 8;
+    so.gemvDp4aQ6kAhead = 2;
+    const KernelSpec q6 = only(emitAll(dense(DType::Q6_K), {}, so));
+    EXPECT_TRUE(contains(q6, "kAhead = 2;"));
+    EXPECT_EQ(q6.grid[0] * 2, q6Blocks);
+    EXPECT_TRUE(contains(only(emitAll(dense(DType::Q4_K), {}, so)), "kAhead = 2;")); // its rule
+    EXPECT_TRUE(contains(only(emitAll(dense(DType::Q8_0), {}, so)), "kAhead = 1;"));
+    so.gemvDp4aQ6kWarpTarget = 0;
+    so.gemvDp4aQ6kAhead = 0;
     // q, k and v merged on DP4A (fused.rms_norm_matmul_multi): one Cfg a
     // segment over one split, the entry's pointers in the segments' order
     // and the norm weight last; the grid the resident blocks.
@@ -2662,9 +2674,10 @@ public:
     // (4 types, gated and expert-indexed, and the clamp: 9) and the grouped
     // test's tensor-core GEMV (1), 525 before the seventeenth's tiles ahead
     // (3), deferred norm (11) and early biases and addends (7 forms), 545
-    // before the eighteenth's attention cluster form (3) and the deferred
-    // norm as the default (its form before, 1): each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 552u);
+    // before the eighteenth's attention cluster form (5 with its steps and
+    // sm_89 checks), the deferred norm as the default (its form before, 1)
+    // and q6_K's own warps and tiles ahead (1): each NVRTC compile is CI time.
+    EXPECT_LE(compiled().compiles, 556u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
