@@ -3,6 +3,7 @@
 #   left                seconds left before the deadline
 #   summ FILE           a gtest / compute-sanitizer log in one line
 #   kern LABEL FLAGS... fg_bench_kernels' table rows (needs 200 s left)
+#   akern LABEL FLAGS... the same for decode attention's rows
 #   step WORKLOAD [ENV=V ...]
 #                       a decode step, graph-fused wall ms (needs 45 s left;
 #                       every whole output in $OUT/steps-full.txt: the device
@@ -24,6 +25,12 @@ kern() {
   echo "== kernels $l"
   timeout 60 fg_bench_kernels --reps 5 --no-cublas "$@" --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
   grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2,3,4,6,8,11
+}
+akern() {
+  local l="$1"; shift
+  echo "== attention $l"
+  timeout 60 fg_bench_kernels --reps 5 --no-cublas "$@" --table /tmp/a.md > /tmp/a.txt 2>&1; echo "rc $?"
+  grep -E "^\| attention" /tmp/a.md | cut -d'|' -f2,3,4,6,8,11
 }
 step_n=0
 step() {

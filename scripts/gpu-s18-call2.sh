@@ -11,12 +11,6 @@ source .gpu/env.sh
 D=${1:-400}
 source scripts/gpu-call-lib.sh
 A='--benchmark_filter=^attention/(w-dense|w-moe)/kv1024/f16/T1(/|$)'
-akern() {
-  local l="$1"; shift
-  echo "== attention $l"
-  timeout 60 fg_bench_kernels --reps 5 --no-cublas "$@" --table /tmp/a.md > /tmp/a.txt 2>&1; echo "rc $?"
-  grep -E "^\| attention" /tmp/a.md | cut -d'|' -f2,3,4,6,8,11
-}
 {
 akern "defaults" "$A"
 akern "min tiles 2" --attn-min-tiles 2 "$A"

@@ -26,12 +26,6 @@ if command -v compute-sanitizer > /dev/null; then
     > "$OUT/memcheck-cluster.txt" 2>&1
   echo "memcheck, cluster form, rc $?: $(summ "$OUT/memcheck-cluster.txt")"
 fi
-akern() {
-  local l="$1"; shift
-  echo "== attention $l"
-  timeout 60 fg_bench_kernels --reps 5 --no-cublas "$@" --table /tmp/a.md > /tmp/a.txt 2>&1; echo "rc $?"
-  grep -E "^\| attention" /tmp/a.md | cut -d'|' -f2,3,4,6,8,11
-}
 {
 akern "defaults" "$A"
 akern "cluster 8, 8 warps" --attn-cluster=8 "$A"

@@ -47,6 +47,22 @@ Inputs positionsFor(const AttnCase &c, int64_t live) {
 
 double tolerance(DType cache) { return cache == DType::BF16 ? 1e-3 : 5e-5; }
 
+/// One graph of `c` over a cache of `ctx` rows replayed at `live` rows twice,
+/// at `other` and at `live` again: the same bits each time at `live`
+/// (nothing a run leaves behind changes the next), other bits at `other`.
+void expectReplaysBitIdentical(const AttnCase &c, int64_t ctx, int64_t live, int64_t other) {
+  CompileOptions co;
+  co.ctx = ctx;
+  auto gpu = gpuGraphExecutor(attentionGraph(c, ctx), co);
+  ASSERT_TRUE(gpu.has_value());
+  auto step = [&](int64_t n) { return runBytes(*gpu, positionsFor(c, n)); };
+  std::vector<uint8_t> a = step(live), b = step(live), mid = step(other), d = step(live);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, b) << "two replays differ";
+  EXPECT_EQ(a, d) << "a replay after another length differs";
+  EXPECT_NE(a, mid);
+}
+
 void runCase(const AttnCase &c) {
   Graph g = buildGraph(c);
   // Chunks of 9+ queries over 16-bit caches take the flash prefill kernel,
@@ -297,22 +313,7 @@ TEST(GpuAttentionOptions, ClusterForm) {
     runShort(nine);
     AttnCase r{kShort, 128, 4};
     r.sinks = true;
-    CompileOptions co;
-    co.ctx = kShort;
-    co.pipeline = "canonicalize,cse,dce";
-    auto plan = compile(attentionGraph(r, kShort), co);
-    ASSERT_TRUE(bool(plan)) << errString(plan.takeError());
-    ExecOptions eo;
-    eo.device = ExecOptions::Device::Cuda;
-    eo.mode = ExecOptions::Mode::Graph;
-    auto gpu = Executor::create(*plan, eo);
-    ASSERT_TRUE(bool(gpu)) << errString(gpu.takeError());
-    auto step = [&](int64_t live) { return runBytes(*gpu, positionsFor(r, live)); };
-    std::vector<uint8_t> a = step(1500), b = step(1500), mid = step(9), d = step(1500);
-    ASSERT_FALSE(a.empty());
-    EXPECT_EQ(a, b) << "two replays differ";
-    EXPECT_EQ(a, d) << "a replay after another length differs";
-    EXPECT_NE(a, mid);
+    expectReplaysBitIdentical(r, kShort, 1500, 9);
   }
 }
 
@@ -321,25 +322,10 @@ TEST(GpuAttentionOptions, ClusterForm) {
 TEST(GpuAttentionReplay, BitIdentical) {
   FG_REQUIRE_GPU();
   for (DType cache : {DType::F16, DType::F32}) {
+    SCOPED_TRACE(dtypeName(cache));
     AttnCase c{5000, 128, 4, cache};
     c.sinks = true;
-    Graph g = buildGraph(c);
-    CompileOptions co;
-    co.ctx = kCtx;
-    co.pipeline = "canonicalize,cse,dce";
-    auto plan = compile(g, co);
-    ASSERT_TRUE(bool(plan)) << errString(plan.takeError());
-    ExecOptions eo;
-    eo.device = ExecOptions::Device::Cuda;
-    eo.mode = ExecOptions::Mode::Graph;
-    auto gpu = Executor::create(*plan, eo);
-    ASSERT_TRUE(bool(gpu)) << errString(gpu.takeError());
-    auto step = [&](int64_t live) { return runBytes(*gpu, positionsFor(c, live)); };
-    std::vector<uint8_t> a = step(5000), b = step(5000), mid = step(33), d = step(5000);
-    ASSERT_FALSE(a.empty());
-    EXPECT_EQ(a, b) << "two replays differ (" << dtypeName(cache) << ")";
-    EXPECT_EQ(a, d) << "a replay after another length differs";
-    EXPECT_NE(a, mid);
+    expectReplaysBitIdentical(c, kCtx, 5000, 33);
   }
 }
 

@@ -220,17 +220,10 @@ TEST(GpuFlashPrefillReplay, BitIdentical) {
   FG_REQUIRE_GPU();
   PrefillCase c{130, 900};
   c.sinks = true;
-  Graph g = buildGraph(c);
   CompileOptions co = prefillKernelAlways();
   co.ctx = kCtx;
-  co.pipeline = "canonicalize,cse,dce";
-  auto plan = compile(g, co);
-  ASSERT_TRUE(bool(plan)) << errString(plan.takeError());
-  ExecOptions eo;
-  eo.device = ExecOptions::Device::Cuda;
-  eo.mode = ExecOptions::Mode::Graph;
-  auto gpu = Executor::create(*plan, eo);
-  ASSERT_TRUE(bool(gpu)) << errString(gpu.takeError());
+  auto gpu = gpuGraphExecutor(buildGraph(c), co);
+  ASSERT_TRUE(gpu.has_value());
   auto step = [&](int64_t start) {
     PrefillCase s = c;
     s.start = start;

@@ -97,6 +97,27 @@ inline void expectMatchesReference(const Graph &g, const Inputs &inputs, double 
   }
 }
 
+/// `g` compiled with `co` (pipeline canonicalize,cse,dce) and prepared for
+/// the GPU, run as a CUDA graph; nothing, with a test failure, when either
+/// step fails. For replay tests (runBytes).
+inline std::optional<Executor> gpuGraphExecutor(const Graph &g, CompileOptions co = {}) {
+  co.pipeline = "canonicalize,cse,dce";
+  auto plan = compile(g, co);
+  if (!plan) {
+    ADD_FAILURE() << errString(plan.takeError());
+    return std::nullopt;
+  }
+  ExecOptions eo;
+  eo.device = ExecOptions::Device::Cuda;
+  eo.mode = ExecOptions::Mode::Graph;
+  auto gpu = Executor::create(*plan, eo);
+  if (!gpu) {
+    ADD_FAILURE() << errString(gpu.takeError());
+    return std::nullopt;
+  }
+  return std::move(*gpu);
+}
+
 /// Sets `inputs`, runs `entry` and returns the bytes of result `output`;
 /// empty (with a test failure) when the run fails. For replay tests that
 /// compare the bits of several runs of one executor.

@@ -138,16 +138,8 @@ TEST(GpuGroupedExpert, WMoeShapes) {
 TEST(GpuGroupedExpertReplay, BitIdentical) {
   FG_REQUIRE_GPU();
   MoeCase c{300, 1, 32, 128, 256, 4, DType::F16, true};
-  Graph g = buildGraph(c);
-  CompileOptions co;
-  co.pipeline = "canonicalize,cse,dce";
-  auto plan = compile(g, co);
-  ASSERT_TRUE(bool(plan)) << errString(plan.takeError());
-  ExecOptions eo;
-  eo.device = ExecOptions::Device::Cuda;
-  eo.mode = ExecOptions::Mode::Graph;
-  auto gpu = Executor::create(*plan, eo);
-  ASSERT_TRUE(bool(gpu)) << errString(gpu.takeError());
+  auto gpu = gpuGraphExecutor(buildGraph(c));
+  ASSERT_TRUE(gpu.has_value());
   auto step = [&](uint32_t seed) { return runBytes(*gpu, {{"ids", spread(c, seed)["ids"]}}); };
   std::vector<uint8_t> a = step(5), b = step(5), mid = step(6), d = step(5);
   ASSERT_FALSE(a.empty());

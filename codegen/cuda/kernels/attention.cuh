@@ -367,19 +367,27 @@ static __device__ __forceinline__ void attnClusterMerge(const AttnArgs<C> &a, Sh
     sink = fg_to_f(a.sinks[C::sink_off + (h0 + hh) * C::sink_sh]);
     M = fmaxf(M, sink);
   }
-  float L = 0.0f;
-  for (int q = 0; q < nsplit; ++q)
-    L += sh.in[q][0] == -FG_INF ? 0.0f : sh.in[q][1] * expf(sh.in[q][0] - M);
+  // Split q's weight exp(m_q − M) / L, once for every column.
+  float e[C::kCluster], L = 0.0f;
+#pragma unroll
+  for (int q = 0; q < C::kCluster; ++q) {
+    e[q] = q < nsplit && sh.in[q][0] != -FG_INF ? expf(sh.in[q][0] - M) : 0.0f;
+    if (q < nsplit)
+      L += sh.in[q][1] * e[q];
+  }
   if (sink != -FG_INF)
     L += expf(sink - M);
   const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+#pragma unroll
+  for (int q = 0; q < C::kCluster; ++q)
+    e[q] *= inv;
   float *yr = a.y + (tok * C::Hq + h0 + hh) * C::Dv;
   for (int dv = threadIdx.x; dv < C::Dv; dv += C::kW * 32) {
     float o = 0.0f;
-    for (int q = 0; q < nsplit; ++q) {
-      const float e = sh.in[q][0] == -FG_INF ? 0.0f : expf(sh.in[q][0] - M) * inv;
-      o += sh.in[q][2 + dv] * e;
-    }
+#pragma unroll
+    for (int q = 0; q < C::kCluster; ++q)
+      if (q < nsplit)
+        o += sh.in[q][2 + dv] * e[q];
     yr[dv] = o;
   }
 }

@@ -2439,30 +2439,18 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     // in the Cfg, and it compiles where a K-warp holds all of K (q4_K K =
     // 1024), where K-warps meet in shared memory with x shared (4096) and
     // without it (q8_0 / q4_0 / q6_K at 14336: one row group), gated and merged.
-    so.gemvDp4aNormDeferred = false;
-    EXPECT_TRUE(contains(only(emitAll(
-                             [](Builder &b) {
-                               std::vector<ValueId> ops{b.input("x", T(DType::F32, {1, 4096})),
-                                                        b.weight("g", T(DType::F32, {4096})),
-                                                        b.weight("wq", T(DType::Q4_K, {4096, 4096})),
-                                                        b.weight("wk", T(DType::Q4_K, {1024, 4096}))};
-                               b.result(b.create(OpKind::FusedRmsNormMatmulMulti, ops,
-                                                 {{"eps", Attribute::ofFloat(1e-5)}}));
-                             },
-                             {}, so)),
-                         "kNormDeferred = false;"));
-    so.gemvDp4aNormDeferred = true;
-    EXPECT_TRUE(contains(only(emitAll(
-                             [](Builder &b) {
-                               std::vector<ValueId> ops{b.input("x", T(DType::F32, {1, 4096})),
-                                                        b.weight("g", T(DType::F32, {4096})),
-                                                        b.weight("wq", T(DType::Q4_K, {4096, 4096})),
-                                                        b.weight("wk", T(DType::Q4_K, {1024, 4096}))};
-                               b.result(b.create(OpKind::FusedRmsNormMatmulMulti, ops,
-                                                 {{"eps", Attribute::ofFloat(1e-5)}}));
-                             },
-                             {}, so)),
-                         "kNormDeferred = true;"));
+    auto qk = [](Builder &b) {
+      std::vector<ValueId> ops{b.input("x", T(DType::F32, {1, 4096})),
+                               b.weight("g", T(DType::F32, {4096})),
+                               b.weight("wq", T(DType::Q4_K, {4096, 4096})),
+                               b.weight("wk", T(DType::Q4_K, {1024, 4096}))};
+      b.result(b.create(OpKind::FusedRmsNormMatmulMulti, ops, {{"eps", Attribute::ofFloat(1e-5)}}));
+    };
+    for (bool deferred : {false, true}) {
+      so.gemvDp4aNormDeferred = deferred;
+      EXPECT_TRUE(contains(only(emitAll(qk, {}, so)),
+                           deferred ? "kNormDeferred = true;" : "kNormDeferred = false;"));
+    }
     for (auto [w, K] : {std::pair{DType::Q4_K, int64_t{1024}}, std::pair{DType::Q4_K, int64_t{4096}},
                         std::pair{DType::Q8_0, int64_t{14336}}, std::pair{DType::Q4_0, int64_t{14336}},
                         std::pair{DType::Q6_K, int64_t{14336}}}) {
