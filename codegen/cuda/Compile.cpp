@@ -341,6 +341,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
       static_cast<int>(envInt("FG_DEBUG_DP4A_COMBINE", 1, 16).value_or(emit.gemvDp4aCombine));
   if (auto n = envInt("FG_DEBUG_DP4A_Q6K", 0, 1))
     emit.gemvDp4aQ6k = *n == 1;
+  if (auto n = envInt("FG_DEBUG_DP4A_Q6K_WARP", 0, 1))
+    emit.gemvDp4aQ6kWarp = *n == 1;
   if (auto n = envInt("FG_DEBUG_DP4A_SHARE_X", 0, 1))
     emit.gemvDp4aShareX = *n == 1;
   emit.gemvDp4aL2Ahead =

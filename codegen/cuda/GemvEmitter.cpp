@@ -618,14 +618,21 @@ GemvEntry gemvEntry(const GemvDesc &d) {
 /// rows (the x quantisation, once per warp or block, spread over many rows).
 /// The DP4A row policy of a weight type (gemv_dp4a.cuh), or null, and its
 /// k-step (the weights of its wide decoder's four lanes).
-const char *dp4aPolicy(DType t) {
+/// q6_K's rows read by whole warps (EmitOptions::gemvDp4aQ6kWarp).
+const char *dp4aPolicy(DType t, const EmitOptions &o) {
   switch (t) {
   case DType::Q4_K: return "fg::Dp4aQ4K";
   case DType::Q8_0: return "fg::Dp4aQ8_0";
   case DType::Q4_0: return "fg::Dp4aQ4_0";
-  case DType::Q6_K: return "fg::Dp4aQ6K";
+  case DType::Q6_K: return o.gemvDp4aQ6kWarp ? "fg::Dp4aQ6KWarp" : "fg::Dp4aQ6K";
   default: return nullptr;
   }
+}
+/// Whether a row's loads are few registers (q4_K's 12, q6_K read by whole
+/// warps 17), against q8_0's and q4_0's 20 and q6_K's own 33: the work
+/// split's rules give these all the warps and two tiles ahead.
+bool dp4aLightLoads(DType t, const EmitOptions &o) {
+  return t == DType::Q4_K || (t == DType::Q6_K && o.gemvDp4aQ6kWarp);
 }
 int64_t dp4aStep(DType t) { return t == DType::Q4_0 ? 512 : 256; }
 
@@ -646,20 +653,23 @@ Dp4aSplit dp4aSplit(const GemvDesc &d, const EmitOptions &o) {
   s.wk = (d.K / dp4aStep(t) * 4 + 31) / 32;
   s.wr = std::max<int64_t>(1, 8 / s.wk);
   // Rows a warp at once: the option for one q4_K stream, half of it for two
-  // or for q8_0 / q4_0 / q6_K (20 or 33 registers of loads a row, not 12; each tile's
-  // loads are held twice: the next tile's are issued before this tile's
-  // arithmetic).
+  // or for q8_0 / q4_0 / q6_K (20 or 33 registers of loads a row, not 12;
+  // each tile's loads are held twice: the next tile's are issued before
+  // this tile's arithmetic). q6_K read by whole warps (17 a row) takes two
+  // tiles ahead instead (dp4aAhead): 2 rows a warp 2 ahead spilled 48-80
+  // bytes at 128 registers (NVRTC, W-dense shapes), 1 row 2 ahead 96 registers.
   const int64_t halve = (d.w.size() > 1 ? 2 : 1) * (t == DType::Q4_K ? 1 : 2);
   s.u = std::max<int64_t>(1, std::clamp(o.gemvDp4aUnroll, 1, 4) / halve);
   // Gated q4_0 holds 2 streams x 2 tiles x 20 registers of loads beside 48
   // of x: at 128 registers (two 256-thread blocks an SM) ptxas spilled 80
   // bytes, so it asks for half the warps (the bytes in flight stay: 80 KB an
   // SM at one block).
-  // Gated q6_K holds 2 x 2 x 33 registers of loads: half the warps too.
+  // Gated q6_K holds 2 x 2 x 33 registers of loads: half the warps too
+  // (read by whole warps, 17 a row: not).
   const int64_t base =
       t == DType::Q6_K && o.gemvDp4aQ6kWarpTarget > 0 ? o.gemvDp4aQ6kWarpTarget : o.gemvDp4aWarpTarget;
   const int64_t warpTarget =
-      base / (d.w.size() > 1 && (t == DType::Q4_0 || t == DType::Q6_K) ? 2 : 1);
+      base / (d.w.size() > 1 && !dp4aLightLoads(t, o) && t != DType::Q8_0 ? 2 : 1);
   s.perSm = std::max<int64_t>(1, warpTarget / (s.wk * s.wr));
   // The staged form (EmitOptions::gemvDp4aStages): as many of the asked
   // stages as fit the resident blocks in 200 KiB an SM (of the H100/H200's
@@ -679,7 +689,8 @@ Dp4aSplit dp4aSplit(const GemvDesc &d, const EmitOptions &o) {
 }
 
 /// Tiles a lane holds in registers ahead (EmitOptions::gemvDp4aAhead; its
-/// rule, 0: two for a dense q4_K launch, whose prologue loads both before
+/// rule, 0: two for a dense q4_K launch (or q6_K read by whole warps,
+/// EmitOptions::gemvDp4aQ6kWarp), whose prologue loads both before
 /// the programmatic-launch wait; one for the other types, whose 20 or 33
 /// registers of loads a row spill at two, and for expert-indexed launches,
 /// which load nothing before the wait: W-moe-12 q4_K, experts included,
@@ -689,7 +700,7 @@ int dp4aAhead(const GemvDesc &d, const EmitOptions &o) {
     return std::clamp(o.gemvDp4aQ6kAhead, 1, 3);
   if (o.gemvDp4aAhead > 0)
     return std::clamp(o.gemvDp4aAhead, 1, 3);
-  return d.w[0].dtype == DType::Q4_K && !d.expert ? 2 : 1;
+  return dp4aLightLoads(d.w[0].dtype, o) && !d.expert ? 2 : 1;
 }
 
 /// `name`: the DP4A parameter struct over the plain one `base`. The shared x
@@ -703,7 +714,7 @@ std::string dp4aCfg(llvm::StringRef name, llvm::StringRef base, const GemvDesc &
                        "kStages = {10};\n  static constexpr int kAhead = {11};\n  "
                        "static constexpr bool kPrologueLoad = {4}, kShareX = {5};\n  "
                        "static constexpr bool kNormDeferred = {12};\n};\n",
-                       s.wk, s.wr, s.u, dp4aPolicy(d.w[0].dtype),
+                       s.wk, s.wr, s.u, dp4aPolicy(d.w[0].dtype, o),
                        o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false",
                        o.gemvDp4aShareX && s.wr > 1 ? "true" : "false",
                        s.wk > 1 ? std::clamp(o.gemvDp4aCombine, 1, 16) : 1,
@@ -934,7 +945,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
                      (d.expert || weightBytes > o.gemvDp4aMinWeightBytes);
   bool dp4a = (o.gemvDp4a == 2 || (o.gemvDp4a == 1 && ruled) ||
                (o.gemvDp4a == 3 && ruled && !d.expert)) &&
-              d.M == 1 && d.pairs <= 65535 && d.xKs == 1 && dp4aPolicy(w0.dtype) != nullptr &&
+              d.M == 1 && d.pairs <= 65535 && d.xKs == 1 && dp4aPolicy(w0.dtype, o) != nullptr &&
               d.K <= 64 * dp4aStep(w0.dtype) && wideOk(w0) && (!two || wideOk(w1));
   for (const auto &seg : d.segs) // the merged segments: each read as its own matmul's
     dp4a &= wideOk(seg.second);

@@ -388,6 +388,16 @@ struct EmitOptions {
   /// FG_DEBUG_DP4A_Q6K_AHEAD.
   int64_t gemvDp4aQ6kWarpTarget = 0;
   int gemvDp4aQ6kAhead = 0;
+  /// q6_K's rows on DP4A read by whole warps (Dp4aQ6KWarp, gemv_dp4a.cuh):
+  /// a K-warp's 1680-byte span of a row loaded as its 105 aligned 16-byte
+  /// units, one contiguous 512 bytes a load, and each lane's pieces read
+  /// back through the warp's stage in shared memory; else each lane loads
+  /// two aligned units around each of its pieces (DecQ6_KW: ~2.4x the bytes
+  /// asked of L2, 33 registers a row, not 17). Nsight Compute (nineteenth
+  /// session) put the q6_K lm head on L2 (82.7 % busy) at 47 % of DRAM.
+  /// With it q6_K takes q4_K's work-split rules (dp4aLightLoads). The same
+  /// bits. FG_DEBUG_DP4A_Q6K_WARP=0|1.
+  bool gemvDp4aQ6kWarp = true;
   /// The DP4A GEMV's rms_norm prologue with the row's rstd deferred to the
   /// stores (Cfg::kNormDeferred, gemv_dp4a.cuh fg_dp4a_run): x · nw is
   /// quantised at once, its sum of squares taken in the same pass, and each

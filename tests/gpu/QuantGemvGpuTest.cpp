@@ -597,10 +597,16 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
     ScopedEnv combine("FG_DEBUG_DP4A_COMBINE", "1");
     EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_GEMV_EARLY_EXTRAS=1 FG_DEBUG_DP4A_COMBINE=1";
   }
-  for (const char *ahead : {"2", "3"}) {
-    // Two and three tiles held in registers ahead of the arithmetic.
+  for (const char *ahead : {"1", "2", "3"}) {
+    // One, two and three tiles held in registers ahead of the arithmetic.
     ScopedEnv env("FG_DEBUG_DP4A_AHEAD", ahead);
     EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_AHEAD=" << ahead;
+  }
+  {
+    // q6_K's rows loaded lane by lane (DecQ6_KW), not by whole warps: the
+    // same bits (the other types: the same kernel).
+    ScopedEnv lanes("FG_DEBUG_DP4A_Q6K_WARP", "0");
+    EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_Q6K_WARP=0";
   }
   if (fused == OpKind::FusedRmsNormMatmul || fused == OpKind::FusedRmsNormGatedMatmul ||
       fused == OpKind::FusedRmsNormMatmulMulti) {
@@ -657,7 +663,8 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
                           {DType::Q4_0, 77, 512},
                           {DType::Q4_0, 333, 4608}, {DType::Q4_0, 4500, 1024},
                           {DType::Q4_0, 333, 12288}, {DType::Q6_K, 77, 2048},
-                          {DType::Q6_K, 1001, 6144}, {DType::Q6_K, 4500, 2048}};
+                          {DType::Q6_K, 1001, 6144}, {DType::Q6_K, 4500, 2048},
+                          {DType::Q6_K, 333, 14336}};
   uint64_t salt = 70;
   for (auto [t, N, K] : shapes) {
     SCOPED_TRACE(std::string(dtypeName(t)) + " N " + std::to_string(N) + " K " + std::to_string(K));
@@ -699,6 +706,12 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
       ScopedEnv ahead("FG_DEBUG_DP4A_L2_AHEAD", "3");
       EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got)
           << "FG_DEBUG_DP4A_COMBINE=3 FG_DEBUG_DP4A_L2_AHEAD=3";
+    }
+    // q6_K's rows loaded lane by lane (DecQ6_KW, FG_DEBUG_DP4A_Q6K_WARP=0),
+    // not by whole warps: the same bits.
+    if (t == DType::Q6_K) {
+      ScopedEnv lanes("FG_DEBUG_DP4A_Q6K_WARP", "0");
+      EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got) << "FG_DEBUG_DP4A_Q6K_WARP=0";
     }
     // q4_K through a ring of 3 stages in shared memory (N 4103 and 4500:
     // blocks of several tiles, so stages are reused).

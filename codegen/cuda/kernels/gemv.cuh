@@ -961,19 +961,31 @@ struct DecQ6_KW : DecQuant {
         dword = (r.m & 2) ? z >> 16 : z & 0xffffu;
       }
     }
+    const int n = t >> 1;
+    decode(piece[0], piece[1], piece[2], n ? piece[3][2] : piece[3][0], n ? piece[3][3] : piece[3][1],
+           dword, t, q, d, sc);
+  }
+  /// The same from this lane's pieces, bytes in order: ql at 64n + 16h
+  /// and + 32 (ql0, ql1), qh at 128 + 32n + 16h, scale words 2n and 2n + 1
+  /// (bytes 192 + 8n ..; sc0, sc1) and d's bits (also DecQ6_KWarp's,
+  /// gemv_dp4a.cuh).
+  static __device__ __forceinline__ void decode(const unsigned (&ql0)[4], const unsigned (&ql1)[4],
+                                                const unsigned (&qh)[4], unsigned sc0, unsigned sc1,
+                                                unsigned dword, int t, unsigned (&q)[4][4],
+                                                float &d, float (&sc)[4]) {
     d = fg_h2f(dword);
-    const int n = t >> 1, h = t & 1;
+    const int h = t & 1;
 #pragma unroll
     for (int run = 0; run < 4; ++run) {
       const int sh = 2 * run;
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const unsigned ql = (run & 1) ? piece[1][i] : piece[0][i];
+        const unsigned ql = (run & 1) ? ql1[i] : ql0[i];
         const unsigned lo = (run >> 1) ? (ql >> 4) & 0x0F0F0F0Fu : ql & 0x0F0F0F0Fu;
-        q[run][i] = lo | (((piece[2][i] >> sh) & 0x03030303u) << 4);
+        q[run][i] = lo | (((qh[i] >> sh) & 0x03030303u) << 4);
       }
       // Scale byte 8n + 2run + h of the 16: word 2n + (run >> 1), byte h + 2(run & 1).
-      const unsigned w = n ? piece[3][2 + (run >> 1)] : piece[3][run >> 1];
+      const unsigned w = (run >> 1) ? sc1 : sc0;
       sc[run] = static_cast<float>(static_cast<signed char>((w >> (8 * (h + 2 * (run & 1)))) & 0xffu));
     }
   }

@@ -257,6 +257,7 @@ struct Dp4aQ4K {
   using Wide = DecQ4_KW;
   static constexpr int kStep = 256, kRuns = 4, kStepBytes = 144;
   static constexpr bool kPartner = true, kSumQ = false; // the min term takes the exact Σ x
+  static constexpr bool kWarpLoad = false; // each lane loads its own bytes
   /// The staged form (Cfg::kStages): a lane's bytes of a row are kUnits
   /// 16-byte units in Raw's order (h, p0, p1), unit i at byte unitAt(sb, t, i)
   /// of the row.
@@ -293,6 +294,7 @@ struct Dp4aQ8_0 {
   static constexpr int kStep = 256, kRuns = 4, kStepBytes = 272;
   static constexpr int kUnits = 0; // register loads only
   static constexpr bool kPartner = false, kSumQ = true;
+  static constexpr bool kWarpLoad = false; // each lane loads its own bytes
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     Wide::Prep p;
     Wide::prepare(w, t, p);
@@ -319,6 +321,7 @@ struct Dp4aQ4_0 {
   static constexpr int kStep = 512, kRuns = 8, kStepBytes = 288;
   static constexpr int kUnits = 0; // register loads only
   static constexpr bool kPartner = false, kSumQ = true;
+  static constexpr bool kWarpLoad = false; // each lane loads its own bytes
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     Wide::Prep p;
     Wide::prepare(w, t, p);
@@ -350,10 +353,16 @@ struct Dp4aQ6K {
   static constexpr int kStep = 256, kRuns = 4, kStepBytes = 210;
   static constexpr int kUnits = 0; // register loads only
   static constexpr bool kPartner = true, kSumQ = true;
+  static constexpr bool kWarpLoad = false; // each lane loads its own bytes
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
     unsigned v[4][4];
     float d, sc[4];
     Wide::unpack(w, t, v, d, sc);
+    return sum(v, d, sc, q);
+  }
+  /// This lane's share from its runs' 6-bit values, d and scales.
+  static __device__ __forceinline__ float sum(const unsigned (&v)[4][4], float d,
+                                              const float (&sc)[4], const Dp4aX<kRuns> &q) {
     float acc = 0.0f;
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
@@ -366,6 +375,108 @@ struct Dp4aQ6K {
     return d * acc;
   }
 };
+
+/// q6_K's rows read by whole warps (EmitOptions::gemvDp4aQ6kWarp): a K-warp's
+/// 8 super-blocks of a row are one span of 1680 bytes, which its 32 lanes
+/// load as the 105 aligned 16-byte units covering it (106 where the span
+/// starts off 16 bytes), unit lane + 32i in register i: every byte once,
+/// each load one contiguous 512 bytes. DecQ6_KW's lanes load two aligned
+/// units around each of their four 16-byte pieces and realign them in
+/// registers, so the four lanes of a super-block ask L2 for ~500 bytes of
+/// its 210, each instruction's sectors apart from the next's (the lm head at
+/// 51 % of the bandwidth with L2 82 % busy, DRAM 47 %: Nsight Compute,
+/// nineteenth session), and 33 registers of a row ahead, not 17. The price:
+/// at its arithmetic the warp stores its span to shared memory (its own
+/// stage) and each lane reads its pieces back from super-block lane / 4 at
+/// byte m + 210 (lane / 4), 2-byte aligned: 5 words and 4 byte-permutes a
+/// piece; then DecQ6_KW::decode and Dp4aQ6K::sum, the same bits.
+struct DecQ6_KWarp {
+  static constexpr int kSpan = 1680, kStageUnits = 106;
+  struct Raw {
+    uint4 v[4]; ///< units lane, lane + 32, lane + 64 and (where it exists) lane + 96
+    int m;      ///< the span's start modulo 16
+  };
+  static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
+    return DecQ6_KW::runK0(sb, t, r);
+  }
+  /// Units covering a span that starts m bytes into one.
+  static __device__ __forceinline__ int units(int m) { return (m + kSpan + 15) >> 4; }
+  /// Lane 4 (sb % 8) + t's units of its K-warp's span of `row`.
+  static __device__ __forceinline__ void load(const unsigned char *row, long long sb, int t,
+                                              Raw &r) {
+    const unsigned char *p = row + (sb >> 3) * kSpan;
+    r.m = static_cast<int>(reinterpret_cast<unsigned long long>(p) & 15u);
+    const uint4 *a = reinterpret_cast<const uint4 *>(p - r.m);
+    const int lane = 4 * static_cast<int>(sb & 7) + t;
+#pragma unroll
+    for (int i = 0; i < 3; ++i)
+      r.v[i] = fg_load_stream(a + lane + 32 * i);
+    if (lane + 96 < units(r.m)) // only bytes of the span: never past the row
+      r.v[3] = fg_load_stream(a + lane + 96);
+  }
+};
+
+/// 16 bytes of the stage from byte `at` (even): 5 words and 4 byte-permutes
+/// (`sel`: 0x5432 where `at` is 2 past a word, else 0x3210).
+static __device__ __forceinline__ void fg_q6_piece(const unsigned *sw, int at, unsigned sel,
+                                                   unsigned (&out)[4]) {
+  const unsigned *p = sw + (at >> 2);
+  unsigned x[5];
+#pragma unroll
+  for (int e = 0; e < 5; ++e)
+    x[e] = p[e];
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    out[e] = __byte_perm(x[e], x[e + 1], sel);
+}
+
+struct Dp4aQ6KWarp {
+  using Wide = DecQ6_KWarp;
+  static constexpr int kStep = 256, kRuns = 4, kStepBytes = 210;
+  static constexpr int kUnits = 0; // register loads only
+  static constexpr bool kPartner = true, kSumQ = true;
+  static constexpr bool kWarpLoad = true; // a warp's lanes load its span together
+  /// `kWarps`: the block's warps (one stage each).
+  template <int kWarps>
+  static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
+    __shared__ uint4 stage[kWarps][Wide::kStageUnits];
+    const int lane = threadIdx.x & 31;
+    uint4 *s = stage[threadIdx.x >> 5];
+    __syncwarp(); // the warp's reads of its row before are done
+#pragma unroll
+    for (int i = 0; i < 3; ++i)
+      s[lane + 32 * i] = w.v[i];
+    if (lane + 96 < Wide::units(w.m))
+      s[lane + 96] = w.v[3];
+    __syncwarp();
+    const unsigned *sw = reinterpret_cast<const unsigned *>(s);
+    const int at = w.m + 210 * (lane >> 2), n = t >> 1, h = t & 1;
+    const unsigned sel = (at & 2) ? 0x5432u : 0x3210u;
+    unsigned ql0[4], ql1[4], qh[4];
+    fg_q6_piece(sw, at + 64 * n + 16 * h, sel, ql0);
+    fg_q6_piece(sw, at + 64 * n + 32 + 16 * h, sel, ql1);
+    fg_q6_piece(sw, at + 128 + 32 * n + 16 * h, sel, qh);
+    const unsigned *ps = sw + ((at + 192 + 8 * n) >> 2); // scale words 2n, 2n + 1
+    const unsigned s0 = ps[0], s1 = ps[1], s2 = ps[2];
+    const unsigned dword = reinterpret_cast<const unsigned short *>(s)[(at + 208) >> 1];
+    unsigned v[4][4];
+    float d, sc[4];
+    DecQ6_KW::decode(ql0, ql1, qh, __byte_perm(s0, s1, sel), __byte_perm(s1, s2, sel), dword, t,
+                     v, d, sc);
+    return Dp4aQ6K::sum(v, d, sc, q);
+  }
+};
+
+/// Lane t's share of a row: its policy's row (D::kWarpLoad: the warp
+/// together, the whole warp present).
+template <class C>
+static __device__ __forceinline__ float gemvDp4aRow(const typename C::D::Wide::Raw &w, int t,
+                                                    const Dp4aX<C::D::kRuns> &q) {
+  if constexpr (C::D::kWarpLoad)
+    return C::D::template row<C::kKWarps * C::kRowWarps>(w, t, q);
+  else
+    return C::D::row(w, t, q);
+}
 
 /// Shared memory of the K-warps' partial sums: [buffer][k-warp][stream][row].
 /// With Cfg::kCombine > 1 one buffer a tile of a combine.
@@ -777,7 +888,7 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
     for (int s = 0; s < S; ++s)
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        v[s][u] = fg_warp_sum(l.live && valid ? D::row(cur.t[0].raw[s][u], l.t, q) : 0.0f);
+        v[s][u] = fg_warp_sum(l.live && valid ? gemvDp4aRow<C>(cur.t[0].raw[s][u], l.t, q) : 0.0f);
     if constexpr (C::kStages < 2) {
 #pragma unroll
       for (int j = 0; j + 1 < A; ++j)

@@ -2253,21 +2253,30 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     b.result(b.matmul(b.input("x", T(DType::F32, {1, 768})), b.weight("w", T(DType::Q4_0, {77, 768}))));
   }));
   // q6_K on DP4A over DecQ6_KW's rows (K a multiple of 2048), one stream
-  // and gated (half the warps: 8 a block at K 2048, one block an SM).
+  // and gated: by default read by whole warps (Dp4aQ6KWarp: 17 registers
+  // of loads a row, so q4_K's warps and two tiles ahead: 8 warps a block at
+  // K 2048, two blocks an SM); each lane its own bytes (gemvDp4aQ6kWarp
+  // off: 33 registers a row, so half the warps, one block an SM, one tile).
   EXPECT_TRUE(dp4a([](Builder &b) {
     b.result(b.matmul(b.input("x", T(DType::F32, {1, 2048})), b.weight("w", T(DType::Q6_K, {77, 2048}))));
   }));
-  {
+  EXPECT_TRUE(EmitOptions{}.gemvDp4aQ6kWarp);
+  for (bool warp : {true, false}) {
+    SCOPED_TRACE(warp ? "whole warps" : "lane by lane");
+    EmitOptions ow = o;
+    ow.gemvDp4aQ6kWarp = warp;
     auto ls = emitAll(
         [](Builder &b) {
           b.result(b.create(OpKind::FusedGatedMatmul,
                             {b.input("x", T(DType::F32, {1, 2048})), b.weight("g", T(DType::Q6_K, {40, 2048})),
                              b.weight("u", T(DType::Q6_K, {40, 2048}))}));
         },
-        {}, o);
-    EXPECT_TRUE(contains(only(ls), "using D = fg::Dp4aQ6K;\n  static constexpr int kKWarps = 1, "
-                                   "kRowWarps = 8, kRowUnroll = 1, kCombine = 1, kL2Ahead = 0, kStages = 0;"));
-    EXPECT_TRUE(contains(only(ls), "__launch_bounds__(256, 1)"));
+        {}, ow);
+    EXPECT_TRUE(contains(only(ls), std::string("using D = fg::") + (warp ? "Dp4aQ6KWarp" : "Dp4aQ6K") +
+                                       ";\n  static constexpr int kKWarps = 1, kRowWarps = 8, "
+                                       "kRowUnroll = 1, kCombine = 1, kL2Ahead = 0, kStages = 0;\n"
+                                       "  static constexpr int kAhead = " + (warp ? "2;" : "1;")));
+    EXPECT_TRUE(contains(only(ls), warp ? "__launch_bounds__(256, 2)" : "__launch_bounds__(256, 1)"));
   }
   EXPECT_FALSE(dp4a([](Builder &b) { // not whole 2048-weight groups: DecQ6_K's rows
     b.result(b.matmul(b.input("x", T(DType::F32, {1, 1280})), b.weight("w", T(DType::Q6_K, {77, 1280}))));
@@ -2385,9 +2394,12 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     so.gemvDp4aStages = 0;
     so.gemvDp4aL2Ahead = 0;
     // Tiles held in registers ahead (EmitOptions::gemvDp4aAhead): the rule
-    // (0) gives a dense q4_K launch two, expert-indexed ones and the other
-    // types one; an asked number, clamped to 1..3, goes to every launch.
+    // (0) gives a dense q4_K launch two (and q6_K read by whole warps, the
+    // default), expert-indexed ones and the other types one; an asked
+    // number, clamped to 1..3, goes to every launch.
     EXPECT_TRUE(contains(only(emitAll(dense(DType::Q4_K), {}, so)), "kAhead = 2;"));
+    EXPECT_TRUE(contains(only(emitAll(dense(DType::Q6_K), {}, so)), "kAhead = 2;"));
+    so.gemvDp4aQ6kWarp = false;
     const KernelSpec experts = only(emitAll(
         [](Builder &b) {
           b.result(b.matmulId(b.input("x", T(DType::F32, {3, 1, 2048})),
@@ -2399,18 +2411,19 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     EXPECT_TRUE(contains(experts, "kAhead = 1;"));
     for (DType w : {DType::Q8_0, DType::Q4_0, DType::Q6_K})
       EXPECT_TRUE(contains(only(emitAll(dense(w), {}, so)), "kAhead = 1;")) << dtypeName(w);
+    so.gemvDp4aQ6kWarp = true;
     so.gemvDp4aAhead = 5;
     EXPECT_TRUE(contains(only(emitAll(dense(DType::Q8_0), {}, so)), "kAhead = 3;"));
     so.gemvDp4aAhead = 1;
     EXPECT_TRUE(contains(only(emitAll(dense(DType::Q4_K), {}, so)), "kAhead = 1;"));
     so.gemvDp4aAhead = 0;
     // q6_K's own warps an SM and tiles ahead (gemvDp4aQ6kWarpTarget /
-    // gemvDp4aQ6kAhead): half the blocks at 8 warps, 2 ahead; q4_K keeps its own.
+    // gemvDp4aQ6kAhead): half the blocks at 8 warps, 3 ahead; q4_K keeps its own.
     const unsigned q6Blocks = only(emitAll(dense(DType::Q6_K), {}, so)).grid[0];
     so.gemvDp4aQ6kWarpTarget = 8;
-    so.gemvDp4aQ6kAhead = 2;
+    so.gemvDp4aQ6kAhead = 3;
     const KernelSpec q6 = only(emitAll(dense(DType::Q6_K), {}, so));
-    EXPECT_TRUE(contains(q6, "kAhead = 2;"));
+    EXPECT_TRUE(contains(q6, "kAhead = 3;"));
     EXPECT_EQ(q6.grid[0] * 2, q6Blocks);
     EXPECT_TRUE(contains(only(emitAll(dense(DType::Q4_K), {}, so)), "kAhead = 2;")); // its rule
     EXPECT_TRUE(contains(only(emitAll(dense(DType::Q8_0), {}, so)), "kAhead = 1;"));
