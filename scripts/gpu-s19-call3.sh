@@ -11,6 +11,16 @@ set -uo pipefail
 source .gpu/env.sh
 D=${1:-500}
 source scripts/gpu-call-lib.sh
+# q6_K read by whole warps (the second call's new default) under memcheck
+# and racecheck (its per-warp stage in shared memory, __syncwarp-ordered).
+Q6='--benchmark_filter=^matmul/w-(dense|moe)/.*/q6_k/T1(/|$)'
+if command -v compute-sanitizer > /dev/null; then
+  for tool in memcheck racecheck; do
+    timeout 80 compute-sanitizer --tool $tool fg_bench_kernels --reps 1 --no-cublas "$Q6" \
+      > "$OUT/sanitize-q6k-$tool.txt" 2>&1
+    echo "compute-sanitizer $tool q6_K rc $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-q6k-$tool.txt")"
+  done
+fi
 {
 stepf w-dense-q4_k ""
 stepf w-dense-q4_k "FG_DEBUG_ATTN_CLUSTER_STEPS=3"
@@ -22,6 +32,8 @@ stepf w-tiny ""
 stepf w-tiny "FG_DEBUG_ATTN_CLUSTER=0"
 stepf w-moe-12 ""
 stepf w-moe-12 "FG_DEBUG_ATTN_CLUSTER=0"
+stepf w-moe-12-q6_k ""
+stepf w-moe-12-q6_k "FG_DEBUG_DP4A_Q6K_WARP=0"
 } 2>&1 | tee "$OUT/steps.txt"
 if [ "$(left)" -gt 100 ]; then
   timeout $(( $(left) - 10 )) fusegraph bench --workload w-dense-q6_k --compare fused,graph --steps 3 --warmup 1 \
