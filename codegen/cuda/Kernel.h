@@ -395,8 +395,13 @@ struct EmitOptions {
   /// two aligned units around each of its pieces (DecQ6_KW: ~2.4x the bytes
   /// asked of L2, 33 registers a row, not 17). Nsight Compute (nineteenth
   /// session) put the q6_K lm head on L2 (82.7 % busy) at 47 % of DRAM.
-  /// With it q6_K takes q4_K's work-split rules (dp4aLightLoads). The same
-  /// bits. FG_DEBUG_DP4A_Q6K_WARP=0|1.
+  /// With it q6_K takes q4_K's warps an SM and two tiles ahead (dp4aLightLoads;
+  /// still one row a warp: two spilled). The same bits. Measured (H200,
+  /// nineteenth session, one call): lm head 187.0 -> 117.3 us (51 -> 82 % of
+  /// the read bandwidth; DRAM 72 %, L2 hits 6 %), gate_up 25.1 -> 16.4, down
+  /// 23.6 -> 17.4, q+o 9.7 -> 7.1; steps W-dense q6_K 3.709 / 3.713 ->
+  /// 2.718 / 2.705 ms, Q4_K_M-like 2.261 -> 2.071 (1 ahead 2.886, 3 ahead
+  /// 3.619). FG_DEBUG_DP4A_Q6K_WARP=0|1.
   bool gemvDp4aQ6kWarp = true;
   /// The DP4A GEMV's rms_norm prologue with the row's rstd deferred to the
   /// stores (Cfg::kNormDeferred, gemv_dp4a.cuh fg_dp4a_run): x · nw is
