@@ -1,43 +1,41 @@
 #!/usr/bin/env bash
-# For the nineteenth session's third GPU call (written in the eighteenth as its second):
-# decode attention's cluster form (the eighteenth session's default) in
-# steps it was not timed in — W-tiny, W-moe-12 f16 — against the split form
-# (FG_DEBUG_ATTN_CLUSTER=0); its tiles of 3 and 4 steps (1025 live keys in
-# one round, FG_DEBUG_ATTN_CLUSTER_STEPS); q's rope in its q load
-# (--enable-fusion rope_attention, a launch a layer fewer); then W-dense
-# q6_K's breakdown (ran past 100 s in the eighteenth session).
+# The nineteenth session's third GPU call: q4_K, q8_0 and q4_0 read by whole
+# warps too (EmitOptions::gemvDp4aWarpLoad, Dp4aWarpOf in gemv_dp4a.cuh;
+# written after the second call showed q6_K's gain): their tests (the same
+# bits as the lane forms, K-warps ending inside their span), compute-
+# sanitizer memcheck and racecheck over the whole-warp kernels (q6_K's
+# default and the others'), kernels and steps against the lane forms.
+# (The eighteenth session's plan for attention's forms in steps is
+# scripts/gpu-s19-call4.sh.)
 #   bash scripts/gpu-s19-call3.sh DEADLINE_S  (carry [".gpu"])
 set -uo pipefail
 source .gpu/env.sh
-D=${1:-500}
+D=${1:-560}
 source scripts/gpu-call-lib.sh
-# q6_K read by whole warps (the second call's new default) under memcheck
-# and racecheck (its per-warp stage in shared memory, __syncwarp-ordered).
-Q6='--benchmark_filter=^matmul/w-(dense|moe)/.*/q6_k/T1(/|$)'
+timeout 150 $T --gtest_filter='GpuQuantGemv.Q4KDp4a*' > "$OUT/tests-warp-load.txt" 2>&1
+echo "DP4A GEMV tests rc $?: $(summ "$OUT/tests-warp-load.txt")"
+W='--benchmark_filter=^matmul/w-dense/(q\+o|gate_up|lm_head)/(q4_k|q8_0|q6_k)/T1(/|$)'
 if command -v compute-sanitizer > /dev/null; then
   for tool in memcheck racecheck; do
-    timeout 80 compute-sanitizer --tool $tool fg_bench_kernels --reps 1 --no-cublas "$Q6" \
-      > "$OUT/sanitize-q6k-$tool.txt" 2>&1
-    echo "compute-sanitizer $tool q6_K rc $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-q6k-$tool.txt")"
+    timeout 70 compute-sanitizer --tool $tool fg_bench_kernels --reps 1 --no-cublas --gemv-dp4a-warp-load "$W" \
+      > "$OUT/sanitize-warp-$tool.txt" 2>&1
+    echo "compute-sanitizer $tool rc $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-warp-$tool.txt")"
   done
 fi
+Q='--benchmark_filter=^matmul/w-dense/(q\+o|gate_up|down|lm_head)/(q4_k|q8_0|q4_0)/T1(/|$)'
+KERN_MIN_LEFT=250
+kern "lanes (default)" "$Q"
+kern "whole warps (--gemv-dp4a-warp-load)" --gemv-dp4a-warp-load "$Q"
 {
+stepf w-dense-q8_0 ""
+stepf w-dense-q8_0 "FG_DEBUG_DP4A_WARP_LOAD=1"
+stepf w-dense-q4_0 ""
+stepf w-dense-q4_0 "FG_DEBUG_DP4A_WARP_LOAD=1"
 stepf w-dense-q4_k ""
-stepf w-dense-q4_k "FG_DEBUG_ATTN_CLUSTER_STEPS=3"
-stepf w-dense-q4_k "FG_DEBUG_ATTN_CLUSTER_STEPS=4"
-stepf w-dense-q4_k "FG_DEBUG_ATTN_CLUSTER=0"
-stepf w-dense-q4_k "" --enable-fusion rope_attention
-stepf w-dense-q4_k ""
-stepf w-tiny ""
-stepf w-tiny "FG_DEBUG_ATTN_CLUSTER=0"
-stepf w-moe-12 ""
-stepf w-moe-12 "FG_DEBUG_ATTN_CLUSTER=0"
-stepf w-moe-12-q6_k ""
-stepf w-moe-12-q6_k "FG_DEBUG_DP4A_Q6K_WARP=0"
+stepf w-dense-q4_k "FG_DEBUG_DP4A_WARP_LOAD=1"
+stepf w-moe-12-q4_k ""
+stepf w-moe-12-q4_k "FG_DEBUG_DP4A_WARP_LOAD=1"
+stepf w-dense-q8_0 "FG_DEBUG_DP4A_WARP_LOAD=1"
+stepf w-dense-q8_0 ""
 } 2>&1 | tee "$OUT/steps.txt"
-if [ "$(left)" -gt 100 ]; then
-  timeout $(( $(left) - 10 )) fusegraph bench --workload w-dense-q6_k --compare fused,graph --steps 3 --warmup 1 \
-    --breakdown > "$OUT/q6k-breakdown.txt" 2>&1
-  echo "q6_K breakdown rc $?"
-fi
 echo "done after $((SECONDS - S)) s"

@@ -619,11 +619,13 @@ GemvEntry gemvEntry(const GemvDesc &d) {
 /// The DP4A row policy of a weight type (gemv_dp4a.cuh), or null, and its
 /// k-step (the weights of its wide decoder's four lanes).
 /// q6_K's rows read by whole warps (EmitOptions::gemvDp4aQ6kWarp).
+/// q4_K, q8_0 and q4_0 read by whole warps (EmitOptions::gemvDp4aWarpLoad).
 const char *dp4aPolicy(DType t, const EmitOptions &o) {
+  const bool w = o.gemvDp4aWarpLoad;
   switch (t) {
-  case DType::Q4_K: return "fg::Dp4aQ4K";
-  case DType::Q8_0: return "fg::Dp4aQ8_0";
-  case DType::Q4_0: return "fg::Dp4aQ4_0";
+  case DType::Q4_K: return w ? "fg::Dp4aWarpOf<fg::Dp4aQ4K>" : "fg::Dp4aQ4K";
+  case DType::Q8_0: return w ? "fg::Dp4aWarpOf<fg::Dp4aQ8_0>" : "fg::Dp4aQ8_0";
+  case DType::Q4_0: return w ? "fg::Dp4aWarpOf<fg::Dp4aQ4_0>" : "fg::Dp4aQ4_0";
   case DType::Q6_K: return o.gemvDp4aQ6kWarp ? "fg::Dp4aQ6KWarp" : "fg::Dp4aQ6K";
   default: return nullptr;
   }
@@ -644,8 +646,10 @@ struct Dp4aSplit {
 };
 
 /// 16-byte units of a lane's bytes of a row in the staged form (0: the
-/// type has none; gemv_dp4a.cuh, Dp4aQ4K::kUnits).
-int dp4aUnits(DType t) { return t == DType::Q4_K ? 3 : 0; }
+/// type has none; gemv_dp4a.cuh, Dp4aQ4K::kUnits; read by whole warps, none).
+int dp4aUnits(DType t, const EmitOptions &o) {
+  return t == DType::Q4_K && !o.gemvDp4aWarpLoad ? 3 : 0;
+}
 
 Dp4aSplit dp4aSplit(const GemvDesc &d, const EmitOptions &o) {
   const DType t = d.w[0].dtype;
@@ -674,9 +678,9 @@ Dp4aSplit dp4aSplit(const GemvDesc &d, const EmitOptions &o) {
   // The staged form (EmitOptions::gemvDp4aStages): as many of the asked
   // stages as fit the resident blocks in 200 KiB an SM (of the H100/H200's
   // 228, beside the static shared memory).
-  if (o.gemvDp4aStages >= 2 && dp4aUnits(t) > 0) {
+  if (o.gemvDp4aStages >= 2 && dp4aUnits(t, o) > 0) {
     const int64_t stage =
-        static_cast<int64_t>(d.w.size()) * s.u * dp4aUnits(t) * 16 * 32 * s.wk * s.wr;
+        static_cast<int64_t>(d.w.size()) * s.u * dp4aUnits(t, o) * 16 * 32 * s.wk * s.wr;
     int64_t st = std::min(o.gemvDp4aStages, 8);
     while (st >= 2 && st * stage * s.perSm > (200 << 10))
       --st;

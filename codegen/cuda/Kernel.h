@@ -403,6 +403,15 @@ struct EmitOptions {
   /// 2.718 / 2.705 ms, Q4_K_M-like 2.261 -> 2.071 (1 ahead 2.886, 3 ahead
   /// 3.619). FG_DEBUG_DP4A_Q6K_WARP=0|1.
   bool gemvDp4aQ6kWarp = true;
+  /// q4_K, q8_0 and q4_0 rows on DP4A read by whole warps too
+  /// (Dp4aWarpOf, gemv_dp4a.cuh): each lane of their own forms loads its
+  /// pieces (q4_K 3 units, q8_0 and q4_0 5), so one load instruction's
+  /// 16-byte units sit apart and L2 sends each 32-byte sector twice; read
+  /// by whole warps, each load is 512 contiguous bytes and the pieces come
+  /// back through the warp's stage in shared memory (the same bits; the
+  /// staged ring, gemvDp4aStages, is not taken with it). Off until timed.
+  /// FG_DEBUG_DP4A_WARP_LOAD=0|1.
+  bool gemvDp4aWarpLoad = false;
   /// The DP4A GEMV's rms_norm prologue with the row's rstd deferred to the
   /// stores (Cfg::kNormDeferred, gemv_dp4a.cuh fg_dp4a_run): x · nw is
   /// quantised at once, its sum of squares taken in the same pass, and each

@@ -608,6 +608,11 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
     ScopedEnv lanes("FG_DEBUG_DP4A_Q6K_WARP", "0");
     EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_Q6K_WARP=0";
   }
+  {
+    // q4_K, q8_0 and q4_0 rows loaded by whole warps (Dp4aWarpOf): the same bits.
+    ScopedEnv warps("FG_DEBUG_DP4A_WARP_LOAD", "1");
+    EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_WARP_LOAD=1";
+  }
   if (fused == OpKind::FusedRmsNormMatmul || fused == OpKind::FusedRmsNormGatedMatmul ||
       fused == OpKind::FusedRmsNormMatmulMulti) {
     // The defaults defer the norm prologue's rstd to the stores (checked to
@@ -712,6 +717,14 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
     if (t == DType::Q6_K) {
       ScopedEnv lanes("FG_DEBUG_DP4A_Q6K_WARP", "0");
       EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got) << "FG_DEBUG_DP4A_Q6K_WARP=0";
+    } else {
+      // q4_K, q8_0 and q4_0 rows loaded by whole warps (Dp4aWarpOf; K-warps
+      // that end inside their span at K 256, 1280, 4608, 5376): the same bits.
+      ScopedEnv warps("FG_DEBUG_DP4A_WARP_LOAD", "1");
+      EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got) << "FG_DEBUG_DP4A_WARP_LOAD=1";
+      ScopedEnv combine("FG_DEBUG_DP4A_COMBINE", "1");
+      EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got)
+          << "FG_DEBUG_DP4A_WARP_LOAD=1 FG_DEBUG_DP4A_COMBINE=1";
     }
     // q4_K through a ring of 3 stages in shared memory (N 4103 and 4500:
     // blocks of several tiles, so stages are reused).

@@ -642,6 +642,13 @@ struct DecQ4_KW : DecQuant {
     r.p0 = fg_load_stream(b + 1 + t);
     r.p1 = fg_load_stream(b + 5 + t);
   }
+  /// The same units from a super-block's 9 held elsewhere (a warp's stage,
+  /// gemv_dp4a.cuh Dp4aWarpOf).
+  static __device__ __forceinline__ void fromUnits(const uint4 *b, int t, Raw &r) {
+    r.h = b[0];
+    r.p0 = b[1 + t];
+    r.p1 = b[5 + t];
+  }
   /// The 6-bit scales and mins of this thread's sub-blocks: j = 2c, 2c + 1
   /// (piece t) and 2c + 4, 2c + 5 (piece t + 4), c = t / 2, with ggml's
   /// get_scale_min_k4 unrolled for them.
@@ -703,6 +710,14 @@ template <int G, int Num, int Shift, int WordSets, int Scales> struct DecWideGro
 #pragma unroll
     for (int i = 0; i < 5; ++i)
       r.v[i] = fg_load_stream(b + i);
+  }
+  /// The same units from a group's G / 16 held elsewhere (a warp's stage,
+  /// gemv_dp4a.cuh Dp4aWarpOf).
+  static __device__ __forceinline__ void fromUnits(const uint4 *g, int t, Raw &r) {
+    const uint4 *b = g + ((Num * t) >> Shift);
+#pragma unroll
+    for (int i = 0; i < 5; ++i)
+      r.v[i] = b[i];
   }
   static __device__ __forceinline__ void words(const Raw &r, unsigned (&w)[20]) {
 #pragma unroll

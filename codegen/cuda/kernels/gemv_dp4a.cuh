@@ -403,7 +403,7 @@ struct DecQ6_KWarp {
   static __device__ __forceinline__ int units(int m) { return (m + kSpan + 15) >> 4; }
   /// Lane 4 (sb % 8) + t's units of its K-warp's span of `row`.
   static __device__ __forceinline__ void load(const unsigned char *row, long long sb, int t,
-                                              Raw &r) {
+                                              long long, Raw &r) { // whole spans (K % 2048 == 0)
     const unsigned char *p = row + (sb >> 3) * kSpan;
     r.m = static_cast<int>(reinterpret_cast<unsigned long long>(p) & 15u);
     const uint4 *a = reinterpret_cast<const uint4 *>(p - r.m);
@@ -436,9 +436,11 @@ struct Dp4aQ6KWarp {
   static constexpr int kUnits = 0; // register loads only
   static constexpr bool kPartner = true, kSumQ = true;
   static constexpr bool kWarpLoad = true; // a warp's lanes load its span together
-  /// `kWarps`: the block's warps (one stage each).
+  /// `kWarps`: the block's warps (one stage each); every lane is live
+  /// (whole spans).
   template <int kWarps>
-  static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q) {
+  static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q,
+                                              bool) {
     __shared__ uint4 stage[kWarps][Wide::kStageUnits];
     const int lane = threadIdx.x & 31;
     uint4 *s = stage[threadIdx.x >> 5];
@@ -467,16 +469,65 @@ struct Dp4aQ6KWarp {
   }
 };
 
-/// Lane t's share of a row: its policy's row (D::kWarpLoad: the warp
-/// together, the whole warp present).
-template <class C>
-static __device__ __forceinline__ float gemvDp4aRow(const typename C::D::Wide::Raw &w, int t,
-                                                    const Dp4aX<C::D::kRuns> &q) {
-  if constexpr (C::D::kWarpLoad)
-    return C::D::template row<C::kKWarps * C::kRowWarps>(w, t, q);
-  else
-    return C::D::row(w, t, q);
-}
+/// The rows of an aligned wide type (P: Dp4aQ4K, Dp4aQ8_0 or Dp4aQ4_0) read
+/// by whole warps (EmitOptions::gemvDp4aWarpLoad): a K-warp's 8 k-steps of a
+/// row are kSpanUnits aligned 16-byte units (q4_K 72, q8_0 136, q4_0 144),
+/// which its 32 lanes load as unit lane + 32i in register i (where K ends
+/// inside the warp, only the live steps' units): every unit once and each
+/// load contiguous, where P's own lanes each load their pieces, so one
+/// instruction's 16-byte units sit apart and L2 sends each sector twice. At
+/// the arithmetic the warp stores its span to its own stage in shared memory
+/// and each live lane takes P's Raw back from it (P::Wide::fromUnits: the
+/// units it would have loaded), then P::row: the same bits.
+template <class P> struct Dp4aWarpOf {
+  static constexpr int kStep = P::kStep, kRuns = P::kRuns, kStepBytes = P::kStepBytes;
+  static constexpr int kUnits = 0; // register loads only
+  static constexpr bool kPartner = P::kPartner, kSumQ = P::kSumQ;
+  static constexpr bool kWarpLoad = true;
+  static_assert(kStepBytes % 16 == 0, "k-steps of whole 16-byte units");
+  static constexpr int kStepUnits = kStepBytes / 16, kSpanUnits = 8 * kStepUnits;
+  static constexpr int kLoads = (kSpanUnits + 31) / 32;
+  struct Wide {
+    struct Raw {
+      uint4 v[kLoads]; ///< units lane + 32i of the span (those that exist)
+    };
+    static __device__ __forceinline__ long long runK0(long long sb, int t, int r) {
+      return P::Wide::runK0(sb, t, r);
+    }
+    /// Lane 4 (sb % 8) + t's units of its K-warp's span of `row`, of a row
+    /// of `steps` k-steps.
+    static __device__ __forceinline__ void load(const unsigned char *row, long long sb, int t,
+                                                long long steps, Raw &r) {
+      const long long first = sb & ~7LL; // the span's first k-step
+      const int live = static_cast<int>(min(8LL, steps - first)) * kStepUnits;
+      const uint4 *a = reinterpret_cast<const uint4 *>(row) + first * kStepUnits;
+      const int lane = 4 * static_cast<int>(sb & 7) + t;
+#pragma unroll
+      for (int i = 0; i < kLoads; ++i)
+        if (lane + 32 * i < live)
+          r.v[i] = fg_load_stream(a + lane + 32 * i);
+    }
+  };
+  template <int kWarps>
+  static __device__ __forceinline__ float row(const typename Wide::Raw &w, int t,
+                                              const Dp4aX<kRuns> &q, bool live) {
+    __shared__ uint4 stage[kWarps][kSpanUnits];
+    const int lane = threadIdx.x & 31;
+    uint4 *s = stage[threadIdx.x >> 5];
+    __syncwarp(); // the warp's reads of its row before are done
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i)
+      if (lane + 32 * i < kSpanUnits) // past the live units: never read back
+        s[lane + 32 * i] = w.v[i];
+    __syncwarp();
+    if (!live)
+      return 0.0f;
+    typename P::Wide::Raw r;
+    P::Wide::fromUnits(s + (lane >> 2) * kStepUnits, t, r);
+    return P::row(r, t, q);
+  }
+};
+
 
 /// Shared memory of the K-warps' partial sums: [buffer][k-warp][stream][row].
 /// With Cfg::kCombine > 1 one buffer a tile of a combine.
@@ -502,7 +553,7 @@ template <class C> struct Dp4aPipe {
 struct Dp4aLane {
   int lane, wk, wr, t;
   long long sb;
-  bool live;
+  bool live, warpLive; ///< this lane's k-step exists; its K-warp's first does
 };
 
 template <class C> static __device__ __forceinline__ Dp4aLane gemvDp4aLane() {
@@ -514,7 +565,24 @@ template <class C> static __device__ __forceinline__ Dp4aLane gemvDp4aLane() {
   l.t = slot & 3;
   l.sb = slot >> 2;
   l.live = l.sb < C::K / C::D::kStep;
+  l.warpLive = 8 * l.wk < C::K / C::D::kStep;
   return l;
+}
+
+/// Lane t's share of a row, or 0 (a dead lane, an invalid expert): its
+/// policy's row; with D::kWarpLoad the warp's lanes together, every lane of
+/// a warp with a live k-step.
+template <class C>
+static __device__ __forceinline__ float gemvDp4aLaneSum(const typename C::D::Wide::Raw &w,
+                                                        const Dp4aLane &l, bool valid,
+                                                        const Dp4aX<C::D::kRuns> &q) {
+  if constexpr (C::D::kWarpLoad) {
+    if (!valid || !l.warpLive) // uniform over the warp
+      return 0.0f;
+    return C::D::template row<C::kKWarps * C::kRowWarps>(w, l.t, q, l.live);
+  } else {
+    return l.live && valid ? C::D::row(w, l.t, q) : 0.0f;
+  }
 }
 
 /// The rms_norm prologue's row scale, deferred (Cfg::kNormDeferred,
@@ -555,19 +623,25 @@ template <class C, class Tile>
 static __device__ __forceinline__ void gemvDp4aLoad(const GemvArgs<C> &a, const Dp4aLane &l,
                                                     long long e, long long tile, Tile &d) {
   constexpr int U = C::kRowUnroll;
-  if (!l.live) // a lane past K forms no address
+  if (!(C::D::kWarpLoad ? l.warpLive : l.live)) // a lane past K forms no address
     return;
   using W = typename C::D::Wide;
   const long long n0 = tile * C::kRowWarps * U + l.wr * U;
   const unsigned char *w0 = reinterpret_cast<const unsigned char *>(a.w0) + C::w0_off + e * C::w0_es;
+  auto one = [&](const unsigned char *row, typename W::Raw &r) {
+    if constexpr (C::D::kWarpLoad)
+      W::load(row, l.sb, l.t, C::K / C::D::kStep, r); // the K-warp's span, lanes together
+    else
+      W::load(row, l.sb, l.t, r);
+  };
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const long long n = min(n0 + u, C::N - 1);
-    W::load(w0 + n * C::w0_ld, l.sb, l.t, d.raw[0][u]);
+    one(w0 + n * C::w0_ld, d.raw[0][u]);
     if constexpr (C::Epi::kStreams == 2) {
       const unsigned char *w1 =
           reinterpret_cast<const unsigned char *>(a.w1) + C::w1_off + e * C::w1_es;
-      W::load(w1 + n * C::w1_ld, l.sb, l.t, d.raw[C::Epi::kStreams - 1][u]);
+      one(w1 + n * C::w1_ld, d.raw[C::Epi::kStreams - 1][u]);
     }
   }
 }
@@ -888,7 +962,7 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
     for (int s = 0; s < S; ++s)
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        v[s][u] = fg_warp_sum(l.live && valid ? gemvDp4aRow<C>(cur.t[0].raw[s][u], l.t, q) : 0.0f);
+        v[s][u] = fg_warp_sum(gemvDp4aLaneSum<C>(cur.t[0].raw[s][u], l, valid, q));
     if constexpr (C::kStages < 2) {
 #pragma unroll
       for (int j = 0; j + 1 < A; ++j)

@@ -2391,6 +2391,18 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     const KernelSpec q80 = only(emitAll(dense(DType::Q8_0), {}, so));
     EXPECT_TRUE(contains(q80, "kL2Ahead = 2, kStages = 0;"));
     EXPECT_EQ(q80.sharedBytes, 0u);
+    // Rows read by whole warps (gemvDp4aWarpLoad, off by default): the
+    // policy wraps the type's, and q4_K takes no ring with it.
+    EXPECT_FALSE(EmitOptions{}.gemvDp4aWarpLoad);
+    so.gemvDp4aWarpLoad = true;
+    for (DType w : {DType::Q4_K, DType::Q8_0, DType::Q4_0}) {
+      const KernelSpec k = only(emitAll(dense(w), {}, so));
+      const std::string policy = w == DType::Q4_K ? "Dp4aQ4K" : w == DType::Q8_0 ? "Dp4aQ8_0" : "Dp4aQ4_0";
+      EXPECT_TRUE(contains(k, "using D = fg::Dp4aWarpOf<fg::" + policy + ">;")) << dtypeName(w);
+      EXPECT_TRUE(contains(k, "kStages = 0;")) << dtypeName(w);
+      EXPECT_EQ(k.sharedBytes, 0u) << dtypeName(w);
+    }
+    so.gemvDp4aWarpLoad = false;
     so.gemvDp4aStages = 0;
     so.gemvDp4aL2Ahead = 0;
     // Tiles held in registers ahead (EmitOptions::gemvDp4aAhead): the rule
