@@ -12,18 +12,10 @@ set -uo pipefail
 source .gpu/env.sh
 D=${1:-560}
 source scripts/gpu-call-lib.sh
-timeout 100 $T --gtest_filter='GpuQuantGemv.Q4KDp4a*' > "$OUT/tests-warp-load.txt" 2>&1
+timeout 80 $T --gtest_filter='GpuQuantGemv.Q4KDp4a*' > "$OUT/tests-warp-load.txt" 2>&1
 echo "DP4A GEMV tests rc $?: $(summ "$OUT/tests-warp-load.txt")"
-W='--benchmark_filter=^matmul/w-dense/(q\+o|gate_up)/(q4_k|q8_0|q6_k)/T1(/|$)'
-if command -v compute-sanitizer > /dev/null; then
-  for tool in racecheck; do # memcheck ran clean on q6_K's lane form; the stage is shared memory
-    timeout 40 compute-sanitizer --tool $tool fg_bench_kernels --reps 1 --no-cublas --gemv-dp4a-warp-load "$W" \
-      > "$OUT/sanitize-warp-$tool.txt" 2>&1
-    echo "compute-sanitizer $tool rc $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-warp-$tool.txt")"
-  done
-fi
 Q='--benchmark_filter=^matmul/w-dense/(q\+o|gate_up|down|lm_head)/(q4_k|q8_0|q4_0)/T1(/|$)'
-KERN_MIN_LEFT=150
+KERN_MIN_LEFT=100
 kern "lanes (default)" "$Q"
 kern "whole warps (--gemv-dp4a-warp-load)" --gemv-dp4a-warp-load "$Q"
 {
@@ -33,7 +25,15 @@ stepf w-dense-q4_k ""
 stepf w-dense-q4_k "FG_DEBUG_DP4A_WARP_LOAD=1"
 stepf w-dense-q4_0 ""
 stepf w-dense-q4_0 "FG_DEBUG_DP4A_WARP_LOAD=1"
-stepf w-moe-12-q4_k ""
-stepf w-moe-12-q4_k "FG_DEBUG_DP4A_WARP_LOAD=1"
 } 2>&1 | tee "$OUT/steps.txt"
+if [ "$(left)" -gt 45 ]; then
+W='--benchmark_filter=^matmul/w-dense/(q\+o|gate_up)/(q4_k|q8_0|q6_k)/T1(/|$)'
+if command -v compute-sanitizer > /dev/null; then
+  for tool in racecheck; do # memcheck ran clean on q6_K's lane form; the stage is shared memory
+    timeout $(( $(left) - 5 )) compute-sanitizer --tool $tool fg_bench_kernels --reps 1 --no-cublas --gemv-dp4a-warp-load "$W" \
+      > "$OUT/sanitize-warp-$tool.txt" 2>&1
+    echo "compute-sanitizer $tool rc $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-warp-$tool.txt")"
+  done
+fi
+fi
 echo "done after $((SECONDS - S)) s"

@@ -2689,8 +2689,10 @@ public:
     // (3), deferred norm (11) and early biases and addends (7 forms), 545
     // before the eighteenth's attention cluster form (5 with its steps and
     // sm_89 checks), the deferred norm as the default (its form before, 1)
-    // and q6_K's own warps and tiles ahead (1): each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 556u);
+    // and q6_K's own warps and tiles ahead (1), 556 before the nineteenth's
+    // rows read by whole warps (q6_K's lane form, 1; q4_K, q8_0 and q4_0,
+    // 3, of which 2 share other tests' sources): each NVRTC compile is CI time.
+    EXPECT_LE(compiled().compiles, 560u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
