@@ -436,6 +436,7 @@ struct Dp4aQ6KWarp {
   static constexpr int kUnits = 0; // register loads only
   static constexpr bool kPartner = true, kSumQ = true;
   static constexpr bool kWarpLoad = true; // a warp's lanes load its span together
+  static constexpr bool kWholeSpans = true; // every K-warp's 8 super-blocks exist (K % 2048 == 0)
   /// `kWarps`: the block's warps (one stage each); every lane is live
   /// (whole spans).
   template <int kWarps>
@@ -484,6 +485,7 @@ template <class P> struct Dp4aWarpOf {
   static constexpr int kUnits = 0; // register loads only
   static constexpr bool kPartner = P::kPartner, kSumQ = P::kSumQ;
   static constexpr bool kWarpLoad = true;
+  static constexpr bool kWholeSpans = false; // K may end inside a K-warp's span
   static_assert(kStepBytes % 16 == 0, "k-steps of whole 16-byte units");
   static constexpr int kStepUnits = kStepBytes / 16, kSpanUnits = 8 * kStepUnits;
   static constexpr int kLoads = (kSpanUnits + 31) / 32;
@@ -503,9 +505,8 @@ template <class P> struct Dp4aWarpOf {
       const uint4 *a = reinterpret_cast<const uint4 *>(row) + first * kStepUnits;
       const int lane = 4 * static_cast<int>(sb & 7) + t;
 #pragma unroll
-      for (int i = 0; i < kLoads; ++i)
-        if (lane + 32 * i < live)
-          r.v[i] = fg_load_stream(a + lane + 32 * i);
+      for (int i = 0; i < kLoads; ++i) // past the live units zeros (stored, never read back)
+        r.v[i] = lane + 32 * i < live ? fg_load_stream(a + lane + 32 * i) : make_uint4(0, 0, 0, 0);
     }
   };
   template <int kWarps>
@@ -577,6 +578,8 @@ static __device__ __forceinline__ float gemvDp4aLaneSum(const typename C::D::Wid
                                                         const Dp4aLane &l, bool valid,
                                                         const Dp4aX<C::D::kRuns> &q) {
   if constexpr (C::D::kWarpLoad) {
+    static_assert(!C::D::kWholeSpans || C::K % (8 * C::D::kStep) == 0,
+                  "a policy that ignores dead lanes needs whole K-warp spans");
     if (!valid || !l.warpLive) // uniform over the warp
       return 0.0f;
     return C::D::template row<C::kKWarps * C::kRowWarps>(w, l.t, q, l.live);
