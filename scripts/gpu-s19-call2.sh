@@ -7,7 +7,7 @@
 # q6_K kernels and steps against the lane form (FG_DEBUG_DP4A_Q6K_WARP=0,
 # --gemv-dp4a-q6k-lanes), its tiles ahead, Nsight Compute's memory figures.
 # (The eighteenth session's call-2 plan, attention's forms in steps, is
-# scripts/gpu-s19-call3.sh.)
+# scripts/gpu-s19-call4.sh.)
 #   bash scripts/gpu-s19-call2.sh DEADLINE_S  (carry [".gpu"]; bundle with --models)
 set -uo pipefail
 source .gpu/env.sh

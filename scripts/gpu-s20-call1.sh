@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # For the twentieth session's first GPU call (written in the nineteenth, whose
-# device time ran out in refused starts before scripts/gpu-s19-call3.sh ran):
+# device time ran out in refused starts before its own plan for them ran):
 # - q4_K, q8_0 and q4_0 read by whole warps (EmitOptions::gemvDp4aWarpLoad,
 #   opt-in, Dp4aWarpOf): the DP4A tests' same-bits checks, the quantised
 #   models with it on, compute-sanitizer racecheck and memcheck over the

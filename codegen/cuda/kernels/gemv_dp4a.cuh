@@ -430,6 +430,25 @@ static __device__ __forceinline__ void fg_q6_piece(const unsigned *sw, int at, u
     out[e] = __byte_perm(x[e], x[e + 1], sel);
 }
 
+/// This warp's stage in shared memory (kUnits 16-byte units for each of the
+/// block's kWarps warps), once it holds the warp's units lane + 32i (those
+/// below n) from `v`: the forms whose lanes load a K-warp's span together
+/// (Dp4aQ6KWarp, Dp4aWarpOf) read their pieces back from it. The first
+/// __syncwarp orders the warp's reads of the row before.
+template <int kWarps, int kUnits, int L>
+static __device__ __forceinline__ const uint4 *fg_dp4a_stage(const uint4 (&v)[L], int n) {
+  __shared__ uint4 stage[kWarps][kUnits];
+  const int lane = threadIdx.x & 31;
+  uint4 *s = stage[threadIdx.x >> 5];
+  __syncwarp();
+#pragma unroll
+  for (int i = 0; i < L; ++i)
+    if (lane + 32 * i < n)
+      s[lane + 32 * i] = v[i];
+  __syncwarp();
+  return s;
+}
+
 struct Dp4aQ6KWarp {
   using Wide = DecQ6_KWarp;
   static constexpr int kStep = 256, kRuns = 4, kStepBytes = 210;
@@ -442,16 +461,8 @@ struct Dp4aQ6KWarp {
   template <int kWarps>
   static __device__ __forceinline__ float row(const Wide::Raw &w, int t, const Dp4aX<kRuns> &q,
                                               bool) {
-    __shared__ uint4 stage[kWarps][Wide::kStageUnits];
+    const uint4 *s = fg_dp4a_stage<kWarps, Wide::kStageUnits>(w.v, Wide::units(w.m));
     const int lane = threadIdx.x & 31;
-    uint4 *s = stage[threadIdx.x >> 5];
-    __syncwarp(); // the warp's reads of its row before are done
-#pragma unroll
-    for (int i = 0; i < 3; ++i)
-      s[lane + 32 * i] = w.v[i];
-    if (lane + 96 < Wide::units(w.m))
-      s[lane + 96] = w.v[3];
-    __syncwarp();
     const unsigned *sw = reinterpret_cast<const unsigned *>(s);
     const int at = w.m + 210 * (lane >> 2), n = t >> 1, h = t & 1;
     const unsigned sel = (at & 2) ? 0x5432u : 0x3210u;
@@ -461,7 +472,7 @@ struct Dp4aQ6KWarp {
     fg_q6_piece(sw, at + 128 + 32 * n + 16 * h, sel, qh);
     const unsigned *ps = sw + ((at + 192 + 8 * n) >> 2); // scale words 2n, 2n + 1
     const unsigned s0 = ps[0], s1 = ps[1], s2 = ps[2];
-    const unsigned dword = reinterpret_cast<const unsigned short *>(s)[(at + 208) >> 1];
+    const unsigned dword = reinterpret_cast<const unsigned short *>(sw)[(at + 208) >> 1];
     unsigned v[4][4];
     float d, sc[4];
     DecQ6_KW::decode(ql0, ql1, qh, __byte_perm(s0, s1, sel), __byte_perm(s1, s2, sel), dword, t,
@@ -512,15 +523,9 @@ template <class P> struct Dp4aWarpOf {
   template <int kWarps>
   static __device__ __forceinline__ float row(const typename Wide::Raw &w, int t,
                                               const Dp4aX<kRuns> &q, bool live) {
-    __shared__ uint4 stage[kWarps][kSpanUnits];
+    // Past the live units zeros, never read back.
+    const uint4 *s = fg_dp4a_stage<kWarps, kSpanUnits>(w.v, kSpanUnits);
     const int lane = threadIdx.x & 31;
-    uint4 *s = stage[threadIdx.x >> 5];
-    __syncwarp(); // the warp's reads of its row before are done
-#pragma unroll
-    for (int i = 0; i < kLoads; ++i)
-      if (lane + 32 * i < kSpanUnits) // past the live units: never read back
-        s[lane + 32 * i] = w.v[i];
-    __syncwarp();
     if (!live)
       return 0.0f;
     typename P::Wide::Raw r;
