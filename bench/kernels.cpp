@@ -23,7 +23,7 @@
 //
 //   fg_bench_kernels [--smoke] [--list] [--compile-only] [--json FILE] [--table FILE]
 //                    [--reps N] [--no-cublas] [--gemv-tc-min N] [--gemv-rows N]
-//                    [--gemv-warps N] [--gemv-unroll N] [--gemv-narrow-quant] [--gemv-wide-scaled] [--gemv-x-split] [--[no-]gemv-dp4a] [--gemv-dp4a-warp-load] [--gemv-dp4a-q6k-lanes] [--gemv-narrow-iq4nl] [--gemv-narrow-q6k]
+//                    [--gemv-warps N] [--gemv-unroll N] [--gemv-narrow-quant] [--gemv-wide-scaled] [--gemv-x-split] [--[no-]gemv-dp4a] [--gemv-dp4a-warp-load] [--gemv-dp4a-lanes] [--gemv-dp4a-q6k-lanes] [--gemv-narrow-iq4nl] [--gemv-narrow-q6k]
 //                    [--pdl-prefetch-mb N] [--benchmark_filter=REGEX]
 //
 // Without a device it prints one skip line and exits 0.
@@ -946,7 +946,9 @@ int usage(const char *argv0, int code = 2) {
       "  --gemv-dp4a-l2-ahead=N  its blocks ask L2 for the N tiles after the next (default 0)\n"
       "  --gemv-dp4a-stages=N  its q4_K weights through a ring of N tiles in shared memory (default 0)\n"
       "  --gemv-dp4a-ahead=N  its tiles held in registers ahead of the arithmetic, 1..3 (default 2 for q4_K, 1 else)\n"
-      "  --gemv-dp4a-warp-load  its q4_K, q8_0, q4_0 rows loaded by whole warps (Dp4aWarpOf)\n"
+      "  --gemv-dp4a-warp-load  its q4_K, q8_0, q4_0 rows loaded by whole warps (Dp4aWarpOf), experts' too\n"
+      "                       (default: dense launches by whole warps, expert-indexed ones lane by lane)\n"
+      "  --gemv-dp4a-lanes    its q4_K, q8_0, q4_0 rows loaded lane by lane everywhere\n"
       "  --gemv-dp4a-q6k-lanes  its q6_K rows loaded lane by lane (DecQ6_KW; default: whole warps)\n"
       "  --gemv-narrow-iq4nl  iq4_nl through the narrow loop (the wide one is the default)\n"
       "  --gemv-narrow-q6k    q6_K through the narrow loop (the wide one is the default)\n"
@@ -1028,7 +1030,11 @@ int main(int argc, char **argv) {
     } else if (a == "--no-gemv-dp4a-share-x") {
       s.emit.gemvDp4aShareX = false; // x quantised by every row group (the default shares it)
     } else if (a == "--gemv-dp4a-warp-load") {
-      s.emit.gemvDp4aWarpLoad = true; // q4_K, q8_0, q4_0 read by whole warps (default: lane by lane)
+      s.emit.gemvDp4aWarpLoad = true; // q4_K, q8_0, q4_0 dense rows read by whole warps (the default)
+      s.emit.gemvDp4aWarpLoadExperts = true; // and experts' (default: lane by lane)
+    } else if (a == "--gemv-dp4a-lanes") {
+      s.emit.gemvDp4aWarpLoad = false; // q4_K, q8_0, q4_0: each lane its own bytes everywhere
+      s.emit.gemvDp4aWarpLoadExperts = false;
     } else if (a == "--gemv-dp4a-q6k-lanes") {
       s.emit.gemvDp4aQ6kWarp = false; // q6_K: each lane its own bytes (the default: whole warps)
     } else if (a == "--no-gemv-dp4a") {

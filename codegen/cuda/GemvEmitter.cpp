@@ -619,9 +619,13 @@ GemvEntry gemvEntry(const GemvDesc &d) {
 /// The DP4A row policy of a weight type (gemv_dp4a.cuh), or null, and its
 /// k-step (the weights of its wide decoder's four lanes).
 /// q6_K's rows read by whole warps (EmitOptions::gemvDp4aQ6kWarp).
-/// q4_K, q8_0 and q4_0 read by whole warps (EmitOptions::gemvDp4aWarpLoad).
-const char *dp4aPolicy(DType t, const EmitOptions &o) {
-  const bool w = o.gemvDp4aWarpLoad;
+/// q4_K, q8_0 and q4_0 read by whole warps (EmitOptions::gemvDp4aWarpLoad
+/// for dense launches, gemvDp4aWarpLoadExperts for expert-indexed ones).
+bool dp4aWarpLoad(bool expert, const EmitOptions &o) {
+  return expert ? o.gemvDp4aWarpLoadExperts : o.gemvDp4aWarpLoad;
+}
+const char *dp4aPolicy(DType t, bool expert, const EmitOptions &o) {
+  const bool w = dp4aWarpLoad(expert, o);
   switch (t) {
   case DType::Q4_K: return w ? "fg::Dp4aWarpOf<fg::Dp4aQ4K>" : "fg::Dp4aQ4K";
   case DType::Q8_0: return w ? "fg::Dp4aWarpOf<fg::Dp4aQ8_0>" : "fg::Dp4aQ8_0";
@@ -647,8 +651,8 @@ struct Dp4aSplit {
 
 /// 16-byte units of a lane's bytes of a row in the staged form (0: the
 /// type has none; gemv_dp4a.cuh, Dp4aQ4K::kUnits; read by whole warps, none).
-int dp4aUnits(DType t, const EmitOptions &o) {
-  return t == DType::Q4_K && !o.gemvDp4aWarpLoad ? 3 : 0;
+int dp4aUnits(DType t, bool expert, const EmitOptions &o) {
+  return t == DType::Q4_K && !dp4aWarpLoad(expert, o) ? 3 : 0;
 }
 
 Dp4aSplit dp4aSplit(const GemvDesc &d, const EmitOptions &o) {
@@ -678,9 +682,9 @@ Dp4aSplit dp4aSplit(const GemvDesc &d, const EmitOptions &o) {
   // The staged form (EmitOptions::gemvDp4aStages): as many of the asked
   // stages as fit the resident blocks in 200 KiB an SM (of the H100/H200's
   // 228, beside the static shared memory).
-  if (o.gemvDp4aStages >= 2 && dp4aUnits(t, o) > 0) {
+  if (o.gemvDp4aStages >= 2 && dp4aUnits(t, d.expert, o) > 0) {
     const int64_t stage =
-        static_cast<int64_t>(d.w.size()) * s.u * dp4aUnits(t, o) * 16 * 32 * s.wk * s.wr;
+        static_cast<int64_t>(d.w.size()) * s.u * dp4aUnits(t, d.expert, o) * 16 * 32 * s.wk * s.wr;
     int64_t st = std::min(o.gemvDp4aStages, 8);
     while (st >= 2 && st * stage * s.perSm > (200 << 10))
       --st;
@@ -718,7 +722,7 @@ std::string dp4aCfg(llvm::StringRef name, llvm::StringRef base, const GemvDesc &
                        "kStages = {10};\n  static constexpr int kAhead = {11};\n  "
                        "static constexpr bool kPrologueLoad = {4}, kShareX = {5};\n  "
                        "static constexpr bool kNormDeferred = {12};\n};\n",
-                       s.wk, s.wr, s.u, dp4aPolicy(d.w[0].dtype, o),
+                       s.wk, s.wr, s.u, dp4aPolicy(d.w[0].dtype, d.expert, o),
                        o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false",
                        o.gemvDp4aShareX && s.wr > 1 ? "true" : "false",
                        s.wk > 1 ? std::clamp(o.gemvDp4aCombine, 1, 16) : 1,
@@ -949,7 +953,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
                      (d.expert || weightBytes > o.gemvDp4aMinWeightBytes);
   bool dp4a = (o.gemvDp4a == 2 || (o.gemvDp4a == 1 && ruled) ||
                (o.gemvDp4a == 3 && ruled && !d.expert)) &&
-              d.M == 1 && d.pairs <= 65535 && d.xKs == 1 && dp4aPolicy(w0.dtype, o) != nullptr &&
+              d.M == 1 && d.pairs <= 65535 && d.xKs == 1 && dp4aPolicy(w0.dtype, d.expert, o) != nullptr &&
               d.K <= 64 * dp4aStep(w0.dtype) && wideOk(w0) && (!two || wideOk(w1));
   for (const auto &seg : d.segs) // the merged segments: each read as its own matmul's
     dp4a &= wideOk(seg.second);

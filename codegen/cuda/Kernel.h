@@ -409,9 +409,14 @@ struct EmitOptions {
   /// 16-byte units sit apart and L2 sends each 32-byte sector twice; read
   /// by whole warps, each load is 512 contiguous bytes and the pieces come
   /// back through the warp's stage in shared memory (the same bits; the
-  /// staged ring, gemvDp4aStages, is not taken with it). Off until timed.
-  /// FG_DEBUG_DP4A_WARP_LOAD=0|1.
-  bool gemvDp4aWarpLoad = false;
+  /// staged ring, gemvDp4aStages, is not taken with it). Dense launches
+  /// (twentieth session, W-dense steps: q8_0 3.53 -> 3.28 ms, q4_0 2.43 ->
+  /// 2.12, q4_K 1.92 -> 1.86). FG_DEBUG_DP4A_WARP_LOAD=0|1.
+  bool gemvDp4aWarpLoad = true;
+  /// The same for expert-indexed launches (matmul_id): off, since W-moe-12
+  /// q4_K took 0.553 -> 0.578 ms with every launch read by whole warps.
+  /// FG_DEBUG_DP4A_WARP_LOAD_EXPERTS=0|1.
+  bool gemvDp4aWarpLoadExperts = false;
   /// The DP4A GEMV's rms_norm prologue with the row's rstd deferred to the
   /// stores (Cfg::kNormDeferred, gemv_dp4a.cuh fg_dp4a_run): x · nw is
   /// quantised at once, its sum of squares taken in the same pass, and each

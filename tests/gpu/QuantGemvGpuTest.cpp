@@ -609,9 +609,15 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
     EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_Q6K_WARP=0";
   }
   {
-    // q4_K, q8_0 and q4_0 rows loaded by whole warps (Dp4aWarpOf): the same bits.
-    ScopedEnv warps("FG_DEBUG_DP4A_WARP_LOAD", "1");
-    EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_WARP_LOAD=1";
+    // q4_K, q8_0 and q4_0 rows loaded lane by lane (dense launches read by
+    // whole warps by default, Dp4aWarpOf), and expert-indexed ones by whole
+    // warps (lane by lane by default): the same bits.
+    {
+      ScopedEnv lanes("FG_DEBUG_DP4A_WARP_LOAD", "0");
+      EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_WARP_LOAD=0";
+    }
+    ScopedEnv warps("FG_DEBUG_DP4A_WARP_LOAD_EXPERTS", "1");
+    EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_WARP_LOAD_EXPERTS=1";
   }
   if (fused == OpKind::FusedRmsNormMatmul || fused == OpKind::FusedRmsNormGatedMatmul ||
       fused == OpKind::FusedRmsNormMatmulMulti) {
@@ -718,19 +724,22 @@ TEST(GpuQuantGemv, Q4KDp4aExactAndAgainstTheReference) {
       ScopedEnv lanes("FG_DEBUG_DP4A_Q6K_WARP", "0");
       EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got) << "FG_DEBUG_DP4A_Q6K_WARP=0";
     } else {
-      // q4_K, q8_0 and q4_0 rows loaded by whole warps (Dp4aWarpOf; K-warps
-      // that end inside their span at K 256, 1280, 4608, 5376): the same bits.
-      ScopedEnv warps("FG_DEBUG_DP4A_WARP_LOAD", "1");
-      EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got) << "FG_DEBUG_DP4A_WARP_LOAD=1";
+      // q4_K, q8_0 and q4_0 rows loaded lane by lane, not by whole warps
+      // (Dp4aWarpOf, the dense default; K-warps that end inside their span
+      // at K 256, 1280, 4608, 5376): the same bits.
+      ScopedEnv lanes("FG_DEBUG_DP4A_WARP_LOAD", "0");
+      EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got) << "FG_DEBUG_DP4A_WARP_LOAD=0";
       ScopedEnv combine("FG_DEBUG_DP4A_COMBINE", "1");
       EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got)
-          << "FG_DEBUG_DP4A_WARP_LOAD=1 FG_DEBUG_DP4A_COMBINE=1";
+          << "FG_DEBUG_DP4A_WARP_LOAD=0 FG_DEBUG_DP4A_COMBINE=1";
     }
-    // q4_K through a ring of 3 stages in shared memory (N 4103 and 4500:
-    // blocks of several tiles, so stages are reused).
+    // q4_K read lane by lane through a ring of 3 stages in shared memory
+    // (N 4103 and 4500: blocks of several tiles, so stages are reused; read
+    // by whole warps, the dense default, it takes no ring).
+    ScopedEnv lanes("FG_DEBUG_DP4A_WARP_LOAD", "0");
     ScopedEnv stages("FG_DEBUG_DP4A_STAGES", "3");
     EXPECT_EQ(gpuResult(c, "canonicalize,cse,dce"), got)
-        << "FG_DEBUG_DP4A_COMBINE=3 FG_DEBUG_DP4A_STAGES=3";
+        << "FG_DEBUG_DP4A_COMBINE=3 FG_DEBUG_DP4A_STAGES=3 FG_DEBUG_DP4A_WARP_LOAD=0";
   }
 }
 

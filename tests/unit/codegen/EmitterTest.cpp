@@ -2177,16 +2177,17 @@ TEST(CudaEmit, Q4KDp4aGemv) {
         b.result(b.create(op::FusedRmsNormMatmulArgs{.x = x, .normW = g, .w = w, .eps = 1e-5}));
     })) << gated;
   // q8_0 and q4_0 on DP4A too: their wide decoders' rows (q4_0: K a multiple
-  // of 512, a 512-weight k-step, so one K-warp covers 4096), one row a warp.
+  // of 512, a 512-weight k-step, so one K-warp covers 4096), one row a warp,
+  // read by whole warps (dense launches' default).
   struct TypeShape {
     DType w;
     int64_t K;
     const char *cfg;
   };
   const TypeShape typed[] = {
-      {DType::Q8_0, 4096, "using D = fg::Dp4aQ8_0;\n  static constexpr int kKWarps = 2, kRowWarps = 4, kRowUnroll = 1, kCombine = 4, kL2Ahead = 0, kStages = 0;"},
-      {DType::Q4_0, 4096, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 1, kRowWarps = 8, kRowUnroll = 1, kCombine = 1, kL2Ahead = 0, kStages = 0;"},
-      {DType::Q4_0, 14336, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 4, kRowWarps = 2, kRowUnroll = 1, kCombine = 4, kL2Ahead = 0, kStages = 0;"}};
+      {DType::Q8_0, 4096, "using D = fg::Dp4aWarpOf<fg::Dp4aQ8_0>;\n  static constexpr int kKWarps = 2, kRowWarps = 4, kRowUnroll = 1, kCombine = 4, kL2Ahead = 0, kStages = 0;"},
+      {DType::Q4_0, 4096, "using D = fg::Dp4aWarpOf<fg::Dp4aQ4_0>;\n  static constexpr int kKWarps = 1, kRowWarps = 8, kRowUnroll = 1, kCombine = 1, kL2Ahead = 0, kStages = 0;"},
+      {DType::Q4_0, 14336, "using D = fg::Dp4aWarpOf<fg::Dp4aQ4_0>;\n  static constexpr int kKWarps = 4, kRowWarps = 2, kRowUnroll = 1, kCombine = 4, kL2Ahead = 0, kStages = 0;"}};
   for (const TypeShape &ts : typed) {
     SCOPED_TRACE(std::string(dtypeName(ts.w)) + " K " + std::to_string(ts.K));
     auto ls = emitAll(
@@ -2378,8 +2379,10 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     // The staged ring (EmitOptions::gemvDp4aStages): q4_K only, as many
     // stages as fit two 256-thread blocks an SM in 200 KiB (4 x 24 KiB at
     // 2 rows a warp), the ring as dynamic shared memory, no L2 tiles ahead.
+    // q4_K read lane by lane: read by whole warps it takes no ring.
     so.gemvDp4aL2Ahead = 2;
     so.gemvDp4aStages = 8;
+    so.gemvDp4aWarpLoad = false;
     auto dense = [](DType w) {
       return [w](Builder &b) {
         b.result(b.matmul(b.input("x", T(DType::F32, {1, 4096})), b.weight("w", T(w, {4096, 4096}))));
@@ -2391,16 +2394,30 @@ TEST(CudaEmit, Q4KDp4aGemv) {
     const KernelSpec q80 = only(emitAll(dense(DType::Q8_0), {}, so));
     EXPECT_TRUE(contains(q80, "kL2Ahead = 2, kStages = 0;"));
     EXPECT_EQ(q80.sharedBytes, 0u);
-    // Rows read by whole warps (gemvDp4aWarpLoad, off by default): the
-    // policy wraps the type's, and q4_K takes no ring with it.
-    EXPECT_FALSE(EmitOptions{}.gemvDp4aWarpLoad);
+    // Rows read by whole warps: dense launches by default
+    // (gemvDp4aWarpLoad), expert-indexed ones only when asked
+    // (gemvDp4aWarpLoadExperts). The policy wraps the type's, and q4_K
+    // takes no ring with it.
+    EXPECT_TRUE(EmitOptions{}.gemvDp4aWarpLoad);
+    EXPECT_FALSE(EmitOptions{}.gemvDp4aWarpLoadExperts);
     so.gemvDp4aWarpLoad = true;
+    auto experts8 = [](DType w) {
+      return [w](Builder &b) {
+        b.result(b.matmulId(b.input("x", T(DType::F32, {3, 1, 2048})), b.weight("w", T(w, {8, 45, 2048})),
+                            b.input("ids", T(DType::I32, {3, 2}))));
+      };
+    };
     for (DType w : {DType::Q4_K, DType::Q8_0, DType::Q4_0}) {
       const KernelSpec k = only(emitAll(dense(w), {}, so));
       const std::string policy = w == DType::Q4_K ? "Dp4aQ4K" : w == DType::Q8_0 ? "Dp4aQ8_0" : "Dp4aQ4_0";
       EXPECT_TRUE(contains(k, "using D = fg::Dp4aWarpOf<fg::" + policy + ">;")) << dtypeName(w);
       EXPECT_TRUE(contains(k, "kStages = 0;")) << dtypeName(w);
       EXPECT_EQ(k.sharedBytes, 0u) << dtypeName(w);
+      EXPECT_TRUE(contains(only(emitAll(experts8(w), {}, so)), "using D = fg::" + policy + ";")) << dtypeName(w);
+      so.gemvDp4aWarpLoadExperts = true;
+      EXPECT_TRUE(contains(only(emitAll(experts8(w), {}, so)), "using D = fg::Dp4aWarpOf<fg::" + policy + ">;"))
+          << dtypeName(w);
+      so.gemvDp4aWarpLoadExperts = false;
     }
     so.gemvDp4aWarpLoad = false;
     so.gemvDp4aStages = 0;
@@ -2691,8 +2708,11 @@ public:
     // sm_89 checks), the deferred norm as the default (its form before, 1)
     // and q6_K's own warps and tiles ahead (1), 556 before the nineteenth's
     // rows read by whole warps (q6_K's lane form, 1; q4_K, q8_0 and q4_0,
-    // 3, of which 2 share other tests' sources): each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 560u);
+    // 3, of which 2 share other tests' sources), 560 before the twentieth's
+    // default of dense rows read by whole warps (the lane forms and the
+    // expert-indexed whole-warp forms checked beside it, 5): each NVRTC
+    // compile is CI time.
+    EXPECT_LE(compiled().compiles, 565u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
