@@ -43,6 +43,7 @@ enum class KernelFamily {
   GatedMatmul,
   MatmulId,
   GatedMatmulId,
+  MatmulIdSumAdd,
   Attention,
   RmsNorm,
   RmsNormMul
@@ -58,6 +59,8 @@ inline const char *familyName(KernelFamily f) {
     return "matmul_id";
   case KernelFamily::GatedMatmulId:
     return "fused.gated_matmul_id";
+  case KernelFamily::MatmulIdSumAdd:
+    return "fused.matmul_id_sum_add";
   case KernelFamily::Attention:
     return "attention";
   case KernelFamily::RmsNorm:
@@ -84,7 +87,8 @@ struct KernelCase {
   double eps = 1e-6;
 
   bool isExpert() const {
-    return family == KernelFamily::MatmulId || family == KernelFamily::GatedMatmulId;
+    return family == KernelFamily::MatmulId || family == KernelFamily::GatedMatmulId ||
+           family == KernelFamily::MatmulIdSumAdd;
   }
   bool isMatmul() const {
     return family == KernelFamily::Matmul || family == KernelFamily::GatedMatmul || isExpert();
@@ -107,6 +111,7 @@ struct KernelCase {
       return s(n) + "x" + s(k);
     case KernelFamily::MatmulId:
     case KernelFamily::GatedMatmulId:
+    case KernelFamily::MatmulIdSumAdd:
       return s(experts) + "x" + s(n) + "x" + s(k) + " top" + s(topK);
     case KernelFamily::Attention:
       return s(heads) + "/" + s(kvHeads) + "x" + s(headDim) + " kv" + s(kvLen);
@@ -309,6 +314,22 @@ inline llvm::Expected<std::vector<KernelCase>> kernelCases() {
           e.topK = c.nExpertsUsed;
           addQuant(e);
         }
+        // The down projection with the MoE sum and the residual in one launch
+        // (fused.matmul_id_sum_add): T = 1 only, the types its DP4A form takes
+        // at W-moe's K of 768 (q4_0's k-step is 512; q6_K's rows of 630 bytes
+        // do not start 16-byte aligned).
+        for (DType q : {DType::Q4_K, DType::Q8_0}) {
+          KernelCase e = base;
+          e.family = KernelFamily::MatmulIdSumAdd;
+          e.shape = "down";
+          e.n = c.nEmbd;
+          e.k = c.expertFf;
+          e.experts = c.nExperts;
+          e.topK = c.nExpertsUsed;
+          e.dtype = q;
+          e.T = 1;
+          out.push_back(e);
+        }
       }
     }
   }
@@ -366,6 +387,18 @@ inline llvm::Error buildCaseFunction(const KernelCase &c, Function &fn) {
       b.result(
           b.create(op::FusedGatedMatmulIdArgs{.x = x, .wGate = g, .wUp = u, .ids = ids}, "y"));
     }
+    break;
+  }
+  case KernelFamily::MatmulIdSumAdd: {
+    ValueId x = b.input("x", {f32, {c.T, c.topK, c.k}});
+    ValueId ids = b.input("ids", {DType::I32, {c.T, c.topK}});
+    b.result(b.create(op::FusedMatmulIdSumAddArgs{
+                          .x = x,
+                          .w = b.weight("w_exps", {c.dtype, {c.experts, c.n, c.k}}),
+                          .ids = ids,
+                          .weights = b.input("weights", {f32, {c.T, c.topK, 1}}),
+                          .residual = b.input("residual", {f32, {c.T, c.n}})},
+                      "y"));
     break;
   }
   case KernelFamily::Attention: {

@@ -43,7 +43,8 @@ bool isMatmulLike(OpKind k) {
   return k == OpKind::MatMul || k == OpKind::MatMulId || k == OpKind::FusedGatedMatmul ||
          k == OpKind::FusedGatedMatmulId || k == OpKind::FusedMatmulAdd ||
          k == OpKind::FusedMatmulMulti || k == OpKind::FusedRmsNormMatmul ||
-         k == OpKind::FusedRmsNormGatedMatmul || k == OpKind::FusedRmsNormMatmulMulti;
+         k == OpKind::FusedRmsNormGatedMatmul || k == OpKind::FusedRmsNormMatmulMulti ||
+         k == OpKind::FusedMatmulIdSumAdd;
 }
 
 } // namespace

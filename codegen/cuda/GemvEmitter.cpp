@@ -232,6 +232,12 @@ struct GemvDesc {
   bool expert = false;
   DType ids = DType::I32;
   int64_t E = 0, pairs = 1, kk = 1, idsOff = 0, idsSt = 0, idsSj = 0, xOff = 0, xSt = 0, xSj = 0;
+  // fused.matmul_id_sum_add (with expert, ids and the addend above): the kk
+  // slots' K-slices as one row of K = kk · slotSteps k-steps, each lane's
+  // share scaled by its slot's routing weight, element j at sw[swOff + j·swSj]
+  bool moeSum = false;
+  int64_t slotSteps = 0, swOff = 0, swSj = 0;
+  DType sw = DType::F32;
   // bias (two-stream only), element (e, n) at b[off + e·se + n·sn]
   bool bias = false;
   DType b0 = DType::F32, b1 = DType::F32;
@@ -281,6 +287,7 @@ GemvOperands gemvOperands(OpKind kind) {
   case OpKind::MatMul:
   case OpKind::MatMulId:
   case OpKind::FusedMatmulAdd:
+  case OpKind::FusedMatmulIdSumAdd: // x, w, ids, routing weights, residual
     g.family = true;
     break;
   case OpKind::FusedGatedMatmul:
@@ -461,7 +468,7 @@ bool prefetchLimitsAllow(int64_t weightBytes, const EmitOptions &o) {
 GemvPrefetch choosePrefetch(const GemvDesc &d, const GemvSplit &sp, const WeightStream &w0,
                             const WeightStream &w1, int streams, const EmitOptions &o) {
   GemvPrefetch p;
-  if (d.expert || w0.ks != 1 || (streams == 2 && w1.ks != 1) ||
+  if (d.expert || d.moeSum || w0.ks != 1 || (streams == 2 && w1.ks != 1) ||
       !prefetchLimitsAllow(gemvWeightBytes(d, w0, w1, streams), o))
     return p;
   const int64_t tileRows = sp.tensorCores ? 16 : sp.rows;
@@ -621,24 +628,33 @@ GemvEntry gemvEntry(const GemvDesc &d) {
 /// q6_K's rows read by whole warps (EmitOptions::gemvDp4aQ6kWarp).
 /// q4_K, q8_0 and q4_0 read by whole warps (EmitOptions::gemvDp4aWarpLoad
 /// for dense launches, gemvDp4aWarpLoadExperts for expert-indexed ones).
-bool dp4aWarpLoad(bool expert, const EmitOptions &o) {
-  return expert ? o.gemvDp4aWarpLoadExperts : o.gemvDp4aWarpLoad;
+/// How a DP4A launch finds its rows: dense, expert-indexed (one expert a
+/// block row), or per lane (fused.matmul_id_sum_add: each lane's k-steps
+/// from its slot's expert, so every type is read lane by lane).
+enum class Dp4aUse { Dense, Expert, Lanes };
+Dp4aUse dp4aUse(const GemvDesc &d) {
+  return d.moeSum ? Dp4aUse::Lanes : d.expert ? Dp4aUse::Expert : Dp4aUse::Dense;
 }
-const char *dp4aPolicy(DType t, bool expert, const EmitOptions &o) {
-  const bool w = dp4aWarpLoad(expert, o);
+bool dp4aWarpLoad(Dp4aUse u, const EmitOptions &o) {
+  return u == Dp4aUse::Dense ? o.gemvDp4aWarpLoad
+                             : u == Dp4aUse::Expert && o.gemvDp4aWarpLoadExperts;
+}
+const char *dp4aPolicy(DType t, Dp4aUse u, const EmitOptions &o) {
+  const bool w = dp4aWarpLoad(u, o);
   switch (t) {
   case DType::Q4_K: return w ? "fg::Dp4aWarpOf<fg::Dp4aQ4K>" : "fg::Dp4aQ4K";
   case DType::Q8_0: return w ? "fg::Dp4aWarpOf<fg::Dp4aQ8_0>" : "fg::Dp4aQ8_0";
   case DType::Q4_0: return w ? "fg::Dp4aWarpOf<fg::Dp4aQ4_0>" : "fg::Dp4aQ4_0";
-  case DType::Q6_K: return o.gemvDp4aQ6kWarp ? "fg::Dp4aQ6KWarp" : "fg::Dp4aQ6K";
+  case DType::Q6_K:
+    return o.gemvDp4aQ6kWarp && u != Dp4aUse::Lanes ? "fg::Dp4aQ6KWarp" : "fg::Dp4aQ6K";
   default: return nullptr;
   }
 }
 /// Whether a row's loads are few registers (q4_K's 12, q6_K read by whole
 /// warps 17), against q8_0's and q4_0's 20 and q6_K's own 33: the work
 /// split's rules give these all the warps and two tiles ahead.
-bool dp4aLightLoads(DType t, const EmitOptions &o) {
-  return t == DType::Q4_K || (t == DType::Q6_K && o.gemvDp4aQ6kWarp);
+bool dp4aLightLoads(DType t, Dp4aUse u, const EmitOptions &o) {
+  return t == DType::Q4_K || (t == DType::Q6_K && o.gemvDp4aQ6kWarp && u != Dp4aUse::Lanes);
 }
 int64_t dp4aStep(DType t) { return t == DType::Q4_0 ? 512 : 256; }
 
@@ -651,8 +667,8 @@ struct Dp4aSplit {
 
 /// 16-byte units of a lane's bytes of a row in the staged form (0: the
 /// type has none; gemv_dp4a.cuh, Dp4aQ4K::kUnits; read by whole warps, none).
-int dp4aUnits(DType t, bool expert, const EmitOptions &o) {
-  return t == DType::Q4_K && !dp4aWarpLoad(expert, o) ? 3 : 0;
+int dp4aUnits(DType t, Dp4aUse u, const EmitOptions &o) {
+  return t == DType::Q4_K && !dp4aWarpLoad(u, o) ? 3 : 0;
 }
 
 Dp4aSplit dp4aSplit(const GemvDesc &d, const EmitOptions &o) {
@@ -677,14 +693,14 @@ Dp4aSplit dp4aSplit(const GemvDesc &d, const EmitOptions &o) {
   const int64_t base =
       t == DType::Q6_K && o.gemvDp4aQ6kWarpTarget > 0 ? o.gemvDp4aQ6kWarpTarget : o.gemvDp4aWarpTarget;
   const int64_t warpTarget =
-      base / (d.w.size() > 1 && !dp4aLightLoads(t, o) && t != DType::Q8_0 ? 2 : 1);
+      base / (d.w.size() > 1 && !dp4aLightLoads(t, dp4aUse(d), o) && t != DType::Q8_0 ? 2 : 1);
   s.perSm = std::max<int64_t>(1, warpTarget / (s.wk * s.wr));
   // The staged form (EmitOptions::gemvDp4aStages): as many of the asked
   // stages as fit the resident blocks in 200 KiB an SM (of the H100/H200's
   // 228, beside the static shared memory).
-  if (o.gemvDp4aStages >= 2 && dp4aUnits(t, d.expert, o) > 0) {
+  if (o.gemvDp4aStages >= 2 && !d.moeSum && dp4aUnits(t, dp4aUse(d), o) > 0) {
     const int64_t stage =
-        static_cast<int64_t>(d.w.size()) * s.u * dp4aUnits(t, d.expert, o) * 16 * 32 * s.wk * s.wr;
+        static_cast<int64_t>(d.w.size()) * s.u * dp4aUnits(t, dp4aUse(d), o) * 16 * 32 * s.wk * s.wr;
     int64_t st = std::min(o.gemvDp4aStages, 8);
     while (st >= 2 && st * stage * s.perSm > (200 << 10))
       --st;
@@ -708,7 +724,7 @@ int dp4aAhead(const GemvDesc &d, const EmitOptions &o) {
     return std::clamp(o.gemvDp4aQ6kAhead, 1, 3);
   if (o.gemvDp4aAhead > 0)
     return std::clamp(o.gemvDp4aAhead, 1, 3);
-  return dp4aLightLoads(d.w[0].dtype, o) && !d.expert ? 2 : 1;
+  return dp4aLightLoads(d.w[0].dtype, dp4aUse(d), o) && dp4aUse(d) == Dp4aUse::Dense ? 2 : 1;
 }
 
 /// `name`: the DP4A parameter struct over the plain one `base`. The shared x
@@ -722,11 +738,11 @@ std::string dp4aCfg(llvm::StringRef name, llvm::StringRef base, const GemvDesc &
                        "kStages = {10};\n  static constexpr int kAhead = {11};\n  "
                        "static constexpr bool kPrologueLoad = {4}, kShareX = {5};\n  "
                        "static constexpr bool kNormDeferred = {12};\n};\n",
-                       s.wk, s.wr, s.u, dp4aPolicy(d.w[0].dtype, d.expert, o),
-                       o.gemvDp4aPrologueLoad && !d.expert ? "true" : "false",
+                       s.wk, s.wr, s.u, dp4aPolicy(d.w[0].dtype, dp4aUse(d), o),
+                       o.gemvDp4aPrologueLoad && dp4aUse(d) == Dp4aUse::Dense ? "true" : "false",
                        o.gemvDp4aShareX && s.wr > 1 ? "true" : "false",
                        s.wk > 1 ? std::clamp(o.gemvDp4aCombine, 1, 16) : 1,
-                       s.stages ? 0 : std::clamp(l2Ahead, 0, 8), name, base, s.stages,
+                       s.stages || d.moeSum ? 0 : std::clamp(l2Ahead, 0, 8), name, base, s.stages,
                        s.stages ? 1 : dp4aAhead(d, o), o.gemvDp4aNormDeferred ? "true" : "false")
       .str();
 }
@@ -738,12 +754,30 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
   sp.warps = static_cast<int>(s.wk * s.wr); // Cfg::kWarps (the norm prologue's split)
   std::string c = cfgStruct("Cfg", d.N, d.w[0]);
   c += dp4aCfg("CfgD", "Cfg", d, o, s, o.gemvDp4aL2Ahead);
-  GemvEntry e = gemvEntry(d);
-  c += kernelEntry(static_cast<unsigned>(32 * s.wk * s.wr), e.params,
-                   "fg::gemvDp4a<CfgD>(fg::GemvArgs<CfgD>{" + e.args + "}, first);",
-                   static_cast<unsigned>(s.perSm),
-                   "fg::Dp4aPipe<CfgD> first = fg::gemvDp4aPrefetch<CfgD>(fg::GemvArgs<CfgD>{" +
-                       e.args + "});");
+  GemvEntry e;
+  if (d.moeSum) {
+    // fused.matmul_id_sum_add: x, w, ids, routing weights, residual; the
+    // body reads ids and weights after the wait, so the prologue loads nothing.
+    c += llvm::formatv("struct CfgM : CfgD {{\n  using SW = {0};\n  static constexpr long long "
+                       "kSlotSteps = {1}, sw_off = {2}, sw_sj = {3};\n};\n",
+                       ctype(d.sw), d.slotSteps, lit(d.swOff), lit(d.swSj))
+             .str();
+    c += kernelEntry(static_cast<unsigned>(32 * s.wk * s.wr),
+                     "float* y, const CfgM::X* x, const CfgM::Dec0::T* w0, const CfgM::Ids* ids, "
+                     "const CfgM::SW* sw, const CfgM::R* res",
+                     "fg::gemvDp4aMoeSum<CfgM>(fg::GemvArgs<CfgM>{y, x, w0, nullptr, ids, nullptr, "
+                     "nullptr, res, nullptr}, sw, fg::Dp4aPipe<CfgM>{});",
+                     static_cast<unsigned>(s.perSm));
+    e.bind = {Param::result(0),  Param::operand(0), Param::operand(1),
+              Param::operand(2), Param::operand(3), Param::operand(4)};
+  } else {
+    e = gemvEntry(d);
+    c += kernelEntry(static_cast<unsigned>(32 * s.wk * s.wr), e.params,
+                     "fg::gemvDp4a<CfgD>(fg::GemvArgs<CfgD>{" + e.args + "}, first);",
+                     static_cast<unsigned>(s.perSm),
+                     "fg::Dp4aPipe<CfgD> first = fg::gemvDp4aPrefetch<CfgD>(fg::GemvArgs<CfgD>{" +
+                         e.args + "});");
+  }
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("gemv.cuh").str() +
                                             kernelSource("gemv_dp4a.cuh").str() + c);
   // Expert-indexed: one grid row (blockIdx.y) per pair, the resident blocks
@@ -894,7 +928,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   c += "  using X = " + ctype(d.x) + ";\n";
   c += std::string("  using Dec0 = ") + decoderName(sw0.dtype, wide, o.gemvWideScaled) + ";\n";
   c += std::string("  using Dec1 = ") + decoderName(sw1.dtype, wide, o.gemvWideScaled) + ";\n";
-  c += "  using Ids = " + ctype(d.expert ? d.ids : DType::I32) + ";\n";
+  c += "  using Ids = " + ctype(d.expert || d.moeSum ? d.ids : DType::I32) + ";\n";
   c += "  using B0 = " + ctype(d.b0) + ";\n  using B1 = " + ctype(d.b1) + ";\n";
   c += "  using R = " + ctype(d.r) + ";\n";
   c += "  using NW = " + ctype(d.nw) + ";\n";
@@ -944,6 +978,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   // W-dense q4_0 3.32 -> 2.79 ms, fifteenth session; 27 % slower with x per
   // row group, fourteenth), q6_K with EmitOptions::gemvDp4aQ6k (on by
   // default), and dense weights above EmitOptions::gemvDp4aMinWeightBytes.
+  if (d.moeSum) // emitMoeSum checked what the DP4A form needs
+    return dp4aKernel(d, o, sp, cfgStruct);
   const int64_t weightBytes = gemvWeightBytes(d, w0, w1, two ? 2 : 1);
   const bool prefetched = !d.expert && prefetchLimitsAllow(weightBytes, o);
   const bool ruledType = w0.dtype == DType::Q4_K || w0.dtype == DType::Q8_0 ||
@@ -953,7 +989,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
                      (d.expert || weightBytes > o.gemvDp4aMinWeightBytes);
   bool dp4a = (o.gemvDp4a == 2 || (o.gemvDp4a == 1 && ruled) ||
                (o.gemvDp4a == 3 && ruled && !d.expert)) &&
-              d.M == 1 && d.pairs <= 65535 && d.xKs == 1 && dp4aPolicy(w0.dtype, d.expert, o) != nullptr &&
+              d.M == 1 && d.pairs <= 65535 && d.xKs == 1 && dp4aPolicy(w0.dtype, dp4aUse(d), o) != nullptr &&
               d.K <= 64 * dp4aStep(w0.dtype) && wideOk(w0) && (!two || wideOk(w1));
   for (const auto &seg : d.segs) // the merged segments: each read as its own matmul's
     dp4a &= wideOk(seg.second);
@@ -1171,6 +1207,60 @@ llvm::Expected<std::vector<Launch>> emitExpert(const Function &fn, const Node &n
   return std::vector<Launch>{gemvKernel(d, o)};
 }
 
+/// fused.matmul_id_sum_add at T = 1: x [1, k, Kc] (contiguous: one row of
+/// k·Kc), w [E, N, Kc], ids [1, k], routing weights [1, k(, 1)], residual
+/// [1, N] -> [1, N], on the DP4A GEMV with each lane's k-steps from its
+/// slot's expert (gemv_dp4a.cuh, Dp4aMoeSum). Anything else is refused, so
+/// the fusion is declined and matmul_id and the sum keep their launches.
+llvm::Expected<std::vector<Launch>> emitMoeSum(const Function &fn, const Node &node,
+                                               llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
+  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+  const TensorType &it = fn.type(node.operands[2]), &st = fn.type(node.operands[3]);
+  const TensorType &rt = fn.type(node.operands[4]);
+  const Layout &xl = ls[0], &wl = ls[1], &il = ls[2], &sl = ls[3], &rl = ls[4];
+  if (xt.rank() != 3 || wt.rank() != 3 || it.rank() != 2 || xt.shape[0] != 1)
+    return unsupported(node, "x " + xt.str() + " (the fused down projection takes one token, "
+                                               "x [1, k, K])");
+  const DType t = wt.dtype;
+  if (o.gemvDp4a == 0 || dp4aPolicy(t, Dp4aUse::Lanes, o) == nullptr)
+    return unsupported(node, "weights " + wt.str() + " (it runs on the DP4A GEMV: q4_K, q8_0, "
+                                                     "q4_0 or q6_K)");
+  const int64_t kk = it.shape[1], kc = wt.shape[2];
+  if (kc % dp4aStep(t) != 0 || kk * kc > 64 * dp4aStep(t))
+    return unsupported(node, llvm::formatv("{0} slots of K {1} (each slot whole {2}-weight "
+                                           "k-steps, at most 64 k-steps in all)",
+                                           kk, kc, dp4aStep(t))
+                                 .str());
+  if (xt.dtype != DType::F32 || xl.strides[2] != 1 || xl.strides[1] != kc)
+    return unsupported(node, "x " + xt.str() + " that is not one contiguous f32 row of k·K");
+  if (st.numElements() != kk || !(st.rank() == 2 || (st.rank() == 3 && st.shape[2] == 1)))
+    return unsupported(node, "routing weights " + st.str() + " (one per slot: [1, k] or [1, k, 1])");
+  if (rt.numElements() != wt.shape[1] || rl.strides.back() != 1)
+    return unsupported(node, "residual " + rt.str() + " (one unit-stride row of N)");
+  GemvDesc d;
+  d.mnemonic = node.info().mnemonic;
+  d.moeSum = true;
+  d.x = xt.dtype;
+  d.ids = it.dtype;
+  d.E = wt.shape[0];
+  d.N = wt.shape[1];
+  d.kk = kk;
+  d.K = kk * kc;
+  d.slotSteps = kc / dp4aStep(t);
+  d.xRows = {xl.offset};
+  d.M = 1;
+  d.idsOff = il.offset, d.idsSj = il.strides[1];
+  d.sw = st.dtype, d.swOff = sl.offset, d.swSj = sl.strides[1];
+  d.res = true, d.r = rt.dtype, d.rOff = rl.offset, d.rSm = 0, d.rSn = 1;
+  d.w.push_back({t, wl.offset, wl.strides[1], wl.strides[2], wl.strides[0]});
+  if (llvm::Error e = checkWeights(node, d))
+    return e;
+  const WeightStream &w = d.w.front();
+  if (w.off % 16 != 0 || w.ld % 16 != 0 || w.es % 16 != 0)
+    return unsupported(node, "expert rows that do not start 16-byte aligned");
+  return std::vector<Launch>{gemvKernel(d, o)};
+}
+
 } // namespace
 
 llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &node,
@@ -1203,6 +1293,8 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
     if (grouped(2))
       return emitGroupedExpert(fn, node, ls, 2, gluEpilogue(op::FusedGatedMatmulId(node)), o);
     return emitExpert(fn, node, ls, 2, o);
+  case OpKind::FusedMatmulIdSumAdd:
+    return emitMoeSum(fn, node, ls, o);
   case OpKind::MatMulId:
     if (grouped(1))
       return emitGroupedExpert(fn, node, ls, 1, "fg::EpiStore", o);

@@ -262,6 +262,7 @@ std::vector<std::unique_ptr<FusionPattern>> fusionPatterns() {
   p.push_back(createTopkMoePattern());
   p.push_back(createMoeWeightedSumPattern());
   p.push_back(createMoeWeightedSumAddPattern());
+  p.push_back(createMatmulIdSumAddPattern());
   p.push_back(createGatedMatmulIdPattern());
   p.push_back(createGatedMatmulIdChunkPattern());
   p.push_back(createGatedMatmulPattern());

@@ -326,6 +326,7 @@ std::unique_ptr<FusionPattern> createMatmulMultiPattern();
 std::unique_ptr<FusionPattern> createRmsNormMatmulPattern();
 std::unique_ptr<FusionPattern> createMoeWeightedSumPattern();
 std::unique_ptr<FusionPattern> createMoeWeightedSumAddPattern();
+std::unique_ptr<FusionPattern> createMatmulIdSumAddPattern();
 std::unique_ptr<FusionPattern> createAddChainPattern();
 std::unique_ptr<FusionPattern> createMulChainPattern();
 std::unique_ptr<FusionPattern> createUnaryMulPattern();

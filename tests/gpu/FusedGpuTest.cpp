@@ -575,6 +575,43 @@ void registerElementwiseCases() {
     }
 }
 
+/// The expert down projection with the MoE sum and the residual add
+/// (fused.matmul_id_sum_add, the DP4A GEMV with each lane's k-steps from its
+/// slot's expert): one token, odd shapes — N = 130 and 203 (not multiples
+/// of the tile), k = 1, 3, 8 slots, K of a slot one, two or three k-steps,
+/// repeated experts in a row — against the unfused plan and the reference.
+void registerMoeSumCases() {
+  struct Shape {
+    DType w;
+    int64_t E, N, K, k;
+  };
+  const Shape shapes[] = {{DType::Q4_K, 5, 130, 512, 3},   {DType::Q4_K, 16, 203, 768, 8},
+                          {DType::Q4_K, 3, 130, 256, 1},   {DType::Q8_0, 7, 203, 256, 3},
+                          {DType::Q8_0, 9, 130, 768, 8},   {DType::Q4_0, 6, 130, 1024, 3},
+                          {DType::Q6_K, 4, 130, 2048, 2}};
+  int i = 0;
+  for (const Shape &sh : shapes) {
+    const uint64_t seed = 700 + static_cast<uint64_t>(i++);
+    add("matmul_id_sum_add_" + dt(sh.w) + "_n" + std::to_string(sh.N) + "_k" +
+            std::to_string(sh.K) + "_x" + std::to_string(sh.k),
+        OpKind::FusedMatmulIdSumAdd, [=](Builder &b, Inputs &in) {
+          auto h = b.weight("h", {DType::F32, {1, sh.k, sh.K}}, randn());
+          auto ids = b.input("ids", {DType::I32, {1, sh.k}});
+          std::vector<int32_t> idv =
+              randomIds(static_cast<size_t>(sh.k), static_cast<int32_t>(sh.E), seed);
+          if (sh.k == 8)
+            idv[5] = idv[2]; // an expert twice in one row
+          in["ids"] = idv;
+          auto wd = b.weight("ffn_down_exps", {sh.w, {sh.E, sh.N, sh.K}}, randn(0.05));
+          auto w = b.weight("weights", {DType::F32, {1, sh.k}}, randu(0, 1));
+          auto r = b.weight("residual", {DType::F32, {1, sh.N}}, randn());
+          ValueId e = b.matmulId(h, wd, ids, "ffn_exps_out");
+          b.result(b.add(moeWeightedSum(b, e, w, "blk.0."), r, "y"));
+          return 2e-2; // x quantised to int8 per 32 (the DP4A GEMVs' tolerance)
+        });
+  }
+}
+
 std::vector<size_t> caseIndices() {
   if (cases().empty()) {
     registerRowCases();
@@ -582,6 +619,7 @@ std::vector<size_t> caseIndices() {
     registerRopeAttentionCases();
     registerGemvCases();
     registerElementwiseCases();
+    registerMoeSumCases();
   }
   std::vector<size_t> idx(cases().size());
   for (size_t i = 0; i < idx.size(); ++i)

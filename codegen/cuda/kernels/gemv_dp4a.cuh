@@ -860,6 +860,24 @@ static __device__ __forceinline__ Dp4aPipe<C> gemvDp4aPrefetch(const GemvArgs<C>
   return d;
 }
 
+/// Whether a Rows policy gives each lane its own expert (Rows::kPerLane:
+/// Dp4aMoeSum): then its `valid` and `wt` are the lane's, each lane's share
+/// is scaled by `wt` before the warp's sum, and the `e` passed to its
+/// methods is unused.
+template <class Rows, class = void> struct Dp4aPerLane {
+  static constexpr bool value = false;
+};
+template <class Rows> struct Dp4aPerLane<Rows, decltype(void(Rows::kPerLane))> {
+  static constexpr bool value = Rows::kPerLane;
+};
+template <class Rows>
+static __device__ __forceinline__ float dp4aLaneScaled(const Rows &rows, float share) {
+  if constexpr (Dp4aPerLane<Rows>::value)
+    return rows.scale(share);
+  else
+    return share;
+}
+
 /// The body, after the wait: x quantised once per warp, then every
 /// gridDim.x-th tile from blockIdx.x, each tile's loads issued before the
 /// previous tile's arithmetic.
@@ -889,6 +907,8 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
       e = 0;
     xr = a.x + C::x_off + tok * C::x_st + j * C::x_sj;
   }
+  if constexpr (Dp4aPerLane<Rows>::value)
+    valid = rows.valid; // this lane's expert (its loads and share; x is one row)
   if constexpr (!C::kPrologueLoad) { // the first tile(s), after the wait
     gemvDp4aStart<C>(rows, l, e, valid, cur); // an invalid pair streams nothing
     if (valid)
@@ -970,7 +990,7 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
     for (int s = 0; s < S; ++s)
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        v[s][u] = fg_warp_sum(gemvDp4aLaneSum<C>(cur.t[0].raw[s][u], l, valid, q));
+        v[s][u] = fg_warp_sum(dp4aLaneScaled(rows, gemvDp4aLaneSum<C>(cur.t[0].raw[s][u], l, valid, q)));
     if constexpr (C::kStages < 2) {
 #pragma unroll
       for (int j = 0; j + 1 < A; ++j)
@@ -1047,6 +1067,71 @@ static __device__ __forceinline__ void gemvDp4aRows(const GemvArgs<C> &a, const 
 template <class C>
 static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aPipe<C> cur) {
   gemvDp4aRows<C>(a, Dp4aOne<C>{a}, cur);
+}
+
+
+// --- the expert down projection with the MoE sum and the residual (fused.matmul_id_sum_add)
+
+/// y[n] = Σ_j sw[j] · (W[ids[j]] · x[j])[n] + res[n] for one token: the k
+/// slots' K-slices of x ([k, Kc], contiguous: one row of C::K = k·Kc) laid
+/// end to end, so lane slot s's k-step sb is k-step sb mod C::kSlotSteps of
+/// slot sb / C::kSlotSteps's expert row, every lane's share scaled by its
+/// slot's routing weight before the warp's sum, and the K-warps' sums meet
+/// in shared memory in a fixed order as a dense launch's do: no atomics, the
+/// same bits every replay. An expert id out of [0, E) contributes nothing.
+/// Lanes load their own bytes (a K-warp's span crosses experts).
+template <class C> struct Dp4aMoeSum {
+  static constexpr bool kPerLane = true;
+  static_assert(C::K == C::kk * C::kSlotSteps * C::D::kStep && !C::D::kWarpLoad &&
+                    C::kStages < 2 && C::kL2Ahead == 0 && !C::kPrologueLoad && !C::kExpert &&
+                    C::Epi::kStreams == 1 && !C::kNorm && C::M == 1,
+                "one token, whole k-steps a slot, lane loads, one stream, loads after the wait");
+  GemvArgs<C> a;
+  long long e = 0, sbl = 0; ///< this lane's expert and k-step within its row
+  float wt = 0.0f;          ///< its slot's routing weight (0: a dead lane or an invalid id)
+  bool valid = false;
+  static constexpr int R = C::kRowWarps * C::kRowUnroll;
+  static constexpr long long kTiles = (C::N + R - 1) / R;
+  /// After the programmatic-launch wait (ids and weights come from the kernels before).
+  static __device__ __forceinline__ Dp4aMoeSum make(const GemvArgs<C> &a,
+                                                     const typename C::SW *sw,
+                                                     const Dp4aLane &l) {
+    Dp4aMoeSum m{a};
+    if (!l.live)
+      return m;
+    const long long j = l.sb / C::kSlotSteps;
+    const long long ex = (long long)a.ids[C::ids_off + j * C::ids_sj];
+    m.valid = ex >= 0 && ex < C::E;
+    m.e = m.valid ? ex : 0;
+    m.sbl = l.sb % C::kSlotSteps;
+    m.wt = m.valid ? fg_to_f(sw[C::sw_off + j * C::sw_sj]) : 0.0f;
+    return m;
+  }
+  __device__ __forceinline__ float scale(float share) const { return share * wt; }
+  __device__ __forceinline__ void load(const Dp4aLane &l, long long, long long tile,
+                                       Dp4aTile<C> &d) const {
+    Dp4aLane ll = l;
+    ll.sb = sbl;
+    gemvDp4aLoad<C>(a, ll, e, tile, d);
+  }
+  __device__ __forceinline__ void prefetchL2(long long, long long) const {}
+  __device__ __forceinline__ bool has(long long tile, int row) const {
+    return tile * R + row < C::N;
+  }
+  __device__ __forceinline__ GemvExtras extras(long long, bool, long long tile, int row) const {
+    return gemvExtras<C>(a, 0, true, 0, tile * R + row);
+  }
+  __device__ __forceinline__ void store(long long, long long, bool, long long tile, int row,
+                                        float (&acc)[2], const GemvExtras &x) const {
+    Dp4aOne<C>{a}.store(0, 0, true, tile, row, acc, x);
+  }
+};
+
+/// fused.matmul_id_sum_add's body (after the wait; its prologue loads nothing).
+template <class C>
+static __device__ __forceinline__ void gemvDp4aMoeSum(const GemvArgs<C> &a,
+                                                      const typename C::SW *sw, Dp4aPipe<C> cur) {
+  gemvDp4aRows<C>(a, Dp4aMoeSum<C>::make(a, sw, gemvDp4aLane<C>()), cur);
 }
 
 

@@ -1475,6 +1475,75 @@ TEST(CudaEmit, FusedMoeWeightedSumAnyK) {
     }
 }
 
+/// fused.matmul_id_sum_add (the expert down projection with the MoE sum and
+/// the residual): the DP4A GEMV over the k slots' K-slices as one row of
+/// k·K, each lane's expert from ids (gemv_dp4a.cuh, Dp4aMoeSum), every type
+/// read lane by lane (a K-warp's span crosses experts), nothing loaded
+/// before the programmatic-launch wait, one block row; refused with its
+/// reason where no DP4A GEMV takes it (the fusion is declined then).
+TEST(CudaEmit, MatmulIdSumAddOnDp4a) {
+  struct Case {
+    DType w;
+    int64_t E, N, K, k;
+    const char *cfg;
+  };
+  const Case cases[] = {
+      // W-moe's down projection: 8 slots of 768 = 24 k-steps, 3 K-warps.
+      {DType::Q4_K, 128, 2048, 768, 8, "using D = fg::Dp4aQ4K;\n  static constexpr int kKWarps = 3, kRowWarps = 2, kRowUnroll = 2"},
+      {DType::Q8_0, 9, 130, 768, 8, "using D = fg::Dp4aQ8_0;\n  static constexpr int kKWarps = 3, kRowWarps = 2, kRowUnroll = 1"},
+      {DType::Q4_0, 6, 130, 1024, 3, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 1, kRowWarps = 8, kRowUnroll = 1"},
+      {DType::Q6_K, 4, 130, 2048, 2, "using D = fg::Dp4aQ6K;\n  static constexpr int kKWarps = 2, kRowWarps = 4, kRowUnroll = 1"}};
+  auto build = [](DType w, int64_t E, int64_t N, int64_t K, int64_t k) {
+    return [=](Builder &b) {
+      b.result(b.create(op::FusedMatmulIdSumAddArgs{
+          .x = b.input("h", T(DType::F32, {1, k, K})),
+          .w = b.weight("w", T(w, {E, N, K})),
+          .ids = b.input("ids", T(DType::I32, {1, k})),
+          .weights = b.input("sw", T(DType::F32, {1, k, 1})),
+          .residual = b.input("r", T(DType::F32, {1, N}))}));
+    };
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string(dtypeName(c.w)) + " K " + std::to_string(c.K));
+    auto ls = emitAll(build(c.w, c.E, c.N, c.K, c.k));
+    const KernelSpec &k = only(ls);
+    EXPECT_EQ(k.form, KernelForm::Dp4aGemv);
+    EXPECT_TRUE(contains(k, "fg::gemvDp4aMoeSum<CfgM>(")) << k.source.substr(k.source.size() - 600);
+    EXPECT_TRUE(contains(k, c.cfg)) << k.source.substr(k.source.find("struct CfgD"), 300);
+    EXPECT_TRUE(contains(k, "kSlotSteps = " + std::to_string(c.K / (c.w == DType::Q4_0 ? 512 : 256)) + ","));
+    EXPECT_TRUE(contains(k, "kPrologueLoad = false"));
+    EXPECT_EQ(k.grid[1], 1u);
+    const std::vector<Param> want = {Param::result(0),  Param::operand(0), Param::operand(1),
+                                     Param::operand(2), Param::operand(3), Param::operand(4)};
+    EXPECT_EQ(k.params, want);
+  }
+  // Refused: f16 experts, two tokens, a slot that is not whole k-steps, q6_K
+  // rows that do not start 16-byte aligned (768 weights: 630 bytes).
+  auto refusal = [&](const BuildFn &bf) {
+    Function fn("t");
+    Builder b(fn);
+    bf(b);
+    EXPECT_FALSE(bool(b.finish()));
+    const Node &node = fn.node(static_cast<NodeId>(fn.numNodes() - 1));
+    auto launches = emitKernel(fn, node, contiguousLayouts(fn, node), EmitOptions{});
+    if (launches)
+      return std::string("emitted");
+    return llvm::toString(launches.takeError());
+  };
+  EXPECT_NE(refusal(build(DType::F16, 4, 16, 256, 2)).find("it runs on the DP4A GEMV"), std::string::npos);
+  EXPECT_NE(refusal(build(DType::Q4_K, 4, 16, 384, 2)).find("whole 256-weight k-steps"), std::string::npos);
+  EXPECT_NE(refusal(build(DType::Q6_K, 4, 16, 768, 2)).find("16-byte aligned"), std::string::npos);
+  EXPECT_NE(refusal([&](Builder &b) {
+              b.result(b.create(op::FusedMatmulIdSumAddArgs{
+                  .x = b.input("h", T(DType::F32, {2, 2, 256})),
+                  .w = b.weight("w", T(DType::Q4_K, {4, 16, 256})),
+                  .ids = b.input("ids", T(DType::I32, {2, 2})),
+                  .weights = b.input("sw", T(DType::F32, {2, 2, 1})),
+                  .residual = b.input("r", T(DType::F32, {2, 16}))}));
+            }).find("takes one token"),
+            std::string::npos);
+}
+
 TEST(CudaEmit, FusedNormRopeSetRowsRowAnchor) {
   for (int64_t rows : {1, 5, 37}) {
     emitFused([&](Builder &b) {
@@ -2710,9 +2779,10 @@ public:
     // rows read by whole warps (q6_K's lane form, 1; q4_K, q8_0 and q4_0,
     // 3, of which 2 share other tests' sources), 560 before the twentieth's
     // default of dense rows read by whole warps (the lane forms and the
-    // expert-indexed whole-warp forms checked beside it, 5): each NVRTC
-    // compile is CI time.
-    EXPECT_LE(compiled().compiles, 565u);
+    // expert-indexed whole-warp forms checked beside it, 5), 565 before the
+    // twenty-first's fused.matmul_id_sum_add (4 types): each NVRTC compile
+    // is CI time.
+    EXPECT_LE(compiled().compiles, 569u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =

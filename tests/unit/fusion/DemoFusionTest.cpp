@@ -67,9 +67,11 @@ TEST(DemoFusion, DecodeCountsPerLayer) {
   EXPECT_EQ(report.count("rms_norm_mul_rope_set_rows", "decode"), layers);
   EXPECT_EQ(report.count("topk_moe", "decode"), layers);
   EXPECT_EQ(report.count("gated_matmul_id", "decode"), layers);
-  // The sum and the MoE block's residual add (the first round's
-  // moe_weighted_sum record is withdrawn when the second absorbs it).
-  EXPECT_EQ(report.count("moe_weighted_sum_add", "decode"), layers);
+  // The expert down projection, the sum and the MoE block's residual add
+  // (each round's record is withdrawn when the next absorbs it: the sum,
+  // then the sum and add; without a target nothing refuses the f32 experts).
+  EXPECT_EQ(report.count("matmul_id_sum_add", "decode"), layers);
+  EXPECT_EQ(report.count("moe_weighted_sum_add", "decode"), 0);
   EXPECT_EQ(report.count("moe_weighted_sum", "decode"), 0);
   EXPECT_EQ(report.count("matmul_add", "decode"), layers);
   // q, k and v in one op (without a target nothing weighs the merge: its
@@ -125,7 +127,8 @@ TEST(DemoFusion, Options) {
   EXPECT_EQ(report.count("rms_norm_mul_rope_set_rows"), 0);
   // The k-norm falls back to the next largest fusions.
   EXPECT_EQ(report.count("rms_norm_mul_rope"), 4);
-  EXPECT_EQ(report.count("moe_weighted_sum_add"), 2);
+  EXPECT_EQ(report.count("matmul_id_sum_add"), 2);
+  EXPECT_EQ(report.count("moe_weighted_sum_add"), 0);
 }
 
 /// --debug-fusion=NAME logs each candidate of NAME and its decision.

@@ -43,7 +43,10 @@ TEST_P(FamilyFusion, ExpectedPatternsFire) {
   EXPECT_EQ(report.count("rope_set_rows", "decode"), e.qkNorm ? 0 : L);
   EXPECT_EQ(report.count("topk_moe", "decode"), e.moe ? L : 0);
   EXPECT_EQ(report.count("gated_matmul_id", "decode"), e.moe ? L : 0);
-  EXPECT_EQ(report.count("moe_weighted_sum_add", "decode"), e.moe ? L : 0);
+  // No target here: the down projection joins the sum and add (the CUDA
+  // target refuses it for experts without a DP4A GEMV).
+  EXPECT_EQ(report.count("matmul_id_sum_add", "decode"), e.moe ? L : 0);
+  EXPECT_EQ(report.count("moe_weighted_sum_add", "decode"), 0);
   EXPECT_EQ(report.count("moe_weighted_sum", "decode"), 0);
   EXPECT_EQ(report.count("gated_matmul", "decode"), e.moe ? 0 : L);
   EXPECT_EQ(report.splitBack, 0);
