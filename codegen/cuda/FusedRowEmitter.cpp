@@ -43,6 +43,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/KernelSources.h"
+#include "codegen/cuda/Nvrtc.h"
 #include "codegen/cuda/RowKernels.h"
 #include "ir/OpViews.h"
 
@@ -51,6 +52,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 
 namespace fg::cuda::detail {
 namespace {
@@ -312,8 +314,8 @@ llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node 
 namespace {
 
 /// The gate policy of topk.cuh for the `gating` attribute.
-llvm::Expected<const char *> gatePolicy(const Node &node) {
-  switch (op::FusedTopkMoe(node).gating()) {
+llvm::Expected<const char *> gatePolicy(const Node &node, TopkGating g) {
+  switch (g) {
   case TopkGating::Softmax:
     return "fg::GateSoftmax";
   case TopkGating::Sigmoid:
@@ -323,8 +325,7 @@ llvm::Expected<const char *> gatePolicy(const Node &node) {
   case TopkGating::DelayedSoftmax:
     return "fg::GateDelayed";
   }
-  return unsupported(
-      node, llvm::formatv("gating {0}", static_cast<int>(op::FusedTopkMoe(node).gating())).str());
+  return unsupported(node, llvm::formatv("gating {0}", static_cast<int>(g)).str());
 }
 
 llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &node,
@@ -343,7 +344,7 @@ llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &
   uint64_t shared = static_cast<uint64_t>(rpb * E + 2 * E) * 4 + static_cast<uint64_t>(K) * 4;
   if (shared > 48 * 1024)
     return unsupported(node, llvm::formatv("{0} experts (shared memory)", E).str());
-  auto gate = gatePolicy(node);
+  auto gate = gatePolicy(node, op::FusedTopkMoe(node).gating());
   if (!gate)
     return gate.takeError();
   op::FusedTopkMoe topk(node);
@@ -387,6 +388,85 @@ llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &
   return std::vector<Launch>{std::move(k)};
 }
 
+/// fused.rms_norm_matmul_topk_moe at one token: one cluster of kRouterBlocks
+/// blocks (topk.cuh, routerTopk): each normalises the row, writes its slice
+/// of it and computes its experts' logits into block 0, which ranks them.
+/// Needs sm_90 (clusters), one token, f32 x and norm weight, a 16/32-bit
+/// router with 16-byte aligned rows and the row and the experts' arrays in
+/// static shared memory.
+constexpr int64_t kRouterBlocks = 8, kRouterThreads = 256;
+
+llvm::Expected<std::vector<Launch>> emitRouterTopk(const Function &fn, const Node &node,
+                                                   llvm::ArrayRef<Layout> ls,
+                                                   const EmitOptions &o) {
+  op::FusedRmsNormMatmulTopkMoe r(node);
+  const TensorType &xt = fn.type(node.operands[0]), &nt = fn.type(node.operands[1]);
+  const TensorType &wt = fn.type(node.operands[2]);
+  const bool hasBias = node.operands.size() > 3;
+  if (archNumber(o.arch) < 90)
+    return unsupported(node, "arch " + o.arch + " (the router's cluster needs sm_90)");
+  if (xt.numRows() != 1 || xt.dtype != DType::F32 || ls[0].strides.back() != 1)
+    return unsupported(node, "x " + xt.str() + " (the fused router takes one f32 token)");
+  if (wt.rank() != 2 || !(wt.dtype == DType::F32 || wt.dtype == DType::F16 || wt.dtype == DType::BF16))
+    return unsupported(node, "router " + wt.str() + " (an f32, f16 or bf16 matrix)");
+  const int64_t E = wt.shape[0], L = wt.shape[1], K = r.k();
+  const int64_t V = 16 / elemBytes(wt.dtype);
+  const Layout &wl = ls[2];
+  if (L % V != 0 || wl.strides[1] != 1 || wl.offset % V != 0 || wl.strides[0] % V != 0)
+    return unsupported(node, "router " + wt.str() + " whose rows are not whole aligned 16-byte units");
+  if (nt.dtype != DType::F32 || nt.numElements() != L || ls[1].strides.back() != 1)
+    return unsupported(node, "norm weight " + nt.str() + " (f32, one per column)");
+  if (K < 1 || K > E)
+    return unsupported(node, llvm::formatv("k = {0} of {1} experts", K, E).str());
+  if ((L + 3 * E + K) * 4 > 40 * 1024)
+    return unsupported(node, llvm::formatv("a row of {0} and {1} experts (shared memory)", L, E).str());
+  auto gate = gatePolicy(node, r.gating());
+  if (!gate)
+    return gate.takeError();
+  const bool renorm = r.renorm() != 0;
+  const double scale = r.scale(), clampMin = renorm ? r.clampMin() : 0.0;
+  if (!std::isfinite(scale) || !std::isfinite(clampMin))
+    return unsupported(node, "a scale or clamp that is not finite");
+  const float eps = static_cast<float>(r.eps());
+  int32_t epsBits;
+  std::memcpy(&epsBits, &eps, 4);
+  std::string c = "struct Cfg {\n";
+  c += "  using W = " + ctype(wt.dtype) + ";\n  using NW = float;\n  using Bias = " +
+       ctype(hasBias ? fn.type(node.operands[3]).dtype : DType::F32) + ";\n";
+  c += std::string("  using Gate = ") + *gate + ";\n";
+  c += llvm::formatv("  static constexpr int kThreads = {0}, kBlocks = {1}, E = {2}, K = {3}, L = {4}, "
+                     "kEpsBits = {5};\n",
+                     kRouterThreads, kRouterBlocks, E, K, L, epsBits)
+           .str();
+  c += llvm::formatv("  static constexpr long long kXOff = {0}, kNwOff = {1}, kWOff = {2}, kWLd = {3}, "
+                     "kBiasOff = {4}, kBiasS = {5};\n",
+                     ilit(ls[0].offset), ilit(ls[1].offset), ilit(wl.offset), ilit(wl.strides[0]),
+                     ilit(hasBias ? ls[3].offset : 0), ilit(hasBias ? ls[3].strides.back() : 0))
+           .str();
+  c += llvm::formatv("  static constexpr bool kBias = {0}, kRenorm = {1}, kScale = {2};\n"
+                     "  static constexpr double kClampMin = {3}, kScaleBy = {4};\n};\n",
+                     hasBias ? "true" : "false", renorm ? "true" : "false",
+                     scale != 1 ? "true" : "false", dlit(clampMin), dlit(scale))
+           .str();
+  std::string params = "float* normed, int* ids, float* wout, const float* x, const Cfg::NW* nw, "
+                       "const Cfg::W* w";
+  if (hasBias)
+    params += ", const Cfg::Bias* bias";
+  c += kernelEntry(kRouterThreads, params,
+                   std::string("fg::routerTopk<Cfg>(fg::RouterArgs<Cfg>{normed, ids, wout, x, nw, w, ") +
+                       (hasBias ? "bias" : "nullptr") + "});",
+                   0, {}, static_cast<unsigned>(kRouterBlocks));
+  KernelSpec k = finishSpec(node.info().mnemonic,
+                            kernelSource("row.cuh").str() + kernelSource("topk.cuh").str() + c);
+  k.grid[0] = static_cast<unsigned>(kRouterBlocks);
+  k.block[0] = kRouterThreads;
+  k.params = {Param::result(0), Param::result(1), Param::result(2),
+              Param::operand(0), Param::operand(1), Param::operand(2)};
+  if (hasBias)
+    k.params.push_back(Param::operand(3));
+  return std::vector<Launch>{std::move(k)};
+}
+
 } // namespace
 
 bool isFusedRowFamily(OpKind k) {
@@ -397,6 +477,7 @@ bool isFusedRowFamily(OpKind k) {
   case OpKind::FusedRmsNormMulRopeSetRows:
   case OpKind::FusedRopeSetRows:
   case OpKind::FusedTopkMoe:
+  case OpKind::FusedRmsNormMatmulTopkMoe:
     return true;
   default:
     return false;
@@ -407,6 +488,8 @@ llvm::Expected<std::vector<Launch>> emitFusedRow(const Function &fn, const Node 
                                                  llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
   if (node.kind == OpKind::FusedTopkMoe)
     return emitTopkMoe(fn, node, ls);
+  if (node.kind == OpKind::FusedRmsNormMatmulTopkMoe)
+    return emitRouterTopk(fn, node, ls, o);
   return emitNormRows(fn, node, ls, o);
 }
 

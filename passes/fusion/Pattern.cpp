@@ -260,6 +260,7 @@ Decision checkSetRows(const Function &fn, const Node &setRows) {
 std::vector<std::unique_ptr<FusionPattern>> fusionPatterns() {
   std::vector<std::unique_ptr<FusionPattern>> p;
   p.push_back(createTopkMoePattern());
+  p.push_back(createRmsNormMatmulTopkMoePattern());
   p.push_back(createMoeWeightedSumPattern());
   p.push_back(createMoeWeightedSumAddPattern());
   p.push_back(createMatmulIdSumAddPattern());

@@ -318,6 +318,7 @@ std::unique_ptr<FusionPattern> createRmsNormMulRopeSetRowsPattern();
 std::unique_ptr<FusionPattern> createRopeSetRowsPattern();
 std::unique_ptr<FusionPattern> createRopeAttentionPattern();
 std::unique_ptr<FusionPattern> createTopkMoePattern();
+std::unique_ptr<FusionPattern> createRmsNormMatmulTopkMoePattern();
 std::unique_ptr<FusionPattern> createGatedMatmulPattern();
 std::unique_ptr<FusionPattern> createGatedMatmulIdPattern();
 std::unique_ptr<FusionPattern> createGatedMatmulIdChunkPattern();

@@ -329,6 +329,59 @@ void registerTopkCases() {
         }
 }
 
+/// The MoE router in one launch (fused.rms_norm_matmul_topk_moe: the FFN
+/// norm, whose row the experts also read, the router GEMV and the routing;
+/// one cluster of blocks): one token, every gating form, 16- and 32-bit
+/// routers, expert counts that are not powers of two, rows not multiples
+/// of 32 (1000, 520).
+void registerRouterCases() {
+  struct Shape {
+    Gate g;
+    DType w;
+    int64_t E, L, k;
+    bool bias, renorm, scale;
+  };
+  const Shape shapes[] = {{Gate::Softmax, DType::F32, 128, 2048, 8, false, true, false},
+                          {Gate::Sigmoid, DType::F16, 288, 1000, 8, true, true, true},
+                          {Gate::Delayed, DType::BF16, 64, 512, 4, false, false, false},
+                          {Gate::SqrtSoftplus, DType::F32, 20, 520, 3, true, false, true}};
+  const char *gateNames[] = {"softmax", "sigmoid", "sqrt_softplus", "delayed_softmax"};
+  for (const Shape &sh : shapes)
+    add(std::string("rms_norm_matmul_topk_moe_") + gateNames[int(sh.g)] + "_" + dt(sh.w) + "_E" +
+            std::to_string(sh.E) + "_L" + std::to_string(sh.L),
+        OpKind::FusedRmsNormMatmulTopkMoe, [=](Builder &b, Inputs &) {
+          auto h = b.weight("h", {DType::F32, {1, sh.L}}, randn(2.0));
+          auto g = b.weight("ffn_norm", {DType::F32, {sh.L}}, randn(1.0, 1.0));
+          ValueId n = b.mul(b.rmsNorm(h, 1e-6), g, "ffn_in");
+          auto wr = b.weight("ffn_gate_inp", {sh.w, {sh.E, sh.L}}, randn(0.1));
+          ValueId logits = b.matmul(n, wr, "router_logits");
+          ValueId ids, w;
+          if (sh.g == Gate::Delayed) {
+            ids = b.topK(logits, sh.k, "expert_ids");
+            w = b.softmax(b.getRows(logits, ids), std::nullopt, 1, 0, "expert_weights");
+          } else {
+            ValueId p = sh.g == Gate::Softmax ? b.softmax(logits, std::nullopt, 1, 0)
+                        : sh.g == Gate::Sigmoid
+                            ? b.unary(OpKind::Sigmoid, logits)
+                            : b.unary(OpKind::Sqrt, b.unary(OpKind::Softplus, logits));
+            ValueId sel =
+                sh.bias ? b.add(p, b.weight("exp_probs_b", {DType::F32, {sh.E}}, randn(0.5))) : p;
+            ids = b.topK(sel, sh.k, "expert_ids");
+            w = b.getRows(p, ids, "expert_weights");
+            if (sh.renorm)
+              w = b.div(w,
+                        b.clamp(b.sumRows(w), kMoeRenormMin, std::numeric_limits<double>::infinity()),
+                        "expert_weights_norm");
+          }
+          if (sh.scale)
+            w = b.scale(w, 2.5, 0, "expert_weights_scaled");
+          b.result(b.add(n, n, "experts_read_the_norm")); // the normalised row has another reader
+          b.result(ids);
+          b.result(w);
+          return 1e-4;
+        });
+}
+
 void registerGemvCases() {
   const std::pair<GluKind, const char *> glus[] = {{GluKind::SwiGLU, "swiglu"},
                                                    {GluKind::GeGLU, "geglu"},
@@ -620,6 +673,7 @@ std::vector<size_t> caseIndices() {
     registerGemvCases();
     registerElementwiseCases();
     registerMoeSumCases();
+    registerRouterCases();
   }
   std::vector<size_t> idx(cases().size());
   for (size_t i = 0; i < idx.size(); ++i)
@@ -706,7 +760,8 @@ TEST_P(GpuFused, EqualsUnfusedAndReference) {
   // like the reference and must match exactly.
   auto tieUpToRounding = [&](const std::vector<int64_t> &got, const std::vector<int64_t> &exp,
                              const TensorType &idsType) {
-    if (c.fused != OpKind::FusedTopkMoe || idsType.rank() != 2 || got.size() != exp.size())
+    if ((c.fused != OpKind::FusedTopkMoe && c.fused != OpKind::FusedRmsNormMatmulTopkMoe) ||
+        idsType.rank() != 2 || got.size() != exp.size())
       return false;
     ValueId logits = ref->lookup("router_logits");
     if (logits == kNoValue)

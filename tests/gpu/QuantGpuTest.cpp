@@ -20,6 +20,8 @@
 #include "frontends/models/Workloads.h"
 #include "runtime/Session.h"
 
+#include <functional>
+
 using namespace fg;
 using namespace fg::gputest;
 
@@ -53,15 +55,17 @@ Rows generate(const Plan &plan, ExecOptions::Device device, llvm::ArrayRef<int32
 
 class GpuQuantWorkload : public ::testing::TestWithParam<const char *> {};
 
-TEST_P(GpuQuantWorkload, TeacherForcedMatchesReference) {
-  FG_REQUIRE_GPU();
+/// A workload's first two layers with a small vocabulary, decoded
+/// teacher-forced on both devices: every GPU logit row within 1e-2
+/// (normalised) of the CPU reference's. `adjust` shrinks the config further.
+void teacherForced(const std::string &name, const std::function<void(DecoderConfig &)> &adjust) {
   WorkloadOptions wo;
   wo.ctx = 256;
-  auto cfg = workloadConfig(std::string("w-tiny-") + GetParam(), wo);
+  auto cfg = workloadConfig(name, wo);
   ASSERT_TRUE(bool(cfg)) << errString(cfg.takeError());
   cfg->nLayers = 2;
   cfg->vocab = 4096;
-  cfg->nFf = 1536; // whole 256-blocks: no fallback type (q5_0) without a native kernel
+  adjust(*cfg);
   auto g = buildDecoderGraph(*cfg, decoderEntries({8}, LogitRows::Last));
   ASSERT_TRUE(bool(g)) << errString(g.takeError());
   auto plan = compile(*g, CompileOptions{});
@@ -84,10 +88,35 @@ TEST_P(GpuQuantWorkload, TeacherForcedMatchesReference) {
   for (size_t i = 0; i < cpu.logits.size(); ++i) {
     double err = normalizedError(gpu.logits[i], cpu.logits[i]);
     worst = std::max(worst, err);
-    EXPECT_LE(err, 1e-2) << GetParam() << ", token " << i;
+    EXPECT_LE(err, 1e-2) << name << ", token " << i;
   }
-  std::printf("[quant] w-tiny-%s (2 layers): worst normalised error %.3g\n", GetParam(), worst);
+  std::printf("[quant] %s (2 layers): worst normalised error %.3g\n", name.c_str(), worst);
 }
+
+TEST_P(GpuQuantWorkload, TeacherForcedMatchesReference) {
+  FG_REQUIRE_GPU();
+  teacherForced(std::string("w-tiny-") + GetParam(), [](DecoderConfig &c) {
+    c.nFf = 1536; // whole 256-blocks: no fallback type (q5_0) without a native kernel
+  });
+}
+
+/// W-moe's layers (Qwen3-MoE: q/k norms, 8 of the experts a token) with 16
+/// experts: its decode steps run the MoE router in one launch
+/// (fused.rms_norm_matmul_topk_moe) and, over q4_K / q8_0 experts, the down
+/// projection with the weighted sum and the residual (fused.matmul_id_sum_add).
+class GpuQuantMoeWorkload : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(GpuQuantMoeWorkload, TeacherForcedMatchesReference) {
+  FG_REQUIRE_GPU();
+  const std::string type = GetParam();
+  teacherForced(type.empty() ? "w-moe-12" : "w-moe-12-" + type,
+                [](DecoderConfig &c) { c.nExperts = 16; });
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GpuQuantMoeWorkload, ::testing::Values("q4_k", "q8_0", "q6_k", ""),
+                         [](const auto &info) {
+                           return std::string(*info.param ? info.param : "f16");
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Types, GpuQuantWorkload,
                          ::testing::Values("q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "q4_k_m", "q5_0",

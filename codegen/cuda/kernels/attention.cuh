@@ -311,40 +311,7 @@ template <class C> struct AttnShared {
   int last;
 };
 
-// --- the cluster form's barriers and stores (sm_90) -----------------------------
-
-/// barrier.cluster in two halves: arrive (release, or relaxed: orders
-/// nothing) and wait (acquire). Every thread of every block of the cluster
-/// takes part; .aligned: a warp's threads all execute the same one.
-/// (The emitter asks for the cluster form on sm_90 and later only; the
-/// guards keep these out of older architectures' PTX.)
-static __device__ __forceinline__ void attnClusterArrive(bool relaxed) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (relaxed)
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-  else
-    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-#elif defined(__CUDA_ARCH__)
-  __trap(); // a cluster-form kernel built for an older GPU: stop, never a wrong result
-#endif
-}
-static __device__ __forceinline__ void attnClusterWait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#elif defined(__CUDA_ARCH__)
-  __trap();
-#endif
-}
-/// *p = v in the shared memory of the cluster's block `rank` (p: this
-/// block's copy of the same variable).
-static __device__ __forceinline__ void attnStoreRemote(float *p, unsigned rank, float v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const unsigned local = (unsigned)__cvta_generic_to_shared(p);
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
-  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(v) : "memory");
-#endif
-}
+// The cluster form's barriers and remote stores: common.cuh (fg_cluster_*).
 
 /// The cluster form's end: after the barrier that publishes every block's
 /// partials, block h merges head h of its (kv head, token) from the
@@ -354,8 +321,8 @@ static __device__ __forceinline__ void attnStoreRemote(float *p, unsigned rank, 
 template <class C, class Sh>
 static __device__ __forceinline__ void attnClusterMerge(const AttnArgs<C> &a, Sh &sh, int nsplit,
                                                         long long hb, long long tok, long long h0) {
-  attnClusterArrive(false);
-  attnClusterWait();
+  fg_cluster_arrive(false);
+  fg_cluster_wait();
   const int hh = blockIdx.x;
   if (hh >= C::kGB || (hb % C::kHC) * C::kGB + hh >= C::G)
     return;
@@ -443,10 +410,10 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
     // split: the emitter's grid[0] = kSmax = kCluster. The .aligned
     // barrier wants each warp converged: the prologue's loops may leave it not.)
     __syncwarp();
-    attnClusterArrive(true);
+    fg_cluster_arrive(true);
     if (s >= r.nsplit) {
       // Past the live rows: no partial, but this block may merge a head.
-      attnClusterWait();
+      fg_cluster_wait();
       attnClusterMerge<C>(a, sh, r.nsplit, hb, tok, h0);
       return;
     }
@@ -683,7 +650,7 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
     // cluster form: head hh's into block hh's memory).
     if constexpr (C::kCluster > 0)
       if (sl == 0)
-        attnClusterWait();
+        fg_cluster_wait();
     for (int i = threadIdx.x; i < C::kGB * C::DVS; i += W * 32) {
       const int hh = i / C::DVS, dv = i % C::DVS;
       float M = -FG_INF;
@@ -699,11 +666,11 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
       }
       if constexpr (C::kCluster > 0) {
         if (sl == 0 && dv == 0) {
-          attnStoreRemote(&sh.in[s][0], (unsigned)hh, M);
-          attnStoreRemote(&sh.in[s][1], (unsigned)hh, L);
+          fg_store_remote(&sh.in[s][0], (unsigned)hh, M);
+          fg_store_remote(&sh.in[s][1], (unsigned)hh, L);
         }
         if (dvs + dv < C::Dv)
-          attnStoreRemote(&sh.in[s][2 + dvs + dv], (unsigned)hh, o);
+          fg_store_remote(&sh.in[s][2 + dvs + dv], (unsigned)hh, o);
       } else {
         float *ps = part + (long long)s * C::kPart;
         if (sl == 0 && dv == 0) {

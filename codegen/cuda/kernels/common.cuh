@@ -109,6 +109,42 @@ static __device__ __forceinline__ void fg_pdl_begin() {
   for (unsigned t = 0; t < FG_PDL_DELAY_NS; t += 1000) __nanosleep(1000);
 #endif
 }
+// Thread-block clusters (sm_90): decode attention's cluster form and the
+// MoE router (topk.cuh) publish partials into one block's shared memory.
+
+/// barrier.cluster in two halves: arrive (release, or relaxed: orders
+/// nothing) and wait (acquire). Every thread of every block of the cluster
+/// takes part; .aligned: a warp's threads all execute the same one.
+/// (Emitters ask for cluster kernels on sm_90 and later only; the guards
+/// keep these out of older architectures' PTX.)
+static __device__ __forceinline__ void fg_cluster_arrive(bool relaxed) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (relaxed)
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  else
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+  __trap(); // a cluster-form kernel built for an older GPU: stop, never a wrong result
+#endif
+}
+static __device__ __forceinline__ void fg_cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+  __trap();
+#endif
+}
+/// *p = v in the shared memory of the cluster's block `rank` (p: this
+/// block's copy of the same variable).
+static __device__ __forceinline__ void fg_store_remote(float *p, unsigned rank, float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned local = (unsigned)__cvta_generic_to_shared(p);
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(v) : "memory");
+#endif
+}
+
 // Starts moving the 128-byte line of p into L2 (no register, no wait): a
 // hint with no effect on any value read or written. The programmatic-launch
 // prologues (before fg_pdl_begin) issue only these.

@@ -1544,6 +1544,72 @@ TEST(CudaEmit, MatmulIdSumAddOnDp4a) {
             std::string::npos);
 }
 
+/// fused.rms_norm_matmul_topk_moe: one cluster of 8 blocks (topk.cuh,
+/// routerTopk) over a 16/32-bit router with every gating form; refused with
+/// its reason before sm_90, for two tokens, rows that are not whole 16-byte
+/// units, and rows or experts past its static shared memory.
+TEST(CudaEmit, RmsNormMatmulTopkMoeCluster) {
+  struct Case {
+    DType w;
+    int64_t E, L, k;
+    TopkGating g;
+    bool bias, renorm;
+    double scale;
+  };
+  const Case cases[] = {{DType::F32, 128, 2048, 8, TopkGating::Softmax, false, true, 1.0},
+                        {DType::F16, 288, 1000, 8, TopkGating::Sigmoid, true, true, 2.5},
+                        {DType::BF16, 64, 512, 4, TopkGating::DelayedSoftmax, false, false, 1.0}};
+  auto build = [](const Case &c, int64_t tokens) {
+    return [=](Builder &b) {
+      op::FusedRmsNormMatmulTopkMoeArgs a{.x = b.input("h", T(DType::F32, {tokens, c.L})),
+                                          .normW = b.weight("g", T(DType::F32, {c.L})),
+                                          .wRouter = b.weight("router", T(c.w, {c.E, c.L})),
+                                          .eps = 1e-6,
+                                          .gating = c.g,
+                                          .k = c.k,
+                                          .renorm = c.renorm ? 1 : 0,
+                                          .scale = c.scale};
+      if (c.bias)
+        a.bias = b.weight("bias", T(DType::F32, {c.E}));
+      b.result(b.create(a));
+    };
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string(dtypeName(c.w)) + " E " + std::to_string(c.E));
+    auto ls = emitAll(build(c, 1));
+    const KernelSpec &k = only(ls);
+    EXPECT_TRUE(contains(k, "fg::routerTopk<Cfg>("));
+    EXPECT_TRUE(contains(k, "__cluster_dims__(8, 1, 1)"));
+    EXPECT_TRUE(contains(k, "E = " + std::to_string(c.E) + ", K = " + std::to_string(c.k) +
+                                ", L = " + std::to_string(c.L) + ","));
+    EXPECT_EQ(k.grid[0], 8u);
+    EXPECT_EQ(k.block[0], 256u);
+    EXPECT_EQ(k.params.size(), c.bias ? 7u : 6u);
+    EXPECT_EQ(k.params[2], Param::result(2));
+  }
+  auto refusal = [&](const BuildFn &bf, const EmitOptions &o) {
+    Function fn("t");
+    Builder b(fn);
+    bf(b);
+    EXPECT_FALSE(bool(b.finish()));
+    const Node &node = fn.node(static_cast<NodeId>(fn.numNodes() - 1));
+    auto launches = emitKernel(fn, node, contiguousLayouts(fn, node), o);
+    if (launches)
+      return std::string("emitted");
+    return llvm::toString(launches.takeError());
+  };
+  EmitOptions sm89;
+  sm89.arch = "sm_89";
+  EXPECT_NE(refusal(build(cases[0], 1), sm89).find("needs sm_90"), std::string::npos);
+  EXPECT_NE(refusal(build(cases[0], 2), {}).find("takes one f32 token"), std::string::npos);
+  Case odd = cases[0];
+  odd.L = 1001;
+  EXPECT_NE(refusal(build(odd, 1), {}).find("whole aligned 16-byte units"), std::string::npos);
+  Case big = cases[0];
+  big.L = 8192, big.E = 2048;
+  EXPECT_NE(refusal(build(big, 1), {}).find("(shared memory)"), std::string::npos);
+}
+
 TEST(CudaEmit, FusedNormRopeSetRowsRowAnchor) {
   for (int64_t rows : {1, 5, 37}) {
     emitFused([&](Builder &b) {
