@@ -85,14 +85,15 @@ TEST(DemoFusion, DecodeCountsPerLayer) {
   EXPECT_EQ(report.total("decode"), 8 * layers + 1);
   EXPECT_EQ(report.splitBack, 0);
   const Function &fn = *g.lookup("decode");
-  EXPECT_EQ(countOps(fn, OpKind::FusedRmsNormMul), 5u);
-  EXPECT_EQ(countOps(fn, OpKind::FusedTopkMoe), 2u);
+  EXPECT_EQ(countOps(fn, OpKind::FusedRmsNormMul), 3u);
+  EXPECT_EQ(countOps(fn, OpKind::FusedTopkMoe), 0u);
+  EXPECT_EQ(countOps(fn, OpKind::FusedRmsNormMatmulTopkMoe), 2u);
   EXPECT_EQ(countOps(fn, OpKind::RmsNorm), 0u);
   EXPECT_EQ(countOps(fn, OpKind::Glu), 0u);
   std::string text;
   llvm::raw_string_ostream os(text);
   report.print(os);
-  EXPECT_NE(text.find("@decode  topk_moe x2"), std::string::npos) << text;
+  EXPECT_NE(text.find("@decode  rms_norm_matmul_topk_moe x2"), std::string::npos) << text;
 }
 
 /// Prefill with 8 tokens still fits the CUDA target's GEMV; 9 tokens do not,
