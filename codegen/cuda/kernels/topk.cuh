@@ -258,7 +258,9 @@ template <class C> static __device__ __forceinline__ void routerTopk(const Route
     if (lane == 0)
       fg_store_remote(&lg[e], 0u, acc);
   }
-  // 3. Every logit in block 0, then its ranking.
+  // 3. Every logit in block 0, then its ranking (.aligned barriers: the
+  // warp reconverged after lane 0's store first).
+  __syncwarp();
   fg_cluster_arrive(false);
   fg_cluster_wait();
   if (rank != 0)
