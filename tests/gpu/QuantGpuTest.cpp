@@ -58,7 +58,8 @@ class GpuQuantWorkload : public ::testing::TestWithParam<const char *> {};
 /// A workload's first two layers with a small vocabulary, decoded
 /// teacher-forced on both devices: every GPU logit row within 1e-2
 /// (normalised) of the CPU reference's. `adjust` shrinks the config further.
-void teacherForced(const std::string &name, const std::function<void(DecoderConfig &)> &adjust) {
+void teacherForced(const std::string &name, const std::function<void(DecoderConfig &)> &adjust,
+                   double tol = 1e-2) {
   WorkloadOptions wo;
   wo.ctx = 256;
   auto cfg = workloadConfig(name, wo);
@@ -88,7 +89,7 @@ void teacherForced(const std::string &name, const std::function<void(DecoderConf
   for (size_t i = 0; i < cpu.logits.size(); ++i) {
     double err = normalizedError(gpu.logits[i], cpu.logits[i]);
     worst = std::max(worst, err);
-    EXPECT_LE(err, 1e-2) << name << ", token " << i;
+    EXPECT_LE(err, tol) << name << ", token " << i;
   }
   std::printf("[quant] %s (2 layers): worst normalised error %.3g\n", name.c_str(), worst);
 }
@@ -101,16 +102,24 @@ TEST_P(GpuQuantWorkload, TeacherForcedMatchesReference) {
 }
 
 /// W-moe's layers (Qwen3-MoE: q/k norms, 8 of the experts a token) with 16
-/// experts: its decode steps run the MoE router in one launch
-/// (fused.rms_norm_matmul_topk_moe) and, over q4_K / q8_0 experts, the down
+/// experts: over q4_K / q8_0 experts its decode steps run the down
 /// projection with the weighted sum and the residual (fused.matmul_id_sum_add).
+/// The DP4A GEMVs quantise x to int8 in every projection (dense above 4 MiB,
+/// every expert launch): measured on the H200 (twenty-first session) the
+/// logits stay within 4.2e-2 (q4_K) and 3.3e-2 (q8_0) of the exact reference,
+/// 9.8e-3 for q6_K (its down projection off DP4A: 630-byte rows) and 5e-5 for
+/// f16 — with the router's top-8 of 16 able to flip on a near tie once x
+/// differs by a percent. Each DP4A kernel is held to 2e-2 against the
+/// reference on its own (GpuFused, GpuQuantGemv); a reference that
+/// reproduces the int8 x (issue 14) would let this test be as tight.
 class GpuQuantMoeWorkload : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(GpuQuantMoeWorkload, TeacherForcedMatchesReference) {
   FG_REQUIRE_GPU();
   const std::string type = GetParam();
+  const bool dp4aExperts = type == "q4_k" || type == "q8_0";
   teacherForced(type.empty() ? "w-moe-12" : "w-moe-12-" + type,
-                [](DecoderConfig &c) { c.nExperts = 16; });
+                [](DecoderConfig &c) { c.nExperts = 16; }, dp4aExperts ? 5e-2 : 1e-2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, GpuQuantMoeWorkload, ::testing::Values("q4_k", "q8_0", "q6_k", ""),
