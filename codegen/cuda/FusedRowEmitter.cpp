@@ -328,6 +328,25 @@ llvm::Expected<const char *> gatePolicy(const Node &node, TopkGating g) {
   return unsupported(node, llvm::formatv("gating {0}", static_cast<int>(g)).str());
 }
 
+/// The routing members of a topk.cuh parameter struct (topkRow): the gate
+/// policy, the bias flag and the weight epilogue (renormalisation, scale).
+llvm::Expected<std::string> routingCfg(const Node &node, TopkGating g, bool hasBias, bool renorm,
+                                       double scale, double clampMin) {
+  auto gate = gatePolicy(node, g);
+  if (!gate)
+    return gate.takeError();
+  if (!renorm)
+    clampMin = 0.0;
+  if (!std::isfinite(scale) || !std::isfinite(clampMin))
+    return unsupported(node, "a scale or clamp that is not finite");
+  return std::string("  using Gate = ") + *gate + ";\n" +
+         llvm::formatv("  static constexpr bool kBias = {0}, kRenorm = {1}, kScale = {2};\n"
+                       "  static constexpr double kClampMin = {3}, kScaleBy = {4};\n",
+                       hasBias ? "true" : "false", renorm ? "true" : "false",
+                       scale != 1 ? "true" : "false", dlit(clampMin), dlit(scale))
+             .str();
+}
+
 llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &node,
                                                 llvm::ArrayRef<Layout> ls) {
   const TensorType &lt = fn.type(node.operands[0]);
@@ -344,20 +363,17 @@ llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &
   uint64_t shared = static_cast<uint64_t>(rpb * E + 2 * E) * 4 + static_cast<uint64_t>(K) * 4;
   if (shared > 48 * 1024)
     return unsupported(node, llvm::formatv("{0} experts (shared memory)", E).str());
-  auto gate = gatePolicy(node, op::FusedTopkMoe(node).gating());
-  if (!gate)
-    return gate.takeError();
   op::FusedTopkMoe topk(node);
-  bool renorm = topk.renorm() != 0;
-  double scale = topk.scale(), clampMin = renorm ? topk.clampMin() : 0.0;
-  if (!std::isfinite(scale) || !std::isfinite(clampMin))
-    return unsupported(node, "a scale or clamp that is not finite");
+  auto routing = routingCfg(node, topk.gating(), hasBias, topk.renorm() != 0, topk.scale(),
+                            topk.clampMin());
+  if (!routing)
+    return routing.takeError();
   unsigned nt = threadsForRow(E, 512);
   const Layout &ll = ls[0];
   std::string c = "struct Cfg {\n";
   c += "  using Logit = " + ctype(lt.dtype) +
        ";\n  using Bias = " + ctype(hasBias ? fn.type(node.operands[1]).dtype : DType::F32) + ";\n";
-  c += std::string("  using Gate = ") + *gate + ";\n";
+  c += *routing;
   c += llvm::formatv("  static constexpr int kThreads = {0}, E = {1}, K = {2}, RPB = {3};\n", nt, E,
                      K, rpb)
            .str();
@@ -367,11 +383,7 @@ llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &
                      ilit(ll.shape[1] == 1 ? 0 : ll.strides[1]), ilit(hasBias ? ls[1].offset : 0),
                      ilit(hasBias ? ls[1].strides.back() : 0))
            .str();
-  c += llvm::formatv("  static constexpr bool kBias = {0}, kRenorm = {1}, kScale = {2};\n"
-                     "  static constexpr double kClampMin = {3}, kScaleBy = {4};\n};\n",
-                     hasBias ? "true" : "false", renorm ? "true" : "false",
-                     scale != 1 ? "true" : "false", dlit(clampMin), dlit(scale))
-           .str();
+  c += "};\n";
   std::string params = "int* ids, float* wout, const Cfg::Logit* logits";
   if (hasBias)
     params += ", const Cfg::Bias* bias";
@@ -420,20 +432,17 @@ llvm::Expected<std::vector<Launch>> emitRouterTopk(const Function &fn, const Nod
     return unsupported(node, llvm::formatv("k = {0} of {1} experts", K, E).str());
   if ((L + 3 * E + K) * 4 > 40 * 1024)
     return unsupported(node, llvm::formatv("a row of {0} and {1} experts (shared memory)", L, E).str());
-  auto gate = gatePolicy(node, r.gating());
-  if (!gate)
-    return gate.takeError();
-  const bool renorm = r.renorm() != 0;
-  const double scale = r.scale(), clampMin = renorm ? r.clampMin() : 0.0;
-  if (!std::isfinite(scale) || !std::isfinite(clampMin))
-    return unsupported(node, "a scale or clamp that is not finite");
+  auto routing =
+      routingCfg(node, r.gating(), hasBias, r.renorm() != 0, r.scale(), r.clampMin());
+  if (!routing)
+    return routing.takeError();
   const float eps = static_cast<float>(r.eps());
   int32_t epsBits;
   std::memcpy(&epsBits, &eps, 4);
   std::string c = "struct Cfg {\n";
   c += "  using W = " + ctype(wt.dtype) + ";\n  using NW = float;\n  using Bias = " +
        ctype(hasBias ? fn.type(node.operands[3]).dtype : DType::F32) + ";\n";
-  c += std::string("  using Gate = ") + *gate + ";\n";
+  c += *routing;
   c += llvm::formatv("  static constexpr int kThreads = {0}, kBlocks = {1}, E = {2}, K = {3}, L = {4}, "
                      "kEpsBits = {5};\n",
                      kRouterThreads, kRouterBlocks, E, K, L, epsBits)
@@ -443,11 +452,7 @@ llvm::Expected<std::vector<Launch>> emitRouterTopk(const Function &fn, const Nod
                      ilit(ls[0].offset), ilit(ls[1].offset), ilit(wl.offset), ilit(wl.strides[0]),
                      ilit(hasBias ? ls[3].offset : 0), ilit(hasBias ? ls[3].strides.back() : 0))
            .str();
-  c += llvm::formatv("  static constexpr bool kBias = {0}, kRenorm = {1}, kScale = {2};\n"
-                     "  static constexpr double kClampMin = {3}, kScaleBy = {4};\n};\n",
-                     hasBias ? "true" : "false", renorm ? "true" : "false",
-                     scale != 1 ? "true" : "false", dlit(clampMin), dlit(scale))
-           .str();
+  c += "};\n";
   std::string params = "float* normed, int* ids, float* wout, const float* x, const Cfg::NW* nw, "
                        "const Cfg::W* w";
   if (hasBias)
