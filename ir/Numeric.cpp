@@ -109,6 +109,27 @@ void decodeQ4_K(const uint8_t *b, float *y) {
   }
 }
 
+} // namespace
+
+void decodeQ4KParts(const uint8_t *src, float *scaled, float *mins, int64_t n) {
+  for (int64_t blk = 0; blk < n / 256; ++blk, src += 144, scaled += 256, mins += 256) {
+    const float d = halfToFloat(load16(src)), dmin = halfToFloat(load16(src + 2));
+    const uint8_t *scales = src + 4, *q = src + 16;
+    for (int c = 0; c < 4; ++c, q += 32)
+      for (int h = 0; h < 2; ++h) { // sub-block 2c + h: the low (h 0) or high nibbles
+        uint8_t sc, m;
+        scaleMinK4(2 * c + h, scales, sc, m);
+        const float ds = d * sc, dm = dmin * m;
+        for (int l = 0; l < 32; ++l) {
+          scaled[64 * c + 32 * h + l] = ds * static_cast<float>(h ? q[l] >> 4 : q[l] & 0xF);
+          mins[64 * c + 32 * h + l] = dm;
+        }
+      }
+  }
+}
+
+namespace {
+
 /// q5_0: f16 d; u8 qh[4]; u8 qs[16]. Element j < 16 is the low nibble of qs[j],
 /// element j + 16 the high nibble; bit j of the little-endian u32 qh is the
 /// fifth bit of element j. y = d·(q − 16).

@@ -14,6 +14,7 @@
 #include "ir/Numeric.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 
@@ -342,6 +343,25 @@ bool quantizeRow(DType t, const float *src, uint8_t *dst, int64_t n) {
   for (int64_t b = 0, e = n / info.blockElems; b < e; ++b)
     fn(src + b * info.blockElems, dst + b * info.blockBytes);
   return true;
+}
+
+bool quantizesActivations(DType t) {
+  return t == DType::Q4_K || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q6_K;
+}
+
+void quantizeActivationsInt8(const float *x, int64_t k, int8_t *xq, float *dx) {
+  assert(k % 32 == 0 && "whole blocks of 32");
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const float *v = x + 32 * b;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i)
+      amax = std::fmax(amax, std::fabs(v[i]));
+    // The kernel's order: one f32 division for the inverse, one product a value.
+    const float inv = amax > 1e-30f ? 127.0f / amax : 0.0f;
+    dx[b] = amax / 127.0f;
+    for (int i = 0; i < 32; ++i)
+      xq[32 * b + i] = static_cast<int8_t>(std::nearbyint(v[i] * inv));
+  }
 }
 
 } // namespace fg

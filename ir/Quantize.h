@@ -24,4 +24,26 @@ namespace fg {
 /// scales saturate at f16's largest finite value (never inf).
 bool quantizeRow(DType t, const float *src, uint8_t *dst, int64_t n);
 
+/// How a GEMV kernel reads its activations x. The DP4A GEMVs
+/// (codegen/cuda/kernels/gemv_dp4a.cuh) quantise x to int8 per aligned block
+/// of 32, as ggml's q8_1: the CUDA program records which launches do
+/// (LaunchRecord::actQuant), so the CPU reference can compute what they
+/// compute (ReferenceInterpreter::setActQuant) instead of the exact product.
+enum class ActQuant : uint8_t {
+  Exact,            ///< x as it is (f32 arithmetic)
+  Int8,             ///< x ≈ dx·xq per block (quantizeActivationsInt8)
+  Int8NormDeferred, ///< a norm prologue's x·norm_w quantised, the row's rstd
+                    ///< multiplying each sum (the deferred prologue)
+};
+
+/// Whether a GEMV over `t` weights quantises x where its launch says Int8
+/// (the DP4A kernels' types: q4_K, q8_0, q4_0, q6_K).
+bool quantizesActivations(DType t);
+
+/// x[0 .. k) (k a multiple of 32) to int8 per block of 32, the DP4A kernels'
+/// arithmetic to the bit: dx = max|x| / 127 and xq = rint(x · (127 / max|x|))
+/// (round half to even), in f32; a block whose max|x| ≤ 1e-30 is all zeros.
+/// `dx` gets k / 32 scales.
+void quantizeActivationsInt8(const float *x, int64_t k, int8_t *xq, float *dx);
+
 } // namespace fg

@@ -56,6 +56,34 @@ Error bindPlanWeights(const Plan &plan, ReferenceInterpreter &interp, const LogS
   return Error::success();
 }
 
+/// ExecOptions::cpuActQuant: each entry's nodes read x as the CUDA program's
+/// launches of them do (the DP4A GEMVs quantise it to int8).
+Error applyActQuant(const Plan &plan, ReferenceInterpreter &interp, const LogSink &log) {
+  const PlanSection *p = plan.section("program");
+  if (!p)
+    return Error::success(); // no CUDA program: every GEMV exact
+  Expected<CompiledProgram> prog = decodeProgram(p->bytes);
+  if (!prog)
+    return prog.takeError();
+  size_t quantised = 0;
+  for (const CompiledEntry &e : prog->entries) {
+    std::vector<ActQuant> act;
+    for (const LaunchRecord &l : e.launches) {
+      if (l.actQuant == ActQuant::Exact || l.node == kNoNode)
+        continue;
+      if (act.size() <= l.node)
+        act.resize(l.node + 1, ActQuant::Exact);
+      act[l.node] = l.actQuant;
+      ++quantised;
+    }
+    interp.setActQuant(e.name, std::move(act));
+  }
+  if (log)
+    log(LogLevel::Verbose, "executor: the reference quantises x to int8 as " +
+                               std::to_string(quantised) + " launches of the CUDA program do");
+  return Error::success();
+}
+
 class CpuBackend final : public ExecBackend {
 public:
   explicit CpuBackend(const Graph &graph) : interp_(graph) {}
@@ -91,6 +119,9 @@ Expected<std::unique_ptr<ExecBackend>> createCpuBackend(const Plan &plan, const 
   auto backend = std::make_unique<CpuBackend>(graph);
   if (Error err = bindPlanWeights(plan, backend->interp(), opts.log, opts.progress))
     return err;
+  if (opts.cpuActQuant)
+    if (Error err = applyActQuant(plan, backend->interp(), opts.log))
+      return err;
   if (opts.log)
     opts.log(LogLevel::Verbose, "executor: cpu reference interpreter, ctx " +
                                     std::to_string(plan.options().ctx) + ", entries " +

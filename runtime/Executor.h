@@ -48,6 +48,13 @@ struct ExecOptions {
   /// CUDA graph only: programmatic dependent launch between consecutive
   /// kernels (CudaRunner::setProgrammaticLaunch).
   bool programmaticLaunch = true;
+  /// CPU only: where the plan's CUDA program quantises a GEMV's x to int8
+  /// (the DP4A kernels; LaunchRecord::actQuant), the reference does the same
+  /// (ReferenceInterpreter::setActQuant), so it computes what the GPU
+  /// computes to f32 rounding, not the exact product the int8 x misses by
+  /// ~1e-2: kernels and whole quantised models are then compared tightly
+  /// (issue 14). A plan without a CUDA program runs exactly.
+  bool cpuActQuant = false;
   LogSink log;             ///< verbose messages; may be empty
   /// Long work: weights loaded (CPU) or uploaded (CUDA), in bytes, and a
   /// Session's prompt, in tokens (ir/Diag.h Progress); may be empty.

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "ir/Graph.h"
+#include "ir/Quantize.h"
 #include "ir/WeightRecipe.h"
 
 #include <cstdint>
@@ -104,6 +105,9 @@ struct LaunchRecord {
   OpKind op = OpKind{};
   /// What this launch computes, for messages only: "%q.3 = rope (line 12)".
   std::string what;
+  /// How its GEMVs read x: quantised to int8 by the DP4A kernels, which the
+  /// CPU reference reproduces on request (ExecOptions::cpuActQuant).
+  ActQuant actQuant = ActQuant::Exact;
 };
 
 /// A named input or output of an entry and where it lives in the arena.

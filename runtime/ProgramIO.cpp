@@ -157,7 +157,9 @@ constexpr uint32_t kProgramTagV7 = 0x46475058; // "FGPX": every GEMM waits for t
 // "FGPY": GEMMs in parallel branches run at once, in workspace slots
 // (runtime/WorkspaceSlots.h). The layout is FGPX's; the new tag keeps a
 // runtime from before the slots (one workspace) from running such a plan.
-constexpr uint32_t kProgramTag = 0x46475059;
+constexpr uint32_t kProgramTagV8 = 0x46475059; // "FGPY": launches without actQuant (read: exact)
+// "FGPZ": each launch ends with its ActQuant (a byte).
+constexpr uint32_t kProgramTag = 0x4647505A;
 /// The largest cuBLAS workspace a plan may ask for (per slot): a larger one
 /// is a corrupt file, not a plan (the compiler asks for 32 MiB).
 constexpr uint64_t kMaxWorkspaceBytes = 1ull << 30;
@@ -364,6 +366,7 @@ EncodedProgram encodeProgram(const CompiledProgram &p) {
       w.pod(l.node);
       w.pod(static_cast<uint16_t>(l.op));
       w.str(l.what);
+      w.pod(static_cast<uint8_t>(l.actQuant));
     }
   }
   EncodedProgram out;
@@ -430,8 +433,13 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
   // A V6 plan differs only in its GEMM records, which lack the Lt fields
   // (lt, ldd, d): it is read as plain cublasGemmEx calls. A V7 plan is read
   // as it is: its GEMMs are chained, so they all take workspace slot 0.
-  const bool hasLt = tag == kProgramTag || tag == kProgramTagV7;
-  if ((tag != kProgramTag && tag != kProgramTagV7 && tag != kProgramTagV6) || r.failed())
+  // A V8 plan's launches lack their ActQuant: read as exact (the reference
+  // then compares with the exact product, as before).
+  const bool hasLt = tag == kProgramTag || tag == kProgramTagV8 || tag == kProgramTagV7;
+  const bool hasActQuant = tag == kProgramTag;
+  if ((tag != kProgramTag && tag != kProgramTagV8 && tag != kProgramTagV7 &&
+       tag != kProgramTagV6) ||
+      r.failed())
     return corrupt("bad tag");
   p.arch = r.str();
   p.ctx = r.pod<int64_t>();
@@ -542,6 +550,12 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
         return corrupt("bad op kind");
       l.op = static_cast<OpKind>(op);
       l.what = r.str();
+      if (hasActQuant) {
+        auto act = r.pod<uint8_t>();
+        if (act > static_cast<uint8_t>(ActQuant::Int8NormDeferred))
+          return corrupt("bad activation quantisation");
+        l.actQuant = static_cast<ActQuant>(act);
+      }
       if (l.kind == LaunchRecord::Kind::Kernel && l.module >= nModules)
         return corrupt("launch names a missing module");
       e.launches.push_back(std::move(l));

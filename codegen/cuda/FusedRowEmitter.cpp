@@ -400,23 +400,22 @@ llvm::Expected<std::vector<Launch>> emitTopkMoe(const Function &fn, const Node &
   return std::vector<Launch>{std::move(k)};
 }
 
-/// fused.rms_norm_matmul_topk_moe at one token: one cluster of kRouterBlocks
-/// blocks (topk.cuh, routerTopk): each normalises the row, writes its slice
-/// of it and computes its experts' logits into block 0, which ranks them.
-/// Needs sm_90 (clusters), one token, f32 x and norm weight, a 16/32-bit
-/// router with 16-byte aligned rows and the row and the experts' arrays in
-/// static shared memory.
-constexpr int64_t kRouterBlocks = 8, kRouterThreads = 256;
+/// fused.rms_norm_matmul_topk_moe at one token (topk.cuh, routerTopk): a
+/// warp an expert over ceil(E / kRouterWarps) blocks, the router row held in
+/// registers (up to kRouterHeld 16-byte units a lane, loaded before the
+/// programmatic-launch wait when the router is a graph weight), the logits
+/// through the launch's scratch to the last block (a counter of its own),
+/// which ranks them. Needs one token, f32 x and norm weight, a 16/32-bit
+/// router with 16-byte aligned rows of whole 16-byte units, and the experts'
+/// arrays in static shared memory.
+constexpr int64_t kRouterWarps = 2, kRouterHeld = 16;
 
 llvm::Expected<std::vector<Launch>> emitRouterTopk(const Function &fn, const Node &node,
-                                                   llvm::ArrayRef<Layout> ls,
-                                                   const EmitOptions &o) {
+                                                   llvm::ArrayRef<Layout> ls) {
   op::FusedRmsNormMatmulTopkMoe r(node);
   const TensorType &xt = fn.type(node.operands[0]), &nt = fn.type(node.operands[1]);
   const TensorType &wt = fn.type(node.operands[2]);
   const bool hasBias = node.operands.size() > 3;
-  if (archNumber(o.arch) < 90)
-    return unsupported(node, "arch " + o.arch + " (the router's cluster needs sm_90)");
   if (xt.numRows() != 1 || xt.dtype != DType::F32 || ls[0].strides.back() != 1)
     return unsupported(node, "x " + xt.str() + " (the fused router takes one f32 token)");
   if (wt.rank() != 2 || !(wt.dtype == DType::F32 || wt.dtype == DType::F16 || wt.dtype == DType::BF16))
@@ -430,8 +429,8 @@ llvm::Expected<std::vector<Launch>> emitRouterTopk(const Function &fn, const Nod
     return unsupported(node, "norm weight " + nt.str() + " (f32, one per column)");
   if (K < 1 || K > E)
     return unsupported(node, llvm::formatv("k = {0} of {1} experts", K, E).str());
-  if ((L + 3 * E + K) * 4 > 40 * 1024)
-    return unsupported(node, llvm::formatv("a row of {0} and {1} experts (shared memory)", L, E).str());
+  if ((3 * E + K) * 4 > 40 * 1024)
+    return unsupported(node, llvm::formatv("{0} experts (shared memory)", E).str());
   auto routing =
       routingCfg(node, r.gating(), hasBias, r.renorm() != 0, r.scale(), r.clampMin());
   if (!routing)
@@ -439,13 +438,15 @@ llvm::Expected<std::vector<Launch>> emitRouterTopk(const Function &fn, const Nod
   const float eps = static_cast<float>(r.eps());
   int32_t epsBits;
   std::memcpy(&epsBits, &eps, 4);
+  const int64_t blocks = (E + kRouterWarps - 1) / kRouterWarps;
+  const int64_t held = std::min(kRouterHeld, (L / V + 31) / 32);
   std::string c = "struct Cfg {\n";
   c += "  using W = " + ctype(wt.dtype) + ";\n  using NW = float;\n  using Bias = " +
        ctype(hasBias ? fn.type(node.operands[3]).dtype : DType::F32) + ";\n";
   c += *routing;
-  c += llvm::formatv("  static constexpr int kThreads = {0}, kBlocks = {1}, E = {2}, K = {3}, L = {4}, "
-                     "kEpsBits = {5};\n",
-                     kRouterThreads, kRouterBlocks, E, K, L, epsBits)
+  c += llvm::formatv("  static constexpr int kWarps = {0}, kBlocks = {1}, kHeld = {2}, V = {3}, E = {4}, "
+                     "K = {5}, L = {6}, kEpsBits = {7};\n",
+                     kRouterWarps, blocks, held, V, E, K, L, epsBits)
            .str();
   c += llvm::formatv("  static constexpr long long kXOff = {0}, kNwOff = {1}, kWOff = {2}, kWLd = {3}, "
                      "kBiasOff = {4}, kBiasS = {5};\n",
@@ -453,22 +454,31 @@ llvm::Expected<std::vector<Launch>> emitRouterTopk(const Function &fn, const Nod
                      ilit(hasBias ? ls[3].offset : 0), ilit(hasBias ? ls[3].strides.back() : 0))
            .str();
   c += "};\n";
-  std::string params = "float* normed, int* ids, float* wout, const float* x, const Cfg::NW* nw, "
-                       "const Cfg::W* w";
+  std::string params = "float* normed, int* ids, float* wout, float* scratch, unsigned* counters, "
+                       "const float* x, const Cfg::NW* nw, const Cfg::W* w";
   if (hasBias)
     params += ", const Cfg::Bias* bias";
-  c += kernelEntry(kRouterThreads, params,
-                   std::string("fg::routerTopk<Cfg>(fg::RouterArgs<Cfg>{normed, ids, wout, x, nw, w, ") +
-                       (hasBias ? "bias" : "nullptr") + "});",
-                   0, {}, static_cast<unsigned>(kRouterBlocks));
+  // The router's rows before the wait only when no kernel writes them (a
+  // graph weight); otherwise the same loads after it.
+  const Argument *wa = fn.argumentOf(node.operands[2]);
+  const bool early = wa && wa->role == ArgRole::Weight;
+  const std::string load = "fg::RouterRow<Cfg> held = fg::routerPrefetch<Cfg>(w);";
+  c += kernelEntry(static_cast<unsigned>(32 * kRouterWarps), params,
+                   std::string(early ? "" : load + "\n  ") +
+                       "fg::routerTopk<Cfg>(fg::RouterArgs<Cfg>{normed, ids, wout, scratch, counters, "
+                       "x, nw, w, " +
+                       (hasBias ? "bias" : "nullptr") + "}, held);",
+                   0, early ? load : "");
   KernelSpec k = finishSpec(node.info().mnemonic,
                             kernelSource("row.cuh").str() + kernelSource("topk.cuh").str() + c);
-  k.grid[0] = static_cast<unsigned>(kRouterBlocks);
-  k.block[0] = kRouterThreads;
-  k.params = {Param::result(0), Param::result(1), Param::result(2),
-              Param::operand(0), Param::operand(1), Param::operand(2)};
+  k.grid[0] = static_cast<unsigned>(blocks);
+  k.block[0] = static_cast<unsigned>(32 * kRouterWarps);
+  k.params = {Param::result(0),   Param::result(1),   Param::result(2), Param::scratch(),
+              Param::counters(), Param::operand(0), Param::operand(1), Param::operand(2)};
   if (hasBias)
     k.params.push_back(Param::operand(3));
+  k.scratchBytes = static_cast<uint64_t>(E) * 4;
+  k.counterBytes = 4;
   return std::vector<Launch>{std::move(k)};
 }
 
@@ -494,7 +504,7 @@ llvm::Expected<std::vector<Launch>> emitFusedRow(const Function &fn, const Node 
   if (node.kind == OpKind::FusedTopkMoe)
     return emitTopkMoe(fn, node, ls);
   if (node.kind == OpKind::FusedRmsNormMatmulTopkMoe)
-    return emitRouterTopk(fn, node, ls, o);
+    return emitRouterTopk(fn, node, ls);
   return emitNormRows(fn, node, ls, o);
 }
 

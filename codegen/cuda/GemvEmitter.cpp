@@ -747,6 +747,12 @@ std::string dp4aCfg(llvm::StringRef name, llvm::StringRef base, const GemvDesc &
       .str();
 }
 
+/// What a DP4A launch does to x (LaunchRecord::actQuant): quantises it, or
+/// with the norm prologue's rstd deferred, x·norm_w (Cfg::kNormDeferred).
+ActQuant dp4aActQuant(const GemvDesc &d, const EmitOptions &o) {
+  return d.norm && o.gemvDp4aNormDeferred ? ActQuant::Int8NormDeferred : ActQuant::Int8;
+}
+
 template <class CfgFn>
 KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, CfgFn &&cfgStruct) {
   const Dp4aSplit s = dp4aSplit(d, o);
@@ -790,6 +796,7 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
   k.sharedBytes = s.ringBytes;
   k.params = std::move(e.bind);
   k.form = KernelForm::Dp4aGemv;
+  k.actQuant = dp4aActQuant(d, o);
   return k;
 }
 
@@ -832,6 +839,7 @@ KernelSpec dp4aMultiKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &s
   k.sharedBytes = s.ringBytes;
   k.params = std::move(e.bind);
   k.form = KernelForm::Dp4aGemv;
+  k.actQuant = dp4aActQuant(d, o);
   return k;
 }
 

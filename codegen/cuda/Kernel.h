@@ -21,6 +21,7 @@
 
 #include "codegen/cuda/Cublas.h"
 #include "ir/Graph.h"
+#include "ir/Quantize.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
@@ -71,6 +72,8 @@ struct KernelSpec {
   /// its first run, and the kernel leaves them zero, so no launch clears them.
   uint64_t counterBytes = 0;
   KernelForm form = KernelForm::Other; ///< not part of a plan: the compiler's rules read it
+  /// How its GEMVs read x (LaunchRecord::actQuant): Int8 on DP4A.
+  ActQuant actQuant = ActQuant::Exact;
 };
 
 using Launch = std::variant<KernelSpec, CublasGemmSpec>;

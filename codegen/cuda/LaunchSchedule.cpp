@@ -146,6 +146,7 @@ llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,
           rec.block[d] = ks->block[d];
         }
         rec.sharedBytes = ks->sharedBytes;
+        rec.actQuant = ks->actQuant;
         uint64_t counters = ks->counterBytes ? tables.counters(ks->counterBytes) : 0;
         for (const Param &p : ks->params) {
           if (p.kind == Param::Kind::Counters && !ks->counterBytes)

@@ -10,8 +10,9 @@ namespace fg::ref {
 llvm::Error setRowsInPlace(HostTensor &dst, const HostTensor &src, const HostTensor &idx);
 
 /// Evaluates a fused node (kFused) through its decomposition, step by step
-/// with evalNode (runtime/reference/Decompose.cpp).
+/// with evalNode (runtime/reference/Decompose.cpp), its GEMVs reading x as
+/// `act` says.
 llvm::Error evalDecomposed(const Node &node, llvm::ArrayRef<const HostTensor *> operands,
-                           llvm::SmallVectorImpl<HostTensor> &results);
+                           llvm::SmallVectorImpl<HostTensor> &results, ActQuant act);
 
 } // namespace fg::ref

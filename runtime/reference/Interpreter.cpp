@@ -130,6 +130,10 @@ HostTensor *ReferenceInterpreter::state(llvm::StringRef name) {
   return it == state_.end() ? nullptr : &it->second;
 }
 
+void ReferenceInterpreter::setActQuant(llvm::StringRef entry, std::vector<ActQuant> act) {
+  actQuant_[entry] = std::move(act);
+}
+
 llvm::Error ReferenceInterpreter::run(llvm::StringRef entry,
                                       const llvm::StringMap<HostTensor> &inputs,
                                       std::vector<std::pair<std::string, HostTensor>> &outputs) {
@@ -143,6 +147,8 @@ llvm::Error ReferenceInterpreter::run(llvm::StringRef entry,
   if (!prepared_)
     if (llvm::Error e = prepare())
       return e;
+  auto actIt = actQuant_.find(entry);
+  const std::vector<ActQuant> noAct, &act = actIt == actQuant_.end() ? noAct : actIt->second;
   std::string where = "entry '" + entry.str() + "'";
 
   size_t n = fn->numValues();
@@ -239,7 +245,7 @@ llvm::Error ReferenceInterpreter::run(llvm::StringRef entry,
       own(node.result(), std::move(t));
     } else {
       results.clear();
-      if (llvm::Error e = evalNode(node, ops, results))
+      if (llvm::Error e = evalNode(node, ops, results, i < act.size() ? act[i] : ActQuant::Exact))
         return nodeError(std::move(e));
       for (size_t r = 0; r < results.size(); ++r)
         own(node.results[r], std::move(results[r]));

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "ir/Graph.h"
+#include "ir/Quantize.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringMap.h"
@@ -70,6 +71,12 @@ public:
   void resetState();
   HostTensor *state(llvm::StringRef name);
 
+  /// Node i of entry `entry`'s function computes its GEMVs with x as act[i]
+  /// says (ir/Quantize.h; nodes past its end: exactly): the numerics of the
+  /// CUDA program's launches (LaunchRecord::actQuant), so the reference
+  /// computes what the GPU computes (ExecOptions::cpuActQuant).
+  void setActQuant(llvm::StringRef entry, std::vector<ActQuant> act);
+
   /// Runs entry `entry` with the given inputs (by argument name) and returns
   /// its results by value name, in the entry's result order.
   llvm::Error run(llvm::StringRef entry, const llvm::StringMap<HostTensor> &inputs,
@@ -80,12 +87,16 @@ private:
   bool prepared_ = false;
   llvm::StringMap<HostTensor> weights_;
   llvm::StringMap<HostTensor> state_;
+  llvm::StringMap<std::vector<ActQuant>> actQuant_;
 };
 
 /// Evaluates one node on host tensors (the building block of run(); tests use
 /// it directly). `operands` are in the node's operand order. For ops that
 /// update state, results[0] is written and the caller stores it back.
+/// `act`: how the node's GEMVs read x (ActQuant; fused nodes: every GEMV of
+/// their decomposition).
 llvm::Error evalNode(const Node &node, llvm::ArrayRef<const HostTensor *> operands,
-                     llvm::SmallVectorImpl<HostTensor> &results);
+                     llvm::SmallVectorImpl<HostTensor> &results,
+                     ActQuant act = ActQuant::Exact);
 
 } // namespace fg

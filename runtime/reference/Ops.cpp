@@ -11,6 +11,7 @@
 #include "runtime/reference/Eval.h"
 
 #include "ir/Numeric.h"
+#include "ir/Quantize.h"
 #include "ir/OpViews.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -100,6 +101,7 @@ struct Ctx {
   ArrayRef<const HostTensor *> ops;
   SmallVector<TensorType, 1> types; ///< result types, from the op's type rule
   llvm::SmallVectorImpl<HostTensor> &results;
+  ActQuant act = ActQuant::Exact; ///< how the node's GEMVs read x (matmul, matmul_id)
 
   const HostTensor &op(unsigned i) const { return *ops[i]; }
   bool has(unsigned i) const { return i < ops.size(); }
@@ -180,18 +182,49 @@ Error evalSetRows(Ctx &c) {
 
 // --- matmuls --------------------------------------------------------------------
 
-/// out[m, n] = Σ_k x[m, k] · w[n, k] with f64 accumulation, w decoded a row at a time.
+/// out[m, n] = Σ_k x[m, k] · w[n, k] with f64 accumulation, w decoded a row
+/// at a time. `act` Int8 (or Int8NormDeferred: its caller has x·norm_w here)
+/// over weights whose GEMV quantises x (quantizesActivations): each x row as
+/// the DP4A kernels read it, x̂ = dx·xq per 32 (quantizeActivationsInt8), and
+/// q4_K's mins (dmin·m) against the exact x, as kernels/gemv_dp4a.cuh computes
+/// Σ w·x: every integer dot there is exact, so only f32 rounding differs.
 Error matmulRows(const float *x, int64_t m, const HostTensor &w, int64_t wRow0, int64_t n,
-                 int64_t k, float *out, int64_t outStride) {
-  std::vector<float> row(static_cast<size_t>(k));
+                 int64_t k, float *out, int64_t outStride, ActQuant act = ActQuant::Exact) {
+  const DType wt = w.type.dtype;
+  const bool int8 = act != ActQuant::Exact && quantizesActivations(wt);
+  if (int8 && k % 32)
+    return failf("int8 activations take whole blocks of 32, not K = {0}", k);
+  std::vector<float> row(static_cast<size_t>(k)), mins;
+  std::vector<double> xhat; // m rows of dx·xq
+  if (int8) {
+    xhat.resize(static_cast<size_t>(m * k));
+    std::vector<int8_t> xq(static_cast<size_t>(k));
+    std::vector<float> dx(static_cast<size_t>(k / 32));
+    for (int64_t i = 0; i < m; ++i) {
+      quantizeActivationsInt8(x + i * k, k, xq.data(), dx.data());
+      for (int64_t l = 0; l < k; ++l)
+        xhat[i * k + l] = static_cast<double>(dx[l / 32]) * xq[l];
+    }
+    if (wt == DType::Q4_K)
+      mins.resize(static_cast<size_t>(k));
+  }
   for (int64_t j = 0; j < n; ++j) {
-    if (Error e = decodeRange(w, (wRow0 + j) * k, k, row.data()))
+    if (!mins.empty()) {
+      if ((wRow0 + j) * k % 256 || k % 256)
+        return failf("cannot read q4_K row {0} of {1} elements: not whole 256-blocks", wRow0 + j, k);
+      decodeQ4KParts(w.data.data() + storageBytes(wt, (wRow0 + j) * k), row.data(), mins.data(), k);
+    } else if (Error e = decodeRange(w, (wRow0 + j) * k, k, row.data())) {
       return e;
+    }
     for (int64_t i = 0; i < m; ++i) {
       const float *xr = x + i * k;
       double acc = 0;
-      for (int64_t l = 0; l < k; ++l)
-        acc += static_cast<double>(xr[l]) * row[l];
+      if (!int8)
+        for (int64_t l = 0; l < k; ++l)
+          acc += static_cast<double>(xr[l]) * row[l];
+      else
+        for (int64_t l = 0; l < k; ++l)
+          acc += xhat[i * k + l] * row[l] - (mins.empty() ? 0.0 : static_cast<double>(xr[l]) * mins[l]);
       out[i * outStride + j] = static_cast<float>(acc);
     }
   }
@@ -204,7 +237,7 @@ Error evalMatMul(Ctx &c) {
   int64_t n = w.type.shape[0], k = w.type.shape[1];
   int64_t m = k ? static_cast<int64_t>(x.size()) / k : 0;
   std::vector<float> out(static_cast<size_t>(m * n));
-  if (Error e = matmulRows(x.data(), m, w, 0, n, k, out.data(), n))
+  if (Error e = matmulRows(x.data(), m, w, 0, n, k, out.data(), n, c.act))
     return e;
   return c.emit(out);
 }
@@ -223,7 +256,8 @@ Error evalMatMulId(Ctx &c) {
       if (Error err = checkIndex(e, experts, "ids", ti * kSel + j))
         return err;
       const float *xr = x.data() + (ti * xRows + (xRows == 1 ? 0 : j)) * k;
-      if (Error err = matmulRows(xr, 1, w, e * n, n, k, out.data() + (ti * kSel + j) * n, n))
+      if (Error err = matmulRows(xr, 1, w, e * n, n, k, out.data() + (ti * kSel + j) * n, n,
+                                 c.act))
         return err;
     }
   return c.emit(out);
@@ -705,7 +739,7 @@ Error setRowsInPlace(HostTensor &dst, const HostTensor &src, const HostTensor &i
 } // namespace ref
 
 Error evalNode(const Node &node, ArrayRef<const HostTensor *> operands,
-               llvm::SmallVectorImpl<HostTensor> &results) {
+               llvm::SmallVectorImpl<HostTensor> &results, ActQuant act) {
   const OpInfo &info = node.info();
   auto where = [&](Error e) {
     return fail("'" + llvm::Twine(info.mnemonic) + "': " + llvm::toString(std::move(e)));
@@ -723,7 +757,7 @@ Error evalNode(const Node &node, ArrayRef<const HostTensor *> operands,
   SmallVector<TensorType, 1> resultTypes;
   if (Error e = inferResultTypes(node.kind, types, node.attrs, resultTypes))
     return e; // already names the op
-  Ctx c{node, operands, resultTypes, results};
+  Ctx c{node, operands, resultTypes, results, act};
   size_t before = results.size();
   auto dispatch = [&]() -> Error {
     switch (node.kind) {
@@ -732,7 +766,7 @@ Error evalNode(const Node &node, ArrayRef<const HostTensor *> operands,
     return eval##Kind(c);
 #define FG_FUSED_OP(Kind, ...)                                                                     \
   case OpKind::Kind:                                                                               \
-    return ref::evalDecomposed(node, operands, results);
+    return ref::evalDecomposed(node, operands, results, act);
 #include "ir/Ops.def"
     }
     return fail("unknown op kind");

@@ -191,80 +191,132 @@ template <class C> static __device__ __forceinline__ void topkMoe(const TopkArgs
 
 // --- the router of one token in one launch (fused.rms_norm_matmul_topk_moe) -----------
 //
-// One thread-block cluster of C::kBlocks blocks (sm_90: the emitter refuses
-// older GPUs). Every block reads the token's row x (C::L values), sums its
-// squares in one fixed order (so every block has the same rstd bits) and
-// normalises it into shared memory as fused.rms_norm_mul does,
-// ((x · rstd) · nw[c]) in f32; block b writes its slice of that row (the
-// experts read it). Then the router: warp w of block b takes experts
-// b·W + w, + kBlocks·W, ... (W warps a block), its lanes 16 bytes of the
-// router row at a time against the normalised x, a warp sum, and lane 0
-// stores the logit into block 0's shared memory through the cluster
-// (mapa + st.shared::cluster); one cluster barrier (release / acquire),
-// then block 0 ranks the experts exactly as fused.topk_moe does (topkRow).
-// No atomics, no global round trip between the GEMV and the ranking.
+// One warp an expert over the whole GPU (C::kWarps a block, ceil(E / kWarps)
+// blocks). A lane holds C::kHeld 16-byte units of its expert's router row
+// (units lane, lane + 32, ...: C::V weights each), loaded by the entry's
+// prologue before the programmatic-launch wait when the router is a weight
+// (no kernel writes it: RouterRow, routerPrefetch), so the 1 MiB of a W-moe
+// router streams while the previous kernel ends; units past kHeld load after
+// the wait. After it, each lane reads its x and norm weight values (L2: the
+// row was just written) and sums Σ w·(x·nw) and Σ x², one order in every
+// warp, so every warp has the row's rstd to the bit; the logit is
+// rstd · Σ w·(x·nw) (the norm deferred to the sum, as the DP4A GEMV's), and
+// block b writes its slice of the normalised row ((x · rstd) · nw, f32, as
+// fused.rms_norm_mul: the experts read it). Lane 0 stores the logit in the
+// launch's scratch; after a fence the block's thread 0 counts the block
+// done, and the last block to arrive reads the E logits back through L2, resets the counter to 0 for the next replay, and ranks
+// the experts exactly as fused.topk_moe does (topkRow).
 
 template <class C> struct RouterArgs {
   float *normed;
   int *ids;
   float *wout;
+  float *scratch;     ///< [E] logits
+  unsigned *counters; ///< [1], zero on entry; the last block resets it
   const float *x;
   const typename C::NW *nw;
   const typename C::W *w;
   const typename C::Bias *bias;
 };
 
-template <class C> static __device__ __forceinline__ void routerTopk(const RouterArgs<C> &a) {
-  constexpr int NT = C::kThreads, E = C::E, K = C::K, L = C::L, CB = C::kBlocks;
-  constexpr int NW = NT / 32, V = 16 / (int)sizeof(typename C::W);
-  static_assert(L % V == 0 && NT % 32 == 0, "whole 16-byte units of a router row");
-  __shared__ float xs[L];  // the normalised row
-  __shared__ float lg[E];  // block 0: every expert's logit (stored by the cluster's blocks)
-  __shared__ float pr[E], sel[E], wk[K];
+/// A lane's units of its expert's router row held in registers.
+template <class C> struct RouterRow {
+  uint4 u[C::kHeld];
+};
+
+/// The held units of this warp's expert row (none past E).
+template <class C>
+static __device__ __forceinline__ RouterRow<C> routerPrefetch(const typename C::W *w) {
+  RouterRow<C> r;
+  const int lane = threadIdx.x & 31;
+  const long long e = (long long)blockIdx.x * C::kWarps + (threadIdx.x >> 5);
+  const uint4 *row = reinterpret_cast<const uint4 *>(w + C::kWOff + e * C::kWLd);
+#pragma unroll
+  for (int i = 0; i < C::kHeld; ++i) {
+    const int u = lane + 32 * i;
+    r.u[i] = e < C::E && u < C::L / C::V ? __ldg(row + u) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  return r;
+}
+
+/// Σ w·(x·nw) and Σ x² of one 16-byte unit of weights at column c.
+template <class C>
+static __device__ __forceinline__ void routerUnit(const RouterArgs<C> &a, const uint4 &u, int c,
+                                                  float &dot, float &ss) {
+  constexpr int V = C::V;
+  float wv[V];
+  const typename C::W *wp = reinterpret_cast<const typename C::W *>(&u);
+#pragma unroll
+  for (int i = 0; i < V; ++i)
+    wv[i] = fg_to_f(wp[i]);
+  float xv[V], nv[V];
+  if constexpr (C::kXOff % 4 == 0 && C::kNwOff % 4 == 0) { // 16-byte loads (V is 4 or 8)
+#pragma unroll
+    for (int i = 0; i < V; i += 4) {
+      const float4 x4 = *reinterpret_cast<const float4 *>(a.x + C::kXOff + c + i);
+      const float4 n4 = *reinterpret_cast<const float4 *>(a.nw + C::kNwOff + c + i);
+      xv[i] = x4.x, xv[i + 1] = x4.y, xv[i + 2] = x4.z, xv[i + 3] = x4.w;
+      nv[i] = n4.x, nv[i + 1] = n4.y, nv[i + 2] = n4.z, nv[i + 3] = n4.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      xv[i] = a.x[C::kXOff + c + i], nv[i] = fg_to_f(a.nw[C::kNwOff + c + i]);
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    ss = fmaf(xv[i], xv[i], ss);
+    dot = fmaf(wv[i], xv[i] * nv[i], dot);
+  }
+}
+
+template <class C>
+static __device__ __forceinline__ void routerTopk(const RouterArgs<C> &a, const RouterRow<C> &held) {
+  constexpr int NT = C::kWarps * 32, E = C::E, K = C::K, L = C::L, V = C::V;
+  constexpr int kUnits = L / V, kPerLane = (kUnits + 31) / 32; // 16-byte units
+  __shared__ float lg[E], pr[E], sel[E], wk[K];
   __shared__ double shd[32];
   __shared__ float shf[32];
-  const int rank = (int)blockIdx.x; // the grid is one cluster
-  // 1. The norm, every block the whole row in one order.
-  float ss = 0.0f;
-  for (int c = threadIdx.x; c < L; c += NT) {
-    const float v = a.x[C::kXOff + c];
-    xs[c] = v;
-    ss += v * v;
-  }
-  ss = fg_block_sum<NT>(ss);
-  const float rstd = 1.0f / sqrtf(ss / (float)L + __int_as_float(C::kEpsBits));
-  constexpr int kSlice = (L + CB - 1) / CB;
-  for (int c = threadIdx.x; c < L; c += NT) {
-    const float n = (xs[c] * rstd) * fg_to_f(a.nw[C::kNwOff + c]);
-    xs[c] = n;
-    if (c / kSlice == rank)
-      a.normed[c] = n;
-  }
-  __syncthreads();
-  // 2. The router GEMV: a warp a row, lanes over K.
+  __shared__ bool last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int e = rank * NW + warp; e < E; e += CB * NW) {
-    const typename C::W *row = a.w + C::kWOff + (long long)e * C::kWLd;
-    float acc = 0.0f;
-#pragma unroll 4
-    for (int c = lane * V; c < L; c += 32 * V) {
-      float wv[V];
-      fgLoad<V>(row + c, wv);
+  const long long e = (long long)blockIdx.x * C::kWarps + warp;
+  // 1. This warp's expert: the held units, then the rest of the row.
+  float dot = 0.0f, ss = 0.0f;
 #pragma unroll
-      for (int i = 0; i < V; ++i)
-        acc = fmaf(wv[i], xs[c + i], acc);
-    }
-    acc = fg_warp_sum(acc);
-    if (lane == 0)
-      fg_store_remote(&lg[e], 0u, acc);
+  for (int i = 0; i < C::kHeld; ++i)
+    if (lane + 32 * i < kUnits)
+      routerUnit<C>(a, held.u[i], (lane + 32 * i) * V, dot, ss);
+  if constexpr (kPerLane > C::kHeld) {
+    const uint4 *row = reinterpret_cast<const uint4 *>(a.w + C::kWOff + min(e, (long long)E - 1) * C::kWLd);
+#pragma unroll 4
+    for (int i = C::kHeld; i < kPerLane; ++i)
+      if (lane + 32 * i < kUnits)
+        routerUnit<C>(a, __ldg(row + lane + 32 * i), (lane + 32 * i) * V, dot, ss);
   }
-  // 3. Every logit in block 0, then its ranking (.aligned barriers: the
-  // warp reconverged after lane 0's store first).
-  __syncwarp();
-  fg_cluster_arrive(false);
-  fg_cluster_wait();
-  if (rank != 0)
+  dot = fg_warp_sum(dot);
+  ss = fg_warp_sum(ss);
+  const float rstd = 1.0f / sqrtf(ss / (float)L + __int_as_float(C::kEpsBits));
+  if (lane == 0 && e < E)
+    a.scratch[e] = dot * rstd;
+  // 2. This block's slice of the normalised row.
+  constexpr int kSlice = (L + C::kBlocks - 1) / C::kBlocks;
+  const int c0 = (int)blockIdx.x * kSlice, c1 = min(L, c0 + kSlice);
+  for (int c = c0 + (int)threadIdx.x; c < c1; c += NT)
+    a.normed[c] = (a.x[C::kXOff + c] * rstd) * fg_to_f(a.nw[C::kNwOff + c]);
+  // 3. The last block to finish ranks the experts.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0)
+    last = atomicAdd(a.counters, 1u) == (unsigned)(C::kBlocks - 1);
+  __syncthreads();
+  if (!last)
     return;
+  __threadfence();
+  for (int i = threadIdx.x; i < E; i += NT)
+    lg[i] = __ldcg(a.scratch + i);
+  if (threadIdx.x == 0)
+    *a.counters = 0u; // for the next replay
+  __syncthreads();
   topkRow<C, NT>(lg, pr, sel, wk, a.ids, a.wout, a.bias, shd, shf);
 }
 

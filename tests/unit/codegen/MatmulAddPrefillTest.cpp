@@ -165,9 +165,10 @@ TEST(MatmulAddPrefill, ReferenceEqualsUnfused) {
   EXPECT_LE(normalizedError(ys[0], ys[1]), 1e-6);
 }
 
-/// The Lt fields (lt, ldd, d) survive the plan file; a program of the
-/// previous format (tag FGPW, GEMM records without them) still reads, its
-/// GEMMs plain.
+/// The Lt fields (lt, ldd, d) and a launch's ActQuant survive the plan
+/// file; a program of the format before the ActQuant byte (tag FGPY) reads
+/// with every launch exact, and one of the format before the Lt fields (tag
+/// FGPW, GEMM records without them) with its GEMMs plain.
 TEST(MatmulAddPrefill, PlanRoundTripsAndThePreviousFormatReads) {
   Plan plan = prefillPlan(64, DType::BF16, true);
   auto back = Plan::deserialize(plan.serialize(), "matmul-add.plan");
@@ -205,6 +206,7 @@ TEST(MatmulAddPrefill, PlanRoundTripsAndThePreviousFormatReads) {
   l.gemm.ldd = 0x0123456789abcdefLL;
   l.gemm.d = {BufferSpace::Arena, 0, 0x0fedcba987654321ULL};
   l.what = "%y = matmul";
+  l.actQuant = ActQuant::Int8NormDeferred;
   e.launches.push_back(l);
   p.entries.push_back(e);
   std::string bytes = encodeProgram(p).bytes;
@@ -212,6 +214,29 @@ TEST(MatmulAddPrefill, PlanRoundTripsAndThePreviousFormatReads) {
     auto now = decodeProgram(bytes);
     ASSERT_TRUE(bool(now)) << llvm::toString(now.takeError());
     EXPECT_EQ(now->entries[0].launches[0].gemm.ldd, 0x0123456789abcdefLL);
+    EXPECT_EQ(now->entries[0].launches[0].actQuant, ActQuant::Int8NormDeferred);
+  }
+  // The ActQuant byte follows `what`; a bad one is a corrupt section.
+  const size_t whatAt = bytes.find("%y = matmul");
+  ASSERT_NE(whatAt, std::string::npos);
+  const size_t actAt = whatAt + std::strlen("%y = matmul");
+  ASSERT_EQ(bytes[actAt], static_cast<char>(ActQuant::Int8NormDeferred));
+  {
+    std::string bad = bytes;
+    bad[actAt] = 7;
+    auto r = decodeProgram(bad);
+    ASSERT_FALSE(bool(r));
+    EXPECT_NE(llvm::toString(r.takeError()).find("bad activation quantisation"), std::string::npos);
+  }
+  bytes.erase(actAt, 1);
+  {
+    uint32_t v8 = 0x46475059; // "FGPY": no ActQuant byte
+    std::string y = bytes;
+    std::memcpy(&y[0], &v8, 4);
+    auto r = decodeProgram(y);
+    ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+    EXPECT_EQ(r->entries[0].launches[0].actQuant, ActQuant::Exact);
+    EXPECT_EQ(r->entries[0].launches[0].gemm.ldd, 0x0123456789abcdefLL);
   }
   std::string marker(22, '\0');
   marker[0] = 0; // lt
