@@ -1031,10 +1031,10 @@ int main(int argc, char **argv) {
       s.emit.gemvDp4aShareX = false; // x quantised by every row group (the default shares it)
     } else if (a == "--gemv-dp4a-warp-load") {
       s.emit.gemvDp4aWarpLoad = true; // q4_K, q8_0, q4_0 dense rows read by whole warps (the default)
-      s.emit.gemvDp4aWarpLoadExperts = true; // and experts' (default: lane by lane)
+      s.emit.gemvDp4aWarpLoadExperts = 1; // and experts' (default: q8_0's only)
     } else if (a == "--gemv-dp4a-lanes") {
       s.emit.gemvDp4aWarpLoad = false; // q4_K, q8_0, q4_0: each lane its own bytes everywhere
-      s.emit.gemvDp4aWarpLoadExperts = false;
+      s.emit.gemvDp4aWarpLoadExperts = 0;
     } else if (a == "--gemv-dp4a-q6k-lanes") {
       s.emit.gemvDp4aQ6kWarp = false; // q6_K: each lane its own bytes (the default: whole warps)
     } else if (a == "--no-gemv-dp4a") {

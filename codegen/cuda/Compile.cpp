@@ -346,7 +346,7 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
   if (auto n = envInt("FG_DEBUG_DP4A_WARP_LOAD", 0, 1))
     emit.gemvDp4aWarpLoad = *n == 1;
   if (auto n = envInt("FG_DEBUG_DP4A_WARP_LOAD_EXPERTS", 0, 1))
-    emit.gemvDp4aWarpLoadExperts = *n == 1;
+    emit.gemvDp4aWarpLoadExperts = static_cast<int>(*n);
   if (auto n = envInt("FG_DEBUG_DP4A_SHARE_X", 0, 1))
     emit.gemvDp4aShareX = *n == 1;
   emit.gemvDp4aL2Ahead =

@@ -627,7 +627,8 @@ GemvEntry gemvEntry(const GemvDesc &d) {
 /// k-step (the weights of its wide decoder's four lanes).
 /// q6_K's rows read by whole warps (EmitOptions::gemvDp4aQ6kWarp).
 /// q4_K, q8_0 and q4_0 read by whole warps (EmitOptions::gemvDp4aWarpLoad
-/// for dense launches, gemvDp4aWarpLoadExperts for expert-indexed ones).
+/// for dense launches, gemvDp4aWarpLoadExperts for expert-indexed ones: by
+/// its rule q8_0 only).
 /// How a DP4A launch finds its rows: dense, expert-indexed (one expert a
 /// block row), or per lane (fused.matmul_id_sum_add: each lane's k-steps
 /// from its slot's expert, so every type is read lane by lane).
@@ -635,12 +636,14 @@ enum class Dp4aUse { Dense, Expert, Lanes };
 Dp4aUse dp4aUse(const GemvDesc &d) {
   return d.moeSum ? Dp4aUse::Lanes : d.expert ? Dp4aUse::Expert : Dp4aUse::Dense;
 }
-bool dp4aWarpLoad(Dp4aUse u, const EmitOptions &o) {
-  return u == Dp4aUse::Dense ? o.gemvDp4aWarpLoad
-                             : u == Dp4aUse::Expert && o.gemvDp4aWarpLoadExperts;
+bool dp4aWarpLoad(DType t, Dp4aUse u, const EmitOptions &o) {
+  if (u == Dp4aUse::Dense)
+    return o.gemvDp4aWarpLoad;
+  const int experts = o.gemvDp4aWarpLoadExperts;
+  return u == Dp4aUse::Expert && (experts > 0 || (experts < 0 && t == DType::Q8_0));
 }
 const char *dp4aPolicy(DType t, Dp4aUse u, const EmitOptions &o) {
-  const bool w = dp4aWarpLoad(u, o);
+  const bool w = dp4aWarpLoad(t, u, o);
   switch (t) {
   case DType::Q4_K: return w ? "fg::Dp4aWarpOf<fg::Dp4aQ4K>" : "fg::Dp4aQ4K";
   case DType::Q8_0: return w ? "fg::Dp4aWarpOf<fg::Dp4aQ8_0>" : "fg::Dp4aQ8_0";
@@ -668,7 +671,7 @@ struct Dp4aSplit {
 /// 16-byte units of a lane's bytes of a row in the staged form (0: the
 /// type has none; gemv_dp4a.cuh, Dp4aQ4K::kUnits; read by whole warps, none).
 int dp4aUnits(DType t, Dp4aUse u, const EmitOptions &o) {
-  return t == DType::Q4_K && !dp4aWarpLoad(u, o) ? 3 : 0;
+  return t == DType::Q4_K && !dp4aWarpLoad(t, u, o) ? 3 : 0;
 }
 
 Dp4aSplit dp4aSplit(const GemvDesc &d, const EmitOptions &o) {

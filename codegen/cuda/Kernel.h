@@ -416,10 +416,14 @@ struct EmitOptions {
   /// (twentieth session, W-dense steps: q8_0 3.53 -> 3.28 ms, q4_0 2.43 ->
   /// 2.12, q4_K 1.92 -> 1.86). FG_DEBUG_DP4A_WARP_LOAD=0|1.
   bool gemvDp4aWarpLoad = true;
-  /// The same for expert-indexed launches (matmul_id): off, since W-moe-12
-  /// q4_K took 0.553 -> 0.578 ms with every launch read by whole warps.
+  /// The same for expert-indexed launches (matmul_id): -1 the rule, q8_0
+  /// by whole warps and q4_K / q4_0 lane by lane; 0 none; 1 every type.
+  /// W-moe-12 q4_K took 0.553 -> 0.578 ms with every launch read by whole
+  /// warps (twentieth session); q8_0's gated expert GEMV 12.17 -> 9.97 us
+  /// (48 -> 59 % of the bandwidth), q4_K's the same 7.23 / 7.24
+  /// (twenty-second session, fg_bench_kernels, one run).
   /// FG_DEBUG_DP4A_WARP_LOAD_EXPERTS=0|1.
-  bool gemvDp4aWarpLoadExperts = false;
+  int gemvDp4aWarpLoadExperts = -1;
   /// The DP4A GEMV's rms_norm prologue with the row's rstd deferred to the
   /// stores (Cfg::kNormDeferred, gemv_dp4a.cuh fg_dp4a_run): x · nw is
   /// quantised at once, its sum of squares taken in the same pass, and each

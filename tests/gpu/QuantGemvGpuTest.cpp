@@ -542,13 +542,18 @@ void expectDp4aForm(QuantCase &c, const char *pipeline = "canonicalize,cse,dce",
   {
     // q4_K, q8_0 and q4_0 rows loaded lane by lane (dense launches read by
     // whole warps by default, Dp4aWarpOf), and expert-indexed ones by whole
-    // warps (lane by lane by default): the same bits.
+    // warps and lane by lane (by default q8_0's by whole warps, the others'
+    // lane by lane): the same bits.
     {
       ScopedEnv lanes("FG_DEBUG_DP4A_WARP_LOAD", "0");
       EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_WARP_LOAD=0";
     }
-    ScopedEnv warps("FG_DEBUG_DP4A_WARP_LOAD_EXPERTS", "1");
-    EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_WARP_LOAD_EXPERTS=1";
+    {
+      ScopedEnv warps("FG_DEBUG_DP4A_WARP_LOAD_EXPERTS", "1");
+      EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_WARP_LOAD_EXPERTS=1";
+    }
+    ScopedEnv expertLanes("FG_DEBUG_DP4A_WARP_LOAD_EXPERTS", "0");
+    EXPECT_EQ(gpuResult(c, pipeline), dp4a) << "FG_DEBUG_DP4A_WARP_LOAD_EXPERTS=0";
   }
   if (fused == OpKind::FusedRmsNormMatmul || fused == OpKind::FusedRmsNormGatedMatmul ||
       fused == OpKind::FusedRmsNormMatmulMulti) {
