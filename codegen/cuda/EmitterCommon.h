@@ -58,8 +58,10 @@ KernelSpec finishSpec(llvm::StringRef mnemonic, std::string body);
 /// register cap that follows from it). `prologue`, if any, runs before the
 /// wait, possibly while the previous kernel still runs: it issues L2
 /// prefetch hints (fg_prefetch_l2) and reads, bypassing L1, only what it
-/// needs to aim them (decode attention: the positions); nothing it reads
-/// decides a result, and it writes nothing. `clusterX` > 0 compiles the
+/// needs to aim them (decode attention: the positions), or loads weights
+/// into registers (the DP4A GEMV's first tiles, the fused router's rows):
+/// nothing it reads is written by a kernel of the step, and it writes
+/// nothing. `clusterX` > 0 compiles the
 /// thread-block cluster shape (clusterX, 1, 1) into the entry
 /// (__cluster_dims__): every launch of it, graphs included, runs clusters of
 /// that many blocks along x (the grid's x a multiple of it).

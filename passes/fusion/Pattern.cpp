@@ -314,10 +314,12 @@ const std::vector<std::string> &optInFusionPatterns() {
   // is 0.5 us slower than the plain one. It pays only once K's rope and
   // cache write leave their own launch too.
   // rms_norm_matmul_topk_moe (the FFN norm, the router GEMV and the routing
-  // in one cluster launch, twenty-first session): correct on the H200 (its
-  // GPU cases, memcheck) but slower, W-moe-12 q4_K 0.5277 -> 0.5690 ms and
-  // f16 0.8270 -> 0.8836 (one call): its 8 blocks stream the 1 MiB f32
-  // router at ~16 KB in flight an SM, where the plain GEMV has the whole GPU.
+  // in one launch): correct on the H200 (its GPU cases, memcheck, racecheck)
+  // but slower. As one 8-block cluster (twenty-first session) W-moe-12 q4_K
+  // 0.5277 -> 0.5690 ms, f16 0.8270 -> 0.8836; as a warp an expert over the
+  // whole GPU with the last block ranking (twenty-second) 0.532-0.545 ->
+  // 0.559-0.562 and 0.837 -> 0.849: the two launches it removes cost little
+  // under programmatic launch, and its ranking tail is topk_moe's.
   static const std::vector<std::string> names = {"rope_attention", "rms_norm_matmul_topk_moe"};
   return names;
 }

@@ -16,8 +16,8 @@
 //
 // Legality: the logits have no other use (the driver's rule: an elided
 // value); the norm is f32 without a convert; the router is a matrix. The
-// target decides the rest (CUDA: one token, sm_90, a cluster of blocks whose
-// block 0 ranks the experts: CudaEmit's reasons otherwise).
+// target decides the rest (CUDA: one token, a warp an expert over the whole
+// GPU and the last block ranking them: CudaEmit's reasons otherwise).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/fusion/Pattern.h"
