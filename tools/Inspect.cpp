@@ -313,6 +313,12 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
         os << "; layer " << c.layer << ": " << c.layerLaunches << " launches, "
            << c.layerLongest << " in a row";
       os << "\n";
+      const size_t int8 = llvm::count_if(
+          e.launches, [](const LaunchRecord &l) { return l.actQuant != ActQuant::Exact; });
+      if (int8)
+        os << "    " << int8 << (int8 == 1 ? " launch quantises" : " launches quantise")
+           << " x to int8 (DP4A GEMVs: the CPU reference matches them with cpuActQuant; "
+           << "run --verify allows 5e-2)\n";
     }
   } else {
     os << "cuda: no program in this plan (compiled without CUDA code generation)\n";
@@ -482,6 +488,8 @@ void printProgramJson(const Plan &plan, json::OStream &j) {
                   j.attribute("op", std::string(mnemonic(l.op)));
                 }
                 j.attribute("what", l.what);
+                if (l.actQuant != ActQuant::Exact)
+                  j.attribute("act_quant", l.actQuant == ActQuant::Int8 ? "int8" : "int8_norm_deferred");
                 if (gemm) {
                   const GemmDesc &g = l.gemm;
                   j.attributeObject("gemm", [&] {
