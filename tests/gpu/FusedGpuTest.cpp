@@ -332,9 +332,11 @@ void registerTopkCases() {
 
 /// The MoE router in one launch (fused.rms_norm_matmul_topk_moe: the FFN
 /// norm, whose row the experts also read, the router GEMV and the routing;
-/// one cluster of blocks): one token, every gating form, 16- and 32-bit
-/// routers, expert counts that are not powers of two, rows not multiples
-/// of 32 (1000, 520).
+/// a warp an expert over the whole GPU, the last block ranking): one token,
+/// every gating form, 16- and 32-bit routers, expert counts that are not
+/// powers of two, an odd one (61: its last block has a warp past E), rows
+/// not multiples of 32 (1000, 520), a row longer than a lane holds before
+/// the wait (4096 f32).
 void registerRouterCases() {
   struct Shape {
     Gate g;
@@ -345,7 +347,9 @@ void registerRouterCases() {
   const Shape shapes[] = {{Gate::Softmax, DType::F32, 128, 2048, 8, false, true, false},
                           {Gate::Sigmoid, DType::F16, 288, 1000, 8, true, true, true},
                           {Gate::Delayed, DType::BF16, 64, 512, 4, false, false, false},
-                          {Gate::SqrtSoftplus, DType::F32, 20, 520, 3, true, false, true}};
+                          {Gate::SqrtSoftplus, DType::F32, 20, 520, 3, true, false, true},
+                          // 1024 16-byte units a row: 16 held a lane, 16 more after the wait
+                          {Gate::Softmax, DType::F32, 61, 4096, 6, false, true, false}};
   const char *gateNames[] = {"softmax", "sigmoid", "sqrt_softplus", "delayed_softmax"};
   for (const Shape &sh : shapes)
     add(std::string("rms_norm_matmul_topk_moe_") + gateNames[int(sh.g)] + "_" + dt(sh.w) + "_E" +
