@@ -359,8 +359,10 @@ void quantizeActivationsInt8(const float *x, int64_t k, int8_t *xq, float *dx) {
     // The kernel's order: one f32 division for the inverse, one product a value.
     const float inv = amax > 1e-30f ? 127.0f / amax : 0.0f;
     dx[b] = amax / 127.0f;
-    for (int i = 0; i < 32; ++i)
-      xq[32 * b + i] = static_cast<int8_t>(std::nearbyint(v[i] * inv));
+    for (int i = 0; i < 32; ++i) { // a NaN (x NaN, or inf · 0) is 0, as __float2int_rn's
+      const float q = v[i] * inv;
+      xq[32 * b + i] = std::isnan(q) ? int8_t(0) : static_cast<int8_t>(std::nearbyint(q));
+    }
   }
 }
 

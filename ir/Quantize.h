@@ -35,6 +35,11 @@ enum class ActQuant : uint8_t {
   Int8NormDeferred, ///< a norm prologue's x·norm_w quantised, the row's rstd
                     ///< multiplying each sum (the deferred prologue)
 };
+// A norm prologue with its rstd applied before the quantisation (the DP4A
+// kernel's debug form, FG_DEBUG_DP4A_NORM_DEFERRED=0) records Int8: the
+// reference then quantises its own normalised row, whose f64 rstd differs
+// from the kernel's f32 one in the last bits, so a rounding may flip (about
+// 4e-4 of a result each): that form is checked against the exact reference.
 
 /// Whether a GEMV over `t` weights quantises x where its launch says Int8
 /// (the DP4A kernels' types: q4_K, q8_0, q4_0, q6_K).
@@ -42,7 +47,8 @@ bool quantizesActivations(DType t);
 
 /// x[0 .. k) (k a multiple of 32) to int8 per block of 32, the DP4A kernels'
 /// arithmetic to the bit: dx = max|x| / 127 and xq = rint(x · (127 / max|x|))
-/// (round half to even), in f32; a block whose max|x| ≤ 1e-30 is all zeros.
+/// (round half to even), in f32; a block whose max|x| ≤ 1e-30 is all zeros,
+/// a NaN 0 (the max ignores it).
 /// `dx` gets k / 32 scales.
 void quantizeActivationsInt8(const float *x, int64_t k, int8_t *xq, float *dx);
 

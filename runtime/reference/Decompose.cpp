@@ -61,20 +61,33 @@ llvm::Error evalDecomposed(const Node &node, llvm::ArrayRef<const HostTensor *> 
     types.push_back(t->type);
   std::map<unsigned, Unnormalised> pending; // handle -> its un-normalised rows
   auto step = [&](OpKind kind, llvm::ArrayRef<unsigned> ops, llvm::ArrayRef<Attribute> attrs,
-                  llvm::ArrayRef<TensorType>) -> llvm::Error {
+                  llvm::ArrayRef<TensorType> resultTypes) -> llvm::Error {
     Node piece;
     piece.kind = kind;
     piece.attrs.assign(attrs.begin(), attrs.end());
     llvm::SmallVector<const HostTensor *, 6> in;
     for (unsigned h : ops)
       in.push_back(values[h]);
-    llvm::SmallVector<HostTensor, 2> out;
-    if (llvm::Error e = evalNode(piece, in, out, act))
-      return e;
     const unsigned first = static_cast<unsigned>(values.size());
-    if (act == ActQuant::Int8NormDeferred) {
-      auto from = ops.empty() ? pending.end() : pending.find(ops[0]);
-      if (kind == OpKind::RmsNorm) {
+    const bool deferred = act == ActQuant::Int8NormDeferred;
+    auto from = deferred && !ops.empty() ? pending.find(ops[0]) : pending.end();
+    llvm::SmallVector<HostTensor, 2> out;
+    if (kind == OpKind::MatMul && from != pending.end() && quantizesActivations(in[1]->type.dtype)) {
+      // The GEMV of x·norm_w, each row's sums times its rstd at the store.
+      const Unnormalised &u = from->second;
+      HostTensor x = HostTensor::fromFloats(TensorType{DType::F32, in[0]->type.shape}, u.rows);
+      llvm::SmallVector<HostTensor, 1> y;
+      if (llvm::Error e = evalNode(piece, {&x, in[1]}, y, ActQuant::Int8))
+        return e;
+      std::vector<float> v = y[0].toFloats();
+      const size_t n = u.rstd.empty() ? 0 : v.size() / u.rstd.size();
+      for (size_t i = 0; i < v.size(); ++i)
+        v[i] = v[i] * u.rstd[i / n];
+      out.push_back(HostTensor::fromFloats(resultTypes[0], v));
+    } else {
+      if (llvm::Error e = evalNode(piece, in, out, act))
+        return e;
+      if (deferred && kind == OpKind::RmsNorm) {
         pending[first] = unnormalised(*in[0], op::RmsNorm(piece).eps());
       } else if (kind == OpKind::Mul && from != pending.end() && ops.size() == 2 &&
                  in[1]->type.shape.size() == 1 && in[1]->type.shape[0] == from->second.k) {
@@ -83,20 +96,6 @@ llvm::Error evalDecomposed(const Node &node, llvm::ArrayRef<const HostTensor *> 
         for (size_t i = 0; i < u.rows.size(); ++i)
           u.rows[i] = u.rows[i] * 1.0f * w[i % w.size()];
         pending[first] = std::move(u);
-      } else if (kind == OpKind::MatMul && from != pending.end() &&
-                 quantizesActivations(in[1]->type.dtype)) {
-        // The GEMV of x·norm_w, each row's sums times its rstd at the store.
-        const Unnormalised &u = from->second;
-        HostTensor x = HostTensor::fromFloats(
-            TensorType{DType::F32, in[0]->type.shape}, u.rows);
-        llvm::SmallVector<HostTensor, 1> y;
-        if (llvm::Error e = evalNode(piece, {&x, in[1]}, y, ActQuant::Int8))
-          return e;
-        std::vector<float> v = y[0].toFloats();
-        const size_t n = u.rstd.empty() ? 0 : v.size() / u.rstd.size();
-        for (size_t i = 0; i < v.size(); ++i)
-          v[i] = v[i] * u.rstd[i / n];
-        out[0] = HostTensor::fromFloats(out[0].type, v);
       }
     }
     for (HostTensor &t : out) {

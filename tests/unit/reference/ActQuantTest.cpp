@@ -15,6 +15,7 @@
 #include "runtime/Compare.h"
 
 #include <cstring>
+#include <limits>
 #include <random>
 
 using namespace fg;
@@ -153,17 +154,19 @@ std::vector<float> toF(const std::vector<double> &v) { return {v.begin(), v.end(
 } // namespace
 
 /// Blocks worked by hand: max|x| 127 (the inverse exactly 1: halves round to
-/// even), 0.5 (the inverse 254), all zeros and a block at or below 1e-30
-/// (zeros, no overflow).
+/// even), 0.5 (the inverse 254), all zeros, a block at or below 1e-30
+/// (zeros, no overflow) and one with a NaN (0, as the kernel's
+/// __float2int_rn; the max ignores it).
 TEST(ActQuant, Int8BlocksByHand) {
-  std::vector<float> x(128, 0.0f);
+  std::vector<float> x(160, 0.0f);
   const float b0[] = {127.0f, -127.0f, 2.5f, 3.5f, -2.5f, 0.49f, 63.5f, -0.5f};
   std::copy(std::begin(b0), std::end(b0), x.begin());
   x[32] = 0.5f, x[33] = 0.25f, x[34] = -0.5f, x[35] = 0.125f, x[36] = -0.0625f;
   x[96] = 1e-30f, x[97] = -1e-31f;
-  std::vector<int8_t> xq(128, 99);
-  std::vector<float> dx(4, -1.0f);
-  quantizeActivationsInt8(x.data(), 128, xq.data(), dx.data());
+  x[128] = std::numeric_limits<float>::quiet_NaN(), x[129] = 2.0f, x[130] = -1.0f;
+  std::vector<int8_t> xq(160, 99);
+  std::vector<float> dx(5, -1.0f);
+  quantizeActivationsInt8(x.data(), 160, xq.data(), dx.data());
   const int8_t want0[] = {127, -127, 2, 4, -2, 0, 64, 0};
   for (int i = 0; i < 8; ++i)
     EXPECT_EQ(xq[i], want0[i]) << "element " << i;
@@ -176,6 +179,10 @@ TEST(ActQuant, Int8BlocksByHand) {
     EXPECT_EQ(xq[i], 0) << "element " << i;
   EXPECT_EQ(dx[2], 0.0f);
   EXPECT_EQ(dx[3], 1e-30f / 127.0f);
+  EXPECT_EQ(xq[128], 0);
+  EXPECT_EQ(xq[129], 127);
+  EXPECT_EQ(xq[130], -64); // -63.5 -> -64 (even)
+  EXPECT_EQ(dx[4], 2.0f / 127.0f);
 }
 
 /// matmul over the four DP4A types with x as Int8: the formula to f32
