@@ -127,6 +127,15 @@ struct CompiledEntry {
   std::vector<LaunchRecord> launches;
 };
 
+/// The launches of `e` whose GEMVs quantise x to int8 (the DP4A kernels:
+/// LaunchRecord::actQuant not Exact).
+inline size_t quantisedXLaunches(const CompiledEntry &e) {
+  size_t n = 0;
+  for (const LaunchRecord &l : e.launches)
+    n += l.actQuant != ActQuant::Exact;
+  return n;
+}
+
 /// A weight or state tensor shared by every entry.
 struct TensorSlot {
   TensorSlot() = default;

@@ -31,19 +31,18 @@ size_t int8Launches(const Plan &plan) {
   }
   size_t n = 0;
   for (const CompiledEntry &e : prog->entries)
-    for (const LaunchRecord &l : e.launches)
-      n += l.actQuant != ActQuant::Exact;
+    n += quantisedXLaunches(e);
   return n;
 }
 
 /// --verify's threshold: 1e-3 when every weight is f32, else 1e-2 (f16/bf16
-/// and quantised operands), and 5e-2 on the GPU when its DP4A GEMVs quantise
-/// x to int8 (`int8` launches): each x then carries up to 1/254 of its
+/// and quantised operands), and 5e-2 when the GPU's DP4A GEMVs quantise x to
+/// int8 (`int8` launches, 0 on the CPU): each x then carries up to 1/254 of its
 /// block's largest value, which a quantised MoE's routing and depth amplify
 /// to percents of the logits (QuantWorkloads.MoeInt8ActivationsMoveTheLogits:
 /// 3.4 % on the CPU alone, two layers of W-moe-12 q4_K).
-double verifyThreshold(const Plan &plan, bool cuda, size_t int8) {
-  if (cuda && int8)
+double verifyThreshold(const Plan &plan, size_t int8) {
+  if (int8)
     return 5e-2;
   for (const Function &fn : plan.graph().functions())
     for (const Argument &a : fn.arguments())
@@ -208,9 +207,8 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
            << format("%.2f", st.decodeMs / st.decodeSteps) << " ms/step ("
            << format("%.1f", st.decodeSteps * 1000.0 / st.decodeMs) << " tokens/s)\n";
   if (verify) {
-    const bool cuda = opts.device == ExecOptions::Device::Cuda;
-    const size_t int8 = cuda ? int8Launches(plan) : 0;
-    double threshold = verifyThreshold(plan, cuda, int8);
+    const size_t int8 = opts.device == ExecOptions::Device::Cuda ? int8Launches(plan) : 0;
+    double threshold = verifyThreshold(plan, int8);
     if (int8)
       outs() << "verify: " << int8 << (int8 == 1 ? " launch quantises" : " launches quantise")
              << " x to int8 (DP4A GEMVs); the threshold is " << format("%.0e", threshold) << "\n";

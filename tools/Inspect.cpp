@@ -313,9 +313,7 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
         os << "; layer " << c.layer << ": " << c.layerLaunches << " launches, "
            << c.layerLongest << " in a row";
       os << "\n";
-      const size_t int8 = llvm::count_if(
-          e.launches, [](const LaunchRecord &l) { return l.actQuant != ActQuant::Exact; });
-      if (int8)
+      if (const size_t int8 = quantisedXLaunches(e))
         os << "    " << int8 << (int8 == 1 ? " launch quantises" : " launches quantise")
            << " x to int8 (DP4A GEMVs: the CPU reference matches them with cpuActQuant; "
            << "run --verify allows 5e-2)\n";

@@ -194,7 +194,8 @@ Error matmulRows(const float *x, int64_t m, const HostTensor &w, int64_t wRow0, 
   const bool int8 = act != ActQuant::Exact && quantizesActivations(wt);
   if (int8 && k % 32)
     return failf("int8 activations take whole blocks of 32, not K = {0}", k);
-  std::vector<float> row(static_cast<size_t>(k)), mins;
+  // With int8 x, `mins` holds q4_K's dmin·m (zero for the other types).
+  std::vector<float> row(static_cast<size_t>(k)), mins(int8 ? static_cast<size_t>(k) : 0);
   std::vector<double> xhat; // m rows of dx·xq
   if (int8) {
     xhat.resize(static_cast<size_t>(m * k));
@@ -205,11 +206,9 @@ Error matmulRows(const float *x, int64_t m, const HostTensor &w, int64_t wRow0, 
       for (int64_t l = 0; l < k; ++l)
         xhat[i * k + l] = static_cast<double>(dx[l / 32]) * xq[l];
     }
-    if (wt == DType::Q4_K)
-      mins.resize(static_cast<size_t>(k));
   }
   for (int64_t j = 0; j < n; ++j) {
-    if (!mins.empty()) {
+    if (int8 && wt == DType::Q4_K) {
       if ((wRow0 + j) * k % 256 || k % 256)
         return failf("cannot read q4_K row {0} of {1} elements: not whole 256-blocks", wRow0 + j, k);
       decodeQ4KParts(w.data.data() + storageBytes(wt, (wRow0 + j) * k), row.data(), mins.data(), k);
@@ -224,7 +223,7 @@ Error matmulRows(const float *x, int64_t m, const HostTensor &w, int64_t wRow0, 
           acc += static_cast<double>(xr[l]) * row[l];
       else
         for (int64_t l = 0; l < k; ++l)
-          acc += xhat[i * k + l] * row[l] - (mins.empty() ? 0.0 : static_cast<double>(xr[l]) * mins[l]);
+          acc += xhat[i * k + l] * row[l] - static_cast<double>(xr[l]) * mins[l];
       out[i * outStride + j] = static_cast<float>(acc);
     }
   }

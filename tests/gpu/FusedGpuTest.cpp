@@ -712,11 +712,8 @@ bool quantisesX(const Plan &plan) {
     ADD_FAILURE() << errString(prog.takeError());
     return false;
   }
-  for (const CompiledEntry &e : prog->entries)
-    for (const LaunchRecord &l : e.launches)
-      if (l.actQuant != ActQuant::Exact)
-        return true;
-  return false;
+  return llvm::any_of(prog->entries,
+                      [](const CompiledEntry &e) { return quantisedXLaunches(e) > 0; });
 }
 
 class GpuFused : public ::testing::TestWithParam<size_t> {};

@@ -123,15 +123,6 @@ std::vector<double> dp4aFormula(DType t, const std::vector<uint8_t> &w, const st
   return y;
 }
 
-std::vector<float> normals(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(n);
-  for (float &f : v)
-    f = nd(rng);
-  return v;
-}
-
 HostTensor quantised(DType t, int64_t n, int64_t k, uint64_t seed) {
   HostTensor w = HostTensor::zeros({t, {n, k}});
   std::vector<float> v = normals(static_cast<size_t>(n * k), seed, 0.05f);
@@ -190,7 +181,9 @@ TEST(ActQuant, Int8BlocksByHand) {
 /// quantisation's error; over a type no DP4A kernel reads (q5_K, f16) Int8
 /// changes nothing.
 TEST(ActQuant, MatmulIsTheDp4aFormula) {
-  const int64_t N = 7, K = 2048;
+  // 61 rows: the exact result's distance is a mean over rows (q4_K's scale
+  // parts, which see the int8 x, are larger than its weights).
+  const int64_t N = 61, K = 2048;
   uint64_t seed = 11;
   for (DType t : {DType::Q4_K, DType::Q8_0, DType::Q4_0, DType::Q6_K}) {
     SCOPED_TRACE(dtypeName(t));
@@ -207,7 +200,8 @@ TEST(ActQuant, MatmulIsTheDp4aFormula) {
     std::vector<float> want = toF(dp4aFormula(t, w.data, x.toFloats(), N));
     EXPECT_LE(normalizedError(int8, want), 1e-6);
     EXPECT_GT(normalizedError(exact, want), 1e-4) << "int8 x made no difference";
-    EXPECT_LE(normalizedError(exact, want), 2e-2);
+    // q4_K: ~1.9e-2 (its scale parts see the int8 x); the others ~0.5-0.8e-2.
+    EXPECT_LE(normalizedError(exact, want), t == DType::Q4_K ? 3e-2 : 1e-2);
   }
   for (DType t : {DType::Q5_K, DType::F16}) {
     SCOPED_TRACE(dtypeName(t));

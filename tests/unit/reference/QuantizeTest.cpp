@@ -7,6 +7,8 @@
 // initialised quantised in the reference is the quantisation of the f32 one.
 //
 //===----------------------------------------------------------------------===//
+#include "RefTestUtil.h"
+
 #include "ir/Numeric.h"
 #include "ir/Quantize.h"
 #include "runtime/reference/Interpreter.h"
@@ -20,17 +22,9 @@
 #include <vector>
 
 using namespace fg;
+using fg::test::normals;
 
 namespace {
-
-std::vector<float> normals(size_t n, uint32_t seed, float stdev) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, stdev);
-  std::vector<float> x(n);
-  for (float &v : x)
-    v = dist(rng);
-  return x;
-}
 
 std::vector<float> roundTrip(DType t, const std::vector<float> &x) {
   int64_t n = static_cast<int64_t>(x.size());

@@ -8,10 +8,21 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
 namespace fg::test {
+
+/// n draws of N(0, stdev²), reproducible from `seed`.
+inline std::vector<float> normals(size_t n, uint32_t seed, float stdev = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, stdev);
+  std::vector<float> x(n);
+  for (float &v : x)
+    v = dist(rng);
+  return x;
+}
 
 inline HostTensor f32(llvm::ArrayRef<int64_t> shape, std::vector<float> v) {
   return HostTensor::fromFloats({DType::F32, shape}, v);
