@@ -31,6 +31,7 @@
 #include "llvm/Support/Error.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +69,14 @@ public:
   virtual float lastGpuMs() const { return 0; }
   /// Host time of the last run until everything was enqueued, in ms.
   virtual double lastHostLaunchMs() const { return 0; }
+  /// The greedy token of the last successful run of `fn` (the first argmax
+  /// of the last row of its `logits`) where the device computed it; none
+  /// where it did not (the CPU backend, an entry without it, a row with a
+  /// NaN or only -inf).
+  virtual std::optional<int32_t> greedyToken(const Function &fn) const {
+    (void)fn;
+    return std::nullopt;
+  }
   /// Per-launch device times of the last run (profiled CUDA eager runs only).
   virtual std::vector<Executor::LaunchTime> lastLaunchTimes() const { return {}; }
 };

@@ -176,6 +176,10 @@ Error Executor::fetchOutputs() const {
 
 float Executor::lastGpuMs() const { return backend_->lastGpuMs(); }
 double Executor::lastHostLaunchMs() const { return backend_->lastHostLaunchMs(); }
+std::optional<int32_t> Executor::greedyToken() const {
+  const Function *fn = lastEntry_.empty() ? nullptr : entry(lastEntry_);
+  return fn ? backend_->greedyToken(*fn) : std::nullopt;
+}
 std::vector<Executor::LaunchTime> Executor::lastLaunchTimes() const {
   return backend_->lastLaunchTimes();
 }

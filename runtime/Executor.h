@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,12 @@ public:
   float lastGpuMs() const;
   /// Host time of the last CUDA run until everything was enqueued, in ms.
   double lastHostLaunchMs() const;
+  /// The greedy token of the last run — the first argmax of the last row of
+  /// its `logits` — where the device computed it at the end of the step (the
+  /// CUDA backend; read without copying the row). None on the CPU backend,
+  /// before a run, after a failed one, and when the row holds a NaN or only
+  /// -inf (sampling the row on the host then says why).
+  std::optional<int32_t> greedyToken() const;
 
   /// One launch of a profiled run: what it computes (the launch record's
   /// `what`, "%q.3 = rope (line 12)"), its kernel symbol (empty for a cuBLAS

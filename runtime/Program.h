@@ -29,6 +29,10 @@ enum class BufferSpace : uint8_t {
   Workspace, ///< the cuBLAS workspace
   Counters,  ///< per-launch counters, zeroed at load, left zero by their kernels
   Status,    ///< the runner's status words (the input check's result; InputStatus)
+  /// The entry's pinned host staging of input `index` (what setInput wrote),
+  /// read by the device: the input check copies its inputs from here into
+  /// their arena slots, so a step needs no copy on the stream.
+  Staging,
 };
 
 /// What an entry's input check (its first launch, when any input has a
@@ -40,8 +44,12 @@ enum class BufferSpace : uint8_t {
 /// A bad step writes no state: the check sets every position of the step to
 /// -1, which set_rows skips and attention reads no rows for; a token id out of
 /// range gathers zeros. So the caller can continue with good inputs.
-constexpr uint64_t kStatusBytes = 4 * sizeof(uint32_t);
-
+/// Words 4 and 5 belong to an entry's greedy-token launch (its last launch
+/// when that has no node; codegen/cuda/GreedyToken.h): the first argmax of the
+/// last row of its `logits`, and 1 when that is the greedy token (0: the row
+/// holds a NaN or only -inf; sample the row on the host).
+constexpr unsigned kStatusWordGreedy = 4, kStatusWordGreedyOk = 5;
+constexpr uint64_t kStatusBytes = 8 * sizeof(uint32_t);
 
 struct BufferRef {
   BufferSpace space = BufferSpace::Arena;
@@ -74,8 +82,8 @@ struct GemmShape {
   DType aType = DType::F32, bType = DType::F32, cType = DType::F32;
   int64_t lda = 0, ldb = 0, ldc = 0;
   float alpha = 1, beta = 0;
-  bool lt = false;  ///< cublasLtMatmul with a separate D
-  int64_t ldd = 0;  ///< D's leading dimension (lt only)
+  bool lt = false; ///< cublasLtMatmul with a separate D
+  int64_t ldd = 0; ///< D's leading dimension (lt only)
 };
 
 /// A GEMM launch of the plan: its shape and buffers (offsets already include

@@ -110,7 +110,7 @@ public:
   BufferRef ref() {
     BufferRef r;
     auto s = pod<uint8_t>();
-    if (s > static_cast<uint8_t>(BufferSpace::Status))
+    if (s > static_cast<uint8_t>(BufferSpace::Staging))
       failed_ = true;
     r.space = static_cast<BufferSpace>(s);
     r.index = pod<uint32_t>();
@@ -151,15 +151,22 @@ constexpr uint32_t kProgramTagV1 = 0x46475052; // "FGPR": slots without a file s
 constexpr uint32_t kProgramTagV2 = 0x46475053; // "FGPS": launches without node ids and op kinds
 constexpr uint32_t kProgramTagV3 = 0x46475054; // "FGPT": transformed weights embedded as bytes
 constexpr uint32_t kProgramTagV4 = 0x46475055; // "FGPU": attention counters cleared by a kernel
-constexpr uint32_t kProgramTagV5 = 0x46475056; // "FGPV": inputs without value ranges (no input check)
+constexpr uint32_t kProgramTagV5 =
+    0x46475056; // "FGPV": inputs without value ranges (no input check)
 constexpr uint32_t kProgramTagV6 = 0x46475057; // "FGPW": GEMMs without the Lt form (read)
-constexpr uint32_t kProgramTagV7 = 0x46475058; // "FGPX": every GEMM waits for the previous one (read)
+constexpr uint32_t kProgramTagV7 =
+    0x46475058; // "FGPX": every GEMM waits for the previous one (read)
 // "FGPY": GEMMs in parallel branches run at once, in workspace slots
 // (runtime/WorkspaceSlots.h). The layout is FGPX's; the new tag keeps a
 // runtime from before the slots (one workspace) from running such a plan.
 constexpr uint32_t kProgramTagV8 = 0x46475059; // "FGPY": launches without actQuant (read: exact)
-// "FGPZ": each launch ends with its ActQuant (a byte).
-constexpr uint32_t kProgramTag = 0x4647505A;
+constexpr uint32_t kProgramTagV9 = 0x4647505A; // "FGPZ": the input check reads the arena (read)
+// "FGQA": the input check copies its inputs from the runner's pinned staging
+// (BufferSpace::Staging arguments). The layout is FGPZ's (each launch ends
+// with its ActQuant, a byte); the new tag keeps a runtime without the staging
+// space from refusing such a plan as corrupt. An FGPZ plan runs as it did:
+// its inputs are copied on the stream.
+constexpr uint32_t kProgramTag = 0x46475141;
 /// The largest cuBLAS workspace a plan may ask for (per slot): a larger one
 /// is a corrupt file, not a plan (the compiler asks for 32 MiB).
 constexpr uint64_t kMaxWorkspaceBytes = 1ull << 30;
@@ -291,6 +298,25 @@ const char *readBulk(Reader &r, std::vector<TensorSlot> &slots,
       return "truncated weights";
   }
   return nullptr;
+}
+
+/// Why `r` cannot be resolved by the runner for entry `e` of `p` (a table
+/// index out of range; a staging reference outside a kernel's arguments),
+/// or null.
+const char *badRef(const BufferRef &r, const CompiledProgram &p, const CompiledEntry &e,
+                   bool stagingAllowed) {
+  switch (r.space) {
+  case BufferSpace::Weight:
+    return r.index < p.weights.size() ? nullptr : "reference to a missing weight";
+  case BufferSpace::State:
+    return r.index < p.state.size() ? nullptr : "reference to a missing state buffer";
+  case BufferSpace::Staging:
+    if (!stagingAllowed)
+      return "input staging outside a kernel's arguments";
+    return r.index < e.inputs.size() ? nullptr : "staging of a missing input";
+  default:
+    return nullptr;
+  }
 }
 
 } // namespace
@@ -435,9 +461,9 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
   // as it is: its GEMMs are chained, so they all take workspace slot 0.
   // A V8 plan's launches lack their ActQuant: read as exact (the reference
   // then compares with the exact product, as before).
-  const bool hasLt = tag == kProgramTag || tag == kProgramTagV8 || tag == kProgramTagV7;
-  const bool hasActQuant = tag == kProgramTag;
-  if ((tag != kProgramTag && tag != kProgramTagV8 && tag != kProgramTagV7 &&
+  const bool hasActQuant = tag == kProgramTag || tag == kProgramTagV9;
+  const bool hasLt = hasActQuant || tag == kProgramTagV8 || tag == kProgramTagV7;
+  if ((tag != kProgramTag && tag != kProgramTagV9 && tag != kProgramTagV8 && tag != kProgramTagV7 &&
        tag != kProgramTagV6) ||
       r.failed())
     return corrupt("bad tag");
@@ -485,8 +511,8 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
         b.bind.hi = r.pod<int64_t>();
         if (!r.failed() && !checkedBytes(b.type.dtype, b.type.shape))
           return corrupt("binding size overflows");
-        if (!r.failed() && (kind > static_cast<uint8_t>(BindKind::Positions) ||
-                            b.bind.lo > b.bind.hi))
+        if (!r.failed() &&
+            (kind > static_cast<uint8_t>(BindKind::Positions) || b.bind.lo > b.bind.hi))
           return corrupt("bad input binding");
         b.bind.kind = static_cast<BindKind>(kind);
         list->push_back(std::move(b));
@@ -558,8 +584,21 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
       }
       if (l.kind == LaunchRecord::Kind::Kernel && l.module >= nModules)
         return corrupt("launch names a missing module");
+      // The runner indexes its tables with these: a bad index is a corrupt
+      // file, not an access out of bounds at load.
+      for (const BufferRef &a : l.args)
+        if (const char *bad = badRef(a, p, e, /*staging=*/l.kind == LaunchRecord::Kind::Kernel))
+          return corrupt(bad);
+      if (l.kind == LaunchRecord::Kind::Gemm)
+        for (const BufferRef *g : {&l.gemm.a, &l.gemm.b, &l.gemm.c, &l.gemm.d})
+          if (const char *bad = badRef(*g, p, e, /*staging=*/false))
+            return corrupt(bad);
       e.launches.push_back(std::move(l));
     }
+    for (const auto *list : {&e.inputs, &e.outputs})
+      for (const IoBinding &b : *list)
+        if (const char *bad = badRef(b.where, p, e, /*staging=*/false))
+          return corrupt(bad);
     p.entries.push_back(std::move(e));
   }
   if (r.failed())

@@ -43,7 +43,8 @@ std::vector<PrefillBucket> prefillBuckets(const Graph &g) {
     if (c.role == EntryRole::Prefill && c.tokens > 0)
       out.push_back({fn.name().str(), c.tokens});
   }
-  llvm::sort(out, [](const PrefillBucket &a, const PrefillBucket &b) { return a.tokens < b.tokens; });
+  llvm::sort(out,
+             [](const PrefillBucket &a, const PrefillBucket &b) { return a.tokens < b.tokens; });
   return out;
 }
 
@@ -104,8 +105,7 @@ int32_t greedyToken(ArrayRef<float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
-Expected<Session> Session::create(const Plan &plan, const ExecOptions &exec,
-                                  SessionOptions opts) {
+Expected<Session> Session::create(const Plan &plan, const ExecOptions &exec, SessionOptions opts) {
   Expected<Executor> e = Executor::create(plan, exec);
   if (!e)
     return e.takeError();
@@ -154,16 +154,25 @@ Error Session::runChunk(StringRef entry, ArrayRef<int32_t> tokens, ArrayRef<int3
     return e;
   if (Error e = exec_.setInput("positions", positions))
     return e;
+  deviceToken_.reset();
+  logitsPending_ = false;
+  lastLogits_.clear();
   if (Error e = exec_.run(entry))
     return e;
-  Expected<ArrayRef<float>> logits = exec_.outputFloats("logits");
-  if (!logits)
-    return logits.takeError();
-  int64_t rows = static_cast<int64_t>(logits->size()) / vocab_;
-  assert(rows >= 1 && rows * vocab_ == static_cast<int64_t>(logits->size()) &&
-         "create() checked the logits' shape");
-  lastLogits_.assign(logits->end() - vocab_, logits->end());
+  // Greedy sampling without observers takes the device's pick (no copy of
+  // the row; issue 13: the host reads back only the token id).
+  if (!opts_.onRun && !opts_.sample && opts_.sampling.greedy())
+    deviceToken_ = exec_.greedyToken();
+  if (deviceToken_) {
+    logitsPending_ = true;
+  } else if (Error e = fetchLogits()) {
+    return e;
+  }
   if (opts_.onRun) {
+    Expected<ArrayRef<float>> logits = exec_.outputFloats("logits");
+    if (!logits)
+      return logits.takeError();
+    int64_t rows = static_cast<int64_t>(logits->size()) / vocab_;
     SessionRun run{entry, tokens, positions, newTokens, *logits, rows};
     if (Error e = opts_.onRun(run, exec_))
       return e;
@@ -173,9 +182,9 @@ Error Session::runChunk(StringRef entry, ArrayRef<int32_t> tokens, ArrayRef<int3
     int64_t pad = static_cast<int64_t>(tokens.size()) - newTokens;
     log(LogLevel::Verbose,
         "session: " +
-            (newTokens == 1 ? "token at position " + std::to_string(last)
-                            : "tokens at positions " + std::to_string(first) + ".." +
-                                  std::to_string(last)) +
+            (newTokens == 1
+                 ? "token at position " + std::to_string(last)
+                 : "tokens at positions " + std::to_string(first) + ".." + std::to_string(last)) +
             " through " + entry.str() + (pad ? " (" + plural(pad, "padding row") + ")" : ""));
   }
   return Error::success();
@@ -196,9 +205,9 @@ Error Session::feed(ArrayRef<int32_t> tokens) {
     for (const PrefillBucket &b : buckets_)
       sizes += (sizes.empty() ? "" : ", ") + std::to_string(b.tokens);
     log(LogLevel::Verbose, "session: " + plural(to - from, "prompt token") + " at position " +
-                               std::to_string(from) + "; prefill buckets: " +
-                               (sizes.empty() ? "none" : sizes) + "; chunks: " +
-                               describeChunks(chunks));
+                               std::to_string(from) +
+                               "; prefill buckets: " + (sizes.empty() ? "none" : sizes) +
+                               "; chunks: " + describeChunks(chunks));
   }
   int64_t done = from;
   for (const PromptChunk &c : chunks) {
@@ -235,7 +244,31 @@ Error Session::feed(ArrayRef<int32_t> tokens) {
   return Error::success();
 }
 
+Error Session::fetchLogits() {
+  Expected<ArrayRef<float>> logits = exec_.outputFloats("logits");
+  if (!logits)
+    return logits.takeError();
+  int64_t rows = static_cast<int64_t>(logits->size()) / vocab_;
+  (void)rows;
+  assert(rows >= 1 && rows * vocab_ == static_cast<int64_t>(logits->size()) &&
+         "create() checked the logits' shape");
+  lastLogits_.assign(logits->end() - vocab_, logits->end());
+  logitsPending_ = false;
+  return Error::success();
+}
+
+ArrayRef<float> Session::lastLogits() {
+  if (logitsPending_)
+    consumeError(fetchLogits()); // a device error: empty, and the next run says so
+  return lastLogits_;
+}
+
 Expected<int32_t> Session::sampleNext() {
+  if (deviceToken_ && !opts_.sample && opts_.sampling.greedy())
+    return *deviceToken_;
+  if (logitsPending_)
+    if (Error e = fetchLogits())
+      return e;
   if (lastLogits_.empty())
     return makeError("no logits to sample from: feed a token first");
   if (opts_.sample)
@@ -250,11 +283,11 @@ Expected<std::vector<int32_t>> Session::generate(ArrayRef<int32_t> prompt, int64
   if (prompt.empty())
     return makeError("the prompt is empty");
   if (maxTokens < 1)
-    return makeError("asked for " + std::to_string(maxTokens) +
-                     " tokens; generate at least one");
+    return makeError("asked for " + std::to_string(maxTokens) + " tokens; generate at least one");
   if (!forced.empty() && static_cast<int64_t>(forced.size()) < maxTokens - 1)
-    return makeError("teacher forcing gives " + plural(static_cast<int64_t>(forced.size()), "token") +
-                     " but " + plural(maxTokens, "generated token") + " feed " +
+    return makeError("teacher forcing gives " +
+                     plural(static_cast<int64_t>(forced.size()), "token") + " but " +
+                     plural(maxTokens, "generated token") + " feed " +
                      std::to_string(maxTokens - 1) + "; give more tokens or generate fewer");
   // Positions used: the prompt's, then one decode per generated token but the last.
   const int64_t P = static_cast<int64_t>(prompt.size());
@@ -299,6 +332,8 @@ void Session::reset() {
   exec_.resetState();
   history_.clear();
   lastLogits_.clear();
+  deviceToken_.reset();
+  logitsPending_ = false;
   stats_ = {};
 }
 

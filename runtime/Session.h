@@ -154,9 +154,11 @@ public:
   llvm::Expected<std::vector<int32_t>> generate(llvm::ArrayRef<int32_t> prompt, int64_t maxTokens,
                                                 llvm::ArrayRef<int32_t> forced = {});
 
-  /// The logits row of the last token fed (empty before any); valid until the
-  /// next feed.
-  llvm::ArrayRef<float> lastLogits() const { return lastLogits_; }
+  /// The logits row of the last token fed (empty before any, and if the
+  /// device's row cannot be read); valid until the next feed. A Session that
+  /// samples greedily on a device that picks the token itself copies the row
+  /// only when asked for it here.
+  llvm::ArrayRef<float> lastLogits();
   /// Samples the next token from lastLogits() (the custom sampler, else
   /// `sampling`; a seeded draw advances the generator).
   llvm::Expected<int32_t> sampleNext();
@@ -189,6 +191,13 @@ private:
   int64_t vocab_ = 0;
   std::vector<int32_t> history_;
   std::vector<float> lastLogits_; ///< a copy: the executor's rows go at its next run
+  /// The last run's greedy token, computed on the device (Executor::
+  /// greedyToken), when the session samples greedily without observers:
+  /// then its logits row is not copied until lastLogits() asks for it.
+  std::optional<int32_t> deviceToken_;
+  bool logitsPending_ = false; ///< lastLogits_ not yet copied from the last run
+  /// Copies the last run's last logits row into lastLogits_.
+  llvm::Error fetchLogits();
   SessionStats stats_;
 };
 

@@ -17,7 +17,6 @@ using namespace llvm;
 
 namespace fg::cli {
 
-
 /// The launches of the plan's CUDA program that quantise x to int8 (the
 /// DP4A GEMVs: LaunchRecord::actQuant); 0 without a program.
 size_t int8Launches(const Plan &plan) {
@@ -84,8 +83,8 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   const std::vector<int32_t> &teacher = extras.teacherForced;
   if (!teacher.empty() && static_cast<int64_t>(teacher.size()) < steps - 1)
     return reportError(makeError("--teacher-forced gives " + Twine(teacher.size()) +
-                                 " tokens but " + Twine(steps) + " steps feed " +
-                                 Twine(steps - 1) + "; give more tokens or fewer --steps"));
+                                 " tokens but " + Twine(steps) + " steps feed " + Twine(steps - 1) +
+                                 "; give more tokens or fewer --steps"));
   // --verify: the CPU reference runs every chunk beside the device, with the
   // same inputs; the largest normalised error per output is reported.
   std::optional<Executor> oracle;
@@ -107,35 +106,39 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   SessionOptions so;
   so.sampling = extras.sampling;
   so.stopTokens = extras.stopTokens;
-  so.onRun = [&](const SessionRun &run, Executor &exec) -> Error {
-    vocab = static_cast<int64_t>(run.logits.size()) / run.logitRows;
-    if (dump) {
-      if (run.logitRows < run.newTokens)
-        return makeError("--dump-logits needs the logits of every prompt token, but entry '" +
-                         run.entry + "' returns only the last row; compile the plan with "
-                                     "--all-logits");
-      dumped.insert(dumped.end(), run.logits.end() - run.newTokens * vocab, run.logits.end());
-    }
-    if (!oracle)
+  // Observers only where asked for (--dump-logits, --verify): without one a
+  // greedy session takes the device's token and copies no logits.
+  if (dump || oracle)
+    so.onRun = [&](const SessionRun &run, Executor &exec) -> Error {
+      vocab = static_cast<int64_t>(run.logits.size()) / run.logitRows;
+      if (dump) {
+        if (run.logitRows < run.newTokens)
+          return makeError("--dump-logits needs the logits of every prompt token, but entry '" +
+                           run.entry +
+                           "' returns only the last row; compile the plan with "
+                           "--all-logits");
+        dumped.insert(dumped.end(), run.logits.end() - run.newTokens * vocab, run.logits.end());
+      }
+      if (!oracle)
+        return Error::success();
+      if (Error e = oracle->setInput("tokens", run.tokens))
+        return e;
+      if (Error e = oracle->setInput("positions", run.positions))
+        return e;
+      if (Error e = oracle->run(run.entry))
+        return e;
+      for (ValueId r : exec.entry(run.entry)->results()) {
+        const std::string &name = exec.entry(run.entry)->value(r).name;
+        Expected<HostTensor> a = exec.output(name), b = oracle->output(name);
+        if (!a)
+          return a.takeError();
+        if (!b)
+          return b.takeError();
+        double err = normalizedError(a->toFloats(), b->toFloats());
+        worst[name] = std::max(worst.lookup(name), err);
+      }
       return Error::success();
-    if (Error e = oracle->setInput("tokens", run.tokens))
-      return e;
-    if (Error e = oracle->setInput("positions", run.positions))
-      return e;
-    if (Error e = oracle->run(run.entry))
-      return e;
-    for (ValueId r : exec.entry(run.entry)->results()) {
-      const std::string &name = exec.entry(run.entry)->value(r).name;
-      Expected<HostTensor> a = exec.output(name), b = oracle->output(name);
-      if (!a)
-        return a.takeError();
-      if (!b)
-        return b.takeError();
-      double err = normalizedError(a->toFloats(), b->toFloats());
-      worst[name] = std::max(worst.lookup(name), err);
-    }
-    return Error::success();
-  };
+    };
   // Tokens are printed as they come (the session's streaming callback); with
   // --verbose, whose lines go to stderr between the steps, once at the end.
   auto tokensLine = [&]() -> raw_ostream & {
@@ -188,8 +191,7 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   if (session->stats().stopped)
     outs() << "stopped at end of sequence (token " << tokens->back() << ")\n";
   if (verbose)
-    tokensLine() << join(llvm::map_range(*tokens, [](int32_t t) { return std::to_string(t); }),
-                         " ")
+    tokensLine() << join(llvm::map_range(*tokens, [](int32_t t) { return std::to_string(t); }), " ")
                  << "\n";
 
   if (dump) {

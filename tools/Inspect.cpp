@@ -428,6 +428,8 @@ void printProgramJson(const Plan &plan, json::OStream &j) {
       return "counters";
     case BufferSpace::Status:
       return "status";
+    case BufferSpace::Staging:
+      return "staging";
     }
     return "?";
   };

@@ -14,26 +14,31 @@ using namespace detail;
 constexpr unsigned kCheckThreads = 256;
 
 std::optional<std::pair<std::string, std::string>> inputCheckKernel(const CompiledEntry &entry) {
-  std::vector<std::string> ins;
+  std::vector<std::string> ins, dst, src;
   std::string params = "unsigned *status";
-  std::string ptrs;
   for (const IoBinding &b : entry.inputs) {
     if (!b.bind.hasRange())
       continue;
     std::string i = std::to_string(ins.size());
-    ins.push_back("fg::CheckIn<" + ctype(b.type.dtype) + ", " + ilit(b.type.numElements()) +
-                  ", " + ilit(b.bind.lo) + ", " + ilit(b.bind.hi) + ", " +
+    ins.push_back("fg::CheckIn<" + ctype(b.type.dtype) + ", " + ilit(b.type.numElements()) + ", " +
+                  ilit(b.bind.lo) + ", " + ilit(b.bind.hi) + ", " +
                   (b.bind.kind == BindKind::Positions ? "true" : "false") + ">");
-    params += ", void *in" + i;
-    ptrs += std::string(ptrs.empty() ? "" : ", ") + "in" + i;
+    dst.push_back("in" + i);
+    src.push_back("src" + i);
   }
   if (ins.empty())
     return std::nullopt;
-  std::string body = kernelSource("check.cuh").str() + "\nstruct Cfg {\n  using Ins = fg::CheckList<" +
-                     llvm::join(ins, ", ") + ">;\n};\n" +
+  for (const std::string &d : dst)
+    params += ", void *" + d;
+  for (const std::string &s : src)
+    params += ", const void *" + s;
+  std::string body = kernelSource("check.cuh").str() +
+                     "\nstruct Cfg {\n  using Ins = fg::CheckList<" + llvm::join(ins, ", ") +
+                     ">;\n};\n" +
                      kernelEntry(kCheckThreads, params,
-                                 "void *const in[] = {" + ptrs +
-                                     "};\n  fg::checkInputs<Cfg>(status, in);");
+                                 "void *const in[] = {" + llvm::join(dst, ", ") +
+                                     "};\n  const void *const src[] = {" + llvm::join(src, ", ") +
+                                     "};\n  fg::checkInputs<Cfg>(status, in, src);");
   KernelSpec k = finishSpec("check_inputs", body);
   return std::make_pair(k.name, k.source);
 }
@@ -50,6 +55,9 @@ void addInputCheck(CompiledEntry &entry, KernelSources &sources) {
   for (const IoBinding &b : entry.inputs)
     if (b.bind.hasRange())
       check.args.push_back(b.where);
+  for (size_t i = 0; i < entry.inputs.size(); ++i)
+    if (entry.inputs[i].bind.hasRange())
+      check.args.push_back({BufferSpace::Staging, static_cast<uint32_t>(i), 0});
   check.node = kNoNode;
   check.what = "the input check of @" + entry.name;
   for (LaunchRecord &l : entry.launches) {

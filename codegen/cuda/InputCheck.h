@@ -2,12 +2,14 @@
 //
 // Lowering, after the launch schedule: an entry whose inputs carry a value
 // range (the graph's input bindings: token ids in [0, vocab), positions in
-// [0, ctx)) starts with one small kernel (kernels/check.cuh) that checks every
-// such value on the device and writes the status words (BufferSpace::Status,
-// runtime/Program.h) the runner reads after the step. Every other launch of
-// the entry waits for it, so it sits inside the entry's CUDA graph: values a
-// device-side sampler wrote are checked just like copied ones, with no host
-// synchronisation inside the graph.
+// [0, ctx)) starts with one small kernel (kernels/check.cuh) that copies every
+// such input from the runner's pinned host staging (BufferSpace::Staging:
+// what setInput wrote) into its arena slot, checks every value on the device
+// and writes the status words (BufferSpace::Status, runtime/Program.h: host
+// memory the runner reads after the step). Every other launch of the entry
+// waits for it, so it sits inside the entry's CUDA graph, and a step of such
+// an entry is one cudaGraphLaunch: no copy on the stream before it, no copy
+// of the status after it (issue 13's "a step is one call").
 //
 // Why one kernel first rather than checks inside get_rows / rope / set_rows /
 // attention: the inputs are read once, in one place, and the consuming
@@ -26,7 +28,8 @@ namespace fg::cuda {
 
 /// The check kernel's source and symbol for `entry`'s checked inputs (those
 /// with a range), or none when no input has one. Its parameters: the status
-/// words, then each checked input's buffer, in input order.
+/// words, each checked input's arena slot, then each one's staging, in input
+/// order.
 std::optional<std::pair<std::string, std::string>> inputCheckKernel(const CompiledEntry &entry);
 
 /// Prepends the input check to `entry`'s launches (node kNoNode, every launch

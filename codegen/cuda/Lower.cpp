@@ -15,6 +15,7 @@
 
 #include "codegen/cuda/CudaTarget.h"
 #include "codegen/cuda/EmitNodes.h"
+#include "codegen/cuda/GreedyToken.h"
 #include "codegen/cuda/InputCheck.h"
 #include "codegen/cuda/KernelModules.h"
 #include "codegen/cuda/LaunchSchedule.h"
@@ -56,6 +57,7 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
                                          opts.workspaceSlots))
       return e;
     addInputCheck(entry, sources);
+    addGreedyToken(entry, sources, tables);
     for (const LaunchRecord &l : entry.launches)
       ++(l.kind == LaunchRecord::Kind::Gemm ? stats.gemms : stats.kernels);
     stats.arenaBytes = std::max<uint64_t>(stats.arenaBytes, entry.arenaBytes);

@@ -67,6 +67,9 @@ public:
 
   float lastGpuMs() const override { return runner_->lastGpuMs(); }
   double lastHostLaunchMs() const override { return runner_->lastHostLaunchMs(); }
+  std::optional<int32_t> greedyToken(const Function &fn) const override {
+    return runner_->greedyToken(fn.name());
+  }
 
   std::vector<Executor::LaunchTime> lastLaunchTimes() const override {
     std::vector<Executor::LaunchTime> out;

@@ -5,8 +5,8 @@
 
 #include "ir/InitFormula.h"
 #include "runtime/InputCheck.h"
-#include "runtime/WeightLoad.h"
 #include "runtime/StepTrace.h"
+#include "runtime/WeightLoad.h"
 #include "runtime/WeightProgress.h"
 #include "runtime/WorkspaceSlots.h"
 #include "runtime/reference/Interpreter.h"
@@ -16,10 +16,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
-#include <cstdlib>
 #include <string_view>
 
 namespace fg {
@@ -34,11 +34,15 @@ struct EntryState {
   /// Per launch: the cuBLAS workspace slot of a GEMM (runtime/WorkspaceSlots.h), else -1.
   std::vector<int> workspaceSlot;
   std::vector<bool> hasInput;
-  /// Pinned host staging for all inputs: setInput writes here; a graph run
-  /// copies from here inside the graph (memcpy nodes), an eager run on the
-  /// stream.
+  /// Pinned host staging for all inputs (mapped: the device reads it):
+  /// setInput writes here. The input check copies the inputs it takes as
+  /// BufferSpace::Staging arguments into their arena slots itself; the
+  /// others (`streamCopied`) are copied on the stream before each run (or by
+  /// memcpy nodes with FG_GRAPH_COPIES=1).
   void *pinned = nullptr;
+  void *pinnedDevice = nullptr; ///< `pinned` as the device addresses it
   std::vector<size_t> pinnedOffset;
+  std::vector<bool> streamCopied; ///< per input: not copied by a kernel of the entry
   cudaGraphExec_t exec = nullptr;
   cudaGraph_t graph = nullptr;
 
@@ -68,9 +72,12 @@ struct CudaRunner::Impl {
   std::vector<void *> weights, state;
   void *arena = nullptr;
   void *workspace = nullptr; ///< cuBLAS workspaces: slots x prog.workspaceBytes
-  void *counters = nullptr; ///< BufferSpace::Counters (prog.counterBytes), zero between runs
-  void *status = nullptr;         ///< the input check's status words (kStatusBytes)
-  uint32_t *statusHost = nullptr; ///< pinned copy, read after each checked step
+  void *counters = nullptr;  ///< BufferSpace::Counters (prog.counterBytes), zero between runs
+  /// The input check's status words (kStatusBytes): mapped pinned host
+  /// memory, written by the device at every checked step and read by the
+  /// host after it synchronised, with no copy in between.
+  uint32_t *statusHost = nullptr;
+  void *status = nullptr; ///< statusHost as the device addresses it
   std::map<std::string, EntryState, std::less<>> entries;
   bool programmatic = true; ///< programmatic edges between kernel nodes of a graph
   /// Traced graph runs (setProfileLaunches): each cuBLAS call also waits for
@@ -88,7 +95,7 @@ struct CudaRunner::Impl {
     const char *v = std::getenv("FG_GRAPH_COPIES");
     return v && std::string_view(v) == "1";
   }();
-  bool tracing = false;      ///< KernelTrace started by a profiled graph run
+  bool tracing = false; ///< KernelTrace started by a profiled graph run
 
   explicit Impl(const CompiledProgram &p) : prog(p) {}
 
@@ -107,7 +114,6 @@ struct CudaRunner::Impl {
     cudaFree(arena);
     cudaFree(workspace);
     cudaFree(counters);
-    cudaFree(status);
     if (statusHost)
       cudaFreeHost(statusHost);
     for (cudaLibrary_t l : libraries)
@@ -129,7 +135,8 @@ struct CudaRunner::Impl {
       cudaStreamDestroy(captureStream);
   }
 
-  void *address(const BufferRef &r) const {
+  /// The device address of `r`; staging references need the entry (`es`).
+  void *address(const BufferRef &r, const EntryState *es = nullptr) const {
     char *base = nullptr;
     switch (r.space) {
     case BufferSpace::Arena:
@@ -149,6 +156,10 @@ struct CudaRunner::Impl {
       break;
     case BufferSpace::Status:
       base = static_cast<char *>(status);
+      break;
+    case BufferSpace::Staging: // ProgramIO checked the index
+      assert(es && "a staging reference resolves against its entry");
+      base = static_cast<char *>(es->pinnedDevice) + es->pinnedOffset[r.index];
       break;
     }
     return base + r.offset;
@@ -196,13 +207,12 @@ struct CudaRunner::Impl {
                                "cublasSetWorkspace"))
         return e;
     return cublasCheck(
-        cublasGemmEx(cublas, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N,
-                     g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.m),
-                     static_cast<int>(g.n), static_cast<int>(g.k), &g.alpha, address(g.a),
-                     cudaTypeOf(g.aType), static_cast<int>(g.lda), address(g.b),
-                     cudaTypeOf(g.bType), static_cast<int>(g.ldb), &g.beta, address(g.c),
-                     cudaTypeOf(g.cType), static_cast<int>(g.ldc), CUBLAS_COMPUTE_32F,
-                     CUBLAS_GEMM_DEFAULT),
+        cublasGemmEx(
+            cublas, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N, g.transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+            static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), &g.alpha,
+            address(g.a), cudaTypeOf(g.aType), static_cast<int>(g.lda), address(g.b),
+            cudaTypeOf(g.bType), static_cast<int>(g.ldb), &g.beta, address(g.c),
+            cudaTypeOf(g.cType), static_cast<int>(g.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         l.what);
   }
 
@@ -213,7 +223,7 @@ struct CudaRunner::Impl {
     std::vector<void *> ptrs(l.args.size());
     std::vector<void *> argv(l.args.size());
     for (size_t a = 0; a < l.args.size(); ++a) {
-      ptrs[a] = address(l.args[a]);
+      ptrs[a] = address(l.args[a], &es);
       argv[a] = &ptrs[a];
     }
     return cudaCheck(cudaLaunchKernel(es.kernels[i], dim3(l.grid[0], l.grid[1], l.grid[2]),
@@ -241,19 +251,24 @@ struct CudaRunner::Impl {
         this->programmatic && std::none_of(launches.begin(), launches.end(), [](const auto &l) {
           return l.kind == LaunchRecord::Kind::Gemm;
         });
-    // The step is one cudaGraphLaunch: the inputs' copies from the pinned
-    // staging and the start event come first, the stop event and the copy
-    // of the input check's status words last, all inside the graph.
+    // FG_GRAPH_COPIES=1: the copies of the inputs the input check does not
+    // copy itself and the start event come first, the stop event last, all
+    // inside the graph. (The status words need no copy: the input check
+    // writes them to host memory.)
     const CompiledEntry &ce = *es.entry;
-    std::vector<cudaGraphNode_t> copies(graphCopies ? ce.inputs.size() : 0);
-    for (size_t i = 0; i < copies.size(); ++i)
-      if (auto e = cudaCheck(cudaGraphAddMemcpyNode1D(
-                                 &copies[i], es.graph, nullptr, 0, address(ce.inputs[i].where),
-                                 static_cast<char *>(es.pinned) + es.pinnedOffset[i],
-                                 static_cast<size_t>(ce.inputs[i].type.bytes()),
-                                 cudaMemcpyHostToDevice),
-                             "graph copy of input " + ce.inputs[i].name))
+    std::vector<cudaGraphNode_t> copies;
+    for (size_t i = 0; graphCopies && i < ce.inputs.size(); ++i) {
+      if (!es.streamCopied[i]) // the input check copies it
+        continue;
+      copies.emplace_back();
+      if (auto e =
+              cudaCheck(cudaGraphAddMemcpyNode1D(
+                            &copies.back(), es.graph, nullptr, 0, address(ce.inputs[i].where),
+                            static_cast<char *>(es.pinned) + es.pinnedOffset[i],
+                            static_cast<size_t>(ce.inputs[i].type.bytes()), cudaMemcpyHostToDevice),
+                        "graph copy of input " + ce.inputs[i].name))
         return e;
+    }
     cudaGraphNode_t startNode = nullptr, stopNode = nullptr;
     if (graphCopies)
       if (auto e = cudaCheck(cudaGraphAddEventRecordNode(&startNode, es.graph, copies.data(),
@@ -296,8 +311,9 @@ struct CudaRunner::Impl {
       cudaGraphNode_t *self = &nodes[i];
       if (!isKernel) {
         cudaGraph_t child = nullptr;
-        if (auto e = cudaCheck(cudaStreamBeginCapture(captureStream, cudaStreamCaptureModeThreadLocal),
-                               "capture of " + l.what))
+        if (auto e =
+                cudaCheck(cudaStreamBeginCapture(captureStream, cudaStreamCaptureModeThreadLocal),
+                          "capture of " + l.what))
           return e;
         llvm::Error err = launchGemm(es, i, captureStream);
         cudaError_t ce = cudaStreamEndCapture(captureStream, &child);
@@ -312,7 +328,7 @@ struct CudaRunner::Impl {
       } else {
         std::vector<void *> ptrs(l.args.size()), argv(l.args.size());
         for (size_t a = 0; a < l.args.size(); ++a) {
-          ptrs[a] = address(l.args[a]);
+          ptrs[a] = address(l.args[a], &es);
           argv[a] = &ptrs[a];
         }
         cudaKernelNodeParams p{};
@@ -328,9 +344,9 @@ struct CudaRunner::Impl {
       std::fill(to.begin() + static_cast<std::ptrdiff_t>(edgesBefore), to.end(), *self);
     }
     if (!from.empty())
-      if (auto e = cudaCheck(cudaGraphAddDependencies(es.graph, from.data(), to.data(),
-                                                      edges.data(), from.size()),
-                             "graph edges"))
+      if (auto e = cudaCheck(
+              cudaGraphAddDependencies(es.graph, from.data(), to.data(), edges.data(), from.size()),
+              "graph edges"))
         return e;
     std::vector<cudaGraphNode_t> sinks;
     for (size_t i = 0; i < launches.size(); ++i)
@@ -340,18 +356,10 @@ struct CudaRunner::Impl {
       return cudaCheck(cudaGraphInstantiate(&es.exec, es.graph, 0), "cudaGraphInstantiate");
     if (sinks.empty())
       sinks.push_back(startNode);
-    if (auto e = cudaCheck(cudaGraphAddEventRecordNode(&stopNode, es.graph, sinks.data(),
-                                                       sinks.size(), stop),
-                           "graph stop event"))
+    if (auto e = cudaCheck(
+            cudaGraphAddEventRecordNode(&stopNode, es.graph, sinks.data(), sinks.size(), stop),
+            "graph stop event"))
       return e;
-    if (checksInputs(es)) {
-      cudaGraphNode_t statusCopy = nullptr;
-      if (auto e = cudaCheck(cudaGraphAddMemcpyNode1D(&statusCopy, es.graph, &stopNode, 1,
-                                                      statusHost, status, kStatusBytes,
-                                                      cudaMemcpyDeviceToHost),
-                             "graph copy of the input check's status"))
-        return e;
-    }
     return cudaCheck(cudaGraphInstantiate(&es.exec, es.graph, 0), "cudaGraphInstantiate");
   }
 
@@ -369,31 +377,25 @@ struct CudaRunner::Impl {
     return llvm::Error::success();
   }
 
-  /// Eager runs: the inputs' copies from the pinned staging, on the stream.
+  /// The copies from the pinned staging, on the stream, of the inputs no
+  /// kernel of the entry copies itself (none for a decoder's entries: the
+  /// input check copies tokens and positions).
   llvm::Error copyInputs(EntryState &es) {
     const CompiledEntry &ce = *es.entry;
     for (size_t i = 0; i < ce.inputs.size(); ++i)
-      if (auto e = cudaCheck(cudaMemcpyAsync(address(ce.inputs[i].where),
-                                             static_cast<char *>(es.pinned) + es.pinnedOffset[i],
-                                             static_cast<size_t>(ce.inputs[i].type.bytes()),
-                                             cudaMemcpyHostToDevice, stream),
-                             "copy of input " + ce.inputs[i].name))
-        return e;
+      if (es.streamCopied[i])
+        if (auto e = cudaCheck(cudaMemcpyAsync(address(ce.inputs[i].where),
+                                               static_cast<char *>(es.pinned) + es.pinnedOffset[i],
+                                               static_cast<size_t>(ce.inputs[i].type.bytes()),
+                                               cudaMemcpyHostToDevice, stream),
+                               "copy of input " + ce.inputs[i].name))
+          return e;
     return llvm::Error::success();
   }
 
   /// Whether `es` starts with the input check (it writes the status words).
   static bool checksInputs(const EntryState &es) {
     return !es.entry->launches.empty() && es.entry->launches.front().node == kNoNode;
-  }
-
-  /// Queues the copy of the status words to the host (after the step's launches).
-  llvm::Error fetchStatus(const EntryState &es) {
-    if (!checksInputs(es))
-      return llvm::Error::success();
-    return cudaCheck(cudaMemcpyAsync(statusHost, status, kStatusBytes, cudaMemcpyDeviceToHost,
-                                     stream),
-                     "reading the input check's status");
   }
 
   /// After the step synchronised: the input check's verdict, an
@@ -407,9 +409,8 @@ struct CudaRunner::Impl {
         checked.push_back(&b);
     uint32_t which = statusHost[0] - 1;
     if (which >= checked.size())
-      return makeError("the input check of entry '" + es.entry->name +
-                       "' reported input " + llvm::Twine(which) + " of " +
-                       llvm::Twine(checked.size()));
+      return makeError("the input check of entry '" + es.entry->name + "' reported input " +
+                       llvm::Twine(which) + " of " + llvm::Twine(checked.size()));
     const IoBinding &b = *checked[which];
     int64_t value = static_cast<int64_t>(static_cast<uint64_t>(statusHost[2]) |
                                          (static_cast<uint64_t>(statusHost[3]) << 32));
@@ -427,9 +428,9 @@ static llvm::Expected<bool> initOnDevice(CudaRunner::Impl &m, const TensorSlot &
   if (m.prog.initModule < 0 || f.kind == fg_init::None || !symbol)
     return false;
   cudaKernel_t kernel = nullptr;
-  if (auto e = cudaCheck(
-          cudaLibraryGetKernel(&kernel, m.libraries[m.prog.initModule], symbol->c_str()),
-          "looking up kernel " + llvm::Twine(*symbol)))
+  if (auto e =
+          cudaCheck(cudaLibraryGetKernel(&kernel, m.libraries[m.prog.initModule], symbol->c_str()),
+                    "looking up kernel " + llvm::Twine(*symbol)))
     return e;
   unsigned long long n = static_cast<unsigned long long>(slot.type.numElements());
   unsigned long long seed = f.seed;
@@ -437,8 +438,8 @@ static llvm::Expected<bool> initOnDevice(CudaRunner::Impl &m, const TensorSlot &
   double a = f.a, b = f.b;
   void *args[] = {&p, &n, &kind, &seed, &a, &b};
   unsigned blocks = static_cast<unsigned>(std::min<unsigned long long>((n + 255) / 256, 65535));
-  if (auto e = cudaCheck(cudaLaunchKernel(reinterpret_cast<void *>(kernel), dim3(std::max(blocks, 1u)),
-                                          dim3(256), args, 0, m.stream),
+  if (auto e = cudaCheck(cudaLaunchKernel(reinterpret_cast<void *>(kernel),
+                                          dim3(std::max(blocks, 1u)), dim3(256), args, 0, m.stream),
                          "initialising " + slot.name))
     return e;
   return true;
@@ -453,8 +454,7 @@ CudaRunner::CudaRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaRunner::~CudaRunner() = default;
 
 llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledProgram &prog,
-                                                               LogSink log,
-                                                               ProgressSink progress) {
+                                                               LogSink log, ProgressSink progress) {
   if (!deviceAvailable())
     return makeError("no CUDA device is available");
   auto impl = std::make_unique<Impl>(prog);
@@ -462,7 +462,8 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
   Impl &m = *impl;
   if (auto e = cudaCheck(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "stream"))
     return e;
-  if (auto e = cudaCheck(cudaStreamCreateWithFlags(&m.captureStream, cudaStreamNonBlocking), "stream"))
+  if (auto e =
+          cudaCheck(cudaStreamCreateWithFlags(&m.captureStream, cudaStreamNonBlocking), "stream"))
     return e;
   if (auto e = cudaCheck(cudaEventCreate(&m.start), "event"))
     return e;
@@ -482,8 +483,9 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
     cudaLibrary_t lib = nullptr;
     const void *code = img.cubin.empty() ? static_cast<const void *>(img.ptx.c_str())
                                          : static_cast<const void *>(img.cubin.data());
-    if (auto e = cudaCheck(cudaLibraryLoadData(&lib, code, nullptr, nullptr, 0, nullptr, nullptr, 0),
-                           "loading kernel module " + img.name))
+    if (auto e =
+            cudaCheck(cudaLibraryLoadData(&lib, code, nullptr, nullptr, 0, nullptr, nullptr, 0),
+                      "loading kernel module " + img.name))
       return e;
     m.libraries.push_back(lib);
   }
@@ -541,15 +543,16 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
   // against the CPU reference), and the source is not pinned down yet.
   if (auto e = cudaCheck(cudaMemset(m.arena, 0, arenaBytes), "clearing the arena"))
     return e;
-  // The input check's status words (zero: no step has failed its check).
-  if (auto e = cudaCheck(cudaMalloc(&m.status, kStatusBytes), "allocating the status words"))
-    return e;
-  if (auto e = cudaCheck(cudaMemset(m.status, 0, kStatusBytes), "clearing the status words"))
-    return e;
-  if (auto e = cudaCheck(cudaMallocHost(reinterpret_cast<void **>(&m.statusHost), kStatusBytes),
+  // The input check's status words (zero: no step has failed its check), in
+  // host memory the device writes.
+  if (auto e = cudaCheck(cudaHostAlloc(reinterpret_cast<void **>(&m.statusHost), kStatusBytes,
+                                       cudaHostAllocMapped),
                          "pinned status words"))
     return e;
   std::memset(m.statusHost, 0, kStatusBytes);
+  if (auto e = cudaCheck(cudaHostGetDevicePointer(&m.status, m.statusHost, 0),
+                         "the device address of the status words"))
+    return e;
   if (prog.counterBytes) {
     if (auto e = cudaCheck(cudaMalloc(&m.counters, prog.counterBytes), "launch counters"))
       return e;
@@ -587,8 +590,9 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
         if (l.module >= m.libraries.size())
           return makeError("launch " + l.what + " names a missing kernel module");
         cudaKernel_t kernel = nullptr;
-        if (auto e = cudaCheck(cudaLibraryGetKernel(&kernel, m.libraries[l.module], l.symbol.c_str()),
-                               "looking up kernel " + l.symbol))
+        if (auto e =
+                cudaCheck(cudaLibraryGetKernel(&kernel, m.libraries[l.module], l.symbol.c_str()),
+                          "looking up kernel " + l.symbol))
           return e;
         // Static + dynamic shared memory above 48 KiB must be asked for per
         // kernel (the static part is the kernel's own, unknown here: ask for
@@ -607,8 +611,7 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
       std::unique_ptr<LtGemm> lt;
       if (l.kind == LaunchRecord::Kind::Gemm && l.gemm.lt) {
         llvm::Expected<std::unique_ptr<LtGemm>> p =
-            LtGemm::prepare(m.cublasLt, l.gemm, m.ltPointers(l.gemm), prog.workspaceBytes,
-                            l.what);
+            LtGemm::prepare(m.cublasLt, l.gemm, m.ltPointers(l.gemm), prog.workspaceBytes, l.what);
         if (!p)
           return p.takeError();
         lt = std::move(*p);
@@ -621,9 +624,19 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
       total += (static_cast<size_t>(in.type.bytes()) + 255) / 256 * 256;
     }
     es.hasInput.assign(ce.inputs.size(), false);
-    if (total)
-      if (auto e = cudaCheck(cudaMallocHost(&es.pinned, total), "pinned input staging"))
+    es.streamCopied.assign(ce.inputs.size(), true);
+    for (const LaunchRecord &l : ce.launches)
+      for (const BufferRef &a : l.args)
+        if (a.space == BufferSpace::Staging)
+          es.streamCopied[a.index] = false;
+    if (total) {
+      if (auto e = cudaCheck(cudaHostAlloc(&es.pinned, total, cudaHostAllocMapped),
+                             "pinned input staging"))
         return e;
+      if (auto e = cudaCheck(cudaHostGetDevicePointer(&es.pinnedDevice, es.pinned, 0),
+                             "the device address of the input staging"))
+        return e;
+    }
     m.entries.emplace(ce.name, std::move(es));
   }
   if (auto e = cudaCheck(cudaDeviceSynchronize(), "loading the plan"))
@@ -682,20 +695,36 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
   }
   if (auto e = m.checkInputsSet(es))
     return e;
-  auto hostStart = std::chrono::steady_clock::now();
+  // Host time: the step's own calls — the copies of inputs no kernel copies
+  // (none for a decoder's entries) and the cudaGraphLaunch, or every eager
+  // launch. The runner's timing events around a graph launch (its own
+  // measurement, not the step's work) are left out.
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  double hostMs = 0;
   const bool onStream = !useGraph || !m.graphCopies;
-  if (useGraph && onStream) {
-    if (auto e = m.copyInputs(es))
-      return e;
-    if (auto e = cudaCheck(cudaEventRecord(m.start, m.stream), "event"))
-      return e;
-  }
   if (useGraph) {
-    // One call: the graph copies the inputs, records the events and copies
-    // the status words back itself (buildGraph).
+    if (onStream) {
+      auto t = Clock::now();
+      if (auto e = m.copyInputs(es))
+        return e;
+      hostMs += since(t);
+      if (auto e = cudaCheck(cudaEventRecord(m.start, m.stream), "event"))
+        return e;
+    }
+    // With FG_GRAPH_COPIES=1 the graph also copies the other inputs and
+    // records the events itself (buildGraph).
+    auto t = Clock::now();
     if (auto e = cudaCheck(cudaGraphLaunch(es.exec, m.stream), "graph launch of " + entry))
       return e;
+    hostMs += since(t);
+    if (onStream)
+      if (auto e = cudaCheck(cudaEventRecord(m.stop, m.stream), "event"))
+        return e;
   } else {
+    auto t = Clock::now();
     if (auto e = m.copyInputs(es))
       return e;
     if (auto e = cudaCheck(cudaEventRecord(m.start, m.stream), "event"))
@@ -710,17 +739,14 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
         if (auto e = cudaCheck(cudaEventRecord(m.launchEvents[i + 1], m.stream), "event"))
           return e;
     }
-  }
-  if (onStream) {
     if (auto e = cudaCheck(cudaEventRecord(m.stop, m.stream), "event"))
       return e;
-    if (auto e = m.fetchStatus(es))
-      return e;
+    hostMs = since(t);
   }
-  lastHostLaunchMs_ =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - hostStart).count();
-  if (auto e = cudaCheck(cudaStreamSynchronize(m.stream),
-                         "running entry " + entry + " (rerun with --debug-sync to name the kernel)"))
+  lastHostLaunchMs_ = hostMs;
+  if (auto e =
+          cudaCheck(cudaStreamSynchronize(m.stream),
+                    "running entry " + entry + " (rerun with --debug-sync to name the kernel)"))
     return e;
   cudaEventElapsedTime(&lastGpuMs_, m.start, m.stop);
   if (profile) {
@@ -759,11 +785,22 @@ llvm::Error CudaRunner::runDebugSync(llvm::StringRef entry) {
                            "launch " + llvm::Twine(i) + " (" + es.entry->launches[i].what + ")"))
       return e;
   }
-  if (auto e = m.fetchStatus(es))
-    return e;
-  if (auto e = cudaCheck(cudaStreamSynchronize(m.stream), "reading the input check's status"))
-    return e;
   return m.statusError(es);
+}
+
+std::optional<int32_t> CudaRunner::greedyToken(llvm::StringRef entry) const {
+  auto it = impl_->entries.find(entry);
+  if (it == impl_->entries.end())
+    return std::nullopt;
+  const std::vector<LaunchRecord> &ls = it->second.entry->launches;
+  // The greedy launch is the last one and has no node (the input check, the
+  // other launch without one, is the first).
+  if (ls.size() < 2 || ls.back().node != kNoNode)
+    return std::nullopt;
+  const uint32_t *w = impl_->statusHost;
+  if (w[kStatusWordGreedyOk] != 1)
+    return std::nullopt;
+  return static_cast<int32_t>(w[kStatusWordGreedy]);
 }
 
 llvm::Error CudaRunner::readOutput(llvm::StringRef entry, llvm::StringRef name,
@@ -775,9 +812,9 @@ llvm::Error CudaRunner::readOutput(llvm::StringRef entry, llvm::StringRef name,
     if (o.name != name)
       continue;
     out.resize(static_cast<size_t>(o.type.bytes()));
-    return cudaCheck(cudaMemcpy(out.data(), impl_->address(o.where), out.size(),
-                                cudaMemcpyDeviceToHost),
-                     "reading output " + name);
+    return cudaCheck(
+        cudaMemcpy(out.data(), impl_->address(o.where), out.size(), cudaMemcpyDeviceToHost),
+        "reading output " + name);
   }
   return makeError("entry '" + entry + "' has no output '" + name + "'");
 }
@@ -812,9 +849,9 @@ void CudaRunner::setProgrammaticLaunch(bool on) {
 
 llvm::Error CudaRunner::resetState() {
   for (size_t i = 0; i < impl_->prog.state.size(); ++i)
-    if (auto e = cudaCheck(cudaMemset(impl_->state[i], 0,
-                                      static_cast<size_t>(impl_->prog.state[i].type.bytes())),
-                           "resetting state"))
+    if (auto e = cudaCheck(
+            cudaMemset(impl_->state[i], 0, static_cast<size_t>(impl_->prog.state[i].type.bytes())),
+            "resetting state"))
       return e;
   if (impl_->counters)
     if (auto e = cudaCheck(cudaMemset(impl_->counters, 0, impl_->prog.counterBytes),

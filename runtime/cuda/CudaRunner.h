@@ -18,6 +18,7 @@
 #include "llvm/Support/Error.h"
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace fg {
@@ -60,9 +61,15 @@ public:
 
   /// Device time of the last run, from CUDA events (ms).
   float lastGpuMs() const { return lastGpuMs_; }
-  /// Host time of the last run from entry to "everything enqueued" (input
-  /// copies and the graph launch or every eager launch), in ms.
+  /// Host time of the last run's own calls, in ms: the copies of inputs no
+  /// kernel copies (none for a decoder's entries) and the cudaGraphLaunch
+  /// (not the timing events around it), or every eager launch.
   double lastHostLaunchMs() const { return lastHostLaunchMs_; }
+  /// After a successful run of `entry`: the greedy token its last launch
+  /// computed on the device (codegen/cuda/GreedyToken.h), read from the
+  /// status words in host memory (no copy); none when the entry has no such
+  /// launch or the row held a NaN or only -inf.
+  std::optional<int32_t> greedyToken(llvm::StringRef entry) const;
 
   /// Eager runs record a CUDA event before the first launch and after each
   /// launch (this adds host time: for per-kernel breakdowns, not for timing

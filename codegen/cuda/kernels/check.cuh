@@ -1,15 +1,18 @@
 //===- check.cuh - the input check every entry starts with ------------------===//
 //
-// checkInputs<Cfg>(status, in): one block reads every checked input (token ids,
-// positions: what the graph's input bindings give a range) and writes the
-// status words (runtime/Program.h, kStatusBytes):
+// checkInputs<Cfg>(status, in, src): one block copies every checked input
+// (token ids, positions: what the graph's input bindings give a range) from
+// the runner's pinned host staging (src: what setInput wrote, read over the
+// bus) into its arena slot (in), checks it there and writes the status words
+// (runtime/Program.h, kStatusBytes; host memory the device writes):
 //   status[0]  0 when every value is in [Lo, Hi), else 1 + the index of the
 //              first bad input (Cfg's order = the entry's input order)
 //   status[1]  the element index of its first bad value
 //   status[2]  the bad value's low 32 bits, status[3] its high 32 bits
 // "First" is the smallest (input, element) pair, so the report does not depend
 // on thread timing. The words are written at every step (zeros when good), so
-// the runner never clears them and a replayed CUDA graph needs no host work.
+// the runner never clears them, and with the copy in here a replayed CUDA
+// graph needs no host work but its launch: no copy before it, none after.
 //
 // A bad step must not touch state: after the check, every value of a
 // positions input (Cfg: kPositions) is set to -1, which set_rows (and the
@@ -41,7 +44,8 @@ constexpr unsigned long long kCheckNone = ~0ull;
 /// input I on.
 template <int I, class List> struct CheckWalk;
 template <int I> struct CheckWalk<I, CheckList<>> {
-  static __device__ __forceinline__ void find(void *const *, unsigned long long *) {}
+  static __device__ __forceinline__ void find(void *const *, const void *const *,
+                                              unsigned long long *) {}
   static __device__ __forceinline__ void report(void *const *, unsigned long long, unsigned *) {}
   static __device__ __forceinline__ void poison(void *const *) {}
 };
@@ -49,14 +53,18 @@ template <int I, class In, class... Rest> struct CheckWalk<I, CheckList<In, Rest
   using Next = CheckWalk<I + 1, CheckList<Rest...>>;
   using T = typename In::T;
 
-  static __device__ __forceinline__ void find(void *const *in, unsigned long long *first) {
-    const T *v = static_cast<const T *>(in[I]);
+  static __device__ __forceinline__ void find(void *const *in, const void *const *src,
+                                              unsigned long long *first) {
+    T *v = static_cast<T *>(in[I]);
+    const T *s = static_cast<const T *>(src[I]);
     for (long long e = threadIdx.x; e < In::N; e += blockDim.x) {
-      const long long x = (long long)v[e];
+      const T raw = s[e];
+      v[e] = raw;
+      const long long x = (long long)raw;
       if (x < In::Lo || x >= In::Hi)
         atomicMin(first, ((unsigned long long)I << 40) | (unsigned long long)e);
     }
-    Next::find(in, first);
+    Next::find(in, src, first);
   }
 
   /// Thread 0 writes the status of the bad value `key` names.
@@ -84,14 +92,15 @@ template <int I, class In, class... Rest> struct CheckWalk<I, CheckList<In, Rest
   }
 };
 
-template <class C> static __device__ __forceinline__ void checkInputs(unsigned *status,
-                                                                      void *const *in) {
+template <class C>
+static __device__ __forceinline__ void checkInputs(unsigned *status, void *const *in,
+                                                   const void *const *src) {
   __shared__ unsigned long long first;
   if (threadIdx.x == 0)
     first = kCheckNone;
   __syncthreads();
-  CheckWalk<0, typename C::Ins>::find(in, &first);
-  __syncthreads();
+  CheckWalk<0, typename C::Ins>::find(in, src, &first); // copies, then checks
+  __syncthreads(); // every copy is in its slot: report and poison read and write those
   const unsigned long long key = first;
   if (key == kCheckNone) {
     if (threadIdx.x < 4)

@@ -2,12 +2,14 @@
 //
 // Lowering puts one check kernel first in every entry whose inputs have a
 // range (the demo's tokens and positions): its arguments are the status
-// words and the checked inputs, every other launch waits for it, the kernel
-// compiles with NVRTC for sm_90, and the bindings survive the plan section.
+// words, the checked inputs' arena slots and their pinned staging (it copies
+// them in, so a step is one graph launch), every other launch waits for it,
+// the kernel compiles with NVRTC for sm_90, and the bindings and staging
+// references survive the plan section (a forged one is refused).
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/cuda/Compile.h"
 #include "codegen/cuda/InputCheck.h"
+#include "codegen/cuda/Compile.h"
 #include "codegen/cuda/Nvrtc.h"
 #include "frontends/Frontend.h"
 #include "ir/Builder.h"
@@ -40,9 +42,10 @@ CompiledProgram demoProgram() {
 
 } // namespace
 
-/// The check is the first launch of both entries, reads the status words and
-/// the two bound inputs where the entry keeps them, and every launch that
-/// had no dependency now waits for it.
+/// The check is the first launch of both entries, writes the status words,
+/// copies the two bound inputs from their staging to where the entry keeps
+/// them, and every launch that had no dependency now waits for it; no other
+/// launch reads a staging.
 TEST(InputCheck, FirstLaunchOfEveryEntryWithRanges) {
   CompiledProgram prog = demoProgram();
   ASSERT_EQ(prog.entries.size(), 2u);
@@ -56,14 +59,18 @@ TEST(InputCheck, FirstLaunchOfEveryEntryWithRanges) {
     EXPECT_EQ(check.kind, LaunchRecord::Kind::Kernel);
     EXPECT_TRUE(check.deps.empty());
     EXPECT_EQ(check.what, "the input check of @" + e.name);
-    ASSERT_EQ(check.args.size(), 3u);
+    ASSERT_EQ(check.args.size(), 5u);
     EXPECT_EQ(check.args[0], (BufferRef{BufferSpace::Status, 0, 0}));
     EXPECT_EQ(check.args[1], e.inputs[0].where);
     EXPECT_EQ(check.args[2], e.inputs[1].where);
+    EXPECT_EQ(check.args[3], (BufferRef{BufferSpace::Staging, 0, 0}));
+    EXPECT_EQ(check.args[4], (BufferRef{BufferSpace::Staging, 1, 0}));
     EXPECT_LT(check.module, prog.modules.size());
     size_t waiting = 0;
     for (size_t i = 1; i < e.launches.size(); ++i) {
       EXPECT_NE(e.launches[i].node, kNoNode);
+      for (const BufferRef &a : e.launches[i].args)
+        EXPECT_NE(a.space, BufferSpace::Staging) << e.launches[i].what;
       EXPECT_FALSE(e.launches[i].deps.empty()) << e.launches[i].what;
       waiting += llvm::is_contained(e.launches[i].deps, 0u);
     }
@@ -78,16 +85,33 @@ TEST(InputCheck, OnlyRangedInputsAreChecked) {
   e.name = "main";
   e.inputs.push_back({"free", TensorType(DType::I32, {3}), {BufferSpace::Arena, 0, 0}, {}});
   EXPECT_FALSE(cuda::inputCheckKernel(e).has_value());
-  e.inputs.push_back({"ids", TensorType(DType::I64, {5}), {BufferSpace::Arena, 0, 256},
-                      {BindKind::Other, -2, 7}});
-  e.inputs.push_back({"positions", TensorType(DType::I32, {5}), {BufferSpace::Arena, 0, 512},
+  e.inputs.push_back(
+      {"ids", TensorType(DType::I64, {5}), {BufferSpace::Arena, 0, 256}, {BindKind::Other, -2, 7}});
+  e.inputs.push_back({"positions",
+                      TensorType(DType::I32, {5}),
+                      {BufferSpace::Arena, 0, 512},
                       {BindKind::Positions, 0, 64}});
   auto k = cuda::inputCheckKernel(e);
   ASSERT_TRUE(k.has_value());
   EXPECT_NE(k->second.find("fg::CheckIn<long long, 5LL, -2LL, 7LL, false>"), std::string::npos)
       << k->second;
   EXPECT_NE(k->second.find("fg::CheckIn<int, 5LL, 0LL, 64LL, true>"), std::string::npos);
-  EXPECT_NE(k->second.find("unsigned *status, void *in0, void *in1)"), std::string::npos);
+  EXPECT_NE(k->second.find("unsigned *status, void *in0, void *in1, const void *src0, "
+                           "const void *src1)"),
+            std::string::npos)
+      << k->second;
+  // The launch takes the staging of inputs 1 and 2 (the entry's indices).
+  e.launches.push_back({});
+  cuda::KernelSources sources;
+  sources.sourceOfLaunch.emplace_back(1, 0);
+  cuda::addInputCheck(e, sources);
+  ASSERT_EQ(e.launches.size(), 2u);
+  ASSERT_EQ(e.launches[0].args.size(), 5u);
+  EXPECT_EQ(e.launches[0].args[1], e.inputs[1].where);
+  EXPECT_EQ(e.launches[0].args[2], e.inputs[2].where);
+  EXPECT_EQ(e.launches[0].args[3], (BufferRef{BufferSpace::Staging, 1, 0}));
+  EXPECT_EQ(e.launches[0].args[4], (BufferRef{BufferSpace::Staging, 2, 0}));
+  EXPECT_EQ(e.launches[1].deps, std::vector<uint32_t>{0});
   // It compiles for sm_90 (no GPU needed).
   cuda::NvrtcOptions o;
   o.cacheDir = test::kernelCacheDir();
@@ -105,8 +129,41 @@ TEST(InputCheck, BindingsRoundTripThroughTheProgramSection) {
   for (size_t i = 0; i < prog.entries.size(); ++i)
     for (size_t k = 0; k < prog.entries[i].inputs.size(); ++k)
       EXPECT_EQ(back->entries[i].inputs[k].bind, prog.entries[i].inputs[k].bind);
+  for (size_t i = 0; i < prog.entries.size(); ++i)
+    EXPECT_EQ(back->entries[i].launches[0].args, prog.entries[i].launches[0].args);
   prog.entries[0].inputs[0].bind.lo = 600; // lo > hi
   auto bad = decodeProgram(encodeProgram(prog).bytes);
   ASSERT_FALSE(bool(bad));
   EXPECT_NE(llvm::toString(bad.takeError()).find("bad input binding"), std::string::npos);
+}
+
+/// The runner indexes its tables with the references a plan holds: an index
+/// past them is a corrupt file, named, not an access out of bounds at load.
+TEST(InputCheck, ReferencesOutsideTheTablesAreRefused) {
+  const CompiledProgram good = demoProgram();
+  auto refused = [](const CompiledProgram &p) {
+    auto r = decodeProgram(encodeProgram(p).bytes);
+    return r ? std::string("accepted") : llvm::toString(r.takeError());
+  };
+  CompiledProgram p = good;
+  p.entries[0].launches[0].args[3].index = 2; // the entry has two inputs
+  EXPECT_NE(refused(p).find("staging of a missing input"), std::string::npos) << refused(p);
+  p = good;
+  p.entries[0].outputs[0].where = {BufferSpace::Staging, 0, 0};
+  EXPECT_NE(refused(p).find("input staging outside a kernel's arguments"), std::string::npos)
+      << refused(p);
+  p = good;
+  for (LaunchRecord &l : p.entries[1].launches)
+    for (BufferRef &a : l.args)
+      if (a.space == BufferSpace::Weight)
+        a.index = static_cast<uint32_t>(p.weights.size());
+  EXPECT_NE(refused(p).find("reference to a missing weight"), std::string::npos) << refused(p);
+  p = good;
+  for (LaunchRecord &l : p.entries[1].launches)
+    for (BufferRef &a : l.args)
+      if (a.space == BufferSpace::State)
+        a.index = 1000;
+  EXPECT_NE(refused(p).find("reference to a missing state buffer"), std::string::npos)
+      << refused(p);
+  EXPECT_EQ(refused(good), "accepted");
 }

@@ -1,0 +1,69 @@
+//===- GreedyToken.cpp - an entry's greedy token, on the device -----------===//
+#include "codegen/cuda/GreedyToken.h"
+
+#include "codegen/cuda/EmitterCommon.h"
+#include "codegen/cuda/KernelSources.h"
+
+namespace fg::cuda {
+
+using namespace detail;
+
+namespace {
+
+constexpr unsigned kGreedyThreads = 256;
+/// Values a thread scans at least (the grid is as small as that allows: at
+/// a 128k vocabulary 126 blocks, one wave; a few hundred values one block).
+constexpr int64_t kGreedyPerThread = 4;
+constexpr uint64_t kGreedyCounterBytes = 3 * sizeof(uint64_t);
+
+} // namespace
+
+GreedyKernel greedyTokenKernel(int64_t vocab) {
+  GreedyKernel g;
+  g.blocks = gridFor(vocab, kGreedyThreads * kGreedyPerThread);
+  std::string body =
+      kernelSource("greedy.cuh").str() +
+      "\nstruct Cfg {\n  static constexpr long long V = " + ilit(vocab) + ";\n};\n" +
+      kernelEntry(kGreedyThreads, "const float *row, unsigned long long *acc, unsigned *status",
+                  "fg::greedyToken<Cfg>(row, acc, status);");
+  KernelSpec k = finishSpec("greedy_token", body);
+  g.symbol = k.name;
+  g.source = k.source;
+  return g;
+}
+
+void addGreedyToken(CompiledEntry &entry, KernelSources &sources, SlotTables &tables) {
+  const IoBinding *logits = nullptr;
+  for (const IoBinding &o : entry.outputs)
+    if (o.name == "logits" && o.type.dtype == DType::F32 && o.type.rank() == 2)
+      logits = &o;
+  if (!logits || entry.launches.empty())
+    return;
+  const int64_t rows = logits->type.shape[0], vocab = logits->type.shape[1];
+  if (rows < 1 || vocab < 1 || vocab > 0x7fffffff)
+    return;
+  GreedyKernel g = greedyTokenKernel(vocab);
+  LaunchRecord l;
+  l.kind = LaunchRecord::Kind::Kernel;
+  l.symbol = g.symbol;
+  l.grid[0] = g.blocks;
+  l.block[0] = kGreedyThreads;
+  BufferRef row = logits->where;
+  row.offset += static_cast<uint64_t>((rows - 1) * vocab) * sizeof(float);
+  l.args = {row, BufferRef{BufferSpace::Counters, 0, tables.counters(kGreedyCounterBytes)},
+            BufferRef{BufferSpace::Status, 0, 0}};
+  std::vector<bool> hasSuccessor(entry.launches.size(), false);
+  for (const LaunchRecord &p : entry.launches)
+    for (uint32_t d : p.deps)
+      hasSuccessor[d] = true;
+  for (size_t i = 0; i < entry.launches.size(); ++i)
+    if (!hasSuccessor[i])
+      l.deps.push_back(static_cast<uint32_t>(i));
+  l.node = kNoNode;
+  l.what = "the greedy token of @" + entry.name;
+  entry.launches.push_back(std::move(l));
+  sources.sourceOfLaunch.back().push_back(sources.sources.size());
+  sources.sources.emplace_back(g.symbol, g.source);
+}
+
+} // namespace fg::cuda

@@ -1,0 +1,90 @@
+//===- greedy.cuh - the greedy token of a step, on the device --------------===//
+//
+// greedyToken<Cfg>(row, acc, status): the first argmax of one f32 logits row
+// of Cfg::V values (the last row of the entry's `logits`: `row` points at
+// it), written to status word 4 (runtime/Program.h, kStatusWordGreedy: host
+// memory the device writes), with word 5 = 1 when it is the greedy token and
+// 0 when the row holds a NaN or only -inf (the host sampler then reads the
+// row and says why). A Session that samples greedily reads these two words
+// instead of copying the row to the host and scanning it (issue 13: the host
+// reads back only the token id).
+//
+// Every block scans a grid-stride share of the row and folds it into one
+// 64-bit key per value: the value's bits in an order-preserving encoding
+// (-0 taken as +0, so a tie between them goes to the first index, as on the
+// host), then the complement of the index (the larger key is the larger
+// value, then the smaller index). A warp, then the block, takes the largest
+// key, and thread 0 folds it into acc[0] with an integer atomicMax: the
+// maximum of a set does not depend on the order it is taken in, so the
+// result is the same at every replay (no float atomics). A NaN sets acc[1].
+// The block that takes the last ticket (acc[2], after a fence) reads the
+// winner, writes the words and resets acc[0..2] to 0: the counters are the
+// launch's own (BufferSpace::Counters, zero at load), so every replay starts
+// from zero without a clearing launch.
+//
+//===----------------------------------------------------------------------===//
+
+namespace fg {
+
+/// The order-preserving key of logit `v` at index `i` (v not NaN).
+static __device__ __forceinline__ unsigned long long greedyKey(float v, unsigned i) {
+  const unsigned b = __float_as_uint(v == 0.0f ? 0.0f : v);
+  const unsigned ordered = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return ((unsigned long long)ordered << 32) | (unsigned long long)(0xffffffffu - i);
+}
+
+template <class C>
+static __device__ __forceinline__ void greedyToken(const float *row, unsigned long long *acc,
+                                                   unsigned *status) {
+  unsigned long long best = 0; // below every key
+  bool nan = false;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < C::V;
+       i += (long long)gridDim.x * blockDim.x) {
+    const float v = row[i];
+    if (v != v)
+      nan = true;
+    else {
+      const unsigned long long k = greedyKey(v, (unsigned)i);
+      best = k > best ? k : best;
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const unsigned long long other = __shfl_xor_sync(0xffffffffu, best, o);
+    best = other > best ? other : best;
+  }
+  nan = __any_sync(0xffffffffu, nan);
+  __shared__ unsigned long long warpBest[32];
+  __shared__ int warpNan[32];
+  __shared__ bool last;
+  const int w = (int)(threadIdx.x / 32), nw = (int)((blockDim.x + 31) / 32);
+  if (threadIdx.x % 32 == 0) {
+    warpBest[w] = best;
+    warpNan[w] = nan;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int j = 1; j < nw; ++j) {
+      best = warpBest[j] > best ? warpBest[j] : best;
+      nan = nan || warpNan[j];
+    }
+    atomicMax(&acc[0], best);
+    if (nan)
+      atomicOr(&acc[1], 1ull);
+    __threadfence();
+    last = atomicAdd(&acc[2], 1ull) == (unsigned long long)gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last || threadIdx.x != 0)
+    return;
+  __threadfence();
+  const unsigned long long key = atomicExch(&acc[0], 0ull);
+  const bool sawNan = atomicExch(&acc[1], 0ull) != 0;
+  acc[2] = 0;
+  // Every value -inf: the key of index 0's -inf is the smallest real key.
+  const bool allNegInf = (unsigned)(key >> 32) <= ~0xff800000u;
+  status[4] = 0xffffffffu - (unsigned)(key & 0xffffffffull);
+  status[5] = (sawNan || allNegInf) ? 0u : 1u;
+}
+
+} // namespace fg
