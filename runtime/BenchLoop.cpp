@@ -253,7 +253,10 @@ std::vector<FamilyTime> familyBreakdown(const Function &fn,
   std::vector<const Node *> counted;
   for (size_t i = 0; i < first.size(); ++i) {
     const Executor::LaunchTime &l = first[i];
-    std::string fam = l.node == kNoNode ? std::string("input check") : launchFamily(l.op, l.gemm);
+    // The launches without a node: the input check (first), the greedy token (last).
+    std::string fam = l.node != kNoNode ? launchFamily(l.op, l.gemm)
+                      : i == 0          ? std::string("input check")
+                                        : std::string("greedy token");
     FamilyTime &f = byFamily[fam];
     f.family = fam;
     ++f.launches;

@@ -323,6 +323,8 @@ Expected<std::vector<int32_t>> Session::generate(ArrayRef<int32_t> prompt, int64
       return e;
     history_.push_back(next);
     ++stats_.decodeSteps;
+    stats_.decodeGpuMs += exec_.lastGpuMs();
+    stats_.decodeHostLaunchMs += exec_.lastHostLaunchMs();
   }
   stats_.decodeMs = msSince(t0);
   return out;

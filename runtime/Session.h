@@ -125,6 +125,10 @@ struct SessionStats {
   double promptMs = 0;     ///< wall time feeding the prompt
   int64_t decodeSteps = 0; ///< decode runs after the prompt
   double decodeMs = 0;
+  /// The decode runs' device time (Executor::lastGpuMs: CUDA events around
+  /// each step; 0 on the CPU) and host launch time, summed: decodeMs less
+  /// these is what the session and its caller spend around the steps.
+  double decodeGpuMs = 0, decodeHostLaunchMs = 0;
   bool stopped = false; ///< generation ended at a stop token
 };
 

@@ -8,6 +8,7 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -207,7 +208,14 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   if (st.decodeSteps > 0)
     outs() << "decode: " << st.decodeSteps << " steps, "
            << format("%.2f", st.decodeMs / st.decodeSteps) << " ms/step ("
-           << format("%.1f", st.decodeSteps * 1000.0 / st.decodeMs) << " tokens/s)\n";
+           << format("%.1f", st.decodeSteps * 1000.0 / st.decodeMs) << " tokens/s"
+           << (st.decodeGpuMs > 0
+                   ? llvm::formatv("; device {0:F3} ms/step, launch {1:F4} ms/step",
+                                   st.decodeGpuMs / st.decodeSteps,
+                                   st.decodeHostLaunchMs / st.decodeSteps)
+                         .str()
+                   : std::string())
+           << ")\n";
   if (verify) {
     const size_t int8 = opts.device == ExecOptions::Device::Cuda ? int8Launches(plan) : 0;
     double threshold = verifyThreshold(plan, int8);

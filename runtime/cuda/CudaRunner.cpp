@@ -352,8 +352,17 @@ struct CudaRunner::Impl {
     for (size_t i = 0; i < launches.size(); ++i)
       if (!hasSuccessor[i])
         sinks.push_back(nodes[i]);
-    if (!graphCopies)
+    if (!graphCopies) {
+      // FG_DEBUG_GRAPH_DEVICE_LAUNCH=1 (timing only): instantiate for device
+      // launch (kernel nodes only), to measure whether the host's launch of
+      // such a graph costs less.
+      const char *dl = std::getenv("FG_DEBUG_GRAPH_DEVICE_LAUNCH");
+      if (dl && std::string_view(dl) == "1" && programmatic)
+        return cudaCheck(cudaGraphInstantiateWithFlags(&es.exec, es.graph,
+                                                       cudaGraphInstantiateFlagDeviceLaunch),
+                         "cudaGraphInstantiate for device launch");
       return cudaCheck(cudaGraphInstantiate(&es.exec, es.graph, 0), "cudaGraphInstantiate");
+    }
     if (sinks.empty())
       sinks.push_back(startNode);
     if (auto e = cudaCheck(

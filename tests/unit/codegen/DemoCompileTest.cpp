@@ -47,7 +47,8 @@ void compileDemo(bool fusion) {
   // Program counters: each flash-decoding attention launch (one per layer of
   // decode) has its own range, [T · Hkv] unsigned, inside counterBytes,
   // overlapping no other; prefill_64's attention is the flash-attention
-  // prefill kernel, which has none.
+  // prefill kernel, which has none. Each entry's greedy-token launch (its
+  // last, no node) has one too.
   std::vector<std::pair<uint64_t, uint64_t>> counterRanges;
   size_t attentionLaunches = 0;
   for (const CompiledEntry &e : prog->entries) {
@@ -59,14 +60,18 @@ void compileDemo(bool fusion) {
       attentionLaunches += l.op == OpKind::Attention;
       for (const BufferRef &r : l.args)
         if (r.space == BufferSpace::Counters) {
-          EXPECT_EQ(l.op, OpKind::Attention) << l.what;
+          if (l.node == kNoNode) {
+            EXPECT_EQ(&l, &e.launches.back()) << l.what;
+          } else {
+            EXPECT_EQ(l.op, OpKind::Attention) << l.what;
+          }
           counterRanges.push_back({r.offset, r.offset});
         }
     }
   }
   EXPECT_GT(launches, 0u);
   EXPECT_EQ(attentionLaunches, 2u * 2u); // 2 layers x (decode, prefill)
-  ASSERT_EQ(counterRanges.size(), 2u);   // 2 layers of decode
+  ASSERT_EQ(counterRanges.size(), 4u);   // 2 layers of decode, 2 greedy launches
   std::sort(counterRanges.begin(), counterRanges.end());
   for (size_t i = 0; i + 1 < counterRanges.size(); ++i)
     EXPECT_LT(counterRanges[i].first, counterRanges[i + 1].first);

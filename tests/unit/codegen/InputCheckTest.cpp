@@ -68,7 +68,10 @@ TEST(InputCheck, FirstLaunchOfEveryEntryWithRanges) {
     EXPECT_LT(check.module, prog.modules.size());
     size_t waiting = 0;
     for (size_t i = 1; i < e.launches.size(); ++i) {
-      EXPECT_NE(e.launches[i].node, kNoNode);
+      // Only the greedy-token launch, the last, has no node either.
+      if (i + 1 < e.launches.size()) {
+        EXPECT_NE(e.launches[i].node, kNoNode);
+      }
       for (const BufferRef &a : e.launches[i].args)
         EXPECT_NE(a.space, BufferSpace::Staging) << e.launches[i].what;
       EXPECT_FALSE(e.launches[i].deps.empty()) << e.launches[i].what;
