@@ -332,8 +332,8 @@ nb::object programFacts(const fg::Plan &plan) {
       d["kind"] = gemm ? "cublas" : "kernel";
       d["node"] =
           optionalInt(l.node == fg::kNoNode ? std::nullopt : std::optional<int64_t>(l.node));
-      d["op"] =
-          l.node == fg::kNoNode ? std::string("input check") : std::string(fg::mnemonic(l.op));
+      d["op"] = l.node == fg::kNoNode ? std::string(fg::nodelessLaunchName(&l - &e.launches[0]))
+                                      : std::string(fg::mnemonic(l.op));
       d["what"] = l.what;
       if (!gemm)
         d["symbol"] = l.symbol;

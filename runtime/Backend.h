@@ -77,6 +77,18 @@ public:
     (void)fn;
     return std::nullopt;
   }
+  /// Pipelined steps (Executor::enqueue): whether this backend has them, a
+  /// step launched without waiting, and the oldest one awaited with its
+  /// greedy token (none: its row held a NaN or only -inf).
+  virtual bool pipelines() const { return false; }
+  virtual llvm::Error enqueue(const Function &fn, const llvm::StringMap<HostTensor> &inputs) {
+    (void)fn;
+    (void)inputs;
+    return makeError("this device runs every step to its end");
+  }
+  virtual llvm::Expected<std::optional<int32_t>> awaitGreedyToken() {
+    return makeError("this device runs every step to its end");
+  }
   /// Per-launch device times of the last run (profiled CUDA eager runs only).
   virtual std::vector<Executor::LaunchTime> lastLaunchTimes() const { return {}; }
 };

@@ -1,5 +1,6 @@
 //===- BenchLoop.cpp - timed decode steps, ideal bytes, kernel families ---===//
 #include "runtime/BenchLoop.h"
+#include "runtime/Program.h"
 
 #include "ir/OpTable.h"
 
@@ -253,10 +254,8 @@ std::vector<FamilyTime> familyBreakdown(const Function &fn,
   std::vector<const Node *> counted;
   for (size_t i = 0; i < first.size(); ++i) {
     const Executor::LaunchTime &l = first[i];
-    // The launches without a node: the input check (first), the greedy token (last).
-    std::string fam = l.node != kNoNode ? launchFamily(l.op, l.gemm)
-                      : i == 0          ? std::string("input check")
-                                        : std::string("greedy token");
+    std::string fam =
+        l.node != kNoNode ? launchFamily(l.op, l.gemm) : std::string(nodelessLaunchName(i));
     FamilyTime &f = byFamily[fam];
     f.family = fam;
     ++f.launches;

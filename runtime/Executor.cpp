@@ -112,10 +112,62 @@ Error Executor::setInput(StringRef name, ArrayRef<int32_t> values) {
                    " elements; the entries take " + join(lengths, ", "));
 }
 
+bool Executor::pipelines() const { return backend_->pipelines(); }
+
+Error Executor::enqueue(StringRef name) {
+  const Function *fn = graph_->lookup(name);
+  if (!fn)
+    return makeError("no entry named '" + name + "'; the entries are: " + join(entries_, ", "));
+  if (!backend_->pipelines())
+    return makeError("this executor runs every step to its end (pipelines() is false)");
+  StringMap<HostTensor> inputs;
+  for (const Argument &a : fn->arguments()) {
+    if (a.role != ArgRole::Input)
+      continue;
+    const Value &v = fn->value(a.value);
+    auto it = inputs_.find(v.name);
+    if (it == inputs_.end())
+      return makeError("entry '" + name + "' needs input '" + v.name + "', which is not set");
+    const std::vector<int32_t> &vals = it->second;
+    if (static_cast<int64_t>(vals.size()) != v.type.numElements())
+      return makeError("input '" + v.name + "' has " + Twine(vals.size()) +
+                       " elements but entry '" + name + "' takes " + v.type.str());
+    inputs[v.name] = HostTensor::fromInts(v.type, std::vector<int64_t>(vals.begin(), vals.end()));
+  }
+  const uint64_t step = steps_++;
+  pendingSteps_.push_back(step);
+  if (Error e = backend_->enqueue(*fn, inputs)) {
+    pendingSteps_.pop_back();
+    return stepError(step, std::move(e));
+  }
+  outputs_.clear();
+  floatOutputs_.clear();
+  lastEntry_ = name.str();
+  outputsStale_ = true;
+  return Error::success();
+}
+
+Expected<int32_t> Executor::awaitGreedyToken() {
+  if (pendingSteps_.empty())
+    return makeError("no step is in flight");
+  const uint64_t step = pendingSteps_.front();
+  pendingSteps_.pop_front();
+  Expected<std::optional<int32_t>> t = backend_->awaitGreedyToken();
+  if (!t) {
+    pendingSteps_.clear(); // the backend drops the rest with the fault
+    lastEntry_.clear();
+    return stepError(step, t.takeError());
+  }
+  if (!*t)
+    return stepError(step, makeError("the logits hold a NaN or only -inf: no greedy token"));
+  return **t;
+}
+
 Error Executor::run(StringRef name) {
   const Function *fn = graph_->lookup(name);
   if (!fn)
     return makeError("no entry named '" + name + "'; the entries are: " + join(entries_, ", "));
+  pendingSteps_.clear(); // the backend waits for them first
   const uint64_t step = steps_++;
   StringMap<HostTensor> inputs;
   for (const Argument &a : fn->arguments()) {
@@ -232,6 +284,7 @@ Expected<ArrayRef<float>> Executor::outputFloats(StringRef name) const {
 
 void Executor::resetState() {
   // A device failure here resurfaces at the next run.
+  pendingSteps_.clear(); // the backend waits for them first
   consumeError(backend_->resetState());
 }
 

@@ -27,6 +27,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -125,6 +126,20 @@ public:
   /// -inf (sampling the row on the host then says why).
   std::optional<int32_t> greedyToken() const;
 
+  /// Pipelined steps (the CUDA backend but in debug-sync or profiled runs;
+  /// pipelines() says): enqueue() checks and stages the inputs like run()
+  /// and launches the step without waiting for it; awaitGreedyToken() waits
+  /// for the oldest enqueued step and returns its greedy token. A `tokens`
+  /// value of kFedToken (runtime/Program.h) is the previous step's greedy
+  /// token, taken on the device, so a greedy decode can enqueue step k + 1
+  /// before it has seen step k's token. At most two steps in flight; run(),
+  /// outputs and resetState() wait for all of them. Errors of awaitGreedy-
+  /// Token: the step's row held a NaN or only -inf (no greedy token), what
+  /// run() reports.
+  bool pipelines() const;
+  llvm::Error enqueue(llvm::StringRef entry);
+  llvm::Expected<int32_t> awaitGreedyToken();
+
   /// One launch of a profiled run: what it computes (the launch record's
   /// `what`, "%q.3 = rope (line 12)"), its kernel symbol (empty for a cuBLAS
   /// call) and its device time.
@@ -154,6 +169,7 @@ private:
   std::unique_ptr<class ExecBackend> backend_;
   std::string lastEntry_;             ///< outputs are fetched lazily from the backend
   uint64_t steps_ = 0; ///< runs of an existing entry so far (error messages: "step N: ...")
+  std::deque<uint64_t> pendingSteps_; ///< the numbers of enqueued steps not yet awaited
   mutable bool outputsStale_ = false;
   ExecOptions opts_;
   int64_t ctx_ = 0;

@@ -49,7 +49,20 @@ enum class BufferSpace : uint8_t {
 /// last row of its `logits`, and 1 when that is the greedy token (0: the row
 /// holds a NaN or only -inf; sample the row on the host).
 constexpr unsigned kStatusWordGreedy = 4, kStatusWordGreedyOk = 5;
-constexpr uint64_t kStatusBytes = 8 * sizeof(uint32_t);
+/// Word 6 counts the checked steps (the input check adds one once it has
+/// read its staging: the host may then stage the next step); words 8 + 2r
+/// and 9 + 2r hold the greedy (token, ok) of the step whose count has parity
+/// r. A token staged as kFedToken is the previous step's greedy token, taken
+/// by the input check on the device (kernels/check.cuh, common.cuh).
+constexpr unsigned kStatusWordSeq = 6, kStatusWordRing = 8;
+constexpr int32_t kFedToken = INT32_MIN;
+constexpr uint64_t kStatusBytes = 16 * sizeof(uint32_t);
+
+/// What the launch at `index` of an entry is when it has no node: the input
+/// check (the first launch) or the greedy token (the last).
+inline const char *nodelessLaunchName(size_t index) {
+  return index == 0 ? "input check" : "greedy token";
+}
 
 struct BufferRef {
   BufferSpace space = BufferSpace::Arena;

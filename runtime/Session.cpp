@@ -2,6 +2,7 @@
 #include "runtime/Session.h"
 
 #include "ir/Diag.h"
+#include "runtime/Program.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -156,6 +157,7 @@ Error Session::runChunk(StringRef entry, ArrayRef<int32_t> tokens, ArrayRef<int3
     return e;
   deviceToken_.reset();
   logitsPending_ = false;
+  rerunForLogits_ = false;
   lastLogits_.clear();
   if (Error e = exec_.run(entry))
     return e;
@@ -258,6 +260,23 @@ Error Session::fetchLogits() {
 }
 
 ArrayRef<float> Session::lastLogits() {
+  if (rerunForLogits_) {
+    // The last fed token again, at its position: the same KV row, bit for
+    // bit (replays are deterministic), and its logits.
+    rerunForLogits_ = false;
+    const int32_t tok = history_.back(), pos = static_cast<int32_t>(position() - 1);
+    Error e = exec_.setInput("tokens", ArrayRef<int32_t>(tok));
+    if (!e)
+      e = exec_.setInput("positions", ArrayRef<int32_t>(pos));
+    if (!e)
+      e = exec_.run("decode");
+    if (e) {
+      consumeError(std::move(e)); // a device error: empty, and the next run says so
+      logitsPending_ = false;
+      lastLogits_.clear();
+      return lastLogits_;
+    }
+  }
   if (logitsPending_)
     consumeError(fetchLogits()); // a device error: empty, and the next run says so
   return lastLogits_;
@@ -304,6 +323,16 @@ Expected<std::vector<int32_t>> Session::generate(ArrayRef<int32_t> prompt, int64
     return e;
   std::vector<int32_t> out;
   Clock::time_point t0 = Clock::now();
+  // Greedy on a device that picks the token and pipelines: step k + 1 is
+  // enqueued, its token fed on the device, before the host has seen step
+  // k's token.
+  if (opts_.pipeline && forced.empty() && deviceToken_ && exec_.pipelines()) {
+    Error e = generatePipelined(maxTokens, out);
+    stats_.decodeMs = msSince(t0);
+    if (e)
+      return e;
+    return out;
+  }
   for (int64_t i = 0; i < maxTokens; ++i) {
     Expected<int32_t> t = sampleNext();
     if (!t)
@@ -330,12 +359,77 @@ Expected<std::vector<int32_t>> Session::generate(ArrayRef<int32_t> prompt, int64
   return out;
 }
 
+Error Session::generatePipelined(int64_t maxTokens, std::vector<int32_t> &out) {
+  // Step i feeds out[i] at position p0 + i and yields out[i + 1]; out[0] is
+  // the prompt's. At most two steps in flight.
+  const int64_t p0 = position(), steps = maxTokens - 1;
+  bool stopped = false;
+  auto take = [&](int32_t t) { // streams a token; false: generation ends
+    out.push_back(t);
+    if (opts_.onToken && !opts_.onToken(t))
+      return false;
+    if (isStop(t)) {
+      stats_.stopped = true;
+      return false;
+    }
+    return true;
+  };
+  stopped = !take(*deviceToken_);
+  int64_t launched = 0, done = 0;
+  auto launch = [&](int64_t i) -> Error {
+    const int32_t tok = i == 0 ? out[0] : kFedToken, pos = static_cast<int32_t>(p0 + i);
+    if (Error e = exec_.setInput("tokens", ArrayRef<int32_t>(tok)))
+      return e;
+    if (Error e = exec_.setInput("positions", ArrayRef<int32_t>(pos)))
+      return e;
+    return exec_.enqueue("decode");
+  };
+  Error err = Error::success();
+  while (!stopped && (done < launched || launched < steps)) {
+    if (launched < steps && launched - done < 2) {
+      if ((err = launch(launched)))
+        break;
+      ++launched;
+      if (launched - done < 2 && launched < steps)
+        continue; // the next one goes in before waiting
+    }
+    Expected<int32_t> t = exec_.awaitGreedyToken();
+    if (!t) {
+      err = t.takeError();
+      ++done;
+      break;
+    }
+    history_.push_back(out[static_cast<size_t>(done)]);
+    ++done;
+    ++stats_.decodeSteps;
+    stats_.decodeGpuMs += exec_.lastGpuMs();
+    stats_.decodeHostLaunchMs += exec_.lastHostLaunchMs();
+    stopped = !take(*t);
+  }
+  // Steps still in flight fed tokens past the end (a stop token, or one the
+  // caller refused): the history leaves them out, and the KV rows they wrote
+  // lie past position(), where the next feed writes before anything reads.
+  const bool past = done < launched;
+  for (; done < launched; ++done)
+    if (Expected<int32_t> t = exec_.awaitGreedyToken(); !t)
+      consumeError(t.takeError());
+  if (err)
+    return err;
+  deviceToken_ = out.back();
+  // The executor's logits are the last step's: the last fed token's, unless
+  // a step past the end ran after it (then lastLogits() runs it again).
+  logitsPending_ = true;
+  rerunForLogits_ = past;
+  return Error::success();
+}
+
 void Session::reset() {
   exec_.resetState();
   history_.clear();
   lastLogits_.clear();
   deviceToken_.reset();
   logitsPending_ = false;
+  rerunForLogits_ = false;
   stats_ = {};
 }
 

@@ -107,6 +107,10 @@ struct SessionOptions {
   /// (reset() does not restart it).
   SamplingOptions sampling;
   Sampler sample; ///< a custom sampler; null: `sampling`
+  /// Greedy generate() on a device that picks the token (the CUDA backend)
+  /// enqueues step k + 1, its token fed on the device, before it reads step
+  /// k's token (Executor::enqueue). Off: every step waits for its token.
+  bool pipeline = true;
   /// Stop tokens (the model's end-of-sequence ids): generate() ends after
   /// generating one of them (it is returned and handed to onToken, but not
   /// fed). Each must be in [0, vocab).
@@ -200,6 +204,12 @@ private:
   /// then its logits row is not copied until lastLogits() asks for it.
   std::optional<int32_t> deviceToken_;
   bool logitsPending_ = false; ///< lastLogits_ not yet copied from the last run
+  /// A pipelined generate ran a step past the last fed token: lastLogits()
+  /// runs that token again for its row.
+  bool rerunForLogits_ = false;
+  /// generate() on a pipelining device: steps enqueued ahead, tokens fed on
+  /// the device (Executor::enqueue); out[0] is the prompt's greedy token.
+  llvm::Error generatePipelined(int64_t maxTokens, std::vector<int32_t> &out);
   /// Copies the last run's last logits row into lastLogits_.
   llvm::Error fetchLogits();
   SessionStats stats_;

@@ -106,6 +106,8 @@ struct GenerateExtras {
   /// `--prompt`: generated text is streamed through it (text/Tokenizer.h),
   /// generation stops at its end-of-generation tokens.
   const text::Tokenizer *tokenizer = nullptr;
+  /// SessionOptions::pipeline (`--no-pipeline` turns it off).
+  bool pipeline = true;
 };
 
 /// Writes rows × vocab f32 values as .npy (path ends in .npy) or raw f32.

@@ -107,6 +107,7 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
   SessionOptions so;
   so.sampling = extras.sampling;
   so.stopTokens = extras.stopTokens;
+  so.pipeline = extras.pipeline;
   // Observers only where asked for (--dump-logits, --verify): without one a
   // greedy session takes the device's token and copies no logits.
   if (dump || oracle)

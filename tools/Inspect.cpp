@@ -482,7 +482,7 @@ void printProgramJson(const Plan &plan, json::OStream &j) {
                 j.attribute("kind", gemm ? "cublas" : "kernel");
                 if (l.node == kNoNode) {
                   j.attribute("node", nullptr);
-                  j.attribute("op", &l == &e.launches.front() ? "input check" : "greedy token");
+                  j.attribute("op", nodelessLaunchName(static_cast<size_t>(&l - &e.launches[0])));
                 } else {
                   j.attribute("node", static_cast<int64_t>(l.node));
                   j.attribute("op", std::string(mnemonic(l.op)));

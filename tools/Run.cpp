@@ -68,6 +68,8 @@ int runRun(ArrayRef<const char *> args) {
   f.flag("verify", "run the CPU reference beside the GPU and compare (CUDA only)");
   f.flag("debug-sync", "synchronise after every launch (CUDA only)");
   f.flag("verbose", "print what happens");
+  f.flag("no-pipeline", "greedy decode waits for each step's token before the next step "
+                        "(default: the next step is enqueued first, its token fed on the device)");
   f.option("trace", "FILE",
            "after the run, trace one decode step (CUDA graph, CUPTI) into FILE as a "
            "Chrome/Perfetto trace (--device cuda)");
@@ -178,6 +180,7 @@ int runRun(ArrayRef<const char *> args) {
   extras.tokenizer = tok ? &*tok : nullptr;
   extras.teacherForced.assign(teacher.begin(), teacher.end());
   extras.dumpLogits = f.get("dump-logits");
+  extras.pipeline = !f.has("no-pipeline");
   int rc = generate(*plan, eo, prompt, steps, f.has("verbose"), f.has("verify"), extras);
   if (rc == kOk && f.has("trace"))
     if (Error e = writeStepTrace(*plan, f.get("trace"), 0, stderrLog(true)))

@@ -22,7 +22,8 @@ std::optional<std::pair<std::string, std::string>> inputCheckKernel(const Compil
     std::string i = std::to_string(ins.size());
     ins.push_back("fg::CheckIn<" + ctype(b.type.dtype) + ", " + ilit(b.type.numElements()) + ", " +
                   ilit(b.bind.lo) + ", " + ilit(b.bind.hi) + ", " +
-                  (b.bind.kind == BindKind::Positions ? "true" : "false") + ">");
+                  (b.bind.kind == BindKind::Positions ? "true" : "false") +
+                  (b.bind.kind == BindKind::Tokens ? ", true" : "") + ">");
     dst.push_back("in" + i);
     src.push_back("src" + i);
   }

@@ -71,6 +71,38 @@ public:
     return runner_->greedyToken(fn.name());
   }
 
+  bool pipelines() const override { return !opts_.debugSync && !opts_.profileLaunches; }
+
+  Error enqueue(const Function &fn, const StringMap<HostTensor> &inputs) override {
+    if (!fault_.empty())
+      return makeError("an earlier step failed on the device (" + fault_ +
+                       "); the CUDA context cannot be trusted: create a new executor");
+    for (const auto &kv : inputs)
+      if (Error e = runner_->setInput(fn.name(), kv.getKey(), kv.getValue().data.data(),
+                                      kv.getValue().data.size()))
+        return noteFault(std::move(e));
+    if (Error e = runner_->enqueue(fn.name(), opts_.mode == ExecOptions::Mode::Graph))
+      return noteFault(std::move(e));
+    lastEntry_ = fn.name().str();
+    return Error::success();
+  }
+
+  Expected<std::optional<int32_t>> awaitGreedyToken() override {
+    Expected<std::optional<int32_t>> t = runner_->awaitGreedy();
+    if (!t)
+      return noteFault(t.takeError());
+    return t;
+  }
+
+  /// A refused input is no fault; anything else from the device is, and
+  /// sticks (as in run()).
+  Error noteFault(Error e) {
+    if (e.isA<InputRangeError>())
+      return e;
+    fault_ = toString(std::move(e));
+    return makeError(fault_);
+  }
+
   std::vector<Executor::LaunchTime> lastLaunchTimes() const override {
     std::vector<Executor::LaunchTime> out;
     const std::vector<float> &ms = runner_->lastLaunchMs();

@@ -67,6 +67,18 @@ struct CudaRunner::Impl {
   cublasHandle_t cublas = nullptr;
   cublasLtHandle_t cublasLt = nullptr; ///< GEMMs of the Lt form; share `workspace`'s slots
   cudaEvent_t start = nullptr, stop = nullptr;
+  /// Enqueued steps not yet awaited (CudaRunner::enqueue), oldest first: the
+  /// event recorded after the step, its number (the input check's count,
+  /// kStatusWordSeq; 0 for an entry without the check) and its entry.
+  struct Flight {
+    cudaEvent_t done = nullptr;
+    uint32_t seq = 0;
+    const EntryState *es = nullptr;
+  };
+  std::deque<Flight> flights;
+  std::vector<cudaEvent_t> freeEvents; ///< recycled Flight::done events
+  cudaEvent_t lastDone = nullptr;      ///< the previous awaited step's event (device ms)
+  uint32_t seqIssued = 0;              ///< the number of the newest enqueued checked step
   std::vector<cudaEvent_t> launchEvents; ///< profiled eager runs: one per launch boundary
   std::vector<cudaLibrary_t> libraries;
   std::vector<void *> weights, state;
@@ -129,6 +141,12 @@ struct CudaRunner::Impl {
       cudaEventDestroy(stop);
     for (cudaEvent_t ev : launchEvents)
       cudaEventDestroy(ev);
+    for (const Flight &f : flights)
+      cudaEventDestroy(f.done);
+    for (cudaEvent_t ev : freeEvents)
+      cudaEventDestroy(ev);
+    if (lastDone)
+      cudaEventDestroy(lastDone);
     if (stream)
       cudaStreamDestroy(stream);
     if (captureStream)
@@ -402,6 +420,31 @@ struct CudaRunner::Impl {
     return llvm::Error::success();
   }
 
+  /// Waits until the newest enqueued step no longer needs the staging: its
+  /// input check has counted it (read its staging), or, for an entry without
+  /// the check (its inputs copied on the stream), the step has finished.
+  llvm::Error waitStagingRead() {
+    if (flights.empty())
+      return llvm::Error::success();
+    const Flight &f = flights.back();
+    if (f.seq == 0)
+      return cudaCheck(cudaEventSynchronize(f.done), "waiting for a step");
+    const volatile uint32_t *w = statusHost;
+    auto counted = [&] { return static_cast<int32_t>(w[kStatusWordSeq] - f.seq) >= 0; };
+    for (uint64_t spin = 1;; ++spin) {
+      if (counted())
+        return llvm::Error::success();
+      if (spin % 1024 == 0) { // a fault would leave the count behind for ever
+        cudaError_t q = cudaEventQuery(f.done);
+        if (q == cudaSuccess)
+          return counted() ? llvm::Error::success()
+                           : makeError("a step finished without its input check counting it");
+        if (q != cudaErrorNotReady)
+          return cudaCheck(q, "waiting for a step's input check");
+      }
+    }
+  }
+
   /// Whether `es` starts with the input check (it writes the status words).
   static bool checksInputs(const EntryState &es) {
     return !es.entry->launches.empty() && es.entry->launches.front().node == kNoNode;
@@ -658,6 +701,8 @@ llvm::Error CudaRunner::setInput(llvm::StringRef entry, llvm::StringRef name, co
   auto es = impl_->lookup(entry);
   if (!es)
     return es.takeError();
+  if (auto e = impl_->waitStagingRead())
+    return e;
   const CompiledEntry &ce = *(*es)->entry;
   for (size_t i = 0; i < ce.inputs.size(); ++i) {
     if (ce.inputs[i].name != name)
@@ -673,7 +718,88 @@ llvm::Error CudaRunner::setInput(llvm::StringRef entry, llvm::StringRef name, co
   return makeError("entry '" + entry + "' has no input '" + name + "'");
 }
 
+llvm::Error CudaRunner::enqueue(llvm::StringRef entry, bool useGraph) {
+  auto esOr = impl_->lookup(entry);
+  if (!esOr)
+    return esOr.takeError();
+  EntryState &es = **esOr;
+  Impl &m = *impl_;
+  if (m.flights.size() >= 2)
+    return makeError("two steps are in flight: await one before enqueueing another");
+  if (auto e = m.checkInputsSet(es))
+    return e;
+  if (useGraph && !es.exec)
+    if (auto e = m.buildGraph(es))
+      return e;
+  if (m.flights.empty()) // the device's count is current: nothing runs
+    m.seqIssued = m.statusHost[kStatusWordSeq];
+  auto t = std::chrono::steady_clock::now();
+  if (!useGraph || !m.graphCopies)
+    if (auto e = m.copyInputs(es))
+      return e;
+  if (useGraph) {
+    if (auto e = cudaCheck(cudaGraphLaunch(es.exec, m.stream), "graph launch of " + entry))
+      return e;
+  } else {
+    for (size_t i = 0; i < es.entry->launches.size(); ++i)
+      if (auto e = m.launch(es, i, m.stream))
+        return e;
+  }
+  lastHostLaunchMs_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  Impl::Flight f;
+  f.es = &es;
+  f.seq = Impl::checksInputs(es) ? ++m.seqIssued : 0;
+  if (!m.freeEvents.empty()) {
+    f.done = m.freeEvents.back();
+    m.freeEvents.pop_back();
+  } else if (auto e = cudaCheck(cudaEventCreate(&f.done), "event")) {
+    return e;
+  }
+  if (auto e = cudaCheck(cudaEventRecord(f.done, m.stream), "event")) {
+    m.freeEvents.push_back(f.done);
+    return e;
+  }
+  m.flights.push_back(f);
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::optional<int32_t>> CudaRunner::awaitGreedy() {
+  Impl &m = *impl_;
+  if (m.flights.empty())
+    return makeError("no step is in flight");
+  Impl::Flight f = m.flights.front();
+  m.flights.pop_front();
+  cudaError_t err = cudaEventSynchronize(f.done);
+  lastGpuMs_ = 0; // the device time between the ends of consecutive awaited steps
+  if (err == cudaSuccess && m.lastDone)
+    cudaEventElapsedTime(&lastGpuMs_, m.lastDone, f.done);
+  if (m.lastDone)
+    m.freeEvents.push_back(m.lastDone);
+  m.lastDone = f.done;
+  if (auto e = cudaCheck(err, "running entry " + f.es->entry->name +
+                                  " (rerun with --debug-sync to name the kernel)"))
+    return e;
+  // The input check's verdict is the newest step's: read it when this one is.
+  if (m.flights.empty())
+    if (auto e = m.statusError(*f.es))
+      return e;
+  const std::vector<LaunchRecord> &ls = f.es->entry->launches;
+  if (ls.size() < 2 || ls.back().node != kNoNode || f.seq == 0)
+    return std::optional<int32_t>();
+  const uint32_t r = f.seq & 1u;
+  const uint32_t *w = m.statusHost;
+  if (w[kStatusWordRing + 2 * r + 1] != 1)
+    return std::optional<int32_t>();
+  return std::optional<int32_t>(static_cast<int32_t>(w[kStatusWordRing + 2 * r]));
+}
+
+size_t CudaRunner::stepsInFlight() const { return impl_->flights.size(); }
+
 llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
+  while (!impl_->flights.empty()) // a synchronous step after pipelined ones
+    if (auto t = awaitGreedy(); !t)
+      return t.takeError();
   auto esOr = impl_->lookup(entry);
   if (!esOr)
     return esOr.takeError();
@@ -780,6 +906,9 @@ llvm::Error CudaRunner::run(llvm::StringRef entry, bool useGraph) {
 
 llvm::Error CudaRunner::runDebugSync(llvm::StringRef entry) {
   lastLaunchMs_.clear();
+  while (!impl_->flights.empty())
+    if (auto t = awaitGreedy(); !t)
+      return t.takeError();
   auto esOr = impl_->lookup(entry);
   if (!esOr)
     return esOr.takeError();
@@ -814,6 +943,10 @@ std::optional<int32_t> CudaRunner::greedyToken(llvm::StringRef entry) const {
 
 llvm::Error CudaRunner::readOutput(llvm::StringRef entry, llvm::StringRef name,
                                    std::vector<uint8_t> &out) {
+  // The newest enqueued step's results (the runner's stream is not the
+  // default one, so the copy alone would not wait for it).
+  if (auto e = cudaCheck(cudaStreamSynchronize(impl_->stream), "waiting for the step"))
+    return e;
   auto es = impl_->lookup(entry);
   if (!es)
     return es.takeError();
@@ -857,6 +990,9 @@ void CudaRunner::setProgrammaticLaunch(bool on) {
 }
 
 llvm::Error CudaRunner::resetState() {
+  while (!impl_->flights.empty()) // their KV rows go too
+    if (auto t = awaitGreedy(); !t)
+      return t.takeError();
   for (size_t i = 0; i < impl_->prog.state.size(); ++i)
     if (auto e = cudaCheck(
             cudaMemset(impl_->state[i], 0, static_cast<size_t>(impl_->prog.state[i].type.bytes())),

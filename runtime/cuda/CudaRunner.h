@@ -36,9 +36,24 @@ public:
                                                             ProgressSink progress = {});
   ~CudaRunner();
 
-  /// Stages an input's bytes for the next run of `entry`.
+  /// Stages an input's bytes for the next run of `entry`. While a step is
+  /// enqueued (below) whose input check has not yet read its staging, this
+  /// waits for it (spinning on the status word the check advances).
   llvm::Error setInput(llvm::StringRef entry, llvm::StringRef name, const void *data,
                        size_t bytes);
+
+  /// Pipelined steps (a greedy Session's decode): enqueue() launches a step
+  /// of `entry` (graph replay or eager) on the staged inputs and returns
+  /// without waiting; awaitGreedy() waits for the oldest enqueued step and
+  /// returns its greedy token (the ring slot of its number: kStatusWordRing),
+  /// none when its row held a NaN or only -inf. A token staged as kFedToken
+  /// is the previous step's greedy token, taken on the device, so step k + 1
+  /// can be enqueued before the host has seen step k's token. At most a few
+  /// steps in flight (the ring has two slots: await step k before enqueueing
+  /// step k + 2). run() and readOutput() wait for every enqueued step first.
+  llvm::Error enqueue(llvm::StringRef entry, bool useGraph);
+  llvm::Expected<std::optional<int32_t>> awaitGreedy();
+  size_t stepsInFlight() const;
   /// Copies staged inputs in, launches (graph replay or eager), synchronises.
   /// A value outside its input's range (the entry's device-side input check,
   /// runtime/InputCheck.h) is an InputRangeError after the step; that step

@@ -15,6 +15,7 @@
 #include "frontends/Frontend.h"
 #include "runtime/Session.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -186,4 +187,98 @@ TEST(GpuGreedyToken, SessionTakesTheDevicesToken) {
   EXPECT_EQ(tokens[0], tokens[1]);
   ASSERT_EQ(rows[1].size(), 512u);
   EXPECT_LE(normalizedError(rows[1], rows[0]), 1e-3);
+}
+
+/// The pipelined generate (step k + 1 enqueued before step k's token is
+/// read, its token fed on the device): a stop token in the middle ends both
+/// devices at the same token with the same history; lastLogits() is the last
+/// fed token's row (the GPU runs it again: a step past the stop ran after
+/// it); a second generate from there continues equally; an onToken that
+/// refuses stops both after the same token. Graph and eager mode.
+TEST(GpuGreedyToken, PipelinedSessionStopsWhereTheCpuStops) {
+  FG_REQUIRE_GPU();
+  ModelOptions mo;
+  mo.ctx = 96;
+  mo.prefill = {4};
+  auto g = loadModel("demo", mo);
+  ASSERT_TRUE(bool(g)) << errString(g.takeError());
+  auto plan = compile(*g, CompileOptions{});
+  ASSERT_TRUE(bool(plan)) << errString(plan.takeError());
+  const std::vector<int32_t> prompt = {11, 3, 250, 8, 77};
+  // The CPU's free run picks the stop token: the last one that first occurs
+  // at an index >= 1 (the demo's greedy runs repeat themselves), so the
+  // stop comes while a step past it is in flight.
+  std::vector<int32_t> free;
+  {
+    ExecOptions eo;
+    eo.device = ExecOptions::Device::Cpu;
+    auto s = Session::create(*plan, eo, SessionOptions{});
+    ASSERT_TRUE(bool(s)) << errString(s.takeError());
+    auto t = s->generate(prompt, 10);
+    ASSERT_TRUE(bool(t)) << errString(t.takeError());
+    free = *t;
+  }
+  size_t stopAt = 0;
+  for (size_t j = 1; j < free.size(); ++j)
+    if (std::find(free.begin(), free.begin() + static_cast<std::ptrdiff_t>(j), free[j]) ==
+        free.begin() + static_cast<std::ptrdiff_t>(j))
+      stopAt = j;
+  ASSERT_GE(stopAt, 1u) << "the free run repeats one token";
+  const int32_t stop = free[stopAt];
+  for (ExecOptions::Mode mode : {ExecOptions::Mode::Graph, ExecOptions::Mode::Eager}) {
+    SCOPED_TRACE(mode == ExecOptions::Mode::Graph ? "graph" : "eager");
+    struct Run {
+      std::vector<int32_t> first, second, history, refused;
+      std::vector<float> logits;
+      bool stopped = false;
+    };
+    std::vector<Run> runs;
+    for (ExecOptions::Device d : {ExecOptions::Device::Cpu, ExecOptions::Device::Cuda}) {
+      Run r;
+      ExecOptions eo;
+      eo.device = d;
+      eo.mode = mode;
+      SessionOptions so;
+      so.stopTokens = {stop};
+      auto s = Session::create(*plan, eo, so);
+      ASSERT_TRUE(bool(s)) << errString(s.takeError());
+      if (d == ExecOptions::Device::Cuda) {
+        EXPECT_TRUE(s->executor().pipelines());
+      }
+      auto t = s->generate(prompt, 10);
+      ASSERT_TRUE(bool(t)) << errString(t.takeError());
+      r.first = *t;
+      if (d == ExecOptions::Device::Cuda) {
+        EXPECT_EQ(s->stats().decodeSteps, static_cast<int64_t>(stopAt));
+      }
+      r.stopped = s->stats().stopped;
+      r.logits = s->lastLogits().vec();
+      r.history = s->history().vec();
+      auto t2 = s->generate({5, 6}, 7);
+      ASSERT_TRUE(bool(t2)) << errString(t2.takeError());
+      r.second = *t2;
+      // onToken refusing the 3rd token.
+      int seen = 0;
+      SessionOptions so2;
+      so2.onToken = [&](int32_t) { return ++seen < 3; };
+      auto s2 = Session::create(*plan, eo, so2);
+      ASSERT_TRUE(bool(s2)) << errString(s2.takeError());
+      auto t3 = s2->generate(prompt, 9);
+      ASSERT_TRUE(bool(t3)) << errString(t3.takeError());
+      r.refused = *t3;
+      EXPECT_EQ(s2->history().size(), prompt.size() + 2); // the 3rd token is not fed
+      runs.push_back(std::move(r));
+    }
+    const Run &cpu = runs[0], &gpu = runs[1];
+    ASSERT_EQ(cpu.first.size(), stopAt + 1); // ended at the stop token
+    EXPECT_TRUE(cpu.stopped);
+    EXPECT_EQ(gpu.first, cpu.first);
+    EXPECT_TRUE(gpu.stopped);
+    EXPECT_EQ(gpu.history, cpu.history);
+    ASSERT_EQ(gpu.logits.size(), cpu.logits.size());
+    EXPECT_LE(normalizedError(gpu.logits, cpu.logits), 1e-3);
+    EXPECT_EQ(gpu.second, cpu.second);
+    EXPECT_EQ(cpu.refused.size(), 3u);
+    EXPECT_EQ(gpu.refused, cpu.refused);
+  }
 }

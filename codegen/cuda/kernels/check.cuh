@@ -29,12 +29,19 @@
 
 namespace fg {
 
-template <class T_, long long N_, long long Lo_, long long Hi_, bool Positions_>
+template <class T_, long long N_, long long Lo_, long long Hi_, bool Positions_,
+          bool Tokens_ = false>
 struct CheckIn {
   using T = T_;
   static constexpr long long N = N_, Lo = Lo_, Hi = Hi_;
-  static constexpr bool kPositions = Positions_;
+  static constexpr bool kPositions = Positions_, kTokens = Tokens_;
 };
+
+/// A token id staged as this value is fed by the device: the greedy token of
+/// the previous step (status ring slot seq & 1, written by that step's
+/// greedy launch; kernels/greedy.cuh), or, when that step declined (a NaN or
+/// only -inf), the value itself, which the range check then refuses.
+constexpr long long kFedToken = -2147483647ll - 1;
 
 template <class... In> struct CheckList {};
 
@@ -45,7 +52,7 @@ constexpr unsigned long long kCheckNone = ~0ull;
 template <int I, class List> struct CheckWalk;
 template <int I> struct CheckWalk<I, CheckList<>> {
   static __device__ __forceinline__ void find(void *const *, const void *const *,
-                                              unsigned long long *) {}
+                                              const unsigned *, unsigned long long *) {}
   static __device__ __forceinline__ void report(void *const *, unsigned long long, unsigned *) {}
   static __device__ __forceinline__ void poison(void *const *) {}
 };
@@ -54,17 +61,23 @@ template <int I, class In, class... Rest> struct CheckWalk<I, CheckList<In, Rest
   using T = typename In::T;
 
   static __device__ __forceinline__ void find(void *const *in, const void *const *src,
-                                              unsigned long long *first) {
+                                              const unsigned *status, unsigned long long *first) {
     T *v = static_cast<T *>(in[I]);
     const T *s = static_cast<const T *>(src[I]);
     for (long long e = threadIdx.x; e < In::N; e += blockDim.x) {
-      const T raw = s[e];
+      T raw = s[e];
+      if constexpr (In::kTokens)
+        if ((long long)raw == kFedToken) {
+          const unsigned r = status[kStatusSeq] & 1u;
+          if (status[kStatusRing + 2 * r + 1] == 1u)
+            raw = (T)status[kStatusRing + 2 * r];
+        }
       v[e] = raw;
       const long long x = (long long)raw;
       if (x < In::Lo || x >= In::Hi)
         atomicMin(first, ((unsigned long long)I << 40) | (unsigned long long)e);
     }
-    Next::find(in, src, first);
+    Next::find(in, src, status, first);
   }
 
   /// Thread 0 writes the status of the bad value `key` names.
@@ -99,8 +112,14 @@ static __device__ __forceinline__ void checkInputs(unsigned *status, void *const
   if (threadIdx.x == 0)
     first = kCheckNone;
   __syncthreads();
-  CheckWalk<0, typename C::Ins>::find(in, src, &first); // copies, then checks
+  CheckWalk<0, typename C::Ins>::find(in, src, status, &first); // copies, then checks
   __syncthreads(); // every copy is in its slot: report and poison read and write those
+  // The step's sequence number: this step has read the staging (and the
+  // ring slot of the step before), so the host may stage the next one.
+  if (threadIdx.x == 0) {
+    status[kStatusSeq] = status[kStatusSeq] + 1u;
+    __threadfence_system();
+  }
   const unsigned long long key = first;
   if (key == kCheckNone) {
     if (threadIdx.x < 4)

@@ -70,6 +70,13 @@ template <int NT> static __device__ __forceinline__ float fg_block_max(float v) 
   v = (threadIdx.x & 31) < (NT / 32) ? sh[threadIdx.x & 31] : -FG_INF;
   return fg_warp_max(v);
 }
+// The runner's status words (runtime/Program.h, kStatusBytes; mapped host
+// memory): [0..3] the input check's verdict, [4] [5] the greedy launch's
+// latest (token, ok), [6] the number of checked steps (the input check adds
+// one after it read the staging), [8 + 2 r] [9 + 2 r] the greedy launch's
+// (token, ok) of the step whose number has parity r.
+constexpr unsigned kStatusSeq = 6, kStatusRing = 8;
+
 // Programmatic dependent launch. Every kernel entry begins with fg_pdl_begin()
 // (kernelEntry in codegen/cuda/Kernel.cpp writes it): griddepcontrol.wait
 // blocks until every kernel this one depends on has finished and its writes

@@ -7,7 +7,10 @@
 // 0 when the row holds a NaN or only -inf (the host sampler then reads the
 // row and says why). A Session that samples greedily reads these two words
 // instead of copying the row to the host and scanning it (issue 13: the host
-// reads back only the token id).
+// reads back only the token id). It also writes them to the ring slot of the
+// step's number (common.cuh, kStatusRing), from which the next step's input
+// check takes its token when the host staged kFedToken (check.cuh): a
+// pipelined Session enqueues step k + 1 before it has read step k's token.
 //
 // Every block scans a grid-stride share of the row and folds it into one
 // 64-bit key per value: the value's bits in an order-preserving encoding
@@ -83,8 +86,17 @@ static __device__ __forceinline__ void greedyToken(const float *row, unsigned lo
   acc[2] = 0;
   // Every value -inf: the key of index 0's -inf is the smallest real key.
   const bool allNegInf = (unsigned)(key >> 32) <= ~0xff800000u;
-  status[4] = 0xffffffffu - (unsigned)(key & 0xffffffffull);
-  status[5] = (sawNan || allNegInf) ? 0u : 1u;
+  const unsigned token = 0xffffffffu - (unsigned)(key & 0xffffffffull);
+  const unsigned ok = (sawNan || allNegInf) ? 0u : 1u;
+  status[4] = token;
+  status[5] = ok;
+  // The ring slot of this step (its number, set by its input check), which
+  // the next step's input check reads when the host staged kFedToken, and
+  // the host reads for a step it did not wait on alone (a pipelined Session).
+  const unsigned r = status[kStatusSeq] & 1u;
+  status[kStatusRing + 2 * r] = token;
+  status[kStatusRing + 2 * r + 1] = ok;
+  __threadfence_system();
 }
 
 } // namespace fg

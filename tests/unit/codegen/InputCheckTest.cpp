@@ -99,6 +99,12 @@ TEST(InputCheck, OnlyRangedInputsAreChecked) {
   EXPECT_NE(k->second.find("fg::CheckIn<long long, 5LL, -2LL, 7LL, false>"), std::string::npos)
       << k->second;
   EXPECT_NE(k->second.find("fg::CheckIn<int, 5LL, 0LL, 64LL, true>"), std::string::npos);
+  // Token ids may be fed by the device (kFedToken): the demo's tokens say so.
+  CompiledEntry d = demoProgram().entries[0];
+  auto dk = cuda::inputCheckKernel(d);
+  ASSERT_TRUE(dk.has_value());
+  EXPECT_NE(dk->second.find("LL, 0LL, 512LL, false, true>"), std::string::npos)
+      << dk->second;
   EXPECT_NE(k->second.find("unsigned *status, void *in0, void *in1, const void *src0, "
                            "const void *src1)"),
             std::string::npos)
