@@ -77,9 +77,9 @@ Expected<Executor> Executor::create(const Plan &plan, const ExecOptions &opts) {
   e.graph_ = std::make_unique<Graph>(plan.graph());
   e.ctx_ = plan.options().ctx;
   e.entries_ = plan.entries();
-  Expected<std::unique_ptr<ExecBackend>> backend =
-      opts.device == ExecOptions::Device::Cuda ? createCudaBackend(plan, opts)
-                                               : createCpuBackend(plan, *e.graph_, opts);
+  Expected<std::unique_ptr<ExecBackend>> backend = opts.device == ExecOptions::Device::Cuda
+                                                       ? createCudaBackend(plan, opts)
+                                                       : createCpuBackend(plan, *e.graph_, opts);
   if (!backend)
     return backend.takeError();
   e.backend_ = std::move(*backend);
@@ -112,6 +112,31 @@ Error Executor::setInput(StringRef name, ArrayRef<int32_t> values) {
                    " elements; the entries take " + join(lengths, ", "));
 }
 
+/// The inputs of `fn` as set, checked against the entry (every one set, with
+/// its length) and, where the backend has no device check, their values.
+Error Executor::gatherInputs(const Function &fn, uint64_t step, StringMap<HostTensor> &out) const {
+  for (const Argument &a : fn.arguments()) {
+    if (a.role != ArgRole::Input)
+      continue;
+    const Value &v = fn.value(a.value);
+    auto it = inputs_.find(v.name);
+    if (it == inputs_.end())
+      return makeError("entry '" + fn.name() + "' needs input '" + v.name + "', which is not set");
+    const std::vector<int32_t> &vals = it->second;
+    if (static_cast<int64_t>(vals.size()) != v.type.numElements())
+      return makeError("input '" + v.name + "' has " + Twine(vals.size()) +
+                       " elements but entry '" + fn.name() + "' takes " + v.type.str());
+    // The CPU checks every value against its binding's range here; the CUDA
+    // program checks them on the device (the entry's input check), where a
+    // value may come from a device-side sampler the host never sees.
+    if (!backend_->checksInputsOnDevice())
+      if (Error e = checkHostValues(fn, a, vals))
+        return stepError(step, std::move(e));
+    out[v.name] = HostTensor::fromInts(v.type, std::vector<int64_t>(vals.begin(), vals.end()));
+  }
+  return Error::success();
+}
+
 bool Executor::pipelines() const { return backend_->pipelines(); }
 
 Error Executor::enqueue(StringRef name) {
@@ -120,21 +145,10 @@ Error Executor::enqueue(StringRef name) {
     return makeError("no entry named '" + name + "'; the entries are: " + join(entries_, ", "));
   if (!backend_->pipelines())
     return makeError("this executor runs every step to its end (pipelines() is false)");
-  StringMap<HostTensor> inputs;
-  for (const Argument &a : fn->arguments()) {
-    if (a.role != ArgRole::Input)
-      continue;
-    const Value &v = fn->value(a.value);
-    auto it = inputs_.find(v.name);
-    if (it == inputs_.end())
-      return makeError("entry '" + name + "' needs input '" + v.name + "', which is not set");
-    const std::vector<int32_t> &vals = it->second;
-    if (static_cast<int64_t>(vals.size()) != v.type.numElements())
-      return makeError("input '" + v.name + "' has " + Twine(vals.size()) +
-                       " elements but entry '" + name + "' takes " + v.type.str());
-    inputs[v.name] = HostTensor::fromInts(v.type, std::vector<int64_t>(vals.begin(), vals.end()));
-  }
   const uint64_t step = steps_++;
+  StringMap<HostTensor> inputs;
+  if (Error e = gatherInputs(*fn, step, inputs))
+    return e;
   pendingSteps_.push_back(step);
   if (Error e = backend_->enqueue(*fn, inputs)) {
     pendingSteps_.pop_back();
@@ -170,25 +184,8 @@ Error Executor::run(StringRef name) {
   pendingSteps_.clear(); // the backend waits for them first
   const uint64_t step = steps_++;
   StringMap<HostTensor> inputs;
-  for (const Argument &a : fn->arguments()) {
-    if (a.role != ArgRole::Input)
-      continue;
-    const Value &v = fn->value(a.value);
-    auto it = inputs_.find(v.name);
-    if (it == inputs_.end())
-      return makeError("entry '" + name + "' needs input '" + v.name + "', which is not set");
-    const std::vector<int32_t> &vals = it->second;
-    if (static_cast<int64_t>(vals.size()) != v.type.numElements())
-      return makeError("input '" + v.name + "' has " + Twine(vals.size()) +
-                       " elements but entry '" + name + "' takes " + v.type.str());
-    // The CPU checks every value against its binding's range here; the CUDA
-    // program checks them on the device (the entry's input check), where a
-    // value may come from a device-side sampler the host never sees.
-    if (!backend_->checksInputsOnDevice())
-      if (Error e = checkHostValues(*fn, a, vals))
-        return stepError(step, std::move(e));
-    inputs[v.name] = HostTensor::fromInts(v.type, std::vector<int64_t>(vals.begin(), vals.end()));
-  }
+  if (Error e = gatherInputs(*fn, step, inputs))
+    return e;
 
   if (Error e = backend_->run(*fn, inputs)) {
     if (e.isA<InputRangeError>()) {

@@ -170,6 +170,8 @@ private:
   std::string lastEntry_;             ///< outputs are fetched lazily from the backend
   uint64_t steps_ = 0; ///< runs of an existing entry so far (error messages: "step N: ...")
   std::deque<uint64_t> pendingSteps_; ///< the numbers of enqueued steps not yet awaited
+  llvm::Error gatherInputs(const Function &fn, uint64_t step,
+                           llvm::StringMap<HostTensor> &out) const;
   mutable bool outputsStale_ = false;
   ExecOptions opts_;
   int64_t ctx_ = 0;

@@ -19,10 +19,17 @@ public:
     runner_->setProgrammaticLaunch(opts.programmaticLaunch);
   }
 
+  /// After a fault every step is refused with its first message.
+  Error refuseAfterFault() const {
+    if (fault_.empty())
+      return Error::success();
+    return makeError("an earlier step failed on the device (" + fault_ +
+                     "); the CUDA context cannot be trusted: create a new executor");
+  }
+
   Error run(const Function &fn, const StringMap<HostTensor> &inputs) override {
-    if (!fault_.empty())
-      return makeError("an earlier step failed on the device (" + fault_ +
-                       "); the CUDA context cannot be trusted: create a new executor");
+    if (Error e = refuseAfterFault())
+      return e;
     for (const auto &kv : inputs)
       if (Error e = runner_->setInput(fn.name(), kv.getKey(), kv.getValue().data.data(),
                                       kv.getValue().data.size()))
@@ -74,9 +81,8 @@ public:
   bool pipelines() const override { return !opts_.debugSync && !opts_.profileLaunches; }
 
   Error enqueue(const Function &fn, const StringMap<HostTensor> &inputs) override {
-    if (!fault_.empty())
-      return makeError("an earlier step failed on the device (" + fault_ +
-                       "); the CUDA context cannot be trusted: create a new executor");
+    if (Error e = refuseAfterFault())
+      return e;
     for (const auto &kv : inputs)
       if (Error e = runner_->setInput(fn.name(), kv.getKey(), kv.getValue().data.data(),
                                       kv.getValue().data.size()))
@@ -111,8 +117,7 @@ public:
         continue;
       for (size_t i = 0; i < ms.size(); ++i) {
         const LaunchRecord &l = ce.launches[i];
-        out.push_back(
-            {l.what, l.symbol, l.kind == LaunchRecord::Kind::Gemm, ms[i], l.node, l.op});
+        out.push_back({l.what, l.symbol, l.kind == LaunchRecord::Kind::Gemm, ms[i], l.node, l.op});
         if (runner_->lastLaunchSpans().size() == ms.size()) {
           out.back().startNs = runner_->lastLaunchSpans()[i].startNs;
           out.back().endNs = runner_->lastLaunchSpans()[i].endNs;
@@ -150,7 +155,8 @@ Expected<std::unique_ptr<ExecBackend>> createCudaBackend(const Plan &plan,
                                     " kernel modules loaded from the plan (no NVRTC work), "
                                     "mode " +
                                     (opts.mode == ExecOptions::Mode::Graph ? "graph" : "eager"));
-  Expected<std::unique_ptr<CudaRunner>> runner = CudaRunner::create(*program, opts.log, opts.progress);
+  Expected<std::unique_ptr<CudaRunner>> runner =
+      CudaRunner::create(*program, opts.log, opts.progress);
   if (!runner)
     return runner.takeError();
   return std::unique_ptr<ExecBackend>(

@@ -76,9 +76,9 @@ struct CudaRunner::Impl {
     const EntryState *es = nullptr;
   };
   std::deque<Flight> flights;
-  std::vector<cudaEvent_t> freeEvents; ///< recycled Flight::done events
-  cudaEvent_t lastDone = nullptr;      ///< the previous awaited step's event (device ms)
-  uint32_t seqIssued = 0;              ///< the number of the newest enqueued checked step
+  std::vector<cudaEvent_t> freeEvents;   ///< recycled Flight::done events
+  cudaEvent_t lastDone = nullptr;        ///< the previous awaited step's event (device ms)
+  uint32_t seqIssued = 0;                ///< the number of the newest enqueued checked step
   std::vector<cudaEvent_t> launchEvents; ///< profiled eager runs: one per launch boundary
   std::vector<cudaLibrary_t> libraries;
   std::vector<void *> weights, state;
@@ -376,9 +376,9 @@ struct CudaRunner::Impl {
       // such a graph costs less.
       const char *dl = std::getenv("FG_DEBUG_GRAPH_DEVICE_LAUNCH");
       if (dl && std::string_view(dl) == "1" && programmatic)
-        return cudaCheck(cudaGraphInstantiateWithFlags(&es.exec, es.graph,
-                                                       cudaGraphInstantiateFlagDeviceLaunch),
-                         "cudaGraphInstantiate for device launch");
+        return cudaCheck(
+            cudaGraphInstantiateWithFlags(&es.exec, es.graph, cudaGraphInstantiateFlagDeviceLaunch),
+            "cudaGraphInstantiate for device launch");
       return cudaCheck(cudaGraphInstantiate(&es.exec, es.graph, 0), "cudaGraphInstantiate");
     }
     if (sinks.empty())

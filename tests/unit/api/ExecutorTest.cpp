@@ -71,6 +71,24 @@ TEST(Executor, WrongLength) {
             "input 'tokens' has 4 elements but entry 'decode' takes i32[1]");
 }
 
+/// The CPU executor runs every step to its end: no pipelined steps, no
+/// greedy token of the device; both are refused with a reason, and the
+/// executor runs on.
+TEST(Executor, CpuHasNoPipelinedSteps) {
+  Executor e = makeExec();
+  EXPECT_FALSE(e.pipelines());
+  EXPECT_FALSE(e.greedyToken().has_value());
+  ASSERT_FALSE(bool(e.setInput("tokens", {5})));
+  ASSERT_FALSE(bool(e.setInput("positions", {0})));
+  EXPECT_EQ(errorText(e.enqueue("decode")),
+            "this executor runs every step to its end (pipelines() is false)");
+  auto t = e.awaitGreedyToken();
+  ASSERT_FALSE(bool(t));
+  EXPECT_EQ(toString(t.takeError()), "no step is in flight");
+  ASSERT_FALSE(bool(e.run("decode")));
+  EXPECT_FALSE(e.greedyToken().has_value()); // the host samples the CPU's rows
+}
+
 /// An unknown entry is refused, listing the entries.
 TEST(Executor, UnknownEntry) {
   Executor e = makeExec();
