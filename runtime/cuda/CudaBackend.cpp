@@ -30,22 +30,11 @@ public:
   Error run(const Function &fn, const StringMap<HostTensor> &inputs) override {
     if (Error e = refuseAfterFault())
       return e;
-    for (const auto &kv : inputs)
-      if (Error e = runner_->setInput(fn.name(), kv.getKey(), kv.getValue().data.data(),
-                                      kv.getValue().data.size()))
-        return e;
-    Error e = opts_.debugSync ? runner_->runDebugSync(fn.name())
-                              : runner_->run(fn.name(), opts_.mode == ExecOptions::Mode::Graph);
-    if (e && e.isA<InputRangeError>())
-      // The entry's input check refused a value: the step wrote no state and
-      // the context is fine, so this is no fault; the Executor adds the step.
+    if (Error e = stage(fn, inputs))
       return e;
-    if (e) {
-      // A failed launch or step leaves a CUDA context that is sticky-broken:
-      // refuse every later step with this first message, never crash.
-      fault_ = toString(std::move(e));
-      return makeError(fault_);
-    }
+    if (Error e = opts_.debugSync ? runner_->runDebugSync(fn.name())
+                                  : runner_->run(fn.name(), opts_.mode == ExecOptions::Mode::Graph))
+      return noteFault(std::move(e));
     lastEntry_ = fn.name().str();
     return Error::success();
   }
@@ -83,10 +72,8 @@ public:
   Error enqueue(const Function &fn, const StringMap<HostTensor> &inputs) override {
     if (Error e = refuseAfterFault())
       return e;
-    for (const auto &kv : inputs)
-      if (Error e = runner_->setInput(fn.name(), kv.getKey(), kv.getValue().data.data(),
-                                      kv.getValue().data.size()))
-        return noteFault(std::move(e));
+    if (Error e = stage(fn, inputs)) // may wait for a step in flight: a fault there sticks
+      return noteFault(std::move(e));
     if (Error e = runner_->enqueue(fn.name(), opts_.mode == ExecOptions::Mode::Graph))
       return noteFault(std::move(e));
     lastEntry_ = fn.name().str();
@@ -100,8 +87,18 @@ public:
     return t;
   }
 
-  /// A refused input is no fault; anything else from the device is, and
-  /// sticks (as in run()).
+  Error stage(const Function &fn, const StringMap<HostTensor> &inputs) {
+    for (const auto &kv : inputs)
+      if (Error e = runner_->setInput(fn.name(), kv.getKey(), kv.getValue().data.data(),
+                                      kv.getValue().data.size()))
+        return e;
+    return Error::success();
+  }
+
+  /// The entry's input check refusing a value is no fault (the step wrote
+  /// no state, the context is fine; the Executor adds the step); anything
+  /// else from the device leaves a sticky-broken context: every later step
+  /// is refused with this first message, never a crash.
   Error noteFault(Error e) {
     if (e.isA<InputRangeError>())
       return e;
