@@ -78,7 +78,7 @@ constexpr int64_t kMaxStages = 4;
 /// Bytes of the kernel's static `AttnShared<C>` (attention.cuh), rounded up.
 int64_t staticShared(int64_t NCK, int64_t DVS, int64_t smax, int64_t warps = kWarps,
                      int64_t cluster = 0, int64_t DvP = 0) {
-  int64_t partials = warps * 8 * DVS * 4 + 2 * warps * 8 * 4, merge = smax * 8 * 4;
+  int64_t partials = warps * 8 * DVS * 4 + 3 * warps * 8 * 4 + 8 * 4, merge = smax * 8 * 4;
   int64_t incoming = cluster ? cluster * (2 + DvP) * 4 : 4; // AttnShared::in
   return NCK * 2 * 32 * 16 + std::max(partials, merge) + incoming + 16;
 }
@@ -149,7 +149,13 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   if (p.stages == 0 && o.attentionCluster > 0 && ctx <= o.attentionRingMinCtx &&
       archNumber(o.arch) >= 90) {
     int64_t warps = o.attentionClusterWarps == 4 ? 4 : 8;
-    int64_t U = o.attentionClusterSteps > 0 ? std::min(o.attentionClusterSteps, 4) : p.U;
+    // Tiles of up to 3 steps, 24 16-byte loads a lane at most (D = 128
+    // f16: 3; D = 64: 3; D = 256 or f32 caches: 1): a round of 8 blocks of
+    // 8 warps then covers 1536 keys at D = 128, so KV 1025 takes one round,
+    // not two (measured, twenty-fourth session: W-dense q4_K 1.8334 ->
+    // 1.8225 ms alone, with the trigger before attention 1.8172 -> 1.8079).
+    int64_t U = o.attentionClusterSteps > 0 ? std::min(o.attentionClusterSteps, 4)
+                                            : std::clamp<int64_t>(24 / loadsPerStep, 1, 3);
     int64_t minChunk = warps * U * 8 * std::max(1, o.attentionMinTiles);
     int64_t limit = std::min(o.attentionCluster, 8);
     int64_t cs = std::clamp<int64_t>(ceilDiv(ctx, minChunk), p.GB, std::max(limit, p.GB));
@@ -166,6 +172,30 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   p.part = 16 + p.GB * p.DvP;
   p.scratchBytes = static_cast<uint64_t>(T * p.HB * p.smax * p.part) * 4;
   return p;
+}
+
+/// How the early loads (attention.cuh, attentionEarly) may treat a cache
+/// operand: Stable when no kernel of the function writes it (an argument),
+/// Fresh when its only write in the function is one set_rows form into an
+/// argument at the attention's own positions (the token's row is loaded
+/// again after the wait), Unknown otherwise (no early loads).
+enum class CacheWrites { Stable, Fresh, Unknown };
+CacheWrites cacheWrites(const Function &fn, ValueId cache, ValueId pos) {
+  const Node *w = fn.producer(cache);
+  if (w == nullptr)
+    return CacheWrites::Stable;
+  ValueId dest = kNoValue, rows = kNoValue;
+  if (w->kind == OpKind::SetRows) {
+    dest = op::SetRows(*w).dest(), rows = op::SetRows(*w).indices();
+  } else if (w->kind == OpKind::FusedRopeSetRows) {
+    dest = op::FusedRopeSetRows(*w).dest(), rows = op::FusedRopeSetRows(*w).indices();
+  } else if (w->kind == OpKind::FusedRmsNormMulRopeSetRows) {
+    dest = op::FusedRmsNormMulRopeSetRows(*w).dest();
+    rows = op::FusedRmsNormMulRopeSetRows(*w).indices();
+  } else {
+    return CacheWrites::Unknown;
+  }
+  return rows == pos && fn.producer(dest) == nullptr ? CacheWrites::Fresh : CacheWrites::Unknown;
 }
 
 std::string lit(int64_t v) { return ilit(v); }
@@ -268,6 +298,15 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
        ";\n";
   c += "  static constexpr bool kSinks = " + flag(hasSinks) + ", kSoftcap = " + flag(softcap > 0) +
        ", kVecK = " + flag(vecK) + ", kVecV = " + flag(vecV) + ", kRope = " + flag(rope) + ";\n";
+  // The early loads: one token, register loads, caches the step writes at
+  // most at the token's row.
+  const CacheWrites kw = cacheWrites(fn, node.operands[1], node.operands[3]),
+                    vw = cacheWrites(fn, node.operands[2], node.operands[3]);
+  const bool early = o.attentionEarlyLoads && T == 1 && p.stages == 0 &&
+                     kw != CacheWrites::Unknown && vw != CacheWrites::Unknown;
+  c += "  static constexpr bool kEarly = " + flag(early) +
+       ", kFreshK = " + flag(kw == CacheWrites::Fresh) +
+       ", kFreshV = " + flag(vw == CacheWrites::Fresh) + ";\n";
   const Layout fl = hasFF ? ls[4] : Layout::contiguous({1});
   c += "  static constexpr long long ff_off = " + lit(fl.offset) + ", ff_s = " + lit(fl.strides[0]) +
        ";\n";
@@ -296,8 +335,9 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
       llvm::formatv("fg::AttnArgs<Cfg>{{y, scratch, counters, q, k, v, pos, {0}, {1}}",
                     hasSinks ? "sinks" : "nullptr", hasFF ? "ff" : "nullptr")
           .str();
-  c += kernelEntry(static_cast<unsigned>(32 * p.warps), params, "fg::attention<Cfg>(" + args + ");",
-                   0, "fg::attentionPrefetch<Cfg>(" + args + ");",
+  c += kernelEntry(static_cast<unsigned>(32 * p.warps), params,
+                   "fg::attention<Cfg>(" + args + ", first);", 0,
+                   "fg::AttnEarly<Cfg> first = fg::attentionPrefetch<Cfg>(" + args + ");",
                    static_cast<unsigned>(p.cluster));
   KernelSpec main = finishSpec("attention", kernelSource("attention.cuh").str() + c);
   main.grid[0] = static_cast<unsigned>(p.smax);

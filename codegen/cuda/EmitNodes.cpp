@@ -7,9 +7,51 @@
 
 namespace fg::cuda {
 
+namespace {
+
+/// The nodes whose results a one-token decode attention reads, directly or
+/// through views (EmitOptions::pdlTriggerBeforeAttention).
+std::vector<bool> feedsDecodeAttention(const Function &fn) {
+  std::vector<bool> feeds(fn.numNodes(), false);
+  for (NodeId id = fn.numNodes(); id-- > 0;) {
+    const Node &n = fn.node(id);
+    bool attn = (n.kind == OpKind::Attention || n.kind == OpKind::FusedRopeAttention) &&
+                fn.type(n.operands[0]).shape[0] == 1;
+    // Views pass the mark on to what they view.
+    if (!attn && !(n.info().has(kViewLike) && feeds[id]))
+      continue;
+    for (ValueId o : n.operands)
+      if (!fn.value(o).isArgument())
+        feeds[fn.value(o).def] = true;
+  }
+  return feeds;
+}
+
+/// The entry's wait, made to trigger first (common.cuh).
+void triggerFirst(std::vector<Launch> &launches) {
+  for (Launch &l : launches)
+    if (auto *k = std::get_if<KernelSpec>(&l)) {
+      size_t at = k->source.rfind("\n  fg_pdl_begin();\n");
+      if (at == std::string::npos)
+        continue;
+      k->source.replace(at, 19, "\n  fg_pdl_begin_trigger_first();\n");
+      // Another source, another name (modules are keyed by kernel names).
+      const std::string renamed = k->name + "_tf";
+      for (size_t p = 0; (p = k->source.find(k->name, p)) != std::string::npos;
+           p += renamed.size())
+        k->source.replace(p, k->name.size(), renamed);
+      k->name = renamed;
+    }
+}
+
+} // namespace
+
 llvm::Expected<std::vector<NodeCode>> emitNodes(const Function &fn, llvm::ArrayRef<Layout> layouts,
                                                 const EmitOptions &options) {
   std::vector<NodeCode> code(fn.numNodes());
+  std::vector<bool> feeds;
+  if (options.pdlTriggerBeforeAttention)
+    feeds = feedsDecodeAttention(fn);
   for (NodeId id = 0; id < fn.numNodes(); ++id) {
     const Node &n = fn.node(id);
     if (!launchesWork(n))
@@ -20,6 +62,8 @@ llvm::Expected<std::vector<NodeCode>> emitNodes(const Function &fn, llvm::ArrayR
     llvm::Expected<std::vector<Launch>> launches = emitKernel(fn, n, operandLayouts, options);
     if (!launches)
       return nodeError(fn, n, llvm::toString(launches.takeError()));
+    if (!feeds.empty() && feeds[id])
+      triggerFirst(*launches);
     code[id].scratchBytes = scratchOf(*launches);
     code[id].launches = std::move(*launches);
   }

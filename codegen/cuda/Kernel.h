@@ -159,12 +159,25 @@ struct EmitOptions {
   /// FG_DEBUG_ATTN_CLUSTER=N (0: off), FG_DEBUG_ATTN_CLUSTER_WARPS=4|8,
   /// fg_bench_kernels --attn-cluster / --attn-cluster-warps.
   /// attentionClusterSteps: 8-key steps of a warp's tile in the cluster form
-  /// (0: the register form's rule, 2 at D = 128). A round of 8 blocks of 8
-  /// warps covers 1024 keys at 2, so 1025 live keys take a second round
-  /// trip in one warp a block; 3 covers 1536 and 4 2048 in one, with more
-  /// registers of loads (NVRTC, D = 128 f16: 166 / 206 / 240) and math a
-  /// warp. Not yet timed. FG_DEBUG_ATTN_CLUSTER_STEPS, --attn-cluster-steps.
+  /// (0: the rule, at most 3 steps and 24 16-byte loads a lane: 3 at D = 64
+  /// and 128 with 16-bit caches, 1 at D = 256 or with f32 caches). A round
+  /// of 8 blocks of 8 warps covers 1024 keys at 2 steps, so 1025 live keys
+  /// took a second round trip in one warp a block; 3 covers 1536 (NVRTC,
+  /// D = 128 f16: 166 / 206 registers at 2 / 3). Measured in the
+  /// twenty-fourth session (call 3, FG_DEBUG_ATTN_CLUSTER_STEPS=3 against
+  /// the rule of 2 then): W-moe-12 q4_K 0.5072 -> 0.5010 ms, W-dense q4_K
+  /// 1.8334 -> 1.8225, W-moe-12 0.8025 -> 0.7977; the rule since.
+  /// FG_DEBUG_ATTN_CLUSTER_STEPS, --attn-cluster-steps.
   int attentionCluster = 8, attentionClusterWarps = 8, attentionClusterSteps = 0;
+  /// Decode attention's early loads (attention.cuh, attentionEarly): a
+  /// one-token launch in the register form loads its warps' first tile of K
+  /// and V rows into registers before griddepcontrol.wait, while the kernels
+  /// before it still run, and after the wait loads again only the token's
+  /// own row (which this step's set_rows wrote). Only where the cache
+  /// operands are arguments or one set_rows at the attention's positions
+  /// into an argument (AttentionEmitter.cpp, cacheWrites).
+  /// FG_DEBUG_ATTN_EARLY=0, fg_bench_kernels --attn-early 0.
+  bool attentionEarlyLoads = true;
   /// Programmatic-launch prologues: the bytes one launch of a dense GEMV or
   /// of decode attention prefetches into L2 before its griddepcontrol.wait
   /// (its first weight rows; the KV rows of its split), while the kernel
@@ -183,6 +196,15 @@ struct EmitOptions {
   /// Whether decode attention gets its prologue (with a budget above 0).
   /// FG_DEBUG_PDL_PREFETCH_ATTN=0 leaves it out.
   bool pdlPrefetchAttention = true;
+  /// The kernels whose results a one-token decode attention reads (its q
+  /// rope, its caches' set_rows) trigger their dependents before their own
+  /// wait (common.cuh, fg_pdl_begin_trigger_first), so the attention's
+  /// prologue runs during the kernels before them (EmitNodes.cpp).
+  /// Measured (twenty-fourth session, call 3, one run, graph-fused ms, with
+  /// 3-step cluster tiles): W-tiny 0.1504 / 0.1512 -> 0.1485 / 0.1487,
+  /// W-dense 4.0310 / 4.0295 -> 4.0031 / 4.0151, W-dense q4_K 1.8225 ->
+  /// 1.8079, W-moe-12 q4_K 0.5010 -> 0.4962: on. FG_DEBUG_PDL_ATTN_TRIGGER=0|1.
+  bool pdlTriggerBeforeAttention = true;
   /// Elementwise maps over the output: elements a thread, their operands
   /// prefetched into L1 before the first is computed (FG_DEBUG_EW_ILP=N). One
   /// by default: measured on the H200 (ninth session, one call), 2 and 4

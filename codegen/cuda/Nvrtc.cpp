@@ -50,6 +50,9 @@ std::vector<std::string> allFlags(llvm::StringRef arch, const NvrtcOptions &o) {
   // (dependents launch when every block has exited).
   if (auto d = llvm::sys::Process::GetEnv("FG_DEBUG_PDL_NO_TRIGGER"); d && *d == "1")
     f.push_back("-DFG_PDL_NO_TRIGGER");
+  // FG_DEBUG_ATTN_STAMPS=1: decode attention prints its phases (attention.cuh).
+  if (auto d = llvm::sys::Process::GetEnv("FG_DEBUG_ATTN_STAMPS"); d && *d == "1")
+    f.push_back("-DFG_ATTN_STAMPS");
   // FG_DEBUG_PDL_EARLY_TRIGGER=1: the trigger before the wait (for timing).
   if (auto d = llvm::sys::Process::GetEnv("FG_DEBUG_PDL_EARLY_TRIGGER"); d && *d == "1")
     f.push_back("-DFG_PDL_EARLY_TRIGGER");

@@ -329,4 +329,84 @@ TEST(GpuAttentionReplay, BitIdentical) {
   }
 }
 
+/// One decode step's cache writes and attention (get_rows of q and the new
+/// K/V rows from per-position tables, set_rows into state caches at the
+/// position, attention over them): the early loads' form (attention.cuh,
+/// attentionEarly: the first tile before the wait, the token's own row
+/// again after it). Steps at positions 0..39, then jumps (rows in between
+/// stay zero), replayed as a graph: every step within the f16 tolerance of
+/// the CPU reference, and bit-identical to the same plan compiled with the
+/// early loads off (FG_DEBUG_ATTN_EARLY=0), in the cluster form (4096 rows)
+/// and the split form (FG_DEBUG_ATTN_CLUSTER=0).
+TEST(GpuAttentionEarly, SetRowsThenAttentionOverSteps) {
+  FG_REQUIRE_GPU();
+  constexpr int64_t ctx = 4096, Hkv = 2, G = 4, D = 128;
+  auto build = [&] {
+    Graph g;
+    Function &fn = g.addFunction("main");
+    Builder b(fn);
+    auto pos = b.input("positions", {DType::I32, {1}});
+    auto table = [&](const char *name, int64_t heads) {
+      auto t = b.weight(name, {DType::F32, {ctx, heads * D}}, randn());
+      return b.reshape(b.getRows(t, pos), {1, heads, D});
+    };
+    auto q = table("q_table", Hkv * G), kn = table("k_table", Hkv), vn = table("v_table", Hkv);
+    auto kc = b.state("k_cache.0", {DType::F16, {ctx, Hkv, D}});
+    auto vc = b.state("v_cache.0", {DType::F16, {ctx, Hkv, D}});
+    Builder::AttentionParams p;
+    p.scale = 1.0 / std::sqrt(static_cast<double>(D));
+    b.result(b.attention(q, b.setRows(kc, kn, pos), b.setRows(vc, vn, pos), pos, p, std::nullopt,
+                         "out"));
+    EXPECT_FALSE(bool(b.finish()));
+    return g;
+  };
+  std::vector<int32_t> steps;
+  for (int32_t i = 0; i < 40; ++i)
+    steps.push_back(i);
+  for (int32_t i : {511, 1023, 1024, 1025, 2047, 4000, 4095})
+    steps.push_back(i);
+  // One graph (its weights' seeds drawn once) compiled each way.
+  const Graph g = build();
+  auto run = [&](const char *early, const char *cluster) {
+    ScopedEnv e("FG_DEBUG_ATTN_EARLY", early), c("FG_DEBUG_ATTN_CLUSTER", cluster);
+    CompileOptions co;
+    co.ctx = ctx;
+    co.pipeline = "canonicalize,cse,dce";
+    auto plan = compile(g, co);
+    EXPECT_TRUE(bool(plan)) << (plan ? "" : errString(plan.takeError()));
+    std::vector<std::vector<uint8_t>> outs;
+    if (!plan)
+      return outs;
+    ExecOptions go, co2;
+    go.device = ExecOptions::Device::Cuda;
+    go.mode = ExecOptions::Mode::Graph;
+    auto gpu = Executor::create(*plan, go);
+    auto cpu = Executor::create(*plan, co2);
+    EXPECT_TRUE(bool(gpu) && bool(cpu));
+    if (!gpu || !cpu)
+      return outs;
+    for (int32_t p : steps) {
+      SCOPED_TRACE(p);
+      outs.push_back(runBytes(*gpu, {{"positions", {p}}}));
+      EXPECT_FALSE(bool(cpu->setInput("positions", std::vector<int32_t>{p})));
+      EXPECT_FALSE(bool(cpu->run("main")));
+      auto out = gpu->output("out");
+      auto ref = cpu->output("out");
+      EXPECT_TRUE(bool(out) && bool(ref));
+      if (out && ref) {
+        EXPECT_LE(normalizedError(out->toFloats(), ref->toFloats()), 1e-3) << "position " << p;
+      }
+    }
+    return outs;
+  };
+  for (const char *cluster : {"8", "0"}) {
+    SCOPED_TRACE(std::string("FG_DEBUG_ATTN_CLUSTER=") + cluster);
+    auto on = run("1", cluster), off = run("0", cluster);
+    ASSERT_EQ(on.size(), steps.size());
+    ASSERT_EQ(off.size(), steps.size());
+    for (size_t i = 0; i < steps.size(); ++i)
+      EXPECT_EQ(on[i], off[i]) << "position " << steps[i] << ": early loads changed the bits";
+  }
+}
+
 } // namespace

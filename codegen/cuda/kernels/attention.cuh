@@ -71,7 +71,15 @@
 // A split is at least one round of the block's warps (kMinChunk = 32 keys
 // staged, 64 with register loads).
 //
-// The merge, in the same launch. A block merges its warps (in warp order)
+// The early loads (C::kEarly; one token, register loads; attentionEarly
+// below): the entry's prologue, before griddepcontrol.wait, loads the
+// warps' first tile into registers, aimed by the position read past L1.
+// After the wait the body reads the position again: the same, it keeps
+// the registers and loads only the token's own row again (C::kFreshK /
+// kFreshV: this step's set_rows wrote it); else it loads the tile anew.
+//
+// The merge, in the same launch. A block merges its warps (in warp order;
+// each warp's weight exp(m_w − M) per head computed once, not per column)
 // and writes (m, l, o[Dv]) per head to its split's slot in scratch; then
 // __threadfence() and one atomicAdd on the (token, head block) counter. The
 // block that sees nsplit − 1 is the last: it merges the nsplit partials in
@@ -107,6 +115,45 @@
 //===----------------------------------------------------------------------===//
 
 namespace fg {
+
+// Phase stamps (a debug build: FG_DEBUG_ATTN_STAMPS=1 in the compiler's
+// environment defines FG_ATTN_STAMPS): thread 0 of each block notes clock64
+// at the prologue's start and end, after the wait, after the position,
+// after q is staged, after the tile loop, after the block's merge and after
+// the cluster barrier; the blocks of kv head 0, token 0 print them (cycles)
+// with %globaltimer (ns) at the start and at the barrier. For timing only.
+#ifdef FG_ATTN_STAMPS
+__shared__ long long fg_attn_clk[8];
+__shared__ unsigned long long fg_attn_gt0;
+static __device__ __forceinline__ unsigned long long fg_attn_gtimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+#define FG_ATTN_STAMP(i)                                                                       \
+  do {                                                                                         \
+    if (threadIdx.x == 0)                                                                      \
+      fg_attn_clk[i] = clock64();                                                              \
+  } while (0)
+#define FG_ATTN_STAMPS_PRINT()                                                                 \
+  do {                                                                                         \
+    if (threadIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) {                              \
+      const long long c7 = clock64();                                                          \
+      const long long *c = fg_attn_clk;                                                        \
+      printf("attn-stamps block %u gt %llu +%llu ns | prologue %lld wait %lld pos %lld q %lld " \
+             "loop %lld merge %lld cluster %lld cycles\n",                                     \
+             blockIdx.x, fg_attn_gt0, fg_attn_gtimer() - fg_attn_gt0, c[1] - c[0], c[2] - c[1], \
+             c[3] - c[2], c[4] - c[3], c[5] - c[4], c[6] - c[5], c7 - c[6]);                     \
+    }                                                                                          \
+  } while (0)
+#else
+#define FG_ATTN_STAMP(i)                                                                       \
+  do {                                                                                         \
+  } while (0)
+#define FG_ATTN_STAMPS_PRINT()                                                                 \
+  do {                                                                                         \
+  } while (0)
+#endif
 
 // --- KV element decoders --------------------------------------------------------
 
@@ -300,6 +347,7 @@ template <class C> struct AttnShared {
     struct {
       float o[C::kW][8][C::DVS];
       float m[C::kW][8], l[C::kW][8];
+      float f[C::kW][8], M[8]; ///< warp w's weight exp(m_w − M) of head h; M of head h
     } w; ///< per-warp partials of one dv slice
     struct {
       float e[C::kSmax][8]; ///< merge weight of each split (exp(m_s − M) / L)
@@ -323,6 +371,7 @@ static __device__ __forceinline__ void attnClusterMerge(const AttnArgs<C> &a, Sh
                                                         long long hb, long long tok, long long h0) {
   fg_cluster_arrive(false);
   fg_cluster_wait();
+  FG_ATTN_STAMPS_PRINT();
   const int hh = blockIdx.x;
   if (hh >= C::kGB || (hb % C::kHC) * C::kGB + hh >= C::G)
     return;
@@ -385,8 +434,74 @@ template <class C> struct AttnRegisters : C {
   static constexpr long long kMinChunk = C::kMinChunkRegs;
 };
 
+/// One warp tile of K and V rows into registers: lane (g, t4) takes key
+/// kb + (tile · kU + u) · 8 + g of each step u, 16 bytes at d = 32c + 8t4
+/// (zeros past ke).
+template <class C>
+static __device__ __forceinline__ void
+attnLoadTile(const typename C::DecK::T *kbase, const typename C::DecV::T *vbase, long long kb,
+             long long ke, int tile, long long dvs,
+             uint4 (&rk)[C::kU][C::NCK][C::DecK::kParts],
+             uint4 (&rv)[C::kU][C::DVS / 32][C::DecV::kParts]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int u = 0; u < C::kU; ++u) {
+    const long long j = kb + (long long)(tile * C::kU + u) * 8 + g;
+    const bool live = j < ke;
+    const typename C::DecK::T *krow = kbase + j * C::k_sj;
+    const typename C::DecV::T *vrow = vbase + j * C::v_sj;
+#pragma unroll
+    for (int c = 0; c < C::NCK; ++c)
+      attnLoad8<typename C::DecK, C::D, C::k_sd, C::kVecK>(krow, 32 * c + 8 * t4, live, rk[u][c]);
+#pragma unroll
+    for (int c = 0; c < C::DVS / 32; ++c)
+      attnLoad8<typename C::DecV, C::Dv, C::v_sd, C::kVecV>(vrow, dvs + 32 * c + 8 * t4, live,
+                                                            rv[u][c]);
+  }
+}
+
+/// The early loads (C::kEarly: one token, register loads, and caches that
+/// no kernel of the step writes except at the token's own row, decided by
+/// the emitter): before fg_pdl_begin, while the kernels this one depends on
+/// may still run, the block reads the position past L1 and loads its warps'
+/// first tile of K and V rows into registers — rows written by earlier
+/// steps, whose graphs have completed. After the wait the body reads the
+/// position again: if it is the same, it keeps the registers and loads again
+/// only the token's own row (C::kFreshK / kFreshV: the cache this step's
+/// set_rows writes); else it loads the tile as without this form. Reading
+/// registers before the wait is the one thing the other prologues do not
+/// do (common.cuh, fg_pdl_begin); it is safe here because no value so read
+/// is used unless the rows it came from cannot have changed: the memory
+/// plan never places arena values in state (the caches), and a step's
+/// writes to a cache are its set_rows at the step's positions.
+template <class C> struct AttnEarly {
+  uint4 rk[C::kU][C::NCK][C::DecK::kParts], rv[C::kU][C::DVS / 32][C::DecV::kParts];
+  long long p = -1; ///< the position the loads were aimed by (-1: none)
+};
+template <class C>
+static __device__ __forceinline__ AttnEarly<C> attentionEarly(const AttnArgs<C> &a) {
+  AttnEarly<C> e;
+  if constexpr (C::kEarly && C::kStages == 0 && C::T == 1) {
+    const long long p = (long long)__ldcg(a.pos + C::pos_off);
+    const AttnRange r = attnRange<C>(p);
+    const int warp = threadIdx.x >> 5, s = blockIdx.x;
+    if (s < r.nsplit) {
+      const long long kb = r.lo + s * r.chunk;
+      const long long ke = kb + r.chunk < r.lo + r.live ? kb + r.chunk : r.lo + r.live;
+      const int ntiles = (int)((ke - kb + 7) / 8 + C::kU - 1) / C::kU;
+      const long long hk = blockIdx.y / C::kHC;
+      if (warp < ntiles)
+        attnLoadTile<C>(a.k + C::k_off + hk * C::k_sh, a.v + C::v_off + hk * C::v_sh, kb, ke, warp,
+                        0, e.rk, e.rv);
+    }
+    e.p = p;
+  }
+  return e;
+}
+
 template <class C, class Sh>
-static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &sh) {
+static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &sh,
+                                                     const AttnEarly<C> *early) {
   using DK = typename C::DecK;
   using DV = typename C::DecV;
   using MK = AttnMma<DK::kBf16>;
@@ -420,6 +535,7 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
   } else if (s >= r.nsplit) {
     return; // past the live rows (the whole block leaves before any barrier)
   }
+  FG_ATTN_STAMP(3);
   const long long kb = r.lo + s * r.chunk;
   const long long ke = kb + r.chunk < r.lo + r.live ? kb + r.chunk : r.lo + r.live;
   const int nsteps = (int)((ke - kb + 7) / 8), ntiles = (nsteps + U - 1) / U;
@@ -428,22 +544,10 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
   float *part = a.scratch + ((tok * C::kHB + hb) * C::kSmax) * C::kPart;
 
   // The first tile's loads go out before q is staged (short KV: the two
-  // latencies overlap).
+  // latencies overlap), or went out before the wait (C::kEarly, below).
   uint4 rk[U][NCK][DK::kParts], rv[U][NCV][DV::kParts];
   auto loadTile = [&](int tile, long long dvs) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const long long j = kb + (long long)(tile * U + u) * 8 + g;
-      const bool live = j < ke;
-      const typename DK::T *krow = kbase + j * C::k_sj;
-      const typename DV::T *vrow = vbase + j * C::v_sj;
-#pragma unroll
-      for (int c = 0; c < NCK; ++c)
-        attnLoad8<DK, C::D, C::k_sd, C::kVecK>(krow, 32 * c + 8 * t4, live, rk[u][c]);
-#pragma unroll
-      for (int c = 0; c < NCV; ++c)
-        attnLoad8<DV, C::Dv, C::v_sd, C::kVecV>(vrow, dvs + 32 * c + 8 * t4, live, rv[u][c]);
-    }
+    attnLoadTile<C>(kbase, vbase, kb, ke, tile, dvs, rk, rv);
   };
   // The staged form (kStages > 0): each lane copies, by cp.async, exactly
   // the 16-byte units it will read into its own slots of the warp's ring in
@@ -510,7 +614,38 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
     for (int k = 0; k < S - 1; ++k)
       issueTile(warp + k * W, 0, k);
   } else if (warp < ntiles) {
-    loadTile(warp, 0);
+    if (early != nullptr && early->p == p) {
+      // Loaded before the wait, aimed by this position: every row but the
+      // step's own (written by the kernels this one waited for) is as it was.
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+#pragma unroll
+        for (int c = 0; c < NCK; ++c)
+#pragma unroll
+          for (int pp = 0; pp < DK::kParts; ++pp)
+            rk[u][c][pp] = early->rk[u][c][pp];
+#pragma unroll
+        for (int c = 0; c < NCV; ++c)
+#pragma unroll
+          for (int pp = 0; pp < DV::kParts; ++pp)
+            rv[u][c][pp] = early->rv[u][c][pp];
+        const long long j = kb + (long long)(warp * U + u) * 8 + g;
+        if (j == p && j < ke) {
+          if constexpr (C::kFreshK)
+#pragma unroll
+            for (int c = 0; c < NCK; ++c)
+              attnLoad8<DK, C::D, C::k_sd, C::kVecK>(kbase + j * C::k_sj, 32 * c + 8 * t4, true,
+                                                     rk[u][c]);
+          if constexpr (C::kFreshV)
+#pragma unroll
+            for (int c = 0; c < NCV; ++c)
+              attnLoad8<DV, C::Dv, C::v_sd, C::kVecV>(vbase + j * C::v_sj, 32 * c + 8 * t4, true,
+                                                      rv[u][c]);
+        }
+      }
+    } else {
+      loadTile(warp, 0);
+    }
   }
 
   // q · scale, split hi/lo in K's mma type, as A fragments.
@@ -528,6 +663,7 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
     sh.qf[c][j][ln] = f;
   }
   __syncthreads();
+  FG_ATTN_STAMP(4);
 
   for (int sl = 0; sl < C::NSL; ++sl) {
     const long long dvs = (long long)sl * C::DVS;
@@ -630,6 +766,7 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
       }
     }
 
+    FG_ATTN_STAMP(5);
     // This warp's (m, l, o) of heads 0..7 into shared memory.
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
@@ -646,6 +783,18 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
           sh.u.w.o[warp][g][32 * c + 8 * t4 + 2 * b + e] = acc[c][b][e] + acc[c][b][2 + e];
     __syncthreads();
 
+    // Each warp's weight exp(m_w − M) of each head, once for all columns.
+    if (threadIdx.x < W * 8) {
+      const int w = threadIdx.x >> 3, hh = threadIdx.x & 7;
+      float M = -FG_INF;
+#pragma unroll
+      for (int x = 0; x < W; ++x)
+        M = fmaxf(M, sh.u.w.m[x][hh]);
+      sh.u.w.f[w][hh] = sh.u.w.m[w][hh] == -FG_INF ? 0.0f : expf(sh.u.w.m[w][hh] - M);
+      if (w == 0)
+        sh.u.w.M[hh] = M;
+    }
+    __syncthreads();
     // Merge the warps (in warp order) and write this split's partial (the
     // cluster form: head hh's into block hh's memory).
     if constexpr (C::kCluster > 0)
@@ -653,14 +802,11 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
         fg_cluster_wait();
     for (int i = threadIdx.x; i < C::kGB * C::DVS; i += W * 32) {
       const int hh = i / C::DVS, dv = i % C::DVS;
-      float M = -FG_INF;
-#pragma unroll
-      for (int w = 0; w < W; ++w)
-        M = fmaxf(M, sh.u.w.m[w][hh]);
+      const float M = sh.u.w.M[hh];
       float L = 0.0f, o = 0.0f;
 #pragma unroll
       for (int w = 0; w < W; ++w) {
-        const float f = sh.u.w.m[w][hh] == -FG_INF ? 0.0f : expf(sh.u.w.m[w][hh] - M);
+        const float f = sh.u.w.f[w][hh];
         L += sh.u.w.l[w][hh] * f;
         o += sh.u.w.o[w][hh][dv] * f;
       }
@@ -683,6 +829,7 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
     }
     __syncthreads();
   }
+  FG_ATTN_STAMP(6);
   if constexpr (C::kCluster > 0) {
     attnClusterMerge<C>(a, sh, r.nsplit, hb, tok, h0);
     return;
@@ -786,7 +933,7 @@ template <class C> static __device__ __forceinline__ AttnRange attnRangeOfForm(l
 /// DRAM traffic early. The position is read past L1 (ld.global.cg) and only
 /// aims the prefetch; the body reads it again after the wait. One block per
 /// kv head prefetches (head chunks of one kv head share their rows).
-template <class C> static __device__ __forceinline__ void attentionPrefetch(const AttnArgs<C> &a) {
+template <class C> static __device__ __forceinline__ void attentionPrefetchL2(const AttnArgs<C> &a) {
   if constexpr (C::kPfKeys > 0) {
     if (blockIdx.y % C::kHC != 0)
       return;
@@ -794,8 +941,12 @@ template <class C> static __device__ __forceinline__ void attentionPrefetch(cons
     const AttnRange r = attnRangeOfForm<C>(p);
     if ((int)blockIdx.x >= r.nsplit)
       return;
-    const long long kb = r.lo + blockIdx.x * r.chunk, end = r.lo + r.live;
-    const long long n = r.chunk < C::kPfKeys ? r.chunk : C::kPfKeys;
+    // (The early loads' first tile of every warp is in registers already.)
+    constexpr long long kSkip = C::kEarly && C::kStages == 0 && C::T == 1 ? C::kW * C::kU * 8 : 0;
+    const long long kb = r.lo + blockIdx.x * r.chunk + kSkip, end = r.lo + r.live;
+    if (kSkip >= r.chunk)
+      return;
+    const long long n = r.chunk - kSkip < C::kPfKeys ? r.chunk - kSkip : C::kPfKeys;
     const long long ke = kb + n < end ? kb + n : end;
     const long long hk = blockIdx.y / C::kHC;
     constexpr int LK = (int)((C::D * sizeof(typename C::DecK::T) + 127) / 128);
@@ -813,23 +964,42 @@ template <class C> static __device__ __forceinline__ void attentionPrefetch(cons
   }
 }
 
+/// The whole programmatic-launch prologue: the early loads into registers
+/// (attentionEarly), then the L2 prefetch of the keys after them.
+template <class C>
+static __device__ __forceinline__ AttnEarly<C> attentionPrefetch(const AttnArgs<C> &a) {
+#ifdef FG_ATTN_STAMPS
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 8; ++i)
+      fg_attn_clk[i] = clock64();
+    fg_attn_gt0 = fg_attn_gtimer();
+  }
+#endif
+  AttnEarly<C> e = attentionEarly<C>(a);
+  attentionPrefetchL2<C>(a);
+  FG_ATTN_STAMP(1);
+  return e;
+}
+
 /// The entry: a staged configuration runs a token whose live rows are at
 /// most kRegMaxLive in the register-load form (short KV: one round trip per
 /// warp, where the ring only adds its shared-memory hop; measured on the
 /// H200, eighth session) and longer ones staged. Every block of a token takes
 /// the same form (live is per token), so the split protocol holds.
-template <class C> static __device__ __forceinline__ void attention(const AttnArgs<C> &a) {
+template <class C>
+static __device__ __forceinline__ void attention(const AttnArgs<C> &a, const AttnEarly<C> &early) {
   __shared__ AttnShared<C> sh;
+  FG_ATTN_STAMP(2);
   if constexpr (C::kStages > 0) {
     const long long p = (long long)a.pos[C::pos_off + (long long)blockIdx.z * C::pos_st];
     if (attnRange<C>(p).live <= C::kRegMaxLive) {
       using R = AttnRegisters<C>;
       attentionBody<R>(AttnArgs<R>{a.y, a.scratch, a.counters, a.q, a.k, a.v, a.pos, a.sinks, a.ff},
-                       sh);
+                       sh, nullptr);
       return;
     }
   }
-  attentionBody<C>(a, sh);
+  attentionBody<C>(a, sh, C::kEarly ? &early : nullptr);
 }
 
 } // namespace fg

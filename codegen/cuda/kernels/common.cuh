@@ -116,6 +116,23 @@ static __device__ __forceinline__ void fg_pdl_begin() {
   for (unsigned t = 0; t < FG_PDL_DELAY_NS; t += 1000) __nanosleep(1000);
 #endif
 }
+// The kernels whose results decode attention reads (EmitOptions::
+// pdlTriggerBeforeAttention): the trigger before the wait, so the attention
+// is scheduled as soon as every block of them runs, and its prologue (the
+// early loads of K/V rows of earlier steps, attention.cuh) overlaps the
+// kernels before them, not only their own short bodies. "C waited for B"
+// still implies "A is done": B finishes only after its own wait returned.
+static __device__ __forceinline__ void fg_pdl_begin_trigger_first() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if !defined(FG_PDL_NO_TRIGGER)
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+#ifdef FG_PDL_DELAY_NS
+  for (unsigned t = 0; t < FG_PDL_DELAY_NS; t += 1000) __nanosleep(1000);
+#endif
+}
 // Thread-block clusters (sm_90): decode attention's cluster form and the
 // MoE router (topk.cuh) publish partials into one block's shared memory.
 

@@ -6,7 +6,9 @@
 // distinct kernel source for sm_90 (cache under the build tree).
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/cuda/EmitNodes.h"
 #include "codegen/cuda/Kernel.h"
+#include "codegen/cuda/ValueLayouts.h"
 #include "ir/OpViews.h"
 #include "codegen/cuda/Nvrtc.h"
 #include "ir/Builder.h"
@@ -81,7 +83,10 @@ void checkAndCompile(const KernelSpec &k, size_t numOperands) {
     waitAt = body.drop_front(body.find(";\n") + 1);
   else
     waitAt = body.drop_front(1);
-  EXPECT_TRUE(waitAt.startswith("\n  fg_pdl_begin();")) << body.take_front(200).str();
+  // (The kernels decode attention reads may trigger first: EmitNodes.cpp.)
+  EXPECT_TRUE(waitAt.startswith("\n  fg_pdl_begin();") ||
+              waitAt.startswith("\n  fg_pdl_begin_trigger_first();"))
+      << body.take_front(200).str();
   if (!compiled().sources.insert(k.source).second)
     return;
   ++compiled().compiles;
@@ -789,14 +794,18 @@ TEST(CudaEmit, AttentionClusterForm) {
     }, {}, o);
     return ls.empty() ? KernelSpec{} : kernel(ls, 0);
   };
-  // W-dense's shape (G = 4) at 2048 rows: 8 warps x 16-key tiles = 128 keys
-  // a round, so 16 blocks are wanted and the option's 8 taken.
+  // W-dense's shape (G = 4) at 2048 rows: 8 warps x 24-key tiles (the rule:
+  // 3 steps of 8 loads a lane) = 192 keys a round, so 11 blocks are wanted
+  // and the option's 8 taken.
   const KernelSpec c8 = attn(8, 8, 2048, 32, 128);
   EXPECT_TRUE(contains(c8, "__cluster_dims__(8, 1, 1)"));
   EXPECT_TRUE(contains(c8, "kSmax = 8, "));
   EXPECT_TRUE(contains(c8, "kCluster = 8;"));
-  EXPECT_TRUE(contains(c8, "static constexpr int kW = 8, kU = 2,"));
-  EXPECT_TRUE(contains(c8, "kMinChunk = 128LL"));
+  EXPECT_TRUE(contains(c8, "static constexpr int kW = 8, kU = 3,"));
+  EXPECT_TRUE(contains(c8, "kMinChunk = 192LL"));
+  // The rule's steps at D = 64: 3 (4 loads a step; the split form takes 4).
+  EXPECT_TRUE(contains(attn(8, 8, 2048, 32, 64), "static constexpr int kW = 8, kU = 3,"));
+  EXPECT_TRUE(contains(attn(0, 8, 2048, 32, 64), "static constexpr int kW = 4, kU = 4,"));
   EXPECT_EQ(c8.grid[0], 8u);
   EXPECT_EQ(c8.grid[1], 8u);
   EXPECT_EQ(c8.block[0], 256u);
@@ -807,10 +816,10 @@ TEST(CudaEmit, AttentionClusterForm) {
   EXPECT_EQ(c4.block[0], 128u);
   EXPECT_EQ(c4.grid[0], 8u);
   {
-    // Tiles of 3 steps (EmitOptions::attentionClusterSteps): 8 x 24 keys a
-    // round; at 2048 rows still 8 blocks.
+    // Tiles of 2 steps forced (EmitOptions::attentionClusterSteps): 8 x 16
+    // keys a round; at 2048 rows still 8 blocks.
     EmitOptions o;
-    o.attentionClusterSteps = 3;
+    o.attentionClusterSteps = 2;
     auto ls = emitAll([&](Builder &b) {
       auto q = b.input("q", T(DType::F32, {1, 32, 128}));
       auto k = b.state("k_cache.0", TensorType(DType::F16, {2048, 8, 128}));
@@ -818,8 +827,8 @@ TEST(CudaEmit, AttentionClusterForm) {
       b.result(b.attention(q, k, v, b.input("positions", T(DType::I32, {1})), {0.1, 0, 0}));
     }, {}, o);
     ASSERT_EQ(ls.size(), 1u);
-    EXPECT_TRUE(contains(kernel(ls, 0), "static constexpr int kW = 8, kU = 3,"));
-    EXPECT_TRUE(contains(kernel(ls, 0), "kMinChunk = 192LL"));
+    EXPECT_TRUE(contains(kernel(ls, 0), "static constexpr int kW = 8, kU = 2,"));
+    EXPECT_TRUE(contains(kernel(ls, 0), "kMinChunk = 128LL"));
     EXPECT_TRUE(contains(kernel(ls, 0), "kCluster = 8;"));
   }
   // Fewer rows than a round: clusters of the group's 4 heads, not 1.
@@ -926,6 +935,108 @@ TEST(CudaEmit, PdlPrefetchPrologue) {
   }
   EXPECT_TRUE(contains(attn(0, 128), "kPfKeys = 0LL"));
   EXPECT_TRUE(contains(attn(4 << 20, 128, false), "kPfKeys = 0LL"));
+}
+
+/// Decode attention's early loads (EmitOptions::attentionEarlyLoads): on for
+/// one token in the register form where each cache is an argument (every
+/// row stable) or one set_rows into an argument at the attention's own
+/// positions (that row loaded again after the wait); off for several
+/// tokens, other rows, a cache written twice, the staged form and the option.
+TEST(CudaEmit, AttentionEarlyLoads) {
+  enum class KW { Arg, AtPos, OtherRows, Twice };
+  auto attn = [](int64_t tokens, KW kw, KW vw, int64_t ctx = 1000, bool on = true) {
+    EmitOptions o;
+    o.attentionEarlyLoads = on;
+    auto ls = emitAll([&](Builder &b) {
+      auto q = b.input("q", T(DType::F32, {tokens, 32, 128}));
+      auto pos = b.input("positions", T(DType::I32, {tokens}));
+      auto rows = b.input("rows", T(DType::I32, {tokens}));
+      auto write = [&](const char *name, KW w) {
+        ValueId c = b.state(name, TensorType(DType::F16, {ctx, 8, 128}));
+        auto x = b.input(std::string(name) + ".new", T(DType::F32, {tokens, 8, 128}));
+        if (w == KW::AtPos)
+          c = b.setRows(c, x, pos);
+        else if (w == KW::OtherRows)
+          c = b.setRows(c, x, rows);
+        else if (w == KW::Twice)
+          c = b.setRows(b.setRows(c, x, rows), x, pos);
+        return c;
+      };
+      ValueId k = write("k_cache.0", kw), v = write("v_cache.0", vw);
+      b.result(b.attention(q, k, v, pos, {0.1, 0, 0}));
+    }, {}, o);
+    return ls.empty() ? std::string() : kernel(ls, 0).source;
+  };
+  auto flags = [](bool early, bool fk, bool fv) {
+    return std::string("kEarly = ") + (early ? "true" : "false") +
+           ", kFreshK = " + (fk ? "true" : "false") + ", kFreshV = " + (fv ? "true" : "false");
+  };
+  EXPECT_NE(attn(1, KW::Arg, KW::Arg).find(flags(true, false, false)), std::string::npos);
+  EXPECT_NE(attn(1, KW::AtPos, KW::AtPos).find(flags(true, true, true)), std::string::npos);
+  EXPECT_NE(attn(1, KW::AtPos, KW::Arg).find(flags(true, true, false)), std::string::npos);
+  EXPECT_NE(attn(1, KW::AtPos, KW::OtherRows).find("kEarly = false"), std::string::npos);
+  EXPECT_NE(attn(1, KW::Twice, KW::AtPos).find("kEarly = false"), std::string::npos);
+  EXPECT_NE(attn(2, KW::AtPos, KW::AtPos).find("kEarly = false"), std::string::npos);
+  EXPECT_NE(attn(1, KW::AtPos, KW::AtPos, 1000, false).find("kEarly = false"), std::string::npos);
+  // The staged form (caches of more than 4096 rows) keeps its ring.
+  const std::string staged = attn(1, KW::AtPos, KW::AtPos, 8192);
+  EXPECT_EQ(staged.find("kStages = 0, kURegs"), std::string::npos);
+  EXPECT_NE(attn(1, KW::Arg, KW::Arg).find("kStages = 0, kURegs"), std::string::npos);
+  EXPECT_NE(staged.find("kEarly = false"), std::string::npos);
+  // The prologue is one statement before the wait and hands its registers over.
+  const std::string src = attn(1, KW::AtPos, KW::AtPos);
+  size_t pro = src.find("fg::AttnEarly<Cfg> first = fg::attentionPrefetch<Cfg>(");
+  ASSERT_NE(pro, std::string::npos);
+  EXPECT_LT(pro, src.find("fg_pdl_begin();", pro));
+  EXPECT_NE(src.find(", first);", src.find("fg_pdl_begin();", pro)), std::string::npos);
+}
+
+/// EmitOptions::pdlTriggerBeforeAttention: the kernels a one-token decode
+/// attention reads (q's rope through a view, the caches' set_rows) trigger
+/// before their wait and take another name; the GEMV before them, the
+/// attention itself and a two-token attention's producers do not.
+TEST(CudaEmit, TriggerFirstBeforeDecodeAttention) {
+  auto build = [](Function &fn, int64_t tokens) {
+    Builder b(fn);
+    auto pos = b.input("positions", T(DType::I32, {tokens}));
+    auto x = b.input("x", T(DType::F32, {tokens, 256}));
+    auto q = b.reshape(b.matmul(x, b.weight("wq", T(DType::F16, {256, 256}))), {tokens, 4, 64});
+    auto qr = b.rope(q, pos, Builder::RopeParams{});
+    auto k = b.state("k_cache.0", TensorType(DType::F16, {512, 2, 64}));
+    auto v = b.state("v_cache.0", TensorType(DType::F16, {512, 2, 64}));
+    auto kn = b.input("k_new", T(DType::F32, {tokens, 2, 64}));
+    b.result(b.attention(qr, b.setRows(k, kn, pos), b.setRows(v, kn, pos), pos, {0.125, 0, 0}));
+    return b.finish();
+  };
+  for (int64_t tokens : {1, 2}) {
+    SCOPED_TRACE(tokens);
+    Function fn("t");
+    ASSERT_TRUE(ok(build(fn, tokens)));
+    auto layouts = cuda::computeLayouts(fn);
+    ASSERT_TRUE(bool(layouts)) << llvm::toString(layouts.takeError());
+    for (bool on : {false, true}) {
+      EmitOptions o;
+      o.pdlTriggerBeforeAttention = on;
+      auto code = cuda::emitNodes(fn, *layouts, o);
+      ASSERT_TRUE(bool(code)) << llvm::toString(code.takeError());
+      for (NodeId id = 0; id < fn.numNodes(); ++id) {
+        const Node &n = fn.node(id);
+        bool feeds = on && tokens == 1 && (n.kind == OpKind::Rope || n.kind == OpKind::SetRows);
+        for (const Launch &l : (*code)[id].launches) {
+          const auto *k = std::get_if<KernelSpec>(&l);
+          if (k == nullptr)
+            continue;
+          SCOPED_TRACE(k->name);
+          EXPECT_EQ(llvm::StringRef(k->name).endswith("_tf"), feeds);
+          EXPECT_EQ(k->source.find("\n  fg_pdl_begin_trigger_first();\n") != std::string::npos,
+                    feeds);
+          EXPECT_EQ(k->source.rfind("\n  fg_pdl_begin();\n") == std::string::npos, feeds);
+          if (feeds)
+            checkAndCompile(*k, n.operands.size());
+        }
+      }
+    }
+  }
 }
 
 /// The splits a grid holds shrink as tokens × heads fill the GPU; a strided
