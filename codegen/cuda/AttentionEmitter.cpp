@@ -304,6 +304,7 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
                     vw = cacheWrites(fn, node.operands[2], node.operands[3]);
   const bool early = o.attentionEarlyLoads && T == 1 && p.stages == 0 &&
                      kw != CacheWrites::Unknown && vw != CacheWrites::Unknown;
+  c += "  static constexpr bool kQFirst = " + flag(o.attentionQFirst) + ";\n";
   c += "  static constexpr bool kEarly = " + flag(early) +
        ", kFreshK = " + flag(kw == CacheWrites::Fresh) +
        ", kFreshV = " + flag(vw == CacheWrites::Fresh) + ";\n";

@@ -178,6 +178,14 @@ struct EmitOptions {
   /// into an argument (AttentionEmitter.cpp, cacheWrites).
   /// FG_DEBUG_ATTN_EARLY=0, fg_bench_kernels --attn-early 0.
   bool attentionEarlyLoads = true;
+  /// Decode attention loads its share of q before the position (attention.cuh,
+  /// kQFirst; not with q's rope, and at most 2 fragments a thread), so the two
+  /// round trips after the wait overlap: the phase stamps of the twenty-fourth
+  /// session measured the position's alone at 900-1800 cycles before q's
+  /// 700-1100. Bit-identical results. Written after the session's last GPU
+  /// call: not yet run on a GPU, so off. FG_DEBUG_ATTN_Q_FIRST=1,
+  /// fg_bench_kernels --attn-q-first 1.
+  bool attentionQFirst = false;
   /// Programmatic-launch prologues: the bytes one launch of a dense GEMV or
   /// of decode attention prefetches into L2 before its griddepcontrol.wait
   /// (its first weight rows; the KV rows of its split), while the kernel

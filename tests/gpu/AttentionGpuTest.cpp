@@ -319,6 +319,32 @@ TEST(GpuAttentionOptions, ClusterForm) {
 
 /// One graph replayed: bit-identical outputs for the same positions, also
 /// after a step with another split count (the counters start at 0 every run).
+/// q loaded before the position (EmitOptions::attentionQFirst) gives the
+/// same bits as the default order: the cluster form, the split form, a group
+/// of 12 and D = 256, at KV lengths 1, 1025 and 4000.
+TEST(GpuAttentionOptions, QFirstBitIdentical) {
+  FG_REQUIRE_GPU();
+  for (const char *cluster : {"8", "0"}) {
+    ScopedEnv c("FG_DEBUG_ATTN_CLUSTER", cluster);
+    for (AttnCase ac : {AttnCase{1025, 128, 4}, AttnCase{4000, 64, 1}, AttnCase{1, 128, 12},
+                        AttnCase{1025, 256, 8, DType::BF16}}) {
+      SCOPED_TRACE(std::string("cluster ") + cluster + " live " + std::to_string(ac.live) + " D " +
+                   std::to_string(ac.headDim) + " G " + std::to_string(ac.group));
+      const Graph g = attentionGraph(ac, 4096);
+      auto bits = [&](const char *qFirst) {
+        ScopedEnv e("FG_DEBUG_ATTN_Q_FIRST", qFirst);
+        CompileOptions co;
+        co.ctx = 4096;
+        auto gpu = gpuGraphExecutor(g, co);
+        return gpu ? runBytes(*gpu, positionsFor(ac, ac.live)) : std::vector<uint8_t>{};
+      };
+      const std::vector<uint8_t> off = bits("0"), on = bits("1");
+      ASSERT_FALSE(off.empty());
+      EXPECT_EQ(on, off);
+    }
+  }
+}
+
 TEST(GpuAttentionReplay, BitIdentical) {
   FG_REQUIRE_GPU();
   for (DType cache : {DType::F16, DType::F32}) {

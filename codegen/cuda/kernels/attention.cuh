@@ -516,6 +516,24 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
   const int s = blockIdx.x;
   const long long hb = blockIdx.y, tok = blockIdx.z;
   const long long hk = hb / C::kHC, h0 = hk * C::G + (hb % C::kHC) * C::kGB; // first q head
+  // q first (C::kQFirst): without a rope q's loads need no position, so
+  // they go out before the position's and the two round trips overlap
+  // (else q is loaded after the position, the range and the first tile).
+  constexpr int kQI = (NCK * 64 + W * 32 - 1) / (W * 32);
+  constexpr bool kQF = C::kQFirst && !C::kRope && kQI <= 2;
+  float qx[kQF ? kQI : 1][4];
+  if constexpr (kQF) {
+#pragma unroll
+    for (int k = 0; k < kQI; ++k) {
+      const int i = threadIdx.x + k * W * 32;
+      const int j = (i >> 5) & 1, gg = (i & 31) >> 2, tt = i & 3;
+      const long long d0 = 32 * (i >> 6) + 8 * tt + 4 * j;
+      const bool hv = i < NCK * 64 && gg < C::kGB && (hb % C::kHC) * C::kGB + gg < C::G;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        qx[k][e] = hv && d0 + e < C::D ? attnQ<C>(a, tok, h0 + gg, d0 + e, 0) * C::scale() : 0.0f;
+    }
+  }
   const long long p = (long long)a.pos[C::pos_off + tok * C::pos_st];
   const AttnRange r = attnRange<C>(p);
   if constexpr (C::kCluster > 0) {
@@ -649,7 +667,19 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
   }
 
   // q · scale, split hi/lo in K's mma type, as A fragments.
-  for (int i = threadIdx.x; i < NCK * 64; i += W * 32) {
+  if constexpr (kQF) {
+#pragma unroll
+    for (int k = 0; k < kQI; ++k) {
+      const int i = threadIdx.x + k * W * 32;
+      if (i < NCK * 64) {
+        uint4 f;
+        attnSplit<DK::kBf16>(qx[k][0], qx[k][1], f.x, f.y);
+        attnSplit<DK::kBf16>(qx[k][2], qx[k][3], f.z, f.w);
+        sh.qf[i >> 6][(i >> 5) & 1][i & 31] = f;
+      }
+    }
+  }
+  for (int i = threadIdx.x; !kQF && i < NCK * 64; i += W * 32) {
     const int c = i >> 6, j = (i >> 5) & 1, ln = i & 31, gg = ln >> 2, tt = ln & 3;
     const long long h = h0 + gg, d0 = 32 * c + 8 * tt + 4 * j;
     const bool hv = gg < C::kGB && (hb % C::kHC) * C::kGB + gg < C::G;

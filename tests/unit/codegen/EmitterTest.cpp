@@ -991,6 +991,36 @@ TEST(CudaEmit, AttentionEarlyLoads) {
   EXPECT_NE(src.find(", first);", src.find("fg_pdl_begin();", pro)), std::string::npos);
 }
 
+/// EmitOptions::attentionQFirst compiles on every decode form (cluster and
+/// split, D = 64 / 128 / 256 / 80, a group of 12 in two head chunks, f32 and
+/// bf16 caches, the staged ring) and says so in the Cfg; off by default.
+TEST(CudaEmit, AttentionQFirstCompiles) {
+  EXPECT_FALSE(EmitOptions{}.attentionQFirst);
+  struct Shape {
+    int64_t Hq, Hkv, D, ctx;
+    DType cache;
+    int cluster;
+  };
+  for (const Shape &sh : {Shape{32, 8, 128, 4096, DType::F16, 8}, Shape{8, 8, 64, 4096, DType::F16, 8},
+                          Shape{32, 8, 128, 4096, DType::F16, 0}, Shape{16, 2, 256, 2048, DType::BF16, 8},
+                          Shape{24, 2, 80, 1000, DType::F32, 8}, Shape{32, 8, 128, 8192, DType::F16, 8}}) {
+    SCOPED_TRACE(llvm::formatv("Hq {0} Hkv {1} D {2} ctx {3} cluster {4}", sh.Hq, sh.Hkv, sh.D,
+                               sh.ctx, sh.cluster)
+                     .str());
+    EmitOptions o;
+    o.attentionQFirst = true;
+    o.attentionCluster = sh.cluster;
+    auto ls = emitAll([&](Builder &b) {
+      auto q = b.input("q", T(DType::F32, {1, sh.Hq, sh.D}));
+      auto k = b.state("k_cache.0", TensorType(sh.cache, {sh.ctx, sh.Hkv, sh.D}));
+      auto v = b.state("v_cache.0", TensorType(sh.cache, {sh.ctx, sh.Hkv, sh.D}));
+      b.result(b.attention(q, k, v, b.input("positions", T(DType::I32, {1})), {0.1, 0, 0}));
+    }, {}, o);
+    ASSERT_EQ(ls.size(), 1u);
+    EXPECT_TRUE(contains(kernel(ls, 0), "static constexpr bool kQFirst = true;"));
+  }
+}
+
 /// EmitOptions::pdlTriggerBeforeAttention: the kernels a one-token decode
 /// attention reads (q's rope through a view, the caches' set_rows) trigger
 /// before their wait and take another name; the GEMV before them, the
