@@ -34,7 +34,7 @@ def bodies(cache):
                 continue
             ptx_size = struct.unpack("<Q", blob[16:24])[0]
             text = blob[len(blob) - ptx_size:].decode("latin1").rstrip("\0")
-            m = re.search(r"\.entry (fg_\w+?)_[0-9a-f]+\(", text)
+            m = re.search(r"\.entry (fg_\w+?)_[0-9a-f]+(?:_tf)?\(", text)
             lines = []
             for line in text.splitlines():
                 s = line.strip()

@@ -149,8 +149,11 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   if (p.stages == 0 && o.attentionCluster > 0 && ctx <= o.attentionRingMinCtx &&
       archNumber(o.arch) >= 90) {
     int64_t warps = o.attentionClusterWarps == 4 ? 4 : 8;
-    // Tiles of up to 3 steps, 24 16-byte loads a lane at most (D = 128
-    // f16: 3; D = 64: 3; D = 256 or f32 caches: 1): a round of 8 blocks of
+    // Tiles of up to 3 steps, 24 16-byte loads a lane at most (D = 64 and
+    // 128 with 16-bit caches: 3; D = 256, or f32 caches at D = 128: 1; f32
+    // at D = 64: 3). At D = 64 this is one step fewer than the split form's
+    // rule (live lengths of 1537-2048 take two rounds there, not measured;
+    // W-tiny's KV 1025 measured 1 % faster with it). A round of 8 blocks of
     // 8 warps then covers 1536 keys at D = 128, so KV 1025 takes one round,
     // not two (measured, twenty-fourth session: W-dense q4_K 1.8334 ->
     // 1.8225 ms alone, with the trigger before attention 1.8172 -> 1.8079).
@@ -175,7 +178,9 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
 }
 
 /// How the early loads (attention.cuh, attentionEarly) may treat a cache
-/// operand: Stable when no kernel of the function writes it (an argument),
+/// operand: Stable when no kernel of the function writes it before the
+/// attention (an argument: a later set_rows into it is ordered after the
+/// attention by its write-after-read edge),
 /// Fresh when its only write in the function is one set_rows form into an
 /// argument at the attention's own positions (the token's row is loaded
 /// again after the wait), Unknown otherwise (no early loads).
@@ -302,7 +307,9 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   // most at the token's row.
   const CacheWrites kw = cacheWrites(fn, node.operands[1], node.operands[3]),
                     vw = cacheWrites(fn, node.operands[2], node.operands[3]);
-  const bool early = o.attentionEarlyLoads && T == 1 && p.stages == 0 &&
+  // (16-byte rows only: the rows read again after the wait take coherent
+  // 16-byte loads, attention.cuh attnLoadCg.)
+  const bool early = o.attentionEarlyLoads && T == 1 && p.stages == 0 && vecK && vecV &&
                      kw != CacheWrites::Unknown && vw != CacheWrites::Unknown;
   c += "  static constexpr bool kQFirst = " + flag(o.attentionQFirst) + ";\n";
   c += "  static constexpr bool kEarly = " + flag(early) +

@@ -160,7 +160,8 @@ struct EmitOptions {
   /// fg_bench_kernels --attn-cluster / --attn-cluster-warps.
   /// attentionClusterSteps: 8-key steps of a warp's tile in the cluster form
   /// (0: the rule, at most 3 steps and 24 16-byte loads a lane: 3 at D = 64
-  /// and 128 with 16-bit caches, 1 at D = 256 or with f32 caches). A round
+  /// and 128 with 16-bit caches, 1 at D = 256 and with f32 caches at D =
+  /// 128). A round
   /// of 8 blocks of 8 warps covers 1024 keys at 2 steps, so 1025 live keys
   /// took a second round trip in one warp a block; 3 covers 1536 (NVRTC,
   /// D = 128 f16: 166 / 206 registers at 2 / 3). Measured in the

@@ -246,14 +246,26 @@ static __device__ __forceinline__ unsigned attnTranspose(unsigned a) {
 
 /// Elements d0 .. d0 + 7 of one row (element d at row[d · SD]); zeros for a
 /// masked key or past N.
-template <class Dec, long long N, long long SD, bool Vec>
+/// Cg: read at L2, the point of coherence (ld.global.cg), for rows this
+/// block may have read before the wait (the early loads) and another kernel
+/// wrote since: a non-coherent load could meet the stale line again.
+static __device__ __forceinline__ uint4 attnLoadCg(const void *p) {
+  uint4 r;
+  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+template <class Dec, long long N, long long SD, bool Vec, bool Cg = false>
 static __device__ __forceinline__ void attnLoad8(const typename Dec::T *row, long long d0,
                                                  bool live, uint4 (&out)[Dec::kParts]) {
   using T = typename Dec::T;
+  static_assert(!Cg || Vec, "coherent loads of 16-byte units only (the early loads' rows)");
   if constexpr (Vec) {
 #pragma unroll
     for (int p = 0; p < Dec::kParts; ++p)
-      out[p] = live && d0 < N ? fg_load_stream(row + d0 + 4 * p) : make_uint4(0, 0, 0, 0);
+      out[p] = !(live && d0 < N) ? make_uint4(0, 0, 0, 0)
+               : Cg              ? attnLoadCg(row + d0 + 4 * p)
+                                 : fg_load_stream(row + d0 + 4 * p);
   } else {
     union {
       T v[8];
@@ -437,7 +449,7 @@ template <class C> struct AttnRegisters : C {
 /// One warp tile of K and V rows into registers: lane (g, t4) takes key
 /// kb + (tile · kU + u) · 8 + g of each step u, 16 bytes at d = 32c + 8t4
 /// (zeros past ke).
-template <class C>
+template <class C, bool Cg = false>
 static __device__ __forceinline__ void
 attnLoadTile(const typename C::DecK::T *kbase, const typename C::DecV::T *vbase, long long kb,
              long long ke, int tile, long long dvs,
@@ -452,11 +464,12 @@ attnLoadTile(const typename C::DecK::T *kbase, const typename C::DecV::T *vbase,
     const typename C::DecV::T *vrow = vbase + j * C::v_sj;
 #pragma unroll
     for (int c = 0; c < C::NCK; ++c)
-      attnLoad8<typename C::DecK, C::D, C::k_sd, C::kVecK>(krow, 32 * c + 8 * t4, live, rk[u][c]);
+      attnLoad8<typename C::DecK, C::D, C::k_sd, C::kVecK, Cg>(krow, 32 * c + 8 * t4, live,
+                                                              rk[u][c]);
 #pragma unroll
     for (int c = 0; c < C::DVS / 32; ++c)
-      attnLoad8<typename C::DecV, C::Dv, C::v_sd, C::kVecV>(vrow, dvs + 32 * c + 8 * t4, live,
-                                                            rv[u][c]);
+      attnLoad8<typename C::DecV, C::Dv, C::v_sd, C::kVecV, Cg>(vrow, dvs + 32 * c + 8 * t4, live,
+                                                                rv[u][c]);
   }
 }
 
@@ -631,6 +644,8 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
 #pragma unroll
     for (int k = 0; k < S - 1; ++k)
       issueTile(warp + k * W, 0, k);
+  } else if (warp < ntiles && !C::kEarly) {
+    loadTile(warp, 0);
   } else if (warp < ntiles) {
     if (early != nullptr && early->p == p) {
       // Loaded before the wait, aimed by this position: every row but the
@@ -649,18 +664,23 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
             rv[u][c][pp] = early->rv[u][c][pp];
         const long long j = kb + (long long)(warp * U + u) * 8 + g;
         if (j == p && j < ke) {
-          if constexpr (C::kFreshK)
+          if constexpr (C::kEarly && C::kFreshK)
 #pragma unroll
             for (int c = 0; c < NCK; ++c)
-              attnLoad8<DK, C::D, C::k_sd, C::kVecK>(kbase + j * C::k_sj, 32 * c + 8 * t4, true,
-                                                     rk[u][c]);
-          if constexpr (C::kFreshV)
+              attnLoad8<DK, C::D, C::k_sd, true, true>(kbase + j * C::k_sj, 32 * c + 8 * t4, true,
+                                                       rk[u][c]);
+          if constexpr (C::kEarly && C::kFreshV)
 #pragma unroll
             for (int c = 0; c < NCV; ++c)
-              attnLoad8<DV, C::Dv, C::v_sd, C::kVecV>(vbase + j * C::v_sj, 32 * c + 8 * t4, true,
-                                                      rv[u][c]);
+              attnLoad8<DV, C::Dv, C::v_sd, true, true>(vbase + j * C::v_sj, 32 * c + 8 * t4,
+                                                        true, rv[u][c]);
         }
       }
+    } else if (early != nullptr) {
+      // The position moved: the tile anew, at L2 (this block read other
+      // rows, perhaps on the same lines, before the wait).
+      if constexpr (C::kEarly)
+        attnLoadTile<C, true>(kbase, vbase, kb, ke, warp, 0, rk, rv);
     } else {
       loadTile(warp, 0);
     }

@@ -85,14 +85,21 @@ constexpr unsigned kStatusSeq = 6, kStatusRing = 8;
 // body (they wait in turn, so "C waited for B" still implies "A is done").
 // Before the wait a kernel may run only its entry's prologue, which issues
 // L2 prefetch hints (fg_prefetch_l2: weights, and KV rows of earlier steps)
-// and nothing else (one exception: the DP4A GEMV's prologue loads its first
-// rows of a block-quantised weight into registers, gemv_dp4a.cuh; no kernel
-// writes such a weight, as no op has a block-quantised result): a prefetch
-// neither reads a value into a register nor
-// writes, and L2 is the point of coherence for every SM, so a line fetched
-// before its producer's write is updated by that write; no code that
-// observes memory is concurrent with the predecessors, and the memory plan
-// and the overlap proof need no change. Without programmatic edges in the
+// and nothing else, with two exceptions that read into registers: the DP4A
+// GEMV's prologue loads its first rows of a block-quantised weight
+// (gemv_dp4a.cuh; no kernel writes such a weight, as no op has a
+// block-quantised result), and a one-token decode attention loads its first
+// tile of K/V cache rows (attention.cuh, attentionEarly: only caches no
+// kernel of the step writes except at the token's row; after the wait it
+// re-reads the position, keeps the registers only if it is the same, and
+// loads the token's row, or the whole tile, again at L2 with ld.global.cg).
+// A prefetch neither reads a value into a register nor writes, and L2 is the
+// point of coherence for every SM, so a line fetched before its producer's
+// write is updated by that write; no value a predecessor writes is used
+// from a read made before the wait, and the memory plan and the overlap
+// proof need no change. The kernels a decode attention reads may trigger
+// before their own wait (fg_pdl_begin_trigger_first, below), so the
+// attention's prologue can overlap the kernels before them too. Without programmatic edges in the
 // graph (eager runs, other GPUs) the prologue simply runs first and both
 // instructions are no-ops.
 // FG_PDL_DELAY_NS (a debug build: FG_DEBUG_PDL_DELAY_NS in the compiler's

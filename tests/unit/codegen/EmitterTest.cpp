@@ -3014,9 +3014,11 @@ public:
     // twenty-first's fused.matmul_id_sum_add (4 types), 569 before its
     // fused.rms_norm_matmul_topk_moe (3 router forms), 572 before the
     // twenty-second's router over the whole grid (its rows loaded after the
-    // wait for a computed router, and the sm_89 form: 2): each NVRTC compile
-    // is CI time.
-    EXPECT_LE(compiled().compiles, 574u);
+    // wait for a computed router, and the sm_89 form: 2), 574 before the
+    // twenty-fourth's early loads of decode attention (6 cache forms), the
+    // kernels triggering before it (3), its 3-step cluster rule at D = 64
+    // (2) and q loaded first (6 forms): each NVRTC compile is CI time.
+    EXPECT_LE(compiled().compiles, 595u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
