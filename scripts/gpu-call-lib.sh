@@ -8,6 +8,8 @@
 #                       a decode step, graph-fused wall ms (needs 45 s left;
 #                       every whole output in $OUT/steps-full.txt: the device
 #                       tool brings back only a few files)
+#   stamps FILE         decode attention's phase stamps (FG_DEBUG_ATTN_STAMPS=1)
+#                       in FILE: the median of each phase over its blocks
 #   stepf WORKLOAD "ENV=V ..." [BENCH FLAGS...]
 #                       the same with bench flags, and the plan's launches
 S=$SECONDS
@@ -49,4 +51,24 @@ stepf() {
   local rc=$?
   { echo "== $w $envs $* (rc $rc)"; cat /tmp/step.txt; } >> "$OUT/steps-full.txt"
   echo "== $w ${envs:-} $* (rc $rc): $(grep -E '^graph' /tmp/step.txt | awk '{print $1, $2}') $(grep -o '[0-9]* launches' /tmp/step.txt | tail -1)"
+}
+stamps() {
+  python3 - "$1" <<'PY'
+import re, statistics, sys
+keys = "prologue wait pos q loop merge cluster".split()
+vals = {k: [] for k in keys}; ns = []
+for line in open(sys.argv[1], errors="replace"):
+    # (blocks past the live rows, which only join the barrier, print "q 20")
+    if "attn-stamps" not in line or " q 20 " in line:
+        continue
+    m = re.search(r"\+(\d+) ns", line)
+    if m:
+        ns.append(int(m.group(1)))
+    for k in keys:
+        m = re.search(r"\b%s (-?\d+)" % k, line)
+        if m:
+            vals[k].append(int(m.group(1)))
+print("%d lines;" % len(ns), " ".join("%s %d" % (k, statistics.median(v)) for k, v in vals.items() if v),
+      "| entry->barrier ns median %d" % statistics.median(ns) if ns else "")
+PY
 }

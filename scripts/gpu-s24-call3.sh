@@ -21,25 +21,6 @@ echo "tests, trigger + steps 3, rc $? at $((SECONDS - S)) s: $(summ "$OUT/tests-
 FG_KERNEL_CACHE=/tmp/fgk-trd FG_DEBUG_PDL_ATTN_TRIGGER=1 FG_DEBUG_PDL_DELAY_NS=20000 timeout 60 $T --gtest_brief=1 \
   --gtest_filter='GpuAttentionEarly.*:GpuDemo*:GpuPrefillThenDecode*' > "$OUT/delay.txt" 2>&1
 echo "delay build + trigger rc $? at $((SECONDS - S)) s: $(summ "$OUT/delay.txt")"
-med() {
-  python3 - "$1" <<'PY'
-import re, statistics, sys
-keys = "prologue wait pos q loop merge cluster".split()
-vals = {k: [] for k in keys}; ns = []
-for line in open(sys.argv[1], errors="replace"):
-    if "attn-stamps" not in line or " q 20 " in line:
-        continue
-    m = re.search(r"\+(\d+) ns", line)
-    if m:
-        ns.append(int(m.group(1)))
-    for k in keys:
-        m = re.search(r"\b%s (-?\d+)" % k, line)
-        if m:
-            vals[k].append(int(m.group(1)))
-print("%d lines;" % len(ns), " ".join("%s %d" % (k, statistics.median(v)) for k, v in vals.items() if v),
-      "| entry->barrier ns median %d" % statistics.median(ns) if ns else "")
-PY
-}
 V0="FG_DEBUG_ATTN_EARLY=1"
 V1="FG_DEBUG_PDL_ATTN_TRIGGER=1"
 V2="FG_DEBUG_ATTN_CLUSTER_STEPS=3"
@@ -50,7 +31,7 @@ for w in w-tiny w-dense; do
   for v in "$V0" "$V1" "$V3"; do
     [ "$(left)" -gt 200 ] || break
     env $v FG_KERNEL_CACHE=/tmp/fgk-st FG_DEBUG_ATTN_STAMPS=1 timeout 40 fusegraph bench --workload $w --compare fused,graph --steps 3 --warmup 2 > /tmp/st.txt 2>&1
-    echo "== stamps $w $v rc $?: $(med /tmp/st.txt)"
+    echo "== stamps $w $v rc $?: $(stamps /tmp/st.txt)"
   done
 done
 pstep() { # the previous build's step

@@ -33,7 +33,7 @@ done
 for w in w-tiny w-dense; do
   [ "$(left)" -gt 40 ] || break
   FG_KERNEL_CACHE=/tmp/fgk-st FG_DEBUG_ATTN_STAMPS=1 FG_DEBUG_ATTN_Q_FIRST=1 timeout 40 fusegraph bench --workload $w --compare fused,graph --steps 3 --warmup 2 > /tmp/st.txt 2>&1
-  echo "== stamps $w q first rc $?"; grep attn-stamps /tmp/st.txt | tail -8
+  echo "== stamps $w q first rc $?: $(stamps /tmp/st.txt)"
 done
 } 2>&1 | tee "$OUT/steps.txt"
 echo "done after $((SECONDS - S)) s"
