@@ -965,6 +965,7 @@ int usage(const char *argv0, int code = 2) {
       "  --attn-cluster-steps N  decode attention: 8-key steps a tile in the cluster form (1-4)\n"
       "  --attn-early 0|1     decode attention: first tile loaded before the PDL wait (default 1)\n"
       "  --attn-q-first 0|1   decode attention: q loaded before the position (default 0)\n"
+      "  --attn-cluster-async 0|1  decode attention: partials by st.async into an mbarrier (default 0)\n"
       "  --pdl-prefetch-mb N  L2 bytes a GEMV or attention launch prefetches before its\n"
       "                       programmatic-launch wait (EmitOptions::pdlPrefetchBytes)\n",
       argv0);
@@ -1108,6 +1109,8 @@ int main(int argc, char **argv) {
         s.emit.attentionEarlyLoads = n == 1;
       else if (f == "--attn-q-first" && v && (n == 0 || n == 1))
         s.emit.attentionQFirst = n == 1;
+      else if (f == "--attn-cluster-async" && v && (n == 0 || n == 1))
+        s.emit.attentionClusterAsync = n == 1;
       else
         return usage(argv[0]);
     } else if (a.rfind("--benchmark_", 0) != 0 && a.rfind("--v=", 0) != 0) {

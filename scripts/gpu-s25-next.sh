@@ -2,19 +2,20 @@
 # Written at the end of the twenty-fourth session for the next one's first
 # GPU call (no device time was left): the early loads' coherent re-reads
 # (ld.global.cg, written after the last call) and q loaded before the
-# position (EmitOptions::attentionQFirst, off) — tests, the PDL delay build,
-# memcheck, then steps with FG_DEBUG_ATTN_Q_FIRST=0 and 1 alternating and
-# the phase stamps with it on.
+# position (EmitOptions::attentionQFirst, off) and the cluster form's
+# partials by st.async (attentionClusterAsync, off) — tests, the PDL delay
+# build, memcheck, then steps with each off and on alternating, and the
+# phase stamps with q first.
 #   bash scripts/gpu-s25-next.sh DEADLINE_S  (carry [".gpu"])
 set -uo pipefail
 source .gpu/env.sh
 D=${1:-500}
 source scripts/gpu-call-lib.sh
-F='GpuAttentionEarly.*:GpuAttentionOptions.QFirstBitIdentical:Grid/GpuAttention.*:GpuAttentionOptions.ClusterForm:GpuAttentionOptions.WDenseShape:GpuAttentionReplay.*:GpuDemo*:GpuPrefillThenDecode*:GpuSession*'
+F='GpuAttentionEarly.*:GpuAttentionOptions.QFirstBitIdentical:GpuAttentionOptions.ClusterAsyncBitIdentical:Grid/GpuAttention.*:GpuAttentionOptions.ClusterForm:GpuAttentionOptions.WDenseShape:GpuAttentionReplay.*:GpuDemo*:GpuPrefillThenDecode*:GpuSession*'
 timeout 120 $T --gtest_brief=1 --gtest_filter="$F" > "$OUT/tests.txt" 2>&1
 echo "tests rc $? at $((SECONDS - S)) s: $(summ "$OUT/tests.txt")"
-FG_KERNEL_CACHE=/tmp/fgk-q FG_DEBUG_ATTN_Q_FIRST=1 timeout 100 $T --gtest_brief=1 --gtest_filter="$F" > "$OUT/tests-qfirst.txt" 2>&1
-echo "tests, q first, rc $? at $((SECONDS - S)) s: $(summ "$OUT/tests-qfirst.txt")"
+FG_KERNEL_CACHE=/tmp/fgk-q FG_DEBUG_ATTN_Q_FIRST=1 FG_DEBUG_ATTN_CLUSTER_ASYNC=1 timeout 100 $T --gtest_brief=1 --gtest_filter="$F" > "$OUT/tests-qfirst.txt" 2>&1
+echo "tests, q first + cluster async, rc $? at $((SECONDS - S)) s: $(summ "$OUT/tests-qfirst.txt")"
 FG_KERNEL_CACHE=/tmp/fgk-delay FG_DEBUG_PDL_DELAY_NS=20000 timeout 40 $T --gtest_brief=1 \
   --gtest_filter='GpuAttentionEarly.*:GpuDemo*:GpuPrefillThenDecode*' > "$OUT/delay.txt" 2>&1
 echo "delay build rc $? at $((SECONDS - S)) s: $(summ "$OUT/delay.txt")"
@@ -28,6 +29,8 @@ for r in 1 2; do
   for w in w-tiny w-dense w-moe-12-q4_k; do
     stepf $w "FG_DEBUG_ATTN_Q_FIRST=0"
     stepf $w "FG_DEBUG_ATTN_Q_FIRST=1"
+    stepf $w "FG_DEBUG_ATTN_CLUSTER_ASYNC=1"
+    stepf $w "FG_DEBUG_ATTN_Q_FIRST=1 FG_DEBUG_ATTN_CLUSTER_ASYNC=1"
   done
 done
 for w in w-tiny w-dense; do

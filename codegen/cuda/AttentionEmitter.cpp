@@ -79,7 +79,7 @@ constexpr int64_t kMaxStages = 4;
 int64_t staticShared(int64_t NCK, int64_t DVS, int64_t smax, int64_t warps = kWarps,
                      int64_t cluster = 0, int64_t DvP = 0) {
   int64_t partials = warps * 8 * DVS * 4 + 3 * warps * 8 * 4 + 8 * 4, merge = smax * 8 * 4;
-  int64_t incoming = cluster ? cluster * (2 + DvP) * 4 : 4; // AttnShared::in
+  int64_t incoming = (cluster ? cluster * (2 + DvP) * 4 : 4) + 8; // AttnShared::in, bar
   return NCK * 2 * 32 * 16 + std::max(partials, merge) + incoming + 16;
 }
 /// Static shared memory a kernel may declare (48 KiB), less a margin for
@@ -311,7 +311,8 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   // 16-byte loads, attention.cuh attnLoadCg.)
   const bool early = o.attentionEarlyLoads && T == 1 && p.stages == 0 && vecK && vecV &&
                      kw != CacheWrites::Unknown && vw != CacheWrites::Unknown;
-  c += "  static constexpr bool kQFirst = " + flag(o.attentionQFirst) + ";\n";
+  c += "  static constexpr bool kQFirst = " + flag(o.attentionQFirst) +
+       ", kClusterAsync = " + flag(o.attentionClusterAsync && p.cluster > 0) + ";\n";
   c += "  static constexpr bool kEarly = " + flag(early) +
        ", kFreshK = " + flag(kw == CacheWrites::Fresh) +
        ", kFreshV = " + flag(vw == CacheWrites::Fresh) + ";\n";

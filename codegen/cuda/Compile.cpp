@@ -315,6 +315,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.attentionEarlyLoads = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_ATTN_Q_FIRST"); v && !v->empty())
     emit.attentionQFirst = *v != "0";
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_ATTN_CLUSTER_ASYNC"); v && !v->empty())
+    emit.attentionClusterAsync = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_PDL_ATTN_TRIGGER"); v && !v->empty())
     emit.pdlTriggerBeforeAttention = *v != "0";
   // The elementwise maps' opt-in forms and the grouped expert GEMM's tiles.

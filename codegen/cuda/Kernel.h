@@ -187,6 +187,13 @@ struct EmitOptions {
   /// call: not yet run on a GPU, so off. FG_DEBUG_ATTN_Q_FIRST=1,
   /// fg_bench_kernels --attn-q-first 1.
   bool attentionQFirst = false;
+  /// Decode attention's cluster form sends its partials by st.async into an
+  /// mbarrier of the merging block (attention.cuh, kClusterAsync) instead of
+  /// remote stores and a second cluster barrier, whose release half is a
+  /// MEMBAR.ALL.GPU on sm_90 (read from the SASS). Bit-identical results.
+  /// Written after the twenty-fourth session's last GPU call: not yet run on
+  /// a GPU, so off. FG_DEBUG_ATTN_CLUSTER_ASYNC=1, --attn-cluster-async 1.
+  bool attentionClusterAsync = false;
   /// Programmatic-launch prologues: the bytes one launch of a dense GEMV or
   /// of decode attention prefetches into L2 before its griddepcontrol.wait
   /// (its first weight rows; the KV rows of its split), while the kernel

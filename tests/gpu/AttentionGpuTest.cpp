@@ -345,6 +345,37 @@ TEST(GpuAttentionOptions, QFirstBitIdentical) {
   }
 }
 
+/// The cluster form's partials by st.async into the merging block's
+/// mbarrier (EmitOptions::attentionClusterAsync) give the same bits as the
+/// remote stores and the second cluster barrier: groups of 4, 1, 9 (two head
+/// chunks of 5 and 4: a block of the second merges no head) and 8, lengths
+/// from 1 (one split) to 4000, replayed.
+TEST(GpuAttentionOptions, ClusterAsyncBitIdentical) {
+  FG_REQUIRE_GPU();
+  for (AttnCase ac : {AttnCase{1025, 128, 4}, AttnCase{4000, 64, 1}, AttnCase{1, 128, 9},
+                      AttnCase{100, 128, 9}, AttnCase{2048, 128, 8, DType::BF16},
+                      AttnCase{3001, 64, 4, DType::F32}}) {
+    SCOPED_TRACE("live " + std::to_string(ac.live) + " D " + std::to_string(ac.headDim) + " G " +
+                 std::to_string(ac.group));
+    ac.sinks = ac.group == 9;
+    const Graph g = attentionGraph(ac, 4096);
+    auto bits = [&](const char *async) {
+      ScopedEnv e("FG_DEBUG_ATTN_CLUSTER_ASYNC", async);
+      CompileOptions co;
+      co.ctx = 4096;
+      auto gpu = gpuGraphExecutor(g, co);
+      if (!gpu)
+        return std::vector<uint8_t>{};
+      std::vector<uint8_t> a = runBytes(*gpu, positionsFor(ac, ac.live));
+      EXPECT_EQ(runBytes(*gpu, positionsFor(ac, ac.live)), a) << "a replay differs";
+      return a;
+    };
+    const std::vector<uint8_t> off = bits("0"), on = bits("1");
+    ASSERT_FALSE(off.empty());
+    EXPECT_EQ(on, off);
+  }
+}
+
 TEST(GpuAttentionReplay, BitIdentical) {
   FG_REQUIRE_GPU();
   for (DType cache : {DType::F16, DType::F32}) {

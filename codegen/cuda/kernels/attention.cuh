@@ -368,10 +368,64 @@ template <class C> struct AttnShared {
   /// The cluster form: split s's (m, l, o[Dv]) of the head this block
   /// merges, written by block s (into this block's memory, through the cluster).
   float in[C::kCluster > 0 ? C::kCluster : 1][C::kCluster > 0 ? 2 + C::DvP : 1];
+  /// The cluster form with C::kClusterAsync: the mbarrier the partials'
+  /// st.async stores complete (their bytes counted), waited on instead of
+  /// the second cluster barrier.
+  unsigned long long bar;
   int last;
 };
 
 // The cluster form's barriers and remote stores: common.cuh (fg_cluster_*).
+
+// The cluster form's partials by st.async (C::kClusterAsync; opt-in,
+// EmitOptions::attentionClusterAsync). A cluster barrier's release half is
+// a MEMBAR.ALL.GPU on sm_90 (SASS of `barrier.cluster.arrive.release`, and
+// of a fence.acq_rel.cluster before a relaxed arrive, alike), after every
+// remote store of the block. Instead, block h arms an mbarrier of its own
+// with the bytes it will receive (nsplit partials of 2 + Dv floats) before
+// the first cluster barrier; block s sends head h's partial with
+// `st.async ... mbarrier::complete_tx::bytes` (no fence: the mbarrier
+// counts the bytes as they land), and block h waits for the mbarrier's
+// phase, not for a second cluster barrier. No block writes into a block
+// that does not merge a head, and a merging block waits for all its bytes
+// before it exits.
+static __device__ __forceinline__ void attnBarArm(unsigned long long *bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes)
+               : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+/// *p = v in block `rank`'s copy of p, counted on block `rank`'s copy of bar.
+static __device__ __forceinline__ void attnSendAsync(float *p, unsigned long long *bar,
+                                                     unsigned rank, float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned rp, rb;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(rp) : "r"((unsigned)__cvta_generic_to_shared(p)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(rb) : "r"((unsigned)__cvta_generic_to_shared(bar)), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(rp),
+               "r"(__float_as_uint(v)), "r"(rb)
+               : "memory");
+#endif
+}
+static __device__ __forceinline__ void attnBarWait(unsigned long long *bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+  unsigned done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; "
+                 "selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(b) : "memory");
+#endif
+}
+/// Whether block hh of head block hb merges a head (and so receives partials).
+template <class C> static __device__ __forceinline__ bool attnMerges(int hh, long long hb) {
+  return hh < C::kGB && (hb % C::kHC) * C::kGB + hh < C::G;
+}
 
 /// The cluster form's end: after the barrier that publishes every block's
 /// partials, block h merges head h of its (kv head, token) from the
@@ -381,12 +435,19 @@ template <class C> struct AttnShared {
 template <class C, class Sh>
 static __device__ __forceinline__ void attnClusterMerge(const AttnArgs<C> &a, Sh &sh, int nsplit,
                                                         long long hb, long long tok, long long h0) {
-  fg_cluster_arrive(false);
-  fg_cluster_wait();
-  FG_ATTN_STAMPS_PRINT();
   const int hh = blockIdx.x;
-  if (hh >= C::kGB || (hb % C::kHC) * C::kGB + hh >= C::G)
-    return;
+  if constexpr (C::kClusterAsync) {
+    if (!attnMerges<C>(hh, hb))
+      return;
+    attnBarWait(&sh.bar);
+    FG_ATTN_STAMPS_PRINT();
+  } else {
+    fg_cluster_arrive(false);
+    fg_cluster_wait();
+    FG_ATTN_STAMPS_PRINT();
+    if (!attnMerges<C>(hh, hb))
+      return;
+  }
   float M = -FG_INF;
   for (int q = 0; q < nsplit; ++q)
     M = fmaxf(M, sh.in[q][0]);
@@ -555,6 +616,9 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
     // (The grid's x is one cluster, so blockIdx.x is the rank and the
     // split: the emitter's grid[0] = kSmax = kCluster. The .aligned
     // barrier wants each warp converged: the prologue's loops may leave it not.)
+    if constexpr (C::kClusterAsync)
+      if (threadIdx.x == 0 && attnMerges<C>(s, hb))
+        attnBarArm(&sh.bar, (unsigned)(r.nsplit * (2 + C::Dv) * 4));
     __syncwarp();
     fg_cluster_arrive(true);
     if (s >= r.nsplit) {
@@ -861,12 +925,23 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
         o += sh.u.w.o[w][hh][dv] * f;
       }
       if constexpr (C::kCluster > 0) {
-        if (sl == 0 && dv == 0) {
-          fg_store_remote(&sh.in[s][0], (unsigned)hh, M);
-          fg_store_remote(&sh.in[s][1], (unsigned)hh, L);
+        if constexpr (C::kClusterAsync) {
+          if (!attnMerges<C>(hh, hb))
+            continue; // (its block arms no mbarrier: nothing may land there)
+          if (sl == 0 && dv == 0) {
+            attnSendAsync(&sh.in[s][0], &sh.bar, (unsigned)hh, M);
+            attnSendAsync(&sh.in[s][1], &sh.bar, (unsigned)hh, L);
+          }
+          if (dvs + dv < C::Dv)
+            attnSendAsync(&sh.in[s][2 + dvs + dv], &sh.bar, (unsigned)hh, o);
+        } else {
+          if (sl == 0 && dv == 0) {
+            fg_store_remote(&sh.in[s][0], (unsigned)hh, M);
+            fg_store_remote(&sh.in[s][1], (unsigned)hh, L);
+          }
+          if (dvs + dv < C::Dv)
+            fg_store_remote(&sh.in[s][2 + dvs + dv], (unsigned)hh, o);
         }
-        if (dvs + dv < C::Dv)
-          fg_store_remote(&sh.in[s][2 + dvs + dv], (unsigned)hh, o);
       } else {
         float *ps = part + (long long)s * C::kPart;
         if (sl == 0 && dv == 0) {

@@ -991,11 +991,13 @@ TEST(CudaEmit, AttentionEarlyLoads) {
   EXPECT_NE(src.find(", first);", src.find("fg_pdl_begin();", pro)), std::string::npos);
 }
 
-/// EmitOptions::attentionQFirst compiles on every decode form (cluster and
-/// split, D = 64 / 128 / 256 / 80, a group of 12 in two head chunks, f32 and
-/// bf16 caches, the staged ring) and says so in the Cfg; off by default.
+/// EmitOptions::attentionQFirst and attentionClusterAsync (the latter in the
+/// cluster form only) compile on every decode form (cluster and split, D =
+/// 64 / 128 / 256 / 80, a group of 12 in two head chunks, f32 and bf16
+/// caches, the staged ring) and say so in the Cfg; off by default.
 TEST(CudaEmit, AttentionQFirstCompiles) {
   EXPECT_FALSE(EmitOptions{}.attentionQFirst);
+  EXPECT_FALSE(EmitOptions{}.attentionClusterAsync);
   struct Shape {
     int64_t Hq, Hkv, D, ctx;
     DType cache;
@@ -1009,6 +1011,7 @@ TEST(CudaEmit, AttentionQFirstCompiles) {
                      .str());
     EmitOptions o;
     o.attentionQFirst = true;
+    o.attentionClusterAsync = true;
     o.attentionCluster = sh.cluster;
     auto ls = emitAll([&](Builder &b) {
       auto q = b.input("q", T(DType::F32, {1, sh.Hq, sh.D}));
@@ -1017,7 +1020,10 @@ TEST(CudaEmit, AttentionQFirstCompiles) {
       b.result(b.attention(q, k, v, b.input("positions", T(DType::I32, {1})), {0.1, 0, 0}));
     }, {}, o);
     ASSERT_EQ(ls.size(), 1u);
-    EXPECT_TRUE(contains(kernel(ls, 0), "static constexpr bool kQFirst = true;"));
+    const bool cluster = contains(kernel(ls, 0), "kCluster = 8;");
+    EXPECT_TRUE(contains(kernel(ls, 0), std::string("static constexpr bool kQFirst = true, "
+                                                    "kClusterAsync = ") +
+                                            (cluster ? "true;" : "false;")));
   }
 }
 
