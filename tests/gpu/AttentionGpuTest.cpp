@@ -319,6 +319,28 @@ TEST(GpuAttentionOptions, ClusterForm) {
 
 /// One graph replayed: bit-identical outputs for the same positions, also
 /// after a step with another split count (the counters start at 0 every run).
+/// The output bits of case `ac` (a cache of 4096 rows) compiled with the
+/// switch `env` set to "0" and to "1", each replayed twice (a replay that
+/// differs fails): an opt-in form against the default, which must agree bit
+/// for bit.
+void expectSwitchBitIdentical(const AttnCase &ac, const char *env) {
+  const Graph g = attentionGraph(ac, 4096);
+  auto bits = [&](const char *value) {
+    ScopedEnv e(env, value);
+    CompileOptions co;
+    co.ctx = 4096;
+    auto gpu = gpuGraphExecutor(g, co);
+    if (!gpu)
+      return std::vector<uint8_t>{};
+    std::vector<uint8_t> a = runBytes(*gpu, positionsFor(ac, ac.live));
+    EXPECT_EQ(runBytes(*gpu, positionsFor(ac, ac.live)), a) << "a replay differs";
+    return a;
+  };
+  const std::vector<uint8_t> off = bits("0"), on = bits("1");
+  ASSERT_FALSE(off.empty());
+  EXPECT_EQ(on, off) << env << "=1 changed the bits";
+}
+
 /// q loaded before the position (EmitOptions::attentionQFirst) gives the
 /// same bits as the default order: the cluster form, the split form, a group
 /// of 12 and D = 256, at KV lengths 1, 1025 and 4000.
@@ -330,17 +352,7 @@ TEST(GpuAttentionOptions, QFirstBitIdentical) {
                         AttnCase{1025, 256, 8, DType::BF16}}) {
       SCOPED_TRACE(std::string("cluster ") + cluster + " live " + std::to_string(ac.live) + " D " +
                    std::to_string(ac.headDim) + " G " + std::to_string(ac.group));
-      const Graph g = attentionGraph(ac, 4096);
-      auto bits = [&](const char *qFirst) {
-        ScopedEnv e("FG_DEBUG_ATTN_Q_FIRST", qFirst);
-        CompileOptions co;
-        co.ctx = 4096;
-        auto gpu = gpuGraphExecutor(g, co);
-        return gpu ? runBytes(*gpu, positionsFor(ac, ac.live)) : std::vector<uint8_t>{};
-      };
-      const std::vector<uint8_t> off = bits("0"), on = bits("1");
-      ASSERT_FALSE(off.empty());
-      EXPECT_EQ(on, off);
+      expectSwitchBitIdentical(ac, "FG_DEBUG_ATTN_Q_FIRST");
     }
   }
 }
@@ -358,21 +370,7 @@ TEST(GpuAttentionOptions, ClusterAsyncBitIdentical) {
     SCOPED_TRACE("live " + std::to_string(ac.live) + " D " + std::to_string(ac.headDim) + " G " +
                  std::to_string(ac.group));
     ac.sinks = ac.group == 9;
-    const Graph g = attentionGraph(ac, 4096);
-    auto bits = [&](const char *async) {
-      ScopedEnv e("FG_DEBUG_ATTN_CLUSTER_ASYNC", async);
-      CompileOptions co;
-      co.ctx = 4096;
-      auto gpu = gpuGraphExecutor(g, co);
-      if (!gpu)
-        return std::vector<uint8_t>{};
-      std::vector<uint8_t> a = runBytes(*gpu, positionsFor(ac, ac.live));
-      EXPECT_EQ(runBytes(*gpu, positionsFor(ac, ac.live)), a) << "a replay differs";
-      return a;
-    };
-    const std::vector<uint8_t> off = bits("0"), on = bits("1");
-    ASSERT_FALSE(off.empty());
-    EXPECT_EQ(on, off);
+    expectSwitchBitIdentical(ac, "FG_DEBUG_ATTN_CLUSTER_ASYNC");
   }
 }
 
