@@ -500,6 +500,20 @@ template <class C> static __device__ __forceinline__ AttnRange attnRange(long lo
   return r;
 }
 
+/// Split s's keys [kb, ke) and the warp tiles of C::kU steps they make (the
+/// body and the early loads take the same ones).
+struct AttnKeys {
+  long long kb, ke;
+  int ntiles;
+};
+template <class C> static __device__ __forceinline__ AttnKeys attnKeys(const AttnRange &r, int s) {
+  AttnKeys k;
+  k.kb = r.lo + s * r.chunk;
+  k.ke = k.kb + r.chunk < r.lo + r.live ? k.kb + r.chunk : r.lo + r.live;
+  k.ntiles = (int)(((k.ke - k.kb + 7) / 8 + C::kU - 1) / C::kU);
+  return k;
+}
+
 /// The register-load form of a staged configuration (the hybrid's short-KV
 /// path): tiles of kURegs steps, splits of kMinChunkRegs keys, no ring.
 template <class C> struct AttnRegisters : C {
@@ -560,13 +574,11 @@ static __device__ __forceinline__ AttnEarly<C> attentionEarly(const AttnArgs<C> 
     const AttnRange r = attnRange<C>(p);
     const int warp = threadIdx.x >> 5, s = blockIdx.x;
     if (s < r.nsplit) {
-      const long long kb = r.lo + s * r.chunk;
-      const long long ke = kb + r.chunk < r.lo + r.live ? kb + r.chunk : r.lo + r.live;
-      const int ntiles = (int)((ke - kb + 7) / 8 + C::kU - 1) / C::kU;
+      const AttnKeys k = attnKeys<C>(r, s);
       const long long hk = blockIdx.y / C::kHC;
-      if (warp < ntiles)
-        attnLoadTile<C>(a.k + C::k_off + hk * C::k_sh, a.v + C::v_off + hk * C::v_sh, kb, ke, warp,
-                        0, e.rk, e.rv);
+      if (warp < k.ntiles)
+        attnLoadTile<C>(a.k + C::k_off + hk * C::k_sh, a.v + C::v_off + hk * C::v_sh, k.kb, k.ke,
+                        warp, 0, e.rk, e.rv);
     }
     e.p = p;
   }
@@ -631,9 +643,9 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
     return; // past the live rows (the whole block leaves before any barrier)
   }
   FG_ATTN_STAMP(3);
-  const long long kb = r.lo + s * r.chunk;
-  const long long ke = kb + r.chunk < r.lo + r.live ? kb + r.chunk : r.lo + r.live;
-  const int nsteps = (int)((ke - kb + 7) / 8), ntiles = (nsteps + U - 1) / U;
+  const AttnKeys keys = attnKeys<C>(r, s);
+  const long long kb = keys.kb, ke = keys.ke;
+  const int ntiles = keys.ntiles;
   const typename DK::T *kbase = a.k + C::k_off + hk * C::k_sh;
   const typename DV::T *vbase = a.v + C::v_off + hk * C::v_sh;
   float *part = a.scratch + ((tok * C::kHB + hb) * C::kSmax) * C::kPart;
