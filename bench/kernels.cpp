@@ -964,8 +964,8 @@ int usage(const char *argv0, int code = 2) {
       "  --attn-cluster-warps N  decode attention: warps a block of the cluster form (4 or 8)\n"
       "  --attn-cluster-steps N  decode attention: 8-key steps a tile in the cluster form (1-4)\n"
       "  --attn-early 0|1     decode attention: first tile loaded before the PDL wait (default 1)\n"
-      "  --attn-q-first 0|1   decode attention: q loaded before the position (default 0)\n"
-      "  --attn-cluster-async 0|1  decode attention: partials by st.async into an mbarrier (default 0)\n"
+      "  --attn-q-first 0|1   decode attention: q loaded before the position (default 1)\n"
+      "  --attn-cluster-async 0|1  decode attention: partials by st.async into an mbarrier (default 1)\n"
       "  --pdl-prefetch-mb N  L2 bytes a GEMV or attention launch prefetches before its\n"
       "                       programmatic-launch wait (EmitOptions::pdlPrefetchBytes)\n",
       argv0);

@@ -38,5 +38,10 @@ for w in w-tiny w-dense; do
   FG_KERNEL_CACHE=/tmp/fgk-st FG_DEBUG_ATTN_STAMPS=1 FG_DEBUG_ATTN_Q_FIRST=1 timeout 40 fusegraph bench --workload $w --compare fused,graph --steps 3 --warmup 2 > /tmp/st.txt 2>&1
   echo "== stamps $w q first rc $?: $(stamps /tmp/st.txt)"
 done
+for w in w-moe-12-q4_k w-tiny w-dense-q4_k; do
+  [ "$(left)" -gt 50 ] || break
+  timeout 45 fusegraph bench --workload $w --compare fused,graph --steps 10 --warmup 3 --breakdown > "$OUT/breakdown-$w.txt" 2>&1
+  echo "== breakdown $w rc $?"
+done
 } 2>&1 | tee "$OUT/steps.txt"
 echo "done after $((SECONDS - S)) s"

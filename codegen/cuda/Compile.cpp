@@ -313,6 +313,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
       envInt("FG_DEBUG_ATTN_CLUSTER_STEPS", 0, 4).value_or(emit.attentionClusterSteps);
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_ATTN_EARLY"); v && !v->empty())
     emit.attentionEarlyLoads = *v != "0";
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_TAILS"); v && !v->empty())
+    emit.gemvTails = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_ATTN_Q_FIRST"); v && !v->empty())
     emit.attentionQFirst = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_ATTN_CLUSTER_ASYNC"); v && !v->empty())

@@ -100,6 +100,9 @@ Roles rolesOf(const Node &n) {
     r.dest = 0, r.x = 1, r.positions = 2, r.indices = 3, r.ff = opt(4), r.rope = true;
     r.ropeAttrs = ropeAttrsOf(op::FusedRopeSetRows(n));
     break;
+  case OpKind::SetRows: // only as a GEMV tail (emitRowTail); else elementwise
+    r.dest = 0, r.x = 1, r.indices = 2;
+    break;
   default:
     assert(false && "not a norm/rope row");
   }
@@ -188,8 +191,23 @@ std::vector<double> ropeFrequencies(const RopeAttrs &a) {
   return f;
 }
 
-llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node &node,
-                                                 llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
+namespace {
+
+/// One normRows launch before it becomes a kernel: the Cfg's body, the
+/// entry's parameters (type, name) and the call's arguments.
+struct NormRowsCode {
+  std::string cfg;
+  std::vector<std::pair<std::string, std::string>> params;
+  std::string args;
+  std::vector<Param> ps;
+  RowSplit split;
+  int64_t items = 0; ///< (row, slice) items of the launch
+};
+
+/// `maxThreads`: the threads a row may take (32 for a GEMV tail: a warp a row).
+llvm::Expected<NormRowsCode> normRowsCode(const Function &fn, const Node &node,
+                                          llvm::ArrayRef<Layout> ls, const EmitOptions &o,
+                                          unsigned maxThreads) {
   Roles ro = rolesOf(node);
   const TensorType &xt = fn.type(node.operands[ro.x]);
   auto rs = rowShape(node, xt.shape);
@@ -236,7 +254,7 @@ llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node 
       if (heads == 1 && h > 1 && r.d[2] % h == 0)
         heads = h;
   RowSplit sp =
-      chooseRowSplit(r.count / heads, statUnits, workUnits, 256, /*canSplit=*/true, o);
+      chooseRowSplit(r.count / heads, statUnits, workUnits, maxThreads, /*canSplit=*/true, o);
 
   std::string c;
   c += "  using X = " + rowOpType(x) + ";\n";
@@ -286,14 +304,16 @@ llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node 
            .str();
 
   // Parameters: the written buffer first, then the operands read.
-  std::string params = "Cfg::Out* out", args = "out";
-  std::vector<Param> ps{Param::result(0)};
+  NormRowsCode code;
+  code.params.push_back({"Cfg::Out*", "out"});
+  code.args = "out";
+  code.ps.push_back(Param::result(0));
   auto addIn = [&](int i, const char *type, const char *name) {
-    args += std::string(", ") + (i >= 0 ? name : "nullptr");
+    code.args += std::string(", ") + (i >= 0 ? name : "nullptr");
     if (i < 0)
       return;
-    params += std::string(", const Cfg::") + type + "::T* " + name;
-    ps.push_back(Param::operand(static_cast<unsigned>(i)));
+    code.params.push_back({std::string("const Cfg::") + type + "::T*", name});
+    code.ps.push_back(Param::operand(static_cast<unsigned>(i)));
   };
   addIn(ro.x, "X", "x");
   addIn(ro.w, "W", "w");
@@ -301,14 +321,72 @@ llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node 
   addIn(ro.positions, "Pos", "pos");
   addIn(ro.indices, "Idx", "idx");
   addIn(ro.ff, "FF", "ff");
+  code.cfg = std::move(c);
+  code.split = sp;
+  code.items = r.count / heads * sp.split;
+  return code;
+}
 
-  std::string src = kernelSource("row.cuh").str() + "\nstruct Cfg {\n" + c + "};\n";
-  src += kernelEntry(sp.threads, params, "fg::normRows<Cfg>(fg::NormArgs<Cfg>{" + args + "});");
+} // namespace
+
+llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node &node,
+                                                 llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
+  llvm::Expected<NormRowsCode> code = normRowsCode(fn, node, ls, o, 256);
+  if (!code)
+    return code.takeError();
+  std::string params;
+  for (const auto &[type, name] : code->params)
+    params += (params.empty() ? "" : ", ") + type + " " + name;
+  std::string src = kernelSource("row.cuh").str() + "\nstruct Cfg {\n" + code->cfg + "};\n";
+  src += kernelEntry(code->split.threads, params,
+                     "fg::normRows<Cfg>(fg::NormArgs<Cfg>{" + code->args + "});");
   KernelSpec k = finishSpec(node.info().mnemonic, src);
-  k.grid[0] = sp.grid;
-  k.block[0] = sp.threads;
-  k.params = std::move(ps);
+  k.grid[0] = code->split.grid;
+  k.block[0] = code->split.threads;
+  k.params = std::move(code->ps);
   return std::vector<Launch>{std::move(k)};
+}
+
+llvm::Expected<RowTail> emitRowTail(const Function &fn, const Node &node,
+                                    llvm::ArrayRef<Layout> ls, const EmitOptions &o) {
+  switch (node.kind) {
+  case OpKind::Rope:
+  case OpKind::FusedRopeSetRows:
+  case OpKind::FusedRmsNormMulRope:
+  case OpKind::FusedRmsNormMulRopeSetRows:
+  case OpKind::SetRows:
+    break;
+  default:
+    return unsupported(node, "no tail form (rope, the rope / norm rows and set_rows have one)");
+  }
+  const Roles ro = rolesOf(node);
+  const TensorType &xt = fn.type(node.operands[ro.x]);
+  if (xt.rank() != 3 || xt.shape[0] != 1)
+    return unsupported(node, "a tail takes one token's [1, H, D] rows, not " + xt.str());
+  if (ro.dest >= 0) {
+    const TensorType &dt = fn.type(node.operands[ro.dest]);
+    if (dt.rank() != 3 || dt.shape[1] != xt.shape[1] || dt.shape[2] != xt.shape[2])
+      return unsupported(node, "a cache " + dt.str() + " that is not [rows, H, D] of the rows " +
+                                   xt.str());
+  }
+  llvm::Expected<NormRowsCode> code = normRowsCode(fn, node, ls, o, 32);
+  if (!code)
+    return code.takeError();
+  if (code->split.group != 32)
+    return unsupported(node, "rows of more than a warp");
+  RowTail t;
+  // The block is the GEMV's: its thread count is the merged kernel's macro.
+  const std::string threads = llvm::formatv("kThreads = {0},", code->split.threads).str();
+  const size_t at = code->cfg.find(threads);
+  assert(at != std::string::npos && "rowCfgShape writes kThreads");
+  t.cfg = code->cfg.replace(at, threads.size(), "kThreads = FG_TAIL_THREADS,") +
+          "  static constexpr bool kTailBody = true;\n";
+  t.params = std::move(code->params);
+  t.call = "fg::normRows<Cfg>(fg::NormArgs<Cfg>{" + code->args + "});";
+  t.ps = std::move(code->ps);
+  t.items = code->items;
+  t.what = node.info().mnemonic;
+  return t;
 }
 
 namespace {

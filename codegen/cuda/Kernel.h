@@ -179,21 +179,33 @@ struct EmitOptions {
   /// into an argument (AttentionEmitter.cpp, cacheWrites).
   /// FG_DEBUG_ATTN_EARLY=0, fg_bench_kernels --attn-early 0.
   bool attentionEarlyLoads = true;
+  /// One-token row launches that wait for one GEMV alone (q's rope, k's
+  /// rope and cache write, the q/k norm rows, v's cache write) run as tails
+  /// of that GEMV's kernel (GemvTails.h, common.cuh fg_tails): up to three
+  /// launches fewer a decoder layer. Measured in the twenty-fifth session
+  /// (same run, graph-fused): W-tiny 0.1467 -> 0.1567-0.1608 ms (84 -> 60
+  /// launches), W-dense q4_K 1.784 -> 1.821, W-moe-12 q4_K 0.5006 -> 0.4994:
+  /// the ticket, the wait for every block and the tails' L2 round trips cost
+  /// more than the programmatic launch boundary they replace, so off.
+  /// Bit-identical results (GpuGemvTails.*). FG_DEBUG_GEMV_TAILS=1.
+  bool gemvTails = false;
   /// Decode attention loads its share of q before the position (attention.cuh,
   /// kQFirst; not with q's rope, and at most 2 fragments a thread), so the two
   /// round trips after the wait overlap: the phase stamps of the twenty-fourth
   /// session measured the position's alone at 900-1800 cycles before q's
-  /// 700-1100. Bit-identical results. Written after the session's last GPU
-  /// call: not yet run on a GPU, so off. FG_DEBUG_ATTN_Q_FIRST=1,
-  /// fg_bench_kernels --attn-q-first 1.
-  bool attentionQFirst = false;
+  /// 700-1100. Bit-identical results (GpuAttentionOptions.QFirstBitIdentical).
+  /// On since the twenty-fifth session (with attentionClusterAsync: W-tiny
+  /// -2 to -4 %, W-moe-12 q4_K -1.5 to -2 %). FG_DEBUG_ATTN_Q_FIRST=0,
+  /// fg_bench_kernels --attn-q-first 0.
+  bool attentionQFirst = true;
   /// Decode attention's cluster form sends its partials by st.async into an
   /// mbarrier of the merging block (attention.cuh, kClusterAsync) instead of
   /// remote stores and a second cluster barrier, whose release half is a
-  /// MEMBAR.ALL.GPU on sm_90 (read from the SASS). Bit-identical results.
-  /// Written after the twenty-fourth session's last GPU call: not yet run on
-  /// a GPU, so off. FG_DEBUG_ATTN_CLUSTER_ASYNC=1, --attn-cluster-async 1.
-  bool attentionClusterAsync = false;
+  /// MEMBAR.ALL.GPU on sm_90 (read from the SASS). Bit-identical results
+  /// (GpuAttentionOptions.ClusterAsyncBitIdentical). On since the
+  /// twenty-fifth session. FG_DEBUG_ATTN_CLUSTER_ASYNC=0,
+  /// --attn-cluster-async 0.
+  bool attentionClusterAsync = true;
   /// Programmatic-launch prologues: the bytes one launch of a dense GEMV or
   /// of decode attention prefetches into L2 before its griddepcontrol.wait
   /// (its first weight rows; the KV rows of its split), while the kernel

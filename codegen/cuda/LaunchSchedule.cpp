@@ -27,6 +27,21 @@ uint64_t SlotTables::counters(uint64_t bytes) {
   return at;
 }
 
+llvm::Expected<BufferRef> bufferOfValue(const Function &fn, const ProvenPlan &proven,
+                                        SlotTables &tables, ValueId v) {
+  ValueId root = storageRoot(fn, v);
+  if (const Argument *a = fn.argumentOf(root)) {
+    if (a->role == ArgRole::Weight)
+      return BufferRef{BufferSpace::Weight, tables.slot(fn, *a), 0};
+    if (a->role == ArgRole::State)
+      return BufferRef{BufferSpace::State, tables.slot(fn, *a), 0};
+  }
+  const Placement &p = proven.plan.at(root);
+  if (p.loc != Location::Arena)
+    return makeError("internal: " + valueLabel(fn, v) + " has no arena placement");
+  return BufferRef{BufferSpace::Arena, 0, static_cast<uint64_t>(p.offset)};
+}
+
 namespace {
 
 class Scheduler {
@@ -34,20 +49,7 @@ public:
   Scheduler(const Function &fn, const ProvenPlan &proven, SlotTables &tables)
       : fn_(fn), proven_(proven), tables_(tables) {}
 
-  /// Where value `v` lives: its weight or state slot, or its arena offset.
-  llvm::Expected<BufferRef> bufferOf(ValueId v) {
-    ValueId root = storageRoot(fn_, v);
-    if (const Argument *a = fn_.argumentOf(root)) {
-      if (a->role == ArgRole::Weight)
-        return BufferRef{BufferSpace::Weight, tables_.slot(fn_, *a), 0};
-      if (a->role == ArgRole::State)
-        return BufferRef{BufferSpace::State, tables_.slot(fn_, *a), 0};
-    }
-    const Placement &p = proven_.plan.at(root);
-    if (p.loc != Location::Arena)
-      return makeError("internal: " + valueLabel(fn_, v) + " has no arena placement");
-    return BufferRef{BufferSpace::Arena, 0, static_cast<uint64_t>(p.offset)};
-  }
+  llvm::Expected<BufferRef> bufferOf(ValueId v) { return bufferOfValue(fn_, proven_, tables_, v); }
 
   /// `counters`: this launch's range in the program's counters.
   llvm::Expected<BufferRef> resolve(NodeId id, const Param &p, uint64_t counters = 0) {

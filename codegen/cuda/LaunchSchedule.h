@@ -48,6 +48,11 @@ struct KernelSources {
   std::vector<std::vector<size_t>> sourceOfLaunch;
 };
 
+/// Where value `v` of `fn` lives under `proven`'s plan: its weight or state
+/// slot, or its arena offset (views resolve to what they view).
+llvm::Expected<BufferRef> bufferOfValue(const Function &fn, const ProvenPlan &proven,
+                                        SlotTables &tables, ValueId v);
+
 /// Fills `out` (name, arena, inputs, outputs, launches) for entry `fn`.
 llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,
                              llvm::ArrayRef<NodeCode> code, const ProvenPlan &proven,

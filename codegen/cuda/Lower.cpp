@@ -5,6 +5,7 @@
 //   2. emission (and scratch)   EmitNodes.h
 //   3. memory plan + its proof  ProvenPlan.h     (the plan written is the plan proven)
 //   4. launch records + deps    LaunchSchedule.h
+//      GEMV tails               GemvTails.h    (one-token rows run by their GEMV)
 //      and the input check      InputCheck.h   (first launch: token ids, positions)
 // then, for the whole program:
 //   5. the weight init module   WeightInitModule.h
@@ -15,6 +16,7 @@
 
 #include "codegen/cuda/CudaTarget.h"
 #include "codegen/cuda/EmitNodes.h"
+#include "codegen/cuda/GemvTails.h"
 #include "codegen/cuda/GreedyToken.h"
 #include "codegen/cuda/InputCheck.h"
 #include "codegen/cuda/KernelModules.h"
@@ -56,6 +58,12 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
     if (llvm::Error e = scheduleLaunches(fn, *layouts, *code, *proven, tables, sources, entry,
                                          opts.workspaceSlots))
       return e;
+    if (opts.emit.gemvTails) {
+      llvm::Expected<unsigned> merged =
+          mergeGemvTails(fn, *layouts, *code, *proven, opts.emit, tables, sources, entry);
+      if (!merged)
+        return merged.takeError();
+    }
     addInputCheck(entry, sources);
     addGreedyToken(entry, sources, tables);
     for (const LaunchRecord &l : entry.launches)

@@ -65,6 +65,22 @@ int32_t f32Bits(double v);
 /// The norm/rope row generator (FusedRowEmitter.cpp): rms_norm, layer_norm,
 /// rope and the fused anchors fused.rms_norm_mul(_add), rms_norm_mul_rope
 /// (_set_rows), rope_set_rows.
+/// The row work of a one-token rope, rope / norm row with a cache write, or
+/// set_rows, as the tail of a GEMV launch (GemvTails.cpp): a warp a row over
+/// the tail blocks' grid (common.cuh fg_tails). `cfg` is the body of its
+/// parameter struct, whose name is `Cfg` in `params` and `call`; its block
+/// size is the macro FG_TAIL_THREADS.
+struct RowTail {
+  std::string cfg;
+  std::vector<std::pair<std::string, std::string>> params; ///< (type, name)
+  std::string call;
+  std::vector<Param> ps;
+  int64_t items = 0; ///< warps' worth of work
+  std::string what;  ///< the op's mnemonic
+};
+llvm::Expected<RowTail> emitRowTail(const Function &fn, const Node &node,
+                                    llvm::ArrayRef<Layout> layouts, const EmitOptions &options);
+
 llvm::Expected<std::vector<Launch>> emitNormRows(const Function &fn, const Node &node,
                                                  llvm::ArrayRef<Layout> layouts,
                                                  const EmitOptions &options);

@@ -321,7 +321,7 @@ TEST(GpuAttentionOptions, ClusterForm) {
 /// after a step with another split count (the counters start at 0 every run).
 /// The output bits of case `ac` (a cache of 4096 rows) compiled with the
 /// switch `env` set to "0" and to "1", each replayed twice (a replay that
-/// differs fails): an opt-in form against the default, which must agree bit
+/// differs fails): one form against the other, which must agree bit
 /// for bit.
 void expectSwitchBitIdentical(const AttnCase &ac, const char *env) {
   const Graph g = attentionGraph(ac, 4096);

@@ -176,6 +176,114 @@ static __device__ __forceinline__ void fg_store_remote(float *p, unsigned rank, 
 #endif
 }
 
+// --- GEMV tails (codegen/cuda/GemvTails.cpp) -------------------------------------
+//
+// A one-token GEMV launch may end with the short row work that reads only its
+// results (q's rope, k's rope and cache write, v's cache write, the q/k norms:
+// launches that would each have waited on the GEMV alone). Every block takes a
+// ticket after its stores; the last kTailBlocks to arrive wait until every
+// block has arrived, then run the tails, each tail on its own range of them
+// as a grid of its own (FgGrid, below: block fg_tail_block() of
+// fg_tail_blocks()), and the last of them to finish
+// resets the two counters, so every replay starts from zero. The blocks that
+// wait are the last to arrive, so the blocks they wait for are already
+// running or done: no co-residency is assumed. The tails read the GEMV's
+// results at L2 (FG_TAIL_COHERENT: ld.global.cg in row.cuh's loads), since
+// other blocks of this launch wrote them.
+
+static __device__ __forceinline__ int &fg_tail_block() {
+  __shared__ int b;
+  return b;
+}
+static __device__ __forceinline__ int &fg_tail_blocks() {
+  __shared__ int n;
+  return n;
+}
+static __device__ __forceinline__ unsigned fg_ld_acquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+/// *p read at L2 (ld.global.cg) for any 2, 4, 8 or 16-byte type (fg_f16 too).
+template <class T> static __device__ __forceinline__ T fg_ldcg(const T *p) {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
+                "a 2, 4, 8 or 16-byte element");
+  union {
+    T t;
+    unsigned short h;
+    unsigned u;
+    unsigned long long l;
+    uint4 q;
+  } v;
+  if constexpr (sizeof(T) == 2)
+    v.h = __ldcg(reinterpret_cast<const unsigned short *>(p));
+  else if constexpr (sizeof(T) == 4)
+    v.u = __ldcg(reinterpret_cast<const unsigned *>(p));
+  else if constexpr (sizeof(T) == 8)
+    v.l = __ldcg(reinterpret_cast<const unsigned long long *>(p));
+  else
+    v.q = __ldcg(reinterpret_cast<const uint4 *>(p));
+  return v.t;
+}
+
+/// After the GEMV's body; `run(b)` runs the tails of tail block b (each tail
+/// has its own range of the K tail blocks, so the tails run side by side).
+/// ctr: two words of this launch's counters. K: at most the grid (the
+/// emitter's rule).
+template <int K, class F> static __device__ __forceinline__ void fg_tails(unsigned *ctr, F run) {
+  const unsigned total = gridDim.x * gridDim.y * gridDim.z;
+  const unsigned k = total < (unsigned)K ? total : (unsigned)K;
+  const unsigned flat = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  __shared__ int tailBlock;
+  __syncthreads(); // every thread's stores issued
+  if (flat == 0) {
+    // Release: this block's stores (ordered before it by the barrier) are
+    // visible to whoever acquires the count that includes this ticket.
+    unsigned t;
+    asm volatile("atom.add.release.gpu.global.u32 %0, [%1], 1;" : "=r"(t) : "l"(ctr) : "memory");
+    const int b = (int)t - (int)(total - k);
+    if (b >= 0)
+      while (fg_ld_acquire(&ctr[0]) < total) {
+      }
+    tailBlock = b;
+  }
+  __syncthreads();
+  const int b = tailBlock;
+  if (b < 0)
+    return;
+  run(b);
+  __syncthreads();
+  if (flat == 0 && atomicAdd(&ctr[1], 1u) == k - 1) {
+    // Every tail block has seen ctr[0] complete: nothing reads it again.
+    ctr[0] = 0;
+    ctr[1] = 0;
+  }
+}
+
+/// Tail block b's share: blocks [from, from + n) of the tail blocks run one tail.
+static __device__ __forceinline__ bool fg_tail_share(int b, int from, int n) {
+  if (b < from || b >= from + n)
+    return false;
+  if (threadIdx.x == 0) {
+    fg_tail_block() = b - from;
+    fg_tail_blocks() = n;
+  }
+  __syncthreads();
+  return true;
+}
+
+/// The grid a row or map body walks: the launch's, or, in a GEMV tail (a Cfg
+/// with kTailBody), the tail blocks'.
+template <class C, class = void> struct FgGrid {
+  static __device__ __forceinline__ long long block() { return (long long)blockIdx.x; }
+  static __device__ __forceinline__ long long blocks() { return (long long)gridDim.x; }
+};
+template <class C> struct FgGrid<C, decltype(void(C::kTailBody))> {
+  static __device__ __forceinline__ long long block() { return (long long)fg_tail_block(); }
+  static __device__ __forceinline__ long long blocks() { return (long long)fg_tail_blocks(); }
+};
+
 // Starts moving the 128-byte line of p into L2 (no register, no wait): a
 // hint with no effect on any value read or written. The programmatic-launch
 // prologues (before fg_pdl_begin) issue only these.

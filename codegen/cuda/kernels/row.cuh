@@ -91,7 +91,11 @@ template <> struct FgWord<2> { using T = unsigned short; };
 /// V·sizeof(T) <= 16 bytes through the read-only path).
 template <int V, class T> static __device__ __forceinline__ void fgLoad(const T *p, float (&v)[V]) {
   if constexpr (V == 1) {
+#ifdef FG_TAIL_COHERENT
+    v[0] = fg_to_f(fg_ldcg(p));
+#else
     v[0] = fg_to_f(p[0]);
+#endif
   } else {
     constexpr int B = V * (int)sizeof(T);
     static_assert(B <= 16, "at most 16 bytes per load");
@@ -99,7 +103,12 @@ template <int V, class T> static __device__ __forceinline__ void fgLoad(const T 
       typename FgWord<B>::T w;
       T e[V];
     } u;
+#ifdef FG_TAIL_COHERENT
+    // A GEMV tail: other blocks of this launch wrote the row (common.cuh).
+    u.w = __ldcg(reinterpret_cast<const typename FgWord<B>::T *>(p));
+#else
     u.w = __ldg(reinterpret_cast<const typename FgWord<B>::T *>(p));
+#endif
 #pragma unroll
     for (int e = 0; e < V; ++e)
       v[e] = fg_to_f(u.e[e]);
@@ -178,8 +187,8 @@ static __device__ __forceinline__ void fgForItems(F f) {
   constexpr long long kItems = Rows * C::kSplit;
   const int g = RPB == 1 ? (int)threadIdx.x : (int)(threadIdx.x & 31);
   const long long sub = RPB == 1 ? 0 : (long long)(threadIdx.x >> 5);
-  for (long long item = (long long)blockIdx.x * RPB + sub; item < kItems;
-       item += (long long)gridDim.x * RPB)
+  for (long long item = FgGrid<C>::block() * RPB + sub; item < kItems;
+       item += FgGrid<C>::blocks() * RPB)
     f(item / C::kSplit, item % C::kSplit, g);
 }
 

@@ -994,10 +994,11 @@ TEST(CudaEmit, AttentionEarlyLoads) {
 /// EmitOptions::attentionQFirst and attentionClusterAsync (the latter in the
 /// cluster form only) compile on every decode form (cluster and split, D =
 /// 64 / 128 / 256 / 80, a group of 12 in two head chunks, f32 and bf16
-/// caches, the staged ring) and say so in the Cfg; off by default.
+/// caches, the staged ring) and say so in the Cfg; on by default since the
+/// twenty-fifth session, and the default kernel says so.
 TEST(CudaEmit, AttentionQFirstCompiles) {
-  EXPECT_FALSE(EmitOptions{}.attentionQFirst);
-  EXPECT_FALSE(EmitOptions{}.attentionClusterAsync);
+  EXPECT_TRUE(EmitOptions{}.attentionQFirst);
+  EXPECT_TRUE(EmitOptions{}.attentionClusterAsync);
   struct Shape {
     int64_t Hq, Hkv, D, ctx;
     DType cache;

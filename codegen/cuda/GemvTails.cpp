@@ -1,0 +1,211 @@
+//===- GemvTails.cpp - one-token row work at the end of the GEMV it reads -===//
+#include "codegen/cuda/GemvTails.h"
+
+#include "codegen/cuda/EmitterCommon.h"
+#include "codegen/cuda/KernelSources.h"
+#include "codegen/cuda/RowKernels.h"
+#include "ir/Diag.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace fg::cuda {
+
+namespace {
+
+/// Tails one GEMV takes at most (q, k and v of a merged projection).
+constexpr size_t kMaxTails = 3;
+/// Blocks that run the tails at most (each a warp a row).
+constexpr int64_t kMaxTailBlocks = 16;
+
+/// The GEMV launches that may take tails: one kernel of one-token rows, a
+/// one-dimensional grid and block, no cluster.
+bool canHostTails(const Function &fn, const Node &n, const NodeCode &code) {
+  switch (n.kind) {
+  case OpKind::MatMul:
+  case OpKind::FusedRmsNormMatmul:
+  case OpKind::FusedMatmulMulti:
+  case OpKind::FusedRmsNormMatmulMulti:
+    break;
+  default:
+    return false;
+  }
+  if (fn.type(n.operands[0]).numRows() != 1 || code.launches.size() != 1)
+    return false;
+  const auto *k = std::get_if<KernelSpec>(&code.launches.front());
+  return k && k->grid[0] >= kMaxTails && k->grid[1] == 1 && k->grid[2] == 1 &&
+         k->block[1] == 1 && k->block[2] == 1 &&
+         k->block[0] % 32 == 0 && k->source.find("__cluster_dims__") == std::string::npos &&
+         k->source.find("fg_tails<") == std::string::npos;
+}
+
+struct Tail {
+  uint32_t record; ///< the tail's own launch, removed
+  detail::RowTail body;
+};
+
+/// `host`'s source with the tails after its body: their parameter structs
+/// and functions before its entry, their pointers and the counters after its
+/// parameters, the fg_tails call after its body.
+llvm::Expected<std::string> mergedSource(const KernelSpec &host, llvm::ArrayRef<Tail> tails,
+                                         llvm::ArrayRef<int64_t> blocks) {
+  const std::string &src = host.source;
+  const size_t entry = src.rfind("extern \"C\" __global__");
+  const size_t name = src.find(host.name + "(", entry);
+  const size_t open = name == std::string::npos ? name : src.find(") {\n", name);
+  const size_t close = src.rfind("\n}\n");
+  if (entry == std::string::npos || open == std::string::npos || close == std::string::npos ||
+      close < open)
+    return makeError("internal: the GEMV kernel " + host.name + " has no entry to extend");
+  std::string defs = "#define FG_TAIL_THREADS " + std::to_string(host.block[0]) +
+                     "\n#define FG_TAIL_COHERENT 1\n" + kernelSource("row.cuh").str() + "\n";
+  std::string params, calls;
+  int64_t from = 0;
+  for (size_t t = 0; t < tails.size(); ++t) {
+    const detail::RowTail &b = tails[t].body;
+    const std::string cfg = "FgTail" + std::to_string(t);
+    auto spell = [&](std::string s) {
+      for (size_t p = 0; (p = s.find("Cfg", p)) != std::string::npos; p += cfg.size())
+        s.replace(p, 3, cfg);
+      return s;
+    };
+    std::string fparams, fargs;
+    for (const auto &[type, pname] : b.params) {
+      fparams += (fparams.empty() ? "" : ", ") + spell(type) + " " + pname;
+      const std::string mine = "t" + std::to_string(t) + "_" + pname;
+      params += ", " + spell(type) + " " + mine;
+      fargs += (fargs.empty() ? "" : ", ") + mine;
+    }
+    defs += "struct " + cfg + " {\n" + b.cfg + "};\n";
+    defs += "static __device__ __forceinline__ void fg_tail" + std::to_string(t) + "(" + fparams +
+            ") {\n  " + spell(b.call) + "\n}\n";
+    calls += llvm::formatv("\n    if (fg_tail_share(b, {0}, {1})) fg_tail{2}({3});", from,
+                           blocks[t], t, fargs)
+                 .str();
+    from += blocks[t];
+  }
+  std::string out = src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
+                    ", unsigned* fg_tail_ctr" + src.substr(open, close - open) +
+                    llvm::formatv("\n  fg_tails<{0}>(fg_tail_ctr, [&](int b) {{{1}\n  });",
+                                  from, calls)
+                        .str() +
+                    src.substr(close);
+  return out;
+}
+
+} // namespace
+
+llvm::Expected<unsigned> mergeGemvTails(const Function &fn, llvm::ArrayRef<Layout> layouts,
+                                        llvm::ArrayRef<NodeCode> code, const ProvenPlan &proven,
+                                        const EmitOptions &options, SlotTables &tables,
+                                        KernelSources &sources, CompiledEntry &entry) {
+  std::vector<LaunchRecord> &recs = entry.launches;
+  std::vector<size_t> &sourceOf = sources.sourceOfLaunch.back();
+  const size_t n = recs.size();
+  std::vector<std::vector<Tail>> tails(n);
+  std::vector<bool> removed(n, false);
+  std::vector<uint32_t> hostOf(n);
+  for (uint32_t j = 0; j < n; ++j) {
+    const LaunchRecord &b = recs[j];
+    if (b.kind != LaunchRecord::Kind::Kernel || b.deps.size() != 1 || b.node == kNoNode ||
+        code[b.node].launches.size() != 1)
+      continue;
+    const uint32_t i = b.deps.front();
+    const LaunchRecord &a = recs[i];
+    if (a.kind != LaunchRecord::Kind::Kernel || a.node == kNoNode || removed[i] ||
+        tails[i].size() == kMaxTails || !canHostTails(fn, fn.node(a.node), code[a.node]) ||
+        std::get<KernelSpec>(code[a.node].launches.front()).name != a.symbol)
+      continue;
+    const Node &bn = fn.node(b.node);
+    std::vector<Layout> ls;
+    for (ValueId o : bn.operands)
+      ls.push_back(layouts[o]);
+    llvm::Expected<detail::RowTail> body = detail::emitRowTail(fn, bn, ls, options);
+    if (!body) {
+      llvm::consumeError(body.takeError());
+      continue;
+    }
+    tails[i].push_back({j, std::move(*body)});
+    removed[j] = true;
+    hostOf[j] = i;
+  }
+
+  unsigned merged = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (tails[i].empty())
+      continue;
+    LaunchRecord &a = recs[i];
+    const KernelSpec &host = std::get<KernelSpec>(code[a.node].launches.front());
+    // Each tail its own blocks, a warp an item (at most kMaxTailBlocks), and
+    // together at most the grid (canHostTails: the grid has a block a tail).
+    const int64_t warps = host.block[0] / 32;
+    std::vector<int64_t> blocks;
+    for (const Tail &t : tails[i])
+      blocks.push_back(std::clamp<int64_t>((t.body.items + warps - 1) / warps, 1, kMaxTailBlocks));
+    while (std::accumulate(blocks.begin(), blocks.end(), int64_t(0)) > host.grid[0])
+      *std::max_element(blocks.begin(), blocks.end()) -= 1;
+    llvm::Expected<std::string> src = mergedSource(host, tails[i], blocks);
+    if (!src)
+      return src.takeError();
+    // Another source, another name (modules are keyed by kernel names).
+    const std::string renamed = host.name + "_" + detail::kernelName("tails", *src).substr(9);
+    for (size_t p = 0; (p = src->find(host.name, p)) != std::string::npos; p += renamed.size())
+      src->replace(p, host.name.size(), renamed);
+    for (const Tail &t : tails[i]) {
+      const Node &bn = fn.node(recs[t.record].node);
+      for (const Param &p : t.body.ps) {
+        const ValueId v =
+            p.kind == Param::Kind::Result ? bn.results[p.index] : bn.operands[p.index];
+        llvm::Expected<BufferRef> ref = bufferOfValue(fn, proven, tables, v);
+        if (!ref)
+          return ref.takeError();
+        a.args.push_back(*ref);
+      }
+      a.what += " + " + t.body.what;
+    }
+    a.args.push_back(BufferRef{BufferSpace::Counters, 0, tables.counters(8)});
+    a.symbol = renamed;
+    sources.sources[sourceOf[i]] = {renamed, std::move(*src)};
+    merged += static_cast<unsigned>(tails[i].size());
+  }
+  if (!merged)
+    return 0u;
+
+  // Renumber: a removed tail's dependents wait for its GEMV.
+  std::vector<uint32_t> newIndex(n);
+  std::vector<LaunchRecord> kept;
+  std::vector<size_t> keptSources;
+  for (uint32_t j = 0; j < n; ++j) {
+    newIndex[j] = static_cast<uint32_t>(kept.size());
+    if (removed[j])
+      continue;
+    kept.push_back(std::move(recs[j]));
+    keptSources.push_back(sourceOf[j]);
+  }
+  for (LaunchRecord &r : kept) {
+    for (uint32_t &d : r.deps)
+      d = newIndex[removed[d] ? hostOf[d] : d];
+    llvm::sort(r.deps);
+    r.deps.erase(std::unique(r.deps.begin(), r.deps.end()), r.deps.end());
+  }
+  // The tails' own sources go (nothing compiles a kernel no launch runs):
+  // this entry's sources are the last ones, so only its indices move.
+  std::vector<size_t> dropped;
+  for (uint32_t j = 0; j < n; ++j)
+    if (removed[j])
+      dropped.push_back(sourceOf[j]);
+  llvm::sort(dropped);
+  for (size_t &x : keptSources)
+    if (x != ~size_t(0))
+      x -= static_cast<size_t>(std::lower_bound(dropped.begin(), dropped.end(), x) -
+                               dropped.begin());
+  for (auto it = dropped.rbegin(); it != dropped.rend(); ++it)
+    sources.sources.erase(sources.sources.begin() + static_cast<std::ptrdiff_t>(*it));
+  recs = std::move(kept);
+  sourceOf = std::move(keptSources);
+  return merged;
+}
+
+} // namespace fg::cuda

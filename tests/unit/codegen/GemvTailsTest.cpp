@@ -1,0 +1,137 @@
+//===- GemvTailsTest.cpp - one-token rows run by their GEMV, without a GPU ===//
+//
+// EmitOptions::gemvTails (codegen/cuda/GemvTails.h): the demo decoder's
+// decode entry (q / k norm + rope rows, k's and v's cache writes after the
+// q, k and v GEMVs) compiled with the tails off and on. On, each of those
+// row launches is gone into the GEMV it waited for: that record's `what`
+// names them, its arguments are the GEMV's, then each tail's (the row op's
+// result and operands where the plan keeps them), then its own counters;
+// the launches that waited for a tail wait for its GEMV; the merged kernels
+// compile with NVRTC for sm_90 (compile() builds every module); the prefill
+// entry (64 tokens) is unchanged.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/cuda/Compile.h"
+#include "frontends/Frontend.h"
+#include "runtime/ProgramIO.h"
+#include "tests/unit/codegen/TestKernelCache.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <set>
+
+using namespace fg;
+
+namespace {
+
+CompiledProgram programOf(const Graph &g, bool tails) {
+  ::setenv("FG_DEBUG_GEMV_TAILS", tails ? "1" : "0", 1);
+  CompileOptions co;
+  co.kernelCacheDir = test::kernelCacheDir();
+  auto plan = compile(g, co);
+  ::unsetenv("FG_DEBUG_GEMV_TAILS");
+  EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  if (!plan)
+    return {};
+  auto prog = decodeProgram(plan->section("program")->bytes);
+  EXPECT_TRUE(bool(prog)) << llvm::toString(prog.takeError());
+  return prog ? std::move(*prog) : CompiledProgram{};
+}
+
+bool isTailOp(OpKind k) {
+  return k == OpKind::Rope || k == OpKind::SetRows || k == OpKind::FusedRopeSetRows ||
+         k == OpKind::FusedRmsNormMulRope || k == OpKind::FusedRmsNormMulRopeSetRows;
+}
+
+const CompiledEntry *entryNamed(const CompiledProgram &p, llvm::StringRef name) {
+  for (const CompiledEntry &e : p.entries)
+    if (e.name == name)
+      return &e;
+  return nullptr;
+}
+
+} // namespace
+
+TEST(GemvTails, DemoDecodeRowsRunInTheirGemvs) {
+  ModelOptions mo;
+  mo.ctx = 128;
+  mo.prefill = {64};
+  auto g = loadModel("demo", mo);
+  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
+  const CompiledProgram off = programOf(*g, false), on = programOf(*g, true);
+  const CompiledEntry *d0 = entryNamed(off, "decode"), *d1 = entryNamed(on, "decode");
+  ASSERT_TRUE(d0 && d1);
+
+  // Off: the row launches that wait for one GEMV alone.
+  std::multiset<std::string> tailsOff;
+  for (const LaunchRecord &l : d0->launches)
+    if (l.node != kNoNode && isTailOp(l.op)) {
+      ASSERT_EQ(l.deps.size(), 1u) << l.what;
+      const LaunchRecord &host = d0->launches[l.deps.front()];
+      EXPECT_TRUE(host.op == OpKind::FusedRmsNormMatmul || host.op == OpKind::MatMul ||
+                  host.op == OpKind::FusedRmsNormMatmulMulti ||
+                  host.op == OpKind::FusedMatmulMulti)
+          << host.what;
+      tailsOff.insert(std::string(opInfo(l.op).mnemonic));
+    }
+  // The demo's two layers: q's norm + rope, k's norm + rope + cache write,
+  // v's cache write.
+  ASSERT_EQ(tailsOff.size(), 6u);
+
+  // On: none of them is a launch; the GEMVs say which they run.
+  EXPECT_EQ(d1->launches.size(), d0->launches.size() - tailsOff.size());
+  std::multiset<std::string> tailsOn;
+  unsigned hosts = 0;
+  for (size_t i = 0; i < d1->launches.size(); ++i) {
+    const LaunchRecord &l = d1->launches[i];
+    SCOPED_TRACE(l.what);
+    EXPECT_FALSE(l.node != kNoNode && isTailOp(l.op));
+    for (uint32_t dep : l.deps)
+      EXPECT_LT(dep, i);
+    llvm::StringRef what(l.what);
+    if (!what.contains(" + "))
+      continue;
+    ++hosts;
+    llvm::SmallVector<llvm::StringRef, 4> parts;
+    what.split(parts, " + ");
+    for (size_t p = 1; p < parts.size(); ++p)
+      tailsOn.insert(parts[p].str());
+    // The GEMV's own launch in the program without tails: same node.
+    const LaunchRecord *host = nullptr;
+    for (const LaunchRecord &h : d0->launches)
+      if (h.node == l.node && h.op == l.op)
+        host = &h;
+    ASSERT_NE(host, nullptr);
+    EXPECT_NE(l.symbol, host->symbol);
+    EXPECT_TRUE(llvm::StringRef(l.symbol).startswith(host->symbol + "_"));
+    EXPECT_EQ(l.grid[0], host->grid[0]);
+    EXPECT_EQ(l.block[0], host->block[0]);
+    ASSERT_GT(l.args.size(), host->args.size() + 1);
+    for (size_t a = 0; a < host->args.size(); ++a)
+      EXPECT_EQ(l.args[a], host->args[a]);
+    const BufferRef &ctr = l.args.back();
+    EXPECT_EQ(ctr.space, BufferSpace::Counters);
+    EXPECT_LE(ctr.offset + 8, on.counterBytes);
+    // A tail writes a row result or a cache: state or arena, never a weight.
+    EXPECT_NE(l.args[host->args.size()].space, BufferSpace::Weight);
+  }
+  EXPECT_EQ(tailsOn, tailsOff);
+  EXPECT_GE(hosts, 2u); // one GEMV a layer at least
+
+  // Counters of different launches do not overlap.
+  std::set<uint64_t> counterAt;
+  for (const LaunchRecord &l : d1->launches)
+    for (const BufferRef &b : l.args) {
+      if (b.space == BufferSpace::Counters) {
+        EXPECT_TRUE(counterAt.insert(b.offset).second) << l.what;
+      }
+    }
+
+  // Prefill rows are not one token's: unchanged.
+  const CompiledEntry *p0 = entryNamed(off, "prefill_64"), *p1 = entryNamed(on, "prefill_64");
+  ASSERT_TRUE(p0 && p1);
+  EXPECT_EQ(p1->launches.size(), p0->launches.size());
+}
