@@ -29,25 +29,13 @@ Plan demoPlan(int64_t ctx = 2048) {
   return std::move(*plan);
 }
 
-Executor make(const Plan &plan, ExecOptions::Device d, ExecOptions::Mode m = ExecOptions::Mode::Graph) {
-  ExecOptions o;
-  o.device = d;
-  o.mode = m;
-  auto e = Executor::create(plan, o);
-  EXPECT_TRUE(bool(e)) << errString(e.takeError());
-  return std::move(*e);
+Executor make(const Plan &plan, ExecOptions::Device d,
+              ExecOptions::Mode m = ExecOptions::Mode::Graph) {
+  return makeExecutor(plan, d, m);
 }
 
 std::vector<float> step(Executor &e, int32_t token, int32_t pos) {
-  EXPECT_FALSE(bool(e.setInput("tokens", {token})));
-  EXPECT_FALSE(bool(e.setInput("positions", {pos})));
-  if (auto err = e.run("decode")) {
-    ADD_FAILURE() << errString(std::move(err));
-    return {};
-  }
-  auto l = e.outputFloats("logits");
-  EXPECT_TRUE(bool(l));
-  return l ? std::vector<float>(l->begin(), l->end()) : std::vector<float>{};
+  return decodeStep(e, token, pos);
 }
 
 // The graph joins kernels with programmatic edges (PDL) and eager launches do

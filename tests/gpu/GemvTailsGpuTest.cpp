@@ -32,25 +32,13 @@ Plan planOf(const Graph &g, bool tails) {
   return std::move(*plan);
 }
 
-Executor make(const Plan &plan, ExecOptions::Device d, ExecOptions::Mode m) {
-  ExecOptions o;
-  o.device = d;
-  o.mode = m;
-  auto e = Executor::create(plan, o);
-  EXPECT_TRUE(bool(e)) << errString(e.takeError());
-  return std::move(*e);
+Executor make(const Plan &plan, ExecOptions::Device d,
+              ExecOptions::Mode m = ExecOptions::Mode::Graph) {
+  return makeExecutor(plan, d, m);
 }
 
 std::vector<float> step(Executor &e, int32_t token, int32_t pos) {
-  EXPECT_FALSE(bool(e.setInput("tokens", {token})));
-  EXPECT_FALSE(bool(e.setInput("positions", {pos})));
-  if (auto err = e.run("decode")) {
-    ADD_FAILURE() << errString(std::move(err));
-    return {};
-  }
-  auto l = e.outputFloats("logits");
-  EXPECT_TRUE(bool(l));
-  return l ? std::vector<float>(l->begin(), l->end()) : std::vector<float>{};
+  return decodeStep(e, token, pos);
 }
 
 /// Positions 0, 1, ... with a jump to the last rows of the cache.
@@ -102,28 +90,25 @@ TEST(GpuGemvTails, DemoMatchesNoTailsAndReference) {
   compareTails(*g, 256, 512, 40, 40, "demo");
 }
 
-TEST(GpuGemvTails, QuantisedMoeLayersMatchNoTails) {
-  FG_REQUIRE_GPU();
+/// Two layers of workload `name` with a vocabulary of 4096 and 512 cache rows.
+static Graph workloadLayers(const char *name) {
   WorkloadOptions wo;
   wo.ctx = 512;
-  auto cfg = workloadConfig("w-moe-12-q4_k", wo);
-  ASSERT_TRUE(bool(cfg)) << errString(cfg.takeError());
+  auto cfg = workloadConfig(name, wo);
+  EXPECT_TRUE(bool(cfg)) << errString(cfg.takeError());
   cfg->nLayers = 2;
   cfg->vocab = 4096;
   auto g = buildDecoderGraph(*cfg, decoderEntries({}, LogitRows::Last));
-  ASSERT_TRUE(bool(g)) << errString(g.takeError());
-  compareTails(*g, 512, 4096, 40, 0, "w-moe-12-q4_k, 2 layers");
+  EXPECT_TRUE(bool(g)) << errString(g.takeError());
+  return std::move(*g);
+}
+
+TEST(GpuGemvTails, QuantisedMoeLayersMatchNoTails) {
+  FG_REQUIRE_GPU();
+  compareTails(workloadLayers("w-moe-12-q4_k"), 512, 4096, 40, 0, "w-moe-12-q4_k, 2 layers");
 }
 
 TEST(GpuGemvTails, TinyLayersMatchNoTailsAndReference) {
   FG_REQUIRE_GPU();
-  WorkloadOptions wo;
-  wo.ctx = 512;
-  auto cfg = workloadConfig("w-tiny", wo);
-  ASSERT_TRUE(bool(cfg)) << errString(cfg.takeError());
-  cfg->nLayers = 2;
-  cfg->vocab = 4096;
-  auto g = buildDecoderGraph(*cfg, decoderEntries({}, LogitRows::Last));
-  ASSERT_TRUE(bool(g)) << errString(g.takeError());
-  compareTails(*g, 512, 4096, 40, 12, "w-tiny, 2 layers");
+  compareTails(workloadLayers("w-tiny"), 512, 4096, 40, 12, "w-tiny, 2 layers");
 }

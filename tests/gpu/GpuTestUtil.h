@@ -162,6 +162,30 @@ template <typename Case> Graph attentionGraph(const Case &c, int64_t ctx) {
   return g;
 }
 
+/// An executor of `plan` on device `d` in mode `m` (a failure fails the test).
+inline Executor makeExecutor(const Plan &plan, ExecOptions::Device d,
+                             ExecOptions::Mode m = ExecOptions::Mode::Graph) {
+  ExecOptions o;
+  o.device = d;
+  o.mode = m;
+  auto e = Executor::create(plan, o);
+  EXPECT_TRUE(bool(e)) << errString(e.takeError());
+  return std::move(*e);
+}
+
+/// One decode step of token `token` at position `pos`: the logits.
+inline std::vector<float> decodeStep(Executor &e, int32_t token, int32_t pos) {
+  EXPECT_FALSE(bool(e.setInput("tokens", {token})));
+  EXPECT_FALSE(bool(e.setInput("positions", {pos})));
+  if (auto err = e.run("decode")) {
+    ADD_FAILURE() << errString(std::move(err));
+    return {};
+  }
+  auto l = e.outputFloats("logits");
+  EXPECT_TRUE(bool(l));
+  return l ? std::vector<float>(l->begin(), l->end()) : std::vector<float>{};
+}
+
 /// Tolerance for results computed from operands of dtype `t`.
 inline double tolFor(DType t) { return t == DType::F32 ? 1e-5 : 1e-2; }
 
