@@ -315,6 +315,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.attentionEarlyLoads = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_TAILS"); v && !v->empty())
     emit.gemvTails = *v != "0";
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_LOCAL_TAILS"); v && !v->empty())
+    emit.gemvLocalTails = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_ATTN_Q_FIRST"); v && !v->empty())
     emit.attentionQFirst = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_ATTN_CLUSTER_ASYNC"); v && !v->empty())

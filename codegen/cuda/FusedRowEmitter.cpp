@@ -383,6 +383,12 @@ llvm::Expected<RowTail> emitRowTail(const Function &fn, const Node &node,
           "  static constexpr bool kTailBody = true;\n";
   t.params = std::move(code->params);
   t.call = "fg::normRows<Cfg>(fg::NormArgs<Cfg>{" + code->args + "});";
+  // The local form: no statistics over a row, and pairs of neighbouring
+  // channels (a neox pair spans half a head).
+  t.local = statOf(node) == RowStat::None && !(ro.rope && ro.ropeAttrs.mode == RopeMode::Neox);
+  t.rangeCall =
+      "fg::normRowsRange<Cfg>(fg::NormArgs<Cfg>{" + code->args + "}, fg_begin, fg_end);";
+  t.x = ro.x;
   t.ps = std::move(code->ps);
   t.items = code->items;
   t.what = node.info().mnemonic;

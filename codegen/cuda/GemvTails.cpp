@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 namespace fg::cuda {
 
@@ -44,13 +45,56 @@ bool canHostTails(const Function &fn, const Node &n, const NodeCode &code) {
 struct Tail {
   uint32_t record; ///< the tail's own launch, removed
   detail::RowTail body;
+  bool local = false; ///< run by each block on its own tile (no ticket)
 };
+
+/// The arena bytes value `v`'s storage occupies, or nullopt outside the arena.
+std::optional<std::pair<uint64_t, uint64_t>> arenaRange(const Function &fn,
+                                                        const ProvenPlan &proven,
+                                                        SlotTables &tables, ValueId v) {
+  llvm::Expected<BufferRef> ref = bufferOfValue(fn, proven, tables, v);
+  if (!ref) {
+    llvm::consumeError(ref.takeError());
+    return std::pair<uint64_t, uint64_t>{0, ~uint64_t(0)}; // unknown: overlaps everything
+  }
+  if (ref->space != BufferSpace::Arena)
+    return std::nullopt;
+  const uint64_t bytes = static_cast<uint64_t>(fn.type(storageRoot(fn, v)).bytes());
+  return std::pair<uint64_t, uint64_t>{ref->offset, ref->offset + bytes};
+}
+
+/// Whether tail `b` (node bn) of GEMV node `an` can run in each GEMV block on
+/// the elements that block stored: the plain GEMV kernel (a tile of rows a
+/// block), a row op without statistics and with neighbouring pairs, reading
+/// exactly the GEMV's result as its rows (a view of it from element 0), and
+/// writing nothing the GEMV reads or writes (other blocks may still read x).
+bool localOk(const Function &fn, llvm::ArrayRef<Layout> layouts, const ProvenPlan &proven,
+             SlotTables &tables, const Node &an, const KernelSpec &host, const Node &bn,
+             const detail::RowTail &b) {
+  if (!b.local || (an.kind != OpKind::MatMul && an.kind != OpKind::FusedRmsNormMatmul) ||
+      host.source.find("fg::gemv<Cfg>(") == std::string::npos)
+    return false;
+  const ValueId x = bn.operands[static_cast<size_t>(b.x)];
+  if (storageRoot(fn, x) != an.result() || !layouts[x].isContiguous() ||
+      fn.type(x).numElements() != fn.type(an.result()).numElements())
+    return false;
+  auto written = arenaRange(fn, proven, tables, bn.result());
+  if (!written)
+    return true; // a state (the cache): no arena value of the GEMV
+  std::vector<ValueId> read(an.operands.begin(), an.operands.end());
+  read.push_back(an.result());
+  for (ValueId v : read)
+    if (auto r = arenaRange(fn, proven, tables, v))
+      if (r->first < written->second && written->first < r->second)
+        return false;
+  return true;
+}
 
 /// `host`'s source with the tails after its body: their parameter structs
 /// and functions before its entry, their pointers and the counters after its
 /// parameters, the fg_tails call after its body.
 llvm::Expected<std::string> mergedSource(const KernelSpec &host, llvm::ArrayRef<Tail> tails,
-                                         llvm::ArrayRef<int64_t> blocks) {
+                                         llvm::ArrayRef<int64_t> blocks, bool local) {
   const std::string &src = host.source;
   const size_t entry = src.rfind("extern \"C\" __global__");
   const size_t name = src.find(host.name + "(", entry);
@@ -60,7 +104,8 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, llvm::ArrayRef<
       close < open)
     return makeError("internal: the GEMV kernel " + host.name + " has no entry to extend");
   std::string defs = "#define FG_TAIL_THREADS " + std::to_string(host.block[0]) +
-                     "\n#define FG_TAIL_COHERENT 1\n" + kernelSource("row.cuh").str() + "\n";
+                     (local ? "\n#define FG_TAIL_LOCAL 1\n" : "\n#define FG_TAIL_COHERENT 1\n") +
+                     kernelSource("row.cuh").str() + "\n";
   std::string params, calls;
   int64_t from = 0;
   for (size_t t = 0; t < tails.size(); ++t) {
@@ -79,12 +124,31 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, llvm::ArrayRef<
       fargs += (fargs.empty() ? "" : ", ") + mine;
     }
     defs += "struct " + cfg + " {\n" + b.cfg + "};\n";
-    defs += "static __device__ __forceinline__ void fg_tail" + std::to_string(t) + "(" + fparams +
-            ") {\n  " + spell(b.call) + "\n}\n";
-    calls += llvm::formatv("\n    if (fg_tail_share(b, {0}, {1})) fg_tail{2}({3});", from,
-                           blocks[t], t, fargs)
-                 .str();
-    from += blocks[t];
+    if (local) {
+      defs += "static __device__ __forceinline__ void fg_tail" + std::to_string(t) + "(" +
+              fparams + ", long long fg_begin, long long fg_end) {\n  " + spell(b.rangeCall) +
+              "\n}\n";
+      calls += llvm::formatv("\n    fg_tail{0}({1}, fg_begin, fg_end);", t, fargs).str();
+    } else {
+      defs += "static __device__ __forceinline__ void fg_tail" + std::to_string(t) + "(" +
+              fparams + ") {\n  " + spell(b.call) + "\n}\n";
+      calls += llvm::formatv("\n    if (fg_tail_share(b, {0}, {1})) fg_tail{2}({3});", from,
+                             blocks[t], t, fargs)
+                   .str();
+      from += blocks[t];
+    }
+  }
+  if (local) {
+    // Each block, on the rows of its own tile of the result (gemvTile's:
+    // 16 rows on the tensor cores, kRows on the lanes), once they are stored.
+    const std::string body =
+        "\n  __syncthreads();\n  {\n"
+        "    constexpr long long fg_rows = Cfg::kTensorCores ? 16 : Cfg::kRows;\n"
+        "    const long long fg_begin = (long long)blockIdx.x * fg_rows;\n"
+        "    const long long fg_end = fg_begin + fg_rows < Cfg::N ? fg_begin + fg_rows : Cfg::N;" +
+        calls + "\n  }";
+    return src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
+           src.substr(open, close - open) + body + src.substr(close);
   }
   std::string out = src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
                     ", unsigned* fg_tail_ctr" + src.substr(open, close - open) +
@@ -127,7 +191,16 @@ llvm::Expected<unsigned> mergeGemvTails(const Function &fn, llvm::ArrayRef<Layou
       llvm::consumeError(body.takeError());
       continue;
     }
-    tails[i].push_back({j, std::move(*body)});
+    // One form a GEMV: local where every tail of it can be, else the ticket.
+    const bool local =
+        options.gemvLocalTails &&
+        localOk(fn, layouts, proven, tables, fn.node(a.node),
+                std::get<KernelSpec>(code[a.node].launches.front()), bn, *body);
+    if (!local && !options.gemvTails)
+      continue;
+    if (!tails[i].empty() && tails[i].front().local != local)
+      continue;
+    tails[i].push_back({j, std::move(*body), local});
     removed[j] = true;
     hostOf[j] = i;
   }
@@ -146,7 +219,8 @@ llvm::Expected<unsigned> mergeGemvTails(const Function &fn, llvm::ArrayRef<Layou
       blocks.push_back(std::clamp<int64_t>((t.body.items + warps - 1) / warps, 1, kMaxTailBlocks));
     while (std::accumulate(blocks.begin(), blocks.end(), int64_t(0)) > host.grid[0])
       *std::max_element(blocks.begin(), blocks.end()) -= 1;
-    llvm::Expected<std::string> src = mergedSource(host, tails[i], blocks);
+    const bool local = tails[i].front().local;
+    llvm::Expected<std::string> src = mergedSource(host, tails[i], blocks, local);
     if (!src)
       return src.takeError();
     // Another source, another name (modules are keyed by kernel names).
@@ -165,7 +239,8 @@ llvm::Expected<unsigned> mergeGemvTails(const Function &fn, llvm::ArrayRef<Layou
       }
       a.what += " + " + t.body.what;
     }
-    a.args.push_back(BufferRef{BufferSpace::Counters, 0, tables.counters(8)});
+    if (!local)
+      a.args.push_back(BufferRef{BufferSpace::Counters, 0, tables.counters(8)});
     a.symbol = renamed;
     sources.sources[sourceOf[i]] = {renamed, std::move(*src)};
     merged += static_cast<unsigned>(tails[i].size());

@@ -189,6 +189,15 @@ struct EmitOptions {
   /// more than the programmatic launch boundary they replace, so off.
   /// Bit-identical results (GpuGemvTails.*). FG_DEBUG_GEMV_TAILS=1.
   bool gemvTails = false;
+  /// The local form of those tails (GemvTails.h): where a plain GEMV (one
+  /// tile of rows a block) is read whole by a rope in normal mode (pairs of
+  /// neighbouring channels), a rope and cache write, or a cache write, each
+  /// block runs that row work on the elements it just stored — no ticket, no
+  /// wait for other blocks. W-tiny's q, k and v paths (10 -> 7 launches a
+  /// layer). Written in the twenty-fifth session after the last GPU call:
+  /// compiled with NVRTC, not yet run on a GPU, so off.
+  /// FG_DEBUG_GEMV_LOCAL_TAILS=1.
+  bool gemvLocalTails = false;
   /// Decode attention loads its share of q before the position (attention.cuh,
   /// kQFirst; not with q's rope, and at most 2 fragments a thread), so the two
   /// round trips after the wait overlap: the phase stamps of the twenty-fourth

@@ -58,7 +58,7 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
     if (llvm::Error e = scheduleLaunches(fn, *layouts, *code, *proven, tables, sources, entry,
                                          opts.workspaceSlots))
       return e;
-    if (opts.emit.gemvTails) {
+    if (opts.emit.gemvTails || opts.emit.gemvLocalTails) {
       llvm::Expected<unsigned> merged =
           mergeGemvTails(fn, *layouts, *code, *proven, opts.emit, tables, sources, entry);
       if (!merged)

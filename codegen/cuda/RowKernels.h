@@ -77,6 +77,11 @@ struct RowTail {
   std::vector<Param> ps;
   int64_t items = 0; ///< warps' worth of work
   std::string what;  ///< the op's mnemonic
+  /// The local form (no statistics, normal-mode pairs): `rangeCall` does the
+  /// elements [fg_begin, fg_end) of the flattened rows (row.cuh normRowsRange).
+  bool local = false;
+  std::string rangeCall;
+  int x = 1; ///< the operand index of the rows read
 };
 llvm::Expected<RowTail> emitRowTail(const Function &fn, const Node &node,
                                     llvm::ArrayRef<Layout> layouts, const EmitOptions &options);

@@ -3,6 +3,7 @@
 // EmitOptions::gemvTails (codegen/cuda/GemvTails.h): decoders compiled with
 // the tails off and on, decoded over the same tokens and positions (a jump
 // to the cache's end included), replayed as graphs and launched eagerly.
+// The local form (each GEMV block runs the rows it stored) likewise.
 // On, every logits row stays within 1e-5 (normalised) of the row without
 // tails and within 1e-3 of the CPU reference (the demo: q / k norm + rope
 // rows and k's / v's cache writes as tails of f16 GEMVs); on a quantised MoE
@@ -25,8 +26,11 @@ using namespace fg::gputest;
 
 namespace {
 
+/// The switch compareTails flips: the ticket form or the local form.
+const char *tailsEnv = "FG_DEBUG_GEMV_TAILS";
+
 Plan planOf(const Graph &g, bool tails) {
-  ScopedEnv e("FG_DEBUG_GEMV_TAILS", tails ? "1" : "0");
+  ScopedEnv e(tailsEnv, tails ? "1" : "0");
   auto plan = compile(g, CompileOptions{});
   EXPECT_TRUE(bool(plan)) << errString(plan.takeError());
   return std::move(*plan);
@@ -111,4 +115,22 @@ TEST(GpuGemvTails, QuantisedMoeLayersMatchNoTails) {
 TEST(GpuGemvTails, TinyLayersMatchNoTailsAndReference) {
   FG_REQUIRE_GPU();
   compareTails(workloadLayers("w-tiny"), 512, 4096, 40, 12, "w-tiny, 2 layers");
+}
+
+/// The local form (FG_DEBUG_GEMV_LOCAL_TAILS: each GEMV block runs the rows
+/// it stored, no ticket): the demo (v's cache write), two layers of W-tiny
+/// (q's rope, k's rope + cache write, v's cache write) and of W-dense.
+TEST(GpuGemvTails, LocalFormMatchesNoTails) {
+  FG_REQUIRE_GPU();
+  struct Restore {
+    ~Restore() { tailsEnv = "FG_DEBUG_GEMV_TAILS"; }
+  } restore;
+  tailsEnv = "FG_DEBUG_GEMV_LOCAL_TAILS";
+  ModelOptions mo;
+  mo.ctx = 256;
+  auto g = loadModel("demo", mo);
+  ASSERT_TRUE(bool(g)) << errString(g.takeError());
+  compareTails(*g, 256, 512, 40, 40, "demo, local");
+  compareTails(workloadLayers("w-tiny"), 512, 4096, 40, 12, "w-tiny, 2 layers, local");
+  compareTails(workloadLayers("w-dense"), 512, 4096, 40, 0, "w-dense, 2 layers, local");
 }

@@ -205,8 +205,9 @@ static __device__ __forceinline__ unsigned fg_ld_acquire(const unsigned *p) {
   return v;
 }
 
-/// *p read at L2 (ld.global.cg) for any 2, 4, 8 or 16-byte type (fg_f16 too).
-template <class T> static __device__ __forceinline__ T fg_ldcg(const T *p) {
+/// *p read at L2 (ld.global.cg, Cg) or through L1 (ld.global.ca: what this
+/// block stored before a barrier) for any 2, 4, 8 or 16-byte type (fg_f16 too).
+template <class T, bool Cg = true> static __device__ __forceinline__ T fg_ldcg(const T *p) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
                 "a 2, 4, 8 or 16-byte element");
   union {
@@ -217,13 +218,16 @@ template <class T> static __device__ __forceinline__ T fg_ldcg(const T *p) {
     uint4 q;
   } v;
   if constexpr (sizeof(T) == 2)
-    v.h = __ldcg(reinterpret_cast<const unsigned short *>(p));
+    v.h = Cg ? __ldcg(reinterpret_cast<const unsigned short *>(p))
+             : __ldca(reinterpret_cast<const unsigned short *>(p));
   else if constexpr (sizeof(T) == 4)
-    v.u = __ldcg(reinterpret_cast<const unsigned *>(p));
+    v.u = Cg ? __ldcg(reinterpret_cast<const unsigned *>(p))
+             : __ldca(reinterpret_cast<const unsigned *>(p));
   else if constexpr (sizeof(T) == 8)
-    v.l = __ldcg(reinterpret_cast<const unsigned long long *>(p));
+    v.l = Cg ? __ldcg(reinterpret_cast<const unsigned long long *>(p))
+             : __ldca(reinterpret_cast<const unsigned long long *>(p));
   else
-    v.q = __ldcg(reinterpret_cast<const uint4 *>(p));
+    v.q = Cg ? __ldcg(reinterpret_cast<const uint4 *>(p)) : __ldca(reinterpret_cast<const uint4 *>(p));
   return v.t;
 }
 

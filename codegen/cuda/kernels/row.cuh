@@ -91,8 +91,10 @@ template <> struct FgWord<2> { using T = unsigned short; };
 /// V·sizeof(T) <= 16 bytes through the read-only path).
 template <int V, class T> static __device__ __forceinline__ void fgLoad(const T *p, float (&v)[V]) {
   if constexpr (V == 1) {
-#ifdef FG_TAIL_COHERENT
+#if defined(FG_TAIL_COHERENT)
     v[0] = fg_to_f(fg_ldcg(p));
+#elif defined(FG_TAIL_LOCAL)
+    v[0] = fg_to_f(fg_ldcg<T, false>(p));
 #else
     v[0] = fg_to_f(p[0]);
 #endif
@@ -103,9 +105,12 @@ template <int V, class T> static __device__ __forceinline__ void fgLoad(const T 
       typename FgWord<B>::T w;
       T e[V];
     } u;
-#ifdef FG_TAIL_COHERENT
+#if defined(FG_TAIL_COHERENT)
     // A GEMV tail: other blocks of this launch wrote the row (common.cuh).
     u.w = __ldcg(reinterpret_cast<const typename FgWord<B>::T *>(p));
+#elif defined(FG_TAIL_LOCAL)
+    // A GEMV's local tail: this block wrote the row before a barrier.
+    u.w = __ldca(reinterpret_cast<const typename FgWord<B>::T *>(p));
 #else
     u.w = __ldg(reinterpret_cast<const typename FgWord<B>::T *>(p));
 #endif
@@ -326,6 +331,15 @@ struct MapPlain {
       }
     }
   }
+  /// Column c alone (normRowsRange; kV = 1).
+  template <class C, class A>
+  static __device__ __forceinline__ void runChannel(const A &a, const RowValues<C, 1> &val,
+                                                    long long row, const RowPos &p,
+                                                    long long drow, long long c) {
+    float y[1];
+    val.at(c, y);
+    C::Store::template put<C, 1>(a.out, row, p, drow, c, y);
+  }
   template <class C, class A>
   static __device__ __forceinline__ void run(const A &a, const RowValues<C, C::kV> &val,
                                              long long row, const RowPos &p, long long drow,
@@ -389,6 +403,26 @@ template <class R> struct MapRope {
     const float ya[1] = {va[0] * cs - vb[0] * sn}, yb[1] = {va[0] * sn + vb[0] * cs};
     C::Store::template put<C, 1>(a.out, row, p, drow, i0, ya);
     C::Store::template put<C, 1>(a.out, row, p, drow, i1, yb);
+  }
+
+  /// The unit channel c leads (normRowsRange): the pair (c, c + 1) for an
+  /// even c below n_dims (normal mode: a pair is two neighbouring channels),
+  /// nothing for an odd one, the channel itself past n_dims.
+  template <class C, class A>
+  static __device__ __forceinline__ void runChannel(const A &a, const RowValues<C, 1> &val,
+                                                    long long row, const RowPos &p,
+                                                    long long drow, long long c) {
+    static_assert(!R::kNeox, "a neox pair (i, i + n/2) is not two neighbouring channels");
+    constexpr long long kHalf = R::kNDims / 2;
+    if (c >= R::kNDims) {
+      unit<C>(a, val, row, p, drow, kHalf + (c - R::kNDims), 1.0f, 0.0f);
+      return;
+    }
+    if (c & 1)
+      return;
+    float cs, sn;
+    angle<C>(a, c / 2, (double)a.pos[C::Pos::at(p.r1)], cs, sn);
+    unit<C>(a, val, row, p, drow, c / 2, cs, sn);
   }
 
   template <class C, class A>
@@ -502,6 +536,30 @@ template <class C> static __device__ __forceinline__ void normRows(const NormArg
     val.st = C::Stat::template run<C>(xr, g);
     C::Map::template run<C>(a, val, row, p, drow, part, g);
   });
+}
+
+/// The elements [begin, end) of the flattened row space (row · L + column) of
+/// a row op without statistics (rope in normal mode, set_rows, rope_set_rows),
+/// the block's threads over them: a GEMV's local tail (GemvTails.cpp), run by
+/// the block that just stored those elements of x, on pairs that never
+/// straddle its range (begin and end even). Same values as normRows.
+template <class C>
+static __device__ __forceinline__ void normRowsRange(const NormArgs<C> &a, long long begin,
+                                                     long long end) {
+  static_assert(C::kV == 1, "one column at a time");
+  for (long long f = begin + threadIdx.x; f < end; f += blockDim.x) {
+    const long long row = f / C::L, c = f % C::L;
+    const RowPos p = rowPos<C::D0, C::D1, C::D2>(row);
+    long long drow = 0;
+    if constexpr (C::Store::kSetRows) {
+      drow = (long long)a.idx[C::Idx::at(p.r1)];
+      if (drow < 0 || drow >= C::Store::kRows)
+        continue;
+    }
+    RowValues<C, 1> val{a.x + C::X::base(p), a.w + C::W::base(p), a.res + C::Res::base(p),
+                        {0.0f, 1.0f}};
+    C::Map::template runChannel<C>(a, val, row, p, drow, c);
+  }
 }
 
 // --- softmax ------------------------------------------------------------------------

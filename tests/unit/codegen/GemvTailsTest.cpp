@@ -12,7 +12,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/Compile.h"
+#include "frontends/DecoderBlocks.h"
 #include "frontends/Frontend.h"
+#include "frontends/models/Workloads.h"
 #include "runtime/ProgramIO.h"
 #include "tests/unit/codegen/TestKernelCache.h"
 
@@ -27,12 +29,12 @@ using namespace fg;
 
 namespace {
 
-CompiledProgram programOf(const Graph &g, bool tails) {
-  ::setenv("FG_DEBUG_GEMV_TAILS", tails ? "1" : "0", 1);
+CompiledProgram programOf(const Graph &g, bool tails, const char *env = "FG_DEBUG_GEMV_TAILS") {
+  ::setenv(env, tails ? "1" : "0", 1);
   CompileOptions co;
   co.kernelCacheDir = test::kernelCacheDir();
   auto plan = compile(g, co);
-  ::unsetenv("FG_DEBUG_GEMV_TAILS");
+  ::unsetenv(env);
   EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   if (!plan)
     return {};
@@ -134,4 +136,65 @@ TEST(GemvTails, DemoDecodeRowsRunInTheirGemvs) {
   const CompiledEntry *p0 = entryNamed(off, "prefill_64"), *p1 = entryNamed(on, "prefill_64");
   ASSERT_TRUE(p0 && p1);
   EXPECT_EQ(p1->launches.size(), p0->launches.size());
+}
+
+/// The local form (EmitOptions::gemvLocalTails): two layers of W-tiny (normal
+/// rope, no q / k norm) lose q's rope, k's rope + cache write and v's cache
+/// write as launches — each GEMV block runs them on its own tile, so the
+/// merged launches take no counters — and the demo (q / k norm rows: not
+/// local) loses only v's cache write.
+TEST(GemvTails, LocalFormOnTinyLayersAndTheDemo) {
+  WorkloadOptions wo;
+  wo.ctx = 512;
+  auto cfg = workloadConfig("w-tiny", wo);
+  ASSERT_TRUE(bool(cfg)) << llvm::toString(cfg.takeError());
+  cfg->nLayers = 2;
+  cfg->vocab = 4096;
+  auto tiny = buildDecoderGraph(*cfg, decoderEntries({}, LogitRows::Last));
+  ASSERT_TRUE(bool(tiny)) << llvm::toString(tiny.takeError());
+  ModelOptions mo;
+  mo.ctx = 128;
+  mo.prefill = {64};
+  auto demo = loadModel("demo", mo);
+  ASSERT_TRUE(bool(demo)) << llvm::toString(demo.takeError());
+  struct Case {
+    const Graph *g;
+    const char *name;
+    std::multiset<std::string> tails; ///< the row ops that become local tails
+  };
+  for (const Case &c :
+       {Case{&*tiny, "w-tiny", {"rope", "rope", "fused.rope_set_rows", "fused.rope_set_rows",
+                                "set_rows", "set_rows"}},
+        Case{&*demo, "demo", {"set_rows", "set_rows"}}}) {
+    SCOPED_TRACE(c.name);
+    const CompiledProgram off = programOf(*c.g, false, "FG_DEBUG_GEMV_LOCAL_TAILS"),
+                          on = programOf(*c.g, true, "FG_DEBUG_GEMV_LOCAL_TAILS");
+    const CompiledEntry *d0 = entryNamed(off, "decode"), *d1 = entryNamed(on, "decode");
+    ASSERT_TRUE(d0 && d1);
+    EXPECT_EQ(d1->launches.size(), d0->launches.size() - c.tails.size());
+    std::multiset<std::string> merged;
+    for (const LaunchRecord &l : d1->launches) {
+      SCOPED_TRACE(l.what);
+      llvm::StringRef what(l.what);
+      if (!what.contains(" + "))
+        continue;
+      llvm::SmallVector<llvm::StringRef, 4> parts;
+      what.split(parts, " + ");
+      for (size_t p = 1; p < parts.size(); ++p)
+        merged.insert(parts[p].str());
+      EXPECT_TRUE(l.op == OpKind::FusedRmsNormMatmul || l.op == OpKind::MatMul);
+      for (const BufferRef &b : l.args)
+        EXPECT_NE(b.space, BufferSpace::Counters);
+      // The GEMV's own arguments first, unchanged.
+      for (const LaunchRecord &h : d0->launches)
+        if (h.node == l.node && h.op == l.op) {
+          ASSERT_GT(l.args.size(), h.args.size());
+          for (size_t a = 0; a < h.args.size(); ++a)
+            EXPECT_EQ(l.args[a], h.args[a]);
+          EXPECT_TRUE(llvm::StringRef(l.symbol).startswith(h.symbol + "_"));
+        }
+    }
+    EXPECT_EQ(merged, c.tails);
+    EXPECT_EQ(on.counterBytes, off.counterBytes);
+  }
 }
