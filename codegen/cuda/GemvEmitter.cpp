@@ -1021,6 +1021,8 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   k.grid[2] = static_cast<unsigned>(d.expert ? 1 : (d.M + 7) / 8); // groups of 8 rows of x
   k.block[0] = 32 * sp.warps;
   k.params = std::move(e.bind);
+  if (!d.expert && d.M == 1 && k.grid[1] == 1 && k.grid[2] == 1)
+    k.tileRows = sp.tensorCores ? 16 : sp.rows; // gemvTile's rows of one block
   return k;
 }
 

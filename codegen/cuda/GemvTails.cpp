@@ -72,9 +72,14 @@ bool localOk(const Function &fn, llvm::ArrayRef<Layout> layouts, const ProvenPla
              SlotTables &tables, const Node &an, const KernelSpec &host, const Node &bn,
              const detail::RowTail &b) {
   if (!b.local || (an.kind != OpKind::MatMul && an.kind != OpKind::FusedRmsNormMatmul) ||
-      host.source.find("fg::gemv<Cfg>(") == std::string::npos)
+      host.tileRows <= 0 || host.source.find("fg::gemv<Cfg>(") == std::string::npos)
     return false;
   const ValueId x = bn.operands[static_cast<size_t>(b.x)];
+  // A rope pair (c, c + 1), c even, must lie in one block's rows: even rows
+  // (and even row lengths, so a pair's parity is its channel's).
+  const bool rope = bn.kind == OpKind::Rope || bn.kind == OpKind::FusedRopeSetRows;
+  if (rope && (host.tileRows % 2 != 0 || fn.type(x).shape.back() % 2 != 0))
+    return false;
   if (storageRoot(fn, x) != an.result() || !layouts[x].isContiguous() ||
       fn.type(x).numElements() != fn.type(an.result()).numElements())
     return false;
@@ -139,11 +144,11 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, llvm::ArrayRef<
     }
   }
   if (local) {
-    // Each block, on the rows of its own tile of the result (gemvTile's:
-    // 16 rows on the tensor cores, kRows on the lanes), once they are stored.
+    // Each block, on the rows of its own tile of the result (KernelSpec::
+    // tileRows: 16 on the tensor cores, kRows on the lanes), once stored.
     const std::string body =
         "\n  __syncthreads();\n  {\n"
-        "    constexpr long long fg_rows = Cfg::kTensorCores ? 16 : Cfg::kRows;\n"
+        "    constexpr long long fg_rows = " + std::to_string(host.tileRows) + ";\n"
         "    const long long fg_begin = (long long)blockIdx.x * fg_rows;\n"
         "    const long long fg_end = fg_begin + fg_rows < Cfg::N ? fg_begin + fg_rows : Cfg::N;" +
         calls + "\n  }";

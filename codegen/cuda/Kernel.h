@@ -72,6 +72,10 @@ struct KernelSpec {
   /// its first run, and the kernel leaves them zero, so no launch clears them.
   uint64_t counterBytes = 0;
   KernelForm form = KernelForm::Other; ///< not part of a plan: the compiler's rules read it
+  /// The plain GEMV (kernels/gemv.cuh gemv<Cfg>): the output rows each block
+  /// stores, block b rows [b·tileRows, (b + 1)·tileRows); 0 for every other
+  /// kernel. Not part of a plan: the GEMV tails' local form reads it.
+  int64_t tileRows = 0;
   /// How its GEMVs read x (LaunchRecord::actQuant): Int8 on DP4A.
   ActQuant actQuant = ActQuant::Exact;
 };
