@@ -369,11 +369,21 @@ llvm::Expected<RowTail> emitRowTail(const Function &fn, const Node &node,
       return unsupported(node, "a cache " + dt.str() + " that is not [rows, H, D] of the rows " +
                                    xt.str());
   }
+  // A warp a row. A row's statistics are summed in the separate launch's
+  // order only if that launch takes a warp a row too (a block's two-level
+  // sum adds in another order): else no tail, so the results stay the bits
+  // of the launch it replaces.
+  if (statOf(node) != RowStat::None) {
+    llvm::Expected<NormRowsCode> own = normRowsCode(fn, node, ls, o, 256);
+    if (!own)
+      return own.takeError();
+    if (own->split.group != 32)
+      return unsupported(node, "rows summed by more than a warp in their own launch");
+  }
   llvm::Expected<NormRowsCode> code = normRowsCode(fn, node, ls, o, 32);
   if (!code)
     return code.takeError();
-  if (code->split.group != 32)
-    return unsupported(node, "rows of more than a warp");
+  assert(code->split.group == 32 && "a tail takes a warp a row");
   RowTail t;
   // The block is the GEMV's: its thread count is the merged kernel's macro.
   const std::string threads = llvm::formatv("kThreads = {0},", code->split.threads).str();

@@ -83,9 +83,29 @@ bool localOk(const Function &fn, llvm::ArrayRef<Layout> layouts, const ProvenPla
   if (storageRoot(fn, x) != an.result() || !layouts[x].isContiguous() ||
       fn.type(x).numElements() != fn.type(an.result()).numElements())
     return false;
+  // The grid is one block a tile (what the rows a block stores rely on).
+  const int64_t n = fn.type(an.result()).numElements();
+  if (static_cast<int64_t>(host.grid[0]) != (n + host.tileRows - 1) / host.tileRows)
+    return false;
   auto written = arenaRange(fn, proven, tables, bn.result());
-  if (!written)
-    return true; // a state (the cache): no arena value of the GEMV
+  if (!written) {
+    // A state (the cache): the GEMV must not read it.
+    llvm::Expected<BufferRef> w = bufferOfValue(fn, proven, tables, bn.result());
+    if (!w) {
+      llvm::consumeError(w.takeError());
+      return false;
+    }
+    for (ValueId v : an.operands) {
+      llvm::Expected<BufferRef> r = bufferOfValue(fn, proven, tables, v);
+      if (!r) {
+        llvm::consumeError(r.takeError());
+        return false;
+      }
+      if (r->space == w->space && r->index == w->index)
+        return false;
+    }
+    return true;
+  }
   std::vector<ValueId> read(an.operands.begin(), an.operands.end());
   read.push_back(an.result());
   for (ValueId v : read)
@@ -196,7 +216,8 @@ llvm::Expected<unsigned> mergeGemvTails(const Function &fn, llvm::ArrayRef<Layou
       llvm::consumeError(body.takeError());
       continue;
     }
-    // One form a GEMV: local where every tail of it can be, else the ticket.
+    // One form a GEMV, the one its first tail takes (local where it can be,
+    // else the ticket); a later tail that needs the other form stays a launch.
     const bool local =
         options.gemvLocalTails &&
         localOk(fn, layouts, proven, tables, fn.node(a.node),

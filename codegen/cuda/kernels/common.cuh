@@ -206,7 +206,9 @@ static __device__ __forceinline__ unsigned fg_ld_acquire(const unsigned *p) {
 }
 
 /// *p read at L2 (ld.global.cg, Cg) or through L1 (ld.global.ca: what this
-/// block stored before a barrier) for any 2, 4, 8 or 16-byte type (fg_f16 too).
+/// block stored before a barrier) for any 2, 4, 8 or 16-byte type (fg_f16
+/// too). volatile with a memory clobber: never moved above the barrier or
+/// the acquire that makes the value visible.
 template <class T, bool Cg = true> static __device__ __forceinline__ T fg_ldcg(const T *p) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
                 "a 2, 4, 8 or 16-byte element");
@@ -217,17 +219,33 @@ template <class T, bool Cg = true> static __device__ __forceinline__ T fg_ldcg(c
     unsigned long long l;
     uint4 q;
   } v;
-  if constexpr (sizeof(T) == 2)
-    v.h = Cg ? __ldcg(reinterpret_cast<const unsigned short *>(p))
-             : __ldca(reinterpret_cast<const unsigned short *>(p));
-  else if constexpr (sizeof(T) == 4)
-    v.u = Cg ? __ldcg(reinterpret_cast<const unsigned *>(p))
-             : __ldca(reinterpret_cast<const unsigned *>(p));
-  else if constexpr (sizeof(T) == 8)
-    v.l = Cg ? __ldcg(reinterpret_cast<const unsigned long long *>(p))
-             : __ldca(reinterpret_cast<const unsigned long long *>(p));
-  else
-    v.q = Cg ? __ldcg(reinterpret_cast<const uint4 *>(p)) : __ldca(reinterpret_cast<const uint4 *>(p));
+  if constexpr (sizeof(T) == 2) {
+    if (Cg)
+      asm volatile("ld.global.cg.u16 %0, [%1];" : "=h"(v.h) : "l"(p) : "memory");
+    else
+      asm volatile("ld.global.ca.u16 %0, [%1];" : "=h"(v.h) : "l"(p) : "memory");
+  } else if constexpr (sizeof(T) == 4) {
+    if (Cg)
+      asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v.u) : "l"(p) : "memory");
+    else
+      asm volatile("ld.global.ca.u32 %0, [%1];" : "=r"(v.u) : "l"(p) : "memory");
+  } else if constexpr (sizeof(T) == 8) {
+    if (Cg)
+      asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(v.l) : "l"(p) : "memory");
+    else
+      asm volatile("ld.global.ca.u64 %0, [%1];" : "=l"(v.l) : "l"(p) : "memory");
+  } else {
+    if (Cg)
+      asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(v.q.x), "=r"(v.q.y), "=r"(v.q.z), "=r"(v.q.w)
+                   : "l"(p)
+                   : "memory");
+    else
+      asm volatile("ld.global.ca.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(v.q.x), "=r"(v.q.y), "=r"(v.q.z), "=r"(v.q.w)
+                   : "l"(p)
+                   : "memory");
+  }
   return v.t;
 }
 

@@ -107,10 +107,10 @@ template <int V, class T> static __device__ __forceinline__ void fgLoad(const T 
     } u;
 #if defined(FG_TAIL_COHERENT)
     // A GEMV tail: other blocks of this launch wrote the row (common.cuh).
-    u.w = __ldcg(reinterpret_cast<const typename FgWord<B>::T *>(p));
+    u.w = fg_ldcg(reinterpret_cast<const typename FgWord<B>::T *>(p));
 #elif defined(FG_TAIL_LOCAL)
     // A GEMV's local tail: this block wrote the row before a barrier.
-    u.w = __ldca(reinterpret_cast<const typename FgWord<B>::T *>(p));
+    u.w = fg_ldcg<typename FgWord<B>::T, false>(reinterpret_cast<const typename FgWord<B>::T *>(p));
 #else
     u.w = __ldg(reinterpret_cast<const typename FgWord<B>::T *>(p));
 #endif
