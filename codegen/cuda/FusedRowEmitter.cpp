@@ -201,7 +201,8 @@ struct NormRowsCode {
   std::string args;
   std::vector<Param> ps;
   RowSplit split;
-  int64_t items = 0; ///< (row, slice) items of the launch
+  int64_t items = 0;     ///< (row, slice) items of the launch
+  int64_t statUnits = 0; ///< vectors a row's statistics read (0: none)
 };
 
 /// `maxThreads`: the threads a row may take (32 for a GEMV tail: a warp a row).
@@ -324,6 +325,7 @@ llvm::Expected<NormRowsCode> normRowsCode(const Function &fn, const Node &node,
   code.cfg = std::move(c);
   code.split = sp;
   code.items = r.count / heads * sp.split;
+  code.statUnits = statUnits;
   return code;
 }
 
@@ -369,21 +371,19 @@ llvm::Expected<RowTail> emitRowTail(const Function &fn, const Node &node,
       return unsupported(node, "a cache " + dt.str() + " that is not [rows, H, D] of the rows " +
                                    xt.str());
   }
-  // A warp a row. A row's statistics are summed in the separate launch's
-  // order only if that launch takes a warp a row too (a block's two-level
-  // sum adds in another order): else no tail, so the results stay the bits
-  // of the launch it replaces.
-  if (statOf(node) != RowStat::None) {
-    llvm::Expected<NormRowsCode> own = normRowsCode(fn, node, ls, o, 256);
-    if (!own)
-      return own.takeError();
-    if (own->split.group != 32)
-      return unsupported(node, "rows summed by more than a warp in their own launch");
-  }
+  // A warp a row. A row's statistics add up in the separate launch's order
+  // only while the row's vectors fit one warp (thread g then holds vector g
+  // in both, and a block sum adds only zeros past the first warp): else no
+  // tail, so the results stay the bits of the launch it replaces.
   llvm::Expected<NormRowsCode> code = normRowsCode(fn, node, ls, o, 32);
   if (!code)
     return code.takeError();
   assert(code->split.group == 32 && "a tail takes a warp a row");
+  if (code->statUnits > 32)
+    return unsupported(node, llvm::formatv("rows of {0} vectors (a tail sums at most a warp's "
+                                           "32 in its launch's order)",
+                                           code->statUnits)
+                                 .str());
   RowTail t;
   // The block is the GEMV's: its thread count is the merged kernel's macro.
   const std::string threads = llvm::formatv("kThreads = {0},", code->split.threads).str();
