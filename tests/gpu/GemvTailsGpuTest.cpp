@@ -26,23 +26,12 @@ using namespace fg::gputest;
 
 namespace {
 
-/// The switch compareTails flips: the ticket form or the local form.
-const char *tailsEnv = "FG_DEBUG_GEMV_TAILS";
-
-Plan planOf(const Graph &g, bool tails) {
-  ScopedEnv e(tailsEnv, tails ? "1" : "0");
+/// `env`: the switch, the ticket form (FG_DEBUG_GEMV_TAILS) or the local one.
+Plan planOf(const Graph &g, bool tails, const char *env) {
+  ScopedEnv e(env, tails ? "1" : "0");
   auto plan = compile(g, CompileOptions{});
   EXPECT_TRUE(bool(plan)) << errString(plan.takeError());
   return std::move(*plan);
-}
-
-Executor make(const Plan &plan, ExecOptions::Device d,
-              ExecOptions::Mode m = ExecOptions::Mode::Graph) {
-  return makeExecutor(plan, d, m);
-}
-
-std::vector<float> step(Executor &e, int32_t token, int32_t pos) {
-  return decodeStep(e, token, pos);
 }
 
 /// Positions 0, 1, ... with a jump to the last rows of the cache.
@@ -53,26 +42,26 @@ int32_t positionAt(int32_t s, int64_t ctx) {
 /// `steps` decode steps of the two plans (and of the CPU reference when
 /// `cpuSteps` > 0, for that many steps); the worst normalised errors.
 void compareTails(const Graph &g, int64_t ctx, int32_t vocab, int32_t steps, int32_t cpuSteps,
-                  const char *label) {
-  Plan off = planOf(g, false), on = planOf(g, true);
+                  const char *label, const char *env = "FG_DEBUG_GEMV_TAILS") {
+  Plan off = planOf(g, false, env), on = planOf(g, true, env);
   for (ExecOptions::Mode m : {ExecOptions::Mode::Graph, ExecOptions::Mode::Eager}) {
     const bool graph = m == ExecOptions::Mode::Graph;
-    Executor a = make(on, ExecOptions::Device::Cuda, m), b = make(off, ExecOptions::Device::Cuda, m);
+    Executor a = makeExecutor(on, ExecOptions::Device::Cuda, m), b = makeExecutor(off, ExecOptions::Device::Cuda, m);
     std::optional<Executor> cpu;
     if (graph && cpuSteps > 0)
-      cpu.emplace(make(on, ExecOptions::Device::Cpu, ExecOptions::Mode::Graph));
+      cpu.emplace(makeExecutor(on, ExecOptions::Device::Cpu, ExecOptions::Mode::Graph));
     double worstOff = 0, worstCpu = 0;
     int32_t identical = 0;
     for (int32_t s = 0; s < steps; ++s) {
       const int32_t tok = (s * 389 + 17) % vocab, pos = positionAt(s, ctx);
-      std::vector<float> x = step(a, tok, pos), y = step(b, tok, pos);
+      std::vector<float> x = decodeStep(a, tok, pos), y = decodeStep(b, tok, pos);
       ASSERT_EQ(x.size(), y.size());
       identical += std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
       const double e = normalizedError(x, y);
       worstOff = std::max(worstOff, e);
       EXPECT_LE(e, 1e-5) << label << ": step " << s << " position " << pos;
       if (cpu && s < cpuSteps) {
-        const double c = normalizedError(x, step(*cpu, tok, pos));
+        const double c = normalizedError(x, decodeStep(*cpu, tok, pos));
         worstCpu = std::max(worstCpu, c);
         EXPECT_LE(c, 1e-3) << label << ": step " << s << " position " << pos;
       }
@@ -122,15 +111,12 @@ TEST(GpuGemvTails, TinyLayersMatchNoTailsAndReference) {
 /// (q's rope, k's rope + cache write, v's cache write) and of W-dense.
 TEST(GpuGemvTails, LocalFormMatchesNoTails) {
   FG_REQUIRE_GPU();
-  struct Restore {
-    ~Restore() { tailsEnv = "FG_DEBUG_GEMV_TAILS"; }
-  } restore;
-  tailsEnv = "FG_DEBUG_GEMV_LOCAL_TAILS";
+  const char *env = "FG_DEBUG_GEMV_LOCAL_TAILS";
   ModelOptions mo;
   mo.ctx = 256;
   auto g = loadModel("demo", mo);
   ASSERT_TRUE(bool(g)) << errString(g.takeError());
-  compareTails(*g, 256, 512, 40, 40, "demo, local");
-  compareTails(workloadLayers("w-tiny"), 512, 4096, 40, 12, "w-tiny, 2 layers, local");
-  compareTails(workloadLayers("w-dense"), 512, 4096, 40, 0, "w-dense, 2 layers, local");
+  compareTails(*g, 256, 512, 40, 40, "demo, local", env);
+  compareTails(workloadLayers("w-tiny"), 512, 4096, 40, 12, "w-tiny, 2 layers, local", env);
+  compareTails(workloadLayers("w-dense"), 512, 4096, 40, 0, "w-dense, 2 layers, local", env);
 }
