@@ -31,10 +31,8 @@ std::vector<bool> feedsDecodeAttention(const Function &fn) {
 void triggerFirst(std::vector<Launch> &launches) {
   for (Launch &l : launches)
     if (auto *k = std::get_if<KernelSpec>(&l)) {
-      size_t at = k->source.rfind("\n  fg_pdl_begin();\n");
-      if (at == std::string::npos)
+      if (!makeTriggerFirst(k->source))
         continue;
-      k->source.replace(at, 19, "\n  fg_pdl_begin_trigger_first();\n");
       // Another source, another name (modules are keyed by kernel names).
       const std::string renamed = k->name + "_tf";
       for (size_t p = 0; (p = k->source.find(k->name, p)) != std::string::npos;
@@ -45,6 +43,15 @@ void triggerFirst(std::vector<Launch> &launches) {
 }
 
 } // namespace
+
+bool makeTriggerFirst(std::string &source) {
+  const std::string plain = "\n  fg_pdl_begin();\n";
+  size_t at = source.rfind(plain);
+  if (at == std::string::npos)
+    return false;
+  source.replace(at, plain.size(), "\n  fg_pdl_begin_trigger_first();\n");
+  return true;
+}
 
 llvm::Expected<std::vector<NodeCode>> emitNodes(const Function &fn, llvm::ArrayRef<Layout> layouts,
                                                 const EmitOptions &options) {

@@ -24,6 +24,11 @@ struct NodeCode {
 
 /// One NodeCode per node of `fn` (indexed by NodeId); an error located at the
 /// first node the emitters refuse.
+/// Makes an entry's programmatic-launch wait trigger its dependents first
+/// (common.cuh, fg_pdl_begin_trigger_first); false where the source has no
+/// plain fg_pdl_begin(). The caller renames the kernel (another source).
+bool makeTriggerFirst(std::string &source);
+
 llvm::Expected<std::vector<NodeCode>> emitNodes(const Function &fn, llvm::ArrayRef<Layout> layouts,
                                                 const EmitOptions &options);
 

@@ -48,21 +48,6 @@ struct Tail {
   bool local = false; ///< run by each block on its own tile (no ticket)
 };
 
-/// The arena bytes value `v`'s storage occupies, or nullopt outside the arena.
-std::optional<std::pair<uint64_t, uint64_t>> arenaRange(const Function &fn,
-                                                        const ProvenPlan &proven,
-                                                        SlotTables &tables, ValueId v) {
-  llvm::Expected<BufferRef> ref = bufferOfValue(fn, proven, tables, v);
-  if (!ref) {
-    llvm::consumeError(ref.takeError());
-    return std::pair<uint64_t, uint64_t>{0, ~uint64_t(0)}; // unknown: overlaps everything
-  }
-  if (ref->space != BufferSpace::Arena)
-    return std::nullopt;
-  const uint64_t bytes = static_cast<uint64_t>(fn.type(storageRoot(fn, v)).bytes());
-  return std::pair<uint64_t, uint64_t>{ref->offset, ref->offset + bytes};
-}
-
 /// Whether tail `b` (node bn) of GEMV node `an` can run in each GEMV block on
 /// the elements that block stored: the plain GEMV kernel (a tile of rows a
 /// block), a row op without statistics and with neighbouring pairs, reading
@@ -87,7 +72,7 @@ bool localOk(const Function &fn, llvm::ArrayRef<Layout> layouts, const ProvenPla
   const int64_t n = fn.type(an.result()).numElements();
   if (static_cast<int64_t>(host.grid[0]) != (n + host.tileRows - 1) / host.tileRows)
     return false;
-  auto written = arenaRange(fn, proven, tables, bn.result());
+  auto written = arenaRangeOf(fn, proven, tables, bn.result());
   if (!written) {
     // A state (the cache): the GEMV must not read it.
     llvm::Expected<BufferRef> w = bufferOfValue(fn, proven, tables, bn.result());
@@ -109,7 +94,7 @@ bool localOk(const Function &fn, llvm::ArrayRef<Layout> layouts, const ProvenPla
   std::vector<ValueId> read(an.operands.begin(), an.operands.end());
   read.push_back(an.result());
   for (ValueId v : read)
-    if (auto r = arenaRange(fn, proven, tables, v))
+    if (auto r = arenaRangeOf(fn, proven, tables, v))
       if (r->first < written->second && written->first < r->second)
         return false;
   return true;
@@ -249,6 +234,17 @@ llvm::Expected<unsigned> mergeGemvTails(const Function &fn, llvm::ArrayRef<Layou
     llvm::Expected<std::string> src = mergedSource(host, tails[i], blocks, local);
     if (!src)
       return src.takeError();
+    // A tail whose own launch triggered its dependents first (the rows a
+    // decode attention reads: EmitOptions::pdlTriggerBeforeAttention) makes
+    // its GEMV trigger first, or the attention, now waiting for the GEMV,
+    // would be scheduled only as the GEMV's blocks pass their wait.
+    for (const Tail &t : tails[i]) {
+      const auto &own = std::get<KernelSpec>(code[recs[t.record].node].launches.front());
+      if (own.source.find("fg_pdl_begin_trigger_first();") != std::string::npos) {
+        makeTriggerFirst(*src);
+        break;
+      }
+    }
     // Another source, another name (modules are keyed by kernel names).
     const std::string renamed = host.name + "_" + detail::kernelName("tails", *src).substr(9);
     for (size_t p = 0; (p = src->find(host.name, p)) != std::string::npos; p += renamed.size())
@@ -274,38 +270,11 @@ llvm::Expected<unsigned> mergeGemvTails(const Function &fn, llvm::ArrayRef<Layou
   if (!merged)
     return 0u;
 
-  // Renumber: a removed tail's dependents wait for its GEMV.
-  std::vector<uint32_t> newIndex(n);
-  std::vector<LaunchRecord> kept;
-  std::vector<size_t> keptSources;
-  for (uint32_t j = 0; j < n; ++j) {
-    newIndex[j] = static_cast<uint32_t>(kept.size());
-    if (removed[j])
-      continue;
-    kept.push_back(std::move(recs[j]));
-    keptSources.push_back(sourceOf[j]);
-  }
-  for (LaunchRecord &r : kept) {
-    for (uint32_t &d : r.deps)
-      d = newIndex[removed[d] ? hostOf[d] : d];
-    llvm::sort(r.deps);
-    r.deps.erase(std::unique(r.deps.begin(), r.deps.end()), r.deps.end());
-  }
-  // The tails' own sources go (nothing compiles a kernel no launch runs):
-  // this entry's sources are the last ones, so only its indices move.
-  std::vector<size_t> dropped;
+  // A removed tail's dependents wait for its GEMV.
+  std::vector<uint32_t> into(n);
   for (uint32_t j = 0; j < n; ++j)
-    if (removed[j])
-      dropped.push_back(sourceOf[j]);
-  llvm::sort(dropped);
-  for (size_t &x : keptSources)
-    if (x != ~size_t(0))
-      x -= static_cast<size_t>(std::lower_bound(dropped.begin(), dropped.end(), x) -
-                               dropped.begin());
-  for (auto it = dropped.rbegin(); it != dropped.rend(); ++it)
-    sources.sources.erase(sources.sources.begin() + static_cast<std::ptrdiff_t>(*it));
-  recs = std::move(kept);
-  sourceOf = std::move(keptSources);
+    into[j] = removed[j] ? hostOf[j] : j;
+  dropMergedLaunches(entry, sources, into);
   return merged;
 }
 

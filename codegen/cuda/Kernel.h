@@ -202,6 +202,16 @@ struct EmitOptions {
   /// compiled with NVRTC, not yet run on a GPU, so off.
   /// FG_DEBUG_GEMV_LOCAL_TAILS=1.
   bool gemvLocalTails = false;
+  /// One token's MoE routing (fused.topk_moe) run by every block of the
+  /// expert GEMV that reads its ids, after that kernel's wait, instead of a
+  /// launch of its own (RoutingHeads.h; topk.cuh, topkHead): a MoE layer's
+  /// chain one launch shorter, the same ids and weights to the bit; only
+  /// where the GEMV's blocks fit the GPU at half occupancy (the DP4A expert
+  /// GEMVs, not the tensor-core one: measured in RoutingHeads.h). On since
+  /// the twenty-sixth session (W-moe-12 q4_K -0.9 % over five pairs of steps
+  /// in three calls, four of them faster).
+  /// FG_DEBUG_ROUTING_HEADS=0 turns it off.
+  bool routingHeads = true;
   /// Decode attention loads its share of q before the position (attention.cuh,
   /// kQFirst; not with q's rope, and at most 2 fragments a thread), so the two
   /// round trips after the wait overlap: the phase stamps of the twenty-fourth

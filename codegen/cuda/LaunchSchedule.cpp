@@ -42,6 +42,66 @@ llvm::Expected<BufferRef> bufferOfValue(const Function &fn, const ProvenPlan &pr
   return BufferRef{BufferSpace::Arena, 0, static_cast<uint64_t>(p.offset)};
 }
 
+std::optional<std::pair<uint64_t, uint64_t>> arenaRangeOf(const Function &fn,
+                                                          const ProvenPlan &proven,
+                                                          SlotTables &tables, ValueId v) {
+  llvm::Expected<BufferRef> ref = bufferOfValue(fn, proven, tables, v);
+  if (!ref) {
+    llvm::consumeError(ref.takeError());
+    return std::pair<uint64_t, uint64_t>{0, ~uint64_t(0)}; // unknown: overlaps everything
+  }
+  if (ref->space != BufferSpace::Arena)
+    return std::nullopt;
+  const uint64_t bytes = static_cast<uint64_t>(fn.type(storageRoot(fn, v)).bytes());
+  return std::pair<uint64_t, uint64_t>{ref->offset, ref->offset + bytes};
+}
+
+void dropMergedLaunches(CompiledEntry &entry, KernelSources &sources,
+                        llvm::ArrayRef<uint32_t> into) {
+  std::vector<LaunchRecord> &recs = entry.launches;
+  std::vector<size_t> &sourceOf = sources.sourceOfLaunch.back();
+  const size_t n = recs.size();
+  auto hostOf = [&](uint32_t j) { return into[j]; };
+  // The hosts take their merged launches' dependencies.
+  for (uint32_t j = 0; j < n; ++j)
+    if (hostOf(j) != j)
+      for (uint32_t d : recs[j].deps)
+        recs[hostOf(j)].deps.push_back(d);
+  std::vector<uint32_t> newIndex(n);
+  std::vector<LaunchRecord> kept;
+  std::vector<size_t> keptSources;
+  for (uint32_t j = 0; j < n; ++j) {
+    newIndex[j] = static_cast<uint32_t>(kept.size());
+    if (hostOf(j) != j)
+      continue;
+    kept.push_back(std::move(recs[j]));
+    keptSources.push_back(sourceOf[j]);
+  }
+  for (uint32_t k = 0; k < kept.size(); ++k) {
+    LaunchRecord &r = kept[k];
+    for (uint32_t &d : r.deps)
+      d = newIndex[hostOf(d)];
+    llvm::sort(r.deps);
+    r.deps.erase(std::unique(r.deps.begin(), r.deps.end()), r.deps.end());
+    llvm::erase_value(r.deps, k); // a host does not wait for itself
+  }
+  // The removed launches' sources go (nothing compiles a kernel no launch
+  // runs): this entry's sources are the last ones, so only its indices move.
+  std::vector<size_t> dropped;
+  for (uint32_t j = 0; j < n; ++j)
+    if (hostOf(j) != j)
+      dropped.push_back(sourceOf[j]);
+  llvm::sort(dropped);
+  for (size_t &x : keptSources)
+    if (x != ~size_t(0))
+      x -= static_cast<size_t>(std::lower_bound(dropped.begin(), dropped.end(), x) -
+                               dropped.begin());
+  for (auto it = dropped.rbegin(); it != dropped.rend(); ++it)
+    sources.sources.erase(sources.sources.begin() + static_cast<std::ptrdiff_t>(*it));
+  recs = std::move(kept);
+  sourceOf = std::move(keptSources);
+}
+
 namespace {
 
 class Scheduler {

@@ -19,6 +19,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,6 +53,23 @@ struct KernelSources {
 /// slot, or its arena offset (views resolve to what they view).
 llvm::Expected<BufferRef> bufferOfValue(const Function &fn, const ProvenPlan &proven,
                                         SlotTables &tables, ValueId v);
+
+/// The arena bytes [begin, end) value `v`'s storage occupies; nullopt outside
+/// the arena (a weight or state); [0, ~0) (overlapping everything) where `v`
+/// has no placement.
+std::optional<std::pair<uint64_t, uint64_t>> arenaRangeOf(const Function &fn,
+                                                          const ProvenPlan &proven,
+                                                          SlotTables &tables, ValueId v);
+
+/// Removes the launches whose work now runs inside another launch of the
+/// same entry (the merges after step 4: GemvTails.h, RoutingHeads.h):
+/// into[j] == j keeps launch j, else its work runs inside launch into[j].
+/// The host takes the removed launch's dependencies, the removed launch's
+/// dependents wait for the host, indices are renumbered and the removed
+/// launches' sources dropped. Every kept dependency must stay earlier than
+/// its dependent (the callers check it).
+void dropMergedLaunches(CompiledEntry &entry, KernelSources &sources,
+                        llvm::ArrayRef<uint32_t> into);
 
 /// Fills `out` (name, arena, inputs, outputs, launches) for entry `fn`.
 llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,

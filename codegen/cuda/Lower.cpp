@@ -22,6 +22,7 @@
 #include "codegen/cuda/KernelModules.h"
 #include "codegen/cuda/LaunchSchedule.h"
 #include "codegen/cuda/ProvenPlan.h"
+#include "codegen/cuda/RoutingHeads.h"
 #include "codegen/cuda/ValueLayouts.h"
 #include "codegen/cuda/WeightInitModule.h"
 
@@ -61,6 +62,12 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
     if (opts.emit.gemvTails || opts.emit.gemvLocalTails) {
       llvm::Expected<unsigned> merged =
           mergeGemvTails(fn, *layouts, *code, *proven, opts.emit, tables, sources, entry);
+      if (!merged)
+        return merged.takeError();
+    }
+    if (opts.emit.routingHeads) {
+      llvm::Expected<unsigned> merged =
+          mergeRoutingHeads(fn, *layouts, *code, *proven, opts.emit, tables, sources, entry);
       if (!merged)
         return merged.takeError();
     }

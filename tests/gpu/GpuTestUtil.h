@@ -2,13 +2,17 @@
 #pragma once
 
 #include "codegen/cuda/Compile.h"
+#include "tests/unit/codegen/SwitchedProgram.h"
 #include "ir/Builder.h"
 #include "runtime/Compare.h"
 #include "runtime/Executor.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -206,5 +210,59 @@ struct ScopedEnv {
       ::unsetenv(name.c_str());
   }
 };
+
+/// A plan of `g` compiled with the FG_DEBUG_* switch `env` on or off.
+inline Plan planWithSwitch(const Graph &g, const char *env, bool on) {
+  ScopedEnv e(env, on ? "1" : "0");
+  auto plan = compile(g, CompileOptions{});
+  EXPECT_TRUE(bool(plan)) << errString(plan.takeError());
+  return std::move(*plan);
+}
+
+/// Two layers of workload `name` with a vocabulary of 4096 and 512 cache rows.
+inline Graph workloadLayers(const char *name) { return test::workloadLayers(name, 512, {}); }
+
+/// Decode positions 0, 1, ... with a jump to the last 40 rows of the cache at step 24.
+inline int32_t positionWithJump(int32_t s, int64_t ctx) {
+  return s < 24 ? s : static_cast<int32_t>(ctx) - 40 + (s - 24);
+}
+
+/// `steps` decode steps of `g` compiled with switch `env` on and off, over the
+/// same tokens and positions (positionWithJump), replayed as graphs and
+/// launched eagerly; on the graph run also against the CPU reference of the
+/// plan with the switch on for the first `cpuSteps` steps. Every logits row
+/// within 1e-5 (normalised) of the row with the switch off and within 1e-3 of
+/// the CPU; prints "[tag] label mode: n of N steps bit-identical ...".
+inline void compareSwitch(const Graph &g, int64_t ctx, int32_t vocab, int32_t steps,
+                          int32_t cpuSteps, const char *label, const char *env, const char *tag) {
+  Plan off = planWithSwitch(g, env, false), on = planWithSwitch(g, env, true);
+  for (ExecOptions::Mode m : {ExecOptions::Mode::Graph, ExecOptions::Mode::Eager}) {
+    const bool graph = m == ExecOptions::Mode::Graph;
+    Executor a = makeExecutor(on, ExecOptions::Device::Cuda, m),
+             b = makeExecutor(off, ExecOptions::Device::Cuda, m);
+    std::optional<Executor> cpu;
+    if (graph && cpuSteps > 0)
+      cpu.emplace(makeExecutor(on, ExecOptions::Device::Cpu, ExecOptions::Mode::Graph));
+    double worstOff = 0, worstCpu = 0;
+    int32_t identical = 0;
+    for (int32_t s = 0; s < steps; ++s) {
+      const int32_t tok = (s * 389 + 17) % vocab, pos = positionWithJump(s, ctx);
+      std::vector<float> x = decodeStep(a, tok, pos), y = decodeStep(b, tok, pos);
+      ASSERT_EQ(x.size(), y.size());
+      identical += std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+      const double e = normalizedError(x, y);
+      worstOff = std::max(worstOff, e);
+      EXPECT_LE(e, 1e-5) << label << ": step " << s << " position " << pos;
+      if (cpu && s < cpuSteps) {
+        const double c = normalizedError(x, decodeStep(*cpu, tok, pos));
+        worstCpu = std::max(worstCpu, c);
+        EXPECT_LE(c, 1e-3) << label << ": step " << s << " position " << pos;
+      }
+    }
+    std::printf("[%s] %s %s: %d of %d steps bit-identical to the switch off, worst %.3g; "
+                "against the CPU %.3g\n",
+                tag, label, graph ? "graph" : "eager", identical, steps, worstOff, worstCpu);
+  }
+}
 
 } // namespace fg::gputest

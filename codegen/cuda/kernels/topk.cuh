@@ -16,6 +16,15 @@
 
 namespace fg {
 
+/// The first of this thread's strided indices e, e + NT, ... of a routing
+/// loop: its own index when it is one of the NT threads the routing is
+/// written for, else past every loop's end (a block with more threads than NT,
+/// an expert GEMV running the routing as its head: the extra threads take
+/// part in the barriers only, so the sums run in the topk kernel's order).
+template <int NT> static __device__ __forceinline__ int fgFirst() {
+  return threadIdx.x < NT ? (int)threadIdx.x : (1 << 30);
+}
+
 /// Σ over the block (NT threads) in f64; every thread gets the total.
 template <int NT> static __device__ __forceinline__ double fgBlockSumD(double v, double *sh) {
 #pragma unroll
@@ -51,14 +60,14 @@ struct GateSoftmax {
   template <int NT, int E>
   static __device__ __forceinline__ void probs(const float *x, float *pr, double *shd, float *shf) {
     float mx = -FG_INF;
-    for (int e = threadIdx.x; e < E; e += NT)
+    for (int e = fgFirst<NT>(); e < E; e += NT)
       mx = fmaxf(mx, x[e]);
     mx = fgBlockMaxOrdered<NT>(mx, shf);
     double se = 0.0;
-    for (int e = threadIdx.x; e < E; e += NT)
+    for (int e = fgFirst<NT>(); e < E; e += NT)
       se += mx == -FG_INF ? 0.0 : exp((double)x[e] - (double)mx);
     se = fgBlockSumD<NT>(se, shd);
-    for (int e = threadIdx.x; e < E; e += NT)
+    for (int e = fgFirst<NT>(); e < E; e += NT)
       pr[e] = se > 0.0 && mx != -FG_INF ? (float)(exp((double)x[e] - (double)mx) / se) : 0.0f;
   }
 };
@@ -67,7 +76,7 @@ struct GateSigmoid {
   static constexpr bool kDelayed = false;
   template <int NT, int E>
   static __device__ __forceinline__ void probs(const float *x, float *pr, double *, float *) {
-    for (int e = threadIdx.x; e < E; e += NT)
+    for (int e = fgFirst<NT>(); e < E; e += NT)
       pr[e] = (float)(1.0 / (1.0 + exp(-(double)x[e])));
   }
 };
@@ -76,7 +85,7 @@ struct GateSqrtSoftplus {
   static constexpr bool kDelayed = false;
   template <int NT, int E>
   static __device__ __forceinline__ void probs(const float *x, float *pr, double *, float *) {
-    for (int e = threadIdx.x; e < E; e += NT) {
+    for (int e = fgFirst<NT>(); e < E; e += NT) {
       const double v = (double)x[e];
       const float sp = (float)(v > 20.0 ? v : log1p(exp(v)));
       pr[e] = (float)sqrt((double)sp);
@@ -89,7 +98,7 @@ struct GateDelayed {
   static constexpr bool kDelayed = true;
   template <int NT, int E>
   static __device__ __forceinline__ void probs(const float *x, float *pr, double *, float *) {
-    for (int e = threadIdx.x; e < E; e += NT)
+    for (int e = fgFirst<NT>(); e < E; e += NT)
       pr[e] = x[e];
   }
 };
@@ -117,7 +126,7 @@ static __device__ __forceinline__ void topkRow(const float *lg, float *pr, float
   // 1. gate probabilities.
   C::Gate::template probs<NT, E>(lg, pr, shd, shf);
   // 2. selection keys: the biased probabilities (the bias steers the choice only).
-  for (int e = threadIdx.x; e < E; e += NT) {
+  for (int e = fgFirst<NT>(); e < E; e += NT) {
     float v = pr[e];
     if constexpr (C::kBias)
       v = v + fg_to_f(bias[C::kBiasOff + e * C::kBiasS]);
@@ -125,7 +134,7 @@ static __device__ __forceinline__ void topkRow(const float *lg, float *pr, float
   }
   __syncthreads();
   // 3. top-k by rank counting; the K winners gather the unbiased p.
-  for (int e = threadIdx.x; e < E; e += NT) {
+  for (int e = fgFirst<NT>(); e < E; e += NT) {
     const float v = sel[e];
     int rank = 0;
     for (int j = 0; j < E; ++j) {
@@ -179,7 +188,7 @@ template <class C> static __device__ __forceinline__ void topkMoe(const TopkArgs
     const int nr = (int)min((long long)RPB, C::T - r0);
     __syncthreads();
     for (int q = 0; q < nr; ++q)
-      for (int e = threadIdx.x; e < E; e += NT)
+      for (int e = fgFirst<NT>(); e < E; e += NT)
         lg[q * E + e] = fg_to_f(a.logits[C::kLogitOff + (r0 + q) * C::kLogitS0 + e * C::kLogitS1]);
     __syncthreads();
     for (int q = 0; q < nr; ++q) {
@@ -187,6 +196,38 @@ template <class C> static __device__ __forceinline__ void topkMoe(const TopkArgs
       topkRow<C, NT>(lg + q * E, pr, sel, wk, a.ids + row * K, a.wout + row * K, a.bias, shd, shf);
     }
   }
+}
+
+// --- the routing as the head of an expert GEMV (codegen/cuda/RoutingHeads.h) ----------
+//
+// fused.topk_moe of one token run by every block of the expert GEMV that
+// reads its ids, after that kernel's programmatic-launch wait: the logits
+// staged, then topkRow as the topk kernel runs it (C::kThreads of the
+// block's threads, the same order of every sum), the ids and weights into
+// this block's shared memory. Block (0, 0, 0) also stores them to `gids` and
+// `gw` for the launches after (the down projection reads both). Returns the
+// block's ids, which the GEMV reads instead of the stored ones.
+
+template <class C>
+static __device__ __forceinline__ const int *topkHead(const typename C::Logit *logits,
+                                                      const typename C::Bias *bias, int *gids,
+                                                      float *gw) {
+  constexpr int NT = C::kThreads, E = C::E, K = C::K;
+  static_assert(C::T == 1 && NT % 32 == 0, "one token's routing, whole warps");
+  __shared__ float lg[E], pr[E], sel[E], wk[K], w[K];
+  __shared__ int ids[K];
+  __shared__ double shd[32];
+  __shared__ float shf[32];
+  for (int e = fgFirst<NT>(); e < E; e += NT)
+    lg[e] = fg_to_f(logits[C::kLogitOff + e * C::kLogitS1]);
+  __syncthreads();
+  topkRow<C, NT>(lg, pr, sel, wk, ids, w, bias, shd, shf); // ends past a barrier
+  if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+    for (int j = threadIdx.x; j < K; j += blockDim.x) {
+      gids[j] = ids[j];
+      gw[j] = w[j];
+    }
+  return ids;
 }
 
 // --- the router of one token in one launch (fused.rms_norm_matmul_topk_moe) -----------

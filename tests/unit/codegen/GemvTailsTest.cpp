@@ -11,12 +11,8 @@
 // entry (64 tokens) is unchanged.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/cuda/Compile.h"
-#include "frontends/DecoderBlocks.h"
 #include "frontends/Frontend.h"
-#include "frontends/models/Workloads.h"
-#include "runtime/ProgramIO.h"
-#include "tests/unit/codegen/TestKernelCache.h"
+#include "tests/unit/codegen/SwitchedProgram.h"
 
 #include "llvm/ADT/StringRef.h"
 
@@ -26,33 +22,22 @@
 #include <set>
 
 using namespace fg;
+using fg::test::entryNamed;
 
 namespace {
 
+/// The demo is a MoE decoder: its routing heads (on by default) would also
+/// name a merged launch in `what`, so the tails are compiled alone.
 CompiledProgram programOf(const Graph &g, bool tails, const char *env = "FG_DEBUG_GEMV_TAILS") {
-  ::setenv(env, tails ? "1" : "0", 1);
-  CompileOptions co;
-  co.kernelCacheDir = test::kernelCacheDir();
-  auto plan = compile(g, co);
-  ::unsetenv(env);
-  EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
-  if (!plan)
-    return {};
-  auto prog = decodeProgram(plan->section("program")->bytes);
-  EXPECT_TRUE(bool(prog)) << llvm::toString(prog.takeError());
-  return prog ? std::move(*prog) : CompiledProgram{};
+  ::setenv("FG_DEBUG_ROUTING_HEADS", "0", 1);
+  CompiledProgram p = test::programWithSwitch(g, env, tails);
+  ::unsetenv("FG_DEBUG_ROUTING_HEADS");
+  return p;
 }
 
 bool isTailOp(OpKind k) {
   return k == OpKind::Rope || k == OpKind::SetRows || k == OpKind::FusedRopeSetRows ||
          k == OpKind::FusedRmsNormMulRope || k == OpKind::FusedRmsNormMulRopeSetRows;
-}
-
-const CompiledEntry *entryNamed(const CompiledProgram &p, llvm::StringRef name) {
-  for (const CompiledEntry &e : p.entries)
-    if (e.name == name)
-      return &e;
-  return nullptr;
 }
 
 } // namespace
@@ -144,14 +129,7 @@ TEST(GemvTails, DemoDecodeRowsRunInTheirGemvs) {
 /// merged launches take no counters — and the demo (q / k norm rows: not
 /// local) loses only v's cache write.
 TEST(GemvTails, LocalFormOnTinyLayersAndTheDemo) {
-  WorkloadOptions wo;
-  wo.ctx = 512;
-  auto cfg = workloadConfig("w-tiny", wo);
-  ASSERT_TRUE(bool(cfg)) << llvm::toString(cfg.takeError());
-  cfg->nLayers = 2;
-  cfg->vocab = 4096;
-  auto tiny = buildDecoderGraph(*cfg, decoderEntries({}, LogitRows::Last));
-  ASSERT_TRUE(bool(tiny)) << llvm::toString(tiny.takeError());
+  const Graph tiny = test::workloadLayers("w-tiny", 512, {});
   ModelOptions mo;
   mo.ctx = 128;
   mo.prefill = {64};
@@ -163,7 +141,7 @@ TEST(GemvTails, LocalFormOnTinyLayersAndTheDemo) {
     std::multiset<std::string> tails; ///< the row ops that become local tails
   };
   for (const Case &c :
-       {Case{&*tiny, "w-tiny", {"rope", "rope", "fused.rope_set_rows", "fused.rope_set_rows",
+       {Case{&tiny, "w-tiny", {"rope", "rope", "fused.rope_set_rows", "fused.rope_set_rows",
                                 "set_rows", "set_rows"}},
         Case{&*demo, "demo", {"set_rows", "set_rows"}}}) {
     SCOPED_TRACE(c.name);
