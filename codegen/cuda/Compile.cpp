@@ -319,6 +319,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.gemvLocalTails = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_ROUTING_HEADS"); v && !v->empty())
     emit.routingHeads = *v != "0";
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_MOE_SUM_FLOAT"); v && !v->empty())
+    emit.moeSumFloat = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_ATTN_Q_FIRST"); v && !v->empty())
     emit.attentionQFirst = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_ATTN_CLUSTER_ASYNC"); v && !v->empty())

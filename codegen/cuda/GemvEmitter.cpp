@@ -1220,6 +1220,62 @@ llvm::Expected<std::vector<Launch>> emitExpert(const Function &fn, const Node &n
   return std::vector<Launch>{gemvKernel(d, o)};
 }
 
+/// Warps a block of the float-weight form, and 16-byte units a lane loads
+/// before its arithmetic (kernels/moe_sum.cuh).
+constexpr int kMoeSumWarps = 8, kMoeSumChunk = 8;
+
+/// fused.matmul_id_sum_add at T = 1 with f16, bf16 or f32 expert rows
+/// (kernels/moe_sum.cuh, moeSumFloat: a warp a row over the k slots' rows
+/// end to end); emitMoeSum checked x, the routing weights and the residual.
+llvm::Expected<std::vector<Launch>> emitMoeSumFloat(const Function &fn, const Node &node,
+                                                    llvm::ArrayRef<Layout> ls,
+                                                    const EmitOptions &o) {
+  const TensorType &xt = fn.type(node.operands[0]), &wt = fn.type(node.operands[1]);
+  const TensorType &it = fn.type(node.operands[2]), &st = fn.type(node.operands[3]);
+  const TensorType &rt = fn.type(node.operands[4]), &yt = fn.type(node.result());
+  const Layout &xl = ls[0], &wl = ls[1], &il = ls[2], &sl = ls[3], &rl = ls[4];
+  const int64_t kk = it.shape[1], kc = wt.shape[2], n = wt.shape[1];
+  const int64_t perLoad = wt.dtype == DType::F32 ? 4 : 8, esize = wt.dtype == DType::F32 ? 4 : 2;
+  if (yt.dtype != DType::F32)
+    return unsupported(node, "a result " + yt.str() + " (the float-weight form stores f32)");
+  if (kc % perLoad != 0 || wl.strides[2] != 1 || (wl.offset * esize) % 16 != 0 ||
+      (wl.strides[1] * esize) % 16 != 0 || (wl.strides[0] * esize) % 16 != 0)
+    return unsupported(node, "expert rows " + wt.str() +
+                                 " that are not whole 16-byte units starting 16-byte aligned");
+  if (xl.offset % 4 != 0)
+    return unsupported(node, "x " + xt.str() + " that does not start 16-byte aligned");
+  if (kk > 64 || isQuantized(it.dtype) || isQuantized(st.dtype) || isQuantized(rt.dtype))
+    return unsupported(node, llvm::formatv("{0} slots (at most 64)", kk).str());
+  std::string c = "struct Cfg {\n";
+  c += "  using W = " + ctype(wt.dtype) + ";\n  using Dec = " +
+       decoderName(wt.dtype, false, false) + ";\n  using Ids = " + ctype(it.dtype) +
+       ";\n  using SW = " + ctype(st.dtype) + ";\n  using R = " + ctype(rt.dtype) + ";\n";
+  c += llvm::formatv("  static constexpr int kk = {0}, Kc = {1}, kWarps = {2}, kChunk = {3};\n", kk,
+                     kc, kMoeSumWarps, kMoeSumChunk)
+           .str();
+  c += llvm::formatv("  static constexpr long long N = {0}, E = {1}, w_off = {2}, w_ld = {3}, "
+                     "w_es = {4}, x_off = {5}, ids_off = {6}, ids_sj = {7}, sw_off = {8}, "
+                     "sw_sj = {9}, r_off = {10}, r_sn = {11};\n",
+                     lit(n), lit(wt.shape[0]), lit(wl.offset), lit(wl.strides[1]),
+                     lit(wl.strides[0]), lit(xl.offset), lit(il.offset), lit(il.strides[1]),
+                     lit(sl.offset), lit(sl.strides[1]), lit(rl.offset), lit(rl.strides.back()))
+           .str();
+  c += "};\n";
+  c += kernelEntry(32 * kMoeSumWarps,
+                   "float* y, const float* x, const Cfg::W* w, const Cfg::Ids* ids, "
+                   "const Cfg::SW* sw, const Cfg::R* res",
+                   "fg::moeSumFloat<Cfg>(fg::MoeSumArgs<Cfg>{y, x, w, ids, sw, res});", 2);
+  KernelSpec k = finishSpec(node.info().mnemonic,
+                            kernelSource("gemv.cuh").str() + kernelSource("moe_sum.cuh").str() + c);
+  // A warp a row; two blocks an SM at most (the rest loop).
+  k.grid[0] = static_cast<unsigned>(std::clamp<int64_t>(
+      (n + kMoeSumWarps - 1) / kMoeSumWarps, 1, 2 * int64_t(std::max(o.smCount, 1u))));
+  k.block[0] = 32 * kMoeSumWarps;
+  k.params = {Param::result(0),  Param::operand(0), Param::operand(1),
+              Param::operand(2), Param::operand(3), Param::operand(4)};
+  return std::vector<Launch>{std::move(k)};
+}
+
 /// fused.matmul_id_sum_add at T = 1: x [1, k, Kc] (contiguous: one row of
 /// k·Kc), w [E, N, Kc], ids [1, k], routing weights [1, k(, 1)], residual
 /// [1, N] -> [1, N], on the DP4A GEMV with each lane's k-steps from its
@@ -1235,21 +1291,23 @@ llvm::Expected<std::vector<Launch>> emitMoeSum(const Function &fn, const Node &n
     return unsupported(node, "x " + xt.str() + " (the fused down projection takes one token, "
                                                "x [1, k, K])");
   const DType t = wt.dtype;
-  if (o.gemvDp4a == 0 || dp4aPolicy(t, Dp4aUse::Lanes, o) == nullptr)
-    return unsupported(node, "weights " + wt.str() + " (it runs on the DP4A GEMV: q4_K, q8_0, "
-                                                     "q4_0 or q6_K)");
   const int64_t kk = it.shape[1], kc = wt.shape[2];
-  if (kc % dp4aStep(t) != 0 || kk * kc > 64 * dp4aStep(t))
-    return unsupported(node, llvm::formatv("{0} slots of K {1} (each slot whole {2}-weight "
-                                           "k-steps, at most 64 k-steps in all)",
-                                           kk, kc, dp4aStep(t))
-                                 .str());
   if (xt.dtype != DType::F32 || xl.strides[2] != 1 || xl.strides[1] != kc)
     return unsupported(node, "x " + xt.str() + " that is not one contiguous f32 row of k·K");
   if (st.numElements() != kk || !(st.rank() == 2 || (st.rank() == 3 && st.shape[2] == 1)))
     return unsupported(node, "routing weights " + st.str() + " (one per slot: [1, k] or [1, k, 1])");
   if (rt.numElements() != wt.shape[1] || rl.strides.back() != 1)
     return unsupported(node, "residual " + rt.str() + " (one unit-stride row of N)");
+  if (o.moeSumFloat && (t == DType::F16 || t == DType::BF16 || t == DType::F32))
+    return emitMoeSumFloat(fn, node, ls, o);
+  if (o.gemvDp4a == 0 || dp4aPolicy(t, Dp4aUse::Lanes, o) == nullptr)
+    return unsupported(node, "weights " + wt.str() + " (it runs on the DP4A GEMV: q4_K, q8_0, "
+                                                     "q4_0 or q6_K)");
+  if (kc % dp4aStep(t) != 0 || kk * kc > 64 * dp4aStep(t))
+    return unsupported(node, llvm::formatv("{0} slots of K {1} (each slot whole {2}-weight "
+                                           "k-steps, at most 64 k-steps in all)",
+                                           kk, kc, dp4aStep(t))
+                                 .str());
   GemvDesc d;
   d.mnemonic = node.info().mnemonic;
   d.moeSum = true;

@@ -212,6 +212,13 @@ struct EmitOptions {
   /// in three calls, four of them faster).
   /// FG_DEBUG_ROUTING_HEADS=0 turns it off.
   bool routingHeads = true;
+  /// fused.matmul_id_sum_add of one token with f16, bf16 or f32 experts
+  /// (kernels/moe_sum.cuh, a warp a row over the k slots' rows end to end),
+  /// where only the DP4A form existed: W-moe-12 f16 15 -> 14 launches a
+  /// layer (the weighted sum's launch gone). Written in the twenty-sixth
+  /// session after its last GPU call: compiled with NVRTC, not yet run on a
+  /// GPU, so off. FG_DEBUG_MOE_SUM_FLOAT=1.
+  bool moeSumFloat = false;
   /// Decode attention loads its share of q before the position (attention.cuh,
   /// kQFirst; not with q's rope, and at most 2 fragments a thread), so the two
   /// round trips after the wait overlap: the phase stamps of the twenty-fourth

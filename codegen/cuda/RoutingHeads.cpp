@@ -99,7 +99,8 @@ llvm::Expected<unsigned> mergeRoutingHeads(const Function &fn, llvm::ArrayRef<La
       continue;
     const auto *ak = std::get_if<KernelSpec>(&code[ar.node].launches.front());
     if (!ak || ak->name != ar.symbol || !readsIdsParam(*ak) || ak->block[1] != 1 ||
-        ak->block[2] != 1 || ak->block[0] % 32 != 0 || ak->block[0] < bk->block[0])
+        ak->block[2] != 1 || ak->block[0] % 32 != 0 || ak->block[0] < bk->block[0] ||
+        ak->sharedBytes != 0) // the DP4A staged ring's shared-memory budget has no room for it
       continue;
     // Every block resident at half occupancy: the routing's latency paid once (RoutingHeads.h).
     const uint64_t threads = uint64_t(ak->grid[0]) * ak->grid[1] * ak->grid[2] * ak->block[0];
@@ -107,22 +108,20 @@ llvm::Expected<unsigned> mergeRoutingHeads(const Function &fn, llvm::ArrayRef<La
       continue;
     // A reads the ids whole (a.ids[j] is slot j) and not the weights, which
     // only block (0, 0, 0) stores.
-    bool idsWhole = false, readsWeights = false;
+    bool readsIds = false, idsWhole = true, readsWeights = false;
     for (ValueId o : an.operands) {
       if (storageRoot(fn, o) == weights)
         readsWeights = true;
-      if (storageRoot(fn, o) == ids)
-        idsWhole = layouts[o].isContiguous() &&
+      if (storageRoot(fn, o) == ids) {
+        readsIds = true;
+        idsWhole = idsWhole && layouts[o].isContiguous() &&
                    fn.type(o).numElements() == fn.type(ids).numElements();
+      }
     }
-    if (!idsWhole || readsWeights)
+    if (!readsIds || !idsWhole || readsWeights)
       continue;
-    // Every other launch that waits for B comes after A.
-    bool later = true;
-    for (uint32_t j = b + 1; j < a; ++j)
-      later = later && !llvm::is_contained(recs[j].deps, b);
-    if (!later)
-      continue;
+    // (Every other launch that waits for B comes after A: A is the first
+    // one, and the list is in program order.)
     // The arena ranges of the launch's side-by-side work (RoutingHeads.h).
     std::vector<Range> bStores, bReads, aReads, aStores;
     bool outside = false;

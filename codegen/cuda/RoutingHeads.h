@@ -21,12 +21,11 @@
 // faster, one slower); W-moe-12 f16's tensor-core one (3072 blocks of 128)
 // 0.794 / 0.808 -> 0.921 / 0.921 (+14-16 %), so that one keeps the topk launch.
 //
-// Why the proven plan still holds. The topk launch B is merged into its
-// dependent A, later in program order, only when no other launch waits for
-// B before A (every other dependent of B comes after A in the list and is
-// not an ancestor of A): then B's work moves later but past no launch that
-// needed it, its dependents wait for A instead, and A takes B's
-// dependencies. A launch C that may run beside the merged launch is
+// Why the proven plan still holds. The topk launch B is merged into A, the
+// first launch that waits for it (the list is in program order, so every
+// other dependent of B comes after A and none is an ancestor of A): B's work
+// moves later but past no launch that needed it, its dependents wait for A
+// instead, and A takes B's dependencies. A launch C that may run beside the merged launch is
 // unordered with A: not an ancestor of B (it would be one of A), not a
 // descendant of B (those wait for A now), so C was unordered with B in the
 // proven plan, which covered it against B's reads and writes. Inside the
