@@ -12,6 +12,8 @@
 #                       in FILE: the median of each phase over its blocks
 #   stepf WORKLOAD "ENV=V ..." [BENCH FLAGS...]
 #                       the same with bench flags, and the plan's launches
+#                       (STEP_TIMEOUT=S for workloads whose set-up needs more
+#                       than 75 s on a cold machine: W-moe-48 q4_K)
 S=$SECONDS
 D=${D:-560}
 export FG_KERNEL_CACHE=${FG_KERNEL_CACHE:-/tmp/fgk0}
@@ -47,7 +49,7 @@ step() {
 stepf() {
   local w="$1" envs="$2"; shift 2
   [ "$(left)" -gt 45 ] || { echo "skipped: $w $envs $*"; return; }
-  env $envs timeout 75 fusegraph bench --workload "$w" --compare fused,graph --steps 30 "$@" > /tmp/step.txt 2>&1
+  env $envs timeout "${STEP_TIMEOUT:-75}" fusegraph bench --workload "$w" --compare fused,graph --steps 30 "$@" > /tmp/step.txt 2>&1
   local rc=$?
   { echo "== $w $envs $* (rc $rc)"; cat /tmp/step.txt; } >> "$OUT/steps-full.txt"
   echo "== $w ${envs:-} $* (rc $rc): $(grep -E '^graph' /tmp/step.txt | awk '{print $1, $2}') $(grep -o '[0-9]* launches' /tmp/step.txt | tail -1)"
