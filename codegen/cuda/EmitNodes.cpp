@@ -2,6 +2,7 @@
 #include "codegen/cuda/EmitNodes.h"
 
 #include "codegen/cuda/CudaTarget.h"
+#include "codegen/cuda/EmitterCommon.h"
 #include "codegen/cuda/LowerError.h"
 #include "passes/memory/LaunchDag.h"
 
@@ -34,11 +35,8 @@ void triggerFirst(std::vector<Launch> &launches) {
       if (!makeTriggerFirst(k->source))
         continue;
       // Another source, another name (modules are keyed by kernel names).
-      const std::string renamed = k->name + "_tf";
-      for (size_t p = 0; (p = k->source.find(k->name, p)) != std::string::npos;
-           p += renamed.size())
-        k->source.replace(p, k->name.size(), renamed);
-      k->name = renamed;
+      detail::renameKernel(k->source, k->name, k->name + "_tf");
+      k->name += "_tf";
     }
 }
 

@@ -48,6 +48,12 @@ std::vector<std::string> coordNames(size_t n, llvm::StringRef prefix);
 
 /// `fg_<mnemonic>_<16 hex digits of a hash of body>`.
 std::string kernelName(llvm::StringRef mnemonic, llvm::StringRef body);
+/// Replaces every occurrence of kernel name `from` in `source` with `to`.
+void renameKernel(std::string &source, const std::string &from, const std::string &to);
+/// A kernel source rewritten after its emitter (a merge) gets another name,
+/// since modules are keyed by kernel names: `name_<16 hex digits of a hash of
+/// source>`, written into `source` and returned.
+std::string renameRewritten(std::string &source, const std::string &name);
 /// Puts the common header in front of `body`, where `body` uses the
 /// placeholder `KERNEL` for the entry's name; fills name and source.
 KernelSpec finishSpec(llvm::StringRef mnemonic, std::string body);

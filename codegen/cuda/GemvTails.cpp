@@ -245,10 +245,7 @@ llvm::Expected<unsigned> mergeGemvTails(const Function &fn, llvm::ArrayRef<Layou
         break;
       }
     }
-    // Another source, another name (modules are keyed by kernel names).
-    const std::string renamed = host.name + "_" + detail::kernelName("tails", *src).substr(9);
-    for (size_t p = 0; (p = src->find(host.name, p)) != std::string::npos; p += renamed.size())
-      src->replace(p, host.name.size(), renamed);
+    const std::string renamed = detail::renameRewritten(*src, host.name);
     for (const Tail &t : tails[i]) {
       const Node &bn = fn.node(recs[t.record].node);
       for (const Param &p : t.body.ps) {

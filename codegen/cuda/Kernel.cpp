@@ -222,6 +222,17 @@ std::string kernelName(llvm::StringRef mnemonic, llvm::StringRef body) {
   return "fg_" + m + "_" + llvm::utohexstr(llvm::xxHash64(body), /*LowerCase=*/true);
 }
 
+void renameKernel(std::string &source, const std::string &from, const std::string &to) {
+  for (size_t p = 0; (p = source.find(from, p)) != std::string::npos; p += to.size())
+    source.replace(p, from.size(), to);
+}
+
+std::string renameRewritten(std::string &source, const std::string &name) {
+  const std::string renamed = name + "_" + llvm::utohexstr(llvm::xxHash64(source), true);
+  renameKernel(source, name, renamed);
+  return renamed;
+}
+
 KernelSpec finishSpec(llvm::StringRef mnemonic, std::string body) {
   KernelSpec k;
   k.name = kernelName(mnemonic, body);

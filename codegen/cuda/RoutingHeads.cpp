@@ -159,10 +159,7 @@ llvm::Expected<unsigned> mergeRoutingHeads(const Function &fn, llvm::ArrayRef<La
         mergedSource(sources.sources[sourceOf[a]].second, *cfg, bn.operands.size() > 1);
     if (!src)
       return makeError("internal: the expert GEMV kernel " + ar.symbol + " has no entry to extend");
-    // Another source, another name (modules are keyed by kernel names).
-    const std::string renamed = ar.symbol + "_" + detail::kernelName("routing", *src).substr(11);
-    for (size_t p = 0; (p = src->find(ar.symbol, p)) != std::string::npos; p += renamed.size())
-      src->replace(p, ar.symbol.size(), renamed);
+    const std::string renamed = detail::renameRewritten(*src, ar.symbol);
     // The topk launch's pointers (ids, weights, logits[, bias]) in its own
     // order, as the merged parameters take them.
     ar.args.insert(ar.args.end(), br.args.begin(), br.args.end());

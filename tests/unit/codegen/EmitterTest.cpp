@@ -1537,6 +1537,18 @@ const KernelSpec &only(const std::vector<Launch> &ls) {
   return kernel(ls, 0);
 }
 
+/// The emitters' error for the last node `bf` builds ("emitted" where it is taken).
+std::string refusal(const BuildFn &bf, const EmitOptions &o = {}) {
+  Function fn("t");
+  Builder b(fn);
+  bf(b);
+  EXPECT_FALSE(bool(b.finish()));
+  const Node &node = fn.node(static_cast<NodeId>(fn.numNodes() - 1));
+  auto launches = emitKernel(fn, node, contiguousLayouts(fn, node), o);
+  if (launches)
+    return std::string("emitted");
+  return llvm::toString(launches.takeError());
+}
 
 } // namespace
 
@@ -1668,17 +1680,6 @@ TEST(CudaEmit, MatmulIdSumAddOnDp4a) {
   }
   // Refused: f16 experts, two tokens, a slot that is not whole k-steps, q6_K
   // rows that do not start 16-byte aligned (768 weights: 630 bytes).
-  auto refusal = [&](const BuildFn &bf) {
-    Function fn("t");
-    Builder b(fn);
-    bf(b);
-    EXPECT_FALSE(bool(b.finish()));
-    const Node &node = fn.node(static_cast<NodeId>(fn.numNodes() - 1));
-    auto launches = emitKernel(fn, node, contiguousLayouts(fn, node), EmitOptions{});
-    if (launches)
-      return std::string("emitted");
-    return llvm::toString(launches.takeError());
-  };
   EXPECT_NE(refusal(build(DType::F16, 4, 16, 256, 2)).find("it runs on the DP4A GEMV"), std::string::npos);
   EXPECT_NE(refusal(build(DType::Q4_K, 4, 16, 384, 2)).find("whole 256-weight k-steps"), std::string::npos);
   EXPECT_NE(refusal(build(DType::Q6_K, 4, 16, 768, 2)).find("16-byte aligned"), std::string::npos);
@@ -1741,17 +1742,6 @@ TEST(CudaEmit, MatmulIdSumAddFloatRows) {
     // Nothing before the programmatic-launch wait: the experts come from before.
     EXPECT_TRUE(contains(k, "res) {\n  fg_pdl_begin();\n  fg::moeSumFloat<Cfg>("));
   }
-  auto refusal = [&](const BuildFn &bf, const EmitOptions &o) {
-    Function fn("t");
-    Builder b(fn);
-    bf(b);
-    EXPECT_FALSE(bool(b.finish()));
-    const Node &node = fn.node(static_cast<NodeId>(fn.numNodes() - 1));
-    auto launches = emitKernel(fn, node, contiguousLayouts(fn, node), o);
-    if (launches)
-      return std::string("emitted");
-    return llvm::toString(launches.takeError());
-  };
   // 260 f16 weights a row: 520 bytes, not whole 16-byte units.
   EXPECT_NE(refusal(build(DType::F16, 4, 16, 260, 2), on).find("16-byte units"), std::string::npos);
   EXPECT_NE(refusal(build(DType::F16, 4, 16, 256, 2), EmitOptions{}).find("DP4A GEMV"),
@@ -1820,17 +1810,6 @@ TEST(CudaEmit, RmsNormMatmulTopkMoeGrid) {
     const KernelSpec &k = only(ls);
     EXPECT_TRUE(contains(k, "fg_pdl_begin();\n  " + load)) << k.source.substr(k.source.size() - 400);
   }
-  auto refusal = [&](const BuildFn &bf, const EmitOptions &o) {
-    Function fn("t");
-    Builder b(fn);
-    bf(b);
-    EXPECT_FALSE(bool(b.finish()));
-    const Node &node = fn.node(static_cast<NodeId>(fn.numNodes() - 1));
-    auto launches = emitKernel(fn, node, contiguousLayouts(fn, node), o);
-    if (launches)
-      return std::string("emitted");
-    return llvm::toString(launches.takeError());
-  };
   EmitOptions sm89;
   sm89.arch = "sm_89";
   EXPECT_EQ(refusal(build(cases[0], 1), sm89), "emitted");

@@ -14,27 +14,12 @@
 #include "frontends/Frontend.h"
 #include "ir/Builder.h"
 #include "runtime/ProgramIO.h"
-#include "tests/unit/codegen/TestKernelCache.h"
+#include "tests/unit/codegen/SwitchedProgram.h"
 
 #include <gtest/gtest.h>
 
 using namespace fg;
-
-namespace {
-
-CompiledProgram programOf(const Graph &g) {
-  CompileOptions co;
-  co.kernelCacheDir = test::kernelCacheDir();
-  auto plan = compile(g, co);
-  EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
-  if (!plan)
-    return {};
-  auto prog = decodeProgram(plan->section("program")->bytes);
-  EXPECT_TRUE(bool(prog)) << llvm::toString(prog.takeError());
-  return prog ? std::move(*prog) : CompiledProgram{};
-}
-
-} // namespace
+using test::compiledProgram;
 
 TEST(GreedyToken, LastLaunchOfTheDemosEntries) {
   ModelOptions mo;
@@ -42,7 +27,7 @@ TEST(GreedyToken, LastLaunchOfTheDemosEntries) {
   mo.prefill = {4};
   auto g = loadModel("demo", mo);
   ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
-  CompiledProgram prog = programOf(*g);
+  CompiledProgram prog = compiledProgram(*g);
   ASSERT_EQ(prog.entries.size(), 2u);
   for (const CompiledEntry &e : prog.entries) {
     const IoBinding *logits = nullptr;
@@ -105,7 +90,7 @@ TEST(GreedyToken, OnlyEntriesWithLogits) {
     auto x = b.input("ids", {DType::I32, shape});
     b.result(b.convert(x, t, name));
     EXPECT_FALSE(bool(b.finish()));
-    CompiledProgram p = programOf(g);
+    CompiledProgram p = compiledProgram(g);
     return !p.entries.empty() && p.entries[0].launches.back().node == kNoNode;
   };
   EXPECT_TRUE(lastIsGreedy("logits", DType::F32, {3, 7}));

@@ -1,8 +1,8 @@
 //===- SwitchedProgram.h - a program compiled with one FG_DEBUG_* switch -*- C++ -*-===//
 //
-// The codegen tests of the merges after the plan is proven (GEMV tails,
-// routing heads) compile one graph with a switch off and on and compare the
-// launch records of the two programs.
+// The codegen tests that read a compiled program's launch records: the
+// merges after the plan is proven (GEMV tails, routing heads) compile one
+// graph with a switch off and on and compare the two programs.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -21,20 +21,25 @@
 
 namespace fg::test {
 
-/// The CUDA program of `g` compiled (every module built with NVRTC) with the
-/// environment switch `env` set to 1 or 0.
-inline CompiledProgram programWithSwitch(const Graph &g, const char *env, bool on) {
-  ::setenv(env, on ? "1" : "0", 1);
+/// The CUDA program of `g` compiled (every module built with NVRTC).
+inline CompiledProgram compiledProgram(const Graph &g) {
   CompileOptions co;
   co.kernelCacheDir = kernelCacheDir();
   auto plan = compile(g, co);
-  ::unsetenv(env);
   EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   if (!plan)
     return {};
   auto prog = decodeProgram(plan->section("program")->bytes);
   EXPECT_TRUE(bool(prog)) << llvm::toString(prog.takeError());
   return prog ? std::move(*prog) : CompiledProgram{};
+}
+
+/// The same with the environment switch `env` set to 1 or 0.
+inline CompiledProgram programWithSwitch(const Graph &g, const char *env, bool on) {
+  ::setenv(env, on ? "1" : "0", 1);
+  CompiledProgram p = compiledProgram(g);
+  ::unsetenv(env);
+  return p;
 }
 
 /// The entry called `name`, or nullptr.
