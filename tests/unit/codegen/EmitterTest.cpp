@@ -1537,6 +1537,19 @@ const KernelSpec &only(const std::vector<Launch> &ls) {
   return kernel(ls, 0);
 }
 
+/// fused.matmul_id_sum_add of one token: x [1, k, K] f32, experts w [E, N, K],
+/// ids and routing weights of k slots, an f32 residual of N.
+BuildFn moeSumOf(DType w, int64_t E, int64_t N, int64_t K, int64_t k) {
+  return [=](Builder &b) {
+    b.result(b.create(op::FusedMatmulIdSumAddArgs{
+        .x = b.input("h", T(DType::F32, {1, k, K})),
+        .w = b.weight("w", T(w, {E, N, K})),
+        .ids = b.input("ids", T(DType::I32, {1, k})),
+        .weights = b.input("sw", T(DType::F32, {1, k, 1})),
+        .residual = b.input("r", T(DType::F32, {1, N}))}));
+  };
+}
+
 /// The emitters' error for the last node `bf` builds ("emitted" where it is taken).
 std::string refusal(const BuildFn &bf, const EmitOptions &o = {}) {
   Function fn("t");
@@ -1654,19 +1667,9 @@ TEST(CudaEmit, MatmulIdSumAddOnDp4a) {
       {DType::Q8_0, 9, 130, 768, 8, "using D = fg::Dp4aQ8_0;\n  static constexpr int kKWarps = 3, kRowWarps = 2, kRowUnroll = 1"},
       {DType::Q4_0, 6, 130, 1024, 3, "using D = fg::Dp4aQ4_0;\n  static constexpr int kKWarps = 1, kRowWarps = 8, kRowUnroll = 1"},
       {DType::Q6_K, 4, 130, 2048, 2, "using D = fg::Dp4aQ6K;\n  static constexpr int kKWarps = 2, kRowWarps = 4, kRowUnroll = 1"}};
-  auto build = [](DType w, int64_t E, int64_t N, int64_t K, int64_t k) {
-    return [=](Builder &b) {
-      b.result(b.create(op::FusedMatmulIdSumAddArgs{
-          .x = b.input("h", T(DType::F32, {1, k, K})),
-          .w = b.weight("w", T(w, {E, N, K})),
-          .ids = b.input("ids", T(DType::I32, {1, k})),
-          .weights = b.input("sw", T(DType::F32, {1, k, 1})),
-          .residual = b.input("r", T(DType::F32, {1, N}))}));
-    };
-  };
   for (const Case &c : cases) {
     SCOPED_TRACE(std::string(dtypeName(c.w)) + " K " + std::to_string(c.K));
-    auto ls = emitAll(build(c.w, c.E, c.N, c.K, c.k));
+    auto ls = emitAll(moeSumOf(c.w, c.E, c.N, c.K, c.k));
     const KernelSpec &k = only(ls);
     EXPECT_EQ(k.form, KernelForm::Dp4aGemv);
     EXPECT_TRUE(contains(k, "fg::gemvDp4aMoeSum<CfgM>(")) << k.source.substr(k.source.size() - 600);
@@ -1680,9 +1683,9 @@ TEST(CudaEmit, MatmulIdSumAddOnDp4a) {
   }
   // Refused: f16 experts, two tokens, a slot that is not whole k-steps, q6_K
   // rows that do not start 16-byte aligned (768 weights: 630 bytes).
-  EXPECT_NE(refusal(build(DType::F16, 4, 16, 256, 2)).find("it runs on the DP4A GEMV"), std::string::npos);
-  EXPECT_NE(refusal(build(DType::Q4_K, 4, 16, 384, 2)).find("whole 256-weight k-steps"), std::string::npos);
-  EXPECT_NE(refusal(build(DType::Q6_K, 4, 16, 768, 2)).find("16-byte aligned"), std::string::npos);
+  EXPECT_NE(refusal(moeSumOf(DType::F16, 4, 16, 256, 2)).find("it runs on the DP4A GEMV"), std::string::npos);
+  EXPECT_NE(refusal(moeSumOf(DType::Q4_K, 4, 16, 384, 2)).find("whole 256-weight k-steps"), std::string::npos);
+  EXPECT_NE(refusal(moeSumOf(DType::Q6_K, 4, 16, 768, 2)).find("16-byte aligned"), std::string::npos);
   EXPECT_NE(refusal([&](Builder &b) {
               b.result(b.create(op::FusedMatmulIdSumAddArgs{
                   .x = b.input("h", T(DType::F32, {2, 2, 256})),
@@ -1713,21 +1716,11 @@ TEST(CudaEmit, MatmulIdSumAddFloatRows) {
                         {DType::BF16, 5, 203, 264, 3, "fg::DecBF16", 26},
                         {DType::F32, 8, 256, 128, 2, "fg::DecF32", 32},
                         {DType::F16, 4, 40000, 64, 1, "fg::DecF16", 264}};
-  auto build = [](DType w, int64_t E, int64_t N, int64_t K, int64_t k) {
-    return [=](Builder &b) {
-      b.result(b.create(op::FusedMatmulIdSumAddArgs{
-          .x = b.input("h", T(DType::F32, {1, k, K})),
-          .w = b.weight("w", T(w, {E, N, K})),
-          .ids = b.input("ids", T(DType::I32, {1, k})),
-          .weights = b.input("sw", T(DType::F32, {1, k, 1})),
-          .residual = b.input("r", T(DType::F32, {1, N}))}));
-    };
-  };
   EmitOptions on;
   on.moeSumFloat = true;
   for (const Case &c : cases) {
     SCOPED_TRACE(std::string(dtypeName(c.w)) + " N " + std::to_string(c.N));
-    auto ls = emitAll(build(c.w, c.E, c.N, c.K, c.k), {}, on);
+    auto ls = emitAll(moeSumOf(c.w, c.E, c.N, c.K, c.k), {}, on);
     const KernelSpec &k = only(ls);
     EXPECT_TRUE(contains(k, "fg::moeSumFloat<Cfg>(fg::MoeSumArgs<Cfg>{y, x, w, ids, sw, res});"));
     EXPECT_TRUE(contains(k, std::string("using Dec = ") + c.dec + ";"));
@@ -1743,8 +1736,8 @@ TEST(CudaEmit, MatmulIdSumAddFloatRows) {
     EXPECT_TRUE(contains(k, "res) {\n  fg_pdl_begin();\n  fg::moeSumFloat<Cfg>("));
   }
   // 260 f16 weights a row: 520 bytes, not whole 16-byte units.
-  EXPECT_NE(refusal(build(DType::F16, 4, 16, 260, 2), on).find("16-byte units"), std::string::npos);
-  EXPECT_NE(refusal(build(DType::F16, 4, 16, 256, 2), EmitOptions{}).find("DP4A GEMV"),
+  EXPECT_NE(refusal(moeSumOf(DType::F16, 4, 16, 260, 2), on).find("16-byte units"), std::string::npos);
+  EXPECT_NE(refusal(moeSumOf(DType::F16, 4, 16, 256, 2), EmitOptions{}).find("DP4A GEMV"),
             std::string::npos);
 }
 
