@@ -1301,8 +1301,9 @@ llvm::Expected<std::vector<Launch>> emitMoeSum(const Function &fn, const Node &n
   if (o.moeSumFloat && (t == DType::F16 || t == DType::BF16 || t == DType::F32))
     return emitMoeSumFloat(fn, node, ls, o);
   if (o.gemvDp4a == 0 || dp4aPolicy(t, Dp4aUse::Lanes, o) == nullptr)
-    return unsupported(node, "weights " + wt.str() + " (it runs on the DP4A GEMV: q4_K, q8_0, "
-                                                     "q4_0 or q6_K)");
+    return unsupported(node, "weights " + wt.str() +
+                                 " (it runs on the DP4A GEMV: q4_K, q8_0, q4_0 or q6_K; f16, "
+                                 "bf16 and f32 on moe_sum.cuh unless FG_DEBUG_MOE_SUM_FLOAT=0)");
   if (kc % dp4aStep(t) != 0 || kk * kc > 64 * dp4aStep(t))
     return unsupported(node, llvm::formatv("{0} slots of K {1} (each slot whole {2}-weight "
                                            "k-steps, at most 64 k-steps in all)",

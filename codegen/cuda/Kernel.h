@@ -215,10 +215,11 @@ struct EmitOptions {
   /// fused.matmul_id_sum_add of one token with f16, bf16 or f32 experts
   /// (kernels/moe_sum.cuh, a warp a row over the k slots' rows end to end),
   /// where only the DP4A form existed: W-moe-12 f16 15 -> 14 launches a
-  /// layer (the weighted sum's launch gone). Written in the twenty-sixth
-  /// session after its last GPU call: compiled with NVRTC, not yet run on a
-  /// GPU, so off. FG_DEBUG_MOE_SUM_FLOAT=1.
-  bool moeSumFloat = false;
+  /// layer (the weighted sum's launch gone). On since the twenty-seventh
+  /// session: steps off / on alternating in one call, W-moe-12 f16
+  /// 0.7996/0.7646 and 0.7905/0.7673 ms (-3.6 %), bf16 -3.6 %, W-moe-48 f16
+  /// -3.3 %. FG_DEBUG_MOE_SUM_FLOAT=0 turns it off.
+  bool moeSumFloat = true;
   /// Decode attention loads its share of q before the position (attention.cuh,
   /// kQFirst; not with q's rope, and at most 2 fragments a thread), so the two
   /// round trips after the wait overlap: the phase stamps of the twenty-fourth

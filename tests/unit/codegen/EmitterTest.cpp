@@ -1681,9 +1681,10 @@ TEST(CudaEmit, MatmulIdSumAddOnDp4a) {
                                      Param::operand(2), Param::operand(3), Param::operand(4)};
     EXPECT_EQ(k.params, want);
   }
-  // Refused: f16 experts, two tokens, a slot that is not whole k-steps, q6_K
-  // rows that do not start 16-byte aligned (768 weights: 630 bytes).
-  EXPECT_NE(refusal(moeSumOf(DType::F16, 4, 16, 256, 2)).find("it runs on the DP4A GEMV"), std::string::npos);
+  // Refused: q5_K experts (neither the DP4A nor the float form), two tokens,
+  // a slot that is not whole k-steps, q6_K rows that do not start 16-byte
+  // aligned (768 weights: 630 bytes).
+  EXPECT_NE(refusal(moeSumOf(DType::Q5_K, 4, 16, 256, 2)).find("it runs on the DP4A GEMV"), std::string::npos);
   EXPECT_NE(refusal(moeSumOf(DType::Q4_K, 4, 16, 384, 2)).find("whole 256-weight k-steps"), std::string::npos);
   EXPECT_NE(refusal(moeSumOf(DType::Q6_K, 4, 16, 768, 2)).find("16-byte aligned"), std::string::npos);
   EXPECT_NE(refusal([&](Builder &b) {
@@ -1698,14 +1699,14 @@ TEST(CudaEmit, MatmulIdSumAddOnDp4a) {
 }
 
 /// fused.matmul_id_sum_add with f16, bf16 or f32 experts (EmitOptions::
-/// moeSumFloat, off until measured: kernels/moe_sum.cuh, a warp a row over
+/// moeSumFloat, on by default: kernels/moe_sum.cuh, a warp a row over
 /// the k slots' rows end to end): W-moe's down projection, odd shapes (N =
 /// 203, K = 264, three slots) and the demo's f32 experts, every one compiled
 /// with NVRTC; a Cfg per shape, one block row of 8 warps, at most two blocks
 /// an SM; refused where a slot's row is not whole 16-byte units, and with
 /// the option off.
 TEST(CudaEmit, MatmulIdSumAddFloatRows) {
-  EXPECT_FALSE(EmitOptions{}.moeSumFloat);
+  EXPECT_TRUE(EmitOptions{}.moeSumFloat);
   struct Case {
     DType w;
     int64_t E, N, K, k;
@@ -1737,8 +1738,9 @@ TEST(CudaEmit, MatmulIdSumAddFloatRows) {
   }
   // 260 f16 weights a row: 520 bytes, not whole 16-byte units.
   EXPECT_NE(refusal(moeSumOf(DType::F16, 4, 16, 260, 2), on).find("16-byte units"), std::string::npos);
-  EXPECT_NE(refusal(moeSumOf(DType::F16, 4, 16, 256, 2), EmitOptions{}).find("DP4A GEMV"),
-            std::string::npos);
+  EmitOptions off;
+  off.moeSumFloat = false;
+  EXPECT_NE(refusal(moeSumOf(DType::F16, 4, 16, 256, 2), off).find("DP4A GEMV"), std::string::npos);
 }
 
 /// fused.rms_norm_matmul_topk_moe: a warp an expert over ceil(E / 2)
