@@ -24,8 +24,9 @@ GreedyKernel greedyTokenKernel(int64_t vocab) {
   std::string body =
       kernelSource("greedy.cuh").str() +
       "\nstruct Cfg {\n  static constexpr long long V = " + ilit(vocab) + ";\n};\n" +
-      kernelEntry(kGreedyThreads, "const float *row, unsigned long long *acc, unsigned *status",
-                  "fg::greedyToken<Cfg>(row, acc, status);");
+      kernelEntry(kGreedyThreads,
+                  "const float *row, unsigned long long *acc, unsigned *status, unsigned *mirror",
+                  "fg::greedyToken<Cfg>(row, acc, status, mirror);");
   KernelSpec k = finishSpec("greedy_token", body);
   g.symbol = k.name;
   g.source = k.source;
@@ -51,7 +52,8 @@ void addGreedyToken(CompiledEntry &entry, KernelSources &sources, SlotTables &ta
   BufferRef row = logits->where;
   row.offset += static_cast<uint64_t>((rows - 1) * vocab) * sizeof(float);
   l.args = {row, BufferRef{BufferSpace::Counters, 0, tables.counters(kGreedyCounterBytes)},
-            BufferRef{BufferSpace::Status, 0, 0}};
+            BufferRef{BufferSpace::Status, 0, 0},
+            BufferRef{BufferSpace::Counters, 0, tables.statusMirror()}};
   std::vector<bool> hasSuccessor(entry.launches.size(), false);
   for (const LaunchRecord &p : entry.launches)
     for (uint32_t d : p.deps)

@@ -15,7 +15,7 @@ constexpr unsigned kCheckThreads = 256;
 
 std::optional<std::pair<std::string, std::string>> inputCheckKernel(const CompiledEntry &entry) {
   std::vector<std::string> ins, dst, src;
-  std::string params = "unsigned *status";
+  std::string params = "unsigned *status, unsigned *mirror";
   for (const IoBinding &b : entry.inputs) {
     if (!b.bind.hasRange())
       continue;
@@ -39,12 +39,12 @@ std::optional<std::pair<std::string, std::string>> inputCheckKernel(const Compil
                      kernelEntry(kCheckThreads, params,
                                  "void *const in[] = {" + llvm::join(dst, ", ") +
                                      "};\n  const void *const src[] = {" + llvm::join(src, ", ") +
-                                     "};\n  fg::checkInputs<Cfg>(status, in, src);");
+                                     "};\n  fg::checkInputs<Cfg>(status, mirror, in, src);");
   KernelSpec k = finishSpec("check_inputs", body);
   return std::make_pair(k.name, k.source);
 }
 
-void addInputCheck(CompiledEntry &entry, KernelSources &sources) {
+void addInputCheck(CompiledEntry &entry, KernelSources &sources, SlotTables &tables) {
   std::optional<std::pair<std::string, std::string>> kernel = inputCheckKernel(entry);
   if (!kernel)
     return;
@@ -53,6 +53,7 @@ void addInputCheck(CompiledEntry &entry, KernelSources &sources) {
   check.symbol = kernel->first;
   check.block[0] = kCheckThreads;
   check.args.push_back({BufferSpace::Status, 0, 0});
+  check.args.push_back({BufferSpace::Counters, 0, tables.statusMirror()});
   for (const IoBinding &b : entry.inputs)
     if (b.bind.hasRange())
       check.args.push_back(b.where);

@@ -28,13 +28,14 @@ namespace fg::cuda {
 
 /// The check kernel's source and symbol for `entry`'s checked inputs (those
 /// with a range), or none when no input has one. Its parameters: the status
-/// words, each checked input's arena slot, then each one's staging, in input
-/// order.
+/// words, their device mirror, each checked input's arena slot, then each
+/// one's staging, in input order.
 std::optional<std::pair<std::string, std::string>> inputCheckKernel(const CompiledEntry &entry);
 
 /// Prepends the input check to `entry`'s launches (node kNoNode, every launch
 /// without dependencies now waits for it) and registers its source, when any
-/// input has a range. `sourceOfLaunch` is the entry's list in `sources`.
-void addInputCheck(CompiledEntry &entry, KernelSources &sources);
+/// input has a range. `sourceOfLaunch` is the entry's list in `sources`; the
+/// status words' device mirror is `tables`' (SlotTables::statusMirror).
+void addInputCheck(CompiledEntry &entry, KernelSources &sources, SlotTables &tables);
 
 } // namespace fg::cuda

@@ -27,6 +27,12 @@ uint64_t SlotTables::counters(uint64_t bytes) {
   return at;
 }
 
+uint64_t SlotTables::statusMirror() {
+  if (!statusMirror_)
+    statusMirror_ = counters(kStatusBytes);
+  return *statusMirror_;
+}
+
 llvm::Expected<BufferRef> bufferOfValue(const Function &fn, const ProvenPlan &proven,
                                         SlotTables &tables, ValueId v) {
   ValueId root = storageRoot(fn, v);

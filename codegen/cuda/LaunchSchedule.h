@@ -35,10 +35,16 @@ public:
   /// A fresh range of `bytes` in the program's counters (256-byte aligned;
   /// every launch that asks gets its own, in every entry).
   uint64_t counters(uint64_t bytes);
+  /// The status words' device mirror: one range of the counters (kStatusBytes)
+  /// for the whole program, which every entry's input check and greedy token
+  /// share (kernels/check.cuh: the step count and the greedy ring, read there
+  /// from device memory instead of over the bus).
+  uint64_t statusMirror();
 
 private:
   llvm::StringMap<uint32_t> weightIndex_, stateIndex_;
   CompiledProgram &prog_;
+  std::optional<uint64_t> statusMirror_;
 };
 
 /// Kernel sources of the launches, to be compiled into modules: (symbol,

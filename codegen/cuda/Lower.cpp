@@ -71,7 +71,7 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
       if (!merged)
         return merged.takeError();
     }
-    addInputCheck(entry, sources);
+    addInputCheck(entry, sources, tables);
     addGreedyToken(entry, sources, tables);
     for (const LaunchRecord &l : entry.launches)
       ++(l.kind == LaunchRecord::Kind::Gemm ? stats.gemms : stats.kernels);

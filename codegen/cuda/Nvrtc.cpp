@@ -53,6 +53,11 @@ std::vector<std::string> allFlags(llvm::StringRef arch, const NvrtcOptions &o) {
   // FG_DEBUG_ATTN_STAMPS=1: decode attention prints its phases (attention.cuh).
   if (auto d = llvm::sys::Process::GetEnv("FG_DEBUG_ATTN_STAMPS"); d && *d == "1")
     f.push_back("-DFG_ATTN_STAMPS");
+  // FG_DEBUG_STATUS_FENCE=0: the input check and the greedy token end
+  // without __threadfence_system after their status words (for timing:
+  // check.cuh says why they may).
+  if (auto d = llvm::sys::Process::GetEnv("FG_DEBUG_STATUS_FENCE"); d && *d == "0")
+    f.push_back("-DFG_NO_STATUS_FENCE");
   // FG_DEBUG_PDL_EARLY_TRIGGER=1: the trigger before the wait (for timing).
   if (auto d = llvm::sys::Process::GetEnv("FG_DEBUG_PDL_EARLY_TRIGGER"); d && *d == "1")
     f.push_back("-DFG_PDL_EARLY_TRIGGER");

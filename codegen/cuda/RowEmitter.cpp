@@ -248,7 +248,11 @@ llvm::Expected<KernelSpec> emitSort(const Function &fn, const Node &node, llvm::
            .str();
   return rowKernel(
       node, c, "int* out, const Cfg::X::T* x", "fg::rankRows<Cfg>(fg::RankArgs<Cfg>{out, x});", sp,
-      {Param::result(0), Param::operand(0)}, inShared ? static_cast<unsigned>(r->len * 4) : 0);
+      {Param::result(0), Param::operand(0)},
+      // Whole 16-byte units: NVRTC reads the staged keys four at a time, the
+      // last unit past an odd length too (compute-sanitizer saw L = 61 read
+      // bytes 244-255 of a 244-byte array).
+      inShared ? static_cast<unsigned>((r->len + 3) / 4 * 16) : 0);
 }
 
 } // namespace

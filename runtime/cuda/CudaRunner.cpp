@@ -1002,7 +1002,14 @@ llvm::Error CudaRunner::resetState() {
     if (auto e = cudaCheck(cudaMemset(impl_->counters, 0, impl_->prog.counterBytes),
                            "resetting launch counters"))
       return e;
-  return cudaCheck(cudaDeviceSynchronize(), "resetting state");
+  if (auto e = cudaCheck(cudaDeviceSynchronize(), "resetting state"))
+    return e;
+  // The status words start again from zero with their device mirror (in the
+  // counters: kernels/check.cuh), so the step count the input check writes
+  // stays the one the host compares against.
+  if (impl_->statusHost)
+    std::memset(impl_->statusHost, 0, kStatusBytes);
+  return llvm::Error::success();
 }
 
 } // namespace fg

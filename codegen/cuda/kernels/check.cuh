@@ -1,10 +1,10 @@
 //===- check.cuh - the input check every entry starts with ------------------===//
 //
-// checkInputs<Cfg>(status, in, src): one block copies every checked input
-// (token ids, positions: what the graph's input bindings give a range) from
-// the runner's pinned host staging (src: what setInput wrote, read over the
-// bus) into its arena slot (in), checks it there and writes the status words
-// (runtime/Program.h, kStatusBytes; host memory the device writes):
+// checkInputs<Cfg>(status, mirror, in, src): one block copies every checked
+// input (token ids, positions: what the graph's input bindings give a range)
+// from the runner's pinned host staging (src: what setInput wrote, read over
+// the bus) into its arena slot (in), checks it there and writes the status
+// words (runtime/Program.h, kStatusBytes; host memory the device writes):
 //   status[0]  0 when every value is in [Lo, Hi), else 1 + the index of the
 //              first bad input (Cfg's order = the entry's input order)
 //   status[1]  the element index of its first bad value
@@ -13,6 +13,14 @@
 // on thread timing. The words are written at every step (zeros when good), so
 // the runner never clears them, and with the copy in here a replayed CUDA
 // graph needs no host work but its launch: no copy before it, none after.
+//
+// The device mirror (`mirror`: the program's counters, SlotTables::
+// statusMirror, zero at load and at resetState, as the host words are): the
+// step count and the greedy ring, which only kernels write, are kept in
+// device memory too and read from there. Reads of host memory cross the bus
+// one at a time (~1 µs each on the H200 machine: 32 blocks each reading one
+// word took 34 µs), so the check reads over the bus only the staged inputs,
+// and the greedy token (greedy.cuh) nothing.
 //
 // A bad step must not touch state: after the check, every value of a
 // positions input (Cfg: kPositions) is set to -1, which set_rows (and the
@@ -61,23 +69,23 @@ template <int I, class In, class... Rest> struct CheckWalk<I, CheckList<In, Rest
   using T = typename In::T;
 
   static __device__ __forceinline__ void find(void *const *in, const void *const *src,
-                                              const unsigned *status, unsigned long long *first) {
+                                              const unsigned *mirror, unsigned long long *first) {
     T *v = static_cast<T *>(in[I]);
     const T *s = static_cast<const T *>(src[I]);
     for (long long e = threadIdx.x; e < In::N; e += blockDim.x) {
       T raw = s[e];
       if constexpr (In::kTokens)
-        if ((long long)raw == kFedToken) {
-          const unsigned r = status[kStatusSeq] & 1u;
-          if (status[kStatusRing + 2 * r + 1] == 1u)
-            raw = (T)status[kStatusRing + 2 * r];
+        if ((long long)raw == kFedToken) { // the ring from the device mirror
+          const unsigned r = mirror[kStatusSeq] & 1u;
+          if (mirror[kStatusRing + 2 * r + 1] == 1u)
+            raw = (T)mirror[kStatusRing + 2 * r];
         }
       v[e] = raw;
       const long long x = (long long)raw;
       if (x < In::Lo || x >= In::Hi)
         atomicMin(first, ((unsigned long long)I << 40) | (unsigned long long)e);
     }
-    Next::find(in, src, status, first);
+    Next::find(in, src, mirror, first);
   }
 
   /// Thread 0 writes the status of the bad value `key` names.
@@ -106,19 +114,26 @@ template <int I, class In, class... Rest> struct CheckWalk<I, CheckList<In, Rest
 };
 
 template <class C>
-static __device__ __forceinline__ void checkInputs(unsigned *status, void *const *in,
-                                                   const void *const *src) {
+static __device__ __forceinline__ void checkInputs(unsigned *status, unsigned *mirror,
+                                                   void *const *in, const void *const *src) {
   __shared__ unsigned long long first;
   if (threadIdx.x == 0)
     first = kCheckNone;
   __syncthreads();
-  CheckWalk<0, typename C::Ins>::find(in, src, status, &first); // copies, then checks
+  CheckWalk<0, typename C::Ins>::find(in, src, mirror, &first); // copies, then checks
   __syncthreads(); // every copy is in its slot: report and poison read and write those
   // The step's sequence number: this step has read the staging (and the
   // ring slot of the step before), so the host may stage the next one.
   if (threadIdx.x == 0) {
-    status[kStatusSeq] = status[kStatusSeq] + 1u;
+    const unsigned seq = mirror[kStatusSeq] + 1u;
+    mirror[kStatusSeq] = seq;
+    status[kStatusSeq] = seq;
+#ifndef FG_NO_STATUS_FENCE
+    // (Every staged value was read before the barrier above: its value was
+    // used. So the count cannot pass the reads without it; the debug build
+    // FG_DEBUG_STATUS_FENCE=0 drops it, to time what it costs the step.)
     __threadfence_system();
+#endif
   }
   const unsigned long long key = first;
   if (key == kCheckNone) {

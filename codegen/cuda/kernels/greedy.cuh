@@ -1,6 +1,6 @@
 //===- greedy.cuh - the greedy token of a step, on the device --------------===//
 //
-// greedyToken<Cfg>(row, acc, status): the first argmax of one f32 logits row
+// greedyToken<Cfg>(row, acc, status, mirror): the first argmax of one f32 logits row
 // of Cfg::V values (the last row of the entry's `logits`: `row` points at
 // it), written to status word 4 (runtime/Program.h, kStatusWordGreedy: host
 // memory the device writes), with word 5 = 1 when it is the greedy token and
@@ -11,6 +11,9 @@
 // step's number (common.cuh, kStatusRing), from which the next step's input
 // check takes its token when the host staged kFedToken (check.cuh): a
 // pipelined Session enqueues step k + 1 before it has read step k's token.
+// The step's number and the ring are also the device mirror's (`mirror`,
+// check.cuh): the number is read there, not over the bus, and the ring
+// written to both.
 //
 // Every block scans a grid-stride share of the row and folds it into one
 // 64-bit key per value: the value's bits in an order-preserving encoding
@@ -38,7 +41,7 @@ static __device__ __forceinline__ unsigned long long greedyKey(float v, unsigned
 
 template <class C>
 static __device__ __forceinline__ void greedyToken(const float *row, unsigned long long *acc,
-                                                   unsigned *status) {
+                                                   unsigned *status, unsigned *mirror) {
   unsigned long long best = 0; // below every key
   bool nan = false;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < C::V;
@@ -93,10 +96,14 @@ static __device__ __forceinline__ void greedyToken(const float *row, unsigned lo
   // The ring slot of this step (its number, set by its input check), which
   // the next step's input check reads when the host staged kFedToken, and
   // the host reads for a step it did not wait on alone (a pipelined Session).
-  const unsigned r = status[kStatusSeq] & 1u;
+  const unsigned r = mirror[kStatusSeq] & 1u;
+  mirror[kStatusRing + 2 * r] = token;
+  mirror[kStatusRing + 2 * r + 1] = ok;
   status[kStatusRing + 2 * r] = token;
   status[kStatusRing + 2 * r + 1] = ok;
-  __threadfence_system();
+#ifndef FG_NO_STATUS_FENCE
+  __threadfence_system(); // (the host reads the words after the step's event)
+#endif
 }
 
 } // namespace fg

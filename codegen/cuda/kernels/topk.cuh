@@ -6,9 +6,10 @@
 // like the reference, rounded to f32; GateDelayed keeps the raw logits and
 // applies the softmax over the K winners afterwards), adds the selection
 // bias, ranks every expert by counting (value, then lower index first: top_k's
-// order), and the K winners gather the unbiased probabilities; one thread then
-// applies renormalisation (Σ → clamp(min) → div, Cfg::kRenorm) and the scale
-// (Cfg::kScale). Cfg::RPB rows per block: when the results may alias the
+// order; the keys read four at a time), and the K winners gather the unbiased
+// probabilities; thread j then applies renormalisation to weight j (Σ over
+// the K in order, the same in every thread → clamp(min) → div, Cfg::kRenorm)
+// and the scale (Cfg::kScale). Each gate probability's exp is computed once. Cfg::RPB rows per block: when the results may alias the
 // logits, one block takes every row and reads all logits before writing any
 // result (what passes/memory/OverlapProof.cpp declares for this op).
 //
@@ -59,16 +60,28 @@ struct GateSoftmax {
   static constexpr bool kDelayed = false;
   template <int NT, int E>
   static __device__ __forceinline__ void probs(const float *x, float *pr, double *shd, float *shf) {
+    constexpr int kPer = (E + NT - 1) / NT; // a thread's experts e0, e0 + NT, ...
+    const int e0 = fgFirst<NT>();
     float mx = -FG_INF;
-    for (int e = fgFirst<NT>(); e < E; e += NT)
+    for (int e = e0; e < E; e += NT)
       mx = fmaxf(mx, x[e]);
     mx = fgBlockMaxOrdered<NT>(mx, shf);
-    double se = 0.0;
-    for (int e = fgFirst<NT>(); e < E; e += NT)
-      se += mx == -FG_INF ? 0.0 : exp((double)x[e] - (double)mx);
+    // Each exp once: kept in registers from the sum to the division.
+    double ex[kPer], se = 0.0;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int e = e0 + i * NT;
+      ex[i] = e < E && mx != -FG_INF ? exp((double)x[min(e, E - 1)] - (double)mx) : 0.0;
+      if (e < E)
+        se += ex[i];
+    }
     se = fgBlockSumD<NT>(se, shd);
-    for (int e = fgFirst<NT>(); e < E; e += NT)
-      pr[e] = se > 0.0 && mx != -FG_INF ? (float)(exp((double)x[e] - (double)mx) / se) : 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int e = e0 + i * NT;
+      if (e < E)
+        pr[e] = se > 0.0 && mx != -FG_INF ? (float)(ex[i] / se) : 0.0f;
+    }
   }
 };
 
@@ -133,13 +146,26 @@ static __device__ __forceinline__ void topkRow(const float *lg, float *pr, float
     sel[e] = isnan(v) ? -FG_INF : v;
   }
   __syncthreads();
-  // 3. top-k by rank counting; the K winners gather the unbiased p.
+  // 3. top-k by rank counting; the K winners gather the unbiased p. The keys
+  // are read four at a time where the array allows (broadcast reads).
   for (int e = fgFirst<NT>(); e < E; e += NT) {
     const float v = sel[e];
     int rank = 0;
-    for (int j = 0; j < E; ++j) {
-      const float u = sel[j];
-      rank += (u > v) || (u == v && j < e);
+    if (E % 4 == 0 && (reinterpret_cast<unsigned long long>(sel) & 15u) == 0) {
+      const float4 *s4 = reinterpret_cast<const float4 *>(sel);
+#pragma unroll 8
+      for (int j = 0; j < E / 4; ++j) {
+        const float4 u = s4[j];
+        rank += (u.x > v) || (u.x == v && 4 * j < e);
+        rank += (u.y > v) || (u.y == v && 4 * j + 1 < e);
+        rank += (u.z > v) || (u.z == v && 4 * j + 2 < e);
+        rank += (u.w > v) || (u.w == v && 4 * j + 3 < e);
+      }
+    } else {
+      for (int j = 0; j < E; ++j) {
+        const float u = sel[j];
+        rank += (u > v) || (u == v && j < e);
+      }
     }
     if (rank < K) {
       ids[rank] = e;
@@ -147,30 +173,39 @@ static __device__ __forceinline__ void topkRow(const float *lg, float *pr, float
     }
   }
   __syncthreads();
-  // 4. weight epilogue, serial over the K (as the reference's row loops).
-  if (threadIdx.x == 0) {
+  // 4. weight epilogue: thread j computes weight j. Every sum runs over
+  // the K in order (as the reference's row loops), the same in each thread,
+  // so the weights are those one thread computing all K would write.
+  for (int j = threadIdx.x; j < K; j += blockDim.x) {
+    float v = wk[j];
     if constexpr (C::Gate::kDelayed) {
       double m = -(double)FG_INF, s = 0.0;
-      for (int j = 0; j < K; ++j)
-        m = fmax(m, (double)wk[j]);
-      for (int j = 0; j < K; ++j)
-        s += m == -(double)FG_INF ? 0.0 : exp((double)wk[j] - m);
-      for (int j = 0; j < K; ++j)
-        wk[j] = s > 0.0 && m != -(double)FG_INF ? (float)(exp((double)wk[j] - m) / s) : 0.0f;
-    }
-    if constexpr (C::kRenorm) {
-      double s = 0.0;
-      for (int j = 0; j < K; ++j)
-        s += (double)wk[j];
-      const float c = (float)fmax((double)(float)s, C::kClampMin);
-      for (int j = 0; j < K; ++j)
-        wk[j] = (float)((double)wk[j] / (double)c);
+      for (int i = 0; i < K; ++i)
+        m = fmax(m, (double)wk[i]);
+      for (int i = 0; i < K; ++i)
+        s += m == -(double)FG_INF ? 0.0 : exp((double)wk[i] - m);
+      auto soft = [&](float w) {
+        return s > 0.0 && m != -(double)FG_INF ? (float)(exp((double)w - m) / s) : 0.0f;
+      };
+      if constexpr (C::kRenorm) {
+        double r = 0.0;
+        for (int i = 0; i < K; ++i)
+          r += (double)soft(wk[i]);
+        const float c = (float)fmax((double)(float)r, C::kClampMin);
+        v = (float)((double)soft(v) / (double)c);
+      } else {
+        v = soft(v);
+      }
+    } else if constexpr (C::kRenorm) {
+      double r = 0.0;
+      for (int i = 0; i < K; ++i)
+        r += (double)wk[i];
+      const float c = (float)fmax((double)(float)r, C::kClampMin);
+      v = (float)((double)v / (double)c);
     }
     if constexpr (C::kScale)
-      for (int j = 0; j < K; ++j)
-        wk[j] = (float)((double)wk[j] * C::kScaleBy + 0.0);
-    for (int j = 0; j < K; ++j)
-      wout[j] = wk[j];
+      v = (float)((double)v * C::kScaleBy + 0.0);
+    wout[j] = v;
   }
   __syncthreads();
 }
@@ -214,7 +249,7 @@ static __device__ __forceinline__ const int *topkHead(const typename C::Logit *l
                                                       float *gw) {
   constexpr int NT = C::kThreads, E = C::E, K = C::K;
   static_assert(C::T == 1 && NT % 32 == 0, "one token's routing, whole warps");
-  __shared__ float lg[E], pr[E], sel[E], wk[K], w[K];
+  __shared__ __align__(16) float lg[E], pr[E], sel[E], wk[K], w[K];
   __shared__ int ids[K];
   __shared__ double shd[32];
   __shared__ float shf[32];
@@ -315,7 +350,7 @@ template <class C>
 static __device__ __forceinline__ void routerTopk(const RouterArgs<C> &a, const RouterRow<C> &held) {
   constexpr int NT = C::kWarps * 32, E = C::E, K = C::K, L = C::L, V = C::V;
   constexpr int kUnits = L / V, kPerLane = (kUnits + 31) / 32; // 16-byte units
-  __shared__ float lg[E], pr[E], sel[E], wk[K];
+  __shared__ __align__(16) float lg[E], pr[E], sel[E], wk[K];
   __shared__ double shd[32];
   __shared__ float shf[32];
   __shared__ bool last;

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 using namespace fg;
 
@@ -48,8 +49,10 @@ void compileDemo(bool fusion) {
   // decode) has its own range, [T · Hkv] unsigned, inside counterBytes,
   // overlapping no other; prefill_64's attention is the flash-attention
   // prefill kernel, which has none. Each entry's greedy-token launch (its
-  // last, no node) has one too.
+  // last, no node) has one too. The status words' device mirror is one more
+  // range, which every input check (the first launch) and greedy token share.
   std::vector<std::pair<uint64_t, uint64_t>> counterRanges;
+  std::set<uint64_t> mirrors;
   size_t attentionLaunches = 0;
   for (const CompiledEntry &e : prog->entries) {
     launches += e.launches.size();
@@ -58,20 +61,29 @@ void compileDemo(bool fusion) {
         EXPECT_LT(l.module, prog->modules.size());
       }
       attentionLaunches += l.op == OpKind::Attention;
-      for (const BufferRef &r : l.args)
-        if (r.space == BufferSpace::Counters) {
-          if (l.node == kNoNode) {
-            EXPECT_EQ(&l, &e.launches.back()) << l.what;
-          } else {
-            EXPECT_EQ(l.op, OpKind::Attention) << l.what;
-          }
-          counterRanges.push_back({r.offset, r.offset});
+      for (size_t a = 0; a < l.args.size(); ++a) {
+        const BufferRef &r = l.args[a];
+        if (r.space != BufferSpace::Counters)
+          continue;
+        const bool isCheck = &l == &e.launches.front(), isGreedy = &l == &e.launches.back();
+        if (isCheck || (isGreedy && a == 3)) { // the mirror
+          mirrors.insert(r.offset);
+          continue;
         }
+        if (l.node == kNoNode) {
+          EXPECT_TRUE(isGreedy) << l.what;
+        } else {
+          EXPECT_EQ(l.op, OpKind::Attention) << l.what;
+        }
+        counterRanges.push_back({r.offset, r.offset});
+      }
     }
   }
   EXPECT_GT(launches, 0u);
   EXPECT_EQ(attentionLaunches, 2u * 2u); // 2 layers x (decode, prefill)
-  ASSERT_EQ(counterRanges.size(), 4u);   // 2 layers of decode, 2 greedy launches
+  ASSERT_EQ(mirrors.size(), 1u);
+  counterRanges.push_back({*mirrors.begin(), *mirrors.begin()});
+  ASSERT_EQ(counterRanges.size(), 5u); // 2 layers of decode, 2 greedy launches, the mirror
   std::sort(counterRanges.begin(), counterRanges.end());
   for (size_t i = 0; i + 1 < counterRanges.size(); ++i)
     EXPECT_LT(counterRanges[i].first, counterRanges[i + 1].first);

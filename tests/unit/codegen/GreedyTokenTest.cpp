@@ -43,13 +43,15 @@ TEST(GreedyToken, LastLaunchOfTheDemosEntries) {
     EXPECT_EQ(l.what, "the greedy token of @" + e.name);
     EXPECT_EQ(l.grid[0], 1u); // 512 values: one block of 256 threads, 2 each
     EXPECT_EQ(l.block[0], 256u);
-    ASSERT_EQ(l.args.size(), 3u);
+    ASSERT_EQ(l.args.size(), 4u);
     BufferRef lastRow = logits->where;
     lastRow.offset += static_cast<uint64_t>((rows - 1) * vocab * 4);
     EXPECT_EQ(l.args[0], lastRow) << e.name << ": rows " << rows;
     EXPECT_EQ(l.args[1].space, BufferSpace::Counters);
     EXPECT_LE(l.args[1].offset + 24, prog.counterBytes);
     EXPECT_EQ(l.args[2], (BufferRef{BufferSpace::Status, 0, 0}));
+    // The status words' device mirror, the input checks' (InputCheckTest).
+    EXPECT_EQ(l.args[3], e.launches.front().args[1]);
     // It waits for every other sink: no launch but it is left without a
     // successor.
     std::vector<bool> waited(e.launches.size(), false);

@@ -59,12 +59,18 @@ TEST(InputCheck, FirstLaunchOfEveryEntryWithRanges) {
     EXPECT_EQ(check.kind, LaunchRecord::Kind::Kernel);
     EXPECT_TRUE(check.deps.empty());
     EXPECT_EQ(check.what, "the input check of @" + e.name);
-    ASSERT_EQ(check.args.size(), 5u);
+    ASSERT_EQ(check.args.size(), 6u);
     EXPECT_EQ(check.args[0], (BufferRef{BufferSpace::Status, 0, 0}));
-    EXPECT_EQ(check.args[1], e.inputs[0].where);
-    EXPECT_EQ(check.args[2], e.inputs[1].where);
-    EXPECT_EQ(check.args[3], (BufferRef{BufferSpace::Staging, 0, 0}));
-    EXPECT_EQ(check.args[4], (BufferRef{BufferSpace::Staging, 1, 0}));
+    // The status words' device mirror: one counters range for the program,
+    // the greedy token's too (check.cuh: read there, not over the bus).
+    EXPECT_EQ(check.args[1].space, BufferSpace::Counters);
+    EXPECT_LE(check.args[1].offset + kStatusBytes, prog.counterBytes);
+    EXPECT_EQ(check.args[1], prog.entries[0].launches[0].args[1]);
+    EXPECT_EQ(check.args[1], e.launches.back().args[3]);
+    EXPECT_EQ(check.args[2], e.inputs[0].where);
+    EXPECT_EQ(check.args[3], e.inputs[1].where);
+    EXPECT_EQ(check.args[4], (BufferRef{BufferSpace::Staging, 0, 0}));
+    EXPECT_EQ(check.args[5], (BufferRef{BufferSpace::Staging, 1, 0}));
     EXPECT_LT(check.module, prog.modules.size());
     size_t waiting = 0;
     for (size_t i = 1; i < e.launches.size(); ++i) {
@@ -105,21 +111,25 @@ TEST(InputCheck, OnlyRangedInputsAreChecked) {
   ASSERT_TRUE(dk.has_value());
   EXPECT_NE(dk->second.find("LL, 0LL, 512LL, false, true>"), std::string::npos)
       << dk->second;
-  EXPECT_NE(k->second.find("unsigned *status, void *in0, void *in1, const void *src0, "
-                           "const void *src1)"),
+  EXPECT_NE(k->second.find("unsigned *status, unsigned *mirror, void *in0, void *in1, "
+                           "const void *src0, const void *src1)"),
             std::string::npos)
       << k->second;
   // The launch takes the staging of inputs 1 and 2 (the entry's indices).
   e.launches.push_back({});
   cuda::KernelSources sources;
   sources.sourceOfLaunch.emplace_back(1, 0);
-  cuda::addInputCheck(e, sources);
+  CompiledProgram owner;
+  cuda::SlotTables tables(owner);
+  cuda::addInputCheck(e, sources, tables);
   ASSERT_EQ(e.launches.size(), 2u);
-  ASSERT_EQ(e.launches[0].args.size(), 5u);
-  EXPECT_EQ(e.launches[0].args[1], e.inputs[1].where);
-  EXPECT_EQ(e.launches[0].args[2], e.inputs[2].where);
-  EXPECT_EQ(e.launches[0].args[3], (BufferRef{BufferSpace::Staging, 1, 0}));
-  EXPECT_EQ(e.launches[0].args[4], (BufferRef{BufferSpace::Staging, 2, 0}));
+  ASSERT_EQ(e.launches[0].args.size(), 6u);
+  EXPECT_EQ(e.launches[0].args[1], (BufferRef{BufferSpace::Counters, 0, 0}));
+  EXPECT_EQ(owner.counterBytes, kStatusBytes);
+  EXPECT_EQ(e.launches[0].args[2], e.inputs[1].where);
+  EXPECT_EQ(e.launches[0].args[3], e.inputs[2].where);
+  EXPECT_EQ(e.launches[0].args[4], (BufferRef{BufferSpace::Staging, 1, 0}));
+  EXPECT_EQ(e.launches[0].args[5], (BufferRef{BufferSpace::Staging, 2, 0}));
   EXPECT_EQ(e.launches[1].deps, std::vector<uint32_t>{0});
   // It compiles for sm_90 (no GPU needed).
   cuda::NvrtcOptions o;
@@ -155,7 +165,7 @@ TEST(InputCheck, ReferencesOutsideTheTablesAreRefused) {
     return r ? std::string("accepted") : llvm::toString(r.takeError());
   };
   CompiledProgram p = good;
-  p.entries[0].launches[0].args[3].index = 2; // the entry has two inputs
+  p.entries[0].launches[0].args[4].index = 2; // the entry has two inputs
   EXPECT_NE(refused(p).find("staging of a missing input"), std::string::npos) << refused(p);
   p = good;
   p.entries[0].outputs[0].where = {BufferSpace::Staging, 0, 0};
