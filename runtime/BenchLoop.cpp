@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <map>
 
 namespace fg {
@@ -283,8 +284,34 @@ std::vector<FamilyTime> familyBreakdown(const Function &fn,
   return out;
 }
 
+TracedSpan tracedSpan(llvm::ArrayRef<std::vector<Executor::LaunchTime>> runs) {
+  TracedSpan out;
+  for (const std::vector<Executor::LaunchTime> &run : runs) {
+    uint64_t first = UINT64_MAX, last = 0;
+    double busy = 0;
+    for (const Executor::LaunchTime &l : run) {
+      busy += l.ms;
+      if (l.endNs > l.startNs) {
+        first = std::min(first, l.startNs);
+        last = std::max(last, l.endNs);
+      }
+    }
+    if (last <= first) // no device clocks: not a traced replay
+      continue;
+    out.spanMs += static_cast<double>(last - first) / 1e6;
+    out.busyMs += busy;
+    ++out.runs;
+  }
+  if (out.runs) {
+    out.spanMs /= static_cast<double>(out.runs);
+    out.busyMs /= static_cast<double>(out.runs);
+  }
+  return out;
+}
+
 llvm::Expected<std::vector<FamilyTime>> profileFamilies(Executor &exec, const StepLoopOptions &opts,
-                                                        int runs, int64_t kvRows) {
+                                                        int runs, int64_t kvRows,
+                                                        TracedSpan *span) {
   auto d = StepDriver::create(exec, opts);
   if (!d)
     return d.takeError();
@@ -300,6 +327,8 @@ llvm::Expected<std::vector<FamilyTime>> profileFamilies(Executor &exec, const St
       return makeError("no per-launch times: profile with a CUDA executor and "
                        "ExecOptions::profileLaunches");
   }
+  if (span)
+    *span = tracedSpan(times);
   return familyBreakdown(*exec.entry(opts.entry), times, kvRows);
 }
 

@@ -142,10 +142,25 @@ std::vector<FamilyTime> familyBreakdown(const Function &fn,
                                         llvm::ArrayRef<std::vector<Executor::LaunchTime>> runs,
                                         int64_t kvRows);
 
+/// Where a traced replay's time goes between its kernels: the span from its
+/// first kernel's start to its last kernel's end, the device-busy time in it
+/// (the union of the kernels' intervals: the sum of the charged times) and
+/// the rest, idle — launch latency between dependent nodes that neither
+/// programmatic launch nor overlap hides. Means over the runs that carry
+/// device clocks (traced graph replays); zero when none does.
+struct TracedSpan {
+  double spanMs = 0, busyMs = 0;
+  int64_t runs = 0; ///< runs with device clocks
+  double idleMs() const { return spanMs > busyMs ? spanMs - busyMs : 0; }
+};
+TracedSpan tracedSpan(llvm::ArrayRef<std::vector<Executor::LaunchTime>> runs);
+
 /// Runs `opts.warmup` steps and then `runs` profiled steps on an executor
-/// created with ExecOptions::profileLaunches and eager mode, and groups them.
+/// created with ExecOptions::profileLaunches and eager mode, and groups them;
+/// `span`, when given, receives the traced replays' span (tracedSpan).
 llvm::Expected<std::vector<FamilyTime>> profileFamilies(Executor &exec,
                                                         const StepLoopOptions &opts, int runs,
-                                                        int64_t kvRows);
+                                                        int64_t kvRows,
+                                                        TracedSpan *span = nullptr);
 
 } // namespace fg

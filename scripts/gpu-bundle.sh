@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs what a GPU call needs into .gpu (git-ignored), from build/:
 #   bash scripts/gpu-bundle.sh [--prev DIR] [--python] [--peers] [--models]
-# - fusegraph, fusegraph_gpu_tests, fg_bench_kernels, fg_bench_soak (stripped);
+# - fusegraph, fusegraph_gpu_tests, fg_bench_kernels, fg_bench_soak,
+#   fg_bench_prefill_gemms (stripped);
 # - --prev DIR: DIR/fusegraph as fusegraph-prev (a worktree's build of an
 #   earlier commit, for before/after timings in one call);
 # - --python: the Python module for the GPU machine's CPython 3.12, built here
@@ -24,7 +25,7 @@ while (($#)); do
   esac
 done
 rm -rf .gpu-stage && mkdir -p .gpu-stage
-for b in build/fusegraph build/tests/fusegraph_gpu_tests build/bench/fg_bench_kernels build/bench/fg_bench_soak; do
+for b in build/fusegraph build/tests/fusegraph_gpu_tests build/bench/fg_bench_kernels build/bench/fg_bench_soak build/bench/fg_bench_prefill_gemms; do
   [ -x "$b" ] || { echo "gpu-bundle.sh: $b is not built" >&2; exit 1; }
   strip -o ".gpu-stage/$(basename "$b")" "$b"
 done

@@ -46,6 +46,7 @@ struct Variant {
   StepBytes ideal;
   int64_t launches = 0;
   std::vector<FamilyTime> families;
+  TracedSpan span; ///< the traced replays' span, busy and idle time
   std::string familiesError;
 };
 
@@ -332,7 +333,7 @@ int runBench(ArrayRef<const char *> args) {
       } else {
         StepLoopOptions po = lo;
         po.warmup = std::min<int64_t>(lo.warmup, 5);
-        auto fams = profileFamilies(*ex, po, 10, kv);
+        auto fams = profileFamilies(*ex, po, 10, kv, &v.span);
         if (!fams)
           v.familiesError = firstLine(toString(fams.takeError()));
         else
@@ -395,6 +396,11 @@ int runBench(ArrayRef<const char *> args) {
                    totalMs > 0 ? 100 * fam.ms / totalMs : 0.0, fam.bytes / 1e6, ideal,
                    fam.ms > 0 ? 100 * ideal / fam.ms : 0.0);
     }
+    if (v.span.runs)
+      os << format("  traced replay: %.4f ms from the first kernel's start to the last one's end, "
+                   "kernels busy %.4f, idle between them %.4f (%.1f%%)\n",
+                   v.span.spanMs, v.span.busyMs, v.span.idleMs(),
+                   v.span.spanMs > 0 ? 100 * v.span.idleMs() / v.span.spanMs : 0.0);
   }
 
   if (f.has("json")) {

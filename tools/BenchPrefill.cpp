@@ -34,6 +34,7 @@ struct PrefillRow {
   StepSummary s;
   StepFlops flops;
   std::vector<FamilyTime> families;
+  TracedSpan span; ///< the traced replays' span, busy and idle time
   std::string familiesError;
 };
 
@@ -110,7 +111,7 @@ int runPrefillBench(const PrefillBenchArgs &a) {
       } else {
         StepLoopOptions po = lo;
         po.warmup = std::min<int64_t>(lo.warmup, 3);
-        auto fams = profileFamilies(*px, po, 5, n);
+        auto fams = profileFamilies(*px, po, 5, n, &r.span);
         if (!fams)
           r.familiesError = firstLine(toString(fams.takeError()));
         else
@@ -161,6 +162,11 @@ int runPrefillBench(const PrefillBenchArgs &a) {
       os << format("  %-34s %8lld %10.4f %6.1f%%\n", fam.family.c_str(),
                    static_cast<long long>(fam.launches), fam.ms,
                    totalMs > 0 ? 100 * fam.ms / totalMs : 0.0);
+    if (r.span.runs)
+      os << format("  traced replay: %.4f ms from the first kernel's start to the last one's end, "
+                   "kernels busy %.4f, idle between them %.4f (%.1f%%)\n",
+                   r.span.spanMs, r.span.busyMs, r.span.idleMs(),
+                   r.span.spanMs > 0 ? 100 * r.span.idleMs() / r.span.spanMs : 0.0);
   }
 
   if (!a.json.empty()) {

@@ -170,6 +170,32 @@ TEST(Families, GroupByMnemonicAndAverageRuns) {
   EXPECT_EQ(fams[0].byShape, 0);
 }
 
+/// A traced replay's span runs from its first kernel's start to its last
+/// one's end; busy is the sum of the charged times; the rest is idle. Runs
+/// without device clocks (eager profiles) are left out of the means.
+TEST(FamilyBreakdown, TracedSpanSplitsBusyAndIdle) {
+  using LT = Executor::LaunchTime;
+  auto at = [](float ms, uint64_t start, uint64_t end) {
+    LT l;
+    l.ms = ms;
+    l.startNs = start;
+    l.endNs = end;
+    return l;
+  };
+  // Run 1: kernels [1000, 3000) and [5000, 6000) ns: span 5 µs, busy 3, idle 2.
+  // Run 2: [0, 4000) and [2000, 8000) overlapping: span 8, busy 8 (charged 4 + 4).
+  std::vector<std::vector<LT>> runs = {{at(0.002f, 1000, 3000), at(0.001f, 5000, 6000)},
+                                       {at(0.004f, 0, 4000), at(0.004f, 2000, 8000)},
+                                       {at(0.5f, 0, 0)}};
+  TracedSpan s = tracedSpan(runs);
+  EXPECT_EQ(s.runs, 2);
+  EXPECT_NEAR(s.spanMs, (0.005 + 0.008) / 2, 1e-9);
+  EXPECT_NEAR(s.busyMs, (0.003 + 0.008) / 2, 1e-9);
+  EXPECT_NEAR(s.idleMs(), 0.001, 1e-9);
+  EXPECT_EQ(tracedSpan({{at(1.0f, 0, 0)}}).runs, 0);
+  EXPECT_EQ(tracedSpan({}).spanMs, 0.0);
+}
+
 } // namespace
 
 namespace {

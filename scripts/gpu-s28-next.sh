@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# For the session after the twenty-eighth (its device time was spent after
+# one call of 181 s): what that call left undecided.
+# 1. argsort / top_k (OpsGpuTest's GpuOps cases; the twenty-eighth call's
+#    filter '*GpuFused*argsort*' matched none of them) plain, then under
+#    memcheck with time to finish: the twenty-seventh session's fix (their
+#    shared keys in whole 16-byte units) is still unconfirmed.
+# 2. fg_bench_prefill_gemms with every form: which part of "merged" (q|k|v,
+#    gate|up) pays, and whether strided batches (no repack) get it.
+# 3. Whole prefills of 512 tokens with the GEMMs chained
+#    (FG_DEBUG_WORKSPACE_SLOTS=1) against parallel branches (the default),
+#    alternating, on the four workloads.
+# 4. Decode steps with and without the status fences.
+#   bash scripts/gpu-s28-next.sh DEADLINE_S  (carry [".gpu"])
+set -uo pipefail
+source .gpu/env.sh
+D=${1:-560}
+source scripts/gpu-call-lib.sh
+F='*argsort*:*top_k*:GpuInputCheck*'
+timeout 90 $T --gtest_brief=1 --gtest_filter="$F" > "$OUT/tests.txt" 2>&1
+echo "tests rc $? at $((SECONDS - S)) s: $(summ "$OUT/tests.txt")"
+if command -v compute-sanitizer > /dev/null; then
+  timeout 200 compute-sanitizer --tool memcheck $T --gtest_brief=1 --gtest_filter='*argsort*:*top_k*' \
+    > "$OUT/sanitize-memcheck.txt" 2>&1
+  echo "memcheck rc $? at $((SECONDS - S)) s: $(summ "$OUT/sanitize-memcheck.txt")"
+fi
+timeout 120 fg_bench_prefill_gemms --tokens 512,2048 > "$OUT/prefill-gemms.txt" 2>&1
+echo "prefill gemms rc $? at $((SECONDS - S)) s"
+grep -E '^# T' "$OUT/prefill-gemms.txt"
+pre() {
+  local w="$1" envs="$2"
+  [ "$(left)" -gt 60 ] || { echo "skipped prefill $w $envs"; return; }
+  env $envs timeout 60 fusegraph bench --workload "$w" --prefill 512 --steps 5 --warmup 2 > /tmp/pre.txt 2>&1
+  local rc=$?
+  { echo "== $w $envs (rc $rc)"; cat /tmp/pre.txt; } >> "$OUT/prefill-full.txt"
+  echo "== prefill $w ${envs:-default} (rc $rc): $(grep -E '^prefill_' /tmp/pre.txt | awk '{print $3, $4}')"
+}
+{
+for w in w-dense w-moe-12 w-dense-q4_k w-moe-12-q4_k; do
+  for r in 1 2; do
+    pre $w ""
+    pre $w "FG_DEBUG_WORKSPACE_SLOTS=1"
+  done
+done
+for r in 1 2; do
+  stepf w-tiny ""
+  stepf w-tiny "FG_DEBUG_STATUS_FENCE=0 FG_KERNEL_CACHE=/tmp/fgk-nf"
+done
+} 2>&1 | tee "$OUT/steps.txt"
+echo "done after $((SECONDS - S)) s"
