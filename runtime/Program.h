@@ -213,6 +213,35 @@ struct CompiledProgram {
   }
 };
 
+/// Where the CUDA runner places weight slots: one allocation, the slots one
+/// after another in table order, each at an offset that is a multiple of
+/// kWeightAlign (slot i + 1 starts at slot i's offset plus its bytes rounded
+/// up). Plans rely on it: a GEMM over two weights stacked row on row
+/// (fused.gated_gemm) reads them as one matrix where weightFollows says the
+/// second starts where the first ends.
+constexpr uint64_t kWeightAlign = 256;
+
+/// Byte offset of each weight slot in the runner's allocation, and the total.
+inline std::vector<uint64_t> weightOffsets(const std::vector<TensorSlot> &weights,
+                                           uint64_t *total = nullptr) {
+  std::vector<uint64_t> at;
+  uint64_t next = 0;
+  for (const TensorSlot &w : weights) {
+    at.push_back(next);
+    uint64_t bytes = static_cast<uint64_t>(w.type.bytes());
+    next += (bytes + kWeightAlign - 1) / kWeightAlign * kWeightAlign;
+  }
+  if (total)
+    *total = next;
+  return at;
+}
+
+/// Whether weight slot `b` starts on the byte after weight slot `a` ends.
+inline bool weightFollows(const std::vector<TensorSlot> &weights, uint32_t a, uint32_t b) {
+  return a < weights.size() && b == a + 1 && b < weights.size() &&
+         static_cast<uint64_t>(weights[a].type.bytes()) % kWeightAlign == 0;
+}
+
 /// The init module's kernel for weights of `dtype` ("fg_init_f32", ...), or
 /// none for dtypes it does not generate (block-quantised: the host does).
 inline std::optional<std::string> initKernelSymbol(DType dtype) {

@@ -65,6 +65,14 @@ struct CublasGemmSpec : GemmShape {
   GemmOperand a, b, c;
   GemmOperand d; ///< lt only: the result D (c is then the addend C, read only)
   uint64_t scratchBytes = 0; ///< scratch this launch list needs (converted B)
+  /// A stacked over two weights (fused.gated_gemm): rows [0, stackRows) of
+  /// op(A) are `a`, rows [stackRows, m) are `a2`. The launch schedule keeps
+  /// it one GEMM where `a2` starts on the byte after `a` ends in device
+  /// memory (weights placed one after another: runtime/Program.h,
+  /// weightFollows), else issues two GEMMs, the second writing C from row
+  /// stackRows on (C's leading dimension unchanged). 0: not stacked.
+  int64_t stackRows = 0;
+  GemmOperand a2;
 };
 
 } // namespace fg::cuda

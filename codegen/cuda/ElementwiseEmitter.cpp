@@ -429,6 +429,33 @@ llvm::Expected<std::vector<Launch>> emitElementwise(const Function &fn, const No
   return std::vector<Launch>{std::move(*k)};
 }
 
+KernelSpec gluOfStackedRows(const Node &node, int64_t rows, int64_t n, int64_t base, DType out,
+                            const EmitOptions &options) {
+  op::FusedGatedGemm glu(node);
+  EwDesc d;
+  d.mnemonic = node.info().mnemonic;
+  d.fn = llvm::formatv("fg::EwGlu<{0}, {1}, {2}>", static_cast<int>(glu.kind()),
+                       bitsOf(glu.alpha()), bitsOf(glu.limit()))
+             .str();
+  d.out = ctype(out);
+  d.space = {rows, n};
+  d.ilp = std::max(1, options.elementwiseIlp);
+  // Groups of 4 stay inside a row and 16-byte aligned when n % 4 == 0: the
+  // vector form reads each operand through its strides (elementwise.cuh).
+  d.vec = options.elementwiseVector && n % 4 == 0 && base % 4 == 0;
+  // Gate at column 0 and up at column n of each scratch row of 2n floats.
+  for (int64_t off : {int64_t(0), n}) {
+    Layout l;
+    l.shape = {rows, n};
+    l.strides = {2 * n, 1};
+    l.offset = base + off;
+    d.ins.push_back(ewOp(l, DType::F32, 2, leadingMap(2)));
+    d.params.push_back(Param::scratch());
+  }
+  d.params.insert(d.params.begin(), Param::result(0));
+  return ewKernel(d);
+}
+
 KernelSpec emitCopyKernel(DType from, const Layout &layout, DType to, Param dst, Param src) {
   assert(layout.shape.size() <= kMaxDims && "a matmul operand has at most four dims");
   EwDesc d;

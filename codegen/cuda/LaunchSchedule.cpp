@@ -27,6 +27,13 @@ uint64_t SlotTables::counters(uint64_t bytes) {
   return at;
 }
 
+bool SlotTables::weightsAdjoin(const BufferRef &a, uint64_t aBytes, const BufferRef &b) const {
+  if (a.space != BufferSpace::Weight || b.space != BufferSpace::Weight || b.offset != 0 ||
+      !weightFollows(prog_.weights, a.index, b.index))
+    return false;
+  return a.offset + aBytes == static_cast<uint64_t>(prog_.weights[a.index].type.bytes());
+}
+
 uint64_t SlotTables::statusMirror() {
   if (!statusMirror_)
     statusMirror_ = counters(kStatusBytes);
@@ -230,9 +237,44 @@ llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,
         sources.sources.emplace_back(ks->name, ks->source);
       } else {
         rec.kind = LaunchRecord::Kind::Gemm;
-        if (llvm::Error e = fillGemm(s, ln.node, std::get<CublasGemmSpec>(launch), rec.gemm))
+        const CublasGemmSpec &spec = std::get<CublasGemmSpec>(launch);
+        // A stacked over two weights: both resolved first, so that two
+        // weights no launch has named before take neighbouring slots.
+        BufferRef a2;
+        if (spec.stackRows > 0) {
+          if (llvm::Expected<BufferRef> a = s.resolve(ln.node, spec.a.param); !a)
+            return a.takeError();
+          llvm::Expected<BufferRef> r = s.resolve(ln.node, spec.a2.param);
+          if (!r)
+            return r.takeError();
+          a2 = *r;
+          a2.offset += spec.a2.byteOffset;
+        }
+        if (llvm::Error e = fillGemm(s, ln.node, spec, rec.gemm))
           return e;
         sourceOfLaunch.push_back(~size_t(0));
+        if (spec.stackRows > 0) {
+          // One GEMM where the second weight follows the first in the
+          // runner's weight allocation, else two (CublasGemmSpec).
+          const uint64_t elem = static_cast<uint64_t>(storageBytes(spec.aType, 1));
+          const uint64_t firstBytes = static_cast<uint64_t>(spec.stackRows * spec.lda) * elem;
+          if (spec.transA && spec.lda == spec.k &&
+              tables.weightsAdjoin(rec.gemm.a, firstBytes, a2)) {
+            rec.what += " [gate|up stacked]";
+          } else {
+            LaunchRecord second = rec;
+            rec.gemm.m = spec.stackRows;
+            second.gemm.m = spec.m - spec.stackRows;
+            second.gemm.a = a2;
+            second.gemm.c.offset +=
+                static_cast<uint64_t>(spec.stackRows) *
+                static_cast<uint64_t>(storageBytes(spec.cType, 1));
+            out.launches.push_back(std::move(rec));
+            second.deps = {static_cast<uint32_t>(out.launches.size() - 1)};
+            rec = std::move(second);
+            sourceOfLaunch.push_back(~size_t(0));
+          }
+        }
       }
       out.launches.push_back(std::move(rec));
       deps = {static_cast<uint32_t>(out.launches.size() - 1)};

@@ -40,6 +40,11 @@ public:
   /// share (kernels/check.cuh: the step count and the greedy ring, read there
   /// from device memory instead of over the bus).
   uint64_t statusMirror();
+  /// Whether `b` starts on the byte after `a` ends in the runner's weight
+  /// allocation: two weight refs, `b` at offset 0 of the slot right after
+  /// `a`'s, `a` reaching its slot's end (aBytes: what the GEMM reads of it),
+  /// and `a`'s slot a whole number of kWeightAlign units.
+  bool weightsAdjoin(const BufferRef &a, uint64_t aBytes, const BufferRef &b) const;
 
 private:
   llvm::StringMap<uint32_t> weightIndex_, stateIndex_;

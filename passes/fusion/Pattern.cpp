@@ -267,6 +267,7 @@ std::vector<std::unique_ptr<FusionPattern>> fusionPatterns() {
   p.push_back(createGatedMatmulIdPattern());
   p.push_back(createGatedMatmulIdChunkPattern());
   p.push_back(createGatedMatmulPattern());
+  p.push_back(createGatedGemmPattern());
   p.push_back(createMatmulAddPattern());
   p.push_back(createMatmulMultiPattern());
   p.push_back(createRmsNormMatmulPattern());
@@ -320,7 +321,11 @@ const std::vector<std::string> &optInFusionPatterns() {
   // whole GPU with the last block ranking (twenty-second) 0.532-0.545 ->
   // 0.559-0.562 and 0.837 -> 0.849: the two launches it removes cost little
   // under programmatic launch, and its ranking tail is topk_moe's.
-  static const std::vector<std::string> names = {"rope_attention", "rms_norm_matmul_topk_moe"};
+  // gated_gemm (a prefill chunk's gate|up as one stacked GEMM with the GLU,
+  // twenty-eighth session): written without a GPU to time it on; the GEMMs
+  // alone were 9 % faster merged in fg_bench_prefill_gemms.
+  static const std::vector<std::string> names = {"rope_attention", "rms_norm_matmul_topk_moe",
+                                                 "gated_gemm"};
   return names;
 }
 

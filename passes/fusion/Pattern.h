@@ -333,6 +333,7 @@ std::unique_ptr<FusionPattern> createMulChainPattern();
 std::unique_ptr<FusionPattern> createUnaryMulPattern();
 std::unique_ptr<FusionPattern> createReluSqrPattern();
 std::unique_ptr<FusionPattern> createGluConvertPattern();
+std::unique_ptr<FusionPattern> createGatedGemmPattern();
 std::unique_ptr<FusionPattern> createRmsNormMulConvertPattern();
 std::unique_ptr<FusionPattern> createSoftcapPattern();
 

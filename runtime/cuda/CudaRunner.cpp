@@ -11,6 +11,8 @@
 #include "runtime/WorkspaceSlots.h"
 #include "runtime/reference/Interpreter.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -82,6 +84,9 @@ struct CudaRunner::Impl {
   std::vector<cudaEvent_t> launchEvents; ///< profiled eager runs: one per launch boundary
   std::vector<cudaLibrary_t> libraries;
   std::vector<void *> weights, state;
+  /// Every weight slot, one after another (weightOffsets, runtime/Program.h):
+  /// weights[i] points into it.
+  void *weightBlock = nullptr;
   void *arena = nullptr;
   void *workspace = nullptr; ///< cuBLAS workspaces: slots x prog.workspaceBytes
   void *counters = nullptr;  ///< BufferSpace::Counters (prog.counterBytes), zero between runs
@@ -119,8 +124,7 @@ struct CudaRunner::Impl {
       if (e.pinned)
         cudaFreeHost(e.pinned);
     }
-    for (void *p : weights)
-      cudaFree(p);
+    cudaFree(weightBlock);
     for (void *p : state)
       cudaFree(p);
     cudaFree(arena);
@@ -542,11 +546,24 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
     m.libraries.push_back(lib);
   }
 
+  // Weights share one allocation, in table order (plans rely on the
+  // placement: weightFollows); state slots get one each.
+  uint64_t weightTotal = 0;
+  const std::vector<uint64_t> weightAt = weightOffsets(prog.weights, &weightTotal);
+  if (auto e = cudaCheck(cudaMalloc(&m.weightBlock, weightTotal ? weightTotal : 1),
+                         llvm::formatv("allocating the weights ({0} bytes in {1} slots)",
+                                       weightTotal, prog.weights.size())
+                             .str()))
+    return e;
   auto upload = [&](const TensorSlot &slot, std::vector<void *> &into, bool zero) -> llvm::Error {
     void *p = nullptr;
     size_t bytes = static_cast<size_t>(slot.type.bytes());
-    if (auto e = cudaCheck(cudaMalloc(&p, bytes ? bytes : 1), "allocating " + slot.name))
-      return e;
+    if (zero) {
+      if (auto e = cudaCheck(cudaMalloc(&p, bytes ? bytes : 1), "allocating " + slot.name))
+        return e;
+    } else {
+      p = static_cast<char *>(m.weightBlock) + weightAt[into.size()];
+    }
     into.push_back(p);
     if (zero)
       return cudaCheck(cudaMemset(p, 0, bytes), "zeroing " + slot.name);

@@ -548,6 +548,37 @@ void registerGemvCases() {
     b.result(gatedFfnExperts(b, x, wg, wu, wd, ids, GluKind::SwiGLU, "blk.0."));
     return 1e-2;
   });
+  // The opt-in gated_gemm (a prefill chunk's gate|up as one stacked cuBLAS
+  // GEMM, then the GLU from each row's halves, in the down GEMM's type): 37
+  // rows of f16 / bf16 x; gate weights of 96 x 200 (38400 bytes, whole
+  // 256-byte units: up follows in the weight allocation, one GEMM) and of
+  // 50 x 40 (4000 bytes: two GEMMs into the scratch's halves), every GLU kind.
+  for (auto [N, K] : {std::pair<int64_t, int64_t>{96, 200}, {50, 40}})
+    for (DType w : {DType::F16, DType::BF16})
+      for (GluKind k : {GluKind::SwiGLU, GluKind::GeGLU, GluKind::SwiGLUOAI}) {
+        if (w == DType::BF16 && k != GluKind::SwiGLU)
+          continue;
+        add("gated_gemm_" + std::to_string(N) + "x" + std::to_string(K) + "_" + dt(w) + "_" +
+                std::to_string(static_cast<int>(k)),
+            OpKind::FusedGatedGemm, [=](Builder &b, Inputs &) {
+              auto x = b.weight("x", {w, {37, K}}, randn());
+              auto wg = b.weight("ffn_gate", {w, {N, K}}, randn(0.1));
+              auto wu = b.weight("ffn_up", {w, {N, K}}, randn(0.1));
+              auto t = b.glu(b.matmul(x, wg, "g"), b.matmul(x, wu, "u"), k);
+              b.result(b.convert(t, w, "y"));
+              return 1e-2;
+            });
+      }
+  // Quantised gate and up (decoded into one f16 matrix, then one GEMM).
+  for (DType q : {DType::Q4_K, DType::Q8_0})
+    add("gated_gemm_" + dt(q), OpKind::FusedGatedGemm, [=](Builder &b, Inputs &) {
+      auto x = b.weight("x", {DType::F16, {37, 512}}, randn());
+      auto wg = b.weight("ffn_gate", {q, {72, 512}}, randn(0.1));
+      auto wu = b.weight("ffn_up", {q, {72, 512}}, randn(0.1));
+      auto t = b.glu(b.matmul(x, wg, "g"), b.matmul(x, wu, "u"), GluKind::SwiGLU);
+      b.result(b.convert(t, DType::F16, "y"));
+      return 1e-2;
+    });
 }
 
 void registerElementwiseCases() {

@@ -27,6 +27,7 @@
 #include "frontends/models/Workloads.h"
 #include "ir/OpViews.h"
 #include "runtime/Compare.h"
+#include "runtime/ProgramIO.h"
 #include "runtime/Session.h"
 
 #include "llvm/Support/Error.h"
@@ -88,7 +89,7 @@ void expectSameRows(const std::vector<std::vector<float>> &got,
 /// The demo with a dense FFN (its own FFN is a mixture of experts), f16
 /// weights and a 16-token prefill bucket, compiled without the patterns
 /// `disable`.
-Plan denseF16(std::vector<std::string> disable) {
+Plan denseF16(std::vector<std::string> disable, std::vector<std::string> enable = {}) {
   DecoderConfig c = demoConfig(64, DType::F16);
   c.weightDType = DType::F16;
   c.ffn = DecoderConfig::FfnKind::Dense;
@@ -97,6 +98,7 @@ Plan denseF16(std::vector<std::string> disable) {
   EXPECT_TRUE(bool(g)) << llvm::toString(g.takeError());
   CompileOptions co;
   co.disableFusion = std::move(disable);
+  co.enableFusion = std::move(enable);
   auto plan = compile(*g, co);
   EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   return std::move(*plan);
@@ -181,6 +183,50 @@ TEST(PrefillFusion, GluConvertWritesTheGemmInputAndMatches) {
             (std::vector<std::string>{"canonicalize", "cse", "dce", "gemm-inputs", "fuse", "dce"}));
   EXPECT_EQ(passOrder(plain),
             (std::vector<std::string>{"canonicalize", "cse", "dce", "fuse", "gemm-inputs", "dce"}));
+  expectSameRows(teacherForced(fused), teacherForced(plain), 1e-6);
+}
+
+/// The opt-in gated_gemm: the dense FFN's gate and up GEMMs of a prefill
+/// chunk and its GLU become one fused op (the decode entry keeps its gated
+/// GEMV); in the CUDA program each is one cuBLAS GEMM over the gate weight
+/// read on into the up weight (384 x 64 f16 = 192 units of 256 bytes, and up
+/// takes the next slot), N = 768, then the GLU kernel; the logits on the CPU
+/// reference are the default plan's bit for bit (the same GEMMs, the same
+/// rounding).
+TEST(PrefillFusion, GatedGemmStacksGateAndUpAndMatches) {
+  Plan fused = denseF16({}, {"gated_gemm"}), plain = denseF16({});
+  const Function *pre = fused.graph().lookup("prefill_16");
+  ASSERT_NE(pre, nullptr);
+  const unsigned gated = count(*pre, OpKind::FusedGatedGemm);
+  EXPECT_GT(gated, 0u);
+  EXPECT_EQ(count(*pre, OpKind::FusedGluConvert), 0u);
+  EXPECT_GT(count(*plain.graph().lookup("prefill_16"), OpKind::FusedGluConvert), 0u);
+  EXPECT_EQ(count(*fused.graph().lookup("decode"), OpKind::FusedGatedGemm), 0u);
+  const PlanSection *sec = fused.section("program");
+  ASSERT_NE(sec, nullptr);
+  auto prog = decodeProgram(sec->bytes);
+  ASSERT_TRUE(bool(prog)) << llvm::toString(prog.takeError());
+  unsigned stacked = 0, gluLaunches = 0;
+  for (const CompiledEntry &e : prog->entries) {
+    if (e.name != "prefill_16")
+      continue;
+    for (const LaunchRecord &l : e.launches) {
+      if (l.op != OpKind::FusedGatedGemm)
+        continue;
+      if (l.kind == LaunchRecord::Kind::Gemm) {
+        EXPECT_NE(l.what.find("[gate|up stacked]"), std::string::npos) << l.what;
+        EXPECT_EQ(l.gemm.m, 768);
+        EXPECT_EQ(l.gemm.ldc, 768);
+        EXPECT_EQ(l.gemm.a.space, BufferSpace::Weight);
+        EXPECT_TRUE(weightFollows(prog->weights, l.gemm.a.index, l.gemm.a.index + 1));
+        ++stacked;
+      } else {
+        ++gluLaunches;
+      }
+    }
+  }
+  EXPECT_EQ(stacked, gated);
+  EXPECT_EQ(gluLaunches, gated);
   expectSameRows(teacherForced(fused), teacherForced(plain), 1e-6);
 }
 

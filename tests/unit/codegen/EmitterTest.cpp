@@ -3014,6 +3014,83 @@ TEST(CudaEmit, QuantisedGetRowsAndPrefillMatmul) {
   }
 }
 
+/// fused.gated_gemm (a prefill chunk's gate|up, GatedGemm.cpp): the stacked
+/// GEMM into scratch (T x 2N f32, C's leading dimension 2N, A the gate
+/// weight with the up weight as a2 from row N) and the GLU reading the two
+/// halves of each scratch row (offsets 0 and N, row stride 2N) by vector
+/// loads into the 16-bit result; N % 4 != 0 keeps the scalar form. Quantised
+/// weights are decoded into one stacked f16 matrix first.
+TEST(CudaEmit, GatedGemmStacksGateAndUp) {
+  for (auto [n, to] : {std::pair<int64_t, DType>{96, DType::F16}, {50, DType::BF16}}) {
+    SCOPED_TRACE(n);
+    auto ls = emitAll([&](Builder &b) {
+      auto x = b.input("x", T(to, {37, 40}));
+      auto wg = b.weight("wg", T(to, {n, 40}));
+      auto wu = b.weight("wu", T(to, {n, 40}));
+      b.result(b.create(OpKind::FusedGatedGemm, {x, wg, wu},
+                        {{"kind", Attribute::ofInt(static_cast<int64_t>(GluKind::GeGLU))},
+                         {"dtype", Attribute::ofDType(to)}}));
+    });
+    ASSERT_EQ(ls.size(), 2u);
+    const auto &g = std::get<CublasGemmSpec>(ls[0]);
+    EXPECT_EQ(g.m, 2 * n);
+    EXPECT_EQ(g.n, 37);
+    EXPECT_EQ(g.k, 40);
+    EXPECT_EQ(g.stackRows, n);
+    EXPECT_EQ(g.lda, 40);
+    EXPECT_EQ(g.ldc, 2 * n);
+    EXPECT_EQ(g.aType, to);
+    EXPECT_EQ(g.cType, DType::F32);
+    EXPECT_TRUE(g.a.param == Param::operand(1));
+    EXPECT_TRUE(g.a2.param == Param::operand(2));
+    EXPECT_TRUE(g.b.param == Param::operand(0));
+    EXPECT_TRUE(g.c.param == Param::scratch());
+    EXPECT_EQ(g.scratchBytes, uint64_t(37 * 2 * n * 4));
+    const KernelSpec &k = kernel(ls, 1);
+    EXPECT_EQ(k.scratchBytes, g.scratchBytes);
+    EXPECT_EQ(k.params,
+              (std::vector<Param>{Param::result(0), Param::scratch(), Param::scratch()}));
+    const std::string s2 = std::to_string(2 * n) + "LL, 1LL>";
+    EXPECT_TRUE(contains(k, "fg::EwOp<float, 0LL, 0LL, 0LL, " + s2));
+    EXPECT_TRUE(contains(k, "fg::EwOp<float, " + std::to_string(n) + "LL, 0LL, 0LL, " + s2));
+    EXPECT_TRUE(contains(k, "using Out = " + ctypeOf(to) + ";"));
+    EXPECT_TRUE(contains(k, "fg::EwGlu<" + std::to_string(static_cast<int>(GluKind::GeGLU))));
+    EXPECT_TRUE(contains(k, n % 4 == 0 ? "kVec = true" : "kVec = false"));
+  }
+  // q4_K weights: gate's rows then up's decoded into one f16 matrix [2N, K]
+  // at the scratch's start, the GEMM over it (nothing to place: no a2), C
+  // and the GLU's views after it.
+  auto ls = emitAll([&](Builder &b) {
+    auto x = b.input("x", T(DType::F16, {37, 256}));
+    auto wg = b.weight("wg", T(DType::Q4_K, {96, 256}));
+    auto wu = b.weight("wu", T(DType::Q4_K, {96, 256}));
+    b.result(b.create(OpKind::FusedGatedGemm, {x, wg, wu},
+                      {{"dtype", Attribute::ofDType(DType::F16)}}));
+  });
+  ASSERT_EQ(ls.size(), 4u);
+  const uint64_t wBytes = 2 * 96 * 256 * 2; // 98304, a multiple of 256
+  for (unsigned i : {0u, 1u}) {
+    const KernelSpec &deq = kernel(ls, i);
+    EXPECT_TRUE(contains(deq, "fg::dequantRows<Cfg>"));
+    EXPECT_EQ(deq.params, (std::vector<Param>{Param::scratch(), Param::operand(i + 1)}));
+  }
+  EXPECT_NE(kernel(ls, 0).source, kernel(ls, 1).source); // up's rows from row 96 on
+  const auto &g = std::get<CublasGemmSpec>(ls[2]);
+  EXPECT_EQ(g.m, 192);
+  EXPECT_EQ(g.stackRows, 0);
+  EXPECT_EQ(g.aType, DType::F16);
+  EXPECT_TRUE(g.a.param == Param::scratch());
+  EXPECT_EQ(g.a.byteOffset, 0u);
+  EXPECT_TRUE(g.c.param == Param::scratch());
+  EXPECT_EQ(g.c.byteOffset, wBytes);
+  EXPECT_EQ(g.scratchBytes, wBytes + 37 * 192 * 4);
+  const KernelSpec &glu = kernel(ls, 3);
+  EXPECT_TRUE(contains(glu, "fg::EwOp<float, " + std::to_string(wBytes / 4) + "LL, 0LL, 0LL, 192LL, 1LL>"));
+  EXPECT_TRUE(contains(glu, "fg::EwOp<float, " + std::to_string(wBytes / 4 + 96) + "LL, 0LL, 0LL, 192LL, 1LL>"));
+  EXPECT_TRUE(contains(glu, "kVec = true"));
+  EXPECT_EQ(glu.scratchBytes, g.scratchBytes);
+}
+
 /// Coverage, checked once every test of the run has finished (a test
 /// environment's TearDown: no dependence on test order): when the run was the
 /// whole CudaEmit suite (ctest's fg_codegen_tests.whole_suite, or the binary
@@ -3065,8 +3142,10 @@ public:
     // kernels triggering before it (3), its 3-step cluster rule at D = 64
     // (2) and q loaded first (6 forms), 595 before the twenty-sixth's
     // fused.matmul_id_sum_add with float experts (f16, bf16, f32: 3; a
-    // fourth shape shares a source): each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 598u);
+    // fourth shape shares a source), 598 before the twenty-eighth's
+    // fused.gated_gemm (3 GLU forms, 2 q4_K row decoders): each NVRTC
+    // compile is CI time.
+    EXPECT_LE(compiled().compiles, 603u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
