@@ -12,7 +12,11 @@ DeviceMemory deviceMemory(const CompiledProgram *prog, int64_t graphWeightBytes,
   DeviceMemory m{graphWeightBytes, stateBytes, 0, 0};
   if (!prog)
     return m;
-  m.weights = static_cast<int64_t>(prog->weightBytes());
+  // What CudaRunner allocates: every slot in one block, each at a 256-byte
+  // aligned offset (weightOffsets), so the tensors' bytes plus the padding.
+  uint64_t placed = 0;
+  weightOffsets(prog->weights, &placed);
+  m.weights = static_cast<int64_t>(placed);
   unsigned slots = 1; // CudaRunner allocates at least one workspace
   for (const CompiledEntry &e : prog->entries) {
     m.arena = std::max(m.arena, static_cast<int64_t>(e.arenaBytes));

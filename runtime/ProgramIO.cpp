@@ -166,7 +166,13 @@ constexpr uint32_t kProgramTagV9 = 0x4647505A; // "FGPZ": the input check reads 
 // with its ActQuant, a byte); the new tag keeps a runtime without the staging
 // space from refusing such a plan as corrupt. An FGPZ plan runs as it did:
 // its inputs are copied on the stream.
-constexpr uint32_t kProgramTag = 0x46475141;
+constexpr uint32_t kProgramTagV10 = 0x46475141; // "FGQA": weights in any placement (read)
+// "FGQB": a GEMM may read two weight slots as one matrix (fused.gated_gemm's
+// stacked GEMM), which holds only where the runner places the weights one
+// after another (runtime/Program.h, weightOffsets). The layout is FGQA's;
+// the new tag keeps a runtime that allocates each weight apart from running
+// such a plan past the end of a weight. An FGQA plan runs as it did.
+constexpr uint32_t kProgramTag = 0x46475142;
 /// The largest cuBLAS workspace a plan may ask for (per slot): a larger one
 /// is a corrupt file, not a plan (the compiler asks for 32 MiB).
 constexpr uint64_t kMaxWorkspaceBytes = 1ull << 30;
@@ -461,10 +467,10 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
   // as it is: its GEMMs are chained, so they all take workspace slot 0.
   // A V8 plan's launches lack their ActQuant: read as exact (the reference
   // then compares with the exact product, as before).
-  const bool hasActQuant = tag == kProgramTag || tag == kProgramTagV9;
+  const bool hasActQuant = tag == kProgramTag || tag == kProgramTagV10 || tag == kProgramTagV9;
   const bool hasLt = hasActQuant || tag == kProgramTagV8 || tag == kProgramTagV7;
-  if ((tag != kProgramTag && tag != kProgramTagV9 && tag != kProgramTagV8 && tag != kProgramTagV7 &&
-       tag != kProgramTagV6) ||
+  if ((tag != kProgramTag && tag != kProgramTagV10 && tag != kProgramTagV9 &&
+       tag != kProgramTagV8 && tag != kProgramTagV7 && tag != kProgramTagV6) ||
       r.failed())
     return corrupt("bad tag");
   p.arch = r.str();

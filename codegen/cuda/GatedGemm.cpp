@@ -16,10 +16,11 @@
 // f16 matrix [2N, K] in scratch (kernels/dequant.cuh, as emitCublasQuant does
 // for one weight), so their GEMM is stacked wherever the weights lie.
 //
-// Scratch: [2N × K f16, quantised weights only | T × 2N f32]. x must already
-// be in the GEMM's type (the weights', f16 for quantised ones) with evenly
-// spaced unit-stride rows (the pattern's legality; the gemm-inputs pass
-// converts it), the weights packed rows (whole blocks when quantised).
+// Scratch: [x dense, where its rows are not evenly spaced and unit-stride |
+// 2N × K f16, quantised weights only | T × 2N f32]. x must already be in the
+// GEMM's type (the weights', f16 for quantised ones: the pattern's legality;
+// the gemm-inputs pass converts it), the weights packed rows (whole blocks
+// when quantised).
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/EmitterCommon.h"
@@ -71,9 +72,11 @@ llvm::Expected<std::vector<Launch>> emitGatedGemm(const Function &fn, const Node
     return unsupported(node, "weights " + wt.str() + " do not match x " + xt.str());
   if (yt.dtype != DType::F16 && yt.dtype != DType::BF16)
     return unsupported(node, "a result of dtype " + std::string(dtypeName(yt.dtype)));
+  // x rows evenly spaced and unit-stride are read in place; others (a view
+  // the pattern accepted) are copied dense into scratch first, as emitCublas
+  // does.
   int64_t xStride = 0;
-  if (!evenRows(ls[0], xStride))
-    return unsupported(node, "x rows that are not evenly spaced and unit-stride");
+  const bool xInPlace = evenRows(ls[0], xStride);
   const int64_t be = quant ? dtypeInfo(wt.dtype).blockElems : 1;
   for (unsigned i : {1u, 2u}) {
     const Layout &l = ls[i];
@@ -85,11 +88,22 @@ llvm::Expected<std::vector<Launch>> emitGatedGemm(const Function &fn, const Node
                                        "blocks"
                                      : "gate and up weights whose rows are not packed");
   }
-  // Scratch: [the weights decoded, 2N x K f16 (quantised only) | C, T x 2N f32].
+  // Scratch: [x dense (only when not read in place) | the weights decoded,
+  // 2N x K f16 (quantised only) | C, T x 2N f32], each part 256-byte aligned.
   auto align = [](uint64_t b) { return (b + 255) / 256 * 256; };
+  const uint64_t gemmBytes = static_cast<uint64_t>(storageBytes(gemmType, 1));
+  const uint64_t xBytes = xInPlace ? 0 : align(static_cast<uint64_t>(T * K) * gemmBytes);
+  const uint64_t wAt = xBytes;
   const uint64_t wBytes = quant ? align(static_cast<uint64_t>(2 * N * K) * 2) : 0;
-  const uint64_t scratch = wBytes + static_cast<uint64_t>(T) * static_cast<uint64_t>(2 * N) * 4;
+  const uint64_t cAt = wAt + wBytes;
+  const uint64_t scratch = cAt + static_cast<uint64_t>(T) * static_cast<uint64_t>(2 * N) * 4;
   std::vector<Launch> out;
+  if (!xInPlace) {
+    KernelSpec cvt = emitCopyKernel(xt.dtype, ls[0], gemmType, Param::scratch(), Param::operand(0));
+    cvt.scratchBytes = scratch;
+    out.push_back(std::move(cvt));
+    xStride = K;
+  }
 
   CublasGemmSpec g;
   g.name = "gated_gemm_cublas";
@@ -103,9 +117,9 @@ llvm::Expected<std::vector<Launch>> emitGatedGemm(const Function &fn, const Node
   g.lda = K;
   g.ldb = xStride;
   g.ldc = 2 * N;
-  g.b = {Param::operand(0),
-         static_cast<uint64_t>(ls[0].offset) * static_cast<uint64_t>(storageBytes(gemmType, 1))};
-  g.c = {Param::scratch(), wBytes};
+  g.b = xInPlace ? GemmOperand{Param::operand(0), static_cast<uint64_t>(ls[0].offset) * gemmBytes}
+                 : GemmOperand{Param::scratch(), 0};
+  g.c = {Param::scratch(), cAt};
   g.scratchBytes = scratch;
   if (quant) {
     // Gate's rows then up's, decoded into one f16 matrix [2N, K]: the
@@ -120,7 +134,7 @@ llvm::Expected<std::vector<Launch>> emitGatedGemm(const Function &fn, const Node
       dq.V = N;
       dq.wOff = ls[i].offset;
       dq.wLd = ls[i].strides[0];
-      dq.oOff = i == 1 ? 0 : N * K;
+      dq.oOff = static_cast<int64_t>(wAt / 2) + (i == 1 ? 0 : N * K);
       dq.oLd = K;
       dq.outParam = Param::scratch();
       dq.wParam = Param::operand(i);
@@ -128,7 +142,7 @@ llvm::Expected<std::vector<Launch>> emitGatedGemm(const Function &fn, const Node
       deq.scratchBytes = scratch;
       out.push_back(std::move(deq));
     }
-    g.a = {Param::scratch(), 0};
+    g.a = {Param::scratch(), wAt};
   } else {
     const uint64_t es = static_cast<uint64_t>(storageBytes(wt.dtype, 1));
     g.a = {Param::operand(1), static_cast<uint64_t>(ls[1].offset) * es};
@@ -136,7 +150,7 @@ llvm::Expected<std::vector<Launch>> emitGatedGemm(const Function &fn, const Node
     g.stackRows = N;
   }
   out.push_back(std::move(g));
-  KernelSpec glu = gluOfStackedRows(node, T, N, static_cast<int64_t>(wBytes / 4), yt.dtype, o);
+  KernelSpec glu = gluOfStackedRows(node, T, N, static_cast<int64_t>(cAt / 4), yt.dtype, o);
   glu.scratchBytes = scratch;
   out.push_back(std::move(glu));
   return out;

@@ -107,7 +107,7 @@ llvm::Expected<std::vector<Launch>> emitKernel(const Function &fn, const Node &n
   if (node.kind == OpKind::GetRows && isQuantized(fn.type(node.operands[0]).dtype))
     return detail::emitQuantGetRows(fn, node, layouts);
   if (node.kind == OpKind::FusedGatedGemm)
-    return detail::emitGatedGemm(fn, node, layouts, options); // refuses quantised weights
+    return detail::emitGatedGemm(fn, node, layouts, options); // decodes quantised weights itself
   if (llvm::Error e = detail::rejectQuantized(fn, node))
     return e;
   if (node.kind == OpKind::Attention || node.kind == OpKind::FusedRopeAttention)

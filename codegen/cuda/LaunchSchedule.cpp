@@ -238,12 +238,12 @@ llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,
       } else {
         rec.kind = LaunchRecord::Kind::Gemm;
         const CublasGemmSpec &spec = std::get<CublasGemmSpec>(launch);
-        // A stacked over two weights: both resolved first, so that two
-        // weights no launch has named before take neighbouring slots.
+        // A stacked over two weights: whether they adjoin depends on their
+        // slots, which follow the graph's weight arguments (Lower.cpp
+        // declares them all, in order, before any launch): the decoder
+        // blocks declare a layer's ffn_gate right before its ffn_up.
         BufferRef a2;
         if (spec.stackRows > 0) {
-          if (llvm::Expected<BufferRef> a = s.resolve(ln.node, spec.a.param); !a)
-            return a.takeError();
           llvm::Expected<BufferRef> r = s.resolve(ln.node, spec.a2.param);
           if (!r)
             return r.takeError();
@@ -266,6 +266,7 @@ llvm::Error scheduleLaunches(const Function &fn, llvm::ArrayRef<Layout> layouts,
             rec.gemm.m = spec.stackRows;
             second.gemm.m = spec.m - spec.stackRows;
             second.gemm.a = a2;
+            second.what += " [up]";
             second.gemm.c.offset +=
                 static_cast<uint64_t>(spec.stackRows) *
                 static_cast<uint64_t>(storageBytes(spec.cType, 1));

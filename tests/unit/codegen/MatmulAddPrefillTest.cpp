@@ -166,7 +166,8 @@ TEST(MatmulAddPrefill, ReferenceEqualsUnfused) {
 }
 
 /// The Lt fields (lt, ldd, d) and a launch's ActQuant survive the plan
-/// file; a program tagged FGPZ (before the staging space) reads as it is,
+/// file; a program tagged FGPZ (before the staging space) or FGQA (before
+/// stacked GEMMs over two weight slots) reads as it is,
 /// one of the format before the ActQuant byte (tag FGPY)
 /// with every launch exact, and one of the format before the Lt fields (tag
 /// FGPW, GEMM records without them) with its GEMMs plain.
@@ -216,13 +217,18 @@ TEST(MatmulAddPrefill, PlanRoundTripsAndThePreviousFormatReads) {
     ASSERT_TRUE(bool(now)) << llvm::toString(now.takeError());
     EXPECT_EQ(now->entries[0].launches[0].gemm.ldd, 0x0123456789abcdefLL);
     EXPECT_EQ(now->entries[0].launches[0].actQuant, ActQuant::Int8NormDeferred);
-    // FGPZ (the input check without staging arguments) has the same layout.
-    uint32_t v9 = 0x4647505A; // "FGPZ"
-    std::string z = bytes;
-    std::memcpy(&z[0], &v9, 4);
-    auto r = decodeProgram(z);
-    ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
-    EXPECT_EQ(r->entries[0].launches[0].actQuant, ActQuant::Int8NormDeferred);
+    // FGPZ (the input check without staging arguments) and FGQA (weights in
+    // any placement: no stacked GEMM) have the same layout.
+    for (uint32_t old : {0x4647505Au /* "FGPZ" */, 0x46475141u /* "FGQA" */}) {
+      std::string z = bytes;
+      std::memcpy(&z[0], &old, 4);
+      auto r = decodeProgram(z);
+      ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+      EXPECT_EQ(r->entries[0].launches[0].actQuant, ActQuant::Int8NormDeferred);
+    }
+    uint32_t tag = 0;
+    std::memcpy(&tag, bytes.data(), 4);
+    EXPECT_EQ(tag, 0x46475142u); // "FGQB": written now
   }
   // The ActQuant byte follows `what`; a bad one is a corrupt section.
   const size_t whatAt = bytes.find("%y = matmul");
