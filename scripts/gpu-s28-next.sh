@@ -16,16 +16,20 @@
 #    prefill-then-decode tests with it on, then W-dense's prefill of 512
 #    and 2048 tokens with it, alternating with the default.
 # 5. Decode steps with and without the status fences.
+# About 600 s in all: give it a call of its own (D = 580) and the steps
+# after it a second one if the budget is short.
 #   bash scripts/gpu-s28-next.sh DEADLINE_S  (carry [".gpu"])
 set -uo pipefail
 source .gpu/env.sh
 D=${1:-560}
 source scripts/gpu-call-lib.sh
-F='*argsort*:*top_k*:GpuInputCheck*:*gated_gemm*'
-timeout 120 $T --gtest_brief=1 --gtest_filter="$F" > "$OUT/tests.txt" 2>&1
+# The runner now places every weight in one allocation (runtime/Program.h,
+# weightOffsets): every GPU test exercises it; these first.
+F='*argsort*:*top_k*:GpuInputCheck*:*gated_gemm*:GpuDemo*:GpuSession*:GpuPrefillThenDecode*:Types/*'
+timeout 200 $T --gtest_brief=1 --gtest_filter="$F" > "$OUT/tests.txt" 2>&1
 echo "tests rc $? at $((SECONDS - S)) s: $(summ "$OUT/tests.txt")"
 if command -v compute-sanitizer > /dev/null; then
-  timeout 200 compute-sanitizer --tool memcheck $T --gtest_brief=1 --gtest_filter='*argsort*:*top_k*' \
+  timeout 200 compute-sanitizer --tool memcheck $T --gtest_brief=1 --gtest_filter='*argsort*:*top_k*:*gated_gemm*' \
     > "$OUT/sanitize-memcheck.txt" 2>&1
   echo "memcheck rc $? at $((SECONDS - S)) s: $(summ "$OUT/sanitize-memcheck.txt")"
 fi
