@@ -136,6 +136,11 @@ struct DequantDesc {
   bool gather = false;                   ///< row r reads row ids[idsOff + r·idsS]
   int64_t idsOff = 0, idsS = 1;
   Param outParam = Param::result(0), wParam = Param::operand(0), idsParam = Param::operand(1);
+  /// A second matrix of R rows decoded after the first (rows R..2R-1 of the
+  /// output; not with gather): fused.gated_gemm's up weight after its gate.
+  bool pair = false;
+  int64_t w2Off = 0, w2Ld = 0; ///< the second matrix: element offset, row stride
+  Param w2Param = Param::operand(2);
 };
 KernelSpec dequantKernel(const DequantDesc &d);
 /// get_rows of a quantised table [V, K] by ids [T] (QuantEmitter.cpp).

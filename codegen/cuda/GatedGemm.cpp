@@ -13,8 +13,9 @@
 //      (gluOfStackedRows, the elementwise template's EwGlu).
 //
 // Block-quantised weights are first decoded, gate's rows then up's, into one
-// f16 matrix [2N, K] in scratch (kernels/dequant.cuh, as emitCublasQuant does
-// for one weight), so their GEMM is stacked wherever the weights lie.
+// f16 matrix [2N, K] in scratch by one launch (kernels/dequant.cuh's pair
+// form; emitCublasQuant decodes one weight so), so their GEMM is stacked
+// wherever the weights lie.
 //
 // Scratch: [x dense, where its rows are not evenly spaced and unit-stride |
 // 2N × K f16, quantised weights only | T × 2N f32]. x must already be in the
@@ -122,26 +123,28 @@ llvm::Expected<std::vector<Launch>> emitGatedGemm(const Function &fn, const Node
   g.c = {Param::scratch(), cAt};
   g.scratchBytes = scratch;
   if (quant) {
-    // Gate's rows then up's, decoded into one f16 matrix [2N, K]: the
-    // stacked GEMM needs no placement of the quantised weights.
-    for (unsigned i : {1u, 2u}) {
-      DequantDesc dq;
-      dq.mnemonic = node.info().mnemonic;
-      dq.q = wt.dtype;
-      dq.out = DType::F16;
-      dq.K = K;
-      dq.R = N;
-      dq.V = N;
-      dq.wOff = ls[i].offset;
-      dq.wLd = ls[i].strides[0];
-      dq.oOff = static_cast<int64_t>(wAt / 2) + (i == 1 ? 0 : N * K);
-      dq.oLd = K;
-      dq.outParam = Param::scratch();
-      dq.wParam = Param::operand(i);
-      KernelSpec deq = dequantKernel(dq);
-      deq.scratchBytes = scratch;
-      out.push_back(std::move(deq));
-    }
+    // Gate's rows then up's, decoded by one launch into one f16 matrix
+    // [2N, K]: the stacked GEMM needs no placement of quantised weights.
+    DequantDesc dq;
+    dq.mnemonic = node.info().mnemonic;
+    dq.q = wt.dtype;
+    dq.out = DType::F16;
+    dq.K = K;
+    dq.R = N;
+    dq.V = N;
+    dq.wOff = ls[1].offset;
+    dq.wLd = ls[1].strides[0];
+    dq.pair = true;
+    dq.w2Off = ls[2].offset;
+    dq.w2Ld = ls[2].strides[0];
+    dq.w2Param = Param::operand(2);
+    dq.oOff = static_cast<int64_t>(wAt / 2);
+    dq.oLd = K;
+    dq.outParam = Param::scratch();
+    dq.wParam = Param::operand(1);
+    KernelSpec deq = dequantKernel(dq);
+    deq.scratchBytes = scratch;
+    out.push_back(std::move(deq));
     g.a = {Param::scratch(), wAt};
   } else {
     const uint64_t es = static_cast<uint64_t>(storageBytes(wt.dtype, 1));

@@ -12,6 +12,8 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cassert>
+
 namespace fg::cuda::detail {
 
 const char *blockDecoder(DType t) {
@@ -78,8 +80,13 @@ KernelSpec dequantKernel(const DequantDesc &d) {
                      ilit(d.wOff / be * bb), ilit(d.wLd / be * bb), ilit(d.oOff), ilit(d.oLd),
                      ilit(d.idsOff), ilit(d.idsS))
            .str();
+  c += llvm::formatv("  static constexpr long long w2_off = {0}, w2_ld = {1};\n",
+                     ilit(d.w2Off / be * bb), ilit(d.w2Ld / be * bb))
+           .str();
   c += std::string("  static constexpr bool kGather = ") + (d.gather ? "true" : "false") +
-       ", kVecStore = " + (vec ? "true" : "false") + ";\n};\n";
+       ", kVecStore = " + (vec ? "true" : "false") + ", kPair = " + (d.pair ? "true" : "false") +
+       ";\n};\n";
+  assert(!(d.pair && d.gather) && "a pair of matrices is decoded whole");
   std::string params = "Cfg::Out* out, const unsigned char* w";
   std::string args = "out, w, ";
   if (d.gather) {
@@ -88,14 +95,20 @@ KernelSpec dequantKernel(const DequantDesc &d) {
   } else {
     args += "nullptr";
   }
+  if (d.pair) {
+    params += ", const unsigned char* w2";
+    args += ", w2";
+  }
   c += kernelEntry(256, params, "fg::dequantRows<Cfg>(" + args + ");");
   KernelSpec k = finishSpec(d.mnemonic,
                             kernelSource("gemv.cuh").str() + kernelSource("dequant.cuh").str() + c);
-  k.grid[0] = gridFor(d.R * (d.K / 32) * 4, 256);
+  k.grid[0] = gridFor((d.pair ? 2 : 1) * d.R * (d.K / 32) * 4, 256);
   k.block[0] = 256;
   k.params = {d.outParam, d.wParam};
   if (d.gather)
     k.params.push_back(d.idsParam);
+  if (d.pair)
+    k.params.push_back(d.w2Param);
   return k;
 }
 

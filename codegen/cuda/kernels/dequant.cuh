@@ -9,7 +9,10 @@
 //     zero row, like the dense gather;
 //   - the prefill matmul's fallback: the whole matrix decoded to f16 in
 //     scratch (row(r) = r) for cuBLAS, so the weight stays quantised in
-//     device memory and decode steps read it natively.
+//     device memory and decode steps read it natively;
+//   - fused.gated_gemm's two weights at once (Cfg::kPair): rows r < R from
+//     w, rows R <= r < 2R from w2 (row r - R, its own offset and stride),
+//     written one after the other: the stacked matrix its GEMM reads.
 // One thread decodes one (row, 32-weight step, quarter t) unit: 8 weights,
 // stored as one 16-byte store (f16 output, 16-byte aligned rows) or as
 // 8 scalars. Needs gemv.cuh in front (the emitter puts it there).
@@ -21,9 +24,10 @@ namespace fg {
 template <class C>
 static __device__ __forceinline__ void dequantRows(typename C::Out *out,
                                                    const unsigned char *w,
-                                                   const typename C::Ids *ids) {
+                                                   const typename C::Ids *ids,
+                                                   const unsigned char *w2 = nullptr) {
   using D = typename C::Dec;
-  constexpr long long kSteps = C::K / 32, kUnits = C::R * kSteps * 4;
+  constexpr long long kSteps = C::K / 32, kUnits = (C::kPair ? 2 : 1) * C::R * kSteps * 4;
   for (long long u = blockIdx.x * (long long)blockDim.x + threadIdx.x; u < kUnits;
        u += (long long)gridDim.x * blockDim.x) {
     const int t = static_cast<int>(u & 3);
@@ -34,10 +38,14 @@ static __device__ __forceinline__ void dequantRows(typename C::Out *out,
       row = static_cast<long long>(ids[C::ids_off + r * C::ids_s]);
       live = row >= 0 && row < C::V;
     }
+    const unsigned char *src = w + C::w_off + row * C::w_ld;
+    if constexpr (C::kPair)
+      if (r >= C::R)
+        src = w2 + C::w2_off + (r - C::R) * C::w2_ld;
     uint4 h = make_uint4(0, 0, 0, 0);
     if (live) {
       typename D::Raw raw;
-      D::load(w + C::w_off + row * C::w_ld, step, t, raw);
+      D::load(src, step, t, raw);
       h = D::half8(raw, step, t);
     }
     typename C::Out *o = out + C::o_off + r * C::o_ld + step * 32 + 8 * t;

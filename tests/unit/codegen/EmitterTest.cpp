@@ -3057,8 +3057,8 @@ TEST(CudaEmit, GatedGemmStacksGateAndUp) {
     EXPECT_TRUE(contains(k, "fg::EwGlu<" + std::to_string(static_cast<int>(GluKind::GeGLU))));
     EXPECT_TRUE(contains(k, n % 4 == 0 ? "kVec = true" : "kVec = false"));
   }
-  // q4_K weights: gate's rows then up's decoded into one f16 matrix [2N, K]
-  // at the scratch's start, the GEMM over it (nothing to place: no a2), C
+  // q4_K weights: gate's rows then up's decoded by one launch into one f16
+  // matrix [2N, K] at the scratch's start, the GEMM over it (nothing to place: no a2), C
   // and the GLU's views after it.
   auto ls = emitAll([&](Builder &b) {
     auto x = b.input("x", T(DType::F16, {37, 256}));
@@ -3067,15 +3067,17 @@ TEST(CudaEmit, GatedGemmStacksGateAndUp) {
     b.result(b.create(OpKind::FusedGatedGemm, {x, wg, wu},
                       {{"dtype", Attribute::ofDType(DType::F16)}}));
   });
-  ASSERT_EQ(ls.size(), 4u);
+  ASSERT_EQ(ls.size(), 3u);
   const uint64_t wBytes = 2 * 96 * 256 * 2; // 98304, a multiple of 256
-  for (unsigned i : {0u, 1u}) {
-    const KernelSpec &deq = kernel(ls, i);
-    EXPECT_TRUE(contains(deq, "fg::dequantRows<Cfg>"));
-    EXPECT_EQ(deq.params, (std::vector<Param>{Param::scratch(), Param::operand(i + 1)}));
-  }
-  EXPECT_NE(kernel(ls, 0).source, kernel(ls, 1).source); // up's rows from row 96 on
-  const auto &g = std::get<CublasGemmSpec>(ls[2]);
+  // One launch decodes both: rows 0..95 from gate, 96..191 from up (the pair form).
+  const KernelSpec &deq = kernel(ls, 0);
+  EXPECT_TRUE(contains(deq, "fg::dequantRows<Cfg>"));
+  EXPECT_TRUE(contains(deq, "kPair = true"));
+  EXPECT_TRUE(contains(deq, "R = 96LL"));
+  EXPECT_EQ(deq.grid[0], unsigned((2 * 96 * (256 / 32) * 4 + 255) / 256));
+  EXPECT_EQ(deq.params,
+            (std::vector<Param>{Param::scratch(), Param::operand(1), Param::operand(2)}));
+  const auto &g = std::get<CublasGemmSpec>(ls[1]);
   EXPECT_EQ(g.m, 192);
   EXPECT_EQ(g.stackRows, 0);
   EXPECT_EQ(g.aType, DType::F16);
@@ -3084,7 +3086,7 @@ TEST(CudaEmit, GatedGemmStacksGateAndUp) {
   EXPECT_TRUE(g.c.param == Param::scratch());
   EXPECT_EQ(g.c.byteOffset, wBytes);
   EXPECT_EQ(g.scratchBytes, wBytes + 37 * 192 * 4);
-  const KernelSpec &glu = kernel(ls, 3);
+  const KernelSpec &glu = kernel(ls, 2);
   EXPECT_TRUE(contains(glu, "fg::EwOp<float, " + std::to_string(wBytes / 4) + "LL, 0LL, 0LL, 192LL, 1LL>"));
   EXPECT_TRUE(contains(glu, "fg::EwOp<float, " + std::to_string(wBytes / 4 + 96) + "LL, 0LL, 0LL, 192LL, 1LL>"));
   EXPECT_TRUE(contains(glu, "kVec = true"));
@@ -3167,7 +3169,7 @@ public:
     // (2) and q loaded first (6 forms), 595 before the twenty-sixth's
     // fused.matmul_id_sum_add with float experts (f16, bf16, f32: 3; a
     // fourth shape shares a source), 598 before the twenty-eighth's
-    // fused.gated_gemm (4 GLU forms, 2 q4_K row decoders, a copy of x):
+    // fused.gated_gemm (4 GLU forms, a q4_K pair decoder, a copy of x):
     // each NVRTC compile is CI time.
     EXPECT_LE(compiled().compiles, 605u);
   }
