@@ -553,11 +553,12 @@ void registerGemvCases() {
   // rows of f16 / bf16 x; gate weights of 96 x 200 (38400 bytes, whole
   // 256-byte units: up follows in the weight allocation, one GEMM) and of
   // 50 x 40 (4000 bytes: two GEMMs into the scratch's halves), every GLU kind.
-  for (auto [N, K] : {std::pair<int64_t, int64_t>{96, 200}, {50, 40}})
+  for (auto shape : {std::pair<int64_t, int64_t>{96, 200}, {50, 40}})
     for (DType w : {DType::F16, DType::BF16})
       for (GluKind k : {GluKind::SwiGLU, GluKind::GeGLU, GluKind::SwiGLUOAI}) {
         if (w == DType::BF16 && k != GluKind::SwiGLU)
           continue;
+        const int64_t N = shape.first, K = shape.second; // captured by the lambda below
         add("gated_gemm_" + std::to_string(N) + "x" + std::to_string(K) + "_" + dt(w) + "_" +
                 std::to_string(static_cast<int>(k)),
             OpKind::FusedGatedGemm, [=](Builder &b, Inputs &) {

@@ -3021,7 +3021,9 @@ TEST(CudaEmit, QuantisedGetRowsAndPrefillMatmul) {
 /// loads into the 16-bit result; N % 4 != 0 keeps the scalar form. Quantised
 /// weights are decoded into one stacked f16 matrix first.
 TEST(CudaEmit, GatedGemmStacksGateAndUp) {
-  for (auto [n, to] : {std::pair<int64_t, DType>{96, DType::F16}, {50, DType::BF16}}) {
+  for (auto [nb, tb] : {std::pair<int64_t, DType>{96, DType::F16}, {50, DType::BF16}}) {
+    const int64_t n = nb; // lambdas capture variables, not structured bindings (clang 14)
+    const DType to = tb;
     SCOPED_TRACE(n);
     auto ls = emitAll([&](Builder &b) {
       auto x = b.input("x", T(to, {37, 40}));
