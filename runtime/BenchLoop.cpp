@@ -46,7 +46,7 @@ bool isMatmulLike(OpKind k) {
          k == OpKind::FusedGatedMatmulId || k == OpKind::FusedMatmulAdd ||
          k == OpKind::FusedMatmulMulti || k == OpKind::FusedRmsNormMatmul ||
          k == OpKind::FusedRmsNormGatedMatmul || k == OpKind::FusedRmsNormMatmulMulti ||
-         k == OpKind::FusedMatmulIdSumAdd;
+         k == OpKind::FusedMatmulIdSumAdd || k == OpKind::FusedGatedGemm;
 }
 
 } // namespace

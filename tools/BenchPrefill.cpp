@@ -125,7 +125,7 @@ int runPrefillBench(const PrefillBenchArgs &a) {
   auto cs = [](const char *x) { return x; };
   os << "bench " << a.model << ": prefill at positions 0..N-1, graph, median of " << a.steps
      << " runs after " << std::max<int64_t>(a.warmup, 1) << " warm-up\n";
-  os << format("peak: cuBLAS %lld^3 %s GEMM (f32 accumulate) %.3f ms = %.1f TFLOP/s\n",
+  os << format("peak: cuBLAS %lld^3 %s GEMM (random operands, f32 accumulate) %.3f ms = %.1f TFLOP/s\n",
                static_cast<long long>(peak->n), a.bf16 ? "bf16" : "f16", peak->ms, peak->tflops);
   os << format("%-14s %7s %10s %10s %12s %10s %10s %9s %9s\n", cs("entry"), cs("tokens"),
                cs("wall ms"), cs("GPU ms"), cs("tokens/s"), cs("GEMM TF"), cs("all TF"),

@@ -29,7 +29,10 @@
 // pass converted it) with evenly spaced unit-stride rows; gate and up weights
 // of one type (16-bit float or block-quantised) and shape, contiguous; each
 // matmul and the GLU used once; a 16-bit target type.
-// Opt-in (optInFusionPatterns) until it is timed on a GPU.
+// On by default since the twenty-ninth session: with random weights (the
+// constant-filled bench above flatters every form by ~14 %: tensor cores draw
+// less power on constant data) the plan's stacked GEMM takes 167.6 µs at 512
+// rows where gate and up took 98.6 each (Nsight Compute, H200).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/fusion/Pattern.h"

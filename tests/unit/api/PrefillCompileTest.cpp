@@ -172,8 +172,9 @@ TEST(GemmInputs, SameLogitsAsWithoutThePass) {
 /// those of the plan without it (the same rounding, once) on the CPU
 /// reference; --disable-fusion glu_convert restores the old pass order.
 TEST(PrefillFusion, GluConvertWritesTheGemmInputAndMatches) {
-  Plan fused = denseF16({"rms_norm_mul_convert"}),
-       plain = denseF16({"glu_convert", "rms_norm_mul_convert"});
+  // gated_gemm (on by default) would take the GLU with its GEMMs: off here.
+  Plan fused = denseF16({"rms_norm_mul_convert", "gated_gemm"}),
+       plain = denseF16({"glu_convert", "rms_norm_mul_convert", "gated_gemm"});
   const Function *pre = fused.graph().lookup("prefill_16");
   ASSERT_NE(pre, nullptr);
   EXPECT_GT(count(*pre, OpKind::FusedGluConvert), 0u);
@@ -186,7 +187,7 @@ TEST(PrefillFusion, GluConvertWritesTheGemmInputAndMatches) {
   expectSameRows(teacherForced(fused), teacherForced(plain), 1e-6);
 }
 
-/// The opt-in gated_gemm: the dense FFN's gate and up GEMMs of a prefill
+/// gated_gemm (on by default since the twenty-ninth session): the dense FFN's gate and up GEMMs of a prefill
 /// chunk and its GLU become one fused op (the decode entry keeps its gated
 /// GEMV); in the CUDA program each is one cuBLAS GEMM over the gate weight
 /// read on into the up weight (384 x 64 f16 = 192 units of 256 bytes, and up
@@ -194,7 +195,7 @@ TEST(PrefillFusion, GluConvertWritesTheGemmInputAndMatches) {
 /// reference are the default plan's bit for bit (the same GEMMs, the same
 /// rounding).
 TEST(PrefillFusion, GatedGemmStacksGateAndUpAndMatches) {
-  Plan fused = denseF16({}, {"gated_gemm"}), plain = denseF16({});
+  Plan fused = denseF16({}), plain = denseF16({"gated_gemm"});
   const Function *pre = fused.graph().lookup("prefill_16");
   ASSERT_NE(pre, nullptr);
   const unsigned gated = count(*pre, OpKind::FusedGatedGemm);
@@ -235,9 +236,11 @@ TEST(PrefillFusion, GatedGemmStacksGateAndUpAndMatches) {
 /// gate|up GEMMs' f16 input themselves — no convert of a norm is left, each
 /// 16-bit norm replacing one — the decode entry keeps its f32 norms, and the
 /// logits are those of the plan without it (the same rounding, once) on the
-/// CPU reference. With glu_convert too (the default), both kinds of convert go.
+/// CPU reference. With the defaults (glu_convert's convert taken by gated_gemm) both
+/// kinds of convert go.
 TEST(PrefillFusion, RmsNormMulConvertWritesTheGemmInputsAndMatches) {
-  Plan fused = denseF16({"glu_convert"}), plain = denseF16({"glu_convert", "rms_norm_mul_convert"});
+  Plan fused = denseF16({"glu_convert", "gated_gemm"}),
+       plain = denseF16({"glu_convert", "rms_norm_mul_convert", "gated_gemm"});
   const Function *pre = fused.graph().lookup("prefill_16");
   const Function *plainPre = plain.graph().lookup("prefill_16");
   ASSERT_NE(pre, nullptr);
@@ -265,7 +268,10 @@ TEST(PrefillFusion, RmsNormMulConvertWritesTheGemmInputsAndMatches) {
   const Function *bothPre = both.graph().lookup("prefill_16");
   ASSERT_NE(bothPre, nullptr);
   EXPECT_EQ(count16BitNorms(*bothPre), norms16);
-  EXPECT_EQ(count(*bothPre, OpKind::Convert) + norms16 + count(*bothPre, OpKind::FusedGluConvert),
+  // The FFN's GLU convert went into fused.gated_gemm (on by default).
+  EXPECT_GT(count(*bothPre, OpKind::FusedGatedGemm), 0u);
+  EXPECT_EQ(count(*bothPre, OpKind::Convert) + norms16 + count(*bothPre, OpKind::FusedGluConvert) +
+                count(*bothPre, OpKind::FusedGatedGemm),
             count(*plainPre, OpKind::Convert));
   expectSameRows(teacherForced(both), want, 1e-6);
 }
