@@ -309,9 +309,9 @@ TracedSpan tracedSpan(llvm::ArrayRef<std::vector<Executor::LaunchTime>> runs) {
   return out;
 }
 
-llvm::Expected<std::vector<FamilyTime>> profileFamilies(Executor &exec, const StepLoopOptions &opts,
-                                                        int runs, int64_t kvRows,
-                                                        TracedSpan *span) {
+llvm::Expected<std::vector<FamilyTime>>
+profileFamilies(Executor &exec, const StepLoopOptions &opts, int runs, int64_t kvRows,
+                TracedSpan *span, std::vector<Executor::LaunchTime> *firstRun) {
   auto d = StepDriver::create(exec, opts);
   if (!d)
     return d.takeError();
@@ -329,6 +329,8 @@ llvm::Expected<std::vector<FamilyTime>> profileFamilies(Executor &exec, const St
   }
   if (span)
     *span = tracedSpan(times);
+  if (firstRun)
+    *firstRun = times.front();
   return familyBreakdown(*exec.entry(opts.entry), times, kvRows);
 }
 

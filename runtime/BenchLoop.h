@@ -157,10 +157,10 @@ TracedSpan tracedSpan(llvm::ArrayRef<std::vector<Executor::LaunchTime>> runs);
 
 /// Runs `opts.warmup` steps and then `runs` profiled steps on an executor
 /// created with ExecOptions::profileLaunches and eager mode, and groups them;
-/// `span`, when given, receives the traced replays' span (tracedSpan).
-llvm::Expected<std::vector<FamilyTime>> profileFamilies(Executor &exec,
-                                                        const StepLoopOptions &opts, int runs,
-                                                        int64_t kvRows,
-                                                        TracedSpan *span = nullptr);
+/// `span`, when given, receives the traced replays' span (tracedSpan);
+/// `firstRun`, the first profiled run's launches as they were timed.
+llvm::Expected<std::vector<FamilyTime>>
+profileFamilies(Executor &exec, const StepLoopOptions &opts, int runs, int64_t kvRows,
+                TracedSpan *span = nullptr, std::vector<Executor::LaunchTime> *firstRun = nullptr);
 
 } // namespace fg

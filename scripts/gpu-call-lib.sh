@@ -74,3 +74,13 @@ print("%d lines;" % len(ns), " ".join("%s %d" % (k, statistics.median(v)) for k,
       "| entry->barrier ns median %d" % statistics.median(ns) if ns else "")
 PY
 }
+# pre WORKLOAD "ENV=V ..." BENCH FLAGS...: a prefill of PRE (512) tokens, the
+# wall and GPU ms on one line; every whole output in $OUT/prefill-full.txt.
+pre() {
+  local w="$1" envs="$2"; shift 2
+  [ "$(left)" -gt 90 ] || { echo "skipped prefill $w $envs $*"; return; }
+  env $envs timeout 90 fusegraph bench --workload "$w" --prefill "${PRE:-512}" "$@" > /tmp/pre.txt 2>&1
+  local rc=$?
+  { echo "== $w $envs $* (rc $rc)"; cat /tmp/pre.txt; } >> "$OUT/prefill-full.txt"
+  echo "== prefill $w ${envs:-default} $* (rc $rc): $(grep -E '^prefill_' /tmp/pre.txt | awk '{print $3, $4}')"
+}

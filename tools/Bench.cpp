@@ -131,6 +131,9 @@ int runBench(ArrayRef<const char *> args) {
             "trace one decode step at --kv (CUDA graph, CUPTI) of the fused plan into FILE as "
             "a Chrome/Perfetto trace");
   f.flag("breakdown", "trace graph replays with CUPTI and print device time per kernel family");
+  f.option("breakdown-launches", "N",
+           "with --breakdown --prefill: also list the first N launches of one traced replay "
+           "(device start, end, charged time)");
   f.option("device", "D",
            "cuda, cpu (the reference interpreter: wall time only; 3 steps, 1 warm-up unless "
            "given) or auto: cuda when a GPU is present",
@@ -199,6 +202,11 @@ int runBench(ArrayRef<const char *> args) {
       return f.usageError("--prefill takes token counts >= 2");
     pa.steps = steps, pa.warmup = warmup, pa.ctx = ctx, pa.arch = f.get("arch", "sm_90");
     pa.bf16 = wdt == "bf16", pa.breakdown = f.has("breakdown"), pa.verbose = verbose;
+    // Prefill times one variant: the fused plan as a graph, without
+    // programmatic launch where --compare names nopdl.
+    pa.programmaticLaunch = !wantNoPdl;
+    if (!f.getInt("breakdown-launches", 0, pa.breakdownLaunches, code))
+      return code;
     pa.json = f.get("json");
     pa.gemmInputConverts = !f.has("gemm-x-inside");
     pa.disableFusion = f.list("disable-fusion");

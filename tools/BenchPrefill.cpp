@@ -35,12 +35,47 @@ struct PrefillRow {
   StepFlops flops;
   std::vector<FamilyTime> families;
   TracedSpan span; ///< the traced replays' span, busy and idle time
+  std::vector<Executor::LaunchTime> launches; ///< the first traced replay's launches
   std::string familiesError;
 };
 
 std::string firstLine(std::string s) {
   size_t nl = s.find('\n');
   return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+/// The first `n` launches of one traced replay in launch order: start and
+/// end on the device clock from the first kernel's start, the charged time
+/// (from the end of what ran before it), the launch. Where two columns
+/// disagree — a kernel that starts long before the one it follows ends (a
+/// programmatic launch waiting), or one charged more than its span — the
+/// family table alone would mislead.
+void printLaunchList(raw_ostream &os, ArrayRef<Executor::LaunchTime> ls, int64_t n) {
+  if (n <= 0 || ls.empty())
+    return;
+  uint64_t t0 = UINT64_MAX;
+  for (const Executor::LaunchTime &l : ls)
+    if (l.endNs > l.startNs)
+      t0 = std::min(t0, l.startNs);
+  if (t0 == UINT64_MAX) {
+    os << "  launches: no device clocks in this replay\n";
+    return;
+  }
+  os << format("  first %lld launches of one replay (µs from the first kernel's start):\n",
+               static_cast<long long>(std::min<int64_t>(n, static_cast<int64_t>(ls.size()))));
+  auto cs = [](const char *x) { return x; }; // format() takes pointers, not arrays
+  os << format("  %5s %10s %10s %9s %9s  %s\n", cs("#"), cs("start"), cs("end"), cs("span"),
+               cs("charged"), cs("launch"));
+  for (size_t i = 0; i < ls.size() && static_cast<int64_t>(i) < n; ++i) {
+    const Executor::LaunchTime &l = ls[i];
+    if (l.endNs <= l.startNs) {
+      os << format("  %5zu %10s %10s %9s %9.2f  %s\n", i, cs("-"), cs("-"), cs("-"), 1e3 * l.ms,
+                   l.what.c_str());
+      continue;
+    }
+    os << format("  %5zu %10.2f %10.2f %9.2f %9.2f  %s\n", i, (l.startNs - t0) / 1e3,
+                 (l.endNs - t0) / 1e3, (l.endNs - l.startNs) / 1e3, 1e3 * l.ms, l.what.c_str());
+  }
 }
 
 } // namespace
@@ -91,6 +126,7 @@ int runPrefillBench(const PrefillBenchArgs &a) {
     ExecOptions eo;
     eo.device = ExecOptions::Device::Cuda;
     eo.mode = ExecOptions::Mode::Graph;
+    eo.programmaticLaunch = a.programmaticLaunch;
     eo.log = stderrLog(a.verbose);
     Expected<Executor> ex = Executor::create(*plan, eo);
     if (!ex) {
@@ -111,7 +147,7 @@ int runPrefillBench(const PrefillBenchArgs &a) {
       } else {
         StepLoopOptions po = lo;
         po.warmup = std::min<int64_t>(lo.warmup, 3);
-        auto fams = profileFamilies(*px, po, 5, n, &r.span);
+        auto fams = profileFamilies(*px, po, 5, n, &r.span, &r.launches);
         if (!fams)
           r.familiesError = firstLine(toString(fams.takeError()));
         else
@@ -123,7 +159,7 @@ int runPrefillBench(const PrefillBenchArgs &a) {
 
   raw_ostream &os = outs();
   auto cs = [](const char *x) { return x; };
-  os << "bench " << a.model << ": prefill at positions 0..N-1, graph, median of " << a.steps
+  os << "bench " << a.model << ": prefill at positions 0..N-1, graph" << (a.programmaticLaunch ? "" : " without programmatic launch") << ", median of " << a.steps
      << " runs after " << std::max<int64_t>(a.warmup, 1) << " warm-up\n";
   os << format("peak: cuBLAS %lld^3 %s GEMM (random operands, f32 accumulate) %.3f ms = %.1f TFLOP/s\n",
                static_cast<long long>(peak->n), a.bf16 ? "bf16" : "f16", peak->ms, peak->tflops);
@@ -167,6 +203,7 @@ int runPrefillBench(const PrefillBenchArgs &a) {
                    "kernels busy %.4f, idle between them %.4f (%.1f%%)\n",
                    r.span.spanMs, r.span.busyMs, r.span.idleMs(),
                    r.span.spanMs > 0 ? 100 * r.span.idleMs() / r.span.spanMs : 0.0);
+    printLaunchList(os, r.launches, a.breakdownLaunches);
   }
 
   if (!a.json.empty()) {

@@ -17,6 +17,8 @@ struct PrefillBenchArgs {
   std::string arch = "sm_90";
   bool bf16 = false; ///< the peak GEMM in bf16 (the workload's weight type)
   bool breakdown = false, verbose = false;
+  bool programmaticLaunch = true; ///< off: --compare nopdl (graph edges without PDL)
+  int64_t breakdownLaunches = 0; ///< --breakdown-launches N: list one replay's first N launches
   bool gemmInputConverts = true; ///< off: --gemm-x-inside (CompileOptions::gemmInputConverts)
   std::vector<std::string> disableFusion, enableFusion; ///< --disable-fusion, --enable-fusion
   std::string json;
