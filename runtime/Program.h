@@ -97,6 +97,13 @@ struct GemmShape {
   float alpha = 1, beta = 0;
   bool lt = false; ///< cublasLtMatmul with a separate D
   int64_t ldd = 0; ///< D's leading dimension (lt only)
+  /// A strided batch (cublasGemmStridedBatchedEx; plain form only): `batch`
+  /// GEMMs of this shape, the i-th reading A + i·strideA, B + i·strideB and
+  /// writing C + i·strideC (elements of each operand's type). Two sibling
+  /// GEMMs of one x — a prefill chunk's k and v projections — become one
+  /// launch (codegen/cuda/GemmPairs.cpp). 1: a single GEMM.
+  int32_t batch = 1;
+  int64_t strideA = 0, strideB = 0, strideC = 0;
 };
 
 /// A GEMM launch of the plan: its shape and buffers (offsets already include

@@ -172,7 +172,11 @@ constexpr uint32_t kProgramTagV10 = 0x46475141; // "FGQA": weights in any placem
 // after another (runtime/Program.h, weightOffsets). The layout is FGQA's;
 // the new tag keeps a runtime that allocates each weight apart from running
 // such a plan past the end of a weight. An FGQA plan runs as it did.
-constexpr uint32_t kProgramTag = 0x46475142;
+constexpr uint32_t kProgramTagV11 = 0x46475142; // "FGQB" (read)
+// "FGQC": a GEMM record ends with a strided batch (count, then A, B and C
+// strides in elements): k and v of a prefill chunk as one launch
+// (codegen/cuda/GemmPairs.cpp). An FGQB plan's GEMMs read as single ones.
+constexpr uint32_t kProgramTag = 0x46475143;
 /// The largest cuBLAS workspace a plan may ask for (per slot): a larger one
 /// is a corrupt file, not a plan (the compiler asks for 32 MiB).
 constexpr uint64_t kMaxWorkspaceBytes = 1ull << 30;
@@ -392,6 +396,10 @@ EncodedProgram encodeProgram(const CompiledProgram &p) {
       w.pod(static_cast<uint8_t>(g.lt));
       w.pod(g.ldd);
       w.ref(g.d);
+      w.pod(g.batch);
+      w.pod(g.strideA);
+      w.pod(g.strideB);
+      w.pod(g.strideC);
       w.u64(l.deps.size());
       for (uint32_t d : l.deps)
         w.pod(d);
@@ -467,9 +475,11 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
   // as it is: its GEMMs are chained, so they all take workspace slot 0.
   // A V8 plan's launches lack their ActQuant: read as exact (the reference
   // then compares with the exact product, as before).
-  const bool hasActQuant = tag == kProgramTag || tag == kProgramTagV10 || tag == kProgramTagV9;
+  const bool hasBatch = tag == kProgramTag;
+  const bool hasActQuant =
+      hasBatch || tag == kProgramTagV11 || tag == kProgramTagV10 || tag == kProgramTagV9;
   const bool hasLt = hasActQuant || tag == kProgramTagV8 || tag == kProgramTagV7;
-  if ((tag != kProgramTag && tag != kProgramTagV10 && tag != kProgramTagV9 &&
+  if ((tag != kProgramTag && tag != kProgramTagV11 && tag != kProgramTagV10 && tag != kProgramTagV9 &&
        tag != kProgramTagV8 && tag != kProgramTagV7 && tag != kProgramTagV6) ||
       r.failed())
     return corrupt("bad tag");
@@ -568,6 +578,16 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
         g.lt = lt != 0;
         g.ldd = r.pod<int64_t>();
         g.d = r.ref();
+      }
+      if (hasBatch) {
+        g.batch = r.pod<int32_t>();
+        g.strideA = r.pod<int64_t>();
+        g.strideB = r.pod<int64_t>();
+        g.strideC = r.pod<int64_t>();
+        // Two GEMMs at most (a sibling pair), of the plain form, forward.
+        if (g.batch < 1 || g.batch > 2 || (g.batch > 1 && g.lt) || g.strideA < 0 ||
+            g.strideB < 0 || g.strideC < 0)
+          return corrupt("bad gemm batch");
       }
       uint64_t nDeps = r.count(4);
       for (uint64_t d = 0; d < nDeps && !r.failed(); ++d) {

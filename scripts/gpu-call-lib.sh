@@ -78,7 +78,7 @@ PY
 # wall and GPU ms on one line; every whole output in $OUT/prefill-full.txt.
 pre() {
   local w="$1" envs="$2"; shift 2
-  [ "$(left)" -gt 90 ] || { echo "skipped prefill $w $envs $*"; return; }
+  [ "$(left)" -gt ${PRE_MIN_LEFT:-90} ] || { echo "skipped prefill $w $envs $*"; return; }
   env $envs timeout 90 fusegraph bench --workload "$w" --prefill "${PRE:-512}" "$@" > /tmp/pre.txt 2>&1
   local rc=$?
   { echo "== $w $envs $* (rc $rc)"; cat /tmp/pre.txt; } >> "$OUT/prefill-full.txt"

@@ -212,6 +212,11 @@ struct EmitOptions {
   /// in three calls, four of them faster).
   /// FG_DEBUG_ROUTING_HEADS=0 turns it off.
   bool routingHeads = true;
+  /// Sibling cuBLAS GEMMs of one B and one shape (a prefill chunk's k and v
+  /// projections) as one strided batch of two (GemmPairs.h); written in the
+  /// twenty-ninth session after fg_bench_prefill_gemms' strided form (7 µs a
+  /// W-dense layer less at 512 rows). FG_DEBUG_GEMM_PAIRS=0 turns it off.
+  bool gemmPairs = true;
   /// fused.matmul_id_sum_add of one token with f16, bf16 or f32 experts
   /// (kernels/moe_sum.cuh, a warp a row over the k slots' rows end to end),
   /// where only the DP4A form existed: W-moe-12 f16 15 -> 14 launches a

@@ -102,7 +102,7 @@ void dropMergedLaunches(CompiledEntry &entry, KernelSources &sources,
   // runs): this entry's sources are the last ones, so only its indices move.
   std::vector<size_t> dropped;
   for (uint32_t j = 0; j < n; ++j)
-    if (hostOf(j) != j)
+    if (hostOf(j) != j && sourceOf[j] != ~size_t(0)) // a cuBLAS call has no source
       dropped.push_back(sourceOf[j]);
   llvm::sort(dropped);
   for (size_t &x : keptSources)

@@ -16,6 +16,7 @@
 
 #include "codegen/cuda/CudaTarget.h"
 #include "codegen/cuda/EmitNodes.h"
+#include "codegen/cuda/GemmPairs.h"
 #include "codegen/cuda/GemvTails.h"
 #include "codegen/cuda/GreedyToken.h"
 #include "codegen/cuda/InputCheck.h"
@@ -59,6 +60,8 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
     if (llvm::Error e = scheduleLaunches(fn, *layouts, *code, *proven, tables, sources, entry,
                                          opts.workspaceSlots))
       return e;
+    if (opts.emit.gemmPairs)
+      pairSiblingGemms(entry, sources, prog.weights);
     if (opts.emit.gemvTails || opts.emit.gemvLocalTails) {
       llvm::Expected<unsigned> merged =
           mergeGemvTails(fn, *layouts, *code, *proven, opts.emit, tables, sources, entry);

@@ -228,6 +228,17 @@ struct CudaRunner::Impl {
       if (auto e = cublasCheck(cublasSetWorkspace(cublas, ws, prog.workspaceBytes),
                                "cublasSetWorkspace"))
         return e;
+    if (g.batch > 1)
+      return cublasCheck(
+          cublasGemmStridedBatchedEx(
+              cublas, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N, g.transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+              static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), &g.alpha,
+              address(g.a), cudaTypeOf(g.aType), static_cast<int>(g.lda),
+              static_cast<long long>(g.strideA), address(g.b), cudaTypeOf(g.bType),
+              static_cast<int>(g.ldb), static_cast<long long>(g.strideB), &g.beta, address(g.c),
+              cudaTypeOf(g.cType), static_cast<int>(g.ldc), static_cast<long long>(g.strideC),
+              g.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          l.what);
     return cublasCheck(
         cublasGemmEx(
             cublas, g.transA ? CUBLAS_OP_T : CUBLAS_OP_N, g.transB ? CUBLAS_OP_T : CUBLAS_OP_N,

@@ -212,23 +212,64 @@ TEST(MatmulAddPrefill, PlanRoundTripsAndThePreviousFormatReads) {
   e.launches.push_back(l);
   p.entries.push_back(e);
   std::string bytes = encodeProgram(p).bytes;
+  // The Lt fields (lt, ldd, d) as written, to find the records' layout.
+  std::string marker(22, '\0');
+  marker[0] = 0; // lt
+  int64_t ldd = l.gemm.ldd;
+  std::memcpy(&marker[1], &ldd, 8);
+  marker[9] = static_cast<char>(BufferSpace::Arena);
+  uint32_t index = 0;
+  std::memcpy(&marker[10], &index, 4);
+  uint64_t off = l.gemm.d.offset;
+  std::memcpy(&marker[14], &off, 8);
   {
     auto now = decodeProgram(bytes);
     ASSERT_TRUE(bool(now)) << llvm::toString(now.takeError());
     EXPECT_EQ(now->entries[0].launches[0].gemm.ldd, 0x0123456789abcdefLL);
     EXPECT_EQ(now->entries[0].launches[0].actQuant, ActQuant::Int8NormDeferred);
-    // FGPZ (the input check without staging arguments) and FGQA (weights in
-    // any placement: no stacked GEMM) have the same layout.
-    for (uint32_t old : {0x4647505Au /* "FGPZ" */, 0x46475141u /* "FGQA" */}) {
+    EXPECT_EQ(now->entries[0].launches[0].gemm.batch, 1);
+    uint32_t tag = 0;
+    std::memcpy(&tag, bytes.data(), 4);
+    EXPECT_EQ(tag, 0x46475143u); // "FGQC": written now
+  }
+  // FGQC's GEMM records end the Lt fields with the strided batch (count,
+  // then A, B and C strides): 28 bytes the older layouts lack.
+  const size_t markerAt = bytes.find(marker);
+  ASSERT_NE(markerAt, std::string::npos);
+  const size_t batchAt = markerAt + marker.size();
+  int32_t batch = 0;
+  std::memcpy(&batch, &bytes[batchAt], 4);
+  ASSERT_EQ(batch, 1);
+  {
+    // A batch of three, or a negative stride, is a corrupt record.
+    std::string bad = bytes;
+    int32_t three = 3;
+    std::memcpy(&bad[batchAt], &three, 4);
+    auto r = decodeProgram(bad);
+    ASSERT_FALSE(bool(r));
+    EXPECT_NE(llvm::toString(r.takeError()).find("bad gemm batch"), std::string::npos);
+    bad = bytes;
+    int64_t negative = -4;
+    std::memcpy(&bad[batchAt + 4], &negative, 8);
+    ASSERT_FALSE(bool(decodeProgram(bad)));
+  }
+  bytes.erase(batchAt, 28);
+  {
+    // FGPZ (the input check without staging arguments), FGQA (weights in
+    // any placement: no stacked GEMM) and FGQB (no batches) have the same
+    // layout.
+    for (uint32_t old : {0x4647505Au /* "FGPZ" */, 0x46475141u /* "FGQA" */,
+                         0x46475142u /* "FGQB" */}) {
       std::string z = bytes;
       std::memcpy(&z[0], &old, 4);
       auto r = decodeProgram(z);
       ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
       EXPECT_EQ(r->entries[0].launches[0].actQuant, ActQuant::Int8NormDeferred);
+      EXPECT_EQ(r->entries[0].launches[0].gemm.batch, 1);
     }
-    uint32_t tag = 0;
-    std::memcpy(&tag, bytes.data(), 4);
-    EXPECT_EQ(tag, 0x46475142u); // "FGQB": written now
+    // Tagged FGQB from here on (the older layouts' tests below).
+    uint32_t fgqb = 0x46475142u;
+    std::memcpy(&bytes[0], &fgqb, 4);
   }
   // The ActQuant byte follows `what`; a bad one is a corrupt section.
   const size_t whatAt = bytes.find("%y = matmul");
@@ -252,15 +293,6 @@ TEST(MatmulAddPrefill, PlanRoundTripsAndThePreviousFormatReads) {
     EXPECT_EQ(r->entries[0].launches[0].actQuant, ActQuant::Exact);
     EXPECT_EQ(r->entries[0].launches[0].gemm.ldd, 0x0123456789abcdefLL);
   }
-  std::string marker(22, '\0');
-  marker[0] = 0; // lt
-  int64_t ldd = l.gemm.ldd;
-  std::memcpy(&marker[1], &ldd, 8);
-  marker[9] = static_cast<char>(BufferSpace::Arena);
-  uint32_t index = 0;
-  std::memcpy(&marker[10], &index, 4);
-  uint64_t off = l.gemm.d.offset;
-  std::memcpy(&marker[14], &off, 8);
   size_t at = bytes.find(marker);
   ASSERT_NE(at, std::string::npos);
   bytes.erase(at, marker.size());

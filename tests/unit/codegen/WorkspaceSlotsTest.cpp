@@ -154,8 +154,9 @@ TEST(WorkspaceSlots, RandomDagsNeverShareASlotUnordered) {
 }
 
 /// A prefill chunk's q, k and v projections of one x (cuBLAS above 8 rows),
-/// compiled for sm_90 on the CPU: the entry's launches.
-std::vector<LaunchRecord> qkvLaunches() {
+/// compiled for sm_90 on the CPU: the entry's launches. `pairs`: k and v as
+/// one strided batch (GemmPairs.h, the default); off, three GEMMs.
+std::vector<LaunchRecord> qkvLaunches(bool pairs = false) {
   Graph g;
   Function &fn = g.addFunction("prefill");
   Builder b(fn);
@@ -170,7 +171,10 @@ std::vector<LaunchRecord> qkvLaunches() {
   CompileOptions co;
   co.arch = "sm_90";
   co.kernelCacheDir = test::kernelCacheDir();
+  if (!pairs)
+    setenv("FG_DEBUG_GEMM_PAIRS", "0", 1);
   auto plan = compile(g, co);
+  unsetenv("FG_DEBUG_GEMM_PAIRS");
   EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   if (!plan)
     return {};
@@ -206,6 +210,21 @@ TEST(WorkspaceSlots, PrefillQkvRunSideBySide) {
   for (uint32_t a : gemms)
     got.push_back((*slotsOf)[a]);
   EXPECT_EQ(got, (std::vector<int>{0, 1, 2}));
+}
+
+/// With the GEMM pairs (the default) k and v are one strided batch beside q:
+/// two GEMMs, neither waiting for the other, in two slots.
+TEST(WorkspaceSlots, PrefillQAndTheKvPairRunSideBySide) {
+  const std::vector<LaunchRecord> ls = qkvLaunches(/*pairs=*/true);
+  const std::vector<uint32_t> gemms = gemmsOf(ls);
+  ASSERT_EQ(gemms.size(), 2u);
+  EXPECT_EQ(ls[gemms[0]].gemm.batch + ls[gemms[1]].gemm.batch, 3);
+  for (uint32_t a : gemms)
+    for (uint32_t d : ls[a].deps)
+      EXPECT_FALSE(llvm::is_contained(gemms, d)) << ls[a].what << " waits for " << ls[d].what;
+  auto slotsOf = workspaceSlotsOf(ls, kWorkspaceSlots);
+  ASSERT_TRUE(bool(slotsOf)) << llvm::toString(slotsOf.takeError());
+  EXPECT_EQ(workspaceSlotsUsed(*slotsOf), 2u);
 }
 
 /// FG_DEBUG_WORKSPACE_SLOTS=1 (for timing): the chained form, one slot.
