@@ -10,7 +10,9 @@
 //   fused.gated_matmul      gate|up of the dense FFNs (two weight streams)
 //   matmul_id               expert gate_up and down, k experts per token
 //   fused.gated_matmul_id   expert gate|up
-//   attention               decode over KV 1024 / 8192 / 32768 rows (f16 KV)
+//   attention               decode over KV 1024 / 8192 / 32768 rows (f16 KV), and
+//                           prefill chunks of 512 / 2048 tokens from position 0
+//                           (shape "prefill", T = the chunk)
 //   rms_norm, fused.rms_norm_mul   T rows of the hidden size
 //
 // Activations are f32 as the decoder blocks produce them; weights f16 and
@@ -141,6 +143,8 @@ inline constexpr int64_t kQuantTokens[] = {1, 2, 8};
 /// operands and block-quantised weights (not indices).
 inline bool isRotatedType(DType t) { return isFloat(t) || isQuantized(t); }
 inline constexpr int64_t kAttentionKv[] = {1024, 8192, 32768};
+/// Prefill attention cases: chunks of these many tokens from position 0.
+inline constexpr int64_t kPrefillAttentionTokens[] = {512, 2048};
 
 /// One GEMV weight shape of a decoder, named by the projections that have it.
 struct GemvShape {
@@ -271,6 +275,24 @@ inline llvm::Expected<std::vector<KernelCase>> kernelCases() {
         a.headDim = hd;
         a.kvLen = kv;
         add(a, kv == kAttentionKv[0]);
+      }
+    // Prefill attention (the flash kernel, attention_prefill.cuh): a chunk of
+    // T tokens at positions 0 .. T − 1 over a cache of T rows, causal — the
+    // launch a prefill of T tokens makes each layer, timed back to back in a
+    // graph apart from the GEMMs around it (the twenty-ninth session saw it
+    // 23-24 µs under Nsight Compute but 53-56 in W-dense's prefill replay).
+    if (llvm::StringRef(w.label) != "w-tiny")
+      for (int64_t t : kPrefillAttentionTokens) {
+        KernelCase a = base;
+        a.family = KernelFamily::Attention;
+        a.shape = "prefill";
+        a.dtype = c.kvDType;
+        a.heads = c.nHeads;
+        a.kvHeads = c.nKvHeads;
+        a.headDim = hd;
+        a.kvLen = t;
+        a.T = t;
+        out.push_back(a);
       }
     // Row kernels at the hidden size.
     for (KernelFamily f : {KernelFamily::RmsNorm, KernelFamily::RmsNormMul}) {

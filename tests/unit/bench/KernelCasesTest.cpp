@@ -98,7 +98,8 @@ TEST(KernelCases, FamiliesTokensAndSmokeSubset) {
   EXPECT_EQ(perFamily[KernelFamily::GatedMatmul], 2 * 2 * 4 + kQ); // w-dense, w-tiny
   EXPECT_EQ(perFamily[KernelFamily::MatmulId], 2 * 2 * 4 + 2 * kQ); // gate_up, down
   EXPECT_EQ(perFamily[KernelFamily::GatedMatmulId], 1 * 2 * 4 + kQ);
-  EXPECT_EQ(perFamily[KernelFamily::Attention], 2 * 3 * 4); // w-dense, w-moe x 3 KV
+  // w-dense, w-moe x 3 KV x 4 T, and a prefill chunk of 512 and of 2048 each.
+  EXPECT_EQ(perFamily[KernelFamily::Attention], 2 * 3 * 4 + 2 * 2);
   EXPECT_EQ(perFamily[KernelFamily::RmsNorm], 3 * 4);
   EXPECT_EQ(perFamily[KernelFamily::RmsNormMul], 3 * 4);
   EXPECT_EQ(smoke, 30u);
@@ -106,6 +107,11 @@ TEST(KernelCases, FamiliesTokensAndSmokeSubset) {
   EXPECT_EQ(a.heads, 32);
   EXPECT_EQ(a.kvHeads, 4);
   EXPECT_EQ(a.headDim, 128);
+  const KernelCase &p = find(cs, "attention/w-dense/prefill/f16/T2048");
+  EXPECT_EQ(p.kvLen, 2048); // positions 0 .. 2047: causal over the whole chunk
+  EXPECT_EQ(p.heads, 32);
+  EXPECT_EQ(p.kvHeads, 8);
+  EXPECT_FALSE(p.smoke);
   const KernelCase &e = find(cs, "fused.gated_matmul_id/w-moe/gate_up/bf16/T4");
   EXPECT_EQ(e.experts, 128);
   EXPECT_EQ(e.topK, 8);
