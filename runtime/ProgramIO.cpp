@@ -329,6 +329,61 @@ const char *badRef(const BufferRef &r, const CompiledProgram &p, const CompiledE
   }
 }
 
+/// Why GEMM `g` of entry `e` would reach outside its buffers, or null: its
+/// sizes must fit cuBLAS's int arguments with leading dimensions that hold
+/// a column, and A, B, C (and D) — every batch member, `batch` strides on —
+/// must end inside the arena (arenaBytes), the weight allocation (from the
+/// slot's placed offset to the end: a stacked GEMM reads on into the next
+/// slot) or their state slot. A corrupt file, not a read past the end on the
+/// device.
+const char *badGemmExtent(const GemmDesc &g, const CompiledProgram &p, const CompiledEntry &e,
+                          const std::vector<uint64_t> &weightAt, uint64_t weightTotal) {
+  constexpr int64_t kInt = 0x7fffffff;
+  auto inInt = [](int64_t v) { return v >= 1 && v <= kInt; };
+  if (!inInt(g.m) || !inInt(g.n) || !inInt(g.k) || !inInt(g.lda) || !inInt(g.ldb) ||
+      !inInt(g.ldc) || (g.lt && !inInt(g.ldd)))
+    return "bad gemm size";
+  struct Operand {
+    const BufferRef *ref;
+    DType type;
+    int64_t rows, cols, ld, stride;
+  };
+  std::vector<Operand> ops = {
+      {&g.a, g.aType, g.transA ? g.k : g.m, g.transA ? g.m : g.k, g.lda, g.strideA},
+      {&g.b, g.bType, g.transB ? g.n : g.k, g.transB ? g.k : g.n, g.ldb, g.strideB},
+      {&g.c, g.cType, g.m, g.n, g.ldc, g.strideC}};
+  if (g.lt)
+    ops.push_back({&g.d, g.cType, g.m, g.n, g.ldd, 0});
+  for (const Operand &o : ops) {
+    if (o.ld < o.rows)
+      return "gemm leading dimension below its rows";
+    // (cols − 1)·ld + rows elements, then the batch; every factor < 2^31,
+    // strides < 2^40 (checked), so nothing overflows 64 bits.
+    if (o.stride > (int64_t(1) << 40))
+      return "bad gemm batch";
+    const uint64_t elems = static_cast<uint64_t>((o.cols - 1) * o.ld + o.rows) +
+                           static_cast<uint64_t>(g.batch - 1) * static_cast<uint64_t>(o.stride);
+    const uint64_t bytes = elems * static_cast<uint64_t>(storageBytes(o.type, 1));
+    uint64_t room = 0;
+    switch (o.ref->space) {
+    case BufferSpace::Arena:
+      room = e.arenaBytes;
+      break;
+    case BufferSpace::Weight:
+      room = weightTotal - weightAt[o.ref->index];
+      break;
+    case BufferSpace::State:
+      room = static_cast<uint64_t>(p.state[o.ref->index].type.bytes());
+      break;
+    default:
+      return "gemm operand outside the arena, weights and state";
+    }
+    if (o.ref->offset > room || bytes > room - o.ref->offset)
+      return "gemm reaches past its buffer";
+  }
+  return nullptr;
+}
+
 } // namespace
 
 EncodedProgram encodeProgram(const CompiledProgram &p) {
@@ -509,6 +564,10 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
   readSlots(r, p.state, ignored, bad);
   if (!r.failed() && !bad.empty())
     return corrupt(bad.c_str());
+  // Where the runner places each weight (one allocation): GEMM extents are
+  // checked against it.
+  uint64_t weightTotal = 0;
+  const std::vector<uint64_t> weightAt = weightOffsets(p.weights, &weightTotal);
   uint64_t nEntries = r.count(16);
   for (uint64_t i = 0; i < nEntries && !r.failed(); ++i) {
     CompiledEntry e;
@@ -615,10 +674,13 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
       for (const BufferRef &a : l.args)
         if (const char *bad = badRef(a, p, e, /*staging=*/l.kind == LaunchRecord::Kind::Kernel))
           return corrupt(bad);
-      if (l.kind == LaunchRecord::Kind::Gemm)
+      if (l.kind == LaunchRecord::Kind::Gemm) {
         for (const BufferRef *g : {&l.gemm.a, &l.gemm.b, &l.gemm.c, &l.gemm.d})
           if (const char *bad = badRef(*g, p, e, /*staging=*/false))
             return corrupt(bad);
+        if (const char *bad = badGemmExtent(l.gemm, p, e, weightAt, weightTotal))
+          return corrupt(bad);
+      }
       e.launches.push_back(std::move(l));
     }
     for (const auto *list : {&e.inputs, &e.outputs})

@@ -210,7 +210,27 @@ TEST(MatmulAddPrefill, PlanRoundTripsAndThePreviousFormatReads) {
   l.what = "%y = matmul";
   l.actQuant = ActQuant::Int8NormDeferred;
   e.launches.push_back(l);
+  // A (f32, 8 x 32 transposed) at 0, B (32 x 16) at 0, C (8 x 16) at 4096:
+  // C ends at byte 4608.
+  e.arenaBytes = 4608;
   p.entries.push_back(e);
+  {
+    // One byte less of arena and C reaches past it: a corrupt plan, not a
+    // write past the arena on the device. So does a leading dimension
+    // shorter than the rows.
+    CompiledProgram small = p;
+    small.entries[0].arenaBytes = 4607;
+    auto r = decodeProgram(encodeProgram(small).bytes);
+    ASSERT_FALSE(bool(r));
+    EXPECT_NE(llvm::toString(r.takeError()).find("gemm reaches past its buffer"),
+              std::string::npos);
+    CompiledProgram shortLd = p;
+    shortLd.entries[0].launches[0].gemm.ldc = 4;
+    auto s = decodeProgram(encodeProgram(shortLd).bytes);
+    ASSERT_FALSE(bool(s));
+    EXPECT_NE(llvm::toString(s.takeError()).find("gemm leading dimension below its rows"),
+              std::string::npos);
+  }
   std::string bytes = encodeProgram(p).bytes;
   // The Lt fields (lt, ldd, d) as written, to find the records' layout.
   std::string marker(22, '\0');
