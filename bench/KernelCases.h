@@ -263,37 +263,35 @@ inline llvm::Expected<std::vector<KernelCase>> kernelCases() {
           add(e, std::string(s.name) == "gate_up");
         }
     }
-    // Decode attention at the workload's head configuration (not w-tiny).
-    if (llvm::StringRef(w.label) != "w-tiny")
-      for (int64_t kv : kAttentionKv) {
-        KernelCase a = base;
-        a.family = KernelFamily::Attention;
-        a.shape = "kv" + std::to_string(kv);
-        a.dtype = c.kvDType;
-        a.heads = c.nHeads;
-        a.kvHeads = c.nKvHeads;
-        a.headDim = hd;
-        a.kvLen = kv;
-        add(a, kv == kAttentionKv[0]);
-      }
-    // Prefill attention (the flash kernel, attention_prefill.cuh): a chunk of
-    // T tokens at positions 0 .. T − 1 over a cache of T rows, causal — the
-    // launch a prefill of T tokens makes each layer, timed back to back in a
-    // graph apart from the GEMMs around it (the twenty-ninth session saw it
-    // 23-24 µs under Nsight Compute but 53-56 in W-dense's prefill replay).
-    if (llvm::StringRef(w.label) != "w-tiny")
+    // Attention at the workload's head configuration (not w-tiny): a cache
+    // of kvLen rows, the heads and KV type of the workload.
+    auto attention = [&](std::string shape, int64_t kvLen) {
+      KernelCase a = base;
+      a.family = KernelFamily::Attention;
+      a.shape = std::move(shape);
+      a.dtype = c.kvDType;
+      a.heads = c.nHeads;
+      a.kvHeads = c.nKvHeads;
+      a.headDim = hd;
+      a.kvLen = kvLen;
+      return a;
+    };
+    if (llvm::StringRef(w.label) != "w-tiny") {
+      // Decode: T = 1..8 query rows over KV 1024 / 8192 / 32768.
+      for (int64_t kv : kAttentionKv)
+        add(attention("kv" + std::to_string(kv), kv), kv == kAttentionKv[0]);
+      // Prefill (the flash kernel, attention_prefill.cuh): a chunk of T
+      // tokens at positions 0 .. T − 1 over a cache of T rows, causal — the
+      // launch a prefill of T tokens makes each layer, timed back to back in
+      // a graph apart from the GEMMs around it (the twenty-ninth session saw
+      // it 23-24 µs under Nsight Compute but 53-56 in W-dense's prefill
+      // replay).
       for (int64_t t : kPrefillAttentionTokens) {
-        KernelCase a = base;
-        a.family = KernelFamily::Attention;
-        a.shape = "prefill";
-        a.dtype = c.kvDType;
-        a.heads = c.nHeads;
-        a.kvHeads = c.nKvHeads;
-        a.headDim = hd;
-        a.kvLen = t;
+        KernelCase a = attention("prefill", t);
         a.T = t;
         out.push_back(a);
       }
+    }
     // Row kernels at the hidden size.
     for (KernelFamily f : {KernelFamily::RmsNorm, KernelFamily::RmsNormMul}) {
       KernelCase r = base;
