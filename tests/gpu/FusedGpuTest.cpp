@@ -548,7 +548,7 @@ void registerGemvCases() {
     b.result(gatedFfnExperts(b, x, wg, wu, wd, ids, GluKind::SwiGLU, "blk.0."));
     return 1e-2;
   });
-  // The opt-in gated_gemm (a prefill chunk's gate|up as one stacked cuBLAS
+  // gated_gemm, on by default (a prefill chunk's gate|up as one stacked cuBLAS
   // GEMM, then the GLU from each row's halves, in the down GEMM's type): 37
   // rows of f16 / bf16 x; gate weights of 96 x 200 (38400 bytes, whole
   // 256-byte units: up follows in the weight allocation, one GEMM) and of

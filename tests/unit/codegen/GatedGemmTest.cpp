@@ -1,6 +1,6 @@
 //===- GatedGemmTest.cpp - fused.gated_gemm's launches, stacked or split ---===//
 //
-// A prefill chunk's gate|up with the GLU (the opt-in gated_gemm pattern),
+// A prefill chunk's gate|up with the GLU (the gated_gemm pattern, on by default),
 // compiled for sm_90 on the CPU: where the gate weight fills whole 256-byte
 // units and the up weight takes the next slot, the runner's placement
 // (runtime/Program.h, weightOffsets) puts up on the byte after gate, so the
