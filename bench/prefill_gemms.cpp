@@ -22,6 +22,8 @@
 //                    would give); merged-qkv, merged-gu: one of the two
 //   batched          q|k|v merged, gate and up as one cublasGemmBatchedEx of
 //                    two (pointer arrays in device memory)
+//   plan             q, then k|v as one strided batch, gate|up stacked: the
+//                    plan's own GEMMs (GemmPairs, gated_gemm)
 //   strided[-gu]     gate and up (and k and v) as one cublasGemmStridedBatchedEx
 //                    of two, the weights where they are (A's stride their
 //                    distance, x shared, the results one after the other):
@@ -248,6 +250,10 @@ const std::vector<Form> &forms() {
       {Q::Merged, G::PtrBatched, true, false, "batched"},
       {Q::KvStrided, G::Strided, false, false, "strided"},
       {Q::Separate, G::Strided, false, false, "strided-gu"},
+      // What the plan runs since the twenty-ninth session: q alone, k|v one
+      // strided batch (GemmPairs), gate|up stacked (gated_gemm), all
+      // cublasGemmEx; o and down with the residual as every form has them.
+      {Q::KvStrided, G::Merged, false, false, "plan"},
   };
   return f;
 }
