@@ -358,12 +358,18 @@ const char *badGemmExtent(const GemmDesc &g, const CompiledProgram &p, const Com
     if (o.ld < o.rows)
       return "gemm leading dimension below its rows";
     // (cols − 1)·ld + rows elements, then the batch; every factor < 2^31,
-    // strides < 2^40 (checked), so nothing overflows 64 bits.
+    // strides < 2^40 (checked), so the element count stays below 2^63; it
+    // is compared in elements, never multiplied out to bytes.
     if (o.stride > (int64_t(1) << 40))
       return "bad gemm batch";
-    const uint64_t elems = static_cast<uint64_t>((o.cols - 1) * o.ld + o.rows) +
-                           static_cast<uint64_t>(g.batch - 1) * static_cast<uint64_t>(o.stride);
-    const uint64_t bytes = elems * static_cast<uint64_t>(storageBytes(o.type, 1));
+    const uint64_t one = static_cast<uint64_t>((o.cols - 1) * o.ld + o.rows);
+    const uint64_t elems =
+        one + static_cast<uint64_t>(g.batch - 1) * static_cast<uint64_t>(o.stride);
+    const uint64_t elemBytes = static_cast<uint64_t>(storageBytes(o.type, 1));
+    // The batch members' results may not share bytes (they are written side
+    // by side: a race, and a different answer each run).
+    if (o.ref == &g.c && g.batch > 1 && static_cast<uint64_t>(o.stride) < one)
+      return "bad gemm batch";
     uint64_t room = 0;
     switch (o.ref->space) {
     case BufferSpace::Arena:
@@ -378,7 +384,7 @@ const char *badGemmExtent(const GemmDesc &g, const CompiledProgram &p, const Com
     default:
       return "gemm operand outside the arena, weights and state";
     }
-    if (o.ref->offset > room || bytes > room - o.ref->offset)
+    if (o.ref->offset > room || elems > (room - o.ref->offset) / elemBytes)
       return "gemm reaches past its buffer";
   }
   return nullptr;
@@ -567,6 +573,17 @@ llvm::Expected<CompiledProgram> decodeProgram(llvm::StringRef bytes) {
   // Where the runner places each weight (one allocation): GEMM extents are
   // checked against it.
   uint64_t weightTotal = 0;
+  {
+    // The placed total may not wrap (each slot is checked, their sum not).
+    uint64_t sum = 0;
+    for (const TensorSlot &w : p.weights) {
+      const uint64_t b = static_cast<uint64_t>(w.type.bytes());
+      const uint64_t placed = (b + kWeightAlign - 1) / kWeightAlign * kWeightAlign;
+      if (placed < b || sum + placed < sum || sum + placed > (uint64_t(1) << 52))
+        return corrupt("weights larger than any device");
+      sum += placed;
+    }
+  }
   const std::vector<uint64_t> weightAt = weightOffsets(p.weights, &weightTotal);
   uint64_t nEntries = r.count(16);
   for (uint64_t i = 0; i < nEntries && !r.failed(); ++i) {

@@ -503,6 +503,11 @@ void printProgramJson(const Plan &plan, json::OStream &j) {
                     j.attribute("c_type", std::string(dtypeName(g.cType)));
                     if (g.lt) // cublasLtMatmul: C (the residual) read, D written
                       j.attribute("lt", true);
+                    if (g.batch > 1) { // one strided batch (GemmPairs)
+                      j.attribute("batch", static_cast<int64_t>(g.batch));
+                      j.attribute("stride_a", g.strideA);
+                      j.attribute("stride_c", g.strideC);
+                    }
                   });
                 } else {
                   j.attribute("module", static_cast<int64_t>(l.module));

@@ -44,6 +44,13 @@ uint64_t bBytes(const GemmDesc &g) {
   return elems * static_cast<uint64_t>(storageBytes(g.bType, 1));
 }
 
+/// Bytes of A as read (op(A) is m×k: stored k×m transposed, or m×k).
+uint64_t aBytes(const GemmDesc &g) {
+  const int64_t cols = g.transA ? g.m : g.k, rows = g.transA ? g.k : g.m;
+  const uint64_t elems = static_cast<uint64_t>((cols - 1) * g.lda + rows);
+  return elems * static_cast<uint64_t>(storageBytes(g.aType, 1));
+}
+
 bool overlap(uint64_t a, uint64_t aBytes, uint64_t b, uint64_t bBytes) {
   return a < b + bBytes && b < a + aBytes;
 }
@@ -87,6 +94,13 @@ unsigned pairSiblingGemms(CompiledEntry &entry, KernelSources &sources,
         continue;
       if (g.b.space == BufferSpace::Arena && overlap(h.c.offset, cb, g.b.offset, bBytes(g)))
         continue;
+      // Nor either result with the other's A where A lives in the arena (a
+      // weight decoded into scratch).
+      if (g.a.space == BufferSpace::Arena) {
+        const uint64_t ab = aBytes(g);
+        if (overlap(h.c.offset, cb, g.a.offset, ab) || overlap(g.c.offset, cb, h.a.offset, ab))
+          continue;
+      }
       std::optional<uint64_t> a0 = addressOfA(g.a), a1 = addressOfA(h.a);
       if (!a0 || !a1 || *a0 == *a1)
         continue;

@@ -19,10 +19,11 @@
 // the arena, at distances of a whole number of elements with one sign (the
 // batch runs from the lower pair on); every dependency of i comes before j
 // in the list (i moves up to j's place, so nothing i waits for may come
-// after the host); and i's C overlaps neither j's C nor the B both read
-// (the two run side by side inside the launch; the memory plan may have put
-// i's result on bytes j's result no longer needed after a launch between
-// them).
+// after the host); and neither result overlaps the other's, the B both read
+// or, for an A in the arena, the other's A (the two run side by side inside
+// the launch). With every dependency of i before j, a memory plan that put
+// i's result on bytes j reads or writes would have given i an edge from a
+// launch at or after j, so these checks hold anyway; they stay as a guard.
 //
 // Why the proven plan still holds. The host waits for the dependencies of
 // both and their dependents wait for it (dropMergedLaunches), so a launch

@@ -26,6 +26,7 @@
 #include "codegen/cuda/RoutingHeads.h"
 #include "codegen/cuda/ValueLayouts.h"
 #include "codegen/cuda/WeightInitModule.h"
+#include "runtime/WorkspaceSlots.h"
 
 namespace fg::cuda {
 
@@ -60,8 +61,11 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
     if (llvm::Error e = scheduleLaunches(fn, *layouts, *code, *proven, tables, sources, entry,
                                          opts.workspaceSlots))
       return e;
-    if (opts.emit.gemmPairs)
-      pairSiblingGemms(entry, sources, prog.weights);
+    // A pair runs on one workspace slot where it ran on two: the slots are
+    // assigned again over the merged list (edges only where they run out).
+    if (opts.emit.gemmPairs && pairSiblingGemms(entry, sources, prog.weights) > 0)
+      if (auto slots = assignWorkspaceSlots(entry.launches, opts.workspaceSlots, true); !slots)
+        return slots.takeError();
     if (opts.emit.gemvTails || opts.emit.gemvLocalTails) {
       llvm::Expected<unsigned> merged =
           mergeGemvTails(fn, *layouts, *code, *proven, opts.emit, tables, sources, entry);

@@ -65,15 +65,15 @@ std::vector<const LaunchRecord *> gemms(const CompiledProgram &p) {
 
 /// A plain GEMM record: C[24 × 16] (f32) = W[24 × 64]ᵀ-form · x (f16), W in
 /// weight slot `w`, x at arena 0, C at arena `c`.
-LaunchRecord gemm(uint32_t w, uint64_t c, std::vector<uint32_t> deps = {}) {
+LaunchRecord gemm(uint32_t w, uint64_t c, std::vector<uint32_t> deps = {}, int64_t m = 24) {
   LaunchRecord l;
   l.kind = LaunchRecord::Kind::Gemm;
   GemmDesc &g = l.gemm;
   g.transA = true;
-  g.m = 24, g.n = 16, g.k = 64;
+  g.m = m, g.n = 16, g.k = 64;
   g.aType = g.bType = DType::F16;
   g.cType = DType::F32;
-  g.lda = 64, g.ldb = 64, g.ldc = 24;
+  g.lda = 64, g.ldb = 64, g.ldc = m;
   g.a = {BufferSpace::Weight, w, 0};
   g.b = {BufferSpace::Arena, 0, 0};
   g.c = {BufferSpace::Arena, 0, c};
@@ -201,5 +201,53 @@ TEST(GemmPairs, RefusedPairs) {
   // Three siblings: one pair, the third stays single.
   Case three({gemm(0, 4096), gemm(1, 8192), gemm(1, 16384)});
   EXPECT_EQ(three.run(), 1u);
-  EXPECT_EQ(three.entry.launches.size(), 2u);
+  ASSERT_EQ(three.entry.launches.size(), 2u);
+  EXPECT_EQ(three.entry.launches[0].gemm.batch, 2);
+  EXPECT_EQ(three.entry.launches[1].gemm.batch, 1);
+}
+
+TEST(GemmPairs, StridesAreThePlacedDistances) {
+  // 21 x 64 f16 weights (the GEMMs read their first 20 rows): 2688 bytes,
+  // placed 2816 apart (whole 256-byte units), so strideA is 1408 elements,
+  // not m·k = 1280 nor the slot's 1344; the results 512
+  // bytes apart beyond their own 1280: strideC (1280 + 512) / 4 = 448, not
+  // m·n = 320.
+  constexpr uint64_t c20 = 20 * 16 * 4;
+  Case c({gemm(0, 4096, {}, 20), gemm(1, 4096 + c20 + 512, {}, 20)});
+  c.weights = {{"w0", {DType::F16, {21, 64}}}, {"w1", {DType::F16, {21, 64}}}};
+  ASSERT_EQ(c.run(), 1u);
+  const GemmDesc &g = c.entry.launches[0].gemm;
+  EXPECT_EQ(g.strideA, 1408);
+  EXPECT_EQ(g.strideC, 448);
+}
+
+TEST(GemmPairs, TheHostTakesBothDependencies) {
+  // Launch 2 waits for 0, launch 3 for 1: the pair at 2 waits for both.
+  Case c({kernel({}), kernel({}), gemm(0, 4096, {0}), gemm(1, 8192, {1})});
+  ASSERT_EQ(c.run(), 1u);
+  ASSERT_EQ(c.entry.launches.size(), 3u);
+  EXPECT_EQ(c.entry.launches[2].deps, (std::vector<uint32_t>{0, 1}));
+}
+
+TEST(GemmPairs, ReaderRefusesOverlappingBatchResults) {
+  // A batch of two whose C stride is shorter than one result: the two would
+  // write the same bytes side by side. A corrupt plan.
+  CompiledProgram p;
+  p.arch = "sm_90";
+  CompiledEntry e;
+  e.name = "main";
+  LaunchRecord l = gemm(0, 4096);
+  l.gemm.a = {BufferSpace::Arena, 0, 0};
+  l.gemm.batch = 2;
+  l.gemm.strideA = 0;
+  l.gemm.strideC = 24 * 16 - 1;
+  e.launches.push_back(l);
+  e.arenaBytes = 1 << 16;
+  p.entries.push_back(e);
+  auto r = decodeProgram(encodeProgram(p).bytes);
+  ASSERT_FALSE(bool(r));
+  EXPECT_NE(llvm::toString(r.takeError()).find("bad gemm batch"), std::string::npos);
+  p.entries[0].launches[0].gemm.strideC = 24 * 16; // back to back: fine
+  auto ok = decodeProgram(encodeProgram(p).bytes);
+  EXPECT_TRUE(bool(ok)) << llvm::toString(ok.takeError());
 }
