@@ -41,7 +41,6 @@
 #include "runtime/cuda/CudaErrors.h"
 
 #include "codegen/cuda/GemmPeak.h"
-#include "ir/Numeric.h"
 #include "runtime/Executor.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -55,7 +54,6 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -83,20 +81,6 @@ Options &options() {
   return o;
 }
 
-/// 16 MiB of random f16 values in [-1, 1] (fixed seed), the source of every
-/// buffer's contents unless --constant.
-const std::vector<uint16_t> &randomHalves() {
-  static const std::vector<uint16_t> v = [] {
-    std::vector<uint16_t> h(8u << 20);
-    std::mt19937 rng(29);
-    std::uniform_real_distribution<float> d(-1.f, 1.f);
-    for (uint16_t &x : h)
-      x = floatToHalf(d(rng));
-    return h;
-  }();
-  return v;
-}
-
 /// A device allocation, freed on destruction.
 struct DevBuf {
   void *p = nullptr;
@@ -107,14 +91,8 @@ struct DevBuf {
       p = nullptr;
     else if (options().constant)
       cudaMemset(p, 0x2c, n); // 2^-4 in f16
-    else
-      fillRandom();
-  }
-  void fillRandom() {
-    const std::vector<uint16_t> &h = randomHalves();
-    size_t chunk = h.size() * 2;
-    for (size_t off = 0; off < bytes; off += chunk)
-      cudaMemcpy(at(off), h.data(), std::min(chunk, bytes - off), cudaMemcpyHostToDevice);
+    else if (llvm::Error e = cuda::fillRandom16(p, n)) // random f16 (GemmPeak.h)
+      llvm::consumeError(std::move(e));                 // timed as filled
   }
   ~DevBuf() {
     if (p)

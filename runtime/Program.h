@@ -106,6 +106,24 @@ struct GemmShape {
   int64_t strideA = 0, strideB = 0, strideC = 0;
 };
 
+/// One operand as cuBLAS reads it: column-major `rows` × `cols` with leading
+/// dimension `ld` (every column but the last spans ld elements).
+struct GemmExtent {
+  int64_t rows = 0, cols = 0, ld = 0;
+  /// Elements from the first to one past the last (one batch member).
+  uint64_t elems() const { return static_cast<uint64_t>((cols - 1) * ld + rows); }
+};
+/// op(A) is m×k: A is stored k×m when transposed.
+inline GemmExtent extentA(const GemmShape &g) {
+  return {g.transA ? g.k : g.m, g.transA ? g.m : g.k, g.lda};
+}
+/// op(B) is k×n: B is stored n×k when transposed.
+inline GemmExtent extentB(const GemmShape &g) {
+  return {g.transB ? g.n : g.k, g.transB ? g.k : g.n, g.ldb};
+}
+/// C (and the Lt form's D, with ldd) is m×n.
+inline GemmExtent extentC(const GemmShape &g) { return {g.m, g.n, g.ldc}; }
+
 /// A GEMM launch of the plan: its shape and buffers (offsets already include
 /// each operand's byte offset). `d` is used by the Lt form only.
 struct GemmDesc : GemmShape {

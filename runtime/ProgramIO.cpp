@@ -346,23 +346,23 @@ const char *badGemmExtent(const GemmDesc &g, const CompiledProgram &p, const Com
   struct Operand {
     const BufferRef *ref;
     DType type;
-    int64_t rows, cols, ld, stride;
+    GemmExtent x;
+    int64_t stride;
   };
-  std::vector<Operand> ops = {
-      {&g.a, g.aType, g.transA ? g.k : g.m, g.transA ? g.m : g.k, g.lda, g.strideA},
-      {&g.b, g.bType, g.transB ? g.n : g.k, g.transB ? g.k : g.n, g.ldb, g.strideB},
-      {&g.c, g.cType, g.m, g.n, g.ldc, g.strideC}};
+  std::vector<Operand> ops = {{&g.a, g.aType, extentA(g), g.strideA},
+                              {&g.b, g.bType, extentB(g), g.strideB},
+                              {&g.c, g.cType, extentC(g), g.strideC}};
   if (g.lt)
-    ops.push_back({&g.d, g.cType, g.m, g.n, g.ldd, 0});
+    ops.push_back({&g.d, g.cType, GemmExtent{g.m, g.n, g.ldd}, 0}); // D is m×n, ldd
   for (const Operand &o : ops) {
-    if (o.ld < o.rows)
+    if (o.x.ld < o.x.rows)
       return "gemm leading dimension below its rows";
     // (cols − 1)·ld + rows elements, then the batch; every factor < 2^31,
     // strides < 2^40 (checked), so the element count stays below 2^63; it
     // is compared in elements, never multiplied out to bytes.
     if (o.stride > (int64_t(1) << 40))
       return "bad gemm batch";
-    const uint64_t one = static_cast<uint64_t>((o.cols - 1) * o.ld + o.rows);
+    const uint64_t one = o.x.elems();
     const uint64_t elems =
         one + static_cast<uint64_t>(g.batch - 1) * static_cast<uint64_t>(o.stride);
     const uint64_t elemBytes = static_cast<uint64_t>(storageBytes(o.type, 1));

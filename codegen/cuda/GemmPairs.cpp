@@ -29,26 +29,9 @@ bool sameShape(const GemmDesc &x, const GemmDesc &y) {
          x.lda == y.lda && x.ldb == y.ldb && x.ldc == y.ldc && x.alpha == y.alpha;
 }
 
-/// Bytes of C (m×n column-major with leading dimension ldc; every column
-/// but the last spans ldc elements).
-uint64_t cBytes(const GemmDesc &g) {
-  const uint64_t elems = static_cast<uint64_t>((g.n - 1) * g.ldc + g.m);
-  return elems * static_cast<uint64_t>(storageBytes(g.cType, 1));
-}
-
-/// Bytes of B as read (op(B) is k×n: column-major rows×cols of k×n, or n×k
-/// transposed).
-uint64_t bBytes(const GemmDesc &g) {
-  const int64_t cols = g.transB ? g.k : g.n, rows = g.transB ? g.n : g.k;
-  const uint64_t elems = static_cast<uint64_t>((cols - 1) * g.ldb + rows);
-  return elems * static_cast<uint64_t>(storageBytes(g.bType, 1));
-}
-
-/// Bytes of A as read (op(A) is m×k: stored k×m transposed, or m×k).
-uint64_t aBytes(const GemmDesc &g) {
-  const int64_t cols = g.transA ? g.m : g.k, rows = g.transA ? g.k : g.m;
-  const uint64_t elems = static_cast<uint64_t>((cols - 1) * g.lda + rows);
-  return elems * static_cast<uint64_t>(storageBytes(g.aType, 1));
+/// Bytes an operand of `type` spans (one batch member).
+uint64_t spanBytes(const GemmExtent &x, DType type) {
+  return x.elems() * static_cast<uint64_t>(storageBytes(type, 1));
 }
 
 bool overlap(uint64_t a, uint64_t aBytes, uint64_t b, uint64_t bBytes) {
@@ -89,15 +72,15 @@ unsigned pairSiblingGemms(CompiledEntry &entry, KernelSources &sources,
         continue;
       // Side by side in one launch: the later result may not share bytes
       // with the host's result or with the B both read.
-      const uint64_t cb = cBytes(g);
+      const uint64_t cb = spanBytes(extentC(g), g.cType);
       if (overlap(g.c.offset, cb, h.c.offset, cb))
         continue;
-      if (g.b.space == BufferSpace::Arena && overlap(h.c.offset, cb, g.b.offset, bBytes(g)))
+      if (g.b.space == BufferSpace::Arena && overlap(h.c.offset, cb, g.b.offset, spanBytes(extentB(g), g.bType)))
         continue;
       // Nor either result with the other's A where A lives in the arena (a
       // weight decoded into scratch).
       if (g.a.space == BufferSpace::Arena) {
-        const uint64_t ab = aBytes(g);
+        const uint64_t ab = spanBytes(extentA(g), g.aType);
         if (overlap(h.c.offset, cb, g.a.offset, ab) || overlap(g.c.offset, cb, h.a.offset, ab))
           continue;
       }

@@ -28,6 +28,16 @@ llvm::Error check(cublasStatus_t s, const char *what) {
                    std::to_string(static_cast<int>(s)));
 }
 
+/// 1000003 values uniform in [-1, 1] (fixed seed) as f16 or bf16 bits.
+std::vector<uint16_t> pattern(bool bf16) {
+  std::vector<uint16_t> v(1000003);
+  std::mt19937 rng(8192);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  for (uint16_t &x : v)
+    x = bf16 ? floatToBf16(d(rng)) : floatToHalf(d(rng));
+  return v;
+}
+
 /// Owns what one measurement allocates.
 struct Resources {
   void *a = nullptr, *b = nullptr, *c = nullptr;
@@ -48,6 +58,20 @@ struct Resources {
 
 } // namespace
 
+llvm::Error fillRandom16(void *device, size_t bytes, bool bf16) {
+  // A pattern of a prime number of elements, repeated: rows of any width
+  // see different values.
+  static const std::vector<uint16_t> halves = pattern(false), bf16s = pattern(true);
+  const std::vector<uint16_t> &src = bf16 ? bf16s : halves;
+  const size_t chunk = src.size() * 2;
+  for (size_t off = 0; off < bytes; off += chunk)
+    if (llvm::Error e = check(cudaMemcpy(static_cast<char *>(device) + off, src.data(),
+                                         std::min(chunk, bytes - off), cudaMemcpyHostToDevice),
+                              "cudaMemcpy"))
+      return e;
+  return llvm::Error::success();
+}
+
 llvm::Expected<GemmPeak> measureGemmPeak(const GemmPeakOptions &opts) {
   Resources r;
   int64_t n = opts.n;
@@ -66,19 +90,9 @@ llvm::Expected<GemmPeak> measureGemmPeak(const GemmPeakOptions &opts) {
       if (llvm::Error e = check(cudaMemset(p, 0x2c, bytes), "cudaMemset"))
         return e;
   } else {
-    std::vector<uint16_t> pattern(1000003);
-    std::mt19937 rng(8192);
-    std::uniform_real_distribution<float> d(-1.f, 1.f);
-    for (uint16_t &x : pattern)
-      x = opts.bf16 ? floatToBf16(d(rng)) : floatToHalf(d(rng));
-    size_t chunk = pattern.size() * 2;
     for (void *p : {r.a, r.b})
-      for (size_t off = 0; off < bytes; off += chunk)
-        if (llvm::Error e = check(cudaMemcpy(static_cast<char *>(p) + off, pattern.data(),
-                                             std::min(chunk, bytes - off),
-                                             cudaMemcpyHostToDevice),
-                                  "cudaMemcpy"))
-          return e;
+      if (llvm::Error e = fillRandom16(p, bytes, opts.bf16))
+        return e;
   }
   if (llvm::Error e = check(cublasCreate(&r.handle), "cublasCreate"))
     return e;

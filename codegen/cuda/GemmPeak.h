@@ -30,6 +30,11 @@ struct GemmPeak {
   int64_t n = 0;
 };
 
+/// Fills `bytes` of device memory with random 16-bit floats in [-1, 1] (f16,
+/// or bf16), the operands every tensor-core timing should use: one repeated
+/// value draws less power and clocks higher (~12 % on the H200).
+llvm::Error fillRandom16(void *device, size_t bytes, bool bf16 = false);
+
 /// Times the GEMM on the current device. Errors: no device, CUDA or cuBLAS failures.
 llvm::Expected<GemmPeak> measureGemmPeak(const GemmPeakOptions &opts = {});
 

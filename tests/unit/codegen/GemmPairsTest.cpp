@@ -10,16 +10,14 @@
 // the batch order (from the lower pair on).
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/cuda/Compile.h"
 #include "codegen/cuda/GemmPairs.h"
 #include "ir/Builder.h"
 #include "runtime/ProgramIO.h"
-#include "tests/unit/codegen/TestKernelCache.h"
+#include "tests/unit/codegen/SwitchedProgram.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 using namespace fg;
 using namespace fg::cuda;
@@ -38,20 +36,7 @@ CompiledProgram compileSiblings(bool pairs) {
   b.result(b.matmul(x, wk, "k"));
   b.result(b.matmul(x, wv, "v"));
   EXPECT_FALSE(bool(b.finish()));
-  CompileOptions co;
-  co.arch = "sm_90";
-  co.kernelCacheDir = test::kernelCacheDir();
-  if (!pairs)
-    ::setenv("FG_DEBUG_GEMM_PAIRS", "0", 1);
-  auto plan = compile(g, co);
-  ::unsetenv("FG_DEBUG_GEMM_PAIRS");
-  EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
-  if (!plan)
-    return {};
-  const PlanSection *s = plan->section("program");
-  auto prog = decodeProgram(s ? llvm::StringRef(s->bytes) : llvm::StringRef());
-  EXPECT_TRUE(bool(prog)) << llvm::toString(prog.takeError());
-  return prog ? std::move(*prog) : CompiledProgram{};
+  return test::programWithSwitch(g, "FG_DEBUG_GEMM_PAIRS", pairs);
 }
 
 std::vector<const LaunchRecord *> gemms(const CompiledProgram &p) {

@@ -11,11 +11,9 @@
 // round-trips to the same slots. CPU only.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/cuda/Compile.h"
 #include "ir/Builder.h"
-#include "runtime/ProgramIO.h"
 #include "runtime/WorkspaceSlots.h"
-#include "tests/unit/codegen/TestKernelCache.h"
+#include "tests/unit/codegen/SwitchedProgram.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
@@ -168,21 +166,8 @@ std::vector<LaunchRecord> qkvLaunches(bool pairs = false) {
   b.result(k);
   b.result(v);
   EXPECT_FALSE(bool(b.finish()));
-  CompileOptions co;
-  co.arch = "sm_90";
-  co.kernelCacheDir = test::kernelCacheDir();
-  if (!pairs)
-    setenv("FG_DEBUG_GEMM_PAIRS", "0", 1);
-  auto plan = compile(g, co);
-  unsetenv("FG_DEBUG_GEMM_PAIRS");
-  EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
-  if (!plan)
-    return {};
-  const PlanSection *s = plan->section("program");
-  auto prog = decodeProgram(s ? llvm::StringRef(s->bytes) : llvm::StringRef());
-  EXPECT_TRUE(bool(prog)) << llvm::toString(prog.takeError());
-  return prog && prog->entries.size() == 1 ? prog->entries[0].launches
-                                           : std::vector<LaunchRecord>{};
+  CompiledProgram prog = test::programWithSwitch(g, "FG_DEBUG_GEMM_PAIRS", pairs);
+  return prog.entries.size() == 1 ? prog.entries[0].launches : std::vector<LaunchRecord>{};
 }
 
 std::vector<uint32_t> gemmsOf(const std::vector<LaunchRecord> &ls) {
