@@ -168,7 +168,8 @@ llvm::Error StepDriver::setInputs() {
     if (auto e = exec_->setInput(otherInputs_[i], v))
       return e;
   }
-  pos_ += tokens_;
+  if (opts_.advance)
+    pos_ += tokens_;
   return llvm::Error::success();
 }
 

@@ -67,8 +67,13 @@ struct StepLoopOptions {
   int64_t warmup = 20;
   int64_t steps = 100;
   /// The first position; each step advances by the entry's token count and
-  /// wraps back here before passing the executor's ctx.
+  /// wraps back here before passing the executor's ctx (unless `advance` is
+  /// false).
   int64_t startPosition = 1024;
+  /// false: every step feeds the same positions, startPosition onwards — a
+  /// prefill is timed as the same prompt chunk each time (ggml's `--L 0`),
+  /// not as chunks at ever later positions whose attention sees more keys.
+  bool advance = true;
 };
 
 /// One timed step.

@@ -123,6 +123,7 @@ int runPrefillBench(const PrefillBenchArgs &a) {
     lo.steps = a.steps;
     lo.warmup = std::max<int64_t>(a.warmup, 1); // graph instantiation, cuBLAS heuristics
     lo.startPosition = 0;
+    lo.advance = false; // every step the same chunk at positions 0 .. N-1
     ExecOptions eo;
     eo.device = ExecOptions::Device::Cuda;
     eo.mode = ExecOptions::Mode::Graph;

@@ -319,6 +319,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.gemvLocalTails = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMM_PAIRS"); v && !v->empty())
     emit.gemmPairs = *v != "0";
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GATED_GEMM_NARROW"); v && !v->empty())
+    emit.gatedGemmNarrowC = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_ROUTING_HEADS"); v && !v->empty())
     emit.routingHeads = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_MOE_SUM_FLOAT"); v && !v->empty())

@@ -429,8 +429,8 @@ llvm::Expected<std::vector<Launch>> emitElementwise(const Function &fn, const No
   return std::vector<Launch>{std::move(*k)};
 }
 
-KernelSpec gluOfStackedRows(const Node &node, int64_t rows, int64_t n, int64_t base, DType out,
-                            const EmitOptions &options) {
+KernelSpec gluOfStackedRows(const Node &node, int64_t rows, int64_t n, int64_t base, DType in,
+                            DType out, const EmitOptions &options) {
   op::FusedGatedGemm glu(node);
   EwDesc d;
   d.mnemonic = node.info().mnemonic;
@@ -443,13 +443,13 @@ KernelSpec gluOfStackedRows(const Node &node, int64_t rows, int64_t n, int64_t b
   // Groups of 4 stay inside a row and 16-byte aligned when n % 4 == 0: the
   // vector form reads each operand through its strides (elementwise.cuh).
   d.vec = options.elementwiseVector && n % 4 == 0 && base % 4 == 0;
-  // Gate at column 0 and up at column n of each scratch row of 2n floats.
+  // Gate at column 0 and up at column n of each scratch row of 2n values.
   for (int64_t off : {int64_t(0), n}) {
     Layout l;
     l.shape = {rows, n};
     l.strides = {2 * n, 1};
     l.offset = base + off;
-    d.ins.push_back(ewOp(l, DType::F32, 2, leadingMap(2)));
+    d.ins.push_back(ewOp(l, in, 2, leadingMap(2)));
     d.params.push_back(Param::scratch());
   }
   d.params.insert(d.params.begin(), Param::result(0));

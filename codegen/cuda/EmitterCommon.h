@@ -176,12 +176,13 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
 llvm::Expected<std::vector<Launch>> emitGatedGemm(const Function &fn, const Node &node,
                                                   llvm::ArrayRef<Layout> layouts,
                                                   const EmitOptions &options);
-/// The GLU of fused.gated_gemm over its scratch: from float `base` on, rows
-/// of 2n f32 values, gate in [0, n) and up in [n, 2n) of each, the result
-/// [rows, n] in `out` (ElementwiseEmitter.cpp; the vector form where
-/// n % 4 == 0 and base % 4 == 0).
-KernelSpec gluOfStackedRows(const Node &node, int64_t rows, int64_t n, int64_t base, DType out,
-                            const EmitOptions &options);
+/// The GLU of fused.gated_gemm over its scratch: from element `base` on
+/// (in elements of `in`), rows of 2n values of type `in`, gate in [0, n) and
+/// up in [n, 2n) of each, the result [rows, n] in `out`
+/// (ElementwiseEmitter.cpp; the vector form where n % 4 == 0 and
+/// base % 4 == 0).
+KernelSpec gluOfStackedRows(const Node &node, int64_t rows, int64_t n, int64_t base, DType in,
+                            DType out, const EmitOptions &options);
 
 /// A dense copy of `src` (read through `layout`) converted to `to`, written to
 /// `dst` (used by the cuBLAS path to stage B). Param order: dst, src.

@@ -5,7 +5,9 @@
 //   1. one cuBLAS GEMM, C[2N × T] = [W_gate; W_up] · xᵀ in cuBLAS's terms, A
 //      the gate weight read on into the up weight (stackRows = N,
 //      CublasGemmSpec): each row t of the scratch holds gate t then up t,
-//      2N floats. The launch schedule keeps it one GEMM where the up weight
+//      2N values — in the result's 16-bit type where that is the GEMM's
+//      operand type (EmitOptions::gatedGemmNarrowC; f32 accumulation either
+//      way), else f32. The launch schedule keeps it one GEMM where the up weight
 //      starts on the byte after the gate weight ends in the runner's weight
 //      allocation (runtime/Program.h, weightFollows), else issues two GEMMs
 //      into the two halves of every row — the same scratch either way;
@@ -18,7 +20,7 @@
 // wherever the weights lie.
 //
 // Scratch: [x dense, where its rows are not evenly spaced and unit-stride |
-// 2N × K f16, quantised weights only | T × 2N f32]. x must already be in the
+// 2N × K f16, quantised weights only | T × 2N C (f16, bf16 or f32)]. x must already be in the
 // GEMM's type (the weights', f16 for quantised ones: the pattern's legality;
 // the gemm-inputs pass converts it), the weights packed rows (whole blocks
 // when quantised).
@@ -97,7 +99,11 @@ llvm::Expected<std::vector<Launch>> emitGatedGemm(const Function &fn, const Node
   const uint64_t wAt = xBytes;
   const uint64_t wBytes = quant ? align(static_cast<uint64_t>(2 * N * K) * 2) : 0;
   const uint64_t cAt = wAt + wBytes;
-  const uint64_t scratch = cAt + static_cast<uint64_t>(T) * static_cast<uint64_t>(2 * N) * 4;
+  // gate|up in the result's type where the GEMM's operands have it
+  // (EmitOptions::gatedGemmNarrowC), else f32.
+  const DType cType = o.gatedGemmNarrowC && yt.dtype == gemmType ? gemmType : DType::F32;
+  const uint64_t cElem = static_cast<uint64_t>(storageBytes(cType, 1));
+  const uint64_t scratch = cAt + static_cast<uint64_t>(T) * static_cast<uint64_t>(2 * N) * cElem;
   std::vector<Launch> out;
   if (!xInPlace) {
     KernelSpec cvt = emitCopyKernel(xt.dtype, ls[0], gemmType, Param::scratch(), Param::operand(0));
@@ -114,7 +120,7 @@ llvm::Expected<std::vector<Launch>> emitGatedGemm(const Function &fn, const Node
   g.n = T;
   g.k = K;
   g.aType = g.bType = gemmType;
-  g.cType = DType::F32;
+  g.cType = cType;
   g.lda = K;
   g.ldb = xStride;
   g.ldc = 2 * N;
@@ -153,7 +159,8 @@ llvm::Expected<std::vector<Launch>> emitGatedGemm(const Function &fn, const Node
     g.stackRows = N;
   }
   out.push_back(std::move(g));
-  KernelSpec glu = gluOfStackedRows(node, T, N, static_cast<int64_t>(cAt / 4), yt.dtype, o);
+  KernelSpec glu =
+      gluOfStackedRows(node, T, N, static_cast<int64_t>(cAt / cElem), cType, yt.dtype, o);
   glu.scratchBytes = scratch;
   out.push_back(std::move(glu));
   return out;

@@ -217,6 +217,12 @@ struct EmitOptions {
   /// twenty-ninth session after fg_bench_prefill_gemms' strided form (7 µs a
   /// W-dense layer less at 512 rows). FG_DEBUG_GEMM_PAIRS=0 turns it off.
   bool gemmPairs = true;
+  /// fused.gated_gemm's stacked GEMM writes gate|up in the result's 16-bit
+  /// type where that is the GEMM's operand type (f16 weights and result, or
+  /// bf16 and bf16), not f32: its scratch and the GLU's reads halve (W-dense
+  /// 2048 rows: 235 -> 117 MB a layer each way). Off: f32, the form before
+  /// the thirtieth session. FG_DEBUG_GATED_GEMM_NARROW=0 turns it off.
+  bool gatedGemmNarrowC = true;
   /// fused.matmul_id_sum_add of one token with f16, bf16 or f32 experts
   /// (kernels/moe_sum.cuh, a warp a row over the k slots' rows end to end),
   /// where only the DP4A form existed: W-moe-12 f16 15 -> 14 launches a

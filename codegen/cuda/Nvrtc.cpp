@@ -139,6 +139,23 @@ std::string nvrtcError(nvrtcResult r) { return nvrtcGetErrorString(r); }
 
 } // namespace
 
+namespace {
+/// FG_DUMP_KERNELS=DIR writes every kernel source compiled (or found in the
+/// cache) to DIR/<name>.cu, to read or diff what the code generator made.
+/// Best effort: a folder that cannot be written is skipped silently.
+void dumpSource(llvm::StringRef source, llvm::StringRef name) {
+  auto dir = llvm::sys::Process::GetEnv("FG_DUMP_KERNELS");
+  if (!dir || dir->empty() || llvm::sys::fs::create_directories(*dir))
+    return;
+  llvm::SmallString<256> p(*dir);
+  llvm::sys::path::append(p, name + ".cu");
+  std::error_code ec;
+  llvm::raw_fd_ostream os(p, ec);
+  if (!ec)
+    os << source;
+}
+} // namespace
+
 uint32_t nvrtcVersionNumber() {
   int major = 0, minor = 0;
   if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS)
@@ -208,6 +225,7 @@ llvm::Expected<CompiledModule> compileCuda(llvm::StringRef source, llvm::StringR
                                            llvm::StringRef arch, const NvrtcOptions &o) {
   CompiledModule m;
   m.name = name.str();
+  dumpSource(source, name);
   std::string path;
   if (o.useCache) {
     path = cachePath(source, arch, o);

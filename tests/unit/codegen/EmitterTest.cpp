@@ -3015,16 +3015,24 @@ TEST(CudaEmit, QuantisedGetRowsAndPrefillMatmul) {
 }
 
 /// fused.gated_gemm (a prefill chunk's gate|up, GatedGemm.cpp): the stacked
-/// GEMM into scratch (T x 2N f32, C's leading dimension 2N, A the gate
+/// GEMM into scratch (T x 2N values of the result's 16-bit type, f32 with
+/// EmitOptions::gatedGemmNarrowC off; C's leading dimension 2N, A the gate
 /// weight with the up weight as a2 from row N) and the GLU reading the two
 /// halves of each scratch row (offsets 0 and N, row stride 2N) by vector
 /// loads into the 16-bit result; N % 4 != 0 keeps the scalar form. Quantised
 /// weights are decoded into one stacked f16 matrix first.
 TEST(CudaEmit, GatedGemmStacksGateAndUp) {
-  for (auto [nb, tb] : {std::pair<int64_t, DType>{96, DType::F16}, {50, DType::BF16}}) {
+  for (auto [nb, tb, narrowb] :
+       {std::tuple<int64_t, DType, bool>{96, DType::F16, true}, {50, DType::BF16, true},
+        {96, DType::F16, false}, {50, DType::BF16, false}}) {
     const int64_t n = nb; // lambdas capture variables, not structured bindings (clang 14)
     const DType to = tb;
-    SCOPED_TRACE(n);
+    const bool narrow = narrowb;
+    SCOPED_TRACE(std::to_string(n) + (narrow ? " narrow C" : " f32 C"));
+    EmitOptions eo;
+    eo.gatedGemmNarrowC = narrow;
+    const DType ct = narrow ? to : DType::F32;
+    const uint64_t ce = narrow ? 2 : 4;
     auto ls = emitAll([&](Builder &b) {
       auto x = b.input("x", T(to, {37, 40}));
       auto wg = b.weight("wg", T(to, {n, 40}));
@@ -3032,7 +3040,7 @@ TEST(CudaEmit, GatedGemmStacksGateAndUp) {
       b.result(b.create(OpKind::FusedGatedGemm, {x, wg, wu},
                         {{"kind", Attribute::ofInt(static_cast<int64_t>(GluKind::GeGLU))},
                          {"dtype", Attribute::ofDType(to)}}));
-    });
+    }, {}, eo);
     ASSERT_EQ(ls.size(), 2u);
     const auto &g = std::get<CublasGemmSpec>(ls[0]);
     EXPECT_EQ(g.m, 2 * n);
@@ -3042,19 +3050,20 @@ TEST(CudaEmit, GatedGemmStacksGateAndUp) {
     EXPECT_EQ(g.lda, 40);
     EXPECT_EQ(g.ldc, 2 * n);
     EXPECT_EQ(g.aType, to);
-    EXPECT_EQ(g.cType, DType::F32);
+    EXPECT_EQ(g.cType, ct);
     EXPECT_TRUE(g.a.param == Param::operand(1));
     EXPECT_TRUE(g.a2.param == Param::operand(2));
     EXPECT_TRUE(g.b.param == Param::operand(0));
     EXPECT_TRUE(g.c.param == Param::scratch());
-    EXPECT_EQ(g.scratchBytes, uint64_t(37 * 2 * n * 4));
+    EXPECT_EQ(g.scratchBytes, uint64_t(37 * 2 * n) * ce);
     const KernelSpec &k = kernel(ls, 1);
     EXPECT_EQ(k.scratchBytes, g.scratchBytes);
     EXPECT_EQ(k.params,
               (std::vector<Param>{Param::result(0), Param::scratch(), Param::scratch()}));
     const std::string s2 = std::to_string(2 * n) + "LL, 1LL>";
-    EXPECT_TRUE(contains(k, "fg::EwOp<float, 0LL, 0LL, 0LL, " + s2));
-    EXPECT_TRUE(contains(k, "fg::EwOp<float, " + std::to_string(n) + "LL, 0LL, 0LL, " + s2));
+    const std::string in = narrow ? ctypeOf(to) : "float";
+    EXPECT_TRUE(contains(k, "fg::EwOp<" + in + ", 0LL, 0LL, 0LL, " + s2));
+    EXPECT_TRUE(contains(k, "fg::EwOp<" + in + ", " + std::to_string(n) + "LL, 0LL, 0LL, " + s2));
     EXPECT_TRUE(contains(k, "using Out = " + ctypeOf(to) + ";"));
     EXPECT_TRUE(contains(k, "fg::EwGlu<" + std::to_string(static_cast<int>(GluKind::GeGLU))));
     EXPECT_TRUE(contains(k, n % 4 == 0 ? "kVec = true" : "kVec = false"));
@@ -3087,10 +3096,13 @@ TEST(CudaEmit, GatedGemmStacksGateAndUp) {
   EXPECT_EQ(g.a.byteOffset, 0u);
   EXPECT_TRUE(g.c.param == Param::scratch());
   EXPECT_EQ(g.c.byteOffset, wBytes);
-  EXPECT_EQ(g.scratchBytes, wBytes + 37 * 192 * 4);
+  // C in f16: the result's type and the decoded weights'.
+  EXPECT_EQ(g.cType, DType::F16);
+  EXPECT_EQ(g.scratchBytes, wBytes + 37 * 192 * 2);
   const KernelSpec &glu = kernel(ls, 2);
-  EXPECT_TRUE(contains(glu, "fg::EwOp<float, " + std::to_string(wBytes / 4) + "LL, 0LL, 0LL, 192LL, 1LL>"));
-  EXPECT_TRUE(contains(glu, "fg::EwOp<float, " + std::to_string(wBytes / 4 + 96) + "LL, 0LL, 0LL, 192LL, 1LL>"));
+  const std::string h = ctypeOf(DType::F16);
+  EXPECT_TRUE(contains(glu, "fg::EwOp<" + h + ", " + std::to_string(wBytes / 2) + "LL, 0LL, 0LL, 192LL, 1LL>"));
+  EXPECT_TRUE(contains(glu, "fg::EwOp<" + h + ", " + std::to_string(wBytes / 2 + 96) + "LL, 0LL, 0LL, 192LL, 1LL>"));
   EXPECT_TRUE(contains(glu, "kVec = true"));
   EXPECT_EQ(glu.scratchBytes, g.scratchBytes);
 
@@ -3116,7 +3128,7 @@ TEST(CudaEmit, GatedGemmStacksGateAndUp) {
   EXPECT_EQ(bg.ldb, 40);
   EXPECT_EQ(bg.stackRows, 96);
   EXPECT_EQ(bg.c.byteOffset, 3072u); // 37 x 40 x 2 = 2960 bytes, rounded up
-  EXPECT_TRUE(contains(kernel(bl, 2), "fg::EwOp<float, 768LL, 0LL, 0LL, 192LL, 1LL>"));
+  EXPECT_TRUE(contains(kernel(bl, 2), "fg::EwOp<" + h + ", 1536LL, 0LL, 0LL, 192LL, 1LL>"));
 }
 
 /// Coverage, checked once every test of the run has finished (a test

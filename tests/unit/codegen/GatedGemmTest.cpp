@@ -91,7 +91,8 @@ TEST(GatedGemm, AdjoiningWeightsTakeOneStackedGemm) {
 
 /// 50 x 40 f16 = 4000 bytes: up starts at 4096, not on the byte after gate,
 /// so two GEMMs of 50 rows each, the second reading up and writing C from
-/// row 50 (200 bytes on; the same leading dimension), after the first.
+/// row 50 (100 bytes on: C is f16, the result's type; the same leading
+/// dimension), after the first.
 TEST(GatedGemm, WeightsApartTakeTwoGemmsIntoTheHalves) {
   Compiled c = compileGated(50, 40);
   ASSERT_EQ(c.gemms.size(), 2u);
@@ -102,7 +103,7 @@ TEST(GatedGemm, WeightsApartTakeTwoGemmsIntoTheHalves) {
   EXPECT_EQ(a.ldc, 100);
   EXPECT_EQ(b.ldc, 100);
   EXPECT_EQ(b.c.space, a.c.space);
-  EXPECT_EQ(b.c.offset, a.c.offset + 200);
+  EXPECT_EQ(b.c.offset, a.c.offset + 100);
   EXPECT_EQ(b.b, a.b); // the same x
   ASSERT_EQ(a.a.space, BufferSpace::Weight);
   ASSERT_EQ(b.a.space, BufferSpace::Weight);
