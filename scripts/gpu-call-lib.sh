@@ -79,7 +79,7 @@ PY
 pre() {
   local w="$1" envs="$2"; shift 2
   [ "$(left)" -gt ${PRE_MIN_LEFT:-90} ] || { echo "skipped prefill $w $envs $*"; return; }
-  env $envs timeout 90 fusegraph bench --workload "$w" --prefill "${PRE:-512}" "$@" > /tmp/pre.txt 2>&1
+  env $envs timeout ${PRE_TIMEOUT:-90} fusegraph bench --workload "$w" --prefill "${PRE:-512}" "$@" > /tmp/pre.txt 2>&1
   local rc=$?
   { echo "== $w $envs $* (rc $rc)"; cat /tmp/pre.txt; } >> "$OUT/prefill-full.txt"
   echo "== prefill $w ${envs:-default} $* (rc $rc): $(grep -E '^prefill_' /tmp/pre.txt | awk '{print $3, $4}')"

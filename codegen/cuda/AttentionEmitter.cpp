@@ -213,6 +213,19 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
                                                   const EmitOptions &o) {
   const TensorType &qt = fn.type(node.operands[0]), &kt = fn.type(node.operands[1]),
                    &vt = fn.type(node.operands[2]), &pt = fn.type(node.operands[3]);
+  // fused.attention_convert stores 16-bit rows: only the flash prefill
+  // kernel does (this kernel merges f32 partials into f32 rows).
+  if (node.kind == OpKind::FusedAttentionConvert) {
+    if (qt.shape[0] < o.attentionPrefillMinTokens)
+      return unsupported(node, llvm::formatv("{0} tokens: the decode kernel writes f32 rows (the "
+                                             "flash prefill kernel, from {1} tokens, stores "
+                                             "16-bit ones)",
+                                             qt.shape[0], o.attentionPrefillMinTokens)
+                                   .str());
+    if (std::string why = attentionPrefillRefusal(fn, node); !why.empty())
+      return unsupported(node, "the flash prefill kernel: " + why);
+    return emitAttentionPrefill(fn, node, ls, o);
+  }
   // fused.rope_attention: q's rope in the q load (attnQ); its operand 4 is
   // the rope's freq_factors, and it has no sinks.
   const bool rope = node.kind == OpKind::FusedRopeAttention;

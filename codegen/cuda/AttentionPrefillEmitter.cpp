@@ -70,8 +70,14 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
   bool hasSinks = node.operands.size() > 4;
   int64_t T = qt.shape[0], Hq = qt.shape[1], D = qt.shape[2];
   int64_t ctx = kt.shape[0], Hkv = kt.shape[1], Dv = vt.shape[2];
-  op::Attention attn(node);
-  double softcap = attn.softcap();
+  // attention, or fused.attention_convert (the same with 16-bit rows stored).
+  const bool convert = node.kind == OpKind::FusedAttentionConvert;
+  auto attrs = [&](auto a) { return std::tuple{a.scale(), a.softcap(), a.window()}; };
+  const auto [scale, softcap, window] =
+      convert ? attrs(op::FusedAttentionConvert(node)) : attrs(op::Attention(node));
+  const DType yt = fn.type(node.result()).dtype;
+  if (yt != DType::F32 && yt != DType::F16 && yt != DType::BF16)
+    return unsupported(node, "a result of dtype " + std::string(dtypeName(yt)));
   const Layout &ql = ls[0], &kl = ls[1], &vl = ls[2], &pl = ls[3];
   Layout sl = hasSinks ? ls[4] : Layout::contiguous({Hq});
 
@@ -82,6 +88,10 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
   c += std::string("  using DecV = ") + decoder(vt.dtype) + ";\n";
   c += "  using Pos = " + ctype(pt.dtype) + ";\n";
   c += "  using Sink = " + ctype(hasSinks ? fn.type(node.operands[4]).dtype : DType::F32) + ";\n";
+  c += "  using Y = " + ctype(yt) + ";\n";
+  c += llvm::formatv("  static constexpr int kY = {0};\n",
+                     yt == DType::F32 ? 0 : yt == DType::F16 ? 1 : 2)
+           .str();
   // Two stages (the next key tile's cp.async in flight while this one is
   // computed) where both caches take 16-byte copies; else one.
   bool vecK = vectorRows(kl, D), vecV = vectorRows(vl, Dv);
@@ -92,10 +102,11 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
            .str();
   c += "  static constexpr long long T = " + ilit(T) + ", Hq = " + ilit(Hq) +
        ", G = " + ilit(Hq / Hkv) + ", D = " + ilit(D) + ", Dv = " + ilit(Dv) +
-       ", ctx = " + ilit(ctx) + ", window = " + ilit(attn.window()) + ";\n";
+       ", ctx = " + ilit(ctx) + ", window = " + ilit(window) + ";\n";
   c += "  static constexpr bool kSinks = " + flag(hasSinks) + ", kSoftcap = " + flag(softcap > 0) +
        ", kVecK = " + flag(vecK) + ", kVecV = " + flag(vecV) +
-       ", kHalf = " + flag(o.attentionPrefillHalf) + ";\n";
+       ", kHalf = " + flag(o.attentionPrefillHalf) +
+       ", kKsOuter = " + flag(o.attentionPrefillKsOuter) + ";\n";
   c += "  static constexpr long long q_off = " + ilit(ql.offset) + ", q_st = " +
        ilit(ql.strides[0]) + ", q_sh = " + ilit(ql.strides[1]) + ", q_sd = " +
        ilit(ql.strides[2]) + ";\n";
@@ -108,12 +119,12 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
   c += "  static constexpr long long pos_off = " + ilit(pl.offset) + ", pos_st = " +
        ilit(pl.strides[0]) + ", sink_off = " + ilit(sl.offset) + ", sink_sh = " +
        ilit(sl.strides[0]) + ";\n";
-  c += "  static __device__ __forceinline__ float scale() { return " + flit(attn.scale()) +
+  c += "  static __device__ __forceinline__ float scale() { return " + flit(scale) +
        "; }\n";
   c += "  static __device__ __forceinline__ float softcap() { return " +
        flit(softcap > 0 ? softcap : 1.0) + "; }\n";
   c += "};\n";
-  std::string params = "float* y, const Cfg::Q* q, const Cfg::DecK::T* k, "
+  std::string params = "Cfg::Y* y, const Cfg::Q* q, const Cfg::DecK::T* k, "
                        "const Cfg::DecV::T* v, const Cfg::Pos* pos";
   if (hasSinks)
     params += ", const Cfg::Sink* sinks";

@@ -43,10 +43,11 @@ std::string compilePipeline(const CompileOptions &opts) {
   // Cleanup, the GEMM inputs' conversions as ops (unless --gemm-x-inside),
   // then fusion (which plans memory and proves its groups safe), then a last
   // dce for what fusion left unused. `fuse` honours --no-fusion. The
-  // glu_convert and rms_norm_mul_convert patterns (both on by default) fuse
-  // those conversions into the GLUs and norms that produce them, so while
-  // one of them is enabled gemm-inputs runs first; without them the
-  // conversions come after fusion (the order before the ninth session).
+  // glu_convert, rms_norm_mul_convert and attention_convert patterns (on by
+  // default) fuse those conversions into the GLUs, norms and attentions that
+  // produce them, so while one of them is enabled gemm-inputs runs first;
+  // without them the conversions come after fusion (the order before the
+  // ninth session).
   FusionOptions fusion;
   fusion.enabled = opts.fusion;
   fusion.disabled = opts.disableFusion;
@@ -296,6 +297,8 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.pdlPrefetchMaxWeightBytes = static_cast<int64_t>(*n) << 20;
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_PDL_PREFETCH_ATTN"); v && !v->empty())
     emit.pdlPrefetchAttention = *v != "0";
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_FLASH_KS_OUTER"); v && !v->empty())
+    emit.attentionPrefillKsOuter = *v != "0";
   if (auto n = envInt("FG_DEBUG_FLASH_KEYS", 32, 64); n && (*n == 32 || *n == 64))
     emit.attentionPrefillKeys = *n;
   // Decode attention's forms (EmitOptions::attention*).

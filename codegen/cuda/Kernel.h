@@ -113,6 +113,13 @@ struct EmitOptions {
   /// 2.12 ms at 512 tokens, 13.1 -> 17.7 at 2048). For timing
   /// (FG_DEBUG_FLASH_KEYS=32|64).
   int attentionPrefillKeys = 64;
+  /// S = q·Kᵀ of the prefill flash kernel with the head-dim steps outer and
+  /// the key columns inner (consecutive mmas independent) instead of one
+  /// column's D/16 mmas back to back: 230 registers instead of 250, and on
+  /// the H200 (thirtieth session, one call, two runs each, W-dense prefill
+  /// attention) 0.808/0.826 -> 0.788/0.798 ms at 512 tokens, 7.118/7.104 ->
+  /// 6.988/6.989 at 2048. FG_DEBUG_FLASH_KS_OUTER=0 for the previous order.
+  bool attentionPrefillKsOuter = true;
   /// A prefill rope (more than maxGemvTokens tokens) takes this many heads of
   /// a token per warp, computing each angle once for all of them (2 where
   /// the head count is not a multiple; 1: a head a warp, the form before the

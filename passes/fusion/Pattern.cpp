@@ -279,6 +279,7 @@ std::vector<std::unique_ptr<FusionPattern>> fusionPatterns() {
   p.push_back(createMulChainPattern());
   p.push_back(createSoftcapPattern());
   p.push_back(createRopeAttentionPattern());
+  p.push_back(createAttentionConvertPattern());
   p.push_back(createRopeSetRowsPattern());
   p.push_back(createRmsNormMulPattern());
   p.push_back(createUnaryMulPattern());

@@ -27,6 +27,9 @@
 //   %y1 = matmul(%x.f16, %wq) : f32[512, 4096]
 //   %y2 = matmul(%x.f16, %wk) : f32[512, 1024]
 //
+// An x that reshapes an op's own result is converted before the reshape
+// (convert(attention) then reshape: attention_convert fuses the pair).
+//
 //===----------------------------------------------------------------------===//
 #include "ir/Builder.h"
 #include "passes/FunctionCopy.h"
@@ -69,12 +72,37 @@ public:
     if (!any)
       return false;
 
+    // x a reshape of an op's own result: converted before the reshape (see
+    // below). Where the matmuls that convert it are the reshape's only
+    // readers, the f32 reshape is not copied at all — left in, it would be a
+    // second use of the op's result until the next dce, and the fusion
+    // patterns that take the convert (attention_convert) need a single use.
+    auto reshapedResult = [&](ValueId x) -> const Node * {
+      const Node *r = fn.producer(x);
+      const Node *src = r && r->kind == OpKind::Reshape ? fn.producer(r->operands[0]) : nullptr;
+      return src && !src->info().has(kViewLike) ? r : nullptr;
+    };
+    std::vector<unsigned> uses(fn.numValues(), 0), convertingUses(fn.numValues(), 0);
+    for (const Node &n : fn.nodes())
+      for (unsigned i = 0; i < n.operands.size(); ++i) {
+        ++uses[n.operands[i]];
+        convertingUses[n.operands[i]] += i == 0 && wanted(n).has_value();
+      }
+    for (ValueId r : fn.results())
+      ++uses[r];
+    auto dropped = [&](const Node &n) {
+      return n.kind == OpKind::Reshape && reshapedResult(n.result()) &&
+             uses[n.result()] == convertingUses[n.result()];
+    };
+
     // Rebuild in program order; a convert goes right before the first matmul
     // that wants it, where x is defined and read at the same point as before.
     FunctionCopy copy(fn);
     llvm::DenseMap<std::pair<ValueId, unsigned>, ValueId> converted;
     int64_t converts = 0, matmuls = 0;
     for (const Node &node : fn.nodes()) {
+      if (dropped(node))
+        continue;
       std::optional<DType> d = wanted(node);
       if (!d) {
         copy.copy(node);
@@ -87,9 +115,23 @@ public:
         // A name no value of the old function has (values after this point
         // are added under their old names), made unique in the copy too.
         std::string base = fn.value(node.operands[0]).name;
-        ValueId c = b.convert(copy.map(node.operands[0]), *d,
-                              fn.uniqueName((base.empty() ? std::string("x") : base) + "." +
-                                            std::string(dtypeName(*d))));
+        std::string name = fn.uniqueName((base.empty() ? std::string("x") : base) + "." +
+                                         std::string(dtypeName(*d)));
+        // x a reshape of an op's own result (attention's [T, H, D] rows
+        // flattened for the o projection): the op's result is converted and
+        // the converted rows reshaped, so the op and its convert are
+        // adjacent for the fusion patterns that store the GEMM's type
+        // themselves (attention_convert). The same numbers: the convert is
+        // elementwise.
+        const Node *r = reshapedResult(node.operands[0]);
+        ValueId c;
+        if (r) {
+          ValueId cs = b.convert(copy.map(r->operands[0]), *d, name);
+          copy.out().node(copy.out().value(cs).def).loc = node.loc;
+          c = b.reshape(cs, fn.type(node.operands[0]).shape, fn.uniqueName(name + ".rows"));
+        } else {
+          c = b.convert(copy.map(node.operands[0]), *d, name);
+        }
         if (llvm::Error e = b.finish())
           return e;
         copy.out().node(copy.out().value(c).def).loc = node.loc;

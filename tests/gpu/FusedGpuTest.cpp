@@ -278,6 +278,54 @@ void registerRopeAttentionCases() {
   }
 }
 
+/// A prefill chunk's attention stored in 16 bits by the flash kernel
+/// (fused.attention_convert): odd chunk lengths from position 0 and past it,
+/// GQA groups 1 and 4, f16 and bf16 caches and rows, head dims 64 and 128,
+/// and a window, a softcap and sinks.
+void registerAttentionConvertCases() {
+  struct AC {
+    int64_t tokens, start, group, headDim;
+    DType cache, to;
+    int64_t window;
+    double softcap;
+    bool sinks;
+  };
+  const AC acs[] = {
+      {65, 0, 4, 128, DType::F16, DType::F16, 0, 0, false},
+      {130, 377, 1, 64, DType::BF16, DType::BF16, 0, 0, false},
+      {37, 900, 4, 128, DType::F16, DType::F16, 100, 30.0, true},
+      {511, 0, 4, 128, DType::BF16, DType::F16, 0, 0, false},
+  };
+  for (const AC &ac : acs) {
+    std::string name = "attention_convert_T" + std::to_string(ac.tokens) + "_at" +
+                       std::to_string(ac.start) + "_g" + std::to_string(ac.group) + "_d" +
+                       std::to_string(ac.headDim) + "_" + dt(ac.cache) + "_to_" + dt(ac.to) +
+                       (ac.window ? "_window" : "") + (ac.softcap > 0 ? "_softcap" : "") +
+                       (ac.sinks ? "_sinks" : "");
+    add(name, OpKind::FusedAttentionConvert, [=](Builder &b, Inputs &in) {
+      constexpr int64_t kCtx = 1500, kHkv = 2;
+      const int64_t hq = kHkv * ac.group;
+      auto q = b.weight("q", {DType::F32, {ac.tokens, hq, ac.headDim}}, randn());
+      auto k = b.weight("k", {ac.cache, {kCtx, kHkv, ac.headDim}}, randn());
+      auto v = b.weight("v", {ac.cache, {kCtx, kHkv, ac.headDim}}, randn());
+      auto pos = b.input("positions", {DType::I32, {ac.tokens}});
+      std::vector<int32_t> p;
+      for (int64_t t = 0; t < ac.tokens; ++t)
+        p.push_back(static_cast<int32_t>(ac.start + t));
+      in["positions"] = p;
+      std::optional<ValueId> sinks;
+      if (ac.sinks)
+        sinks = b.weight("sinks", {DType::F32, {hq}}, randn());
+      Builder::AttentionParams ap;
+      ap.scale = 1.0 / std::sqrt(static_cast<double>(ac.headDim));
+      ap.window = ac.window;
+      ap.softcap = ac.softcap;
+      b.result(b.convert(b.attention(q, k, v, pos, ap, sinks, "attn"), ac.to, "out"));
+      return 1e-2; // the flash kernel's single-half q and P, then 16-bit rows
+    });
+  }
+}
+
 /// The routing chain of moeRouting (DecoderBlocks.cpp), from a logits weight
 /// (so GPU and CPU rank identical logits), plus the delayed-softmax form.
 enum class Gate { Softmax, Sigmoid, SqrtSoftplus, Delayed };
@@ -707,6 +755,7 @@ std::vector<size_t> caseIndices() {
     registerRowCases();
     registerTopkCases();
     registerRopeAttentionCases();
+    registerAttentionConvertCases();
     registerGemvCases();
     registerElementwiseCases();
     registerMoeSumCases();

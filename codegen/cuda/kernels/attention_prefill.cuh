@@ -54,14 +54,19 @@
 // + lo), 3.07 (eighth); ldmatrix fragments (V had been read one 16-bit shared
 // load per element), exp2, two stages, 1.64 (ninth: 23.8 µs a launch, 250
 // registers, 2 blocks of 4 warps per SM, still latency-bound). 32-key tiles
-// (EmitOptions::attentionPrefillKeys) measured slower (2.12 ms).
+// (EmitOptions::attentionPrefillKeys) measured slower (2.12 ms). The
+// thirtieth session found that the bench had timed three of four steps at
+// later positions (1-2 K keys): at positions 0..511 the launch takes 24-26
+// µs in the replay too, 0.81 ms of a 12.8 ms prefill. S's mmas head-dim
+// steps outer (C::kKsOuter, 230 registers) and one MUFU per exponential
+// (flashExp2): 0.79.
 //
 //===----------------------------------------------------------------------===//
 
 namespace fg {
 
 template <class C> struct FlashArgs {
-  float *y;
+  typename C::Y *y; ///< f32, or f16 / bf16 (fused.attention_convert: C::kY 1 / 2)
   const typename C::Q *q;
   const typename C::DecK::T *k;
   const typename C::DecV::T *v;
@@ -100,6 +105,16 @@ static __device__ __forceinline__ void flashLdsm4T(unsigned (&r)[4], const unsig
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a));
+}
+
+/// 2^x by one MUFU.EX2: the .ftz form (results below 2^-126, weights no
+/// row can tell from 0, flush to zero) where exp2f's non-ftz form adds a
+/// range check and two scalings around it (this file's only exponentials,
+/// 32 a lane per 64-key tile).
+static __device__ __forceinline__ float flashExp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 
 /// The visible keys [lo, hi] of a query at position p (lo > hi when none).
@@ -296,6 +311,32 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
     // matrix i of key rows 8n .. 8n + 7 and head dims 16ks + 8i .. + 7 gives
     // b0 (i even) and b1 (i odd) of k-steps ks, ks + 1.
     float s[NS][4];
+    if constexpr (C::kKsOuter) {
+      // Head-dim steps outer, key columns inner: consecutive mmas write
+      // different accumulators (eight independent chains), where the
+      // n-outer order below chains KS mmas on one s[n] back to back.
+      // Matrix i of the ldmatrix: key rows 8(n + i / 2) .., head dims
+      // 16ks + 8(i % 2) .. — b0 / b1 of columns n and n + 1.
+#pragma unroll
+      for (int n = 0; n < NS; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[n][e] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+        for (int n = 0; n < NS; n += 2) {
+          unsigned b[4];
+          flashLdsm4(b, kt + (8 * (n + (lane >> 4)) + (lane & 7)) * PK + 16 * ks +
+                            8 * ((lane >> 3) & 1));
+          MK::mmaK16(s[n], qh[ks], b[0], b[1]);
+          MK::mmaK16(s[n + 1], qh[ks], b[2], b[3]);
+          if constexpr (!C::kHalf) {
+            MK::mmaK16(s[n], ql[ks], b[0], b[1]);
+            MK::mmaK16(s[n + 1], ql[ks], b[2], b[3]);
+          }
+        }
+    } else
 #pragma unroll
     for (int n = 0; n < NS; ++n) {
 #pragma unroll
@@ -352,13 +393,13 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float mn = fmaxf(m[r], mx);
       const float base = mn == -FG_INF ? 0.0f : mn;
-      const float corr = exp2f(m[r] - base);
+      const float corr = flashExp2(m[r] - base);
       float sum = 0.0f;
 #pragma unroll
       for (int n = 0; n < NS; ++n)
 #pragma unroll
         for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          s[n][e] = exp2f(s[n][e] - base);
+          s[n][e] = flashExp2(s[n][e] - base);
           sum += s[n][e];
         }
       l[r] = l[r] * corr + sum;
@@ -394,7 +435,7 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
     }
   }
 
-  // y = O / l (zeros for a row that saw no key and has no sink).
+  // y = O / l (zeros for a row that saw no key and has no sink), in C::Y.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float lr = l[r];
@@ -404,11 +445,15 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
     const long long qi = q0 + (r == 0 ? rA : rB);
     if (qi >= C::T)
       continue;
-    float *yr = a.y + (qi * C::Hq + h) * C::Dv;
+    typename C::Y *yr = a.y + (qi * C::Hq + h) * C::Dv;
 #pragma unroll
     for (int c = 0; c < NO; ++c) {
       const int col = 8 * c + 2 * t;
-      *reinterpret_cast<float2 *>(yr + col) = make_float2(o[c][2 * r] * inv, o[c][2 * r + 1] * inv);
+      const float y0 = o[c][2 * r] * inv, y1 = o[c][2 * r + 1] * inv;
+      if constexpr (C::kY == 0)
+        *reinterpret_cast<float2 *>(yr + col) = make_float2(y0, y1);
+      else // rounded once, two 16-bit values a 32-bit store
+        *reinterpret_cast<unsigned *>(yr + col) = AttnMma<C::kY == 2>::pack(y0, y1);
     }
   }
 }

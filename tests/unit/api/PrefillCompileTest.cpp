@@ -14,9 +14,10 @@
 // 16-token chunk fuse (fused.matmul_add, the cuBLASLt GEMM with the residual
 // as C), its x converted by gemm-inputs, with the logits of the plan without
 // that pattern.
-// 4. glu_convert and rms_norm_mul_convert (on by default; dense FFN): the GLU
-// and the norms write the GEMMs' f16 inputs, gemm-inputs runs before fuse,
-// and the logits are those of the plan without them.
+// 4. glu_convert, rms_norm_mul_convert and attention_convert (on by default):
+// the GLU, the norms and the chunk's attention write the GEMMs' f16 inputs,
+// gemm-inputs runs before fuse, and the logits are those of the plan without
+// them.
 // 5. With q4_K / q5_0 weights, the chunk's quantised expert gate|up + GLU
 // fuses (the CUDA target groups quantised experts) and matches unfused.
 //
@@ -170,11 +171,13 @@ TEST(GemmInputs, SameLogitsAsWithoutThePass) {
 /// before fuse): the dense FFN's GLU of a prefill chunk writes the down
 /// GEMM's f16 input itself — no convert of it is left — and the logits are
 /// those of the plan without it (the same rounding, once) on the CPU
-/// reference; --disable-fusion glu_convert restores the old pass order.
+/// reference; --disable-fusion glu_convert (with the other converting
+/// patterns, rms_norm_mul_convert and attention_convert) restores the old
+/// pass order.
 TEST(PrefillFusion, GluConvertWritesTheGemmInputAndMatches) {
   // gated_gemm (on by default) would take the GLU with its GEMMs: off here.
   Plan fused = denseF16({"rms_norm_mul_convert", "gated_gemm"}),
-       plain = denseF16({"glu_convert", "rms_norm_mul_convert", "gated_gemm"});
+       plain = denseF16({"glu_convert", "rms_norm_mul_convert", "gated_gemm", "attention_convert"});
   const Function *pre = fused.graph().lookup("prefill_16");
   ASSERT_NE(pre, nullptr);
   EXPECT_GT(count(*pre, OpKind::FusedGluConvert), 0u);
@@ -239,8 +242,8 @@ TEST(PrefillFusion, GatedGemmStacksGateAndUpAndMatches) {
 /// CPU reference. With the defaults (glu_convert's convert taken by gated_gemm) both
 /// kinds of convert go.
 TEST(PrefillFusion, RmsNormMulConvertWritesTheGemmInputsAndMatches) {
-  Plan fused = denseF16({"glu_convert", "gated_gemm"}),
-       plain = denseF16({"glu_convert", "rms_norm_mul_convert", "gated_gemm"});
+  Plan fused = denseF16({"glu_convert", "gated_gemm", "attention_convert"}),
+       plain = denseF16({"glu_convert", "rms_norm_mul_convert", "gated_gemm", "attention_convert"});
   const Function *pre = fused.graph().lookup("prefill_16");
   const Function *plainPre = plain.graph().lookup("prefill_16");
   ASSERT_NE(pre, nullptr);
@@ -270,10 +273,40 @@ TEST(PrefillFusion, RmsNormMulConvertWritesTheGemmInputsAndMatches) {
   EXPECT_EQ(count16BitNorms(*bothPre), norms16);
   // The FFN's GLU convert went into fused.gated_gemm (on by default).
   EXPECT_GT(count(*bothPre, OpKind::FusedGatedGemm), 0u);
+  // The attention's convert went into fused.attention_convert (on by default).
+  EXPECT_GT(count(*bothPre, OpKind::FusedAttentionConvert), 0u);
   EXPECT_EQ(count(*bothPre, OpKind::Convert) + norms16 + count(*bothPre, OpKind::FusedGluConvert) +
-                count(*bothPre, OpKind::FusedGatedGemm),
+                count(*bothPre, OpKind::FusedGatedGemm) +
+                count(*bothPre, OpKind::FusedAttentionConvert),
             count(*plainPre, OpKind::Convert));
   expectSameRows(teacherForced(both), want, 1e-6);
+}
+
+/// attention_convert (on by default since the thirtieth session): each
+/// layer's attention of a prefill chunk stores the o projection's f16 input
+/// itself — no convert of an attention is left — while the decode entry
+/// keeps attention and its f32 rows (the decode kernel writes f32; the
+/// target refuses), and the logits are the plan's without it (the same
+/// rounding, once) on the CPU reference.
+TEST(PrefillFusion, AttentionConvertWritesTheGemmInputAndMatches) {
+  Plan fused = denseF16({}), plain = denseF16({"attention_convert"});
+  const Function *pre = fused.graph().lookup("prefill_16");
+  const Function *plainPre = plain.graph().lookup("prefill_16");
+  ASSERT_NE(pre, nullptr);
+  ASSERT_NE(plainPre, nullptr);
+  const unsigned layers = static_cast<unsigned>(demoConfig(64, DType::F16).nLayers);
+  EXPECT_EQ(count(*pre, OpKind::FusedAttentionConvert), layers);
+  EXPECT_EQ(count(*pre, OpKind::Attention), 0u);
+  EXPECT_EQ(count(*plainPre, OpKind::FusedAttentionConvert), 0u);
+  EXPECT_EQ(count(*plainPre, OpKind::Convert), count(*pre, OpKind::Convert) + layers);
+  for (const Node &n : pre->nodes()) {
+    if (n.kind == OpKind::FusedAttentionConvert) {
+      EXPECT_EQ(pre->type(n.result()).dtype, DType::F16);
+    }
+  }
+  EXPECT_EQ(count(*fused.graph().lookup("decode"), OpKind::FusedAttentionConvert), 0u);
+  EXPECT_EQ(count(*fused.graph().lookup("decode"), OpKind::Attention), layers);
+  expectSameRows(teacherForced(fused), teacherForced(plain), 1e-6);
 }
 
 TEST(PrefillFusion, GatedExpertsOfAChunkFuseAndMatchUnfused) {
@@ -329,10 +362,16 @@ TEST(PrefillFusion, ResidualAddOfAChunkFusesIntoTheGemmAndMatches) {
     if (n.kind != OpKind::FusedMatmulAdd)
       continue;
     ++fusedAdds;
-    // The GEMM reads x in the weight's type, made by the gemm-inputs convert.
+    // The GEMM reads x in the weight's type, made by the gemm-inputs convert
+    // — of the attention's rows, before their reshape, and taken by
+    // fused.attention_convert (on by default) for the o projection.
     const Node *x = pre->producer(n.operands[0]);
     ASSERT_NE(x, nullptr);
-    EXPECT_EQ(x->kind, OpKind::Convert);
+    if (x->kind == OpKind::Reshape)
+      x = pre->producer(x->operands[0]);
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(x->kind == OpKind::Convert || x->kind == OpKind::FusedAttentionConvert)
+        << mnemonic(x->kind);
     EXPECT_EQ(pre->type(n.operands[0]).dtype, DType::F16);
   }
   EXPECT_GT(fusedAdds, 0u);

@@ -1186,12 +1186,14 @@ TEST(CudaEmit, AttentionPrefillKernel) {
     EXPECT_TRUE(contains(attn, std::string("kSoftcap = ") + (c.softcap > 0 ? "true" : "false")));
   }
 
-  // The opt-in single-half form (EmitOptions::attentionPrefillHalf) compiles
-  // for both cache types; the default keeps hi + lo.
+  // Both forms of q and P (EmitOptions::attentionPrefillHalf) and both
+  // orders of S's mmas (attentionPrefillKsOuter) compile for both cache
+  // types.
   for (DType cache : {DType::F16, DType::BF16})
-    for (bool half : {false, true}) {
+    for (auto [half, ksOuter] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
       EmitOptions o;
       o.attentionPrefillHalf = half;
+      o.attentionPrefillKsOuter = ksOuter;
       auto hs = emitAll(
           [&](Builder &b) {
             auto q = b.input("q", T(DType::F32, {65, 8, 128}));
@@ -1203,6 +1205,8 @@ TEST(CudaEmit, AttentionPrefillKernel) {
           {}, o);
       ASSERT_EQ(hs.size(), 1u);
       EXPECT_TRUE(contains(kernel(hs, 0), std::string("kHalf = ") + (half ? "true" : "false")));
+      EXPECT_TRUE(
+          contains(kernel(hs, 0), std::string("kKsOuter = ") + (ksOuter ? "true" : "false")));
     }
 
   // A strided q and cache rows at an odd element offset: element loads.
@@ -1510,6 +1514,52 @@ TEST(CudaEmit, UnsupportedCasesSayWhy) {
 
 /// Row and elementwise kernels take at most four dims (like ggml); more is a
 /// refusal that says so.
+/// fused.attention_convert: a chunk's flash kernel stores rows of the
+/// result's 16-bit type (Cfg::Y, kY 1 for f16, 2 for bf16; the entry's y a
+/// Cfg::Y pointer), with sinks when the op has them; one query (the decode
+/// kernel, f32 rows only) and f32 caches are refused with the reason.
+TEST(CudaEmit, AttentionConvertStoresSixteenBitRows) {
+  for (DType to : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtypeName(to));
+    auto ls = emitAll([&](Builder &b) {
+      auto q = b.input("q", T(DType::F32, {65, 8, 128}));
+      auto k = b.state("k_cache.0", TensorType(DType::F16, {4096, 2, 128}));
+      auto v = b.state("v_cache.0", TensorType(DType::F16, {4096, 2, 128}));
+      auto pos = b.input("positions", T(DType::I32, {65}));
+      auto s = b.weight("sinks", T(DType::F32, {8}));
+      b.result(b.create(op::FusedAttentionConvertArgs{.q = q,
+                                                      .kCache = k,
+                                                      .vCache = v,
+                                                      .positions = pos,
+                                                      .sinks = s,
+                                                      .scale = 0.125,
+                                                      .dtype = to}));
+    });
+    ASSERT_EQ(ls.size(), 1u);
+    const KernelSpec &k = kernel(ls, 0);
+    EXPECT_TRUE(contains(k, "using Y = " + ctypeOf(to) + ";"));
+    EXPECT_TRUE(contains(k, std::string("kY = ") + (to == DType::F16 ? "1" : "2")));
+    EXPECT_TRUE(contains(k, "Cfg::Y* y"));
+    EXPECT_TRUE(contains(k, "kSinks = true"));
+    EXPECT_EQ(k.grid[0], 2u); // 65 queries, 64 a block
+  }
+  for (auto [tokens, cache] : {std::pair{int64_t(1), DType::F16}, {int64_t(65), DType::F32}}) {
+    Function fn("refused");
+    Builder b(fn);
+    auto q = b.input("q", T(DType::F32, {tokens, 8, 128}));
+    auto k = b.state("k_cache.0", TensorType(cache, {4096, 2, 128}));
+    auto v = b.state("v_cache.0", TensorType(cache, {4096, 2, 128}));
+    auto pos = b.input("positions", T(DType::I32, {tokens}));
+    b.result(b.create(op::FusedAttentionConvertArgs{
+        .q = q, .kCache = k, .vCache = v, .positions = pos, .scale = 0.125, .dtype = DType::F16}));
+    ASSERT_TRUE(ok(b.finish()));
+    auto e = emitKernel(fn, fn.node(0), contiguousLayouts(fn, fn.node(0)));
+    ASSERT_FALSE(static_cast<bool>(e));
+    std::string m = llvm::toString(e.takeError());
+    EXPECT_NE(m.find(tokens == 1 ? "writes f32 rows" : "cache dtype f32"), std::string::npos) << m;
+  }
+}
+
 TEST(CudaEmit, FiveDimsAreRefusedWithAReason) {
   Function fn("five");
   Builder b(fn);
@@ -3183,9 +3233,11 @@ public:
     // (2) and q loaded first (6 forms), 595 before the twenty-sixth's
     // fused.matmul_id_sum_add with float experts (f16, bf16, f32: 3; a
     // fourth shape shares a source), 598 before the twenty-eighth's
-    // fused.gated_gemm (4 GLU forms, a q4_K pair decoder, a copy of x):
-    // each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 605u);
+    // fused.gated_gemm (4 GLU forms, a q4_K pair decoder, a copy of x), 605
+    // before the thirtieth's flash kernel with S's head-dim steps outer (4
+    // forms), the GLU over f32 gate|up beside the 16-bit default (2) and
+    // fused.attention_convert (f16, bf16): each NVRTC compile is CI time.
+    EXPECT_LE(compiled().compiles, 613u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
