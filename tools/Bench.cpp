@@ -140,7 +140,8 @@ int runBench(ArrayRef<const char *> args) {
            "auto");
   f.flag("verbose", "print what happens");
   f.option("prefill", "N,...", "time the prefill entries of N tokens instead of decode (tokens/s, "
-                               "% of a cuBLAS GEMM's TFLOP/s measured in the same run)");
+                               "% of a cuBLAS GEMM's TFLOP/s measured in the same run), every "
+                               "step the same chunk at positions 0..N-1 (--kv S: S..S+N-1)");
   int code;
   if (!f.parse(args, code) || !checkFusionNames(f, code))
     return code;
@@ -201,6 +202,9 @@ int runBench(ArrayRef<const char *> args) {
     if (pa.sizes.empty() || llvm::any_of(pa.sizes, [](int64_t n) { return n < 2; }))
       return f.usageError("--prefill takes token counts >= 2");
     pa.steps = steps, pa.warmup = warmup, pa.ctx = ctx, pa.arch = f.get("arch", "sm_90");
+    // --kv places the chunk after that many cached rows (a later chunk of a
+    // long prompt); without it, the prompt's first chunk at 0 .. N-1.
+    pa.start = f.has("kv") ? kv : 0;
     pa.bf16 = wdt == "bf16", pa.breakdown = f.has("breakdown"), pa.verbose = verbose;
     // Prefill times one variant: the fused plan as a graph, without
     // programmatic launch where --compare names nopdl.

@@ -3,7 +3,8 @@
 // Prefill is compute-bound, so its roofline is a FLOP rate, not bandwidth:
 // each prefill_N entry is timed warm (graph instantiated and cuBLAS
 // heuristics run during the untimed warm-up steps) as a whole prompt chunk
-// at positions 0 .. N-1 (inputs in, launch, synchronise), and its FLOPs (the
+// at positions S .. S+N-1 (S = --kv, default 0: a prompt's first chunk;
+// every step the same positions), inputs in, launch, synchronise, and its FLOPs (the
 // op table's cost model) are set against one large cuBLAS GEMM timed in the
 // same process (codegen/cuda/GemmPeak.h). `--breakdown` traces the graph
 // replays with CUPTI and groups the device time by kernel family.
@@ -91,7 +92,7 @@ int runPrefillBench(const PrefillBenchArgs &a) {
 
   int64_t largest = *std::max_element(a.sizes.begin(), a.sizes.end());
   ModelSettings ms;
-  ms.ctx = std::max(a.ctx, largest);
+  ms.ctx = std::max(a.ctx, largest + a.start);
   ms.prefill = a.sizes;
   ms.log = stderrLog(a.verbose);
   CompileOptions co;
@@ -117,13 +118,13 @@ int runPrefillBench(const PrefillBenchArgs &a) {
       continue;
     }
     r.entry = b->entry;
-    r.flops = stepFlops(*plan->graph().lookup(r.entry), n);
+    r.flops = stepFlops(*plan->graph().lookup(r.entry), a.start + n);
     StepLoopOptions lo;
     lo.entry = r.entry;
     lo.steps = a.steps;
     lo.warmup = std::max<int64_t>(a.warmup, 1); // graph instantiation, cuBLAS heuristics
-    lo.startPosition = 0;
-    lo.advance = false; // every step the same chunk at positions 0 .. N-1
+    lo.startPosition = a.start;
+    lo.advance = false; // every step the same chunk at positions S .. S+N-1
     ExecOptions eo;
     eo.device = ExecOptions::Device::Cuda;
     eo.mode = ExecOptions::Mode::Graph;
@@ -160,7 +161,7 @@ int runPrefillBench(const PrefillBenchArgs &a) {
 
   raw_ostream &os = outs();
   auto cs = [](const char *x) { return x; };
-  os << "bench " << a.model << ": prefill at positions 0..N-1, graph" << (a.programmaticLaunch ? "" : " without programmatic launch") << ", median of " << a.steps
+  os << "bench " << a.model << ": prefill at positions " << a.start << ".." << a.start << "+N-1, graph" << (a.programmaticLaunch ? "" : " without programmatic launch") << ", median of " << a.steps
      << " runs after " << std::max<int64_t>(a.warmup, 1) << " warm-up\n";
   os << format("peak: cuBLAS %lld^3 %s GEMM (random operands, f32 accumulate) %.3f ms = %.1f TFLOP/s\n",
                static_cast<long long>(peak->n), a.bf16 ? "bf16" : "f16", peak->ms, peak->tflops);
@@ -229,6 +230,7 @@ int runPrefillBench(const PrefillBenchArgs &a) {
       jrows.push_back(std::move(o));
     }
     json::Object root{{"model", a.model},
+                      {"start_position", a.start},
                       {"peak_tflops", peak->tflops},
                       {"peak_gemm_n", peak->n},
                       {"prefill", std::move(jrows)}};

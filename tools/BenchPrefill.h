@@ -14,6 +14,9 @@ struct PrefillBenchArgs {
   std::string model; ///< a workload name, a MODEL or an X.plan
   std::vector<int64_t> sizes;
   int64_t steps = 20, warmup = 3, ctx = 2048;
+  /// The chunk's first position (--kv with --prefill): 0, a prompt's first
+  /// chunk, by default; every step feeds the same positions.
+  int64_t start = 0;
   std::string arch = "sm_90";
   bool bf16 = false; ///< the peak GEMM in bf16 (the workload's weight type)
   bool breakdown = false, verbose = false;

@@ -324,6 +324,7 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.gemmPairs = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GATED_GEMM_NARROW"); v && !v->empty())
     emit.gatedGemmNarrowC = *v != "0";
+  emit.gluGroups = envInt("FG_DEBUG_GLU_GROUPS", 1, 8).value_or(emit.gluGroups);
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_ROUTING_HEADS"); v && !v->empty())
     emit.routingHeads = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_MOE_SUM_FLOAT"); v && !v->empty())

@@ -142,6 +142,7 @@ struct EwDesc {
   std::vector<Param> params;    ///< result first, then the operands
   int ilp = 1;                  ///< elements a thread, prefetched first (Cfg::kIlp)
   bool vec = false;             ///< 4 elements a thread by vector loads (Cfg::kVec)
+  int groups = 1;               ///< the vector form's groups of 4 a thread (Cfg::kGroups)
 };
 
 KernelSpec ewKernel(const EwDesc &d) {
@@ -153,10 +154,11 @@ KernelSpec ewKernel(const EwDesc &d) {
   for (size_t i = 0; i < d.ins.size(); ++i)
     c += (i ? ",\n                         " : "") + d.ins[i];
   c += ">;\n  using Fn = " + d.fn + ";\n";
-  c += llvm::formatv("  static constexpr int kIns = {0}, kIlp = {5};\n  static constexpr bool kVec = "
-                     "{6};\n  static constexpr long long D0 = {1}, D1 = {2}, D2 = {3}, D3 = {4};\n};\n",
+  c += llvm::formatv("  static constexpr int kIns = {0}, kIlp = {5}, kGroups = {7};\n  static "
+                     "constexpr bool kVec = {6};\n  static constexpr long long D0 = {1}, D1 = {2}, "
+                     "D2 = {3}, D3 = {4};\n};\n",
                      d.ins.size(), ilit(dims[0]), ilit(dims[1]), ilit(dims[2]), ilit(dims[3]),
-                     d.ilp, d.vec ? "true" : "false")
+                     d.ilp, d.vec ? "true" : "false", d.groups)
            .str();
   std::string params = "Cfg::Out* out", args;
   for (size_t i = 0; i < d.ins.size(); ++i) {
@@ -165,7 +167,7 @@ KernelSpec ewKernel(const EwDesc &d) {
   }
   c += kernelEntry(kThreads, params, "fg::ewMap<Cfg>(fg::EwArgs<Cfg>{out, {" + args + "}});");
   KernelSpec k = finishSpec(d.mnemonic, kernelSource("elementwise.cuh").str() + c);
-  k.grid[0] = gridFor(product(d.space), int64_t(kThreads) * (d.vec ? 4 : d.ilp));
+  k.grid[0] = gridFor(product(d.space), int64_t(kThreads) * (d.vec ? 4 * d.groups : d.ilp));
   k.block[0] = kThreads;
   k.params = d.params;
   return k;
@@ -443,6 +445,7 @@ KernelSpec gluOfStackedRows(const Node &node, int64_t rows, int64_t n, int64_t b
   // Groups of 4 stay inside a row and 16-byte aligned when n % 4 == 0: the
   // vector form reads each operand through its strides (elementwise.cuh).
   d.vec = options.elementwiseVector && n % 4 == 0 && base % 4 == 0;
+  d.groups = d.vec ? std::max(1, options.gluGroups) : 1;
   // Gate at column 0 and up at column n of each scratch row of 2n values.
   for (int64_t off : {int64_t(0), n}) {
     Layout l;

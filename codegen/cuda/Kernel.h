@@ -230,6 +230,14 @@ struct EmitOptions {
   /// 2048 rows: 235 -> 117 MB a layer each way). Off: f32, the form before
   /// the thirtieth session. FG_DEBUG_GATED_GEMM_NARROW=0 turns it off.
   bool gatedGemmNarrowC = true;
+  /// fused.gated_gemm's GLU (the vector elementwise form): groups of 4
+  /// elements a thread, all loaded before the first is computed (1: one
+  /// group, the form of every other elementwise kernel). Measured slower on
+  /// the H200 (thirtieth session, W-dense 2048-token prefill, two runs
+  /// each): the 32 GLUs 1.870 / 1.867 ms with 1, 2.095 / 2.089 with 2,
+  /// 2.036 / 2.013 with 4 — 16 bytes in flight a thread already cover the
+  /// latency. For timing: FG_DEBUG_GLU_GROUPS=N (1-8).
+  int gluGroups = 1;
   /// fused.matmul_id_sum_add of one token with f16, bf16 or f32 experts
   /// (kernels/moe_sum.cuh, a warp a row over the k slots' rows end to end),
   /// where only the DP4A form existed: W-moe-12 f16 15 -> 14 launches a

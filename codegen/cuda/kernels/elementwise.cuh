@@ -451,24 +451,39 @@ template <class C> static __device__ __forceinline__ void ewMap(const EwArgs<C> 
   if constexpr (C::kVec) {
     using V = EwVecCfg<C>;
     constexpr long long NV = N / 4;
+    // C::kGroups groups of 4 a thread, blockDim apart (coalesced), every
+    // group's operands loaded before the first is computed: more bytes in
+    // flight a thread where the operands are 16-bit (8-byte loads).
+    constexpr int U = C::kGroups;
     const long long stride = (long long)gridDim.x * blockDim.x;
     long long tail = 0; // flat elements the vector loop covers
     if (EwVecOps<0, C>::aligned(a) &&
         reinterpret_cast<unsigned long long>(a.out) % (4 * sizeof(typename C::Out)) == 0) {
-      for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < NV; q += stride) {
-        const long long i = 4 * q;
-        uint4 buf[C::kIns][2];
-        EwVecOps<0, C>::load(a, ewPos<C::D0, C::D1, C::D2, C::D3>(i), buf);
-        uint4 ob[2];
-        EwArgs<V> r;
-        r.out = reinterpret_cast<typename C::Out *>(ob);
+      for (long long q0 = (long long)blockIdx.x * blockDim.x * U + threadIdx.x; q0 < NV;
+           q0 += stride * U) {
+        uint4 buf[U][C::kIns][2];
 #pragma unroll
-        for (int k = 0; k < C::kIns; ++k)
-          r.in[k] = buf[k];
+        for (int u = 0; u < U; ++u) {
+          const long long q = q0 + (long long)u * blockDim.x;
+          if (U == 1 || q < NV)
+            EwVecOps<0, C>::load(a, ewPos<C::D0, C::D1, C::D2, C::D3>(4 * q), buf[u]);
+        }
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-          C::Fn::template run<V>(r, j, EwPos{0, 0, 0, j});
-        ewCopy4<typename C::Out>(a.out + i, ob);
+        for (int u = 0; u < U; ++u) {
+          const long long q = q0 + (long long)u * blockDim.x;
+          if (U > 1 && q >= NV)
+            break;
+          uint4 ob[2];
+          EwArgs<V> r;
+          r.out = reinterpret_cast<typename C::Out *>(ob);
+#pragma unroll
+          for (int k = 0; k < C::kIns; ++k)
+            r.in[k] = buf[u][k];
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            C::Fn::template run<V>(r, j, EwPos{0, 0, 0, j});
+          ewCopy4<typename C::Out>(a.out + 4 * q, ob);
+        }
       }
       tail = 4 * NV;
     }

@@ -264,12 +264,12 @@ TEST(CudaEmit, ElementwisePrefetchForm) {
   auto cv = emitAll(
       [](Builder &b) { b.result(b.convert(b.input("x", T(DType::F32, {512, 4099})), DType::F16)); },
       {}, o);
-  EXPECT_TRUE(contains(kernel(cv, 0), "kIns = 1, kIlp = 4;"));
+  EXPECT_TRUE(contains(kernel(cv, 0), "kIns = 1, kIlp = 4, kGroups = 1;"));
   EXPECT_EQ(kernel(cv, 0).grid[0], unsigned((512 * 4099 + 1023) / 1024));
   auto plain = emitAll(
       [](Builder &b) { b.result(b.convert(b.input("x", T(DType::F32, {512, 4099})), DType::F16)); },
       {}, scalar);
-  EXPECT_TRUE(contains(kernel(plain, 0), "kIns = 1, kIlp = 1;"));
+  EXPECT_TRUE(contains(kernel(plain, 0), "kIns = 1, kIlp = 1, kGroups = 1;"));
   EXPECT_FALSE(contains(kernel(plain, 0), "kVec = true;"));
   EXPECT_EQ(kernel(plain, 0).grid[0], unsigned((512 * 4099 + 255) / 256));
   auto add = emitAll(
@@ -277,14 +277,14 @@ TEST(CudaEmit, ElementwisePrefetchForm) {
         b.result(b.add(b.input("x", T(DType::F32, {33, 100})), b.input("y", T(DType::F32, {100}))));
       },
       {}, o);
-  EXPECT_TRUE(contains(kernel(add, 0), "kIns = 2, kIlp = 4;"));
+  EXPECT_TRUE(contains(kernel(add, 0), "kIns = 2, kIlp = 4, kGroups = 1;"));
   auto glu = emitAll(
       [](Builder &b) {
         b.result(b.glu(b.input("g", T(DType::F32, {9, 77})), b.input("u", T(DType::F32, {9, 77})),
                        GluKind::SwiGLU));
       },
       {}, o);
-  EXPECT_TRUE(contains(kernel(glu, 0), "kIlp = 4;"));
+  EXPECT_TRUE(contains(kernel(glu, 0), "kIlp = 4, kGroups = 1;"));
   auto rows = emitAll(
       [](Builder &b) {
         b.result(b.getRows(b.weight("emb", T(DType::F16, {100, 67})),
@@ -3118,6 +3118,22 @@ TEST(CudaEmit, GatedGemmStacksGateAndUp) {
     EXPECT_TRUE(contains(k, "fg::EwGlu<" + std::to_string(static_cast<int>(GluKind::GeGLU))));
     EXPECT_TRUE(contains(k, n % 4 == 0 ? "kVec = true" : "kVec = false"));
   }
+  // EmitOptions::gluGroups: the GLU's threads take that many groups of 4
+  // (the grid shrinks by as much); compiled.
+  {
+    EmitOptions eo;
+    eo.gluGroups = 4;
+    auto gs = emitAll([&](Builder &b) {
+      auto x = b.input("x", T(DType::F16, {37, 40}));
+      auto wg = b.weight("wg", T(DType::F16, {96, 40}));
+      auto wu = b.weight("wu", T(DType::F16, {96, 40}));
+      b.result(b.create(OpKind::FusedGatedGemm, {x, wg, wu},
+                        {{"dtype", Attribute::ofDType(DType::F16)}}));
+    }, {}, eo);
+    ASSERT_EQ(gs.size(), 2u);
+    EXPECT_TRUE(contains(kernel(gs, 1), "kGroups = 4"));
+    EXPECT_TRUE(contains(kernel(gs, 1), "kVec = true"));
+  }
   // q4_K weights: gate's rows then up's decoded by one launch into one f16
   // matrix [2N, K] at the scratch's start, the GEMM over it (nothing to place: no a2), C
   // and the GLU's views after it.
@@ -3235,9 +3251,10 @@ public:
     // fourth shape shares a source), 598 before the twenty-eighth's
     // fused.gated_gemm (4 GLU forms, a q4_K pair decoder, a copy of x), 605
     // before the thirtieth's flash kernel with S's head-dim steps outer (4
-    // forms), the GLU over f32 gate|up beside the 16-bit default (2) and
-    // fused.attention_convert (f16, bf16): each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 613u);
+    // forms), the GLU over f32 gate|up beside the 16-bit default (2), its
+    // four groups a thread (1) and fused.attention_convert (f16, bf16): each
+    // NVRTC compile is CI time.
+    EXPECT_LE(compiled().compiles, 614u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
