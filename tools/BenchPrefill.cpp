@@ -149,7 +149,7 @@ int runPrefillBench(const PrefillBenchArgs &a) {
       } else {
         StepLoopOptions po = lo;
         po.warmup = std::min<int64_t>(lo.warmup, 3);
-        auto fams = profileFamilies(*px, po, 5, n, &r.span, &r.launches);
+        auto fams = profileFamilies(*px, po, 5, a.start + n, &r.span, &r.launches);
         if (!fams)
           r.familiesError = firstLine(toString(fams.takeError()));
         else

@@ -228,7 +228,10 @@ struct EmitOptions {
   /// type where that is the GEMM's operand type (f16 weights and result, or
   /// bf16 and bf16), not f32: its scratch and the GLU's reads halve (W-dense
   /// 2048 rows: 235 -> 117 MB a layer each way). Off: f32, the form before
-  /// the thirtieth session. FG_DEBUG_GATED_GEMM_NARROW=0 turns it off.
+  /// the thirtieth session. In f16 a gate or up value beyond ±65504 becomes
+  /// ±inf (and a GLU of −inf NaN) where f32 kept it finite; bf16 keeps f32's
+  /// range. ggml's cuBLAS path rounds the same GEMMs' results to f16 too.
+  /// FG_DEBUG_GATED_GEMM_NARROW=0 turns it off.
   bool gatedGemmNarrowC = true;
   /// fused.gated_gemm's GLU (the vector elementwise form): groups of 4
   /// elements a thread, all loaded before the first is computed (1: one

@@ -124,17 +124,18 @@ public:
         // themselves (attention_convert). The same numbers: the convert is
         // elementwise.
         const Node *r = reshapedResult(node.operands[0]);
-        ValueId c;
+        ValueId c, cs = kNoValue;
         if (r) {
-          ValueId cs = b.convert(copy.map(r->operands[0]), *d, name);
-          copy.out().node(copy.out().value(cs).def).loc = node.loc;
+          cs = b.convert(copy.map(r->operands[0]), *d, name);
           c = b.reshape(cs, fn.type(node.operands[0]).shape, fn.uniqueName(name + ".rows"));
         } else {
           c = b.convert(copy.map(node.operands[0]), *d, name);
         }
         if (llvm::Error e = b.finish())
           return e;
-        copy.out().node(copy.out().value(c).def).loc = node.loc;
+        for (ValueId v : {cs, c})
+          if (v != kNoValue)
+            copy.out().node(copy.out().value(v).def).loc = node.loc;
         it = converted.insert({key, c}).first;
         ++converts;
       }
