@@ -186,6 +186,14 @@ Decision expectDType(const Function &fn, ValueId v, llvm::ArrayRef<DType> allowe
                       ", the fused kernel takes " + names);
 }
 
+Decision expectSixteenBitConvert(const Function &fn, const Match &m) {
+  DType to = fn.type(fn.node(m.root).result()).dtype;
+  if (to != DType::F16 && to != DType::BF16)
+    return Decision::no("the convert's target " + std::string(dtypeName(to)) +
+                        " is not a 16-bit float");
+  return Decision::yes();
+}
+
 Decision expectBroadcastsInto(const Function &fn, ValueId side, ValueId full,
                               llvm::StringRef what) {
   const TensorType &s = fn.type(side), &f = fn.type(full);

@@ -281,6 +281,10 @@ bool hasContiguousRows(const Function &fn, ValueId v);
 /// no() unless `v`'s dtype is one of `allowed`.
 Decision expectDType(const Function &fn, ValueId v, llvm::ArrayRef<DType> allowed,
                      llvm::StringRef what);
+/// no() unless the match's root (a convert) stores a 16-bit float: the check
+/// of the patterns that take a GEMM input's convert (glu_convert,
+/// rms_norm_mul_convert, attention_convert).
+Decision expectSixteenBitConvert(const Function &fn, const Match &m);
 /// no() unless `side` broadcasts into `full`'s shape without enlarging it.
 Decision expectBroadcastsInto(const Function &fn, ValueId side, ValueId full, llvm::StringRef what);
 // --- pieces shared by the rms_norm / rope / set_rows family --------------------------

@@ -46,11 +46,7 @@ public:
     }
     if (fn.type(m.get(Cap::gate)).shape != fn.type(m.get(Cap::up)).shape)
       return Decision::no("gate and up differ in shape (a broadcast GLU)");
-    DType to = fn.type(fn.node(m.root).result()).dtype;
-    if (to != DType::F16 && to != DType::BF16)
-      return Decision::no("the convert's target " + std::string(dtypeName(to)) +
-                          " is not a 16-bit float");
-    return Decision::yes();
+    return expectSixteenBitConvert(fn, m);
   }
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {

@@ -72,11 +72,7 @@ public:
     } else if (Decision d = checkNormMul(fn, m); !d) {
       return d;
     }
-    DType to = fn.type(fn.node(m.root).result()).dtype;
-    if (to != DType::F16 && to != DType::BF16)
-      return Decision::no("the convert's target " + std::string(dtypeName(to)) +
-                          " is not a 16-bit float");
-    return Decision::yes();
+    return expectSixteenBitConvert(fn, m);
   }
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {
