@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (The two-row-group form it measured was measured slower and removed; its
+# code is commit 76bd677.)
 # Thirty-first session, call 2: the flash prefill with two query row groups a
 # warp (FG_DEBUG_FLASH_ROW_GROUPS=2; FlashAttention-2's 32 rows a warp), with
 # 64- and 32-key tiles and 2 or 4 warps — the GPU tests in each form, then

@@ -3,8 +3,7 @@
 // attention with T ≥ EmitOptions::attentionPrefillMinTokens queries (a
 // prefill chunk) runs kernels/attention_prefill.cuh (the design is in its
 // banner): one block per (tile of 16·kW queries, query head), key tiles of
-// BN rows through shared memory, S and O on the tensor cores (kRG = 2: 32
-// query rows a warp, q through shared memory). This file only
+// BN rows through shared memory, S and O on the tensor cores. This file only
 // checks that the kernel applies, writes its `Cfg` and the entry. No scratch,
 // no counters. Where it does not apply (f32 caches, head dims that are not
 // multiples of 16 or above 128) emitAttention keeps the flash-decoding kernel,
@@ -20,6 +19,7 @@
 namespace fg::cuda::detail {
 namespace {
 
+constexpr int kWarps = 4; // 64 queries a block
 constexpr int64_t kMaxDim = 128;
 
 const char *decoder(DType t) { return t == DType::BF16 ? "fg::AttnBF16" : "fg::AttnF16"; }
@@ -98,19 +98,7 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
   int stages = vecK && vecV && o.attentionPrefillStages >= 2 ? 2 : 1;
   // Keys per shared-memory tile (EmitOptions::attentionPrefillKeys).
   int64_t keys = o.attentionPrefillKeys == 32 ? 32 : 64;
-  // Warps a block and query row groups a warp (EmitOptions::
-  // attentionPrefillWarps / attentionPrefillRowGroups): 16 · warps · groups
-  // queries a block, at most 128 (FlashRanges); two groups need q as one
-  // half.
-  int rowGroups = o.attentionPrefillRowGroups == 2 && o.attentionPrefillHalf ? 2 : 1;
-  int warps = o.attentionPrefillWarps;
-  if (warps != 2 && warps != 4 && warps != 8)
-    warps = 4;
-  if (16 * warps * rowGroups > 128)
-    warps = 128 / (16 * rowGroups);
-  const int64_t rowsPerBlock = 16 * warps * rowGroups;
-  c += llvm::formatv("  static constexpr int kW = {0}, kRG = {1}, BN = {2}, S = {3};\n", warps,
-                     rowGroups, keys, stages)
+  c += llvm::formatv("  static constexpr int kW = {0}, BN = {1}, S = {2};\n", kWarps, keys, stages)
            .str();
   c += "  static constexpr long long T = " + ilit(T) + ", Hq = " + ilit(Hq) +
        ", G = " + ilit(Hq / Hkv) + ", D = " + ilit(D) + ", Dv = " + ilit(Dv) +
@@ -140,21 +128,19 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
                        "const Cfg::DecV::T* v, const Cfg::Pos* pos";
   if (hasSinks)
     params += ", const Cfg::Sink* sinks";
-  c += kernelEntry(32 * warps, params,
+  c += kernelEntry(32 * kWarps, params,
                    llvm::formatv("fg::flashAttention<Cfg>(fg::FlashArgs<Cfg>{{y, q, k, v, pos, {0}});",
                                  hasSinks ? "sinks" : "nullptr")
                        .str(),
                    o.attentionPrefillMinBlocks);
   KernelSpec k = finishSpec("attention", kernelSource("attention.cuh").str() +
                                              kernelSource("attention_prefill.cuh").str() + c);
-  k.grid[0] = static_cast<unsigned>((T + rowsPerBlock - 1) / rowsPerBlock);
+  k.grid[0] = static_cast<unsigned>((T + 16 * kWarps - 1) / (16 * kWarps));
   k.grid[1] = static_cast<unsigned>(Hq);
-  k.block[0] = 32 * warps;
+  k.block[0] = 32 * kWarps;
   // The key and value tiles: S stages of `keys` rows of K and V, each row
-  // padded by 8 elements (the kernel's ktiles / vtiles); with two row
-  // groups, the block's q rows after them (qtile, K's pitch).
-  k.sharedBytes = static_cast<unsigned>(2 * stages * keys * ((D + 8) + (Dv + 8)) +
-                                        (rowGroups == 2 ? 2 * rowsPerBlock * (D + 8) : 0));
+  // padded by 8 elements (the kernel's ktiles / vtiles).
+  k.sharedBytes = static_cast<unsigned>(2 * stages * keys * ((D + 8) + (Dv + 8)));
   k.params = {Param::result(0), Param::operand(0), Param::operand(1), Param::operand(2),
               Param::operand(3)};
   if (hasSinks)

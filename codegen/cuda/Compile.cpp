@@ -301,10 +301,6 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.attentionPrefillKsOuter = *v != "0";
   if (auto n = envInt("FG_DEBUG_FLASH_KEYS", 32, 64); n && (*n == 32 || *n == 64))
     emit.attentionPrefillKeys = *n;
-  emit.attentionPrefillRowGroups =
-      envInt("FG_DEBUG_FLASH_ROW_GROUPS", 1, 2).value_or(emit.attentionPrefillRowGroups);
-  if (auto n = envInt("FG_DEBUG_FLASH_WARPS", 2, 8); n && (*n == 2 || *n == 4 || *n == 8))
-    emit.attentionPrefillWarps = *n;
   // Decode attention's forms (EmitOptions::attention*).
   emit.attentionStages = envInt("FG_DEBUG_ATTN_STAGES", 0, 8).value_or(emit.attentionStages);
   emit.attentionSteps = envInt("FG_DEBUG_ATTN_STEPS", 1, 4).value_or(emit.attentionSteps);

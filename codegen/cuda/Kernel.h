@@ -120,14 +120,6 @@ struct EmitOptions {
   /// attention) 0.808/0.826 -> 0.788/0.798 ms at 512 tokens, 7.118/7.104 ->
   /// 6.988/6.989 at 2048. FG_DEBUG_FLASH_KS_OUTER=0 for the previous order.
   bool attentionPrefillKsOuter = true;
-  /// Query row groups of 16 a warp in the prefill flash kernel: 1, or 2
-  /// (FlashAttention-2's 32 rows a warp: each K / V fragment feeds two
-  /// mmas, q's fragments read from shared memory; needs
-  /// attentionPrefillHalf, else 1 is used). FG_DEBUG_FLASH_ROW_GROUPS.
-  int attentionPrefillRowGroups = 1;
-  /// Warps a block of the prefill flash kernel (2, 4 or 8; the block's
-  /// queries, 16 · warps · row groups, at most 128). FG_DEBUG_FLASH_WARPS.
-  int attentionPrefillWarps = 4;
   /// A prefill rope (more than maxGemvTokens tokens) takes this many heads of
   /// a token per warp, computing each angle once for all of them (2 where
   /// the head count is not a multiple; 1: a head a warp, the form before the

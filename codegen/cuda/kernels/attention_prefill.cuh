@@ -9,17 +9,13 @@
 // decoders AttnF16 / AttnBF16 and attnLoad8). 16-bit caches only (f32 caches
 // keep the decode kernel).
 //
-// Work split. Grid (⌈T / BM⌉, Hq): one block per (tile of BM = 16·kW·kRG
-// queries, query head), the last query tile of a head first (blockIdx.x
-// reversed: the most keys under a causal mask, so long blocks start before
-// short ones when the grid is more than one wave); warp w owns the kRG groups
-// of 16 queries 16·(kRG·w + r) .. + 15 of the tile. With kRG = 2
-// (FlashAttention-2's 32 rows a warp) every K and V fragment read by
-// ldmatrix feeds two mmas instead of one (shared-memory reads per mma
-// halve), and q's fragments come from shared memory: 2 × 16 rows of them
-// would not fit in registers beside O. The block's key range is [min lo,
-// max hi] over its queries (positions read from device memory, so one graph
-// serves every chunk; positions need not increase inside a chunk). Keys go through dynamic shared memory in
+// Work split. Grid (⌈T / BM⌉, Hq): one block per (tile of BM = 16·kW queries,
+// query head), the last query tile of a head first (blockIdx.x reversed: the
+// most keys under a causal mask, so long blocks start before short ones when
+// the grid is more than one wave); warp w owns queries 16w .. 16w + 15 of the
+// tile. The block's key range is [min lo, max hi] over its queries (positions
+// read from device memory, so one graph serves every chunk; positions need
+// not increase inside a chunk). Keys go through dynamic shared memory in
 // tiles of BN rows of K and V (rows outside the range load zeros, so nothing
 // undefined enters an mma), C::S = 2 stages when rows take cp.async (the next
 // tile's copies in flight while this one is computed), else 1; a warp skips
@@ -184,14 +180,13 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
   using DV = typename C::DecV;
   using MK = AttnMma<DK::kBf16>;
   using MV = AttnMma<DV::kBf16>;
-  constexpr int W = C::kW, RG = C::kRG, NT = 32 * W, BM = 16 * W * RG, BN = C::BN, S = C::S;
+  constexpr int W = C::kW, NT = 32 * W, BM = 16 * W, BN = C::BN, S = C::S;
   constexpr int KS = C::D / 16, NS = BN / 8, NO = C::Dv / 8;
   constexpr int PK = C::D + 8, PV = C::Dv + 8; // shared row pitches (elements)
   static_assert(DK::kParts == 1 && DV::kParts == 1, "16-bit caches only");
   static_assert(C::D % 16 == 0 && C::Dv % 16 == 0 && BN % 16 == 0, "whole mma tiles");
   static_assert(BM <= 128, "FlashRanges holds 128 query rows");
   static_assert(S == 1 || (S == 2 && C::kVecK && C::kVecV), "two stages need cp.async rows");
-  static_assert(RG == 1 || (RG == 2 && C::kHalf), "two row groups a warp take q as one half");
   // Scores are kept in log2 units (q · scale · log2 e, or the softcapped
   // score times log2 e), so each exponential is one ex2.
   constexpr float kLog2e = 1.4426950408889634f;
@@ -199,9 +194,6 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
   extern __shared__ __align__(16) unsigned char fg_flash_tiles[];
   unsigned short *const ktiles = reinterpret_cast<unsigned short *>(fg_flash_tiles);
   unsigned short *const vtiles = ktiles + S * BN * PK;
-  // RG = 2: the block's q rows (rounded, scaled) after the tiles, read back
-  // as A fragments by ldmatrix at every key tile.
-  unsigned short *const qtile = vtiles + S * BN * PV;
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   // The last query tile (the most keys under a causal mask) first: blocks are
@@ -229,25 +221,12 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
   }
   __syncthreads();
   const int klo = sh.klo, khi = sh.khi;
-  // This lane's query rows in the tile: rows A (g) and B (g + 8) of each of
-  // the warp's RG groups of 16 (RG = 2: FlashAttention-2's 32 rows a warp,
-  // every K / V fragment used by two mmas).
-  int rA[RG], rB[RG], loA[RG], hiA[RG], loB[RG], hiB[RG];
-#pragma unroll
-  for (int r = 0; r < RG; ++r) {
-    rA[r] = 16 * (RG * warp + r) + g, rB[r] = rA[r] + 8;
-    loA[r] = sh.lo[rA[r]], hiA[r] = sh.hi[rA[r]], loB[r] = sh.lo[rB[r]], hiB[r] = sh.hi[rB[r]];
-  }
-  // The warp's own key range (its rows), to skip tiles it does not see,
+  const int rA = 16 * warp + g, rB = rA + 8; // this lane's two query rows in the tile
+  const int loA = sh.lo[rA], hiA = sh.hi[rA], loB = sh.lo[rB], hiB = sh.hi[rB];
+  // The warp's own key range (its 16 rows), to skip tiles it does not see,
   // and the range every one of its rows sees, where no mask is needed.
-  int wlo = 0x7fffffff, whi = -1, alo = -1, ahi = 0x7fffffff;
-#pragma unroll
-  for (int r = 0; r < RG; ++r) {
-    wlo = min(wlo, min(loA[r], loB[r]));
-    whi = max(whi, max(hiA[r], hiB[r]));
-    alo = max(alo, max(loA[r], loB[r]));
-    ahi = min(ahi, min(hiA[r], hiB[r]));
-  }
+  int wlo = loA < loB ? loA : loB, whi = hiA > hiB ? hiA : hiB;
+  int alo = loA > loB ? loA : loB, ahi = hiA < hiB ? hiA : hiB;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     wlo = min(wlo, __shfl_xor_sync(0xffffffffu, wlo, o));
@@ -258,18 +237,16 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
 
   // q · scale (· log2 e) as A fragments, hi + lo halves in K's mma type
   // (C::kHalf: hi only; the unused lo registers are dead code the compiler
-  // drops). RG = 2: one half each, into shared memory (qtile), where the
-  // S loop reads them by ldmatrix — 32 rows of fragments would not fit in
-  // registers beside O.
-  constexpr float kQ = C::kSoftcap ? 1.0f : kLog2e;
-  auto qv = [&](long long qi, int d) {
-    return qi < C::T ? fg_to_f(a.q[C::q_off + qi * C::q_st + h * C::q_sh + d * C::q_sd]) *
-                           (C::scale() * kQ)
-                     : 0.0f;
-  };
-  uint4 qh[RG == 1 ? KS : 1], ql[RG == 1 ? KS : 1];
-  if constexpr (RG == 1) {
-    const long long qa = q0 + rA[0], qb = q0 + rB[0];
+  // drops).
+  uint4 qh[KS], ql[KS];
+  {
+    constexpr float kQ = C::kSoftcap ? 1.0f : kLog2e;
+    const long long qa = q0 + rA, qb = q0 + rB;
+    auto qv = [&](long long qi, int d) {
+      return qi < C::T ? fg_to_f(a.q[C::q_off + qi * C::q_st + h * C::q_sh + d * C::q_sd]) *
+                             (C::scale() * kQ)
+                       : 0.0f;
+    };
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks) {
       const int d = 16 * ks + 2 * t;
@@ -278,37 +255,22 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
       attnSplit<DK::kBf16>(qv(qa, d + 8), qv(qa, d + 9), qh[ks].z, ql[ks].z);
       attnSplit<DK::kBf16>(qv(qb, d + 8), qv(qb, d + 9), qh[ks].w, ql[ks].w);
     }
-  } else {
-    // Two elements a 32-bit store; the loop's first barrier orders these
-    // stores before the first ldmatrix.
-    for (int i = threadIdx.x; i < BM * C::D / 2; i += NT) {
-      const int r = i / (C::D / 2), d = 2 * (i % (C::D / 2));
-      unsigned hi, lo;
-      attnSplit<DK::kBf16>(qv(q0 + r, d), qv(q0 + r, d + 1), hi, lo);
-      *reinterpret_cast<unsigned *>(qtile + r * PK + d) = hi;
-    }
   }
 
-  // Running max (log2 units) and per-lane partial sum of rows A (2r) and B
-  // (2r + 1) of group r.
-  float m[2 * RG], l[2 * RG];
-#pragma unroll
-  for (int i = 0; i < 2 * RG; ++i)
-    m[i] = -FG_INF, l[i] = 0.0f;
+  // Running max (log2 units) and per-lane partial sum of rows A (r = 0) and
+  // B (r = 1).
+  float m[2] = {-FG_INF, -FG_INF}, l[2] = {0.0f, 0.0f};
   if constexpr (C::kSinks) {
     const float s = fg_to_f(a.sinks[C::sink_off + h * C::sink_sh]) * kLog2e;
-#pragma unroll
-    for (int i = 0; i < 2 * RG; ++i)
-      m[i] = s, l[i] = t == 0 ? 1.0f : 0.0f; // exp(sink − m), counted once per quad
+    m[0] = m[1] = s;
+    l[0] = l[1] = t == 0 ? 1.0f : 0.0f; // exp(sink − m), counted once per quad
   }
-  float o[RG][NO][4];
+  float o[NO][4];
 #pragma unroll
-  for (int r = 0; r < RG; ++r)
+  for (int c = 0; c < NO; ++c)
 #pragma unroll
-    for (int c = 0; c < NO; ++c)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        o[r][c][e] = 0.0f;
+    for (int e = 0; e < 4; ++e)
+      o[c][e] = 0.0f;
 
   const typename DK::T *kbase = a.k + C::k_off + hk * C::k_sh;
   const typename DV::T *vbase = a.v + C::v_off + hk * C::v_sh;
@@ -345,166 +307,129 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
     const unsigned short *kt = ktiles + slot * BN * PK;
     const unsigned short *vt = vtiles + slot * BN * PV;
 
-    // S = q · Kᵀ for the warp's 16 · RG rows × BN keys. B fragments by
-    // ldmatrix: matrix i of key rows 8n .. 8n + 7 and head dims 16ks + 8i ..
-    // gives b0 (i even) and b1 (i odd) of k-steps ks, ks + 1.
-    float s[RG][NS][4];
-    if constexpr (C::kKsOuter || RG > 1) {
+    // S = q · Kᵀ for the warp's 16 rows × BN keys. B fragments by ldmatrix:
+    // matrix i of key rows 8n .. 8n + 7 and head dims 16ks + 8i .. + 7 gives
+    // b0 (i even) and b1 (i odd) of k-steps ks, ks + 1.
+    float s[NS][4];
+    if constexpr (C::kKsOuter) {
       // Head-dim steps outer, key columns inner: consecutive mmas write
       // different accumulators (eight independent chains), where the
       // n-outer order below chains KS mmas on one s[n] back to back.
       // Matrix i of the ldmatrix: key rows 8(n + i / 2) .., head dims
-      // 16ks + 8(i % 2) .. — b0 / b1 of columns n and n + 1. RG = 2: each
-      // K fragment feeds both row groups' mmas.
+      // 16ks + 8(i % 2) .. — b0 / b1 of columns n and n + 1.
 #pragma unroll
-      for (int r = 0; r < RG; ++r)
+      for (int n = 0; n < NS; ++n)
 #pragma unroll
-        for (int n = 0; n < NS; ++n)
+        for (int e = 0; e < 4; ++e)
+          s[n][e] = 0.0f;
 #pragma unroll
-          for (int e = 0; e < 4; ++e)
-            s[r][n][e] = 0.0f;
-#pragma unroll
-      for (int ks = 0; ks < KS; ++ks) {
-        uint4 qa[RG];
-        if constexpr (RG == 1) {
-          qa[0] = qh[ks];
-        } else {
-          // A of rows 16(2w + r) .. + 15, dims 16ks .. + 15: lanes 0-15
-          // address rows 0-15 at dim 16ks, lanes 16-31 the same rows at
-          // 16ks + 8 — registers a0 .. a3 in the A layout.
-#pragma unroll
-          for (int r = 0; r < RG; ++r) {
-            unsigned f[4];
-            flashLdsm4(f, qtile + (16 * (RG * warp + r) + (lane & 15)) * PK + 16 * ks +
-                              8 * (lane >> 4));
-            qa[r] = make_uint4(f[0], f[1], f[2], f[3]);
-          }
-        }
+      for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
         for (int n = 0; n < NS; n += 2) {
           unsigned b[4];
           flashLdsm4(b, kt + (8 * (n + (lane >> 4)) + (lane & 7)) * PK + 16 * ks +
                             8 * ((lane >> 3) & 1));
-#pragma unroll
-          for (int r = 0; r < RG; ++r) {
-            MK::mmaK16(s[r][n], qa[r], b[0], b[1]);
-            MK::mmaK16(s[r][n + 1], qa[r], b[2], b[3]);
-          }
+          MK::mmaK16(s[n], qh[ks], b[0], b[1]);
+          MK::mmaK16(s[n + 1], qh[ks], b[2], b[3]);
           if constexpr (!C::kHalf) {
-            MK::mmaK16(s[0][n], ql[ks], b[0], b[1]);
-            MK::mmaK16(s[0][n + 1], ql[ks], b[2], b[3]);
+            MK::mmaK16(s[n], ql[ks], b[0], b[1]);
+            MK::mmaK16(s[n + 1], ql[ks], b[2], b[3]);
           }
         }
-      }
     } else
 #pragma unroll
     for (int n = 0; n < NS; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        s[0][n][e] = 0.0f;
+        s[n][e] = 0.0f;
       const unsigned short *krow = kt + (8 * n + (lane & 7)) * PK;
 #pragma unroll
       for (int ks = 0; ks + 1 < KS; ks += 2) {
         unsigned b[4];
         flashLdsm4(b, krow + 16 * ks + 8 * (lane >> 3));
-        MK::mmaK16(s[0][n], qh[ks], b[0], b[1]);
-        MK::mmaK16(s[0][n], qh[ks + 1], b[2], b[3]);
+        MK::mmaK16(s[n], qh[ks], b[0], b[1]);
+        MK::mmaK16(s[n], qh[ks + 1], b[2], b[3]);
         if constexpr (!C::kHalf) {
-          MK::mmaK16(s[0][n], ql[ks], b[0], b[1]);
-          MK::mmaK16(s[0][n], ql[ks + 1], b[2], b[3]);
+          MK::mmaK16(s[n], ql[ks], b[0], b[1]);
+          MK::mmaK16(s[n], ql[ks + 1], b[2], b[3]);
         }
       }
       if constexpr (KS % 2 == 1) {
         unsigned b[2];
         flashLdsm2(b, krow + 16 * (KS - 1) + 8 * ((lane >> 3) & 1));
-        MK::mmaK16(s[0][n], qh[KS - 1], b[0], b[1]);
+        MK::mmaK16(s[n], qh[KS - 1], b[0], b[1]);
         if constexpr (!C::kHalf)
-          MK::mmaK16(s[0][n], ql[KS - 1], b[0], b[1]);
+          MK::mmaK16(s[n], ql[KS - 1], b[0], b[1]);
       }
     }
     // Softcap (then log2 units), and the causal / window mask where some row
     // of the warp does not see every key of the tile.
     if constexpr (C::kSoftcap) {
 #pragma unroll
-      for (int r = 0; r < RG; ++r)
+      for (int n = 0; n < NS; ++n)
 #pragma unroll
-        for (int n = 0; n < NS; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            s[r][n][e] = C::softcap() * tanhf(s[r][n][e] / C::softcap()) * kLog2e;
+        for (int e = 0; e < 4; ++e)
+          s[n][e] = C::softcap() * tanhf(s[n][e] / C::softcap()) * kLog2e;
     }
     if (j0 < alo || j0 + BN - 1 > ahi) {
 #pragma unroll
-      for (int r = 0; r < RG; ++r)
+      for (int n = 0; n < NS; ++n)
 #pragma unroll
-        for (int n = 0; n < NS; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int j = j0 + 8 * n + 2 * t + (e & 1);
-            const bool vis =
-                e < 2 ? (j >= loA[r] && j <= hiA[r]) : (j >= loB[r] && j <= hiB[r]);
-            s[r][n][e] = vis ? s[r][n][e] : -FG_INF;
-          }
+        for (int e = 0; e < 4; ++e) {
+          const int j = j0 + 8 * n + 2 * t + (e & 1);
+          const bool vis = e < 2 ? (j >= loA && j <= hiA) : (j >= loB && j <= hiB);
+          s[n][e] = vis ? s[n][e] : -FG_INF;
+        }
     }
     // Online softmax, per row. A row that has seen no key keeps m = −inf;
     // its exponentials are taken against 0 (exp2(−inf) = 0, no NaN).
 #pragma unroll
-    for (int rg = 0; rg < RG; ++rg)
+    for (int r = 0; r < 2; ++r) {
+      float mx = -FG_INF;
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int i = 2 * rg + r;
-        float mx = -FG_INF;
+      for (int n = 0; n < NS; ++n)
+        mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mn = fmaxf(m[r], mx);
+      const float base = mn == -FG_INF ? 0.0f : mn;
+      const float corr = flashExp2(m[r] - base);
+      float sum = 0.0f;
 #pragma unroll
-        for (int n = 0; n < NS; ++n)
-          mx = fmaxf(mx, fmaxf(s[rg][n][2 * r], s[rg][n][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float mn = fmaxf(m[i], mx);
-        const float base = mn == -FG_INF ? 0.0f : mn;
-        const float corr = flashExp2(m[i] - base);
-        float sum = 0.0f;
+      for (int n = 0; n < NS; ++n)
 #pragma unroll
-        for (int n = 0; n < NS; ++n)
-#pragma unroll
-          for (int e = 2 * r; e < 2 * r + 2; ++e) {
-            s[rg][n][e] = flashExp2(s[rg][n][e] - base);
-            sum += s[rg][n][e];
-          }
-        l[i] = l[i] * corr + sum;
-        m[i] = mn;
-#pragma unroll
-        for (int c = 0; c < NO; ++c) {
-          o[rg][c][2 * r] *= corr;
-          o[rg][c][2 * r + 1] *= corr;
+        for (int e = 2 * r; e < 2 * r + 2; ++e) {
+          s[n][e] = flashExp2(s[n][e] - base);
+          sum += s[n][e];
         }
+      l[r] = l[r] * corr + sum;
+      m[r] = mn;
+#pragma unroll
+      for (int c = 0; c < NO; ++c) {
+        o[c][2 * r] *= corr;
+        o[c][2 * r + 1] *= corr;
       }
+    }
     // O += P · V, one k16 step per 16 keys. B fragments by ldmatrix.trans:
     // matrices 0 / 1 are keys 16kk .. + 7 / + 8 .. + 15 of value columns
-    // 8c .. 8c + 7 (b0, b1 of column tile c), 2 / 3 the same of c + 1; each
-    // feeds every row group's mmas.
+    // 8c .. 8c + 7 (b0, b1 of column tile c), 2 / 3 the same of c + 1.
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      uint4 ph[RG], pl[RG];
-#pragma unroll
-      for (int r = 0; r < RG; ++r) {
-        attnSplit<DV::kBf16>(s[r][2 * kk][0], s[r][2 * kk][1], ph[r].x, pl[r].x);
-        attnSplit<DV::kBf16>(s[r][2 * kk][2], s[r][2 * kk][3], ph[r].y, pl[r].y);
-        attnSplit<DV::kBf16>(s[r][2 * kk + 1][0], s[r][2 * kk + 1][1], ph[r].z, pl[r].z);
-        attnSplit<DV::kBf16>(s[r][2 * kk + 1][2], s[r][2 * kk + 1][3], ph[r].w, pl[r].w);
-      }
+      uint4 ph, pl;
+      attnSplit<DV::kBf16>(s[2 * kk][0], s[2 * kk][1], ph.x, pl.x);
+      attnSplit<DV::kBf16>(s[2 * kk][2], s[2 * kk][3], ph.y, pl.y);
+      attnSplit<DV::kBf16>(s[2 * kk + 1][0], s[2 * kk + 1][1], ph.z, pl.z);
+      attnSplit<DV::kBf16>(s[2 * kk + 1][2], s[2 * kk + 1][3], ph.w, pl.w);
       const unsigned short *vrow = vt + (16 * kk + (lane & 7) + 8 * ((lane >> 3) & 1)) * PV;
 #pragma unroll
       for (int c = 0; c < NO; c += 2) {
         unsigned b[4];
         flashLdsm4T(b, vrow + 8 * c + 8 * (lane >> 4));
-#pragma unroll
-        for (int r = 0; r < RG; ++r) {
-          MV::mmaK16(o[r][c], ph[r], b[0], b[1]);
-          MV::mmaK16(o[r][c + 1], ph[r], b[2], b[3]);
-          if constexpr (!C::kHalf) {
-            MV::mmaK16(o[r][c], pl[r], b[0], b[1]);
-            MV::mmaK16(o[r][c + 1], pl[r], b[2], b[3]);
-          }
+        MV::mmaK16(o[c], ph, b[0], b[1]);
+        MV::mmaK16(o[c + 1], ph, b[2], b[3]);
+        if constexpr (!C::kHalf) {
+          MV::mmaK16(o[c], pl, b[0], b[1]);
+          MV::mmaK16(o[c + 1], pl, b[2], b[3]);
         }
       }
     }
@@ -512,27 +437,25 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
 
   // y = O / l (zeros for a row that saw no key and has no sink), in C::Y.
 #pragma unroll
-  for (int rg = 0; rg < RG; ++rg)
+  for (int r = 0; r < 2; ++r) {
+    float lr = l[r];
+    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+    const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
+    const long long qi = q0 + (r == 0 ? rA : rB);
+    if (qi >= C::T)
+      continue;
+    typename C::Y *yr = a.y + (qi * C::Hq + h) * C::Dv;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float lr = l[2 * rg + r];
-      lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-      lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-      const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
-      const long long qi = q0 + (r == 0 ? rA[rg] : rB[rg]);
-      if (qi >= C::T)
-        continue;
-      typename C::Y *yr = a.y + (qi * C::Hq + h) * C::Dv;
-#pragma unroll
-      for (int c = 0; c < NO; ++c) {
-        const int col = 8 * c + 2 * t;
-        const float y0 = o[rg][c][2 * r] * inv, y1 = o[rg][c][2 * r + 1] * inv;
-        if constexpr (C::kY == 0)
-          *reinterpret_cast<float2 *>(yr + col) = make_float2(y0, y1);
-        else // rounded once, two 16-bit values a 32-bit store
-          *reinterpret_cast<unsigned *>(yr + col) = AttnMma<C::kY == 2>::pack(y0, y1);
-      }
+    for (int c = 0; c < NO; ++c) {
+      const int col = 8 * c + 2 * t;
+      const float y0 = o[c][2 * r] * inv, y1 = o[c][2 * r + 1] * inv;
+      if constexpr (C::kY == 0)
+        *reinterpret_cast<float2 *>(yr + col) = make_float2(y0, y1);
+      else // rounded once, two 16-bit values a 32-bit store
+        *reinterpret_cast<unsigned *>(yr + col) = AttnMma<C::kY == 2>::pack(y0, y1);
     }
+  }
 }
 
 } // namespace fg

@@ -1209,42 +1209,6 @@ TEST(CudaEmit, AttentionPrefillKernel) {
           contains(kernel(hs, 0), std::string("kKsOuter = ") + (ksOuter ? "true" : "false")));
     }
 
-  // Two row groups a warp (attentionPrefillRowGroups) with 2, 4 and 8
-  // warps: 16 · warps · groups queries a block, at most 128 (8 warps of two
-  // groups fall back to 4); q's rows after the K / V tiles; both cache
-  // types, head dims 64 and 128, a softcap and sinks; and the hi + lo form
-  // keeps one group.
-  for (DType cache : {DType::F16, DType::BF16})
-    for (int warps : {2, 4, 8})
-      for (bool half : {true, false}) {
-        const int64_t D = warps == 2 ? 64 : 128;
-        EmitOptions o;
-        o.attentionPrefillRowGroups = 2;
-        o.attentionPrefillWarps = warps;
-        o.attentionPrefillHalf = half;
-        auto hs = emitAll(
-            [&](Builder &b) {
-              auto q = b.input("q", T(DType::F32, {300, 8, D}));
-              auto k = b.state("k_cache.0", TensorType(cache, {4096, 2, D}));
-              auto v = b.state("v_cache.0", TensorType(cache, {4096, 2, D}));
-              auto pos = b.input("positions", T(DType::I32, {300}));
-              auto sinks = b.weight("sinks", T(DType::F32, {8}));
-              b.result(b.attention(q, k, v, pos, {0.125, 0, warps == 4 ? 30.0 : 0.0}, sinks));
-            },
-            {}, o);
-        ASSERT_EQ(hs.size(), 1u);
-        const KernelSpec &attn = kernel(hs, 0);
-        const int groups = half ? 2 : 1, w = 16 * warps * groups > 128 ? 4 : warps;
-        const int64_t rows = 16 * w * groups;
-        SCOPED_TRACE(std::to_string(warps) + " warps, half " + std::to_string(half));
-        EXPECT_TRUE(contains(attn, "kW = " + std::to_string(w) +
-                                       ", kRG = " + std::to_string(groups) + ","));
-        EXPECT_EQ(attn.block[0], unsigned(32 * w));
-        EXPECT_EQ(attn.grid[0], unsigned((300 + rows - 1) / rows));
-        EXPECT_EQ(attn.sharedBytes, unsigned(2 * 2 * 64 * (2 * (D + 8)) +
-                                             (groups == 2 ? 2 * rows * (D + 8) : 0)));
-      }
-
   // A strided q and cache rows at an odd element offset: element loads.
   Layout q{{64, 8, 64}, {8, 1, 512}, 0};
   Layout kv{{100, 2, 64}, {128, 64, 1}, 3};
