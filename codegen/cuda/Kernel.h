@@ -345,6 +345,12 @@ struct EmitOptions {
   /// 512-token prefill): q4_K 11.95 -> 9.14 ms at 256, f16 8.37 -> 8.85.
   /// FG_DEBUG_MOE_THREADS=128|256.
   int64_t groupedExpertThreads = 0;
+  /// The grouped expert GEMM's warps skip the mmas of m tiles past their
+  /// tile's rows (an expert's last tile, or one with fewer pairs than the
+  /// tile's height: ~32 pairs an expert in 64-row tiles at W-moe's
+  /// 512-token prefill). Same bits either way. FG_DEBUG_MOE_SKIP_ROWS=0
+  /// turns it off.
+  bool groupedExpertSkipRows = true;
   /// The grouped expert GEMM over block-quantised experts too (q4_K, q8_0,
   /// ...: each 8-weight unit of a tile decoded by the GEMV's block decoders
   /// into the f16 tile in shared memory, moeLoadQ), instead of one GEMV per

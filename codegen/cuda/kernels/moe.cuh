@@ -348,8 +348,15 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
     __syncthreads();
     if (k0 + KT < C::K)
       loadStep(k0 + KT); // in flight during this step's mmas
+    // A warp whose m tile lies past the tile's rows (C::kSkipRows) has no
+    // mma to do: its rows are zeros and no epilogue stores them. Experts
+    // hold ~32 pairs at W-moe's 512-token prefill, so half the m tiles of a
+    // 64-row tile are empty; the warp still loads and decodes its share of
+    // the weights.
 #pragma unroll
     for (int ks = 0; ks < KT / 16; ++ks) {
+      if (C::kSkipRows && 16 * mt >= tile.rows)
+        break;
       const int ra = 16 * mt + g, kc = 16 * ks + 2 * t;
       const unsigned ah[4] = {*reinterpret_cast<const unsigned *>(&sh.ah[ra][kc]),
                               *reinterpret_cast<const unsigned *>(&sh.ah[ra + 8][kc]),

@@ -1454,6 +1454,13 @@ TEST(CudaEmit, GroupedExpertGemmQuantised) {
   eager.groupedExpertQuantDeferred = 0;
   EXPECT_TRUE(contains(kernel(emitAll(build(DType::Q4_K, 256, true), {}, eager), 1),
                        "kQDeferred = false"));
+  // Empty m tiles' mmas skipped by default, and the form without the skip
+  // still compiles.
+  EXPECT_TRUE(contains(kernel(q32, 1), "kSkipRows = true"));
+  EmitOptions noSkip = on;
+  noSkip.groupedExpertSkipRows = false;
+  EXPECT_TRUE(contains(kernel(emitAll(build(DType::Q4_K, 256, true), {}, noSkip), 1),
+                       "kSkipRows = false"));
   // 128 threads a block forced, quantised gate|up; 16-bit experts take 128 by
   // the rule.
   EmitOptions narrowBlocks = on;
