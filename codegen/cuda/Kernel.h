@@ -348,8 +348,9 @@ struct EmitOptions {
   /// The grouped expert GEMM's warps skip the mmas of m tiles past their
   /// tile's rows (an expert's last tile, or one with fewer pairs than the
   /// tile's height: ~32 pairs an expert in 64-row tiles at W-moe's
-  /// 512-token prefill). Same bits either way. FG_DEBUG_MOE_SKIP_ROWS=0
-  /// turns it off.
+  /// 512-token prefill), for block-quantised experts (the rule and its
+  /// measurement are in MoeEmitter.cpp). Same bits either way.
+  /// FG_DEBUG_MOE_SKIP_ROWS=0 turns it off.
   bool groupedExpertSkipRows = true;
   /// The grouped expert GEMM over block-quantised experts too (q4_K, q8_0,
   /// ...: each 8-weight unit of a tile decoded by the GEMV's block decoders

@@ -136,20 +136,23 @@ TEST(GpuGroupedExpert, WMoeShapes) {
 }
 
 /// The warps of m tiles past a tile's rows skip their mmas
-/// (EmitOptions::groupedExpertSkipRows, the default): the same bits as the
-/// form that computes them, for one and two streams, 32- and 64-row tiles,
-/// with experts of 0, 1 and many pairs.
+/// (EmitOptions::groupedExpertSkipRows, the default for block-quantised
+/// experts): the same bits as the form that computes them, for q4_K and
+/// q8_0, one and two streams, 32- and 64-row tiles, with experts of 0, 1
+/// and many pairs.
 TEST(GpuGroupedExpert, SkippedRowsGiveTheSameBits) {
   FG_REQUIRE_GPU();
+  for (DType w : {DType::Q4_K, DType::Q8_0})
   for (const char *rows : {"32", "64"})
     for (bool gated : {false, true}) {
-      SCOPED_TRACE(std::string("rows ") + rows + (gated ? " gated" : ""));
+      SCOPED_TRACE(std::string(dtypeName(w)) + " rows " + rows + (gated ? " gated" : ""));
       ScopedEnv tile("FG_DEBUG_MOE_ROWS", rows);
-      MoeCase c{40, 1, 8, 100, 72, 2};
+      MoeCase c{40, 1, 8, 100, 256, 2, w};
       c.gated = gated;
+      const Graph g = buildGraph(c); // one graph: randn draws new seeds
       auto bytes = [&](const char *skip) {
         ScopedEnv env("FG_DEBUG_MOE_SKIP_ROWS", skip);
-        auto gpu = gpuGraphExecutor(buildGraph(c));
+        auto gpu = gpuGraphExecutor(g);
         EXPECT_TRUE(gpu.has_value());
         return gpu ? runBytes(*gpu, {{"ids", zeroOneMany(c)["ids"]}}) : std::vector<uint8_t>{};
       };

@@ -1454,9 +1454,11 @@ TEST(CudaEmit, GroupedExpertGemmQuantised) {
   eager.groupedExpertQuantDeferred = 0;
   EXPECT_TRUE(contains(kernel(emitAll(build(DType::Q4_K, 256, true), {}, eager), 1),
                        "kQDeferred = false"));
-  // Empty m tiles' mmas skipped by default, and the form without the skip
-  // still compiles.
+  // Empty m tiles' mmas skipped by default for quantised experts (16-bit
+  // ones keep the plain loop), and the form without the skip still compiles.
   EXPECT_TRUE(contains(kernel(q32, 1), "kSkipRows = true"));
+  EXPECT_TRUE(contains(kernel(emitAll(build(DType::F16, 256, true), {}, on), 1),
+                       "kSkipRows = false"));
   EmitOptions noSkip = on;
   noSkip.groupedExpertSkipRows = false;
   EXPECT_TRUE(contains(kernel(emitAll(build(DType::Q4_K, 256, true), {}, noSkip), 1),
