@@ -67,7 +67,7 @@ struct Settings {
   int warmup = 2; ///< untimed replays first
   std::string tablePath;
   RotationOptions rotation;
-  cuda::EmitOptions emit; ///< with the --gemv-* overrides
+  cuda::EmitOptions emit; ///< the FG_DEBUG_* switches, then the --gemv-* overrides
 };
 
 Settings &settings() {
@@ -976,6 +976,9 @@ int usage(const char *argv0, int code = 2) {
 
 int main(int argc, char **argv) {
   Settings &s = settings();
+  // The FG_DEBUG_* switches first (as compile() applies them), then the
+  // flags below over them.
+  cuda::applyDebugEnvironment(s.emit);
   std::vector<std::string> keep = {argv[0]};
   std::string filter;
   bool repsGiven = false;

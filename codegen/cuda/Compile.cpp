@@ -217,53 +217,9 @@ Error fillWeightSlot(TensorSlot &s, const ExternalWeight &w) {
 
 } // namespace
 
-Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
-  if (Error e = verifyGraph(g))
-    return e;
-  if (opts.cuda)
-    if (Error e = cuda::checkArch(opts.arch))
-      return e;
-  Expected<int64_t> ctxOr = graphCtx(g);
-  if (!ctxOr)
-    return ctxOr.takeError();
-  int64_t fromGraph = *ctxOr;
-  if (opts.ctx > 0 && fromGraph > 0 && opts.ctx != fromGraph)
-    return makeError("the model's positions are bound to [0, " + Twine(fromGraph) +
-                     ") (its KV cache rows) but ctx " + Twine(opts.ctx) +
-                     " was requested; build the model with that ctx");
+namespace cuda {
 
-  Graph work = g;
-  StringMap<const ExternalWeight *> external;
-  for (const ExternalWeight &w : opts.weights)
-    external[w.name] = &w;
-  if (opts.cuda) {
-    cuda::EmitOptions probe;
-    probe.arch = opts.arch;
-    auto retypedOr = retypeQuantisedWeights(work, external, probe);
-    if (!retypedOr)
-      return retypedOr.takeError();
-    std::vector<std::string> retyped = std::move(*retypedOr);
-    if (!retyped.empty() && opts.log)
-      opts.log(LogLevel::Verbose,
-               "compile: " + std::to_string(retyped.size()) +
-                   " quantised weights have a reader without a native kernel and are "
-                   "dequantised to f16 at load time: " +
-                   join(retyped.begin(), retyped.begin() + std::min<size_t>(retyped.size(), 4),
-                        ", ") +
-                   (retyped.size() > 4 ? ", ..." : ""));
-    if (!retyped.empty())
-      if (Error e = verifyGraph(work))
-        return e;
-  }
-  std::string pipeline = compilePipeline(opts);
-  PassOptions passOpts = opts.passOptions;
-  if (!passOpts.sink)
-    passOpts.sink = opts.log;
-  // The passes ask the target for kernel facts (token limits, aliasing, scratch, cost).
-  cuda::EmitOptions emit;
-  emit.arch = opts.arch;
-  if (opts.attentionPrefillMinTokens > 0)
-    emit.attentionPrefillMinTokens = opts.attentionPrefillMinTokens;
+void applyDebugEnvironment(EmitOptions &emit) {
   // A debugging switch (like FG_DEBUG_PDL_*): q4_K through the previous,
   // narrow GEMV decoder, to time both in one run.
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_NARROW_QUANT"); v && *v == "1")
@@ -389,6 +345,58 @@ Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
     emit.gemvDp4aPrologueLoad = *n == 1;
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_X_HALF"); v && *v == "0")
     emit.gemvQuantXHalf = false;
+}
+
+} // namespace cuda
+
+Expected<Plan> compile(const Graph &g, const CompileOptions &opts) {
+  if (Error e = verifyGraph(g))
+    return e;
+  if (opts.cuda)
+    if (Error e = cuda::checkArch(opts.arch))
+      return e;
+  Expected<int64_t> ctxOr = graphCtx(g);
+  if (!ctxOr)
+    return ctxOr.takeError();
+  int64_t fromGraph = *ctxOr;
+  if (opts.ctx > 0 && fromGraph > 0 && opts.ctx != fromGraph)
+    return makeError("the model's positions are bound to [0, " + Twine(fromGraph) +
+                     ") (its KV cache rows) but ctx " + Twine(opts.ctx) +
+                     " was requested; build the model with that ctx");
+
+  Graph work = g;
+  StringMap<const ExternalWeight *> external;
+  for (const ExternalWeight &w : opts.weights)
+    external[w.name] = &w;
+  if (opts.cuda) {
+    cuda::EmitOptions probe;
+    probe.arch = opts.arch;
+    auto retypedOr = retypeQuantisedWeights(work, external, probe);
+    if (!retypedOr)
+      return retypedOr.takeError();
+    std::vector<std::string> retyped = std::move(*retypedOr);
+    if (!retyped.empty() && opts.log)
+      opts.log(LogLevel::Verbose,
+               "compile: " + std::to_string(retyped.size()) +
+                   " quantised weights have a reader without a native kernel and are "
+                   "dequantised to f16 at load time: " +
+                   join(retyped.begin(), retyped.begin() + std::min<size_t>(retyped.size(), 4),
+                        ", ") +
+                   (retyped.size() > 4 ? ", ..." : ""));
+    if (!retyped.empty())
+      if (Error e = verifyGraph(work))
+        return e;
+  }
+  std::string pipeline = compilePipeline(opts);
+  PassOptions passOpts = opts.passOptions;
+  if (!passOpts.sink)
+    passOpts.sink = opts.log;
+  // The passes ask the target for kernel facts (token limits, aliasing, scratch, cost).
+  cuda::EmitOptions emit;
+  emit.arch = opts.arch;
+  if (opts.attentionPrefillMinTokens > 0)
+    emit.attentionPrefillMinTokens = opts.attentionPrefillMinTokens;
+  cuda::applyDebugEnvironment(emit);
   // The cost model's factors with their FG_DEBUG_ overrides (the norm
   // prologue's and the tensor-core merged GEMV's slowdowns), for timing the
   // rules' alternatives.

@@ -564,6 +564,13 @@ struct EmitOptions {
   bool gemvEarlyExtras = false;
 };
 
+/// The FG_DEBUG_* switches of the environment (FG_DEBUG_FLASH_*, _MOE_*,
+/// _DP4A_*, ...; each documented at the option it sets) applied over `o`:
+/// what compile() does before it emits, and what the kernel benchmark does
+/// before its own flags, so a switch times the same form in both.
+/// Defined in Compile.cpp.
+void applyDebugEnvironment(EmitOptions &o);
+
 /// fused.topk_moe with at most this many rows runs in one block that stages all
 /// its logits in shared memory before writing anything, so its results may
 /// alias the logits (the CUDA target answers the overlap proof with it).
