@@ -371,23 +371,29 @@ struct DecQ5_1 : DecQuant {
 
 /// Scale d·sc and negated min −dmin·m (half2 splats) of sub-block s of a
 /// q4_K / q5_K super-block: `dm` holds d and dmin, s0..s2 the 12 scale bytes
-/// (ggml's get_scale_min_k4).
+/// (ggml's get_scale_min_k4). In words: the 6-bit scales of sub-blocks
+/// 0..3 are the low 6 bits of s0's bytes (mins: s1's); of 4..7, the low
+/// nibbles of s2's bytes with s0's top two bits above them (mins: s2's high
+/// nibbles, s1's top bits). One byte permute puts sc and m in the low bytes
+/// of a half2 above 0x64 (1024 + v, exact), so that one f16x2 subtract and
+/// one f16x2 multiply by {d, dmin} give {d·sc, dmin·m} — the same bits as
+/// the f32 product rounded once (d has 11 significant bits and v 6, so the
+/// f32 product is exact) — where the first form took a branch, five
+/// dynamic byte extractions, two integer conversions and two f16 <-> f32
+/// round trips per unit.
 static __device__ __forceinline__ void fg_k4_scale_min(unsigned dm, unsigned s0, unsigned s1,
                                                        unsigned s2, int s, unsigned &sc2,
                                                        unsigned &mn2) {
-  const unsigned w[3] = {s0, s1, s2};
-  auto byte = [&](int j) { return (w[j >> 2] >> (8 * (j & 3))) & 0xffu; };
-  unsigned sc, m;
-  if (s < 4) {
-    sc = byte(s) & 63;
-    m = byte(s + 4) & 63;
-  } else {
-    sc = (byte(s + 4) & 0xF) | ((byte(s - 4) >> 6) << 4);
-    m = (byte(s + 4) >> 4) | ((byte(s) >> 6) << 4);
-  }
-  const float d = fg_h2f(dm & 0xffffu), dmin = fg_h2f(dm >> 16);
-  sc2 = fg_h2splat(d * static_cast<float>(sc));
-  mn2 = fg_h2splat(-(dmin * static_cast<float>(m)));
+  const bool lo = s < 4;
+  const unsigned scw = lo ? s0 & 0x3F3F3F3Fu : (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u);
+  const unsigned mw =
+      lo ? s1 & 0x3F3F3F3Fu : ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u);
+  const unsigned k = static_cast<unsigned>(s) & 3u;
+  // byte 0: sc (byte k of scw), byte 2: m (byte k of mw, byte 4 + k of the pair)
+  const unsigned v = (__byte_perm(scw, mw, k | ((4u + k) << 8)) & 0x00FF00FFu) | 0x64006400u;
+  const unsigned p = fg_hmul2(dm, fg_hsub2(v, 0x64006400u)); // {d·sc, dmin·m}
+  sc2 = __byte_perm(p, p, 0x1010);
+  mn2 = __byte_perm(p, p, 0x3232) ^ 0x80008000u; // −dmin·m in both halves
 }
 
 /// q4_K (144 bytes: f16 d, dmin; u8 scales[12]; u8 qs[128]). Sub-block
