@@ -384,6 +384,21 @@ struct DecQ5_1 : DecQuant {
 static __device__ __forceinline__ void fg_k4_scale_min(unsigned dm, unsigned s0, unsigned s1,
                                                        unsigned s2, int s, unsigned &sc2,
                                                        unsigned &mn2) {
+#ifdef FG_K4_SCALE_F32 // the first form, for timing (FG_DEBUG_K4_SCALE_F32=1)
+  const unsigned w[3] = {s0, s1, s2};
+  auto byte = [&](int j) { return (w[j >> 2] >> (8 * (j & 3))) & 0xffu; };
+  unsigned sc, m;
+  if (s < 4) {
+    sc = byte(s) & 63;
+    m = byte(s + 4) & 63;
+  } else {
+    sc = (byte(s + 4) & 0xF) | ((byte(s - 4) >> 6) << 4);
+    m = (byte(s + 4) >> 4) | ((byte(s) >> 6) << 4);
+  }
+  const float d = fg_h2f(dm & 0xffffu), dmin = fg_h2f(dm >> 16);
+  sc2 = fg_h2splat(d * static_cast<float>(sc));
+  mn2 = fg_h2splat(-(dmin * static_cast<float>(m)));
+#else
   const bool lo = s < 4;
   const unsigned scw = lo ? s0 & 0x3F3F3F3Fu : (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u);
   const unsigned mw =
@@ -394,6 +409,7 @@ static __device__ __forceinline__ void fg_k4_scale_min(unsigned dm, unsigned s0,
   const unsigned p = fg_hmul2(dm, fg_hsub2(v, 0x64006400u)); // {d·sc, dmin·m}
   sc2 = __byte_perm(p, p, 0x1010);
   mn2 = __byte_perm(p, p, 0x3232) ^ 0x80008000u; // −dmin·m in both halves
+#endif
 }
 
 /// q4_K (144 bytes: f16 d, dmin; u8 scales[12]; u8 qs[128]). Sub-block

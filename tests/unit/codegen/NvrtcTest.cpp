@@ -1,4 +1,5 @@
 //===- NvrtcTest.cpp - NVRTC compilation and the kernel cache -------------===//
+#include "codegen/cuda/KernelSources.h"
 #include "codegen/cuda/Nvrtc.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -9,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 using namespace fg::cuda;
@@ -144,4 +146,29 @@ TEST(Nvrtc, CacheDirComesFromOptionThenEnvironment) {
   EXPECT_EQ(resolveCacheDir(o), "/env/dir");
   ::unsetenv("FG_KERNEL_CACHE");
   EXPECT_NE(resolveCacheDir(o).find(".cache/fusegraph/kernels"), std::string::npos);
+}
+
+/// FG_DEBUG_K4_SCALE_F32=1 compiles q4_K / q5_K sub-block scales in their
+/// first form (through f32: two f16 -> f32 conversions a scale) for timing
+/// beside the default (one byte permute, f16x2 arithmetic); both compile.
+TEST(Nvrtc, K4ScaleSwitchSelectsTheFirstForm) {
+  std::string src = kernelSource("common.cuh").str() + kernelSource("gemv.cuh").str() + R"(
+extern "C" __global__ void fg_test_k4(unsigned* out, const unsigned* in) {
+  unsigned sc2, mn2;
+  fg::fg_k4_scale_min(in[0], in[1], in[2], in[3], (int)in[4], sc2, mn2);
+  out[0] = sc2;
+  out[1] = mn2;
+}
+)";
+  NvrtcOptions o;
+  o.useCache = false;
+  auto plain = compileCuda(src, "k4", "sm_90", o);
+  ASSERT_TRUE(static_cast<bool>(plain)) << llvm::toString(plain.takeError());
+  ::setenv("FG_DEBUG_K4_SCALE_F32", "1", 1);
+  auto f32 = compileCuda(src, "k4", "sm_90", o);
+  ::unsetenv("FG_DEBUG_K4_SCALE_F32");
+  ASSERT_TRUE(static_cast<bool>(f32)) << llvm::toString(f32.takeError());
+  EXPECT_EQ(plain->ptx.find("cvt.f32.f16"), std::string::npos);
+  EXPECT_NE(plain->ptx.find("prmt.b32"), std::string::npos);
+  EXPECT_NE(f32->ptx.find("cvt.f32.f16"), std::string::npos);
 }

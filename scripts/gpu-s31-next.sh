@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# For the session after the thirty-first: q4_K / q5_K sub-block scales by one
+# byte permute and f16x2 arithmetic (gemv.cuh, fg_k4_scale_min; written after
+# the last call, the same bits by construction) — the quantised GPU tests at
+# the new default, then the prefills and decode it touches beside the first
+# form (FG_DEBUG_K4_SCALE_F32=1), alternating; then Nsight Compute's stall
+# reasons for the flash prefill, asked for twice in the thirty-first session.
+#   bash scripts/gpu-s31-next.sh DEADLINE_S  (carry [".gpu"])
+set -uo pipefail
+source .gpu/env.sh
+D=${1:-560}
+source scripts/gpu-call-lib.sh
+timeout 150 fusegraph_gpu_tests --gtest_filter='GpuQuantGemv.*:GpuGroupedExpert.Skipped*:GpuGroupedExpert.Zero*:GpuPrefillThenDecode.Quantised*:*GpuFused*q4_k*' > "$OUT/gtest.txt" 2>&1
+echo "== tests (rc $?): $(summ "$OUT/gtest.txt")"
+for round in 1 2; do
+  for e in "" "FG_DEBUG_K4_SCALE_F32=1"; do
+    pre w-moe-12-q4_k "$e" --steps 5 --warmup 2 --breakdown
+    grep -E "^  (fused.gated_matmul_id|matmul_id) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
+  done
+done
+for e in "" "FG_DEBUG_K4_SCALE_F32=1"; do
+  pre w-dense-q4_k "$e" --steps 5 --warmup 2 --breakdown
+  grep -E "^  (matmul|fused.matmul_add|fused.gated_gemm) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
+  stepf w-dense-q4_k "$e"
+done
+M=gpu__time_duration.sum,smsp__inst_executed.sum,launch__registers_per_thread,sm__warps_active.avg.per_cycle_active,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_barrier_per_warp_active.pct,smsp__warp_issue_stalled_math_pipe_throttle_per_warp_active.pct,smsp__warp_issue_stalled_mio_throttle_per_warp_active.pct,smsp__warp_issue_stalled_short_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_wait_per_warp_active.pct,smsp__warp_issue_stalled_not_selected_per_warp_active.pct,smsp__warp_issue_stalled_dispatch_stall_per_warp_active.pct,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active
+if [ "$(left)" -gt 60 ]; then
+  timeout 100 ncu --clock-control none --metrics $M -k regex:fg_attention --launch-skip 20 --launch-count 1 fusegraph bench --workload w-dense --prefill 2048 --ctx 4096 --steps 1 --warmup 0 > $OUT/ncu-flash.txt 2>&1
+  echo "== ncu flash (rc $?)"; grep -E "^\s+(gpu__|smsp__|launch__|sm__)" $OUT/ncu-flash.txt | awk '{print $1, $NF}' | tr '\n' ';'; echo
+fi
+echo "call done after $((SECONDS - S)) s"
