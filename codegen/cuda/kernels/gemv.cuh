@@ -425,10 +425,11 @@ struct DecQ4_K : DecQuant {
                                               Raw &r) {
     const unsigned char *b = row + (step >> 3) * kBlockBytes;
     const int s = static_cast<int>(step & 7);
-    r.dm = fg_ld32(b);
-    r.s0 = fg_ld32(b + 4);
-    r.s1 = fg_ld32(b + 8);
-    r.s2 = fg_ld32(b + 12);
+    // d, dmin and the 12 scale bytes as two 8-byte loads (rows are 8-byte
+    // aligned for q4_K / q5_K: quantRowAlignment).
+    const uint2 h0 = __ldg(reinterpret_cast<const uint2 *>(b)),
+                h1 = __ldg(reinterpret_cast<const uint2 *>(b + 8));
+    r.dm = h0.x, r.s0 = h0.y, r.s1 = h1.x, r.s2 = h1.y;
     r.q = __ldg(reinterpret_cast<const uint2 *>(b + 16 + 32 * (s >> 1) + 8 * t));
   }
   static __device__ __forceinline__ uint4 half8(const Raw &r, long long step, int) {
@@ -453,10 +454,11 @@ struct DecQ5_K : DecQuant {
                                               Raw &r) {
     const unsigned char *b = row + (step >> 3) * kBlockBytes;
     const int s = static_cast<int>(step & 7);
-    r.dm = fg_ld32(b);
-    r.s0 = fg_ld32(b + 4);
-    r.s1 = fg_ld32(b + 8);
-    r.s2 = fg_ld32(b + 12);
+    // d, dmin and the 12 scale bytes as two 8-byte loads (rows are 8-byte
+    // aligned for q4_K / q5_K: quantRowAlignment).
+    const uint2 h0 = __ldg(reinterpret_cast<const uint2 *>(b)),
+                h1 = __ldg(reinterpret_cast<const uint2 *>(b + 8));
+    r.dm = h0.x, r.s0 = h0.y, r.s1 = h1.x, r.s2 = h1.y;
     r.h = __ldg(reinterpret_cast<const uint2 *>(b + 16 + 8 * t));
     r.q = __ldg(reinterpret_cast<const uint2 *>(b + 48 + 32 * (s >> 1) + 8 * t));
   }
