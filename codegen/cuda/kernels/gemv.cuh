@@ -412,6 +412,23 @@ static __device__ __forceinline__ void fg_k4_scale_min(unsigned dm, unsigned s0,
 #endif
 }
 
+/// d and dmin (`dm`) and the 12 scale bytes of the q4_K / q5_K super-block
+/// at b, as two 8-byte loads (rows are 8-byte aligned for both:
+/// quantRowAlignment; FG_K4_SCALE_F32, the first form: four 4-byte loads).
+static __device__ __forceinline__ void fg_k4_header(const unsigned char *b, unsigned &dm,
+                                                    unsigned &s0, unsigned &s1, unsigned &s2) {
+#ifdef FG_K4_SCALE_F32
+  dm = fg_ld32(b);
+  s0 = fg_ld32(b + 4);
+  s1 = fg_ld32(b + 8);
+  s2 = fg_ld32(b + 12);
+#else
+  const uint2 h0 = __ldg(reinterpret_cast<const uint2 *>(b)),
+              h1 = __ldg(reinterpret_cast<const uint2 *>(b + 8));
+  dm = h0.x, s0 = h0.y, s1 = h1.x, s2 = h1.y;
+#endif
+}
+
 /// q4_K (144 bytes: f16 d, dmin; u8 scales[12]; u8 qs[128]). Sub-block
 /// s = step % 8 (32 weights): the low (s even) or high nibbles of qs[32(s/2)
 /// ..]; w = d·sc_s·q − dmin·m_s with ggml's 6-bit get_scale_min_k4.
@@ -425,11 +442,7 @@ struct DecQ4_K : DecQuant {
                                               Raw &r) {
     const unsigned char *b = row + (step >> 3) * kBlockBytes;
     const int s = static_cast<int>(step & 7);
-    // d, dmin and the 12 scale bytes as two 8-byte loads (rows are 8-byte
-    // aligned for q4_K / q5_K: quantRowAlignment).
-    const uint2 h0 = __ldg(reinterpret_cast<const uint2 *>(b)),
-                h1 = __ldg(reinterpret_cast<const uint2 *>(b + 8));
-    r.dm = h0.x, r.s0 = h0.y, r.s1 = h1.x, r.s2 = h1.y;
+    fg_k4_header(b, r.dm, r.s0, r.s1, r.s2);
     r.q = __ldg(reinterpret_cast<const uint2 *>(b + 16 + 32 * (s >> 1) + 8 * t));
   }
   static __device__ __forceinline__ uint4 half8(const Raw &r, long long step, int) {
@@ -454,11 +467,7 @@ struct DecQ5_K : DecQuant {
                                               Raw &r) {
     const unsigned char *b = row + (step >> 3) * kBlockBytes;
     const int s = static_cast<int>(step & 7);
-    // d, dmin and the 12 scale bytes as two 8-byte loads (rows are 8-byte
-    // aligned for q4_K / q5_K: quantRowAlignment).
-    const uint2 h0 = __ldg(reinterpret_cast<const uint2 *>(b)),
-                h1 = __ldg(reinterpret_cast<const uint2 *>(b + 8));
-    r.dm = h0.x, r.s0 = h0.y, r.s1 = h1.x, r.s2 = h1.y;
+    fg_k4_header(b, r.dm, r.s0, r.s1, r.s2);
     r.h = __ldg(reinterpret_cast<const uint2 *>(b + 16 + 8 * t));
     r.q = __ldg(reinterpret_cast<const uint2 *>(b + 48 + 32 * (s >> 1) + 8 * t));
   }
