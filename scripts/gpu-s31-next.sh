@@ -5,6 +5,8 @@
 # the new default, then the prefills and decode it touches beside the first
 # form (FG_DEBUG_K4_SCALE_F32=1), alternating; then Nsight Compute's stall
 # reasons for the flash prefill, asked for twice in the thirty-first session.
+# Also the grouped expert GEMM's fragments by ldmatrix (FG_DEBUG_MOE_LDSM=1,
+# opt-in): its tests, and W-moe-12's prefills (q4_K, f16) with it.
 #   bash scripts/gpu-s31-next.sh DEADLINE_S  (carry [".gpu"])
 set -uo pipefail
 source .gpu/env.sh
@@ -12,11 +14,19 @@ D=${1:-560}
 source scripts/gpu-call-lib.sh
 timeout 150 fusegraph_gpu_tests --gtest_filter='GpuQuantGemv.*:GpuGroupedExpert.Skipped*:GpuGroupedExpert.Zero*:GpuPrefillThenDecode.Quantised*:*GpuFused*q4_k*' > "$OUT/gtest.txt" 2>&1
 echo "== tests (rc $?): $(summ "$OUT/gtest.txt")"
+# The grouped GEMM's fragments by ldmatrix (opt-in, FG_DEBUG_MOE_LDSM=1):
+# the grouped-expert tests (16-bit and quantised), then timed below.
+FG_DEBUG_MOE_LDSM=1 timeout 120 fusegraph_gpu_tests --gtest_filter='GpuGroupedExpert.Skipped*:GpuGroupedExpert.Zero*:GpuGroupedExpert.AllPairs*:GpuGroupedExpert.OneX*:GpuGroupedExpertReplay*:GpuQuantGemv.GroupedExpert*' > "$OUT/gtest-ldsm.txt" 2>&1
+echo "== tests, ldmatrix (rc $?): $(summ "$OUT/gtest-ldsm.txt")"
 for round in 1 2; do
-  for e in "" "FG_DEBUG_K4_SCALE_F32=1"; do
+  for e in "" "FG_DEBUG_K4_SCALE_F32=1" "FG_DEBUG_MOE_LDSM=1"; do
     pre w-moe-12-q4_k "$e" --steps 5 --warmup 2 --breakdown
     grep -E "^  (fused.gated_matmul_id|matmul_id) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
   done
+done
+for e in "" "FG_DEBUG_MOE_LDSM=1"; do
+  pre w-moe-12 "$e" --steps 5 --warmup 2 --breakdown
+  grep -E "^  (fused.gated_matmul_id|matmul_id) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
 done
 for e in "" "FG_DEBUG_K4_SCALE_F32=1"; do
   pre w-dense-q4_k "$e" --steps 5 --warmup 2 --breakdown

@@ -84,16 +84,10 @@ struct FlashRanges {
   int klo, khi;         ///< the block's key range
 };
 
-/// ldmatrix: four 8×8 matrices of 16-bit elements; lane l supplies the row
-/// address of row l % 8 of matrix l / 8 and receives, from each matrix i,
-/// register i: row l / 4, columns 2(l % 4), 2(l % 4) + 1 (.trans: column
-/// l / 4, rows 2(l % 4), 2(l % 4) + 1).
-static __device__ __forceinline__ void flashLdsm4(unsigned (&r)[4], const unsigned short *p) {
-  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
+/// ldmatrix (common.cuh's fg_ldsm4, and .x2 / .trans forms here): lane l
+/// supplies the row address of row l % 8 of matrix l / 8 and receives, from
+/// each matrix i, register i: row l / 4, columns 2(l % 4), 2(l % 4) + 1
+/// (.trans: column l / 4, rows 2(l % 4), 2(l % 4) + 1).
 static __device__ __forceinline__ void flashLdsm2(unsigned (&r)[2], const unsigned short *p) {
   const unsigned a = (unsigned)__cvta_generic_to_shared(p);
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
@@ -327,7 +321,7 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
 #pragma unroll
         for (int n = 0; n < NS; n += 2) {
           unsigned b[4];
-          flashLdsm4(b, kt + (8 * (n + (lane >> 4)) + (lane & 7)) * PK + 16 * ks +
+          fg_ldsm4(b, kt + (8 * (n + (lane >> 4)) + (lane & 7)) * PK + 16 * ks +
                             8 * ((lane >> 3) & 1));
           MK::mmaK16(s[n], qh[ks], b[0], b[1]);
           MK::mmaK16(s[n + 1], qh[ks], b[2], b[3]);
@@ -346,7 +340,7 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
 #pragma unroll
       for (int ks = 0; ks + 1 < KS; ks += 2) {
         unsigned b[4];
-        flashLdsm4(b, krow + 16 * ks + 8 * (lane >> 3));
+        fg_ldsm4(b, krow + 16 * ks + 8 * (lane >> 3));
         MK::mmaK16(s[n], qh[ks], b[0], b[1]);
         MK::mmaK16(s[n], qh[ks + 1], b[2], b[3]);
         if constexpr (!C::kHalf) {

@@ -326,3 +326,20 @@ static __device__ __forceinline__ uint4 fg_load_stream(const void *p) {
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }
+
+/// ldmatrix: four 8×8 matrices of 16-bit elements from shared memory; lane l
+/// supplies the (16-byte aligned) address of row l % 8 of matrix l / 8 and
+/// receives, from each matrix i, register i: row l / 4, columns 2(l % 4),
+/// 2(l % 4) + 1 — an mma.m16n8k16 A fragment (rows 0-15 × columns 0-7 and
+/// 8-15) or two B fragments, in one instruction instead of four 32-bit
+/// loads.
+/// The same at a shared-space address (`a`: __cvta_generic_to_shared of the
+/// row; a loop can step it by constants instead of converting each time).
+static __device__ __forceinline__ void fg_ldsm4_at(unsigned (&r)[4], unsigned a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+static __device__ __forceinline__ void fg_ldsm4(unsigned (&r)[4], const unsigned short *p) {
+  fg_ldsm4_at(r, (unsigned)__cvta_generic_to_shared(p));
+}

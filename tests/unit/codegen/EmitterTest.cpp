@@ -1463,6 +1463,13 @@ TEST(CudaEmit, GroupedExpertGemmQuantised) {
   noSkip.groupedExpertSkipRows = false;
   EXPECT_TRUE(contains(kernel(emitAll(build(DType::Q4_K, 256, true), {}, noSkip), 1),
                        "kSkipRows = false"));
+  // Fragments by ldmatrix (opt-in): quantised gate|up and one stream at
+  // 256 threads, 16-bit gate|up (x as hi + lo) at 128.
+  EmitOptions ldsm = on;
+  ldsm.groupedExpertLdmatrix = true;
+  EXPECT_TRUE(contains(kernel(q32, 1), "kLdsm = false"));
+  for (auto [w, gated] : {std::pair{DType::Q4_K, true}, {DType::Q4_K, false}, {DType::F16, true}})
+    EXPECT_TRUE(contains(kernel(emitAll(build(w, 256, gated), {}, ldsm), 1), "kLdsm = true"));
   // 128 threads a block forced, quantised gate|up; 16-bit experts take 128 by
   // the rule.
   EmitOptions narrowBlocks = on;
@@ -3263,8 +3270,8 @@ public:
     // forms), the GLU over f32 gate|up beside the 16-bit default (2), its
     // four groups a thread (1) and fused.attention_convert (f16, bf16), 614
     // before the thirty-first's grouped expert GEMM without its m-tile skip
-    // (1): each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 615u);
+    // (1), and its fragments by ldmatrix (3): each NVRTC compile is CI time.
+    EXPECT_LE(compiled().compiles, 618u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
