@@ -135,31 +135,35 @@ TEST(GpuGroupedExpert, WMoeShapes) {
   expectMatchesReference(buildGraph(down), spread(down, 12), tolerance(down.w));
 }
 
-/// The warps of m tiles past a tile's rows skip their mmas
+/// Two forms of the grouped GEMM that must give the default's bits: the
+/// warps of m tiles past a tile's rows skipping their mmas
 /// (EmitOptions::groupedExpertSkipRows, the default for block-quantised
-/// experts): the same bits as the form that computes them, for q4_K and
-/// q8_0, one and two streams, 32- and 64-row tiles, with experts of 0, 1
-/// and many pairs.
-TEST(GpuGroupedExpert, SkippedRowsGiveTheSameBits) {
+/// experts; FG_DEBUG_MOE_SKIP_ROWS=0 computes them), and the A / B fragments
+/// by ldmatrix (FG_DEBUG_MOE_LDSM=1, opt-in). q4_K, q8_0 and f16 experts,
+/// one and two streams, 32- and 64-row tiles (n tiles a warp: 2 to 8), with
+/// experts of 0, 1 and many pairs; one graph compiled each way (randn draws
+/// new seeds per graph).
+TEST(GpuGroupedExpert, SkippedRowsAndLdmatrixGiveTheSameBits) {
   FG_REQUIRE_GPU();
-  for (DType w : {DType::Q4_K, DType::Q8_0})
-  for (const char *rows : {"32", "64"})
-    for (bool gated : {false, true}) {
-      SCOPED_TRACE(std::string(dtypeName(w)) + " rows " + rows + (gated ? " gated" : ""));
-      ScopedEnv tile("FG_DEBUG_MOE_ROWS", rows);
-      MoeCase c{40, 1, 8, 100, 256, 2, w};
-      c.gated = gated;
-      const Graph g = buildGraph(c); // one graph: randn draws new seeds
-      auto bytes = [&](const char *skip) {
-        ScopedEnv env("FG_DEBUG_MOE_SKIP_ROWS", skip);
-        auto gpu = gpuGraphExecutor(g);
-        EXPECT_TRUE(gpu.has_value());
-        return gpu ? runBytes(*gpu, {{"ids", zeroOneMany(c)["ids"]}}) : std::vector<uint8_t>{};
-      };
-      std::vector<uint8_t> on = bytes("1"), off = bytes("0");
-      ASSERT_FALSE(on.empty());
-      EXPECT_EQ(on, off);
-    }
+  for (DType w : {DType::Q4_K, DType::Q8_0, DType::F16})
+    for (const char *rows : {"32", "64"})
+      for (bool gated : {false, true}) {
+        SCOPED_TRACE(std::string(dtypeName(w)) + " rows " + rows + (gated ? " gated" : ""));
+        ScopedEnv tile("FG_DEBUG_MOE_ROWS", rows);
+        MoeCase c{40, 1, 8, 100, 256, 2, w};
+        c.gated = gated;
+        const Graph g = buildGraph(c);
+        auto bytes = [&](const char *name, const char *value) {
+          ScopedEnv env(name, value);
+          auto gpu = gpuGraphExecutor(g);
+          EXPECT_TRUE(gpu.has_value());
+          return gpu ? runBytes(*gpu, {{"ids", zeroOneMany(c)["ids"]}}) : std::vector<uint8_t>{};
+        };
+        std::vector<uint8_t> base = bytes("FG_DEBUG_MOE_SKIP_ROWS", "1");
+        ASSERT_FALSE(base.empty());
+        EXPECT_EQ(base, bytes("FG_DEBUG_MOE_SKIP_ROWS", "0")) << "without the skip";
+        EXPECT_EQ(base, bytes("FG_DEBUG_MOE_LDSM", "1")) << "fragments by ldmatrix";
+      }
 }
 
 TEST(GpuGroupedExpertReplay, BitIdentical) {

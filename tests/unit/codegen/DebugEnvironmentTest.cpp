@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,37 +21,61 @@ using namespace fg;
 
 namespace {
 
-/// Sets variables for one scope and unsets them after.
+/// Sets (a null value: unsets) variables for one scope and restores what was
+/// there after (unset, or the value the environment had).
 struct Env {
-  std::vector<std::string> names;
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
   explicit Env(std::vector<std::pair<const char *, const char *>> vars) {
     for (auto [n, v] : vars) {
-      ::setenv(n, v, 1);
-      names.emplace_back(n);
+      const char *old = std::getenv(n);
+      saved.emplace_back(n, old ? std::optional<std::string>(old) : std::nullopt);
+      if (v)
+        ::setenv(n, v, 1);
+      else
+        ::unsetenv(n);
     }
   }
+  Env(const Env &) = delete;
+  Env &operator=(const Env &) = delete;
   ~Env() {
-    for (const std::string &n : names)
-      ::unsetenv(n.c_str());
+    for (const auto &[n, v] : saved) {
+      if (v)
+        ::setenv(n.c_str(), v->c_str(), 1);
+      else
+        ::unsetenv(n.c_str());
+    }
   }
 };
 
+/// The switches the tests below read, unset for the test (an exported one
+/// would otherwise decide what "unset" means).
+const std::vector<std::pair<const char *, const char *>> kCleared = {
+    {"FG_DEBUG_FLASH_KEYS", nullptr},
+    {"FG_DEBUG_MOE_SKIP_ROWS", nullptr},
+    {"FG_DEBUG_MOE_ROWS", nullptr},
+    {"FG_DEBUG_FLASH_STAGES", nullptr},
+    {"FG_DEBUG_MOE_LDSM", nullptr}};
+
 TEST(DebugEnvironment, SwitchesSetTheirOptions) {
+  Env clean(kCleared);
   cuda::EmitOptions o;
   {
     Env env({{"FG_DEBUG_FLASH_KEYS", "32"},
              {"FG_DEBUG_MOE_SKIP_ROWS", "0"},
              {"FG_DEBUG_MOE_ROWS", "64"},
-             {"FG_DEBUG_FLASH_STAGES", "1"}});
+             {"FG_DEBUG_FLASH_STAGES", "1"},
+             {"FG_DEBUG_MOE_LDSM", "1"}});
     cuda::applyDebugEnvironment(o);
   }
   EXPECT_EQ(o.attentionPrefillKeys, 32);
   EXPECT_FALSE(o.groupedExpertSkipRows);
   EXPECT_EQ(o.groupedExpertRows, 64);
   EXPECT_EQ(o.attentionPrefillStages, 1);
+  EXPECT_TRUE(o.groupedExpertLdmatrix);
 }
 
 TEST(DebugEnvironment, UnsetOrOutOfRangeKeepsWhatWasThere) {
+  Env clean(kCleared);
   cuda::EmitOptions o;
   o.attentionPrefillKeys = 32; // as a flag would have set it
   o.groupedExpertRows = 32;

@@ -162,11 +162,17 @@ extern "C" __global__ void fg_test_k4(unsigned* out, const unsigned* in) {
 )";
   NvrtcOptions o;
   o.useCache = false;
+  const char *outside = std::getenv("FG_DEBUG_K4_SCALE_F32");
+  const std::string was = outside ? outside : "";
+  ::unsetenv("FG_DEBUG_K4_SCALE_F32");
   auto plain = compileCuda(src, "k4", "sm_90", o);
-  ASSERT_TRUE(static_cast<bool>(plain)) << llvm::toString(plain.takeError());
   ::setenv("FG_DEBUG_K4_SCALE_F32", "1", 1);
   auto f32 = compileCuda(src, "k4", "sm_90", o);
-  ::unsetenv("FG_DEBUG_K4_SCALE_F32");
+  if (outside)
+    ::setenv("FG_DEBUG_K4_SCALE_F32", was.c_str(), 1);
+  else
+    ::unsetenv("FG_DEBUG_K4_SCALE_F32");
+  ASSERT_TRUE(static_cast<bool>(plain)) << llvm::toString(plain.takeError());
   ASSERT_TRUE(static_cast<bool>(f32)) << llvm::toString(f32.takeError());
   EXPECT_EQ(plain->ptx.find("cvt.f32.f16"), std::string::npos);
   EXPECT_NE(plain->ptx.find("prmt.b32"), std::string::npos);
