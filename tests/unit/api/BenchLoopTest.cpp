@@ -13,6 +13,7 @@
 #include "frontends/Frontend.h"
 #include "runtime/BenchLoop.h"
 #include "runtime/Executor.h"
+#include "tests/unit/api/DemoPlan.h"
 
 #include <gtest/gtest.h>
 
@@ -21,25 +22,7 @@ using namespace llvm;
 
 namespace {
 
-/// The demo with ctx 16 and one prefill bucket of 4.
-const Plan &demoPlan() {
-  static const Plan plan = [] {
-    ModelOptions mo;
-    mo.ctx = 16;
-    mo.prefill = {4};
-    Expected<Graph> g = loadModel("demo", mo);
-    if (!g)
-      ADD_FAILURE() << toString(g.takeError());
-    CompileOptions co;
-    co.ctx = 16;
-    co.cuda = false;
-    Expected<Plan> p = compile(*g, co);
-    if (!p)
-      ADD_FAILURE() << toString(p.takeError());
-    return std::move(*p);
-  }();
-  return plan;
-}
+using fg::apitest::demoPlan;
 
 /// The logits of `entry` after `steps` timed steps from position 0.
 std::vector<float> logitsAfter(int64_t steps, bool advance) {

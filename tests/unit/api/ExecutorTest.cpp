@@ -1,5 +1,6 @@
 //===- ExecutorTest.cpp - running plans on the CPU reference --------------===//
 #include "runtime/Executor.h"
+#include "tests/unit/api/DemoPlan.h"
 #include "ir/Builder.h"
 #include "codegen/cuda/Compile.h"
 #include "frontends/Frontend.h"
@@ -20,25 +21,7 @@ template <typename T> std::string errorText(Expected<T> &v) {
 }
 std::string errorText(Error e) { return e ? toString(std::move(e)) : "(no error)"; }
 
-/// The demo with ctx 16 and one prefill bucket of 4.
-const Plan &demoPlan() {
-  static const Plan plan = [] {
-    ModelOptions mo;
-    mo.ctx = 16;
-    mo.prefill = {4};
-    Expected<Graph> g = loadModel("demo", mo);
-    if (!g)
-      ADD_FAILURE() << toString(g.takeError());
-    CompileOptions co;
-    co.ctx = 16;
-    co.cuda = false; // the CPU executor needs no kernels
-    Expected<Plan> p = compile(*g, co);
-    if (!p)
-      ADD_FAILURE() << toString(p.takeError());
-    return std::move(*p);
-  }();
-  return plan;
-}
+using fg::apitest::demoPlan;
 
 Executor makeExec() {
   Expected<Executor> e = Executor::create(demoPlan(), {});
