@@ -3,12 +3,12 @@
 # call, in two parts (a W-moe-12 q4_K prefill run takes ~80 s on this machine,
 # most of it quantising the workload's weights on the CPU: thirty-first
 # session, calls 3-4).
-#   part 1: the quantised GPU tests at the new default (q4_K / q5_K scales by
-#           one byte permute and f16x2 arithmetic: gemv.cuh, fg_k4_scale_min,
-#           fg_k4_header), the grouped-expert tests with fragments by
-#           ldmatrix (FG_DEBUG_MOE_LDSM=1, opt-in), then W-moe-12 q4_K's
-#           512-token prefill in three forms: default, first scale decode
-#           (FG_DEBUG_K4_SCALE_F32=1), ldmatrix.
+#   part 1: the quantised GPU tests with q4_K / q5_K scales by one byte
+#           permute and f16x2 arithmetic (FG_DEBUG_K4_SCALE_PERMUTE=1, opt-in:
+#           gemv.cuh, fg_k4_scale_min, fg_k4_header), the grouped-expert tests
+#           in the shared-memory form (FG_DEBUG_MOE_LDSM=1, opt-in: ldmatrix
+#           fragments, 16-byte x-tile stores), then W-moe-12 q4_K's 512-token
+#           prefill in three forms: default, permute scales, shared-memory form.
 #   part 2: the same three again, W-moe-12 f16 with and without ldmatrix,
 #           W-dense q4_K (prefill and decode) with both scale decodes, and
 #           Nsight Compute's stall reasons for the flash prefill.
@@ -19,13 +19,13 @@ PART=${1:-1}
 D=${2:-560}
 source scripts/gpu-call-lib.sh
 moe3() {
-  for e in "" "FG_DEBUG_K4_SCALE_F32=1" "FG_DEBUG_MOE_LDSM=1"; do
+  for e in "" "FG_DEBUG_K4_SCALE_PERMUTE=1" "FG_DEBUG_MOE_LDSM=1"; do
     pre w-moe-12-q4_k "$e" --steps 5 --warmup 2 --breakdown
     grep -E "^  (fused.gated_matmul_id|matmul_id) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
   done
 }
 if [ "$PART" = 1 ]; then
-  timeout 150 fusegraph_gpu_tests --gtest_filter='GpuQuantGemv.*:GpuGroupedExpert.Skipped*:GpuGroupedExpert.Zero*:GpuPrefillThenDecode.Quantised*:*GpuFused*q4_k*' > "$OUT/gtest.txt" 2>&1
+  FG_DEBUG_K4_SCALE_PERMUTE=1 timeout 150 fusegraph_gpu_tests --gtest_filter='GpuQuantGemv.*:GpuGroupedExpert.Skipped*:GpuGroupedExpert.Zero*:GpuPrefillThenDecode.Quantised*:*GpuFused*q4_k*' > "$OUT/gtest.txt" 2>&1
   echo "== tests (rc $?): $(summ "$OUT/gtest.txt")"
   FG_DEBUG_MOE_LDSM=1 timeout 120 fusegraph_gpu_tests --gtest_filter='GpuGroupedExpert.Skipped*:GpuGroupedExpert.Zero*:GpuGroupedExpert.AllPairs*:GpuGroupedExpert.OneX*:GpuGroupedExpertReplay*:GpuQuantGemv.GroupedExpert*' > "$OUT/gtest-ldsm.txt" 2>&1
   echo "== tests, ldmatrix (rc $?): $(summ "$OUT/gtest-ldsm.txt")"
@@ -36,7 +36,7 @@ else
     pre w-moe-12 "$e" --steps 5 --warmup 2 --breakdown
     grep -E "^  (fused.gated_matmul_id|matmul_id) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
   done
-  for e in "" "FG_DEBUG_K4_SCALE_F32=1"; do
+  for e in "" "FG_DEBUG_K4_SCALE_PERMUTE=1"; do
     pre w-dense-q4_k "$e" --steps 5 --warmup 2 --breakdown
     grep -E "^  (matmul|fused.matmul_add|fused.gated_gemm) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
     stepf w-dense-q4_k "$e"

@@ -380,11 +380,12 @@ struct DecQ5_1 : DecQuant {
 /// the f32 product rounded once (d has 11 significant bits and v 6, so the
 /// f32 product is exact) — where the first form took a branch, five
 /// dynamic byte extractions, two integer conversions and two f16 <-> f32
-/// round trips per unit.
+/// round trips per unit. Opt-in (FG_K4_SCALE_PERMUTE, FG_DEBUG_K4_SCALE_PERMUTE=1)
+/// until its GPU tests have run; the first form stays the default.
 static __device__ __forceinline__ void fg_k4_scale_min(unsigned dm, unsigned s0, unsigned s1,
                                                        unsigned s2, int s, unsigned &sc2,
                                                        unsigned &mn2) {
-#ifdef FG_K4_SCALE_F32 // the first form, for timing (FG_DEBUG_K4_SCALE_F32=1)
+#ifndef FG_K4_SCALE_PERMUTE // the form run on the H200 (the default)
   const unsigned w[3] = {s0, s1, s2};
   auto byte = [&](int j) { return (w[j >> 2] >> (8 * (j & 3))) & 0xffu; };
   unsigned sc, m;
@@ -413,11 +414,11 @@ static __device__ __forceinline__ void fg_k4_scale_min(unsigned dm, unsigned s0,
 }
 
 /// d and dmin (`dm`) and the 12 scale bytes of the q4_K / q5_K super-block
-/// at b, as two 8-byte loads (rows are 8-byte aligned for both:
-/// quantRowAlignment; FG_K4_SCALE_F32, the first form: four 4-byte loads).
+/// at b: four 4-byte loads, or with FG_K4_SCALE_PERMUTE two 8-byte loads
+/// (rows are 8-byte aligned for both: quantRowAlignment).
 static __device__ __forceinline__ void fg_k4_header(const unsigned char *b, unsigned &dm,
                                                     unsigned &s0, unsigned &s1, unsigned &s2) {
-#ifdef FG_K4_SCALE_F32
+#ifndef FG_K4_SCALE_PERMUTE
   dm = fg_ld32(b);
   s0 = fg_ld32(b + 4);
   s1 = fg_ld32(b + 8);

@@ -324,9 +324,9 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
     loadStep(0);
   for (long long k0 = 0; valid && k0 < C::K; k0 += KT) {
     // A: BM rows × KT k, AU 8-element units per thread, split hi + lo (or
-    // one half, C::kXHalf); a unit's 8 halves as one 16-byte store (a
-    // quarter warp writes one row's 128 contiguous bytes: no bank conflict,
-    // where four 32-bit stores of rows 144 bytes apart collided).
+    // one half, C::kXHalf). With C::kLdsm a unit's 8 halves are one 16-byte
+    // store (a quarter warp writes one row's 128 contiguous bytes: no bank
+    // conflict, where four 32-bit stores to rows 144 bytes apart collide).
 #pragma unroll
     for (int v = 0; v < AU; ++v) {
       const int i = threadIdx.x + NT * v, ar = i / UR, ac = 8 * (i % UR);
@@ -340,9 +340,18 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
           lo[q] = Dec::pack(xv[v][2 * q] - h0, xv[v][2 * q + 1] - h1);
         }
       }
-      *reinterpret_cast<uint4 *>(&sh.ah[ar][ac]) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-      if constexpr (!C::kXHalf)
-        *reinterpret_cast<uint4 *>(&sh.al[ar][ac]) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+      if constexpr (C::kLdsm) {
+        *reinterpret_cast<uint4 *>(&sh.ah[ar][ac]) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+        if constexpr (!C::kXHalf)
+          *reinterpret_cast<uint4 *>(&sh.al[ar][ac]) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          *reinterpret_cast<unsigned *>(&sh.ah[ar][ac + 2 * q]) = hi[q];
+          if constexpr (!C::kXHalf)
+            *reinterpret_cast<unsigned *>(&sh.al[ar][ac + 2 * q]) = lo[q];
+        }
+      }
     }
     // B: per stream 64 rows × KT k, BU 16-byte units per thread.
 #pragma unroll
