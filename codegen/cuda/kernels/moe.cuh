@@ -330,26 +330,32 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
 #pragma unroll
     for (int v = 0; v < AU; ++v) {
       const int i = threadIdx.x + NT * v, ar = i / UR, ac = 8 * (i % UR);
-      unsigned hi[4], lo[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        hi[q] = Dec::pack(xv[v][2 * q], xv[v][2 * q + 1]);
+      // x pair q of the unit: hi (and lo) in the mma type.
+      auto split = [&](int q, unsigned &hi, unsigned &lo) {
+        hi = Dec::pack(xv[v][2 * q], xv[v][2 * q + 1]);
         if constexpr (!C::kXHalf) {
           float h0, h1;
-          Dec::unpack(hi[q], h0, h1);
-          lo[q] = Dec::pack(xv[v][2 * q] - h0, xv[v][2 * q + 1] - h1);
+          Dec::unpack(hi, h0, h1);
+          lo = Dec::pack(xv[v][2 * q] - h0, xv[v][2 * q + 1] - h1);
         }
-      }
+      };
       if constexpr (C::kLdsm) {
+        unsigned hi[4], lo[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          split(q, hi[q], lo[q]);
         *reinterpret_cast<uint4 *>(&sh.ah[ar][ac]) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
         if constexpr (!C::kXHalf)
           *reinterpret_cast<uint4 *>(&sh.al[ar][ac]) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
       } else {
+        // Each pair stored as it is split (the form run on the H200).
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          *reinterpret_cast<unsigned *>(&sh.ah[ar][ac + 2 * q]) = hi[q];
+          unsigned hi, lo = 0;
+          split(q, hi, lo);
+          *reinterpret_cast<unsigned *>(&sh.ah[ar][ac + 2 * q]) = hi;
           if constexpr (!C::kXHalf)
-            *reinterpret_cast<unsigned *>(&sh.al[ar][ac + 2 * q]) = lo[q];
+            *reinterpret_cast<unsigned *>(&sh.al[ar][ac + 2 * q]) = lo;
         }
       }
     }
