@@ -145,6 +145,10 @@ inline bool isRotatedType(DType t) { return isFloat(t) || isQuantized(t); }
 inline constexpr int64_t kAttentionKv[] = {1024, 8192, 32768};
 /// Prefill attention cases: chunks of these many tokens from position 0.
 inline constexpr int64_t kPrefillAttentionTokens[] = {512, 2048};
+/// Prefill expert GEMM cases: one chunk of this many tokens, these weights.
+inline constexpr int64_t kPrefillExpertTokens = 512;
+inline constexpr DType kPrefillExpertTypes[] = {DType::F16, DType::Q4_K, DType::Q4_0,
+                                                DType::Q6_K};
 
 /// One GEMV weight shape of a decoder, named by the projections that have it.
 struct GemvShape {
@@ -350,6 +354,26 @@ inline llvm::Expected<std::vector<KernelCase>> kernelCases() {
           e.T = 1;
           out.push_back(e);
         }
+        // Prefill's expert GEMMs (the grouped GEMM, issue 15): the fused
+        // gate|up and the down projection of a 512-token chunk, each expert
+        // given 32 of its 4096 (token, expert) pairs — the launches W-moe-12's
+        // prefill spends most of its time in, timed apart from the workload
+        // (whose quantised weights take a minute to build on the host).
+        for (auto [family, name, n, k] :
+             {std::tuple{KernelFamily::GatedMatmulId, "gate_up", c.expertFf, c.nEmbd},
+              std::tuple{KernelFamily::MatmulId, "down", c.nEmbd, c.expertFf}})
+          for (DType q : kPrefillExpertTypes) {
+            KernelCase e = base;
+            e.family = family;
+            e.shape = name;
+            e.n = n;
+            e.k = k;
+            e.experts = c.nExperts;
+            e.topK = c.nExpertsUsed;
+            e.dtype = q;
+            e.T = kPrefillExpertTokens;
+            out.push_back(e);
+          }
       }
     }
   }

@@ -96,8 +96,11 @@ TEST(KernelCases, FamiliesTokensAndSmokeSubset) {
   constexpr int kQ = 12 * 3;
   EXPECT_EQ(perFamily[KernelFamily::Matmul], (13 * 2 + 1) * 4 + 3 * 4 + (5 + 4) * kQ);
   EXPECT_EQ(perFamily[KernelFamily::GatedMatmul], 2 * 2 * 4 + kQ); // w-dense, w-tiny
-  EXPECT_EQ(perFamily[KernelFamily::MatmulId], 2 * 2 * 4 + 2 * kQ); // gate_up, down
-  EXPECT_EQ(perFamily[KernelFamily::GatedMatmulId], 1 * 2 * 4 + kQ);
+  // The expert families add a 512-token prefill chunk per prefill type (the
+  // grouped GEMM): down for matmul_id, gate|up for the fused one.
+  constexpr int kP = static_cast<int>(std::size(kPrefillExpertTypes));
+  EXPECT_EQ(perFamily[KernelFamily::MatmulId], 2 * 2 * 4 + 2 * kQ + kP); // gate_up, down
+  EXPECT_EQ(perFamily[KernelFamily::GatedMatmulId], 1 * 2 * 4 + kQ + kP);
   // w-dense, w-moe x 3 KV x 4 T, and a prefill chunk of 512 and of 2048 each.
   EXPECT_EQ(perFamily[KernelFamily::Attention], 2 * 3 * 4 + 2 * 2);
   EXPECT_EQ(perFamily[KernelFamily::RmsNorm], 3 * 4);
