@@ -305,8 +305,6 @@ void applyDebugEnvironment(EmitOptions &emit) {
     emit.groupedExpertQuantDeferred = *n;
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_MOE_SKIP_ROWS"); v && !v->empty())
     emit.groupedExpertSkipRows = *v != "0";
-  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_MOE_LDSM"); v && !v->empty())
-    emit.groupedExpertLdmatrix = *v != "0";
   if (auto n = envInt("FG_DEBUG_MOE_QROW", 0, 1))
     emit.groupedExpertQuantRowUnits = static_cast<int>(*n);
   // And x split hi + lo in the quantised GEMVs (the form before x as one f16).

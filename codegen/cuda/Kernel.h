@@ -352,14 +352,6 @@ struct EmitOptions {
   /// measurement are in MoeEmitter.cpp). Same bits either way.
   /// FG_DEBUG_MOE_SKIP_ROWS=0 turns it off.
   bool groupedExpertSkipRows = true;
-  /// The grouped expert GEMM's shared-memory form: A and B fragments by
-  /// ldmatrix (one instruction for an A fragment or two n tiles' B, where
-  /// 32-bit shared loads take four: 5 instead of 20 a warp and k16 step at
-  /// W-moe's gate|up tiles) and the x tile stored 16 bytes a unit (no bank
-  /// conflicts). The same values into the same mmas, so the same bits. Written
-  /// after the thirty-first session's last GPU call: off until its GPU tests
-  /// run. FG_DEBUG_MOE_LDSM=1.
-  bool groupedExpertLdmatrix = false;
   /// The grouped expert GEMM over block-quantised experts too (q4_K, q8_0,
   /// ...: each 8-weight unit of a tile decoded by the GEMV's block decoders
   /// into the f16 tile in shared memory, moeLoadQ), instead of one GEMV per

@@ -174,8 +174,7 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
        ", kXVec = " + flag(xVec) + ", kXHalf = " + flag(quant && o.gemvQuantXHalf) +
        ", kQRowUnits = " + flag(quant && rowUnits) +
        ", kQDeferred = " + flag(quant && deferred) +
-       ", kSkipRows = " + flag(skipRows) + ", kLdsm = " + flag(o.groupedExpertLdmatrix) +
-       ";\n";
+       ", kSkipRows = " + flag(skipRows) + ";\n";
   c += "  static constexpr long long w0_off = " + ilit(ws[0].off) + ", w0_ld = " +
        ilit(ws[0].ld) + ", w0_ks = " + ilit(ws[0].ks) + ", w0_es = " + ilit(ws[0].es) + ";\n";
   c += "  static constexpr long long w1_off = " + ilit(ws[1].off) + ", w1_ld = " +

@@ -58,12 +58,6 @@ std::vector<std::string> allFlags(llvm::StringRef arch, const NvrtcOptions &o) {
   // check.cuh says why they may).
   if (auto d = llvm::sys::Process::GetEnv("FG_DEBUG_STATUS_FENCE"); d && *d == "0")
     f.push_back("-DFG_NO_STATUS_FENCE");
-  // FG_DEBUG_K4_SCALE_PERMUTE=1: q4_K / q5_K sub-block scales by one byte
-  // permute and f16x2 arithmetic, their header in two 8-byte loads (gemv.cuh,
-  // fg_k4_scale_min and fg_k4_header; written in the thirty-first session
-  // after its last GPU call: opt-in until its GPU tests have run).
-  if (auto d = llvm::sys::Process::GetEnv("FG_DEBUG_K4_SCALE_PERMUTE"); d && *d == "1")
-    f.push_back("-DFG_K4_SCALE_PERMUTE");
   // FG_DEBUG_PDL_EARLY_TRIGGER=1: the trigger before the wait (for timing).
   if (auto d = llvm::sys::Process::GetEnv("FG_DEBUG_PDL_EARLY_TRIGGER"); d && *d == "1")
     f.push_back("-DFG_PDL_EARLY_TRIGGER");

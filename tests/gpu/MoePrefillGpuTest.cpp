@@ -135,15 +135,14 @@ TEST(GpuGroupedExpert, WMoeShapes) {
   expectMatchesReference(buildGraph(down), spread(down, 12), tolerance(down.w));
 }
 
-/// Two forms of the grouped GEMM that must give the default's bits: the
-/// warps of m tiles past a tile's rows skipping their mmas
+/// The warps of m tiles past a tile's rows skipping their mmas
 /// (EmitOptions::groupedExpertSkipRows, the default for block-quantised
-/// experts; FG_DEBUG_MOE_SKIP_ROWS=0 computes them), and the A / B fragments
-/// by ldmatrix (FG_DEBUG_MOE_LDSM=1, opt-in). q4_K, q8_0 and f16 experts,
+/// experts; FG_DEBUG_MOE_SKIP_ROWS=0 computes them) must give the same bits
+/// as computing them. q4_K, q8_0 and f16 experts,
 /// one and two streams, 32- and 64-row tiles (n tiles a warp: 2 to 8), with
 /// experts of 0, 1 and many pairs; one graph compiled each way (randn draws
 /// new seeds per graph).
-TEST(GpuGroupedExpert, SkippedRowsAndLdmatrixGiveTheSameBits) {
+TEST(GpuGroupedExpert, SkippedRowsGiveTheSameBits) {
   FG_REQUIRE_GPU();
   for (DType w : {DType::Q4_K, DType::Q8_0, DType::F16})
     for (const char *rows : {"32", "64"})
@@ -162,7 +161,6 @@ TEST(GpuGroupedExpert, SkippedRowsAndLdmatrixGiveTheSameBits) {
         std::vector<uint8_t> base = bytes("FG_DEBUG_MOE_SKIP_ROWS", "1");
         ASSERT_FALSE(base.empty());
         EXPECT_EQ(base, bytes("FG_DEBUG_MOE_SKIP_ROWS", "0")) << "without the skip";
-        EXPECT_EQ(base, bytes("FG_DEBUG_MOE_LDSM", "1")) << "fragments by ldmatrix";
       }
 }
 

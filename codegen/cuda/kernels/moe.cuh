@@ -308,25 +308,24 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
       }
     }
   };
-  // C::kLdsm: this lane's ldmatrix row addresses (shared space) at k-step
-  // column 0 of the tile — A rows 16mt + (lane & 15) at column 8(lane / 16);
-  // B rows nw + 8(lane / 16) + (lane & 7) of stream 0 at column
-  // 8((lane / 8) & 1) — stepped by constants in the loop.
-  unsigned lda = 0, ldaLo = 0, ldb = 0;
-  if constexpr (C::kLdsm) {
-    lda = (unsigned)__cvta_generic_to_shared(&sh.ah[16 * mt + (lane & 15)][8 * (lane >> 4)]);
-    if constexpr (!C::kXHalf)
-      ldaLo = (unsigned)__cvta_generic_to_shared(&sh.al[16 * mt + (lane & 15)][8 * (lane >> 4)]);
-    ldb = (unsigned)__cvta_generic_to_shared(
-        &sh.b[0][nw + 8 * (lane >> 4) + (lane & 7)][8 * ((lane >> 3) & 1)]);
-  }
+  // This lane's ldmatrix row addresses (shared space) at k-step column 0 of
+  // the tile — A rows 16mt + (lane & 15) at column 8(lane / 16); B rows
+  // nw + 8(lane / 16) + (lane & 7) of stream 0 at column 8((lane / 8) & 1) —
+  // stepped by constants in the loop.
+  const unsigned lda =
+      (unsigned)__cvta_generic_to_shared(&sh.ah[16 * mt + (lane & 15)][8 * (lane >> 4)]);
+  unsigned ldaLo = 0;
+  if constexpr (!C::kXHalf)
+    ldaLo = (unsigned)__cvta_generic_to_shared(&sh.al[16 * mt + (lane & 15)][8 * (lane >> 4)]);
+  const unsigned ldb = (unsigned)__cvta_generic_to_shared(
+      &sh.b[0][nw + 8 * (lane >> 4) + (lane & 7)][8 * ((lane >> 3) & 1)]);
   if (valid)
     loadStep(0);
   for (long long k0 = 0; valid && k0 < C::K; k0 += KT) {
     // A: BM rows × KT k, AU 8-element units per thread, split hi + lo (or
-    // one half, C::kXHalf). With C::kLdsm a unit's 8 halves are one 16-byte
-    // store (a quarter warp writes one row's 128 contiguous bytes: no bank
-    // conflict, where four 32-bit stores to rows 144 bytes apart collide).
+    // one half, C::kXHalf). A unit's 8 halves are one 16-byte store (a
+    // quarter warp writes one row's 128 contiguous bytes: no bank conflict,
+    // where four 32-bit stores to rows 144 bytes apart collide).
 #pragma unroll
     for (int v = 0; v < AU; ++v) {
       const int i = threadIdx.x + NT * v, ar = i / UR, ac = 8 * (i % UR);
@@ -339,25 +338,13 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
           lo = Dec::pack(xv[v][2 * q] - h0, xv[v][2 * q + 1] - h1);
         }
       };
-      if constexpr (C::kLdsm) {
-        unsigned hi[4], lo[4];
+      unsigned hi[4], lo[4];
 #pragma unroll
-        for (int q = 0; q < 4; ++q)
-          split(q, hi[q], lo[q]);
-        *reinterpret_cast<uint4 *>(&sh.ah[ar][ac]) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-        if constexpr (!C::kXHalf)
-          *reinterpret_cast<uint4 *>(&sh.al[ar][ac]) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-      } else {
-        // Each pair stored as it is split (the form run on the H200).
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          unsigned hi, lo = 0;
-          split(q, hi, lo);
-          *reinterpret_cast<unsigned *>(&sh.ah[ar][ac + 2 * q]) = hi;
-          if constexpr (!C::kXHalf)
-            *reinterpret_cast<unsigned *>(&sh.al[ar][ac + 2 * q]) = lo;
-        }
-      }
+      for (int q = 0; q < 4; ++q)
+        split(q, hi[q], lo[q]);
+      *reinterpret_cast<uint4 *>(&sh.ah[ar][ac]) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+      if constexpr (!C::kXHalf)
+        *reinterpret_cast<uint4 *>(&sh.al[ar][ac]) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
     }
     // B: per stream 64 rows × KT k, BU 16-byte units per thread.
 #pragma unroll
@@ -388,53 +375,27 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
     for (int ks = 0; ks < KT / 16; ++ks) {
       if (C::kSkipRows && 16 * mt >= tile.rows)
         break;
-      const int ra = 16 * mt + g, kc = 16 * ks + 2 * t;
       unsigned ah[4], al[4] = {0, 0, 0, 0};
-      if constexpr (C::kLdsm) {
-        // A by ldmatrix: lanes 0-15 address rows 16mt .. + 15 at column
-        // 16ks, lanes 16-31 the same rows at 16ks + 8 (a0 .. a3).
-        fg_ldsm4_at(ah, lda + 32 * ks);
-        if constexpr (!C::kXHalf)
-          fg_ldsm4_at(al, ldaLo + 32 * ks);
-      } else {
-        ah[0] = *reinterpret_cast<const unsigned *>(&sh.ah[ra][kc]);
-        ah[1] = *reinterpret_cast<const unsigned *>(&sh.ah[ra + 8][kc]);
-        ah[2] = *reinterpret_cast<const unsigned *>(&sh.ah[ra][kc + 8]);
-        ah[3] = *reinterpret_cast<const unsigned *>(&sh.ah[ra + 8][kc + 8]);
-        if constexpr (!C::kXHalf) {
-          al[0] = *reinterpret_cast<const unsigned *>(&sh.al[ra][kc]);
-          al[1] = *reinterpret_cast<const unsigned *>(&sh.al[ra + 8][kc]);
-          al[2] = *reinterpret_cast<const unsigned *>(&sh.al[ra][kc + 8]);
-          al[3] = *reinterpret_cast<const unsigned *>(&sh.al[ra + 8][kc + 8]);
-        }
-      }
+      // A by ldmatrix: lanes 0-15 address rows 16mt .. + 15 at column 16ks,
+      // lanes 16-31 the same rows at 16ks + 8 (a0 .. a3).
+      fg_ldsm4_at(ah, lda + 32 * ks);
+      if constexpr (!C::kXHalf)
+        fg_ldsm4_at(al, ldaLo + 32 * ks);
 #pragma unroll
       for (int s = 0; s < S; ++s) {
-        if constexpr (C::kLdsm) {
-          // B of n tiles j and j + 1 by one ldmatrix: matrix i is weight rows
-          // nw + 8(j + i / 2) .. + 7 at columns 16ks + 8(i % 2) .. + 7, the
-          // registers b0, b1 of tile j, then of tile j + 1.
-          static_assert(NJ % 2 == 0, "pairs of n tiles");
+        // B of n tiles j and j + 1 by one ldmatrix: matrix i is weight rows
+        // nw + 8(j + i / 2) .. + 7 at columns 16ks + 8(i % 2) .. + 7, the
+        // registers b0, b1 of tile j, then of tile j + 1.
+        static_assert(NJ % 2 == 0, "pairs of n tiles");
 #pragma unroll
-          for (int j = 0; j < NJ; j += 2) {
-            unsigned b[4];
-            fg_ldsm4_at(b, ldb + (s * BN + 8 * j) * (KT + 8) * 2 + 32 * ks);
-            Dec::mma(acc[s][j], ah, b[0], b[1]);
-            Dec::mma(acc[s][j + 1], ah, b[2], b[3]);
-            if constexpr (!C::kXHalf) {
-              Dec::mma(acc[s][j], al, b[0], b[1]);
-              Dec::mma(acc[s][j + 1], al, b[2], b[3]);
-            }
-          }
-        } else {
-#pragma unroll
-          for (int j = 0; j < NJ; ++j) {
-            const int nb = nw + 8 * j + g;
-            const unsigned b0 = *reinterpret_cast<const unsigned *>(&sh.b[s][nb][kc]);
-            const unsigned b1 = *reinterpret_cast<const unsigned *>(&sh.b[s][nb][kc + 8]);
-            Dec::mma(acc[s][j], ah, b0, b1);
-            if constexpr (!C::kXHalf)
-              Dec::mma(acc[s][j], al, b0, b1);
+        for (int j = 0; j < NJ; j += 2) {
+          unsigned b[4];
+          fg_ldsm4_at(b, ldb + (s * BN + 8 * j) * (KT + 8) * 2 + 32 * ks);
+          Dec::mma(acc[s][j], ah, b[0], b[1]);
+          Dec::mma(acc[s][j + 1], ah, b[2], b[3]);
+          if constexpr (!C::kXHalf) {
+            Dec::mma(acc[s][j], al, b[0], b[1]);
+            Dec::mma(acc[s][j + 1], al, b[2], b[3]);
           }
         }
       }

@@ -1463,13 +1463,6 @@ TEST(CudaEmit, GroupedExpertGemmQuantised) {
   noSkip.groupedExpertSkipRows = false;
   EXPECT_TRUE(contains(kernel(emitAll(build(DType::Q4_K, 256, true), {}, noSkip), 1),
                        "kSkipRows = false"));
-  // Fragments by ldmatrix (opt-in): quantised gate|up and one stream at
-  // 256 threads, 16-bit gate|up (x as hi + lo) at 128.
-  EmitOptions ldsm = on;
-  ldsm.groupedExpertLdmatrix = true;
-  EXPECT_TRUE(contains(kernel(q32, 1), "kLdsm = false"));
-  for (auto [w, gated] : {std::pair{DType::Q4_K, true}, {DType::Q4_K, false}, {DType::F16, true}})
-    EXPECT_TRUE(contains(kernel(emitAll(build(w, 256, gated), {}, ldsm), 1), "kLdsm = true"));
   // 128 threads a block forced, quantised gate|up; 16-bit experts take 128 by
   // the rule.
   EmitOptions narrowBlocks = on;
