@@ -5,7 +5,7 @@
 // and kernels tested and benchmarked without model files.
 //
 // Round to nearest per block, with ggml's block layouts (ir/Numeric.cpp decodes
-// them): not llama.cpp's importance-weighted search, so a file quantised here
+// them; the blocks themselves are ir/QuantizeBlock.h, shared with the device): not llama.cpp's importance-weighted search, so a file quantised here
 // is a little less accurate than one from llama-quantize, but every block is
 // valid and decodes close to its input (ir/Numeric.h decodeRow).
 //
@@ -23,6 +23,10 @@ namespace fg {
 /// `n` is not a whole number of blocks. Non-finite inputs are read as 0;
 /// scales saturate at f16's largest finite value (never inf).
 bool quantizeRow(DType t, const float *src, uint8_t *dst, int64_t n);
+
+/// The block type of `t` as ir/QuantizeBlock.h numbers it (fg_quant::Type:
+/// the device initialiser's argument), or 0 when `t` is not a block type.
+int quantBlockType(DType t);
 
 /// How a GEMV kernel reads its activations x. The DP4A GEMVs
 /// (codegen/cuda/kernels/gemv_dp4a.cuh) quantise x to int8 per aligned block

@@ -267,21 +267,20 @@ inline bool weightFollows(const std::vector<TensorSlot> &weights, uint32_t a, ui
          static_cast<uint64_t>(weights[a].type.bytes()) % kWeightAlign == 0;
 }
 
-/// The init module's kernel for weights of `dtype` ("fg_init_f32", ...), or
-/// none for dtypes it does not generate (block-quantised: the host does).
+/// The init module's kernel for weights of `dtype` ("fg_init_f32",
+/// "fg_init_q4_k", ...: every float, integer and block-quantised dtype). A
+/// block-quantised kernel makes one block a thread (n is still elements).
 inline std::optional<std::string> initKernelSymbol(DType dtype) {
   switch (dtype) {
   case DType::F32:
-    return std::string("fg_init_f32");
   case DType::F16:
-    return std::string("fg_init_f16");
   case DType::BF16:
-    return std::string("fg_init_bf16");
   case DType::I32:
-    return std::string("fg_init_i32");
   case DType::I64:
-    return std::string("fg_init_i64");
+    return "fg_init_" + std::string(dtypeName(dtype));
   default:
+    if (isQuantized(dtype))
+      return "fg_init_" + std::string(dtypeName(dtype));
     return std::nullopt;
   }
 }

@@ -4,9 +4,12 @@
 namespace fg::cuda {
 namespace {
 
-/// ir/InitFormula.h, as text (CMakeLists.txt embeds it).
+/// ir/InitFormula.h and ir/QuantizeBlock.h, as text (CMakeLists.txt embeds them).
 constexpr const char kInitFormula[] =
 #include "generated/InitFormulaText.inc"
+    ;
+constexpr const char kQuantizeBlock[] =
+#include "generated/QuantizeBlockText.inc"
     ;
 
 /// One kernel per generated dtype: fg_init_<dtype> (initKernelSymbol) stores
@@ -39,6 +42,33 @@ extern "C" __global__ void fg_init_i32(int *out, fg_u64 n, int kind, fg_u64 seed
 extern "C" __global__ void fg_init_i64(long long *out, fg_u64 n, int kind, fg_u64 seed, double a, double b) {
   FG_INIT_LOOP out[i] = fg_init::toInteger(FG_INIT_F32(i));
 }
+// Block-quantised weights: a thread per block computes its values with the
+// formula, then quantises them with ir/QuantizeBlock.h (the host's own
+// quantiser), so the blocks are the ones the host would make.
+#define FG_INIT_QUANT(name, T)                                                                 \
+  extern "C" __global__ void fg_init_##name(unsigned char *out, fg_u64 n, int kind, fg_u64 seed, \
+                                             double a, double b) {                             \
+    const int E = fg_quant::blockElems(fg_quant::T), B = fg_quant::blockBytes(fg_quant::T);     \
+    float x[256];                                                                              \
+    for (fg_u64 k = blockIdx.x * (fg_u64)blockDim.x + threadIdx.x; k < n / E;                  \
+         k += (fg_u64)gridDim.x * blockDim.x) {                                                \
+      for (int j = 0; j < E; ++j)                                                              \
+        x[j] = FG_INIT_F32(k * E + j);                                                         \
+      fg_quant::quantizeBlock(fg_quant::T, x, out + k * B);                                    \
+    }                                                                                          \
+  }
+FG_INIT_QUANT(q8_0, Q8_0)
+FG_INIT_QUANT(q4_0, Q4_0)
+FG_INIT_QUANT(q4_1, Q4_1)
+FG_INIT_QUANT(q5_0, Q5_0)
+FG_INIT_QUANT(q5_1, Q5_1)
+FG_INIT_QUANT(iq4_nl, IQ4_NL)
+FG_INIT_QUANT(q2_k, Q2_K)
+FG_INIT_QUANT(q3_k, Q3_K)
+FG_INIT_QUANT(q4_k, Q4_K)
+FG_INIT_QUANT(q5_k, Q5_K)
+FG_INIT_QUANT(q6_k, Q6_K)
+FG_INIT_QUANT(iq4_xs, IQ4_XS)
 )cuda";
 
 } // namespace
@@ -53,7 +83,7 @@ bool needsInitModule(const CompiledProgram &prog) {
 
 const std::string &initModuleSource() {
   static const std::string source =
-      std::string("// fusegraph weight initialisers\n") + kInitFormula + kInitKernels;
+      std::string("// fusegraph weight initialisers\n") + kInitFormula + kQuantizeBlock + kInitKernels;
   return source;
 }
 

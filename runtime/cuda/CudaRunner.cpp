@@ -495,16 +495,26 @@ static llvm::Expected<bool> initOnDevice(CudaRunner::Impl &m, const TensorSlot &
   if (m.prog.initModule < 0 || f.kind == fg_init::None || !symbol)
     return false;
   cudaKernel_t kernel = nullptr;
-  if (auto e =
-          cudaCheck(cudaLibraryGetKernel(&kernel, m.libraries[m.prog.initModule], symbol->c_str()),
-                    "looking up kernel " + llvm::Twine(*symbol)))
-    return e;
+  const bool quantized = isQuantized(slot.type.dtype);
+  if (cudaError_t err =
+          cudaLibraryGetKernel(&kernel, m.libraries[m.prog.initModule], symbol->c_str());
+      err != cudaSuccess) {
+    // A plan compiled before the init module made quantised blocks: the
+    // host makes them (the same quantiser, ir/QuantizeBlock.h).
+    if (quantized) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return cudaCheck(err, "looking up kernel " + llvm::Twine(*symbol));
+  }
   unsigned long long n = static_cast<unsigned long long>(slot.type.numElements());
   unsigned long long seed = f.seed;
   int kind = f.kind;
   double a = f.a, b = f.b;
   void *args[] = {&p, &n, &kind, &seed, &a, &b};
-  unsigned blocks = static_cast<unsigned>(std::min<unsigned long long>((n + 255) / 256, 65535));
+  // A thread an element, or a block of a quantised type.
+  unsigned long long units = quantized ? n / dtypeInfo(slot.type.dtype).blockElems : n;
+  unsigned blocks = static_cast<unsigned>(std::min<unsigned long long>((units + 255) / 256, 65535));
   if (auto e = cudaCheck(cudaLaunchKernel(reinterpret_cast<void *>(kernel),
                                           dim3(std::max(blocks, 1u)), dim3(256), args, 0, m.stream),
                          "initialising " + slot.name))
@@ -593,8 +603,8 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
       return onDevice.takeError();
     if (*onDevice)
       return llvm::Error::success();
-    // No device kernel for it (no init module, a quantised dtype): the host
-    // materialises it with the same formula.
+    // No device kernel for it (no init module; a plan older than the
+    // quantised initialisers): the host materialises it with the same formula.
     HostTensor t;
     if (auto e = materializeInit(slot.init, slot.type, t))
       return e;

@@ -8,7 +8,9 @@
 //===----------------------------------------------------------------------===//
 #include "GpuTestUtil.h"
 
+#include "ir/Builder.h"
 #include "ir/Parser.h"
+#include "runtime/reference/Interpreter.h"
 
 using namespace fg;
 using namespace fg::gputest;
@@ -118,6 +120,56 @@ graph @main(weight %n: f32[65536] {init = normal(seed = 21, std = 0.02, mean = 0
 }
 )");
   expectWeightsMatch(n, /*tol=*/1e-7);
+}
+
+/// Block-quantised weights made on the device (the init module's
+/// fg_init_<type>: the formula, then ir/QuantizeBlock.h) are the blocks the
+/// host makes: one get_rows kernel reads every row of the device-made weight
+/// and of the host's bytes (materializeInit, bound as an embedded weight), and
+/// the results are the same bits. Uniform init (normal's f64 log and cos may
+/// differ in a last bit between libm and CUDA); every block type, rows of
+/// three and of thirteen 256-blocks.
+TEST(GpuWeightInit, QuantisedBlocksEqualTheHosts) {
+  FG_REQUIRE_GPU();
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL,
+                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS})
+    for (int64_t K : {768, 3328}) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " K " + std::to_string(K));
+      const int64_t R = 37;
+      const TensorType type(t, {R, K});
+      const WeightInit init = WeightInit::uniform(900 + static_cast<uint64_t>(t), -0.7, 0.4);
+      std::vector<int32_t> ids(R);
+      for (int64_t r = 0; r < R; ++r)
+        ids[static_cast<size_t>(r)] = static_cast<int32_t>((r * 7) % R); // every row
+      auto rows = [&](bool hostBytes) -> std::vector<uint8_t> {
+        Graph g;
+        Function &fn = g.addFunction("main");
+        Builder b(fn);
+        ValueId idx = b.input("ids", {DType::I32, {R}});
+        ValueId w = hostBytes ? b.weight("w", type) : b.weight("w", type, init);
+        b.result(b.getRows(w, idx, "out"));
+        EXPECT_FALSE(bool(b.finish()));
+        CompileOptions co;
+        if (hostBytes) {
+          HostTensor host;
+          if (auto e = materializeInit(init, type, host)) {
+            ADD_FAILURE() << errString(std::move(e));
+            return {};
+          }
+          ExternalWeight ew;
+          ew.name = "w";
+          ew.type = type;
+          ew.bytes = host.data;
+          co.weights.push_back(std::move(ew));
+        }
+        auto gpu = gpuGraphExecutor(g, co);
+        return gpu ? runBytes(*gpu, {{"ids", ids}})
+                   : std::vector<uint8_t>{};
+      };
+      std::vector<uint8_t> device = rows(false), host = rows(true);
+      ASSERT_FALSE(device.empty());
+      EXPECT_EQ(device, host);
+    }
 }
 
 } // namespace

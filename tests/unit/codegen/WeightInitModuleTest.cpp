@@ -14,19 +14,26 @@ using namespace fg::cuda;
 
 namespace {
 
-/// The module embeds ir/InitFormula.h (not a copy) and has one kernel per
-/// generated dtype; it compiles with NVRTC (no GPU needed).
+/// Every dtype a weight can have: the float and integer ones and the
+/// block-quantised ones.
+std::vector<DType> everyDType() {
+  std::vector<DType> out = {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64};
+  for (DType q : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL,
+                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS})
+    out.push_back(q);
+  return out;
+}
+
+/// The module embeds ir/InitFormula.h and ir/QuantizeBlock.h (not copies)
+/// and has one kernel per dtype, block-quantised ones included; it compiles
+/// with NVRTC (no GPU needed).
 TEST(WeightInitModule, EmbedsTheSharedFormulaAndCompiles) {
   const std::string &src = initModuleSource();
   EXPECT_NE(src.find("namespace fg_init"), std::string::npos);
   EXPECT_NE(src.find("FG_INIT_FN double value("), std::string::npos);
+  EXPECT_NE(src.find("namespace fg_quant"), std::string::npos);
+  EXPECT_NE(src.find("FG_Q_FN bool quantizeBlock("), std::string::npos);
   EXPECT_EQ(src.find("#pragma once"), std::string::npos);
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64}) {
-    std::optional<std::string> symbol = initKernelSymbol(t);
-    ASSERT_TRUE(symbol.has_value());
-    EXPECT_NE(src.find("void " + *symbol + "("), std::string::npos) << *symbol;
-  }
-  EXPECT_FALSE(initKernelSymbol(DType::Q8_0).has_value());
 
   llvm::SmallString<128> dir;
   ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("fg-init-module", dir));
@@ -34,8 +41,19 @@ TEST(WeightInitModule, EmbedsTheSharedFormulaAndCompiles) {
   o.cacheDir = std::string(dir);
   llvm::Expected<CompiledModule> m = compileCuda(src, "fg_init", "sm_90", o);
   ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
-  for (const char *k : {"fg_init_f32", "fg_init_f16", "fg_init_bf16", "fg_init_i32", "fg_init_i64"})
-    EXPECT_NE(m->ptx.find(std::string(".entry ") + k), std::string::npos) << k;
+  for (DType t : everyDType()) {
+    std::optional<std::string> symbol = initKernelSymbol(t);
+    ASSERT_TRUE(symbol.has_value()) << dtypeName(t);
+    EXPECT_NE(m->ptx.find(".entry " + *symbol), std::string::npos) << *symbol;
+  }
+  // The quantiser's float arithmetic is one rounding an operation (no FMA
+  // the host does not do): the q4_K kernel has no fma.rn.f32.
+  size_t q4k = m->ptx.find(".entry fg_init_q4_k");
+  ASSERT_NE(q4k, std::string::npos);
+  size_t next = m->ptx.find(".entry", q4k + 1);
+  std::string body = m->ptx.substr(q4k, next == std::string::npos ? std::string::npos : next - q4k);
+  EXPECT_EQ(body.find("fma.rn.f32"), std::string::npos);
+  EXPECT_NE(body.find("div.rn.f32"), std::string::npos);
 }
 
 /// A program with initialised weights carries the init module.

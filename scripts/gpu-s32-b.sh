@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Thirty-second session, call 3: after the permute scales and the ldmatrix
+# form became the only forms, and quantised weights are initialised on the
+# device (init module fg_init_<type>, ir/QuantizeBlock.h).
+#   1. device-made blocks against the host's, the grouped-expert and
+#      quantised-workload GPU tests
+#   2. W-moe-12 q4_K: 512-token prefill (breakdown) and decode; its set-up
+#   3. W-moe-12 f16 prefill, W-dense q4_K decode, decode q4_K GEMVs alone
+#   bash scripts/gpu-s32-b.sh DEADLINE_S  (carry [".gpu"])
+set -uo pipefail
+source .gpu/env.sh
+D=${1:-560}
+source scripts/gpu-call-lib.sh
+timeout 200 fusegraph_gpu_tests --gtest_filter='GpuWeightInit.*:GpuGroupedExpert.*:GpuQuantGemv.GroupedExpertGemmQuantised:GpuPrefillThenDecode.Quantised*:Types/GpuQuantMoeWorkload.*/q4_k' > "$OUT/gtest.txt" 2>&1
+echo "== tests (rc $?): $(summ "$OUT/gtest.txt")"
+grep -E "^\[       OK|FAILED  \]" "$OUT/gtest.txt" | awk '{print $NF, $(NF-2)}' | tr '\n' ' ' | cut -c1-900; echo
+t0=$SECONDS
+pre w-moe-12-q4_k "" --steps 5 --warmup 2 --breakdown
+echo "   ($((SECONDS - t0)) s) $(grep -E '^fusegraph: loading' /tmp/pre.txt)"
+grep -E "^  (fused.gated_matmul_id|matmul_id|attention|matmul) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
+STEP_TIMEOUT=90 stepf w-moe-12-q4_k ""
+pre w-moe-12 "" --steps 5 --warmup 2 --breakdown
+grep -E "^  (fused.gated_matmul_id|matmul_id) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
+STEP_TIMEOUT=90 stepf w-dense-q4_k ""
+if [ "$(left)" -gt 100 ]; then
+  echo "== decode q4_K / q5_K GEMVs"
+  timeout 90 fg_bench_kernels --reps 5 --no-cublas --benchmark_filter='/w-(dense|moe)/.*/q[45]_k/T(1|8)' --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
+  cat /tmp/k.txt >> "$OUT/kern-full.txt"
+  grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2,3,4,5,6,8,11
+fi
+echo "call done after $((SECONDS - S)) s"
