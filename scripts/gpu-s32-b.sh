@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Thirty-second session, call 3: after the permute scales and the ldmatrix
+# Thirty-second session, call 3 (not run: no machine was lent after call 2;
+# for the next session): after the permute scales and the ldmatrix
 # form became the only forms, and quantised weights are initialised on the
 # device (init module fg_init_<type>, ir/QuantizeBlock.h).
 #   1. device-made blocks against the host's, the grouped-expert and
@@ -11,17 +12,17 @@ set -uo pipefail
 source .gpu/env.sh
 D=${1:-560}
 source scripts/gpu-call-lib.sh
-timeout 200 fusegraph_gpu_tests --gtest_filter='GpuWeightInit.*:GpuGroupedExpert.*:GpuQuantGemv.GroupedExpertGemmQuantised:GpuPrefillThenDecode.Quantised*:Types/GpuQuantMoeWorkload.*/q4_k' > "$OUT/gtest.txt" 2>&1
+FG_DEBUG_DEVICE_QUANT_INIT=1 timeout 200 fusegraph_gpu_tests --gtest_filter='GpuWeightInit.*:GpuGroupedExpert.*:GpuQuantGemv.GroupedExpertGemmQuantised:GpuPrefillThenDecode.Quantised*:Types/GpuQuantMoeWorkload.*/q4_k' > "$OUT/gtest.txt" 2>&1
 echo "== tests (rc $?): $(summ "$OUT/gtest.txt")"
 grep -E "^\[       OK|FAILED  \]" "$OUT/gtest.txt" | awk '{print $NF, $(NF-2)}' | tr '\n' ' ' | cut -c1-900; echo
 t0=$SECONDS
-pre w-moe-12-q4_k "" --steps 5 --warmup 2 --breakdown
+pre w-moe-12-q4_k "FG_DEBUG_DEVICE_QUANT_INIT=1" --steps 5 --warmup 2 --breakdown
 echo "   ($((SECONDS - t0)) s) $(grep -E '^fusegraph: loading' /tmp/pre.txt)"
 grep -E "^  (fused.gated_matmul_id|matmul_id|attention|matmul) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
-STEP_TIMEOUT=90 stepf w-moe-12-q4_k ""
+STEP_TIMEOUT=90 stepf w-moe-12-q4_k "FG_DEBUG_DEVICE_QUANT_INIT=1"
 pre w-moe-12 "" --steps 5 --warmup 2 --breakdown
 grep -E "^  (fused.gated_matmul_id|matmul_id) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
-STEP_TIMEOUT=90 stepf w-dense-q4_k ""
+STEP_TIMEOUT=90 stepf w-dense-q4_k "FG_DEBUG_DEVICE_QUANT_INIT=1"
 if [ "$(left)" -gt 100 ]; then
   echo "== decode q4_K / q5_K GEMVs"
   timeout 90 fg_bench_kernels --reps 5 --no-cublas --benchmark_filter='/w-(dense|moe)/.*/q[45]_k/T(1|8)' --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"

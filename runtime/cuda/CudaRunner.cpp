@@ -496,6 +496,14 @@ static llvm::Expected<bool> initOnDevice(CudaRunner::Impl &m, const TensorSlot &
     return false;
   cudaKernel_t kernel = nullptr;
   const bool quantized = isQuantized(slot.type.dtype);
+  // Block-quantised weights on the device: opt-in until the GPU has run
+  // GpuWeightInit.QuantisedBlocksEqualTheHosts (written in the thirty-second
+  // session after its last GPU call). FG_DEBUG_DEVICE_QUANT_INIT=1.
+  if (quantized) {
+    const char *on = std::getenv("FG_DEBUG_DEVICE_QUANT_INIT");
+    if (!on || std::string_view(on) != "1")
+      return false;
+  }
   if (cudaError_t err =
           cudaLibraryGetKernel(&kernel, m.libraries[m.prog.initModule], symbol->c_str());
       err != cudaSuccess) {
@@ -603,8 +611,9 @@ llvm::Expected<std::unique_ptr<CudaRunner>> CudaRunner::create(const CompiledPro
       return onDevice.takeError();
     if (*onDevice)
       return llvm::Error::success();
-    // No device kernel for it (no init module; a plan older than the
-    // quantised initialisers): the host materialises it with the same formula.
+    // No device kernel for it (no init module; a quantised dtype without
+    // FG_DEBUG_DEVICE_QUANT_INIT=1, or a plan older than the quantised
+    // initialisers): the host materialises it with the same formula.
     HostTensor t;
     if (auto e = materializeInit(slot.init, slot.type, t))
       return e;
