@@ -325,10 +325,8 @@ inline llvm::Expected<std::vector<KernelCase>> kernelCases() {
         g.k = c.nEmbd;
         addQuant(g);
       } else {
-        for (auto [family, name, n, k] :
-             {std::tuple{KernelFamily::MatmulId, "gate_up", c.expertFf, c.nEmbd},
-              std::tuple{KernelFamily::MatmulId, "down", c.nEmbd, c.expertFf},
-              std::tuple{KernelFamily::GatedMatmulId, "gate_up", c.expertFf, c.nEmbd}}) {
+        // An expert case of `family` over W [n, k] per expert.
+        auto expert = [&](KernelFamily family, const char *name, int64_t n, int64_t k) {
           KernelCase e = base;
           e.family = family;
           e.shape = name;
@@ -336,20 +334,17 @@ inline llvm::Expected<std::vector<KernelCase>> kernelCases() {
           e.k = k;
           e.experts = c.nExperts;
           e.topK = c.nExpertsUsed;
-          addQuant(e);
-        }
+          return e;
+        };
+        addQuant(expert(KernelFamily::MatmulId, "gate_up", c.expertFf, c.nEmbd));
+        addQuant(expert(KernelFamily::MatmulId, "down", c.nEmbd, c.expertFf));
+        addQuant(expert(KernelFamily::GatedMatmulId, "gate_up", c.expertFf, c.nEmbd));
         // The down projection with the MoE sum and the residual in one launch
         // (fused.matmul_id_sum_add): T = 1 only, the types its DP4A form takes
         // at W-moe's K of 768 (q4_0's k-step is 512; q6_K's rows of 630 bytes
         // do not start 16-byte aligned).
         for (DType q : {DType::Q4_K, DType::Q8_0}) {
-          KernelCase e = base;
-          e.family = KernelFamily::MatmulIdSumAdd;
-          e.shape = "down";
-          e.n = c.nEmbd;
-          e.k = c.expertFf;
-          e.experts = c.nExperts;
-          e.topK = c.nExpertsUsed;
+          KernelCase e = expert(KernelFamily::MatmulIdSumAdd, "down", c.nEmbd, c.expertFf);
           e.dtype = q;
           e.T = 1;
           out.push_back(e);
@@ -359,17 +354,11 @@ inline llvm::Expected<std::vector<KernelCase>> kernelCases() {
         // given 32 of its 4096 (token, expert) pairs — the launches W-moe-12's
         // prefill spends most of its time in, timed apart from the workload
         // (whose quantised weights take a minute to build on the host).
-        for (auto [family, name, n, k] :
-             {std::tuple{KernelFamily::GatedMatmulId, "gate_up", c.expertFf, c.nEmbd},
-              std::tuple{KernelFamily::MatmulId, "down", c.nEmbd, c.expertFf}})
+        for (const KernelCase &p :
+             {expert(KernelFamily::GatedMatmulId, "gate_up", c.expertFf, c.nEmbd),
+              expert(KernelFamily::MatmulId, "down", c.nEmbd, c.expertFf)})
           for (DType q : kPrefillExpertTypes) {
-            KernelCase e = base;
-            e.family = family;
-            e.shape = name;
-            e.n = n;
-            e.k = k;
-            e.experts = c.nExperts;
-            e.topK = c.nExpertsUsed;
+            KernelCase e = p;
             e.dtype = q;
             e.T = kPrefillExpertTokens;
             out.push_back(e);
