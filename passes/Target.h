@@ -82,6 +82,10 @@ public:
   /// experts run as one grouped GEMM (so gated_matmul_id_chunk may fuse
   /// them); false: only 16-bit experts do.
   virtual bool groupsQuantisedExperts() const { return false; }
+  /// Whether `node` (matmul_id or fused.gated_matmul_id over block-quantised
+  /// experts, f32 x) would run as a grouped GEMM that reads x in f16
+  /// natively, so the `gemm-inputs` pass should convert x once before it.
+  virtual bool groupedExpertHalfX(const NodeDesc &) const { return false; }
   /// The node's estimated cost on this target.
   virtual NodeCost cost(const NodeDesc &node) const = 0;
 };

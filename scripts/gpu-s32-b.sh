@@ -5,7 +5,8 @@
 # device (init module fg_init_<type>, ir/QuantizeBlock.h).
 #   1. device-made blocks against the host's, the grouped-expert and
 #      quantised-workload GPU tests
-#   2. W-moe-12 q4_K: 512-token prefill (breakdown) and decode; its set-up
+#   2. W-moe-12 q4_K: 512-token prefill (breakdown) as it is and with x in
+#      f16 before the grouped GEMMs (FG_DEBUG_MOE_HALF_X=1), decode; set-up
 #   3. W-moe-12 f16 prefill, W-dense q4_K decode, decode q4_K GEMVs alone
 #   bash scripts/gpu-s32-b.sh DEADLINE_S  (carry [".gpu"])
 set -uo pipefail
@@ -19,6 +20,8 @@ t0=$SECONDS
 pre w-moe-12-q4_k "FG_DEBUG_DEVICE_QUANT_INIT=1" --steps 5 --warmup 2 --breakdown
 echo "   ($((SECONDS - t0)) s) $(grep -E '^fusegraph: loading' /tmp/pre.txt)"
 grep -E "^  (fused.gated_matmul_id|matmul_id|attention|matmul) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
+pre w-moe-12-q4_k "FG_DEBUG_DEVICE_QUANT_INIT=1 FG_DEBUG_MOE_HALF_X=1" --steps 5 --warmup 2 --breakdown
+grep -E "^  (fused.gated_matmul_id|matmul_id|convert) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
 STEP_TIMEOUT=90 stepf w-moe-12-q4_k "FG_DEBUG_DEVICE_QUANT_INIT=1"
 pre w-moe-12 "" --steps 5 --warmup 2 --breakdown
 grep -E "^  (fused.gated_matmul_id|matmul_id) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo

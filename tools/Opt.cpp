@@ -78,7 +78,11 @@ int runOpt(ArrayRef<const char *> args) {
   std::string targetName = f.get("target", "cuda");
   if (targetName != "cuda" && targetName != "none")
     return f.usageError("--target must be cuda or none, got '" + targetName + "'");
-  cuda::CudaTarget cudaTarget({}, cuda::costModelFromEnv());
+  // The FG_DEBUG_* kernel-form switches as compile() applies them, so `opt`
+  // shows the graph compile would lower.
+  cuda::EmitOptions emit;
+  cuda::applyDebugEnvironment(emit);
+  cuda::CudaTarget cudaTarget(emit, cuda::costModelFromEnv());
   PassOptions po;
   po.target = targetName == "cuda" ? &cudaTarget : nullptr;
   po.printIrAfterAll = f.has("print-ir-after-all");

@@ -16,16 +16,24 @@ uint64_t scratchOf(llvm::ArrayRef<Launch> launches) {
   return bytes;
 }
 
-llvm::Expected<std::vector<Launch>> CudaTarget::emitProbe(const NodeDesc &d) const {
-  Function probe("probe");
+namespace {
+
+/// `d` as the one node of `probe`, its operands the function's inputs.
+const Node &addProbeNode(Function &probe, const NodeDesc &d) {
   llvm::SmallVector<ValueId, 6> operands;
   for (size_t i = 0; i < d.operands.size(); ++i)
     operands.push_back(probe.addArgument("o" + std::to_string(i), d.operands[i], ArgRole::Input));
   llvm::SmallVector<std::string, 2> names;
   for (size_t r = 0; r < d.results.size(); ++r)
     names.push_back("r" + std::to_string(r));
-  NodeId id = probe.addNode(d.kind, operands, d.attrs, d.results, names);
-  const Node &node = probe.node(id);
+  return probe.node(probe.addNode(d.kind, operands, d.attrs, d.results, names));
+}
+
+} // namespace
+
+llvm::Expected<std::vector<Launch>> CudaTarget::emitProbe(const NodeDesc &d) const {
+  Function probe("probe");
+  const Node &node = addProbeNode(probe, d);
   return emitKernel(probe, node, contiguousLayouts(probe, node), emit_);
 }
 
@@ -41,6 +49,24 @@ int64_t CudaTarget::scratchBytes(const NodeDesc &node) const {
     return 0;
   }
   return static_cast<int64_t>(scratchOf(*launches));
+}
+
+bool CudaTarget::groupedExpertHalfX(const NodeDesc &d) const {
+  if (!emit_.groupedExpertHalfX || !emit_.groupedExpertQuant || !emit_.gemvQuantXHalf)
+    return false;
+  unsigned streams = d.kind == OpKind::FusedGatedMatmulId ? 2 : d.kind == OpKind::MatMulId ? 1 : 0;
+  if (!streams || d.operands.size() < 2 + streams)
+    return false;
+  const TensorType &x = d.operands[0];
+  if (x.dtype != DType::F32 || x.shape.empty() || x.shape[0] < emit_.groupedExpertMinTokens ||
+      !isQuantized(d.operands[1].dtype))
+    return false;
+  // The grouped GEMM must take the node as it would be with f16 x.
+  NodeDesc half = d;
+  half.operands[0].dtype = DType::F16;
+  Function probe("probe");
+  return detail::groupedExpertRefusal(probe, addProbeNode(probe, half), streams, /*quant=*/true)
+      .empty();
 }
 
 bool CudaTarget::readsAllBeforeWrite(const NodeDesc &node, unsigned operand) const {

@@ -69,6 +69,7 @@ public:
   bool readsAllBeforeWrite(const NodeDesc &node, unsigned operand) const override;
   int64_t maxGemvTokens() const override { return emit_.maxGemvTokens; }
   bool groupsQuantisedExperts() const override { return emit_.groupedExpertQuant; }
+  bool groupedExpertHalfX(const NodeDesc &node) const override;
   NodeCost cost(const NodeDesc &node) const override;
 
   const EmitOptions &emitOptions() const { return emit_; }

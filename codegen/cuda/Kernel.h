@@ -352,6 +352,15 @@ struct EmitOptions {
   /// measurement are in MoeEmitter.cpp). Same bits either way.
   /// FG_DEBUG_MOE_SKIP_ROWS=0 turns it off.
   bool groupedExpertSkipRows = true;
+  /// The grouped expert GEMM over block-quantised experts takes x in f16
+  /// (which it rounds x to anyway, gemvQuantXHalf): the `gemm-inputs` pass
+  /// converts x once (Target::groupedExpertHalfX) and the kernel loads 8
+  /// halves a unit straight into its tile — half the x bytes each of a
+  /// layer's column blocks re-reads, and no conversion a block. The same
+  /// bits (one round to nearest of the same f32, in the convert instead of
+  /// the GEMM). Written after the thirty-second session's last GPU call:
+  /// opt-in until its GPU test runs. FG_DEBUG_MOE_HALF_X=1.
+  bool groupedExpertHalfX = false;
   /// The grouped expert GEMM over block-quantised experts too (q4_K, q8_0,
   /// ...: each 8-weight unit of a tile decoded by the GEMV's block decoders
   /// into the f16 tile in shared memory, moeLoadQ), instead of one GEMV per

@@ -146,6 +146,12 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   // x rows as 16-byte f32 units (two float4 loads per 8 k instead of 8).
   const bool xVec = xt.dtype == DType::F32 && xl.strides[2] == 1 && xl.offset % 4 == 0 &&
                     xl.strides[0] % 4 == 0 && (xt.shape[1] == 1 || xl.strides[1] % 4 == 0);
+  // f16 x for quantised experts (EmitOptions::groupedExpertHalfX, the
+  // gemm-inputs pass's convert): 8 halves a 16-byte load, stored to the tile
+  // as they are (the f16 the kernel would have rounded x to).
+  const bool xVec16 = o.groupedExpertHalfX && quant && o.gemvQuantXHalf &&
+                      xt.dtype == DType::F16 && xl.strides[2] == 1 && xl.offset % 8 == 0 &&
+                      xl.strides[0] % 8 == 0 && (xt.shape[1] == 1 || xl.strides[1] % 8 == 0);
   Layout b0l = bias ? ls[idsAt + 1] : Layout::contiguous({1, 1});
   Layout b1l = bias ? ls[idsAt + 2] : Layout::contiguous({1, 1});
   DType b0t = bias ? fn.type(node.operands[idsAt + 1]).dtype : DType::F32;
@@ -171,7 +177,8 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
        ilit(4 + 4 * tiles) + ";\n";
   c += "  static constexpr bool kBias = " + flag(bias) +
        ", kWVec = " + flag(!quant && vecOk(w0l) && vecOk(w1l)) + ", kQuant = " + flag(quant) +
-       ", kXVec = " + flag(xVec) + ", kXHalf = " + flag(quant && o.gemvQuantXHalf) +
+       ", kXVec = " + flag(xVec) + ", kXVec16 = " + flag(xVec16) +
+       ", kXHalf = " + flag(quant && o.gemvQuantXHalf) +
        ", kQRowUnits = " + flag(quant && rowUnits) +
        ", kQDeferred = " + flag(quant && deferred) +
        ", kSkipRows = " + flag(skipRows) + ";\n";

@@ -30,6 +30,12 @@
 // An x that reshapes an op's own result is converted before the reshape
 // (convert(attention) then reshape: attention_convert fuses the pair).
 //
+// Expert-indexed matmuls (matmul_id, fused.gated_matmul_id) take the same
+// convert where the target says its grouped GEMM reads x in f16
+// (Target::groupedExpertHalfX: block-quantised experts, which the CUDA
+// grouped GEMM multiplies with x rounded to f16 anyway; opt-in,
+// FG_DEBUG_MOE_HALF_X=1).
+//
 //===----------------------------------------------------------------------===//
 #include "ir/Builder.h"
 #include "passes/FunctionCopy.h"
@@ -55,6 +61,11 @@ public:
     auto wanted = [&](const Node &n) -> std::optional<DType> {
       // fused.matmul_add over these rows is the same GEMM with the residual
       // as its C (the CUDA target's cuBLASLt form), reading x the same way.
+      // Expert-indexed matmuls the target's grouped GEMM runs with f16 x
+      // (block-quantised experts, Target::groupedExpertHalfX).
+      if (n.kind == OpKind::MatMulId || n.kind == OpKind::FusedGatedMatmulId)
+        return ctx.target->groupedExpertHalfX(NodeDesc::of(fn, n)) ? std::optional(DType::F16)
+                                                                    : std::nullopt;
       if (n.kind != OpKind::MatMul && n.kind != OpKind::FusedMatmulAdd)
         return std::nullopt;
       const TensorType &xt = fn.type(n.operands[0]), &wt = fn.type(n.operands[1]);

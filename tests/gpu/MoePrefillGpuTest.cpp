@@ -164,6 +164,48 @@ TEST(GpuGroupedExpert, SkippedRowsGiveTheSameBits) {
       }
 }
 
+/// x converted to f16 once before the grouped GEMM over block-quantised
+/// experts (FG_DEBUG_MOE_HALF_X=1, opt-in: the gemm-inputs pass's convert and
+/// the kernel's 16-byte f16 loads, kXVec16) gives the bits of the default,
+/// which rounds the same f32 x to f16 inside the GEMM. q4_K and q8_0, one and
+/// two streams; the plan with the switch must hold the convert.
+TEST(GpuGroupedExpert, HalfXGivesTheSameBits) {
+  FG_REQUIRE_GPU();
+  for (DType w : {DType::Q4_K, DType::Q8_0})
+    for (bool gated : {false, true}) {
+      SCOPED_TRACE(std::string(dtypeName(w)) + (gated ? " gated" : ""));
+      MoeCase c{40, 1, 8, 100, 256, 2, w};
+      c.gated = gated;
+      const Graph g = buildGraph(c);
+      auto bytes = [&](const char *halfX) -> std::vector<uint8_t> {
+        ScopedEnv env("FG_DEBUG_MOE_HALF_X", halfX);
+        CompileOptions co;
+        co.pipeline = "canonicalize,cse,dce,gemm-inputs";
+        auto plan = compile(g, co);
+        if (!plan) {
+          ADD_FAILURE() << errString(plan.takeError());
+          return {};
+        }
+        size_t converts = 0;
+        for (const Node &n : plan->graph().lookup("main")->nodes())
+          converts += n.kind == OpKind::Convert;
+        EXPECT_EQ(converts, std::string(halfX) == "1" ? 1u : 0u);
+        ExecOptions eo;
+        eo.device = ExecOptions::Device::Cuda;
+        eo.mode = ExecOptions::Mode::Graph;
+        auto gpu = Executor::create(*plan, eo);
+        if (!gpu) {
+          ADD_FAILURE() << errString(gpu.takeError());
+          return {};
+        }
+        return runBytes(*gpu, {{"ids", zeroOneMany(c)["ids"]}});
+      };
+      std::vector<uint8_t> base = bytes("0");
+      ASSERT_FALSE(base.empty());
+      EXPECT_EQ(base, bytes("1"));
+    }
+}
+
 TEST(GpuGroupedExpertReplay, BitIdentical) {
   FG_REQUIRE_GPU();
   MoeCase c{300, 1, 32, 128, 256, 4, DType::F16, true};

@@ -245,6 +245,9 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
     xr[v] = a.x + C::x_off + atok * C::x_st + aj * C::x_sj;
   }
   float xv[AU][8];
+  // C::kXVec16: x arrives in f16 (the gemm-inputs pass converted it once,
+  // FG_DEBUG_MOE_HALF_X=1) and a unit's 8 halves go to the tile as loaded.
+  uint4 xh[C::kXVec16 ? AU : 1];
   uint4 wv[C::kQDeferred ? 1 : BU][S];
   // Deferred decode (C::kQDeferred): a step's raw block bytes wait in
   // registers during the mmas of the step before, and are decoded only when
@@ -255,6 +258,19 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
 #pragma unroll
     for (int v = 0; v < AU; ++v) {
       const long long k = k0 + 8 * ((threadIdx.x + NT * v) % UR);
+      if constexpr (C::kXVec16) { // f16 rows, 16-byte aligned units
+        if (ap[v] >= 0 && k + 8 <= C::K) {
+          xh[v] = *reinterpret_cast<const uint4 *>(xr[v] + k);
+        } else {
+          unsigned h[8];
+#pragma unroll
+          for (int i = 0; i < 8; ++i)
+            h[i] = ap[v] >= 0 && k + i < C::K ? xr[v][(k + i) * C::x_ks].b : 0u;
+          xh[v] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16,
+                             h[6] | h[7] << 16);
+        }
+        continue;
+      }
       if constexpr (C::kXVec) { // f32 rows, 16-byte aligned units
         if (ap[v] >= 0 && k + 8 <= C::K) {
           const float4 lo = *reinterpret_cast<const float4 *>(xr[v] + k);
@@ -329,6 +345,10 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
 #pragma unroll
     for (int v = 0; v < AU; ++v) {
       const int i = threadIdx.x + NT * v, ar = i / UR, ac = 8 * (i % UR);
+      if constexpr (C::kXVec16) {
+        *reinterpret_cast<uint4 *>(&sh.ah[ar][ac]) = xh[v];
+        continue;
+      }
       // x pair q of the unit: hi (and lo) in the mma type.
       auto split = [&](int q, unsigned &hi, unsigned &lo) {
         hi = Dec::pack(xv[v][2 * q], xv[v][2 * q + 1]);

@@ -53,7 +53,8 @@ const std::vector<std::pair<const char *, const char *>> kCleared = {
     {"FG_DEBUG_FLASH_KEYS", nullptr},
     {"FG_DEBUG_MOE_SKIP_ROWS", nullptr},
     {"FG_DEBUG_MOE_ROWS", nullptr},
-    {"FG_DEBUG_FLASH_STAGES", nullptr}};
+    {"FG_DEBUG_FLASH_STAGES", nullptr},
+    {"FG_DEBUG_MOE_HALF_X", nullptr}};
 
 TEST(DebugEnvironment, SwitchesSetTheirOptions) {
   Env clean(kCleared);
@@ -62,13 +63,15 @@ TEST(DebugEnvironment, SwitchesSetTheirOptions) {
     Env env({{"FG_DEBUG_FLASH_KEYS", "32"},
              {"FG_DEBUG_MOE_SKIP_ROWS", "0"},
              {"FG_DEBUG_MOE_ROWS", "64"},
-             {"FG_DEBUG_FLASH_STAGES", "1"}});
+             {"FG_DEBUG_FLASH_STAGES", "1"},
+             {"FG_DEBUG_MOE_HALF_X", "1"}});
     cuda::applyDebugEnvironment(o);
   }
   EXPECT_EQ(o.attentionPrefillKeys, 32);
   EXPECT_FALSE(o.groupedExpertSkipRows);
   EXPECT_EQ(o.groupedExpertRows, 64);
   EXPECT_EQ(o.attentionPrefillStages, 1);
+  EXPECT_TRUE(o.groupedExpertHalfX);
 }
 
 TEST(DebugEnvironment, UnsetOrOutOfRangeKeepsWhatWasThere) {
