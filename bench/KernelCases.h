@@ -84,6 +84,7 @@ struct KernelCase {
 
   int64_t n = 0, k = 0;                                   ///< matmul: W [n, k] (per expert)
   int64_t experts = 0, topK = 0;                          ///< expert families
+  DType xDType = DType::F32; ///< expert families: x's dtype (f16: the gemm-inputs convert's)
   int64_t heads = 0, kvHeads = 0, headDim = 0, kvLen = 0; ///< attention
   int64_t hidden = 0;                                     ///< row kernels
   double eps = 1e-6;
@@ -362,6 +363,14 @@ inline llvm::Expected<std::vector<KernelCase>> kernelCases() {
             e.dtype = q;
             e.T = kPrefillExpertTokens;
             out.push_back(e);
+            // Block types again with x in f16, as the gemm-inputs pass gives
+            // it with FG_DEBUG_MOE_HALF_X=1 (the kernel's 16-byte f16 loads
+            // under the switch; element loads without it).
+            if (isQuantized(q)) {
+              e.shape += ".xf16";
+              e.xDType = DType::F16;
+              out.push_back(e);
+            }
           }
       }
     }
@@ -410,7 +419,7 @@ inline llvm::Error buildCaseFunction(const KernelCase &c, Function &fn) {
   case KernelFamily::GatedMatmulId: {
     // gate/up: x [T, 1, K] (one row shared by the k slots); down: [T, k, K].
     bool down = c.shape == "down";
-    ValueId x = b.input("x", {f32, {c.T, down ? c.topK : 1, c.k}});
+    ValueId x = b.input("x", {c.xDType, {c.T, down ? c.topK : 1, c.k}});
     ValueId ids = b.input("ids", {DType::I32, {c.T, c.topK}});
     if (c.family == KernelFamily::MatmulId) {
       b.result(b.matmulId(x, b.weight("w_exps", {c.dtype, {c.experts, c.n, c.k}}), ids, "y"));

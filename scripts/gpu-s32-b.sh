@@ -7,7 +7,8 @@
 #      quantised-workload GPU tests
 #   2. W-moe-12 q4_K: 512-token prefill (breakdown) as it is and with x in
 #      f16 before the grouped GEMMs (FG_DEBUG_MOE_HALF_X=1), decode; set-up
-#   3. W-moe-12 f16 prefill, W-dense q4_K decode, decode q4_K GEMVs alone
+#   3. W-moe-12 f16 prefill, W-dense q4_K decode; the prefill expert GEMMs
+#      alone with f32 x, f16 x, and f16 x by 16-byte loads; decode q4_K GEMVs
 #   bash scripts/gpu-s32-b.sh DEADLINE_S  (carry [".gpu"])
 set -uo pipefail
 source .gpu/env.sh
@@ -26,6 +27,13 @@ STEP_TIMEOUT=90 stepf w-moe-12-q4_k "FG_DEBUG_DEVICE_QUANT_INIT=1"
 pre w-moe-12 "" --steps 5 --warmup 2 --breakdown
 grep -E "^  (fused.gated_matmul_id|matmul_id) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
 STEP_TIMEOUT=90 stepf w-dense-q4_k "FG_DEBUG_DEVICE_QUANT_INIT=1"
+for e in "" "FG_DEBUG_MOE_HALF_X=1"; do
+  [ "$(left)" -gt 130 ] || break
+  echo "== prefill expert GEMMs, block types, ${e:-default} (x f32, and f16 x: element loads / with the switch 16-byte)"
+  env $e timeout 90 fg_bench_kernels --reps 5 --no-cublas --benchmark_filter='_id/w-moe/.*/q[46]_[0k]/T512' --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
+  cat /tmp/k.txt >> "$OUT/kern-full.txt"
+  grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2,3,4,5,6,8,11
+done
 if [ "$(left)" -gt 100 ]; then
   echo "== decode q4_K / q5_K GEMVs"
   timeout 90 fg_bench_kernels --reps 5 --no-cublas --benchmark_filter='/w-(dense|moe)/.*/q[45]_k/T(1|8)' --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"

@@ -98,7 +98,8 @@ TEST(KernelCases, FamiliesTokensAndSmokeSubset) {
   EXPECT_EQ(perFamily[KernelFamily::GatedMatmul], 2 * 2 * 4 + kQ); // w-dense, w-tiny
   // The expert families add a 512-token prefill chunk per prefill type (the
   // grouped GEMM): down for matmul_id, gate|up for the fused one.
-  constexpr int kP = static_cast<int>(std::size(kPrefillExpertTypes));
+  // (block types twice: x in f32 and in f16).
+  constexpr int kP = static_cast<int>(std::size(kPrefillExpertTypes)) * 2 - 1;
   EXPECT_EQ(perFamily[KernelFamily::MatmulId], 2 * 2 * 4 + 2 * kQ + kP); // gate_up, down
   EXPECT_EQ(perFamily[KernelFamily::GatedMatmulId], 1 * 2 * 4 + kQ + kP);
   // w-dense, w-moe x 3 KV x 4 T, and a prefill chunk of 512 and of 2048 each.
