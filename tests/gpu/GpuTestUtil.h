@@ -101,9 +101,20 @@ inline void expectMatchesReference(const Graph &g, const Inputs &inputs, double 
   }
 }
 
-/// `g` compiled with `co` (pipeline canonicalize,cse,dce) and prepared for
-/// the GPU, run as a CUDA graph; nothing, with a test failure, when either
+/// `plan` (or `g` compiled with `co`, pipeline canonicalize,cse,dce) prepared
+/// for the GPU, run as a CUDA graph; nothing, with a test failure, when a
 /// step fails. For replay tests (runBytes).
+inline std::optional<Executor> gpuGraphExecutor(const Plan &plan) {
+  ExecOptions eo;
+  eo.device = ExecOptions::Device::Cuda;
+  eo.mode = ExecOptions::Mode::Graph;
+  auto gpu = Executor::create(plan, eo);
+  if (!gpu) {
+    ADD_FAILURE() << errString(gpu.takeError());
+    return std::nullopt;
+  }
+  return std::move(*gpu);
+}
 inline std::optional<Executor> gpuGraphExecutor(const Graph &g, CompileOptions co = {}) {
   co.pipeline = "canonicalize,cse,dce";
   auto plan = compile(g, co);
@@ -111,15 +122,7 @@ inline std::optional<Executor> gpuGraphExecutor(const Graph &g, CompileOptions c
     ADD_FAILURE() << errString(plan.takeError());
     return std::nullopt;
   }
-  ExecOptions eo;
-  eo.device = ExecOptions::Device::Cuda;
-  eo.mode = ExecOptions::Mode::Graph;
-  auto gpu = Executor::create(*plan, eo);
-  if (!gpu) {
-    ADD_FAILURE() << errString(gpu.takeError());
-    return std::nullopt;
-  }
-  return std::move(*gpu);
+  return gpuGraphExecutor(*plan);
 }
 
 /// Sets `inputs`, runs `entry` and returns the bytes of result `output`;
