@@ -91,7 +91,7 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
   size_t initSource = ~size_t(0);
   if (needsInitModule(prog)) {
     initSource = sources.sources.size();
-    sources.sources.emplace_back("fg_init", initModuleSource());
+    sources.sources.emplace_back("fg_init", initModuleSource(initialisedBlockTypes(prog)));
   }
   ModuleStats ms;
   llvm::Expected<std::vector<uint32_t>> moduleOfSource =

@@ -1,6 +1,9 @@
 //===- WeightInitModule.cpp - the device's weight initialiser module ------===//
 #include "codegen/cuda/WeightInitModule.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringRef.h"
+
 namespace fg::cuda {
 namespace {
 
@@ -42,9 +45,13 @@ extern "C" __global__ void fg_init_i32(int *out, fg_u64 n, int kind, fg_u64 seed
 extern "C" __global__ void fg_init_i64(long long *out, fg_u64 n, int kind, fg_u64 seed, double a, double b) {
   FG_INIT_LOOP out[i] = fg_init::toInteger(FG_INIT_F32(i));
 }
-// Block-quantised weights: a thread per block computes its values with the
-// formula, then quantises them with ir/QuantizeBlock.h (the host's own
-// quantiser), so the blocks are the ones the host would make.
+)cuda";
+
+/// Block-quantised weights: a thread per block computes its values with the
+/// formula, then quantises them with ir/QuantizeBlock.h (the host's own
+/// quantiser), so the blocks are the ones the host would make. Instantiated
+/// per type: FG_INIT_QUANT(q4_k, Q4_K).
+constexpr const char kQuantKernel[] = R"cuda(
 #define FG_INIT_QUANT(name, T)                                                                 \
   extern "C" __global__ void fg_init_##name(unsigned char *out, fg_u64 n, int kind, fg_u64 seed, \
                                              double a, double b) {                             \
@@ -57,34 +64,39 @@ extern "C" __global__ void fg_init_i64(long long *out, fg_u64 n, int kind, fg_u6
       fg_quant::quantizeBlock(fg_quant::T, x, out + k * B);                                    \
     }                                                                                          \
   }
-FG_INIT_QUANT(q8_0, Q8_0)
-FG_INIT_QUANT(q4_0, Q4_0)
-FG_INIT_QUANT(q4_1, Q4_1)
-FG_INIT_QUANT(q5_0, Q5_0)
-FG_INIT_QUANT(q5_1, Q5_1)
-FG_INIT_QUANT(iq4_nl, IQ4_NL)
-FG_INIT_QUANT(q2_k, Q2_K)
-FG_INIT_QUANT(q3_k, Q3_K)
-FG_INIT_QUANT(q4_k, Q4_K)
-FG_INIT_QUANT(q5_k, Q5_K)
-FG_INIT_QUANT(q6_k, Q6_K)
-FG_INIT_QUANT(iq4_xs, IQ4_XS)
 )cuda";
+
+/// A weight the formula makes (normal, uniform, constant).
+bool isGenerated(const WeightInit &init) {
+  return init.kind == WeightInit::Kind::Normal || init.kind == WeightInit::Kind::Uniform ||
+         init.kind == WeightInit::Kind::Constant;
+}
 
 } // namespace
 
 bool needsInitModule(const CompiledProgram &prog) {
-  for (const TensorSlot &w : prog.weights)
-    if (w.init.kind == WeightInit::Kind::Normal || w.init.kind == WeightInit::Kind::Uniform ||
-        w.init.kind == WeightInit::Kind::Constant)
-      return true;
-  return false;
+  return llvm::any_of(prog.weights, [](const TensorSlot &w) { return isGenerated(w.init); });
 }
 
-const std::string &initModuleSource() {
-  static const std::string source =
-      std::string("// fusegraph weight initialisers\n") + kInitFormula + kQuantizeBlock + kInitKernels;
-  return source;
+std::vector<DType> initialisedBlockTypes(const CompiledProgram &prog) {
+  std::vector<DType> out;
+  for (const TensorSlot &w : prog.weights)
+    if (isQuantized(w.type.dtype) && isGenerated(w.init) && !llvm::is_contained(out, w.type.dtype))
+      out.push_back(w.type.dtype);
+  return out;
+}
+
+std::string initModuleSource(llvm::ArrayRef<DType> blockTypes) {
+  std::string s = std::string("// fusegraph weight initialisers\n") + kInitFormula + kInitKernels;
+  if (blockTypes.empty())
+    return s;
+  s += kQuantizeBlock;
+  s += kQuantKernel;
+  for (DType t : blockTypes) {
+    std::string name(dtypeName(t)), upper = llvm::StringRef(name).upper();
+    s += "FG_INIT_QUANT(" + name + ", " + upper + ")\n";
+  }
+  return s;
 }
 
 } // namespace fg::cuda

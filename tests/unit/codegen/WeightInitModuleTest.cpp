@@ -24,11 +24,17 @@ std::vector<DType> everyDType() {
   return out;
 }
 
-/// The module embeds ir/InitFormula.h and ir/QuantizeBlock.h (not copies)
-/// and has one kernel per dtype, block-quantised ones included; it compiles
-/// with NVRTC (no GPU needed).
+/// The module embeds ir/InitFormula.h and, given block types, ir/QuantizeBlock.h
+/// (not copies) and has one kernel per dtype, the block types asked for
+/// included; it compiles with NVRTC (no GPU needed). Without block types the
+/// quantiser's text stays out.
 TEST(WeightInitModule, EmbedsTheSharedFormulaAndCompiles) {
-  const std::string &src = initModuleSource();
+  const std::string plain = initModuleSource();
+  EXPECT_EQ(plain.find("namespace fg_quant"), std::string::npos);
+  EXPECT_EQ(plain.find("fg_init_q"), std::string::npos);
+  const std::vector<DType> all = everyDType();
+  const std::vector<DType> blocks(all.begin() + 5, all.end());
+  const std::string src = initModuleSource(blocks);
   EXPECT_NE(src.find("namespace fg_init"), std::string::npos);
   EXPECT_NE(src.find("FG_INIT_FN double value("), std::string::npos);
   EXPECT_NE(src.find("namespace fg_quant"), std::string::npos);
@@ -56,14 +62,21 @@ TEST(WeightInitModule, EmbedsTheSharedFormulaAndCompiles) {
   EXPECT_NE(body.find("div.rn.f32"), std::string::npos);
 }
 
-/// A program with initialised weights carries the init module.
+/// A program with initialised weights carries the init module; its block
+/// types are those of initialised block-quantised weights, each once.
 TEST(WeightInitModule, NeededOnlyForInitialisedWeights) {
   CompiledProgram p;
   EXPECT_FALSE(needsInitModule(p));
   p.weights.push_back({"w", {DType::I32, {4}}, WeightInit::uniform(1, 0, 9)});
   EXPECT_TRUE(needsInitModule(p));
+  EXPECT_TRUE(initialisedBlockTypes(p).empty());
   p.weights.back().init = WeightInit::tensor("m.gguf", "w");
   EXPECT_FALSE(needsInitModule(p));
+  p.weights.push_back({"a", {DType::Q4_K, {2, 256}}, WeightInit::normal(1, 0.02)});
+  p.weights.push_back({"b", {DType::Q6_K, {2, 256}}, WeightInit::normal(2, 0.02)});
+  p.weights.push_back({"c", {DType::Q4_K, {4, 256}}, WeightInit::uniform(3, -1, 1)});
+  p.weights.push_back({"d", {DType::Q8_0, {4, 32}}, WeightInit::tensor("m.gguf", "d")});
+  EXPECT_EQ(initialisedBlockTypes(p), (std::vector<DType>{DType::Q4_K, DType::Q6_K}));
 }
 
 /// Weights of every generated dtype, copied out by conts (what the GPU test
@@ -104,6 +117,32 @@ TEST(WeightInitModule, ProgramOfEveryGeneratedDtypeCompiles) {
     EXPECT_NE(init.ptx.find(".entry " + *symbol), std::string::npos) << *symbol;
   }
   EXPECT_EQ(prog->entries[0].launches.size(), 5u);
+}
+
+/// A program with an initialised q4_K weight: its init module has the q4_K
+/// kernel and no other block type's.
+TEST(WeightInitModule, ProgramGetsItsBlockTypesKernels) {
+  auto g = parseGraph(R"(graph @main(input %ids: i32[3],
+    weight %w: q4_k[5, 256] {init = normal(seed = 3, std = 0.02)}) {
+  %y = get_rows(%w, %ids) : f32[3, 256]
+  return %y
+}
+)",
+                      "q.fg");
+  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("fg-init-module", dir));
+  CompileOptions co;
+  co.kernelCacheDir = std::string(dir);
+  auto plan = compile(*g, co);
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  auto prog = decodeProgram(plan->section("program")->bytes);
+  ASSERT_TRUE(bool(prog)) << llvm::toString(prog.takeError());
+  ASSERT_GE(prog->initModule, 0);
+  const std::string &ptx = prog->modules[prog->initModule].ptx;
+  EXPECT_NE(ptx.find(".entry fg_init_q4_k"), std::string::npos);
+  EXPECT_EQ(ptx.find(".entry fg_init_q6_k"), std::string::npos);
+  EXPECT_NE(ptx.find(".entry fg_init_f32"), std::string::npos);
 }
 
 } // namespace
