@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Superseded (thirty-second session): both forms it times became the only
+# forms and their FG_DEBUG switches were removed; see scripts/gpu-s32-b.sh.
 # For the session after the thirty-first: what was written after its last
 # call, in two parts (a W-moe-12 q4_K prefill run takes ~80 s on this machine,
 # most of it quantising the workload's weights on the CPU: thirty-first
