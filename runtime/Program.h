@@ -268,21 +268,11 @@ inline bool weightFollows(const std::vector<TensorSlot> &weights, uint32_t a, ui
 }
 
 /// The init module's kernel for weights of `dtype` ("fg_init_f32",
-/// "fg_init_q4_k", ...: every float, integer and block-quantised dtype). A
-/// block-quantised kernel makes one block a thread (n is still elements).
+/// "fg_init_q4_k", ...): every float and integer dtype has one, a
+/// block-quantised dtype where the program initialises one of its weights
+/// (codegen initialisedBlockTypes; a thread a block, n still elements).
 inline std::optional<std::string> initKernelSymbol(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-  case DType::F16:
-  case DType::BF16:
-  case DType::I32:
-  case DType::I64:
-    return "fg_init_" + std::string(dtypeName(dtype));
-  default:
-    if (isQuantized(dtype))
-      return "fg_init_" + std::string(dtypeName(dtype));
-    return std::nullopt;
-  }
+  return "fg_init_" + std::string(dtypeName(dtype));
 }
 
 } // namespace fg

@@ -43,6 +43,7 @@
 #include "passes/Target.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
 
 namespace fg {
 namespace {
@@ -77,10 +78,12 @@ public:
         return DType::F16;
       return std::nullopt;
     };
-    bool any = false;
+    // Once a node: the expert-indexed question builds a probe function.
+    std::vector<std::optional<DType>> want;
     for (const Node &n : fn.nodes())
-      any |= wanted(n).has_value();
-    if (!any)
+      want.push_back(wanted(n));
+    auto wantOf = [&](const Node &n) { return want[static_cast<size_t>(&n - fn.nodes().data())]; };
+    if (llvm::none_of(want, [](const std::optional<DType> &d) { return d.has_value(); }))
       return false;
 
     // x a reshape of an op's own result: converted before the reshape (see
@@ -97,7 +100,7 @@ public:
     for (const Node &n : fn.nodes())
       for (unsigned i = 0; i < n.operands.size(); ++i) {
         ++uses[n.operands[i]];
-        convertingUses[n.operands[i]] += i == 0 && wanted(n).has_value();
+        convertingUses[n.operands[i]] += i == 0 && wantOf(n).has_value();
       }
     for (ValueId r : fn.results())
       ++uses[r];
@@ -114,7 +117,7 @@ public:
     for (const Node &node : fn.nodes()) {
       if (dropped(node))
         continue;
-      std::optional<DType> d = wanted(node);
+      std::optional<DType> d = wantOf(node);
       if (!d) {
         copy.copy(node);
         continue;

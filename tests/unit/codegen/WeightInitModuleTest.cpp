@@ -79,11 +79,43 @@ TEST(WeightInitModule, NeededOnlyForInitialisedWeights) {
   EXPECT_EQ(initialisedBlockTypes(p), (std::vector<DType>{DType::Q4_K, DType::Q6_K}));
 }
 
+/// `text` parsed and compiled (with `pipeline`, or the default; a fresh
+/// kernel cache) into its program; nothing, with a test failure, when a step
+/// fails.
+std::optional<CompiledProgram> compiledProgram(llvm::StringRef text, const char *pipeline = "") {
+  auto g = parseGraph(text, "w.fg");
+  if (!g) {
+    ADD_FAILURE() << llvm::toString(g.takeError());
+    return std::nullopt;
+  }
+  llvm::SmallString<128> dir;
+  if (llvm::sys::fs::createUniqueDirectory("fg-init-module", dir)) {
+    ADD_FAILURE() << "no cache directory";
+    return std::nullopt;
+  }
+  CompileOptions co;
+  if (*pipeline)
+    co.pipeline = pipeline;
+  co.kernelCacheDir = std::string(dir);
+  auto plan = compile(*g, co);
+  if (!plan) {
+    ADD_FAILURE() << llvm::toString(plan.takeError());
+    return std::nullopt;
+  }
+  auto prog = decodeProgram(plan->section("program")->bytes);
+  if (!prog) {
+    ADD_FAILURE() << llvm::toString(prog.takeError());
+    return std::nullopt;
+  }
+  return std::move(*prog);
+}
+
 /// Weights of every generated dtype, copied out by conts (what the GPU test
 /// GpuWeightInit.EveryGeneratedDtypeEqualsTheReference runs): the program
 /// compiles and every weight has a device kernel in its init module.
 TEST(WeightInitModule, ProgramOfEveryGeneratedDtypeCompiles) {
-  auto g = parseGraph(R"(graph @main(
+  // dce only: canonicalize would drop the conts of weights.
+  std::optional<CompiledProgram> prog = compiledProgram(R"(graph @main(
     weight %uf32: f32[4099] {init = uniform(seed = 11, min = -3.0, max = 3.0)},
     weight %uf16: f16[4099] {init = uniform(seed = 12, min = -3.0, max = 3.0)},
     weight %ubf16: bf16[4099] {init = uniform(seed = 13, min = -3.0, max = 3.0)},
@@ -96,18 +128,8 @@ TEST(WeightInitModule, ProgramOfEveryGeneratedDtypeCompiles) {
   %e = cont(%ci64) : i64[7]
   return %a, %b, %c, %d, %e
 }
-)",
-                      "w.fg");
-  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
-  llvm::SmallString<128> dir;
-  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("fg-init-module", dir));
-  CompileOptions co;
-  co.pipeline = "dce"; // canonicalize would drop the conts of weights
-  co.kernelCacheDir = std::string(dir);
-  auto plan = compile(*g, co);
-  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
-  auto prog = decodeProgram(plan->section("program")->bytes);
-  ASSERT_TRUE(bool(prog)) << llvm::toString(prog.takeError());
+)", "dce");
+  ASSERT_TRUE(prog.has_value());
   ASSERT_GE(prog->initModule, 0);
   const KernelImage &init = prog->modules[prog->initModule];
   ASSERT_EQ(prog->weights.size(), 5u);
@@ -122,22 +144,13 @@ TEST(WeightInitModule, ProgramOfEveryGeneratedDtypeCompiles) {
 /// A program with an initialised q4_K weight: its init module has the q4_K
 /// kernel and no other block type's.
 TEST(WeightInitModule, ProgramGetsItsBlockTypesKernels) {
-  auto g = parseGraph(R"(graph @main(input %ids: i32[3],
+  std::optional<CompiledProgram> prog = compiledProgram(R"(graph @main(input %ids: i32[3],
     weight %w: q4_k[5, 256] {init = normal(seed = 3, std = 0.02)}) {
   %y = get_rows(%w, %ids) : f32[3, 256]
   return %y
 }
-)",
-                      "q.fg");
-  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
-  llvm::SmallString<128> dir;
-  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("fg-init-module", dir));
-  CompileOptions co;
-  co.kernelCacheDir = std::string(dir);
-  auto plan = compile(*g, co);
-  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
-  auto prog = decodeProgram(plan->section("program")->bytes);
-  ASSERT_TRUE(bool(prog)) << llvm::toString(prog.takeError());
+)");
+  ASSERT_TRUE(prog.has_value());
   ASSERT_GE(prog->initModule, 0);
   const std::string &ptx = prog->modules[prog->initModule].ptx;
   EXPECT_NE(ptx.find(".entry fg_init_q4_k"), std::string::npos);
