@@ -61,6 +61,11 @@ bool CudaTarget::groupedExpertHalfX(const NodeDesc &d) const {
   if (x.dtype != DType::F32 || x.shape.empty() || x.shape[0] < emit_.groupedExpertMinTokens ||
       !isQuantized(d.operands[1].dtype))
     return false;
+  // The int8 form quantises the f32 x itself (kernels/moe_i8.cuh).
+  const TensorType &w = d.operands[1], &ids = d.operands[1 + streams];
+  if (w.shape.size() == 3 && x.shape.size() == 3 && ids.shape.size() == 2 &&
+      detail::groupedExpertInt8(emit_, w.dtype, w.shape[2], x.shape[1], ids.shape[1]))
+    return false;
   // The grouped GEMM must take the node as it would be with f16 x.
   NodeDesc half = d;
   half.operands[0].dtype = DType::F16;

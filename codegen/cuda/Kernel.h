@@ -361,6 +361,15 @@ struct EmitOptions {
   /// the GEMM). Written after the thirty-second session's last GPU call:
   /// opt-in until its GPU test runs. FG_DEBUG_MOE_HALF_X=1.
   bool groupedExpertHalfX = false;
+  /// The grouped expert GEMM over q4_K experts (K a multiple of 256) on
+  /// integer tensor cores (kernels/moe_i8.cuh): x quantised to int8 per 32
+  /// once, by the routing launch's other blocks, and the weights' nibbles
+  /// fed to mma.m16n8k32 as they lie, where the f16 form decodes each weight
+  /// to an f16 tile (~22 instructions a weight, bound by issue). The launch
+  /// reads x as ActQuant::Int8 (the reference reproduces it). Written in the
+  /// thirty-third session, which had no GPU: opt-in until its GPU tests run.
+  /// FG_DEBUG_MOE_INT8=1.
+  bool groupedExpertInt8 = false;
   /// The grouped expert GEMM over block-quantised experts too (q4_K, q8_0,
   /// ...: each 8-weight unit of a tile decoded by the GEMV's block decoders
   /// into the f16 tile in shared memory, moeLoadQ), instead of one GEMV per

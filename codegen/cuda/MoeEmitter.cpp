@@ -32,6 +32,11 @@ std::string flag(bool b) { return b ? "true" : "false"; }
 
 } // namespace
 
+bool groupedExpertInt8(const EmitOptions &o, DType w, int64_t K, int64_t X, int64_t kk) {
+  return o.groupedExpertInt8 && o.groupedExpertQuant && w == DType::Q4_K && K % 256 == 0 &&
+         (X == 1 || X == kk);
+}
+
 int64_t groupedExpertTiles(int64_t pairs, int64_t experts, int64_t rows) {
   return moeMaxTiles(pairs, experts + 1, rows);
 }
@@ -116,6 +121,17 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   // busiest warp's anyway.
   const bool skipRows = o.groupedExpertSkipRows && quant;
   int64_t pairs = xt.shape[0] * kk, tiles = groupedExpertTiles(pairs, E, BM);
+  // q4_K on integer tensor cores (kernels/moe_i8.cuh): 8 warps of one n8
+  // tile each (128 threads: 4 warps of two), every stream.
+  const bool i8 = groupedExpertInt8(o, wt.dtype, K, xt.shape[1], kk);
+  const int64_t i8NT = o.groupedExpertThreads == 128 ? 128 : 256, i8NJ = kBN / 8 / (i8NT / 32);
+  const int64_t xRows = xt.shape[0] * xt.shape[1];
+  // The int8 x after the permutation: xq (K bytes a row, 16-byte aligned),
+  // then {dx, Σ x} (8 bytes a 32-block).
+  const uint64_t permEnd = static_cast<uint64_t>(4 + 4 * tiles + pairs) * 4;
+  const uint64_t xqOff = (permEnd + 15) / 16 * 16;
+  const uint64_t xsOff = xqOff + static_cast<uint64_t>(xRows * K + 15) / 16 * 16;
+  const uint64_t i8End = xsOff + static_cast<uint64_t>(xRows * (K / 32)) * 8;
   bool bias = node.operands.size() > idsAt + 1;
   const Layout &w0l = ls[1], &w1l = ls[streams];
   auto vecOk = [&](const Layout &w) {
@@ -170,8 +186,17 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   c += "  using B0 = " + ctype(b0t) + ";\n  using B1 = " + ctype(b1t) + ";\n";
   c += "  using Epi = " + epilogue.str() + ";\n";
   c += llvm::formatv("  static constexpr int BM = {0}, BN = {1}, KT = {2}, NT = {3};\n", BM, kBN, KT,
-                     NT)
+                     i8 ? i8NT : NT)
            .str();
+  // The int8 GEMM's dynamic shared memory (kernels/moe_i8.cuh MoeI8Smem):
+  // two stages of x rows (288 bytes), their {dx, Σ x} (72) and the weight
+  // rows' super-blocks (160 a stream).
+  const int64_t i8Shared = 2 * BM * 288 + 2 * BM * 72 + 2 * streams * kBN * 160;
+  c += "  static constexpr int kI8NJ = " + std::to_string(i8NJ) +
+       ";\n  static constexpr long long kI8Shared = " + ilit(i8Shared) + ";\n";
+  c += "  static constexpr long long kXRows = " + ilit(xRows) +
+       ", kXRowsPerToken = " + ilit(xt.shape[1]) + ", kXqOff = " + ilit(int64_t(xqOff)) +
+       ", kXsOff = " + ilit(int64_t(xsOff)) + ";\n";
   c += "  static constexpr long long N = " + ilit(N) + ", K = " + ilit(K) + ", E = " + ilit(E) +
        ", kk = " + ilit(kk) + ", kPairs = " + ilit(pairs) + ", kTilesOff = 4LL, kPermOff = " +
        ilit(4 + 4 * tiles) + ";\n";
@@ -197,16 +222,30 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
        ilit(il.strides[0]) + ", ids_sj = " + ilit(il.strides[1]) + ";\n";
   c += "};\n";
   std::string srcs = kernelSource("gemv.cuh").str() + kernelSource("moe_tiles.cuh").str() +
-                     kernelSource("moe.cuh").str() + c;
+                     kernelSource("moe.cuh").str() +
+                     (i8 ? kernelSource("moe_i8.cuh").str() : std::string()) + c;
 
-  KernelSpec route = finishSpec(node.info().mnemonic,
-                                srcs + kernelEntry(kRouteThreads,
-                                                   "int* scratch, const Cfg::Ids* ids",
-                                                   "fg::moeRoute<Cfg>(fg::MoeArgs<Cfg>{nullptr, "
-                                                   "scratch, nullptr, nullptr, nullptr, ids, "
-                                                   "nullptr, nullptr});"));
+  // The routing launch; in the int8 form its blocks 1.. quantise x (8
+  // lanes a 32-block, at most two blocks an SM).
+  KernelSpec route =
+      i8 ? finishSpec(node.info().mnemonic,
+                      srcs + kernelEntry(kRouteThreads,
+                                         "int* scratch, const Cfg::Ids* ids, const Cfg::X* x",
+                                         "fg::moeRouteI8<Cfg>(fg::MoeArgs<Cfg>{nullptr, scratch, "
+                                         "x, nullptr, nullptr, ids, nullptr, nullptr});"))
+         : finishSpec(node.info().mnemonic,
+                      srcs + kernelEntry(kRouteThreads, "int* scratch, const Cfg::Ids* ids",
+                                         "fg::moeRoute<Cfg>(fg::MoeArgs<Cfg>{nullptr, "
+                                         "scratch, nullptr, nullptr, nullptr, ids, "
+                                         "nullptr, nullptr});"));
   route.block[0] = kRouteThreads;
   route.params = {Param::scratch(), Param::operand(idsAt)};
+  if (i8) {
+    const int64_t quantBlocks = std::min<int64_t>(
+        (xRows * (K / 32) * 8 + kRouteThreads - 1) / kRouteThreads, 2 * int64_t(o.smCount));
+    route.grid[0] = static_cast<unsigned>(1 + std::max<int64_t>(quantBlocks, 1));
+    route.params.push_back(Param::operand(0));
+  }
 
   std::string params = "float* y, int* scratch, const Cfg::X* x, const Cfg::W* w0";
   std::string args = "y, scratch, x, w0, ";
@@ -221,13 +260,19 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   } else {
     args += ", nullptr, nullptr";
   }
-  KernelSpec gemm = finishSpec(node.info().mnemonic,
-                               srcs + kernelEntry(static_cast<unsigned>(NT), params,
-                                                  "fg::moeGemm<Cfg>(fg::MoeArgs<Cfg>{" + args +
-                                                      "});"));
+  const int64_t gemmThreads = i8 ? i8NT : NT;
+  KernelSpec gemm = finishSpec(
+      node.info().mnemonic,
+      srcs + kernelEntry(static_cast<unsigned>(gemmThreads), params,
+                         std::string(i8 ? "fg::moeGemmI8" : "fg::moeGemm") +
+                             "<Cfg>(fg::MoeArgs<Cfg>{" + args + "});"));
   gemm.grid[0] = static_cast<unsigned>((N + kBN - 1) / kBN);
   gemm.grid[1] = static_cast<unsigned>(tiles);
-  gemm.block[0] = static_cast<unsigned>(NT);
+  gemm.block[0] = static_cast<unsigned>(gemmThreads);
+  if (i8) {
+    gemm.actQuant = ActQuant::Int8; // the reference reproduces x's int8 (cpuActQuant)
+    gemm.sharedBytes = static_cast<unsigned>(i8Shared);
+  }
   gemm.params = {Param::result(0), Param::scratch(), Param::operand(0), Param::operand(1)};
   if (streams == 2)
     gemm.params.push_back(Param::operand(2));
@@ -236,7 +281,7 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
     gemm.params.push_back(Param::operand(idsAt + 1));
     gemm.params.push_back(Param::operand(idsAt + 2));
   }
-  uint64_t scratch = static_cast<uint64_t>(4 + 4 * tiles + pairs) * 4;
+  uint64_t scratch = i8 ? i8End : permEnd;
   route.scratchBytes = gemm.scratchBytes = scratch;
   return std::vector<Launch>{std::move(route), std::move(gemm)};
 }

@@ -125,3 +125,58 @@ TEST(ActQuantPlan, Dp4aLaunchesAreRecordedAndReproduced) {
   ASSERT_FALSE(bool(evalNode(f1.nodes().back(), {&xv, &wv}, r, ActQuant::Int8)));
   EXPECT_EQ(r[0].toFloats(), bigInt8);
 }
+
+/// The grouped expert GEMM over q4_K experts on integer tensor cores
+/// (FG_DEBUG_MOE_INT8=1, kernels/moe_i8.cuh) at a prefill chunk of 40
+/// tokens: its GEMM launch records Int8 (the routing launch, which also
+/// quantises x, Exact), and the CPU executor with cpuActQuant computes the
+/// expert matmul with int8 x — near the exact result but not equal; without
+/// the option nothing records Int8 and cpuActQuant changes nothing.
+TEST(ActQuantPlan, GroupedInt8ExpertsAreRecordedAndReproduced) {
+  auto build = [] {
+    Graph g;
+    Function &fn = g.addFunction("main");
+    Builder b(fn);
+    ValueId x = b.weight("x", {DType::F32, {40, 1, 512}}, WeightInit::normal(3, 1.0, 0.0));
+    ValueId ids = b.weight("ids", {DType::I32, {40, 2}}, WeightInit::uniform(4, 0.0, 7.0));
+    ValueId w = b.weight("w", {DType::Q4_K, {8, 96, 512}}, WeightInit::normal(5, 0.05, 0.0));
+    b.result(b.matmulId(x, w, ids, "y"));
+    EXPECT_FALSE(bool(b.finish()));
+    return g;
+  };
+  auto compileWith = [&](const char *int8) {
+    if (int8)
+      setenv("FG_DEBUG_MOE_INT8", int8, 1);
+    else
+      unsetenv("FG_DEBUG_MOE_INT8");
+    CompileOptions co;
+    co.pipeline = "canonicalize,cse,dce";
+    co.arch = "sm_90";
+    co.kernelCacheDir = test::kernelCacheDir();
+    auto plan = compile(build(), co);
+    unsetenv("FG_DEBUG_MOE_INT8");
+    return plan;
+  };
+  auto plan = compileWith("1");
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  const PlanSection *s = plan->section("program");
+  ASSERT_NE(s, nullptr);
+  auto prog = decodeProgram(s->bytes);
+  ASSERT_TRUE(bool(prog)) << llvm::toString(prog.takeError());
+  std::vector<ActQuant> acts;
+  for (const LaunchRecord &l : prog->entries[0].launches)
+    if (l.op == OpKind::MatMulId)
+      acts.push_back(l.actQuant);
+  EXPECT_EQ(acts, (std::vector<ActQuant>{ActQuant::Exact, ActQuant::Int8})) << "route, GEMM";
+  const std::vector<float> exact = runCpu(*plan, false, "y"), int8 = runCpu(*plan, true, "y");
+  ASSERT_EQ(exact.size(), 40u * 2 * 96);
+  EXPECT_GT(normalizedError(int8, exact), 1e-5) << "cpuActQuant changed nothing";
+  EXPECT_LE(normalizedError(int8, exact), 2e-2);
+
+  auto plain = compileWith(nullptr);
+  ASSERT_TRUE(bool(plain)) << llvm::toString(plain.takeError());
+  auto plainProg = decodeProgram(plain->section("program")->bytes);
+  ASSERT_TRUE(bool(plainProg));
+  EXPECT_EQ(quantisedXLaunches(plainProg->entries[0]), 0u);
+  EXPECT_EQ(runCpu(*plain, true, "y"), runCpu(*plain, false, "y"));
+}

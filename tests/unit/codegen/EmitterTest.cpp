@@ -1507,6 +1507,70 @@ TEST(CudaEmit, GroupedExpertGemmQuantised) {
   EXPECT_TRUE(contains(kernel(f16, 1), "w0_ld = 256LL"));
 }
 
+/// q4_K experts on integer tensor cores (kernels/moe_i8.cuh, opt-in
+/// EmitOptions::groupedExpertInt8): the routing launch also quantises x (its
+/// grid one block more than the quantising blocks, x its third parameter),
+/// the GEMM reads x as ActQuant::Int8 and its scratch holds the int8 rows
+/// after the permutation; one and two streams, x a row a token and a row a
+/// slot, 256 and 128 threads, compiled by NVRTC. Other types keep the f16
+/// form, as does everything without the option.
+TEST(CudaEmit, GroupedExpertGemmInt8) {
+  auto build = [](DType w, int64_t K, bool gated, int64_t X) {
+    return [=](Builder &b) {
+      auto x = b.input("x", T(DType::F32, {40, X, K}));
+      auto ids = b.input("ids", T(DType::I32, {40, 4}));
+      auto g = b.weight("gate_exps", T(w, {8, 100, K}));
+      if (!gated) {
+        b.result(b.matmulId(x, g, ids));
+        return;
+      }
+      b.result(b.create(OpKind::FusedGatedMatmulId,
+                        {x, g, b.weight("up_exps", T(w, {8, 100, K})), ids},
+                        {{"kind", Attribute::ofEnum(0)},
+                         {"alpha", Attribute::ofFloat(1.702)},
+                         {"limit", Attribute::ofFloat(7.0)}}));
+    };
+  };
+  EmitOptions on;
+  on.groupedExpertInt8 = true;
+  struct Form {
+    bool gated;
+    int64_t X, K, threads;
+  };
+  for (Form f : {Form{true, 1, 512, 0}, Form{false, 4, 256, 0}, Form{false, 1, 768, 128}}) {
+    SCOPED_TRACE((f.gated ? "gated X " : "X ") + std::to_string(f.X) + " K " +
+                 std::to_string(f.K) + " threads " + std::to_string(f.threads));
+    EmitOptions o = on;
+    o.groupedExpertThreads = f.threads;
+    auto ls = emitAll(build(DType::Q4_K, f.K, f.gated, f.X), {}, o);
+    ASSERT_EQ(ls.size(), 2u);
+    const KernelSpec &route = kernel(ls, 0), &gemm = kernel(ls, 1);
+    EXPECT_TRUE(contains(route, "fg::moeRouteI8<Cfg>("));
+    EXPECT_TRUE(contains(gemm, "fg::moeGemmI8<Cfg>("));
+    ASSERT_EQ(route.params.size(), 3u);
+    EXPECT_EQ(route.params[2].kind, Param::Kind::Operand);
+    EXPECT_EQ(route.params[2].index, 0u);
+    // 40 · X rows of K / 32 blocks, 8 lanes a block, 1024 threads a block.
+    const int64_t quant = (40 * f.X * (f.K / 32) * 8 + 1023) / 1024;
+    EXPECT_EQ(route.grid[0], static_cast<unsigned>(1 + quant));
+    EXPECT_EQ(gemm.actQuant, ActQuant::Int8);
+    EXPECT_EQ(route.actQuant, ActQuant::Exact);
+    const unsigned nt = f.threads == 128 ? 128u : 256u;
+    EXPECT_EQ(gemm.block[0], nt);
+    EXPECT_TRUE(contains(gemm, nt == 128 ? "kI8NJ = 2;" : "kI8NJ = 1;"));
+    EXPECT_TRUE(contains(gemm, "kXRowsPerToken = " + std::to_string(f.X) + "LL"));
+    // The int8 rows and their {dx, Σ x} after the routing's scratch.
+    const uint64_t rows = 40 * static_cast<uint64_t>(f.X);
+    EXPECT_GE(gemm.scratchBytes, rows * f.K + rows * (f.K / 32) * 8);
+    EXPECT_EQ(route.scratchBytes, gemm.scratchBytes);
+  }
+  // Not taken: q8_0, or the option off.
+  EXPECT_FALSE(contains(kernel(emitAll(build(DType::Q8_0, 256, true, 1), {}, on), 1),
+                        "moeGemmI8"));
+  EXPECT_FALSE(contains(kernel(emitAll(build(DType::Q4_K, 768, false, 1)), 1), "moeGemmI8"));
+  EXPECT_EQ(kernel(emitAll(build(DType::Q4_K, 768, false, 1)), 1).actQuant, ActQuant::Exact);
+}
+
 TEST(CudaEmit, UnsupportedCasesSayWhy) {
   Function fn("u");
   Builder b(fn);
