@@ -111,17 +111,23 @@ void decodeQ4_K(const uint8_t *b, float *y) {
 
 } // namespace
 
-void decodeQ4KParts(const uint8_t *src, float *scaled, float *mins, int64_t n) {
-  for (int64_t blk = 0; blk < n / 256; ++blk, src += 144, scaled += 256, mins += 256) {
+void decodeKQuantParts(DType t, const uint8_t *src, float *scaled, float *mins, int64_t n) {
+  assert((t == DType::Q4_K || t == DType::Q5_K) && "q4_K or q5_K");
+  const bool q5 = t == DType::Q5_K;
+  const int64_t bytes = q5 ? 176 : 144;
+  for (int64_t blk = 0; blk < n / 256; ++blk, src += bytes, scaled += 256, mins += 256) {
     const float d = halfToFloat(load16(src)), dmin = halfToFloat(load16(src + 2));
-    const uint8_t *scales = src + 4, *q = src + 16;
+    const uint8_t *scales = src + 4, *qh = src + 16, *q = src + (q5 ? 48 : 16);
     for (int c = 0; c < 4; ++c, q += 32)
       for (int h = 0; h < 2; ++h) { // sub-block 2c + h: the low (h 0) or high nibbles
         uint8_t sc, m;
         scaleMinK4(2 * c + h, scales, sc, m);
         const float ds = d * sc, dm = dmin * m;
         for (int l = 0; l < 32; ++l) {
-          scaled[64 * c + 32 * h + l] = ds * static_cast<float>(h ? q[l] >> 4 : q[l] & 0xF);
+          int v = h ? q[l] >> 4 : q[l] & 0xF;
+          if (q5)
+            v |= ((qh[l] >> (2 * c + h)) & 1) << 4;
+          scaled[64 * c + 32 * h + l] = ds * static_cast<float>(v);
           mins[64 * c + 32 * h + l] = dm;
         }
       }

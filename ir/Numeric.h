@@ -24,11 +24,12 @@ void decodeRow(DType t, const uint8_t *src, float *dst, int64_t n);
 /// integer types values are rounded to nearest). Block types are not encodable
 /// here: returns false.
 bool encodeRow(DType t, const float *src, uint8_t *dst, int64_t n);
-/// q4_K's two parts of `n` elements (whole 256-blocks): scaled = d·sc·q and
-/// mins = dmin·m, so that decodeRow gives scaled − mins (each product in f32,
-/// as decodeRow's). The DP4A GEMV applies the first to int8 x and the second
-/// to the exact x (ActQuant, ir/Quantize.h).
-void decodeQ4KParts(const uint8_t *src, float *scaled, float *mins, int64_t n);
+/// A q4_K or q5_K row's two parts of `n` elements (whole 256-blocks): scaled
+/// = d·sc·q and mins = dmin·m, so that decodeRow gives scaled − mins (each
+/// product in f32, as decodeRow's). The DP4A GEMV and the grouped expert
+/// GEMM on integer tensor cores apply the first to int8 x and the second to
+/// the exact x (ActQuant, ir/Quantize.h). Asserts `t` is one of the two.
+void decodeKQuantParts(DType t, const uint8_t *src, float *scaled, float *mins, int64_t n);
 
 /// The 16 levels of iq4_nl / iq4_xs (ggml's kvalues_iq4nl), times the block scale.
 extern const int8_t kIQ4Values[16];

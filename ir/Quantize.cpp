@@ -65,7 +65,8 @@ bool quantizeRow(DType t, const float *src, uint8_t *dst, int64_t n) {
 }
 
 bool quantizesActivations(DType t) {
-  return t == DType::Q4_K || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q6_K;
+  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q8_0 || t == DType::Q4_0 ||
+         t == DType::Q6_K;
 }
 
 void quantizeActivationsInt8(const float *x, int64_t k, int8_t *xq, float *dx) {

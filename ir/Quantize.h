@@ -46,7 +46,8 @@ enum class ActQuant : uint8_t {
 // 4e-4 of a result each): that form is checked against the exact reference.
 
 /// Whether a GEMV over `t` weights quantises x where its launch says Int8
-/// (the DP4A kernels' types: q4_K, q8_0, q4_0, q6_K).
+/// (the DP4A kernels' types, q4_K, q8_0, q4_0, q6_K, and q5_K, which the
+/// grouped expert GEMM on integer tensor cores takes).
 bool quantizesActivations(DType t);
 
 /// x[0 .. k) (k a multiple of 32) to int8 per block of 32, the DP4A kernels'

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Superseded by gpu-s33-a.sh (which runs all of this and the int8 form).
 # Thirty-second session, call 3 (not run: no machine was lent after call 2;
 # for the next session): after the permute scales and the ldmatrix
 # form became the only forms, and quantised weights are initialised on the

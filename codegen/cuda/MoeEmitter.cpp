@@ -33,8 +33,8 @@ std::string flag(bool b) { return b ? "true" : "false"; }
 } // namespace
 
 bool groupedExpertInt8(const EmitOptions &o, DType w, int64_t K, int64_t X, int64_t kk) {
-  return o.groupedExpertInt8 && o.groupedExpertQuant && w == DType::Q4_K && K % 256 == 0 &&
-         (X == 1 || X == kk);
+  return o.groupedExpertInt8 && o.groupedExpertQuant && (w == DType::Q4_K || w == DType::Q5_K) &&
+         K % 256 == 0 && (X == 1 || X == kk);
 }
 
 int64_t groupedExpertTiles(int64_t pairs, int64_t experts, int64_t rows) {
@@ -191,7 +191,11 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   // The int8 GEMM's dynamic shared memory (kernels/moe_i8.cuh MoeI8Smem):
   // two stages of x rows (288 bytes), their {dx, Σ x} (72) and the weight
   // rows' super-blocks (160 a stream).
-  const int64_t i8Shared = 2 * BM * 288 + 2 * BM * 72 + 2 * streams * kBN * 160;
+  const int64_t i8Row = wt.dtype == DType::Q5_K ? 224 : 160; // MoeI8Q5K / MoeI8Q4K::kRow
+  const int64_t i8Shared = 2 * BM * 288 + 2 * BM * 72 + 2 * streams * kBN * i8Row;
+  if (i8)
+    c += std::string("  using I8 = ") +
+         (wt.dtype == DType::Q5_K ? "fg::MoeI8Q5K" : "fg::MoeI8Q4K") + ";\n";
   c += "  static constexpr int kI8NJ = " + std::to_string(i8NJ) +
        ";\n  static constexpr long long kI8Shared = " + ilit(i8Shared) + ";\n";
   c += "  static constexpr long long kXRows = " + ilit(xRows) +

@@ -186,7 +186,8 @@ Error evalSetRows(Ctx &c) {
 /// at a time. `act` Int8 (or Int8NormDeferred: its caller has x·norm_w here)
 /// over weights whose GEMV quantises x (quantizesActivations): each x row as
 /// the DP4A kernels read it, x̂ = dx·xq per 32 (quantizeActivationsInt8), and
-/// q4_K's mins (dmin·m) against the exact x, as kernels/gemv_dp4a.cuh computes
+/// q4_K's and q5_K's mins (dmin·m) against the exact x, as kernels/gemv_dp4a.cuh
+/// and kernels/moe_i8.cuh compute
 /// Σ w·x: every integer dot there is exact, so only f32 rounding differs.
 Error matmulRows(const float *x, int64_t m, const HostTensor &w, int64_t wRow0, int64_t n,
                  int64_t k, float *out, int64_t outStride, ActQuant act = ActQuant::Exact) {
@@ -194,7 +195,7 @@ Error matmulRows(const float *x, int64_t m, const HostTensor &w, int64_t wRow0, 
   const bool int8 = act != ActQuant::Exact && quantizesActivations(wt);
   if (int8 && k % 32)
     return failf("int8 activations take whole blocks of 32, not K = {0}", k);
-  // With int8 x, `mins` holds q4_K's dmin·m (zero for the other types).
+  // With int8 x, `mins` holds q4_K's / q5_K's dmin·m (zero for the other types).
   std::vector<float> row(static_cast<size_t>(k)), mins(int8 ? static_cast<size_t>(k) : 0);
   std::vector<double> xhat; // m rows of dx·xq
   if (int8) {
@@ -208,10 +209,12 @@ Error matmulRows(const float *x, int64_t m, const HostTensor &w, int64_t wRow0, 
     }
   }
   for (int64_t j = 0; j < n; ++j) {
-    if (int8 && wt == DType::Q4_K) {
+    if (int8 && (wt == DType::Q4_K || wt == DType::Q5_K)) {
       if ((wRow0 + j) * k % 256 || k % 256)
-        return failf("cannot read q4_K row {0} of {1} elements: not whole 256-blocks", wRow0 + j, k);
-      decodeQ4KParts(w.data.data() + storageBytes(wt, (wRow0 + j) * k), row.data(), mins.data(), k);
+        return failf("cannot read {0} row {1} of {2} elements: not whole 256-blocks",
+                     dtypeName(wt), wRow0 + j, k);
+      decodeKQuantParts(wt, w.data.data() + storageBytes(wt, (wRow0 + j) * k), row.data(),
+                        mins.data(), k);
     } else if (Error e = decodeRange(w, (wRow0 + j) * k, k, row.data())) {
       return e;
     }

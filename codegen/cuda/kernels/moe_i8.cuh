@@ -1,7 +1,8 @@
-//===- moe_i8.cuh - prefill q4_K expert matmuls on integer tensor cores -----===//
+//===- moe_i8.cuh - prefill q4_K / q5_K expert matmuls on integer tensor cores ===//
 //
 // The grouped expert GEMM of moe.cuh (same routing, tile table and
-// un-permuting store) for q4_K experts, with x quantised to int8 once and
+// un-permuting store) for q4_K and q5_K experts (C::I8: MoeI8Q4K, MoeI8Q5K),
+// with x quantised to int8 once and
 // the weights' nibbles fed to `mma.m16n8k32` (s8 x, u8 weights, s32 sums)
 // as they lie in the file: the f16 form decodes every weight to f16,
 // stores it to a shared tile and reads it back by ldmatrix, ~22 instructions
@@ -159,6 +160,23 @@ static __device__ __forceinline__ void moeK4ScaleMin(const uint4 &h, int s, floa
   dmn = fg_to_f(fg_f16{(unsigned short)(dm >> 16)}) * mn;
 }
 
+/// The block types of the int8 form (C::I8): a super-block's bytes, where
+/// its quants lie, and the padded row of a staged super-block in shared
+/// memory (kRow ≡ 32 or 96 mod 128 bytes: the 8-byte reads of a half warp,
+/// rows g .. g + 3 at bytes 8t .., fall on 32 distinct banks).
+/// q4_K: 144 bytes, d, dmin, scales[12], qs[128].
+struct MoeI8Q4K {
+  static constexpr int kBytes = 144, kRow = 160, kQs = 16;
+  static constexpr bool kHigh = false;
+};
+/// q5_K: 176 bytes, d, dmin, scales[12] as q4_K's, qh[32], qs[128] as
+/// q4_K's: weight l of sub-block s has bit s of qh[l] above its nibble (0..31;
+/// |Σ q·xq| ≤ 32 · 31 · 127 < 2^22).
+struct MoeI8Q5K {
+  static constexpr int kBytes = 176, kRow = 224, kQs = 48;
+  static constexpr bool kHigh = true;
+};
+
 /// The GEMM's dynamic shared memory, two stages of a super-block each
 /// (Cfg::kI8Shared bytes; the emitter's size is checked here):
 ///   xq [2][BM][288]     the tile's quantised x rows (256 bytes + 32: the
@@ -166,10 +184,10 @@ static __device__ __forceinline__ void moeK4ScaleMin(const uint4 &h, int s, floa
 ///                       bytes 8t .., fall on 32 distinct banks);
 ///   xs [2][BM][9]       their {dx, Σ x} per 32-block (rows of 9: rows
 ///                       g .. g + 3 differ in bank);
-///   w  [2][S][BN][160]  the block's weight rows' super-blocks (144 bytes +
-///                       16: conflict-free as xq's).
+///   w  [2][S][BN][R]    the block's weight rows' super-blocks (C::I8's
+///                       bytes, padded to kRow: conflict-free as xq's).
 template <class C> struct MoeI8Smem {
-  static constexpr int S = C::Epi::kStreams, kXqRow = 288, kXsRow = 9, kWRow = 160;
+  static constexpr int S = C::Epi::kStreams, kXqRow = 288, kXsRow = 9, kWRow = C::I8::kRow;
   static constexpr long long kXq = 0, kXs = kXq + 2LL * C::BM * kXqRow,
                              kW = kXs + 2LL * C::BM * kXsRow * 8,
                              kBytes = kW + 2LL * S * C::BN * kWRow;
@@ -192,7 +210,8 @@ template <class C> static __device__ __forceinline__ void moeGemmI8(const MoeArg
   static_assert(NW * NJ * 8 == BN, "the warps' n8 tiles cover the block's columns");
   static_assert(C::K % 256 == 0, "whole q4_K super-blocks");
   constexpr long long NSB = C::K / 256, KB = C::K / 32;
-  constexpr int kBlockBytes = 144;
+  constexpr int kBlockBytes = C::I8::kBytes, kChunks = kBlockBytes / 16;
+  using Q = typename C::I8;
   extern __shared__ __align__(16) unsigned char fg_moe_i8_smem[];
   const MoeI8Smem<C> sm{fg_moe_i8_smem};
   __shared__ int xrow[BM], pair[BM]; // x row and pair of each tile row (-1 past its rows)
@@ -246,8 +265,8 @@ template <class C> static __device__ __forceinline__ void moeGemmI8(const MoeArg
       const int r = u >> 3, c = u & 7, xr = xrow[r];
       moeCopy<8>(sm.xs(buf, r) + c, xs + (xr < 0 ? 0 : xr * KB + 8 * sb + c), xr >= 0);
     }
-    for (int u = threadIdx.x; u < S * BN * 9; u += NT) {
-      const int s = u / (BN * 9), n = (u / 9) % BN, c = u % 9;
+    for (int u = threadIdx.x; u < S * BN * kChunks; u += NT) {
+      const int s = u / (BN * kChunks), n = (u / kChunks) % BN, c = u % kChunks;
       const bool live = n0 + n < C::N;
       const long long ld = s == 0 ? C::w0_ld : C::w1_ld;
       moeCopy<16>(sm.w(buf, s, n) + 16 * c,
@@ -269,7 +288,7 @@ template <class C> static __device__ __forceinline__ void moeGemmI8(const MoeArg
     // This lane's weights of the super-block: qs bytes 8t .. 8t + 7 of each
     // of the 4 groups of row g, and the scale and min of sub-block g of its
     // columns 2t, 2t + 1 (from their 16-byte headers: d, dmin, scales).
-    uint2 q[S][NJ][4];
+    uint2 q[S][NJ][4], qh[S][NJ];
     float dsc[S][NJ][2], dmn[S][NJ][2];
 #pragma unroll
     for (int s = 0; s < S; ++s)
@@ -278,7 +297,9 @@ template <class C> static __device__ __forceinline__ void moeGemmI8(const MoeArg
         const unsigned char *row = sm.w(buf, s, nw + 8 * j + g);
 #pragma unroll
         for (int c = 0; c < 4; ++c)
-          q[s][j][c] = *reinterpret_cast<const uint2 *>(row + 16 + 32 * c + 8 * t);
+          q[s][j][c] = *reinterpret_cast<const uint2 *>(row + Q::kQs + 32 * c + 8 * t);
+        // q5_K: the fifth bits of weights 8t .. 8t + 7 of every sub-block.
+        qh[s][j] = Q::kHigh ? *reinterpret_cast<const uint2 *>(row + 16 + 8 * t) : make_uint2(0, 0);
 #pragma unroll
         for (int h = 0; h < 2; ++h)
           moeK4ScaleMin(*reinterpret_cast<const uint4 *>(sm.w(buf, s, nw + 8 * j + 2 * t + h)), g,
@@ -303,6 +324,10 @@ template <class C> static __device__ __forceinline__ void moeGemmI8(const MoeArg
           const int shift = 4 * (sub & 1);
           b0[s][j] = (w.x >> shift) & 0x0F0F0F0Fu;
           b1[s][j] = (w.y >> shift) & 0x0F0F0F0Fu;
+          if constexpr (Q::kHigh) {
+            b0[s][j] |= ((qh[s][j].x >> sub) & 0x01010101u) << 4;
+            b1[s][j] |= ((qh[s][j].y >> sub) & 0x01010101u) << 4;
+          }
         }
 #pragma unroll
       for (int m = 0; m < MT; ++m) {

@@ -126,20 +126,22 @@ TEST(ActQuantPlan, Dp4aLaunchesAreRecordedAndReproduced) {
   EXPECT_EQ(r[0].toFloats(), bigInt8);
 }
 
-/// The grouped expert GEMM over q4_K experts on integer tensor cores
+/// The grouped expert GEMM over q4_K and q5_K experts on integer tensor cores
 /// (FG_DEBUG_MOE_INT8=1, kernels/moe_i8.cuh) at a prefill chunk of 40
 /// tokens: its GEMM launch records Int8 (the routing launch, which also
 /// quantises x, Exact), and the CPU executor with cpuActQuant computes the
 /// expert matmul with int8 x — near the exact result but not equal; without
 /// the option nothing records Int8 and cpuActQuant changes nothing.
 TEST(ActQuantPlan, GroupedInt8ExpertsAreRecordedAndReproduced) {
-  auto build = [] {
+  for (DType wt : {DType::Q4_K, DType::Q5_K}) {
+  SCOPED_TRACE(std::string(dtypeName(wt)));
+  auto build = [wt] {
     Graph g;
     Function &fn = g.addFunction("main");
     Builder b(fn);
     ValueId x = b.weight("x", {DType::F32, {40, 1, 512}}, WeightInit::normal(3, 1.0, 0.0));
     ValueId ids = b.weight("ids", {DType::I32, {40, 2}}, WeightInit::uniform(4, 0.0, 7.0));
-    ValueId w = b.weight("w", {DType::Q4_K, {8, 96, 512}}, WeightInit::normal(5, 0.05, 0.0));
+    ValueId w = b.weight("w", {wt, {8, 96, 512}}, WeightInit::normal(5, 0.05, 0.0));
     b.result(b.matmulId(x, w, ids, "y"));
     EXPECT_FALSE(bool(b.finish()));
     return g;
@@ -179,4 +181,5 @@ TEST(ActQuantPlan, GroupedInt8ExpertsAreRecordedAndReproduced) {
   ASSERT_TRUE(bool(plainProg));
   EXPECT_EQ(quantisedXLaunches(plainProg->entries[0]), 0u);
   EXPECT_EQ(runCpu(*plain, true, "y"), runCpu(*plain, false, "y"));
+  }
 }

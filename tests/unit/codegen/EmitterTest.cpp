@@ -1507,7 +1507,7 @@ TEST(CudaEmit, GroupedExpertGemmQuantised) {
   EXPECT_TRUE(contains(kernel(f16, 1), "w0_ld = 256LL"));
 }
 
-/// q4_K experts on integer tensor cores (kernels/moe_i8.cuh, opt-in
+/// q4_K and q5_K experts on integer tensor cores (kernels/moe_i8.cuh, opt-in
 /// EmitOptions::groupedExpertInt8): the routing launch also quantises x (its
 /// grid one block more than the quantising blocks, x its third parameter),
 /// the GEMM reads x as ActQuant::Int8 and its scratch holds the int8 rows
@@ -1537,12 +1537,19 @@ TEST(CudaEmit, GroupedExpertGemmInt8) {
     bool gated;
     int64_t X, K, threads;
   };
-  for (Form f : {Form{true, 1, 512, 0}, Form{false, 4, 256, 0}, Form{false, 1, 768, 128}}) {
-    SCOPED_TRACE((f.gated ? "gated X " : "X ") + std::to_string(f.X) + " K " +
-                 std::to_string(f.K) + " threads " + std::to_string(f.threads));
+  struct Typed {
+    DType w;
+    Form f;
+  };
+  for (auto [w, f] : {Typed{DType::Q4_K, {true, 1, 512, 0}}, Typed{DType::Q4_K, {false, 4, 256, 0}},
+                      Typed{DType::Q4_K, {false, 1, 768, 128}}, Typed{DType::Q5_K, {true, 1, 256, 0}},
+                      Typed{DType::Q5_K, {false, 4, 512, 0}}}) {
+    SCOPED_TRACE(std::string(dtypeName(w)) + (f.gated ? " gated X " : " X ") +
+                 std::to_string(f.X) + " K " + std::to_string(f.K) + " threads " +
+                 std::to_string(f.threads));
     EmitOptions o = on;
     o.groupedExpertThreads = f.threads;
-    auto ls = emitAll(build(DType::Q4_K, f.K, f.gated, f.X), {}, o);
+    auto ls = emitAll(build(w, f.K, f.gated, f.X), {}, o);
     ASSERT_EQ(ls.size(), 2u);
     const KernelSpec &route = kernel(ls, 0), &gemm = kernel(ls, 1);
     EXPECT_TRUE(contains(route, "fg::moeRouteI8<Cfg>("));
@@ -1559,6 +1566,12 @@ TEST(CudaEmit, GroupedExpertGemmInt8) {
     EXPECT_EQ(gemm.block[0], nt);
     EXPECT_TRUE(contains(gemm, nt == 128 ? "kI8NJ = 2;" : "kI8NJ = 1;"));
     EXPECT_TRUE(contains(gemm, "kXRowsPerToken = " + std::to_string(f.X) + "LL"));
+    EXPECT_TRUE(contains(gemm, w == DType::Q5_K ? "using I8 = fg::MoeI8Q5K;"
+                                                : "using I8 = fg::MoeI8Q4K;"));
+    // Two stages of x (288 + 72 bytes a row) and of the weight rows (160 or
+    // 224 bytes a stream), dynamic.
+    EXPECT_EQ(gemm.sharedBytes, 2u * 64 * 360 + 2u * (f.gated ? 2 : 1) * 64 *
+                                                     (w == DType::Q5_K ? 224 : 160));
     // The int8 rows and their {dx, Σ x} after the routing's scratch.
     const uint64_t rows = 40 * static_cast<uint64_t>(f.X);
     EXPECT_GE(gemm.scratchBytes, rows * f.K + rows * (f.K / 32) * 8);
@@ -3340,8 +3353,11 @@ public:
     // (1), and its fragments by ldmatrix (3 forms, each with its routing
     // kernel, whose source carries the Cfg: 6), 615 once the thirty-second
     // made ldmatrix the only form, before its grouped GEMM over f16 x (2
-    // forms with their routing kernels: 4): each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 619u);
+    // forms with their routing kernels: 4), 619 before the thirty-third's
+    // grouped GEMM on integer tensor cores (5 forms of q4_K and q5_K and
+    // the 3 it refuses, with their routing kernels: 34): each NVRTC compile
+    // is CI time.
+    EXPECT_LE(compiled().compiles, 653u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =

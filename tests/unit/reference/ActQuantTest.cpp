@@ -26,7 +26,8 @@ namespace {
 /// y[n] = Σ_k W[n, k]·x[k] as the DP4A kernels define it: x quantised per 32
 /// (dx = max|x| / 127, xq = rint(x · 127 / max|x|)), and per block, in
 /// double: q4_K d·sc·dx·Σ q·xq − dmin·m·Σ x; q8_0 d·dx·Σ q·xq; q4_0
-/// d·dx·(Σ q·xq − 8·Σ xq) (q the unsigned nibble); q6_K per 16 weights
+/// d·dx·(Σ q·xq − 8·Σ xq) (q the unsigned nibble); q5_K as q4_K with the
+/// 5-bit q; q6_K per 16 weights
 /// d·sc·dx·(Σ q·xq − 32·Σ xq) (q the unsigned 6-bit value).
 std::vector<double> dp4aFormula(DType t, const std::vector<uint8_t> &w, const std::vector<float> &x,
                                 int64_t N) {
@@ -52,11 +53,14 @@ std::vector<double> dp4aFormula(DType t, const std::vector<uint8_t> &w, const st
   std::vector<double> y(N, 0.0);
   for (int64_t n = 0; n < N; ++n) {
     const uint8_t *row = w.data() + n * rowBytes;
-    if (t == DType::Q4_K) {
+    if (t == DType::Q4_K || t == DType::Q5_K) {
+      // q5_K (176 bytes): q4_K's layout with qh[32] before qs, bit j of
+      // qh[l] the fifth bit of weight l of sub-block j.
+      const bool q5 = t == DType::Q5_K;
       for (int64_t sb = 0; sb < K / 256; ++sb) {
-        const uint8_t *blk = row + sb * 144;
+        const uint8_t *blk = row + sb * (q5 ? 176 : 144);
         const double d = half(blk), dmin = half(blk + 2);
-        const uint8_t *sc = blk + 4, *qs = blk + 16;
+        const uint8_t *sc = blk + 4, *qh = blk + 16, *qs = blk + (q5 ? 48 : 16);
         for (int j = 0; j < 8; ++j) {
           int s, m; // ggml's get_scale_min_k4
           if (j < 4) {
@@ -70,7 +74,7 @@ std::vector<double> dp4aFormula(DType t, const std::vector<uint8_t> &w, const st
           double sx = 0;
           for (int l = 0; l < 32; ++l) {
             const uint8_t byte = qs[32 * (j / 2) + l];
-            const int q = (j & 1) ? byte >> 4 : byte & 0xF;
+            const int q = ((j & 1) ? byte >> 4 : byte & 0xF) | (q5 ? ((qh[l] >> j) & 1) << 4 : 0);
             dot += static_cast<long long>(q) * xq[k0 + l];
             sx += x[k0 + l];
           }
@@ -178,14 +182,14 @@ TEST(ActQuant, Int8BlocksByHand) {
 
 /// matmul over the four DP4A types with x as Int8: the formula to f32
 /// rounding; exactly (ActQuant::Exact) a different result, within the x
-/// quantisation's error; over a type no DP4A kernel reads (q5_K, f16) Int8
-/// changes nothing.
+/// quantisation's error; over a type no int8 kernel reads (q5_0, f16) Int8
+/// changes nothing. (q5_K: the grouped expert GEMM on integer tensor cores.)
 TEST(ActQuant, MatmulIsTheDp4aFormula) {
   // 61 rows: the exact result's distance is a mean over rows (q4_K's scale
   // parts, which see the int8 x, are larger than its weights).
   const int64_t N = 61, K = 2048;
   uint64_t seed = 11;
-  for (DType t : {DType::Q4_K, DType::Q8_0, DType::Q4_0, DType::Q6_K}) {
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q8_0, DType::Q4_0, DType::Q6_K}) {
     SCOPED_TRACE(dtypeName(t));
     OneOp o;
     HostTensor x = f32({1, K}, normals(K, seed++));
@@ -200,10 +204,12 @@ TEST(ActQuant, MatmulIsTheDp4aFormula) {
     std::vector<float> want = toF(dp4aFormula(t, w.data, x.toFloats(), N));
     EXPECT_LE(normalizedError(int8, want), 1e-6);
     EXPECT_GT(normalizedError(exact, want), 1e-4) << "int8 x made no difference";
-    // q4_K: ~1.9e-2 (its scale parts see the int8 x); the others ~0.5-0.8e-2.
-    EXPECT_LE(normalizedError(exact, want), t == DType::Q4_K ? 3e-2 : 1e-2);
+    // q4_K / q5_K: ~1.9e-2 (their scale parts see the int8 x); the others
+    // ~0.5-0.8e-2.
+    EXPECT_LE(normalizedError(exact, want),
+              t == DType::Q4_K || t == DType::Q5_K ? 3e-2 : 1e-2);
   }
-  for (DType t : {DType::Q5_K, DType::F16}) {
+  for (DType t : {DType::Q5_0, DType::F16}) {
     SCOPED_TRACE(dtypeName(t));
     OneOp o;
     HostTensor x = f32({1, 256}, normals(256, seed++));

@@ -266,4 +266,30 @@ TEST(Blocks, DecodesConsecutiveBlocks) {
   EXPECT_EQ(y[32 + 3], -6.0f);
 }
 
+/// decodeKQuantParts splits q4_K and q5_K rows into d·sc·q and dmin·m whose
+/// difference is decodeRow's value, bit for bit (both f32 products and one
+/// f32 subtraction), over two super-blocks of random bytes with finite d and
+/// dmin (q5_K's fifth bits included: decodeRow reads them).
+TEST(Blocks, KQuantPartsGiveTheDecodedValues) {
+  for (DType t : {DType::Q4_K, DType::Q5_K}) {
+    SCOPED_TRACE(dtypeName(t));
+    const int64_t bytes = t == DType::Q5_K ? 176 : 144;
+    std::vector<uint8_t> b(2 * bytes);
+    uint32_t s = 12345;
+    for (uint8_t &v : b) {
+      s = s * 1664525u + 1013904223u;
+      v = static_cast<uint8_t>(s >> 24);
+    }
+    for (int64_t blk = 0; blk < 2; ++blk) {
+      put16(b, blk * bytes, 0x2E66);     // d ≈ 0.1
+      put16(b, blk * bytes + 2, 0x2A66); // dmin ≈ 0.05
+    }
+    std::vector<float> row(512), scaled(512), mins(512);
+    decodeRow(t, b.data(), row.data(), 512);
+    decodeKQuantParts(t, b.data(), scaled.data(), mins.data(), 512);
+    for (int i = 0; i < 512; ++i)
+      EXPECT_EQ(scaled[i] - mins[i], row[i]) << i;
+  }
+}
+
 } // namespace

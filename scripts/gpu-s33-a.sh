@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Thirty-third session (no machine was lent: for the next session's first
+# call). Everything written since the thirty-second session's last call:
+#   1. tests: device-made quantised blocks against the host's, the grouped
+#      expert GEMM's forms (f16 x, and q4_K on integer tensor cores:
+#      GpuGroupedExpert.Int8AgainstTheReference), the quantised workloads
+#      with the device-made weights
+#   2. W-moe-12 q4_K 512-token prefill: default, FG_DEBUG_MOE_INT8=1,
+#      FG_DEBUG_MOE_HALF_X=1 (breakdowns); W-moe-12 f16 prefill
+#   3. the prefill expert GEMMs alone, q4_K, default against int8
+#   4. memcheck / racecheck over the int8 test; decode steps
+#   bash scripts/gpu-s33-a.sh DEADLINE_S  (carry [".gpu"])
+set -uo pipefail
+source .gpu/env.sh
+D=${1:-560}
+source scripts/gpu-call-lib.sh
+export FG_DEBUG_DEVICE_QUANT_INIT=1 # the host takes >100 s to make W-moe-12 q4_K's weights
+timeout 200 fusegraph_gpu_tests --gtest_filter='GpuWeightInit.*:GpuGroupedExpert*:GpuQuantGemv.GroupedExpertGemmQuantised:GpuPrefillThenDecode.Quantised*:Types/GpuQuantMoeWorkload.*/q4_k' > "$OUT/gtest.txt" 2>&1
+echo "== tests (rc $?): $(summ "$OUT/gtest.txt")"
+grep -E "^\[       OK|FAILED  \]" "$OUT/gtest.txt" | awk '{print $NF, $(NF-2)}' | tr '\n' ' ' | cut -c1-900; echo
+t0=$SECONDS
+pre w-moe-12-q4_k "" --steps 5 --warmup 2 --breakdown
+echo "   ($((SECONDS - t0)) s) $(grep -E '^fusegraph: loading' /tmp/pre.txt)"
+grep -E "^  (fused.gated_matmul_id|matmul_id|attention|matmul) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
+pre w-moe-12-q4_k "FG_DEBUG_MOE_INT8=1" --steps 5 --warmup 2 --breakdown
+grep -E "^  (fused.gated_matmul_id|matmul_id) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
+pre w-moe-12-q4_k "FG_DEBUG_MOE_HALF_X=1" --steps 5 --warmup 2 --breakdown
+grep -E "^  (fused.gated_matmul_id|matmul_id|convert) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
+pre w-moe-12-q4_k "FG_DEBUG_MOE_INT8=1" --steps 5 --warmup 2
+pre w-moe-12-q4_k "" --steps 5 --warmup 2
+for e in "" "FG_DEBUG_MOE_INT8=1"; do
+  [ "$(left)" -gt 130 ] || break
+  echo "== prefill expert GEMMs, q4_K, ${e:-default}"
+  env $e timeout 90 fg_bench_kernels --reps 5 --no-cublas --benchmark_filter='_id/w-moe/.*/q4_k/T512' --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
+  cat /tmp/k.txt >> "$OUT/kern-full.txt"
+  grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2,3,4,5,6,8,11
+done
+if [ "$(left)" -gt 150 ]; then
+  FG_DEBUG_DEVICE_QUANT_INIT=0 timeout 120 compute-sanitizer --tool memcheck fusegraph_gpu_tests --gtest_filter='GpuGroupedExpert.Int8*' > "$OUT/memcheck.txt" 2>&1
+  echo "== memcheck int8 (rc $?): $(summ "$OUT/memcheck.txt")"
+fi
+if [ "$(left)" -gt 120 ]; then
+  timeout 100 compute-sanitizer --tool racecheck fusegraph_gpu_tests --gtest_filter='GpuGroupedExpert.Int8*' > "$OUT/racecheck.txt" 2>&1
+  echo "== racecheck int8 (rc $?): $(summ "$OUT/racecheck.txt")"
+fi
+pre w-moe-12 "" --steps 5 --warmup 2 --breakdown
+grep -E "^  (fused.gated_matmul_id|matmul_id) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
+STEP_TIMEOUT=90 stepf w-moe-12-q4_k ""
+STEP_TIMEOUT=90 stepf w-dense-q4_k ""
+echo "call done after $((SECONDS - S)) s"
