@@ -148,7 +148,9 @@ inline constexpr int64_t kAttentionKv[] = {1024, 8192, 32768};
 inline constexpr int64_t kPrefillAttentionTokens[] = {512, 2048};
 /// Prefill expert GEMM cases: one chunk of this many tokens, these weights.
 inline constexpr int64_t kPrefillExpertTokens = 512;
-inline constexpr DType kPrefillExpertTypes[] = {DType::F16, DType::Q4_K, DType::Q4_0,
+/// (q5_K: the second type of the grouped GEMM on integer tensor cores,
+/// FG_DEBUG_MOE_INT8=1.)
+inline constexpr DType kPrefillExpertTypes[] = {DType::F16, DType::Q4_K, DType::Q5_K, DType::Q4_0,
                                                 DType::Q6_K};
 
 /// One GEMV weight shape of a decoder, named by the projections that have it.
