@@ -54,7 +54,8 @@ const std::vector<std::pair<const char *, const char *>> kCleared = {
     {"FG_DEBUG_MOE_SKIP_ROWS", nullptr},
     {"FG_DEBUG_MOE_ROWS", nullptr},
     {"FG_DEBUG_FLASH_STAGES", nullptr},
-    {"FG_DEBUG_MOE_HALF_X", nullptr}};
+    {"FG_DEBUG_MOE_HALF_X", nullptr},
+    {"FG_DEBUG_MOE_INT8", nullptr}};
 
 TEST(DebugEnvironment, SwitchesSetTheirOptions) {
   Env clean(kCleared);
@@ -64,7 +65,8 @@ TEST(DebugEnvironment, SwitchesSetTheirOptions) {
              {"FG_DEBUG_MOE_SKIP_ROWS", "0"},
              {"FG_DEBUG_MOE_ROWS", "64"},
              {"FG_DEBUG_FLASH_STAGES", "1"},
-             {"FG_DEBUG_MOE_HALF_X", "1"}});
+             {"FG_DEBUG_MOE_HALF_X", "1"},
+             {"FG_DEBUG_MOE_INT8", "1"}});
     cuda::applyDebugEnvironment(o);
   }
   EXPECT_EQ(o.attentionPrefillKeys, 32);
@@ -72,6 +74,7 @@ TEST(DebugEnvironment, SwitchesSetTheirOptions) {
   EXPECT_EQ(o.groupedExpertRows, 64);
   EXPECT_EQ(o.attentionPrefillStages, 1);
   EXPECT_TRUE(o.groupedExpertHalfX);
+  EXPECT_TRUE(o.groupedExpertInt8);
 }
 
 TEST(DebugEnvironment, UnsetOrOutOfRangeKeepsWhatWasThere) {
