@@ -162,8 +162,8 @@ std::string groupedExpertRefusal(const Function &fn, const Node &node, unsigned 
 int64_t groupedExpertTiles(int64_t pairs, int64_t experts, int64_t rows = 32);
 /// Whether the grouped expert GEMM of this node (x [T, X, K], experts of
 /// dtype `w`, `kk` slots) runs on integer tensor cores (kernels/moe_i8.cuh,
-/// EmitOptions::groupedExpertInt8): q4_K or q5_K experts, K a multiple of 256, x rows
-/// one a token or one a slot.
+/// EmitOptions::groupedExpertInt8): q4_K, q5_K, q8_0 or q4_0 experts, K a
+/// multiple of 256, x rows one a token or one a slot.
 bool groupedExpertInt8(const EmitOptions &o, DType w, int64_t K, int64_t X, int64_t kk);
 /// Routing + grouped GEMM launches; `epilogue` is the GEMV's epilogue policy
 /// (`fg::EpiStore` or `fg::EpiGlu<...>`), shared with kernels/gemv.cuh.

@@ -361,8 +361,8 @@ struct EmitOptions {
   /// the GEMM). Written after the thirty-second session's last GPU call:
   /// opt-in until its GPU test runs. FG_DEBUG_MOE_HALF_X=1.
   bool groupedExpertHalfX = false;
-  /// The grouped expert GEMM over q4_K experts (K a multiple of 256) on
-  /// integer tensor cores (kernels/moe_i8.cuh): x quantised to int8 per 32
+  /// The grouped expert GEMM over q4_K, q5_K, q8_0 and q4_0 experts (K a
+  /// multiple of 256) on integer tensor cores (kernels/moe_i8.cuh): x quantised to int8 per 32
   /// once, by the routing launch's other blocks, and the weights' nibbles
   /// fed to mma.m16n8k32 as they lie, where the f16 form decodes each weight
   /// to an f16 tile (~22 instructions a weight, bound by issue). The launch

@@ -32,9 +32,34 @@ std::string flag(bool b) { return b ? "true" : "false"; }
 
 } // namespace
 
+namespace {
+/// The int8 form's block types (kernels/moe_i8.cuh): the policy and its
+/// padded staged row in bytes (MoeI8...::kRow), or null.
+struct I8Type {
+  const char *policy;
+  int64_t row;
+};
+const I8Type *i8Type(DType w) {
+  static const I8Type q4k{"fg::MoeI8Q4K", 160}, q5k{"fg::MoeI8Q5K", 224},
+      q80{"fg::MoeI8Q8_0", 288}, q40{"fg::MoeI8Q4_0", 160};
+  switch (w) {
+  case DType::Q4_K:
+    return &q4k;
+  case DType::Q5_K:
+    return &q5k;
+  case DType::Q8_0:
+    return &q80;
+  case DType::Q4_0:
+    return &q40;
+  default:
+    return nullptr;
+  }
+}
+} // namespace
+
 bool groupedExpertInt8(const EmitOptions &o, DType w, int64_t K, int64_t X, int64_t kk) {
-  return o.groupedExpertInt8 && o.groupedExpertQuant && (w == DType::Q4_K || w == DType::Q5_K) &&
-         K % 256 == 0 && (X == 1 || X == kk);
+  return o.groupedExpertInt8 && o.groupedExpertQuant && i8Type(w) && K % 256 == 0 &&
+         (X == 1 || X == kk);
 }
 
 int64_t groupedExpertTiles(int64_t pairs, int64_t experts, int64_t rows) {
@@ -191,11 +216,10 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   // The int8 GEMM's dynamic shared memory (kernels/moe_i8.cuh MoeI8Smem):
   // two stages of x rows (288 bytes), their {dx, Σ x} (72) and the weight
   // rows' super-blocks (160 a stream).
-  const int64_t i8Row = wt.dtype == DType::Q5_K ? 224 : 160; // MoeI8Q5K / MoeI8Q4K::kRow
+  const int64_t i8Row = i8 ? i8Type(wt.dtype)->row : 0;
   const int64_t i8Shared = 2 * BM * 288 + 2 * BM * 72 + 2 * streams * kBN * i8Row;
   if (i8)
-    c += std::string("  using I8 = ") +
-         (wt.dtype == DType::Q5_K ? "fg::MoeI8Q5K" : "fg::MoeI8Q4K") + ";\n";
+    c += std::string("  using I8 = ") + i8Type(wt.dtype)->policy + ";\n";
   c += "  static constexpr int kI8NJ = " + std::to_string(i8NJ) +
        ";\n  static constexpr long long kI8Shared = " + ilit(i8Shared) + ";\n";
   c += "  static constexpr long long kXRows = " + ilit(xRows) +

@@ -1,8 +1,8 @@
-//===- moe_i8.cuh - prefill q4_K / q5_K expert matmuls on integer tensor cores ===//
+//===- moe_i8.cuh - prefill expert matmuls on integer tensor cores ---------===//
 //
 // The grouped expert GEMM of moe.cuh (same routing, tile table and
-// un-permuting store) for q4_K and q5_K experts (C::I8: MoeI8Q4K, MoeI8Q5K),
-// with x quantised to int8 once and
+// un-permuting store) for q4_K, q5_K, q8_0 and q4_0 experts (C::I8: the
+// block types below), with x quantised to int8 once and
 // the weights' nibbles fed to `mma.m16n8k32` (s8 x, u8 weights, s32 sums)
 // as they lie in the file: the f16 form decodes every weight to f16,
 // stores it to a shared tile and reads it back by ldmatrix, ~22 instructions
@@ -129,13 +129,21 @@ template <class C> static __device__ __forceinline__ void moeRouteI8(const MoeAr
 /// start from 0x4B400000, so each result read as f32 is 1.5 · 2^23 + the
 /// sum, exactly (|sum| ≤ 32 · 15 · 127 < 2^22): one subtraction converts
 /// it, where I2F runs at a quarter of the FP32 rate.
+/// B signed (s8) or unsigned (u8).
+template <bool Signed>
 static __device__ __forceinline__ void moeMmaI8(float (&f)[4], const unsigned (&a)[4],
                                                 unsigned b0, unsigned b1) {
   int d[4];
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0, %1, %2, %3}, "
-      "{%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};\n"
-      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0x4B400000));
+  if constexpr (Signed)
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0x4B400000));
+  else
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0x4B400000));
 #pragma unroll
   for (int i = 0; i < 4; ++i)
     f[i] = __int_as_float(d[i]) - 12582912.0f;
@@ -160,21 +168,121 @@ static __device__ __forceinline__ void moeK4ScaleMin(const uint4 &h, int s, floa
   dmn = fg_to_f(fg_f16{(unsigned short)(dm >> 16)}) * mn;
 }
 
-/// The block types of the int8 form (C::I8): a super-block's bytes, where
-/// its quants lie, and the padded row of a staged super-block in shared
-/// memory (kRow ≡ 32 or 96 mod 128 bytes: the 8-byte reads of a half warp,
-/// rows g .. g + 3 at bytes 8t .., fall on 32 distinct banks).
-/// q4_K: 144 bytes, d, dmin, scales[12], qs[128].
-struct MoeI8Q4K {
-  static constexpr int kBytes = 144, kRow = 160, kQs = 16;
-  static constexpr bool kHigh = false;
+/// Bytes o .. o + 7 after p (8-byte aligned) in shared memory as two words,
+/// o even: one 8-byte load, two 4-byte loads, or (o ≡ 2 mod 4) three and two
+/// funnel shifts. `o` is a constant wherever the callers unroll.
+static __device__ __forceinline__ uint2 moeLds8(const unsigned char *p, int o) {
+  if ((o & 7) == 0)
+    return *reinterpret_cast<const uint2 *>(p + o);
+  const unsigned *w = reinterpret_cast<const unsigned *>(p + (o & ~3));
+  if ((o & 3) == 0)
+    return make_uint2(w[0], w[1]);
+  return make_uint2(__funnelshift_r(w[0], w[1], 16), __funnelshift_r(w[1], w[2], 16));
+}
+
+/// 4 bytes of unsigned v (each < 128) minus `off` each, as signed bytes: no
+/// borrow crosses a byte (v + 128 − off stays in 0..255).
+static __device__ __forceinline__ unsigned moeBytesMinus(unsigned v, unsigned off) {
+  return ((v | 0x80808080u) - off * 0x01010101u) ^ 0x80808080u;
+}
+
+/// The block types of the int8 form (C::I8). Each gives, for a 256-weight
+/// k-step of a weight row staged in shared memory (kBytes, padded to kRow ≡
+/// 32 or 96 mod 128 bytes so that the 8-byte reads of a half warp, rows
+/// g .. g + 3 at bytes 8t .., fall on 32 distinct banks):
+///   Regs, load(row, t, r)   a lane's bytes of the step (once a step);
+///   bits(r, j, t, b0, b1)   its B registers of 32-weight sub-block j: the
+///                           values of weights 8t .. 8t + 3 and 8t + 4 ..
+///                           8t + 7 of the sub-block, one a byte (the
+///                           kernel's k order; kSigned: s8, else u8);
+///   scale(row, j, dsc, dmn) sub-block j's scale, and its min (kMin) whose
+///                           term dmn·Σ x is subtracted against the exact x.
+/// |Σ q·xq| < 2^22 for all of them (the mma's 0x4B400000 bias).
+///
+/// q4_K: 144 bytes, d, dmin, scales[12], qs[128]; sub-block j is the low
+/// (j even) or high nibbles of qs[32(j / 2) ..], w = d·sc·q − dmin·m.
+/// q5_K: 176 bytes, q4_K's header, qh[32], qs[128] as q4_K's; bit j of qh[l]
+/// is the fifth bit of weight l of sub-block j (q up to 31).
+template <bool Q5> struct MoeI8K {
+  static constexpr int kBytes = Q5 ? 176 : 144, kRow = Q5 ? 224 : 160, kQs = Q5 ? 48 : 16;
+  static constexpr bool kSigned = false, kMin = true;
+  struct Regs {
+    uint2 q[4], h;
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, int t, Regs &r) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      r.q[c] = *reinterpret_cast<const uint2 *>(row + kQs + 32 * c + 8 * t);
+    r.h = Q5 ? *reinterpret_cast<const uint2 *>(row + 16 + 8 * t) : make_uint2(0, 0);
+  }
+  static __device__ __forceinline__ void bits(const Regs &r, int j, int, unsigned &b0,
+                                              unsigned &b1) {
+    const uint2 w = r.q[j >> 1];
+    const int shift = 4 * (j & 1);
+    b0 = (w.x >> shift) & 0x0F0F0F0Fu;
+    b1 = (w.y >> shift) & 0x0F0F0F0Fu;
+    if constexpr (Q5) {
+      b0 |= ((r.h.x >> j) & 0x01010101u) << 4;
+      b1 |= ((r.h.y >> j) & 0x01010101u) << 4;
+    }
+  }
+  static __device__ __forceinline__ void scale(const unsigned char *row, int j, float &dsc,
+                                               float &dmn) {
+    moeK4ScaleMin(*reinterpret_cast<const uint4 *>(row), j, dsc, dmn);
+  }
 };
-/// q5_K: 176 bytes, d, dmin, scales[12] as q4_K's, qh[32], qs[128] as
-/// q4_K's: weight l of sub-block s has bit s of qh[l] above its nibble (0..31;
-/// |Σ q·xq| ≤ 32 · 31 · 127 < 2^22).
-struct MoeI8Q5K {
-  static constexpr int kBytes = 176, kRow = 224, kQs = 48;
-  static constexpr bool kHigh = true;
+using MoeI8Q4K = MoeI8K<false>;
+using MoeI8Q5K = MoeI8K<true>;
+
+/// q8_0: 8 blocks of 34 bytes (f16 d, int8 qs[32]) a step, w = d·q.
+struct MoeI8Q8_0 {
+  static constexpr int kBytes = 272, kRow = 288;
+  static constexpr bool kSigned = true, kMin = false;
+  struct Regs {
+    uint2 q[8];
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, int t, Regs &r) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      r.q[j] = moeLds8(row + 8 * t, 34 * j + 2);
+  }
+  static __device__ __forceinline__ void bits(const Regs &r, int j, int, unsigned &b0,
+                                              unsigned &b1) {
+    b0 = r.q[j].x;
+    b1 = r.q[j].y;
+  }
+  static __device__ __forceinline__ void scale(const unsigned char *row, int j, float &dsc,
+                                               float &dmn) {
+    dsc = fg_to_f(*reinterpret_cast<const fg_f16 *>(row + 34 * j));
+    dmn = 0.0f;
+  }
+};
+
+/// q4_0: 8 blocks of 18 bytes (f16 d, qs[16]: weight l < 16 the low nibble
+/// of qs[l], l + 16 the high one) a step, w = d·(q − 8): lane t's weights 8t
+/// .. 8t + 7 are the low (t < 2) or high nibbles of qs[8(t % 2) ..].
+struct MoeI8Q4_0 {
+  static constexpr int kBytes = 144, kRow = 160;
+  static constexpr bool kSigned = true, kMin = false;
+  struct Regs {
+    uint2 q[8];
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, int t, Regs &r) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      r.q[j] = moeLds8(row + 8 * (t & 1), 18 * j + 2);
+  }
+  static __device__ __forceinline__ void bits(const Regs &r, int j, int t, unsigned &b0,
+                                              unsigned &b1) {
+    const int shift = 4 * (t >> 1);
+    b0 = moeBytesMinus((r.q[j].x >> shift) & 0x0F0F0F0Fu, 8);
+    b1 = moeBytesMinus((r.q[j].y >> shift) & 0x0F0F0F0Fu, 8);
+  }
+  static __device__ __forceinline__ void scale(const unsigned char *row, int j, float &dsc,
+                                               float &dmn) {
+    dsc = fg_to_f(*reinterpret_cast<const fg_f16 *>(row + 18 * j));
+    dmn = 0.0f;
+  }
 };
 
 /// The GEMM's dynamic shared memory, two stages of a super-block each
@@ -288,22 +396,16 @@ template <class C> static __device__ __forceinline__ void moeGemmI8(const MoeArg
     // This lane's weights of the super-block: qs bytes 8t .. 8t + 7 of each
     // of the 4 groups of row g, and the scale and min of sub-block g of its
     // columns 2t, 2t + 1 (from their 16-byte headers: d, dmin, scales).
-    uint2 q[S][NJ][4], qh[S][NJ];
+    typename Q::Regs q[S][NJ];
     float dsc[S][NJ][2], dmn[S][NJ][2];
 #pragma unroll
     for (int s = 0; s < S; ++s)
 #pragma unroll
       for (int j = 0; j < NJ; ++j) {
-        const unsigned char *row = sm.w(buf, s, nw + 8 * j + g);
-#pragma unroll
-        for (int c = 0; c < 4; ++c)
-          q[s][j][c] = *reinterpret_cast<const uint2 *>(row + Q::kQs + 32 * c + 8 * t);
-        // q5_K: the fifth bits of weights 8t .. 8t + 7 of every sub-block.
-        qh[s][j] = Q::kHigh ? *reinterpret_cast<const uint2 *>(row + 16 + 8 * t) : make_uint2(0, 0);
+        Q::load(sm.w(buf, s, nw + 8 * j + g), t, q[s][j]);
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          moeK4ScaleMin(*reinterpret_cast<const uint4 *>(sm.w(buf, s, nw + 8 * j + 2 * t + h)), g,
-                        dsc[s][j][h], dmn[s][j][h]);
+          Q::scale(sm.w(buf, s, nw + 8 * j + 2 * t + h), g, dsc[s][j][h], dmn[s][j][h]);
       }
 #pragma unroll
     for (int sub = 0; sub < 8; ++sub) {
@@ -318,16 +420,9 @@ template <class C> static __device__ __forceinline__ void moeGemmI8(const MoeArg
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             sc[s][j][h] = __shfl_sync(0xffffffffu, dsc[s][j][h], 4 * sub + t);
-            mn[s][j][h] = __shfl_sync(0xffffffffu, dmn[s][j][h], 4 * sub + t);
+            mn[s][j][h] = Q::kMin ? __shfl_sync(0xffffffffu, dmn[s][j][h], 4 * sub + t) : 0.0f;
           }
-          const uint2 w = q[s][j][sub >> 1];
-          const int shift = 4 * (sub & 1);
-          b0[s][j] = (w.x >> shift) & 0x0F0F0F0Fu;
-          b1[s][j] = (w.y >> shift) & 0x0F0F0F0Fu;
-          if constexpr (Q::kHigh) {
-            b0[s][j] |= ((qh[s][j].x >> sub) & 0x01010101u) << 4;
-            b1[s][j] |= ((qh[s][j].y >> sub) & 0x01010101u) << 4;
-          }
+          Q::bits(q[s][j], sub, t, b0[s][j], b1[s][j]);
         }
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
@@ -343,14 +438,15 @@ template <class C> static __device__ __forceinline__ void moeGemmI8(const MoeArg
 #pragma unroll
           for (int j = 0; j < NJ; ++j) {
             float f[4];
-            moeMmaI8(f, af, b0[s][j], b1[s][j]);
+            moeMmaI8<Q::kSigned>(f, af, b0[s][j], b1[s][j]);
             float *o = acc[s][j][m];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
               const float2 xsi = i < 2 ? s0 : s1;
               const int h = i & 1;
               o[i] = fmaf(f[i], sc[s][j][h] * xsi.x, o[i]);
-              o[i] = fmaf(-mn[s][j][h], xsi.y, o[i]);
+              if constexpr (Q::kMin)
+                o[i] = fmaf(-mn[s][j][h], xsi.y, o[i]);
             }
           }
       }
