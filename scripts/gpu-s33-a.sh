@@ -30,8 +30,8 @@ pre w-moe-12-q4_k "FG_DEBUG_MOE_INT8=1" --steps 5 --warmup 2
 pre w-moe-12-q4_k "" --steps 5 --warmup 2
 for e in "" "FG_DEBUG_MOE_INT8=1"; do
   [ "$(left)" -gt 130 ] || break
-  echo "== prefill expert GEMMs, q4_K, q5_K, q4_0, ${e:-default}"
-  env $e timeout 90 fg_bench_kernels --reps 5 --no-cublas --benchmark_filter='_id/w-moe/.*/q(4_k|5_k|4_0)/T512' --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
+  echo "== prefill expert GEMMs, q4_K, q5_K, q6_K, q4_0, ${e:-default}"
+  env $e timeout 90 fg_bench_kernels --reps 5 --no-cublas --benchmark_filter='_id/w-moe/.*/q(4_k|5_k|6_k|4_0)/T512' --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
   cat /tmp/k.txt >> "$OUT/kern-full.txt"
   grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2,3,4,5,6,8,11
 done

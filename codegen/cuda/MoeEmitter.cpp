@@ -41,7 +41,7 @@ struct I8Type {
 };
 const I8Type *i8Type(DType w) {
   static const I8Type q4k{"fg::MoeI8Q4K", 160}, q5k{"fg::MoeI8Q5K", 224},
-      q80{"fg::MoeI8Q8_0", 288}, q40{"fg::MoeI8Q4_0", 160};
+      q80{"fg::MoeI8Q8_0", 288}, q40{"fg::MoeI8Q4_0", 160}, q6k{"fg::MoeI8Q6K", 224};
   switch (w) {
   case DType::Q4_K:
     return &q4k;
@@ -51,6 +51,8 @@ const I8Type *i8Type(DType w) {
     return &q80;
   case DType::Q4_0:
     return &q40;
+  case DType::Q6_K:
+    return &q6k;
   default:
     return nullptr;
   }

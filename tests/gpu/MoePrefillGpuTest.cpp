@@ -263,7 +263,7 @@ Int8Run runInt8(const Graph &g, const Inputs &in) {
   return r;
 }
 
-/// q4_K, q5_K, q8_0 and q4_0 experts on integer tensor cores (opt-in FG_DEBUG_MOE_INT8=1): x
+/// q4_K, q5_K, q6_K, q8_0 and q4_0 experts on integer tensor cores (opt-in FG_DEBUG_MOE_INT8=1): x
 /// quantised to int8 per 32 by the routing launch, the weights' nibbles into
 /// mma.m16n8k32. Against the reference that quantises x the same way (the
 /// issue's 1e-5: only f32 rounding differs) and the exact one (the DP4A
@@ -279,7 +279,7 @@ TEST(GpuGroupedExpert, Int8AgainstTheReference) {
     int ids; // 0 zero / one / many, 1 all on expert 5, 2 spread
   };
   std::vector<Form> forms;
-  for (DType w : {DType::Q4_K, DType::Q5_K, DType::Q8_0, DType::Q4_0})
+  for (DType w : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0, DType::Q4_0})
     for (int64_t K : {256, 768})
       for (bool gated : {false, true}) {
         MoeCase c{40, 1, 8, 100, K, 2, w, gated, gated};
@@ -289,6 +289,7 @@ TEST(GpuGroupedExpert, Int8AgainstTheReference) {
   forms.push_back({MoeCase{130, 1, 8, 70, 256, 1, DType::Q5_K, true}, 1});
   forms.push_back({MoeCase{130, 1, 8, 70, 512, 1, DType::Q8_0, true}, 1});
   forms.push_back({MoeCase{512, 8, 128, 2048, 768, 8, DType::Q4_K}, 2});
+  forms.push_back({MoeCase{512, 8, 128, 2048, 768, 8, DType::Q6_K}, 2}); // rows 2-byte aligned
   for (const Form &f : forms) {
     const MoeCase &c = f.c;
     SCOPED_TRACE(std::string(dtypeName(c.w)) + " T " + std::to_string(c.T) + " X " +

@@ -1,8 +1,8 @@
 //===- moe_i8.cuh - prefill expert matmuls on integer tensor cores ---------===//
 //
 // The grouped expert GEMM of moe.cuh (same routing, tile table and
-// un-permuting store) for q4_K, q5_K, q8_0 and q4_0 experts (C::I8: the
-// block types below), with x quantised to int8 once and
+// un-permuting store) for q4_K, q5_K, q6_K, q8_0 and q4_0 experts (C::I8:
+// the block types below), with x quantised to int8 once and
 // the weights' nibbles fed to `mma.m16n8k32` (s8 x, u8 weights, s32 sums)
 // as they lie in the file: the f16 form decodes every weight to f16,
 // stores it to a shared tile and reads it back by ldmatrix, ~22 instructions
@@ -65,6 +65,13 @@ static __device__ __forceinline__ void moeCopy(void *dst, const void *src, bool 
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(to), "l"(src),
                  "r"(on ? 8 : 0)
                  : "memory");
+}
+
+/// A 4-byte cp.async of the first `n` (0 .. 4) bytes at src (the rest zeros).
+static __device__ __forceinline__ void moeCopyWord(void *dst, const void *src, int n) {
+  const unsigned to = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(to), "l"(src), "r"(n)
+               : "memory");
 }
 
 template <class C> static __device__ __forceinline__ signed char *moeXq(int *scratch) {
@@ -205,11 +212,12 @@ static __device__ __forceinline__ unsigned moeBytesMinus(unsigned v, unsigned of
 /// is the fifth bit of weight l of sub-block j (q up to 31).
 template <bool Q5> struct MoeI8K {
   static constexpr int kBytes = Q5 ? 176 : 144, kRow = Q5 ? 224 : 160, kQs = Q5 ? 48 : 16;
-  static constexpr bool kSigned = false, kMin = true;
+  static constexpr int kParts = 1;
+  static constexpr bool kSigned = false, kMin = true, kWords = false;
   struct Regs {
     uint2 q[4], h;
   };
-  static __device__ __forceinline__ void load(const unsigned char *row, int t, Regs &r) {
+  static __device__ __forceinline__ void load(const unsigned char *row, int, int t, Regs &r) {
 #pragma unroll
     for (int c = 0; c < 4; ++c)
       r.q[c] = *reinterpret_cast<const uint2 *>(row + kQs + 32 * c + 8 * t);
@@ -226,8 +234,8 @@ template <bool Q5> struct MoeI8K {
       b1 |= ((r.h.y >> j) & 0x01010101u) << 4;
     }
   }
-  static __device__ __forceinline__ void scale(const unsigned char *row, int j, float &dsc,
-                                               float &dmn) {
+  static __device__ __forceinline__ void scale(const unsigned char *row, int, int j, int,
+                                               float &dsc, float &dmn) {
     moeK4ScaleMin(*reinterpret_cast<const uint4 *>(row), j, dsc, dmn);
   }
 };
@@ -236,12 +244,12 @@ using MoeI8Q5K = MoeI8K<true>;
 
 /// q8_0: 8 blocks of 34 bytes (f16 d, int8 qs[32]) a step, w = d·q.
 struct MoeI8Q8_0 {
-  static constexpr int kBytes = 272, kRow = 288;
-  static constexpr bool kSigned = true, kMin = false;
+  static constexpr int kBytes = 272, kRow = 288, kParts = 1;
+  static constexpr bool kSigned = true, kMin = false, kWords = false;
   struct Regs {
     uint2 q[8];
   };
-  static __device__ __forceinline__ void load(const unsigned char *row, int t, Regs &r) {
+  static __device__ __forceinline__ void load(const unsigned char *row, int, int t, Regs &r) {
 #pragma unroll
     for (int j = 0; j < 8; ++j)
       r.q[j] = moeLds8(row + 8 * t, 34 * j + 2);
@@ -251,8 +259,8 @@ struct MoeI8Q8_0 {
     b0 = r.q[j].x;
     b1 = r.q[j].y;
   }
-  static __device__ __forceinline__ void scale(const unsigned char *row, int j, float &dsc,
-                                               float &dmn) {
+  static __device__ __forceinline__ void scale(const unsigned char *row, int, int j, int,
+                                               float &dsc, float &dmn) {
     dsc = fg_to_f(*reinterpret_cast<const fg_f16 *>(row + 34 * j));
     dmn = 0.0f;
   }
@@ -262,12 +270,12 @@ struct MoeI8Q8_0 {
 /// of qs[l], l + 16 the high one) a step, w = d·(q − 8): lane t's weights 8t
 /// .. 8t + 7 are the low (t < 2) or high nibbles of qs[8(t % 2) ..].
 struct MoeI8Q4_0 {
-  static constexpr int kBytes = 144, kRow = 160;
-  static constexpr bool kSigned = true, kMin = false;
+  static constexpr int kBytes = 144, kRow = 160, kParts = 1;
+  static constexpr bool kSigned = true, kMin = false, kWords = false;
   struct Regs {
     uint2 q[8];
   };
-  static __device__ __forceinline__ void load(const unsigned char *row, int t, Regs &r) {
+  static __device__ __forceinline__ void load(const unsigned char *row, int, int t, Regs &r) {
 #pragma unroll
     for (int j = 0; j < 8; ++j)
       r.q[j] = moeLds8(row + 8 * (t & 1), 18 * j + 2);
@@ -278,9 +286,58 @@ struct MoeI8Q4_0 {
     b0 = moeBytesMinus((r.q[j].x >> shift) & 0x0F0F0F0Fu, 8);
     b1 = moeBytesMinus((r.q[j].y >> shift) & 0x0F0F0F0Fu, 8);
   }
-  static __device__ __forceinline__ void scale(const unsigned char *row, int j, float &dsc,
-                                               float &dmn) {
+  static __device__ __forceinline__ void scale(const unsigned char *row, int, int j, int,
+                                               float &dsc, float &dmn) {
     dsc = fg_to_f(*reinterpret_cast<const fg_f16 *>(row + 18 * j));
+    dmn = 0.0f;
+  }
+};
+
+/// Bytes o .. o + 7 of a staged row whose block starts `mis` (0 or 2) bytes
+/// into it (o even): three words and two funnel shifts by 8·((mis + o) & 3).
+static __device__ __forceinline__ uint2 moeLdsAt(const unsigned char *row, int mis, int o) {
+  const int at = mis + o;
+  const unsigned *w = reinterpret_cast<const unsigned *>(row + (at & ~3));
+  const unsigned sh = 8u * (unsigned)(at & 3);
+  return make_uint2(__funnelshift_r(w[0], w[1], sh), __funnelshift_r(w[1], w[2], sh));
+}
+
+/// q6_K: 210 bytes, ql[128] (low 4 bits), qh[64] (high 2 bits), int8
+/// scales[16] (one a 16 weights), f16 d; w = d·sc·(q − 32). Weight l of
+/// 32-block s (half h = s / 4, group c = s % 4) takes the low (c < 2) or
+/// high nibble of ql[64h + 32(c % 2) + l] and bits 2c, 2c + 1 of
+/// qh[32h + l]. Two parts a sub-block (kParts): lanes t < 2 hold weights
+/// 0 .. 15 (scale 2s), t ≥ 2 weights 16 .. 31 (scale 2s + 1), so each part's
+/// mma masks the other lanes' B. Rows of 210 bytes start 2-byte aligned
+/// wherever a row or super-block index is odd: staged by 4-byte words
+/// (kWords) from the word holding the block's first byte, `mis` bytes in.
+/// |Σ (q − 32)·xq| ≤ 16 · 32 · 127 a part.
+struct MoeI8Q6K {
+  static constexpr int kBytes = 210, kRow = 224, kParts = 2;
+  static constexpr bool kSigned = true, kMin = false, kWords = true;
+  struct Regs {
+    uint2 ql[4], qh[2];
+  };
+  static __device__ __forceinline__ void load(const unsigned char *row, int mis, int t, Regs &r) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) // (half, c % 2)
+      r.ql[i] = moeLdsAt(row, mis, 64 * (i >> 1) + 32 * (i & 1) + 8 * t);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      r.qh[h] = moeLdsAt(row, mis, 128 + 32 * h + 8 * t);
+  }
+  static __device__ __forceinline__ void bits(const Regs &r, int j, int, unsigned &b0,
+                                              unsigned &b1) {
+    const int h = j >> 2, c = j & 3;
+    const uint2 l = r.ql[2 * h + (c & 1)], q = r.qh[h];
+    const int ls = 4 * (c >> 1), hs = 2 * c;
+    b0 = moeBytesMinus(((l.x >> ls) & 0x0F0F0F0Fu) | (((q.x >> hs) & 0x03030303u) << 4), 32);
+    b1 = moeBytesMinus(((l.y >> ls) & 0x0F0F0F0Fu) | (((q.y >> hs) & 0x03030303u) << 4), 32);
+  }
+  static __device__ __forceinline__ void scale(const unsigned char *row, int mis, int j, int p,
+                                               float &dsc, float &dmn) {
+    const float d = fg_to_f(*reinterpret_cast<const fg_f16 *>(row + mis + 208));
+    dsc = d * (float)(int)reinterpret_cast<const signed char *>(row + mis + 192)[2 * j + p];
     dmn = 0.0f;
   }
 };
@@ -318,8 +375,13 @@ template <class C> static __device__ __forceinline__ void moeGemmI8(const MoeArg
   static_assert(NW * NJ * 8 == BN, "the warps' n8 tiles cover the block's columns");
   static_assert(C::K % 256 == 0, "whole q4_K super-blocks");
   constexpr long long NSB = C::K / 256, KB = C::K / 32;
-  constexpr int kBlockBytes = C::I8::kBytes, kChunks = kBlockBytes / 16;
   using Q = typename C::I8;
+  constexpr int kBlockBytes = Q::kBytes, kChunks = kBlockBytes / 16, P = Q::kParts;
+  // Staged by words (Q::kWords): the words from the one holding the block's
+  // first byte through its last byte.
+  constexpr int kWordsARow = (kBlockBytes + 2 + 3) / 4;
+  static_assert(Q::kWords || kBlockBytes % 16 == 0, "16-byte units, or words");
+  static_assert(4 * kWordsARow <= Q::kRow, "a staged row holds its words");
   extern __shared__ __align__(16) unsigned char fg_moe_i8_smem[];
   const MoeI8Smem<C> sm{fg_moe_i8_smem};
   __shared__ int xrow[BM], pair[BM]; // x row and pair of each tile row (-1 past its rows)
@@ -373,14 +435,30 @@ template <class C> static __device__ __forceinline__ void moeGemmI8(const MoeArg
       const int r = u >> 3, c = u & 7, xr = xrow[r];
       moeCopy<8>(sm.xs(buf, r) + c, xs + (xr < 0 ? 0 : xr * KB + 8 * sb + c), xr >= 0);
     }
-    for (int u = threadIdx.x; u < S * BN * kChunks; u += NT) {
-      const int s = u / (BN * kChunks), n = (u / kChunks) % BN, c = u % kChunks;
-      const bool live = n0 + n < C::N;
-      const long long ld = s == 0 ? C::w0_ld : C::w1_ld;
-      moeCopy<16>(sm.w(buf, s, n) + 16 * c,
-                  (s == 0 ? wrow0 : wrow1) +
-                      (live ? (n0 + n) * ld + sb * kBlockBytes + 16 * c : 0),
-                  live);
+    if constexpr (Q::kWords) {
+      for (int u = threadIdx.x; u < S * BN * kWordsARow; u += NT) {
+        const int s = u / (BN * kWordsARow), n = (u / kWordsARow) % BN, c = u % kWordsARow;
+        const bool live = n0 + n < C::N;
+        const long long ld = s == 0 ? C::w0_ld : C::w1_ld;
+        const unsigned char *blk =
+            (s == 0 ? wrow0 : wrow1) + (live ? (n0 + n) * ld + sb * kBlockBytes : 0);
+        const unsigned char *w0 = blk - (reinterpret_cast<unsigned long long>(blk) & 3);
+        // Bytes of this word inside the block (none past its end: the last
+        // block of a weight may end at its allocation's end).
+        const long long in = blk + kBlockBytes - (w0 + 4 * c);
+        moeCopyWord(sm.w(buf, s, n) + 4 * c, live && in > 0 ? w0 + 4 * c : blk,
+                    live ? (int)(in >= 4 ? 4 : in > 0 ? in : 0) : 0);
+      }
+    } else {
+      for (int u = threadIdx.x; u < S * BN * kChunks; u += NT) {
+        const int s = u / (BN * kChunks), n = (u / kChunks) % BN, c = u % kChunks;
+        const bool live = n0 + n < C::N;
+        const long long ld = s == 0 ? C::w0_ld : C::w1_ld;
+        moeCopy<16>(sm.w(buf, s, n) + 16 * c,
+                    (s == 0 ? wrow0 : wrow1) +
+                        (live ? (n0 + n) * ld + sb * kBlockBytes + 16 * c : 0),
+                    live);
+      }
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
   };
@@ -396,22 +474,38 @@ template <class C> static __device__ __forceinline__ void moeGemmI8(const MoeArg
     // This lane's weights of the super-block: qs bytes 8t .. 8t + 7 of each
     // of the 4 groups of row g, and the scale and min of sub-block g of its
     // columns 2t, 2t + 1 (from their 16-byte headers: d, dmin, scales).
+    // (Q::kWords: each staged row starts `mis` bytes before its block.)
+    auto mis = [&](int s, int n) -> int {
+      if constexpr (!Q::kWords) {
+        return 0;
+      } else {
+        const long long ld = s == 0 ? C::w0_ld : C::w1_ld;
+        const unsigned char *blk = (s == 0 ? wrow0 : wrow1) +
+                                   (n0 + n < C::N ? (n0 + n) * ld + sb * kBlockBytes : 0);
+        return (int)(reinterpret_cast<unsigned long long>(blk) & 3);
+      }
+    };
     typename Q::Regs q[S][NJ];
-    float dsc[S][NJ][2], dmn[S][NJ][2];
+    float dsc[S][NJ][2][P], dmn[S][NJ][2][P];
 #pragma unroll
     for (int s = 0; s < S; ++s)
 #pragma unroll
       for (int j = 0; j < NJ; ++j) {
-        Q::load(sm.w(buf, s, nw + 8 * j + g), t, q[s][j]);
+        const int nb = nw + 8 * j + g;
+        Q::load(sm.w(buf, s, nb), mis(s, nb), t, q[s][j]);
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          Q::scale(sm.w(buf, s, nw + 8 * j + 2 * t + h), g, dsc[s][j][h], dmn[s][j][h]);
+        for (int h = 0; h < 2; ++h) {
+          const int nc = nw + 8 * j + 2 * t + h;
+#pragma unroll
+          for (int p = 0; p < P; ++p)
+            Q::scale(sm.w(buf, s, nc), mis(s, nc), g, p, dsc[s][j][h][p], dmn[s][j][h][p]);
+        }
       }
 #pragma unroll
     for (int sub = 0; sub < 8; ++sub) {
       // Sub-block `sub`'s scales and mins of this lane's columns, from the
       // lane (sub, t) that decoded them.
-      float sc[S][NJ][2], mn[S][NJ][2];
+      float sc[S][NJ][2][P], mn[S][NJ][2];
       unsigned b0[S][NJ], b1[S][NJ];
 #pragma unroll
       for (int s = 0; s < S; ++s)
@@ -419,8 +513,11 @@ template <class C> static __device__ __forceinline__ void moeGemmI8(const MoeArg
         for (int j = 0; j < NJ; ++j) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            sc[s][j][h] = __shfl_sync(0xffffffffu, dsc[s][j][h], 4 * sub + t);
-            mn[s][j][h] = Q::kMin ? __shfl_sync(0xffffffffu, dmn[s][j][h], 4 * sub + t) : 0.0f;
+#pragma unroll
+            for (int p = 0; p < P; ++p)
+              sc[s][j][h][p] = __shfl_sync(0xffffffffu, dsc[s][j][h][p], 4 * sub + t);
+            mn[s][j][h] =
+                Q::kMin ? __shfl_sync(0xffffffffu, dmn[s][j][h][0], 4 * sub + t) : 0.0f;
           }
           Q::bits(q[s][j], sub, t, b0[s][j], b1[s][j]);
         }
@@ -436,19 +533,23 @@ template <class C> static __device__ __forceinline__ void moeGemmI8(const MoeArg
 #pragma unroll
         for (int s = 0; s < S; ++s)
 #pragma unroll
-          for (int j = 0; j < NJ; ++j) {
-            float f[4];
-            moeMmaI8<Q::kSigned>(f, af, b0[s][j], b1[s][j]);
-            float *o = acc[s][j][m];
+          for (int j = 0; j < NJ; ++j)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const float2 xsi = i < 2 ? s0 : s1;
-              const int h = i & 1;
-              o[i] = fmaf(f[i], sc[s][j][h] * xsi.x, o[i]);
-              if constexpr (Q::kMin)
-                o[i] = fmaf(-mn[s][j][h], xsi.y, o[i]);
+            for (int p = 0; p < P; ++p) {
+              // Part p of the sub-block (P = 2: lanes t / 2 == p keep their B).
+              const unsigned keep = P == 1 || (t >> 1) == p ? 0xFFFFFFFFu : 0u;
+              float f[4];
+              moeMmaI8<Q::kSigned>(f, af, b0[s][j] & keep, b1[s][j] & keep);
+              float *o = acc[s][j][m];
+#pragma unroll
+              for (int i = 0; i < 4; ++i) {
+                const float2 xsi = i < 2 ? s0 : s1;
+                const int h = i & 1;
+                o[i] = fmaf(f[i], sc[s][j][h][p] * xsi.x, o[i]);
+                if constexpr (Q::kMin)
+                  o[i] = fmaf(-mn[s][j][h], xsi.y, o[i]);
+              }
             }
-          }
       }
     }
   }

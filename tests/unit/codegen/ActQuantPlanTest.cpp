@@ -126,14 +126,14 @@ TEST(ActQuantPlan, Dp4aLaunchesAreRecordedAndReproduced) {
   EXPECT_EQ(r[0].toFloats(), bigInt8);
 }
 
-/// The grouped expert GEMM over q4_K, q5_K, q8_0 and q4_0 experts on integer tensor cores
+/// The grouped expert GEMM over q4_K, q5_K, q6_K, q8_0 and q4_0 experts on integer tensor cores
 /// (FG_DEBUG_MOE_INT8=1, kernels/moe_i8.cuh) at a prefill chunk of 40
 /// tokens: its GEMM launch records Int8 (the routing launch, which also
 /// quantises x, Exact), and the CPU executor with cpuActQuant computes the
 /// expert matmul with int8 x — near the exact result but not equal; without
 /// the option nothing records Int8 and cpuActQuant changes nothing.
 TEST(ActQuantPlan, GroupedInt8ExpertsAreRecordedAndReproduced) {
-  for (DType wt : {DType::Q4_K, DType::Q5_K, DType::Q8_0, DType::Q4_0}) {
+  for (DType wt : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0, DType::Q4_0}) {
   SCOPED_TRACE(std::string(dtypeName(wt)));
   auto build = [wt] {
     Graph g;
