@@ -18,6 +18,10 @@ export FG_DEBUG_DEVICE_QUANT_INIT=1 # the host takes >100 s to make W-moe-12 q4_
 timeout 200 fusegraph_gpu_tests --gtest_filter='GpuWeightInit.*:GpuGroupedExpert*:GpuQuantGemv.GroupedExpertGemmQuantised:GpuPrefillThenDecode.Quantised*:Types/GpuQuantMoeWorkload.*/q4_k' > "$OUT/gtest.txt" 2>&1
 echo "== tests (rc $?): $(summ "$OUT/gtest.txt")"
 grep -E "^\[       OK|FAILED  \]" "$OUT/gtest.txt" | awk '{print $NF, $(NF-2)}' | tr '\n' ' ' | cut -c1-900; echo
+# The quantised workloads with their prefill experts on integer tensor cores
+# (teacher-forced against the reference; prefill-then-decode).
+FG_DEBUG_MOE_INT8=1 timeout 120 fusegraph_gpu_tests --gtest_filter='GpuPrefillThenDecode.Quantised*:Types/GpuQuantMoeWorkload.*' > "$OUT/gtest-int8.txt" 2>&1
+echo "== workload tests, int8 experts (rc $?): $(summ "$OUT/gtest-int8.txt")"
 t0=$SECONDS
 pre w-moe-12-q4_k "" --steps 5 --warmup 2 --breakdown
 echo "   ($((SECONDS - t0)) s) $(grep -E '^fusegraph: loading' /tmp/pre.txt)"
@@ -35,6 +39,16 @@ for e in "" "FG_DEBUG_MOE_INT8=1"; do
   cat /tmp/k.txt >> "$OUT/kern-full.txt"
   grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2,3,4,5,6,8,11
 done
+if [ "$(left)" -gt 200 ]; then
+  echo "== the int8 down GEMM at 128 threads (two n8 tiles a warp: x's shared loads shared by two mmas)"
+  FG_DEBUG_MOE_INT8=1 FG_DEBUG_MOE_THREADS=128 timeout 60 fg_bench_kernels --reps 5 --no-cublas --benchmark_filter='_id/w-moe/.*/q4_k/T512' --table /tmp/k.md > /tmp/k.txt 2>&1; echo "rc $?"
+  grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2,3,4,5,6,8,11
+fi
+if [ "$(left)" -gt 200 ]; then
+  # Nsight Compute on one int8 gate|up launch: instructions, issue, pipes, stalls.
+  FG_DEBUG_MOE_INT8=1 timeout 120 ncu --clock-control none -k regex:gated_matmul_id -s 2 -c 1 --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats --section LaunchStats --section Occupancy fg_bench_kernels --reps 1 --no-cublas --benchmark_filter='fused.gated_matmul_id/w-moe/gate_up/q4_k/T512' > "$OUT/ncu-int8.txt" 2>&1
+  echo "== ncu int8 gate|up (rc $?): $(grep -E 'Duration|Executed Ipc Active|Registers Per|Achieved Occupancy|Executed Instructions  ' "$OUT/ncu-int8.txt" | tr -s ' ' | tr '\n' ';' | cut -c1-600)"
+fi
 if [ "$(left)" -gt 150 ]; then
   FG_DEBUG_DEVICE_QUANT_INIT=0 timeout 120 compute-sanitizer --tool memcheck fusegraph_gpu_tests --gtest_filter='GpuGroupedExpert.Int8*' > "$OUT/memcheck.txt" 2>&1
   echo "== memcheck int8 (rc $?): $(summ "$OUT/memcheck.txt")"

@@ -222,7 +222,7 @@ int generate(const Plan &plan, const ExecOptions &opts, ArrayRef<int32_t> prompt
     double threshold = verifyThreshold(plan, int8);
     if (int8)
       outs() << "verify: " << int8 << (int8 == 1 ? " launch quantises" : " launches quantise")
-             << " x to int8 (DP4A GEMVs); the threshold is " << format("%.0e", threshold) << "\n";
+             << " x to int8 (DP4A GEMVs, int8 expert GEMMs); the threshold is " << format("%.0e", threshold) << "\n";
     bool ok = true;
     for (const auto &kv : worst) {
       bool pass = kv.getValue() <= threshold;

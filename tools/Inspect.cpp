@@ -315,7 +315,8 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
       os << "\n";
       if (const size_t int8 = quantisedXLaunches(e))
         os << "    " << int8 << (int8 == 1 ? " launch quantises" : " launches quantise")
-           << " x to int8 (DP4A GEMVs: the CPU reference matches them with cpuActQuant; "
+           << " x to int8 (DP4A GEMVs, int8 expert GEMMs: the CPU reference matches them with "
+           << "cpuActQuant; "
            << "run --verify allows 5e-2)\n";
     }
   } else {
