@@ -45,8 +45,9 @@ if [ "$(left)" -gt 200 ]; then
   grep -E "^\| (matmul|fused)" /tmp/k.md | cut -d'|' -f2,3,4,5,6,8,11
 fi
 if [ "$(left)" -gt 200 ]; then
-  # Nsight Compute on one int8 gate|up launch: instructions, issue, pipes, stalls.
-  FG_DEBUG_MOE_INT8=1 timeout 120 ncu --clock-control none -k regex:gated_matmul_id -s 2 -c 1 --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats --section LaunchStats --section Occupancy fg_bench_kernels --reps 1 --no-cublas --benchmark_filter='fused.gated_matmul_id/w-moe/gate_up/q4_k/T512' > "$OUT/ncu-int8.txt" 2>&1
+  # Nsight Compute on the int8 gate|up routing (x quantised) and GEMM launches:
+  # instructions, issue, pipes, stalls.
+  FG_DEBUG_MOE_INT8=1 timeout 120 ncu --clock-control none -k regex:gated_matmul_id -c 2 --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats --section LaunchStats --section Occupancy fg_bench_kernels --reps 1 --no-cublas --benchmark_filter='fused.gated_matmul_id/w-moe/gate_up/q4_k/T512' > "$OUT/ncu-int8.txt" 2>&1
   echo "== ncu int8 gate|up (rc $?): $(grep -E 'Duration|Executed Ipc Active|Registers Per|Achieved Occupancy|Executed Instructions  ' "$OUT/ncu-int8.txt" | tr -s ' ' | tr '\n' ';' | cut -c1-600)"
 fi
 if [ "$(left)" -gt 150 ]; then
