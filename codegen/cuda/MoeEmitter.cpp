@@ -148,9 +148,10 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
   // busiest warp's anyway.
   const bool skipRows = o.groupedExpertSkipRows && quant;
   int64_t pairs = xt.shape[0] * kk, tiles = groupedExpertTiles(pairs, E, BM);
-  // q4_K on integer tensor cores (kernels/moe_i8.cuh): 8 warps of one n8
-  // tile each (128 threads: 4 warps of two), every stream.
-  const bool i8 = groupedExpertInt8(o, wt.dtype, K, xt.shape[1], kk);
+  // Block-quantised experts on integer tensor cores (kernels/moe_i8.cuh): 8
+  // warps of one n8 tile each (FG_DEBUG_MOE_THREADS=128: 4 warps of two),
+  // every stream; the streams' alignment is checked below.
+  bool i8 = groupedExpertInt8(o, wt.dtype, K, xt.shape[1], kk);
   const int64_t i8NT = o.groupedExpertThreads == 128 ? 128 : 256, i8NJ = kBN / 8 / (i8NT / 32);
   const int64_t xRows = xt.shape[0] * xt.shape[1];
   // The int8 x after the permutation: xq (K bytes a row, 16-byte aligned),
@@ -184,6 +185,14 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
         return unsupported(node, "the grouped expert GEMM: a " + std::string(dtypeName(wt.dtype)) +
                                      " weight whose rows are not " + std::to_string(align) +
                                      "-byte aligned");
+      // The int8 form stages a row's 256-weight step by 16-byte cp.async
+      // (q6_K: by 4-byte words from the word holding the block's start,
+      // which must lie 0 or 2 bytes before it): q8_0's and q4_0's views of
+      // a whole number of 8 blocks only (a weight's own rows always are;
+      // a view that starts inside a row may not be), else the f16 form.
+      const int64_t i8Align = wt.dtype == DType::Q6_K ? 2 : 16;
+      if (s.off % i8Align || s.ld % i8Align || s.es % i8Align)
+        i8 = false;
     }
   }
   // x rows as 16-byte f32 units (two float4 loads per 8 k instead of 8).
@@ -217,7 +226,7 @@ llvm::Expected<std::vector<Launch>> emitGroupedExpert(const Function &fn, const 
            .str();
   // The int8 GEMM's dynamic shared memory (kernels/moe_i8.cuh MoeI8Smem):
   // two stages of x rows (288 bytes), their {dx, Σ x} (72) and the weight
-  // rows' super-blocks (160 a stream).
+  // rows' 256-weight steps (the policy's padded row, i8Type, a stream).
   const int64_t i8Row = i8 ? i8Type(wt.dtype)->row : 0;
   const int64_t i8Shared = 2 * BM * 288 + 2 * BM * 72 + 2 * streams * kBN * i8Row;
   if (i8)

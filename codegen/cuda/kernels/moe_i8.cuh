@@ -446,7 +446,8 @@ template <class C> static __device__ __forceinline__ void moeGemmI8(const MoeArg
         // Bytes of this word inside the block (none past its end: the last
         // block of a weight may end at its allocation's end).
         const long long in = blk + kBlockBytes - (w0 + 4 * c);
-        moeCopyWord(sm.w(buf, s, n) + 4 * c, live && in > 0 ? w0 + 4 * c : blk,
+        // (A copy of nothing still needs an aligned source: w0, not blk.)
+        moeCopyWord(sm.w(buf, s, n) + 4 * c, live && in > 0 ? w0 + 4 * c : w0,
                     live ? (int)(in >= 4 ? 4 : in > 0 ? in : 0) : 0);
       }
     } else {
