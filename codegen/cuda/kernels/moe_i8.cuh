@@ -100,10 +100,17 @@ static __device__ __forceinline__ void moeQuantX(const MoeArgs<C> &a, int qb, in
     const long long row = live ? c / KB : 0, b = live ? c % KB : 0;
     const long long tok = row / C::kXRowsPerToken, j = row % C::kXRowsPerToken;
     const typename C::X *xr = a.x + C::x_off + tok * C::x_st + j * C::x_sj;
-    float v[4];
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if constexpr (C::kXVec) { // f32 rows, 16-byte aligned: one load a lane
+      if (live) {
+        const float4 q = *reinterpret_cast<const float4 *>(xr + 32 * b + 4 * sub);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+      }
+    } else {
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      v[i] = live ? fg_to_f(xr[(32 * b + 4 * sub + i) * C::x_ks]) : 0.0f;
+      for (int i = 0; i < 4; ++i)
+        v[i] = live ? fg_to_f(xr[(32 * b + 4 * sub + i) * C::x_ks]) : 0.0f;
+    }
     float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
     float s = (v[0] + v[1]) + (v[2] + v[3]);
 #pragma unroll
