@@ -2,21 +2,22 @@
 //
 // The grouped expert GEMM of moe.cuh (same routing, tile table and
 // un-permuting store) for q4_K, q5_K, q6_K, q8_0 and q4_0 experts (C::I8:
-// the block types below), with x quantised to int8 once and
-// the weights' nibbles fed to `mma.m16n8k32` (s8 x, u8 weights, s32 sums)
-// as they lie in the file: the f16 form decodes every weight to f16,
-// stores it to a shared tile and reads it back by ldmatrix, ~22 instructions
-// a weight (the thirty-first session's Nsight Compute: bound by issue, at
-// 10-13 % of the read bandwidth), where here a weight costs its share of one
-// 8-byte load and one AND (or shift-and-AND).
+// the block-type policies below), with x quantised to int8 once and the
+// weights fed to `mma.m16n8k32` (s8 x; u8 or s8 weights; s32 sums) as they
+// lie in the file: the f16 form decodes every weight to f16, stores it to a
+// shared tile and reads it back by ldmatrix, ~22 instructions a weight (the
+// thirty-first session's Nsight Compute: bound by issue, at 10-13 % of the
+// read bandwidth), where here 4 weights cost an AND (or a shift and an AND;
+// q5_K's fifth bit an OR more, q4_0's and q6_K's offsets a byte subtraction).
 //
 // Numerics: those of the DP4A GEMV (gemv_dp4a.cuh) and of the reference's
 // ActQuant::Int8 (runtime/reference/Ops.cpp matmulRows). x is quantised per
 // 32 (dx = max|x| / 127, xq = rint(x · 127 / max|x|)), and over sub-block j
-// of a super-block (32 weights, one mma's k)
+// of a 256-weight step (32 weights, one mma's k), for q4_K / q5_K
 //     Σ w·x = d·sc_j · dx_j · Σ q·xq  −  dmin·m_j · Σ x,
-// the integer sum exact, the min term against the exact Σ x. d·sc_j and
-// dmin·m_j are exact f32 products (11 and 6 significant bits).
+// the integer sum exact, the min term against the exact Σ x; d·sc_j and
+// dmin·m_j are exact f32 products (11 and 6 significant bits). q8_0 and q4_0:
+// d · dx · Σ q·xq (q4_0's q − 8); q6_K per 16 weights d·sc · dx · Σ (q − 32)·xq.
 //
 // Launches:
 //   moeRouteI8  block 0 routes (moeRoute); blocks 1.. quantise x's rows
@@ -27,10 +28,11 @@
 //   moeGemmI8   grid (⌈N / BN⌉, max tiles), NT threads: warp w takes
 //               columns nw = 8·NJ·w .. + 8·NJ − 1 of the block's BN, every
 //               stream, and every live m tile of the tile (16 rows each;
-//               m tiles past the tile's rows are skipped). The tile's
-//               quantised x goes through shared memory a super-block at a
-//               time (cp.async, two stages); the weights go from global
-//               memory straight into B fragments.
+//               m tiles past the tile's rows are skipped). A 256-weight step
+//               of the tile's quantised x and of the block's weight rows
+//               goes through dynamic shared memory by cp.async, two stages
+//               (MoeI8Smem), the next step's copies in flight during this
+//               one's mmas.
 //
 // Fragments (PTX ISA, mma.m16n8k32 with 8-bit types): A row-major 16 × 32,
 // register i of lane (g, t) = 4 bytes at row g (+8 for i = 1, 3), k 4t
@@ -38,12 +40,13 @@
 // (+16 for i = 1); D: rows g, g + 8, columns 2t, 2t + 1. The k order inside
 // one mma is free as long as A and B agree, so k = 4t + i (i < 4) is weight
 // 8t + i of the sub-block and k = 16 + 4t + i is weight 8t + 4 + i: lane t's
-// B registers are then bytes 8t .. 8t + 7 of the 32-byte qs group (one
-// 8-byte load gives both, low nibbles for sub-block 2c, high for 2c + 1),
-// and its A registers bytes 8t .. 8t + 7 of x's 32-block (one 8-byte shared
-// load a row). Each lane (g, t) decodes the scale and min of sub-block g
-// for its two output columns 2t, 2t + 1 once a super-block; the lanes that
-// need sub-block j take them by shuffle from lane 4j + t.
+// B registers are then its 8 consecutive weights of the sub-block (q4_K:
+// bytes 8t .. 8t + 7 of the 32-byte qs group, low nibbles for sub-block 2c,
+// high for 2c + 1) and its A registers bytes 8t .. 8t + 7 of x's 32-block
+// (one 8-byte shared load a row). Each lane (g, t) decodes the scale (and
+// min) of sub-block g for its two output columns 2t, 2t + 1 once a step; the
+// lanes that need sub-block j take them by shuffle from lane 4j + t.
+// scripts/moe-i8-lanes*.py model every lane against the dequantised formula.
 //
 // Needs moe.cuh (MoeArgs, MoeTile, moeRoute) and gemv.cuh (fg_k4_header)
 // in front.
