@@ -50,6 +50,12 @@ if [ "$(left)" -gt 200 ]; then
   FG_DEBUG_MOE_INT8=1 timeout 120 ncu --clock-control none -k regex:gated_matmul_id -c 2 --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats --section LaunchStats --section Occupancy fg_bench_kernels --reps 1 --no-cublas --benchmark_filter='fused.gated_matmul_id/w-moe/gate_up/q4_k/T512' > "$OUT/ncu-int8.txt" 2>&1
   echo "== ncu int8 gate|up (rc $?): $(grep -E 'Duration|Executed Ipc Active|Registers Per|Achieved Occupancy|Executed Instructions  ' "$OUT/ncu-int8.txt" | tr -s ' ' | tr '\n' ';' | cut -c1-600)"
 fi
+if [ "$(left)" -gt 170 ]; then
+  # Every kernel's tail delayed 20 µs after its programmatic trigger: a launch
+  # that read its inputs before its wait would read them unwritten.
+  FG_KERNEL_CACHE=/tmp/fgk-delay FG_DEBUG_PDL_DELAY_NS=20000 timeout 100 $T --gtest_brief=1 --gtest_filter='GpuGroupedExpert.Int8*:GpuGroupedExpert.ZeroOneAndManyPairsPerExpert' > "$OUT/pdl-delay.txt" 2>&1
+  echo "== PDL delay build, int8 (rc $?): $(summ "$OUT/pdl-delay.txt")"
+fi
 if [ "$(left)" -gt 150 ]; then
   FG_DEBUG_DEVICE_QUANT_INIT=0 timeout 120 compute-sanitizer --tool memcheck fusegraph_gpu_tests --gtest_filter='GpuGroupedExpert.Int8*' > "$OUT/memcheck.txt" 2>&1
   echo "== memcheck int8 (rc $?): $(summ "$OUT/memcheck.txt")"
