@@ -252,16 +252,34 @@ Error evalMatMulId(Ctx &c) {
   int64_t experts = w.type.shape[0], n = w.type.shape[1], k = w.type.shape[2];
   int64_t kSel = c.op(2).type.shape[1];
   std::vector<float> out(static_cast<size_t>(t * kSel * n));
-  for (int64_t ti = 0; ti < t; ++ti)
-    for (int64_t j = 0; j < kSel; ++j) {
-      int64_t e = ids[ti * kSel + j];
-      if (Error err = checkIndex(e, experts, "ids", ti * kSel + j))
-        return err;
+  // The (token, slot) pairs of each expert, so that its rows are decoded
+  // once for all of them (a prefill chunk gives an expert dozens of pairs;
+  // one decode a pair made the GPU tests' references take minutes). Each
+  // output is the same sum over the same k order either way.
+  std::vector<std::vector<int64_t>> pairsOf(static_cast<size_t>(experts));
+  for (int64_t p = 0; p < t * kSel; ++p) {
+    if (Error err = checkIndex(ids[p], experts, "ids", p))
+      return err;
+    pairsOf[ids[p]].push_back(p);
+  }
+  std::vector<float> xs, ys;
+  for (int64_t e = 0; e < experts; ++e) {
+    const std::vector<int64_t> &pairs = pairsOf[e];
+    if (pairs.empty())
+      continue;
+    const int64_t m = static_cast<int64_t>(pairs.size());
+    xs.resize(static_cast<size_t>(m * k));
+    ys.resize(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t ti = pairs[i] / kSel, j = pairs[i] % kSel;
       const float *xr = x.data() + (ti * xRows + (xRows == 1 ? 0 : j)) * k;
-      if (Error err = matmulRows(xr, 1, w, e * n, n, k, out.data() + (ti * kSel + j) * n, n,
-                                 c.act))
-        return err;
+      std::copy(xr, xr + k, xs.begin() + i * k);
     }
+    if (Error err = matmulRows(xs.data(), m, w, e * n, n, k, ys.data(), n, c.act))
+      return err;
+    for (int64_t i = 0; i < m; ++i)
+      std::copy(ys.begin() + i * n, ys.begin() + (i + 1) * n, out.begin() + pairs[i] * n);
+  }
   return c.emit(out);
 }
 
