@@ -307,8 +307,8 @@ void applyDebugEnvironment(EmitOptions &emit) {
     emit.groupedExpertSkipRows = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_MOE_HALF_X"); v && !v->empty())
     emit.groupedExpertHalfX = *v != "0";
-  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_MOE_INT8"); v && !v->empty())
-    emit.groupedExpertInt8 = *v != "0";
+  if (auto n = envInt("FG_DEBUG_MOE_INT8", 0, 2))
+    emit.groupedExpertInt8 = static_cast<int>(*n);
   if (auto n = envInt("FG_DEBUG_MOE_QROW", 0, 1))
     emit.groupedExpertQuantRowUnits = static_cast<int>(*n);
   // And x split hi + lo in the quantised GEMVs (the form before x as one f16).

@@ -361,15 +361,20 @@ struct EmitOptions {
   /// the GEMM). Written after the thirty-second session's last GPU call:
   /// opt-in until its GPU test runs. FG_DEBUG_MOE_HALF_X=1.
   bool groupedExpertHalfX = false;
-  /// The grouped expert GEMM over q4_K, q5_K, q8_0 and q4_0 experts (K a
-  /// multiple of 256) on integer tensor cores (kernels/moe_i8.cuh): x quantised to int8 per 32
-  /// once, by the routing launch's other blocks, and the weights' nibbles
-  /// fed to mma.m16n8k32 as they lie, where the f16 form decodes each weight
-  /// to an f16 tile (~22 instructions a weight, bound by issue). The launch
-  /// reads x as ActQuant::Int8 (the reference reproduces it). Written in the
-  /// thirty-third session, which had no GPU: opt-in until its GPU tests run.
-  /// FG_DEBUG_MOE_INT8=1.
-  bool groupedExpertInt8 = false;
+  /// The grouped expert GEMM over block-quantised experts (K a multiple of
+  /// 256) on integer tensor cores (kernels/moe_i8.cuh): x quantised to int8
+  /// per 32 once, by the routing launch's other blocks, and the weights fed
+  /// to mma.m16n8k32 as they lie, where the f16 form decodes each weight to
+  /// an f16 tile (~22 instructions a weight, bound by issue). The launch
+  /// reads x as ActQuant::Int8 (the reference reproduces it). 0: off; 1 (the
+  /// rule): q4_K, q5_K, q8_0 and q4_0; 2: q6_K too. Measured on the H200
+  /// (thirty-third session, fg_bench_kernels' prefill expert cases, µs,
+  /// f16 form -> int8): gate|up q4_K 379 -> 260, q5_K 419 -> 273, q4_0 541
+  /// -> 245, q6_K 596 -> 639 (slower: its 16-weight scales, two masked mmas a
+  /// sub-block); down q4_K 247 -> 151, q5_K 290 -> 158, q4_0 268 -> 147, q6_K
+  /// 350 -> 322; W-moe-12 q4_K 512-token prefill 7.60 -> 6.18 ms. q8_0 passed
+  /// its GPU tests but was not timed. FG_DEBUG_MOE_INT8=0|1|2.
+  int groupedExpertInt8 = 1;
   /// The grouped expert GEMM over block-quantised experts too (q4_K, q8_0,
   /// ...: each 8-weight unit of a tile decoded by the GEMV's block decoders
   /// into the f16 tile in shared memory, moeLoadQ), instead of one GEMV per

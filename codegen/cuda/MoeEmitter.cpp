@@ -60,8 +60,10 @@ const I8Type *i8Type(DType w) {
 } // namespace
 
 bool groupedExpertInt8(const EmitOptions &o, DType w, int64_t K, int64_t X, int64_t kk) {
-  return o.groupedExpertInt8 && o.groupedExpertQuant && i8Type(w) && K % 256 == 0 &&
-         (X == 1 || X == kk);
+  // q6_K only when asked (2): its two masked mmas a sub-block made its
+  // gate|up slower than the f16 form (Kernel.h, groupedExpertInt8).
+  return o.groupedExpertInt8 > 0 && (w != DType::Q6_K || o.groupedExpertInt8 == 2) &&
+         o.groupedExpertQuant && i8Type(w) && K % 256 == 0 && (X == 1 || X == kk);
 }
 
 int64_t groupedExpertTiles(int64_t pairs, int64_t experts, int64_t rows) {

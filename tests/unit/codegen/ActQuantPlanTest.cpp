@@ -127,11 +127,11 @@ TEST(ActQuantPlan, Dp4aLaunchesAreRecordedAndReproduced) {
 }
 
 /// The grouped expert GEMM over q4_K, q5_K, q6_K, q8_0 and q4_0 experts on integer tensor cores
-/// (FG_DEBUG_MOE_INT8=1, kernels/moe_i8.cuh) at a prefill chunk of 40
+/// (FG_DEBUG_MOE_INT8=2, kernels/moe_i8.cuh) at a prefill chunk of 40
 /// tokens: its GEMM launch records Int8 (the routing launch, which also
 /// quantises x, Exact), and the CPU executor with cpuActQuant computes the
-/// expert matmul with int8 x — near the exact result but not equal; without
-/// the option nothing records Int8 and cpuActQuant changes nothing.
+/// expert matmul with int8 x — near the exact result but not equal; with
+/// the option off (0) nothing records Int8 and cpuActQuant changes nothing.
 TEST(ActQuantPlan, GroupedInt8ExpertsAreRecordedAndReproduced) {
   for (DType wt : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0, DType::Q4_0}) {
   SCOPED_TRACE(std::string(dtypeName(wt)));
@@ -159,7 +159,7 @@ TEST(ActQuantPlan, GroupedInt8ExpertsAreRecordedAndReproduced) {
     unsetenv("FG_DEBUG_MOE_INT8");
     return plan;
   };
-  auto plan = compileWith("1");
+  auto plan = compileWith("2"); // every type, q6_K too
   ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   const PlanSection *s = plan->section("program");
   ASSERT_NE(s, nullptr);
@@ -175,7 +175,7 @@ TEST(ActQuantPlan, GroupedInt8ExpertsAreRecordedAndReproduced) {
   EXPECT_GT(normalizedError(int8, exact), 1e-5) << "cpuActQuant changed nothing";
   EXPECT_LE(normalizedError(int8, exact), 2e-2);
 
-  auto plain = compileWith(nullptr);
+  auto plain = compileWith("0");
   ASSERT_TRUE(bool(plain)) << llvm::toString(plain.takeError());
   auto plainProg = decodeProgram(plain->section("program")->bytes);
   ASSERT_TRUE(bool(plainProg));

@@ -66,7 +66,7 @@ TEST(DebugEnvironment, SwitchesSetTheirOptions) {
              {"FG_DEBUG_MOE_ROWS", "64"},
              {"FG_DEBUG_FLASH_STAGES", "1"},
              {"FG_DEBUG_MOE_HALF_X", "1"},
-             {"FG_DEBUG_MOE_INT8", "1"}});
+             {"FG_DEBUG_MOE_INT8", "0"}});
     cuda::applyDebugEnvironment(o);
   }
   EXPECT_EQ(o.attentionPrefillKeys, 32);
@@ -74,7 +74,7 @@ TEST(DebugEnvironment, SwitchesSetTheirOptions) {
   EXPECT_EQ(o.groupedExpertRows, 64);
   EXPECT_EQ(o.attentionPrefillStages, 1);
   EXPECT_TRUE(o.groupedExpertHalfX);
-  EXPECT_TRUE(o.groupedExpertInt8);
+  EXPECT_EQ(o.groupedExpertInt8, 0);
 }
 
 TEST(DebugEnvironment, UnsetOrOutOfRangeKeepsWhatWasThere) {
