@@ -96,6 +96,22 @@ template <class C> struct __align__(16) MoeShared {
   int pair[C::BM];
 };
 
+/// The epilogue of both grouped GEMMs: output n of pair p from the streams'
+/// sums g, u (+ expert e's biases where valid), through Epi, to y's row p.
+template <class C>
+static __device__ __forceinline__ void moeStore(const MoeArgs<C> &a, int p, long long n,
+                                                long long e, bool valid, float g, float u) {
+  float v[2] = {g, u};
+  if constexpr (C::kBias) {
+    if (valid) {
+      v[0] += fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
+      if (C::Epi::kStreams == 2)
+        v[1] += fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
+    }
+  }
+  a.y[(long long)p * C::N + n] = C::Epi::apply(v);
+}
+
 /// Element k of weight row n of expert e, stream s (zeros past N or K).
 template <class C, class Dec, int S>
 static __device__ __forceinline__ uint4 moeLoadW(const typename Dec::T *w, long long e, long long n,
@@ -433,15 +449,7 @@ template <class C> static __device__ __forceinline__ void moeGemm(const MoeArgs<
       const int p = sh.pair[r];
       if (p < 0 || n >= C::N)
         continue;
-      float v[2] = {acc[0][j][i], acc[S - 1][j][i]};
-      if constexpr (C::kBias) {
-        if (valid) {
-          v[0] += fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
-          if (S == 2)
-            v[1] += fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
-        }
-      }
-      a.y[(long long)p * C::N + n] = C::Epi::apply(v);
+      moeStore<C>(a, p, n, e, valid, acc[0][j][i], acc[S - 1][j][i]);
     }
 }
 

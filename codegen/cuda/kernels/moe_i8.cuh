@@ -577,15 +577,7 @@ template <class C> static __device__ __forceinline__ void moeGemmI8(const MoeArg
         const int p = pair[r];
         if (p < 0 || n >= C::N)
           continue;
-        float v[2] = {acc[0][j][m][i], acc[S - 1][j][m][i]};
-        if constexpr (C::kBias) {
-          if (valid) {
-            v[0] += fg_to_f(a.b0[C::b0_off + e * C::b0_se + n * C::b0_sn]);
-            if (S == 2)
-              v[1] += fg_to_f(a.b1[C::b1_off + e * C::b1_se + n * C::b1_sn]);
-          }
-        }
-        a.y[(long long)p * C::N + n] = C::Epi::apply(v);
+        moeStore<C>(a, p, n, e, valid, acc[0][j][m][i], acc[S - 1][j][m][i]);
       }
 }
 
