@@ -16,10 +16,11 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
+
 namespace fg::cuda::detail {
 namespace {
 
-constexpr int kWarps = 4; // 64 queries a block
 constexpr int64_t kMaxDim = 128;
 
 const char *decoder(DType t) { return t == DType::BF16 ? "fg::AttnBF16" : "fg::AttnF16"; }
@@ -92,14 +93,18 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
   c += llvm::formatv("  static constexpr int kY = {0};\n",
                      yt == DType::F32 ? 0 : yt == DType::F16 ? 1 : 2)
            .str();
-  // Two stages (the next key tile's cp.async in flight while this one is
-  // computed) where both caches take 16-byte copies; else one.
+  // Two or three stages (the next key tiles' cp.async in flight while this
+  // one is computed) where both caches take 16-byte copies; else one.
   bool vecK = vectorRows(kl, D), vecV = vectorRows(vl, Dv);
-  int stages = vecK && vecV && o.attentionPrefillStages >= 2 ? 2 : 1;
-  // Keys per shared-memory tile (EmitOptions::attentionPrefillKeys).
+  int stages = vecK && vecV ? std::clamp(o.attentionPrefillStages, 1, 3) : 1;
+  bool splitWait = stages >= 2 && o.attentionPrefillSplitWait;
+  // Keys per shared-memory tile (EmitOptions::attentionPrefillKeys), warps
+  // (16 queries each) per block.
   int64_t keys = o.attentionPrefillKeys == 32 ? 32 : 64;
+  const int kWarps = o.attentionPrefillWarps == 8 ? 8 : 4;
   c += llvm::formatv("  static constexpr int kW = {0}, BN = {1}, S = {2};\n", kWarps, keys, stages)
            .str();
+  c += "  static constexpr bool kSplitWait = " + flag(splitWait) + ";\n";
   c += "  static constexpr long long T = " + ilit(T) + ", Hq = " + ilit(Hq) +
        ", G = " + ilit(Hq / Hkv) + ", D = " + ilit(D) + ", Dv = " + ilit(Dv) +
        ", ctx = " + ilit(ctx) + ", window = " + ilit(window) + ";\n";

@@ -243,7 +243,11 @@ void applyDebugEnvironment(EmitOptions &emit) {
   if (auto n = envInt("FG_DEBUG_FLASH_MIN_BLOCKS", 1, 16))
     emit.attentionPrefillMinBlocks = static_cast<unsigned>(*n);
   emit.attentionPrefillStages =
-      envInt("FG_DEBUG_FLASH_STAGES", 1, 2).value_or(emit.attentionPrefillStages);
+      envInt("FG_DEBUG_FLASH_STAGES", 1, 3).value_or(emit.attentionPrefillStages);
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_FLASH_SPLIT_WAIT"); v && !v->empty())
+    emit.attentionPrefillSplitWait = *v != "0";
+  if (auto n = envInt("FG_DEBUG_FLASH_WARPS", 4, 8); n && (*n == 4 || *n == 8))
+    emit.attentionPrefillWarps = *n;
   emit.ropeHeads = envInt("FG_DEBUG_ROPE_HEADS", 1, 16).value_or(emit.ropeHeads);
   if (auto n = envInt("FG_DEBUG_PDL_PREFETCH_MB", 0, 1024))
     emit.pdlPrefetchBytes = static_cast<int64_t>(*n) << 20;

@@ -105,8 +105,19 @@ struct EmitOptions {
   /// cp.async overlaps this one's mmas) or 1 (load, wait, compute: the form
   /// before the ninth session). Measured on the H200 (ninth session, W-dense
   /// prefill of 512 tokens, attention): 1.60 ms with 2, 1.79 with 1.
-  /// FG_DEBUG_FLASH_STAGES.
+  /// FG_DEBUG_FLASH_STAGES (1-3; 3 holds two tiles ahead: 104 KB of
+  /// shared memory a block at D = 128, still two blocks an SM).
   int attentionPrefillStages = 2;
+  /// The prefill flash kernel waits for a tile's K before S = q·Kᵀ and for
+  /// its V only before O += P·V (two cp.async groups a tile and a third
+  /// barrier), as FlashAttention-2 does; off: one wait for both.
+  /// FG_DEBUG_FLASH_SPLIT_WAIT.
+  bool attentionPrefillSplitWait = false;
+  /// Warps (16 queries each) per block of the prefill flash kernel: 4 (64
+  /// queries, two blocks an SM at 230 registers) or 8 (128 queries: each
+  /// key tile staged once for twice the rows, one block an SM).
+  /// FG_DEBUG_FLASH_WARPS.
+  int attentionPrefillWarps = 4;
   /// Key rows per shared-memory tile of the prefill flash kernel (64; 32
   /// halves the score registers and the tile's shared memory, and measured
   /// slower on the H200, ninth session: W-dense prefill attention 1.62 ->

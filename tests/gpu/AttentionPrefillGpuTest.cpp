@@ -7,8 +7,8 @@
 // f16 and bf16 caches; GQA groups 1, 4, 8; sliding windows shorter and longer
 // than the chunk; softcap with sinks; Dv != D; positions out of order (the
 // Session puts a chunk's padding first, at positions after its last token);
-// head dims with an odd number of k16 steps (48, 80); one and two key-tile
-// stages;
+// head dims with an odd number of k16 steps (48, 80); one, two and three
+// key-tile stages, K and V waited for apart, 4 and 8 warps a block;
 // and replays of one graph are bit-identical (no atomics in the kernel).
 //
 //===----------------------------------------------------------------------===//
@@ -213,6 +213,68 @@ TEST(GpuFlashPrefillOptions, OddKStepsAndStages) {
     w.window = 40;
     w.sinks = true;
     runCase(w);
+  }
+}
+
+/// Three key-tile stages (FG_DEBUG_FLASH_STAGES=3), K and V waited for
+/// apart (FG_DEBUG_FLASH_SPLIT_WAIT=1) and 8 warps a block
+/// (FG_DEBUG_FLASH_WARPS=8): against the reference on odd lengths, windows,
+/// sinks and odd k16 steps, and to the same bytes as the default form where
+/// the arithmetic is the same (stages and waits change when data lands, not
+/// what is computed; 8 warps cover 128 queries with the same key tiles when
+/// every query starts at key 0).
+TEST(GpuFlashPrefillOptions, StagesSplitWaitAndWarps) {
+  FG_REQUIRE_GPU();
+  PrefillCase same{511, 300};
+  same.kvHeads = 8;
+  std::vector<uint8_t> base;
+  {
+    auto gpu = gpuGraphExecutor(buildGraph(same), [] {
+      CompileOptions co = prefillKernelAlways();
+      co.ctx = kCtx;
+      return co;
+    }());
+    ASSERT_TRUE(gpu.has_value());
+    base = runBytes(*gpu, positionsFor(same));
+    ASSERT_FALSE(base.empty());
+  }
+  const std::vector<std::vector<std::pair<const char *, const char *>>> forms = {
+      {{"FG_DEBUG_FLASH_STAGES", "3"}},
+      {{"FG_DEBUG_FLASH_SPLIT_WAIT", "1"}},
+      {{"FG_DEBUG_FLASH_STAGES", "3"}, {"FG_DEBUG_FLASH_SPLIT_WAIT", "1"}},
+      {{"FG_DEBUG_FLASH_WARPS", "8"}},
+      {{"FG_DEBUG_FLASH_WARPS", "8"}, {"FG_DEBUG_FLASH_STAGES", "3"},
+       {"FG_DEBUG_FLASH_SPLIT_WAIT", "1"}}};
+  for (const auto &form : forms) {
+    std::string name;
+    for (auto [k, v] : form)
+      name += std::string(k) + "=" + v + " ";
+    SCOPED_TRACE(name);
+    std::vector<std::unique_ptr<ScopedEnv>> envs;
+    for (auto [k, v] : form)
+      envs.push_back(std::make_unique<ScopedEnv>(k, v));
+    for (int64_t hd : {48, 80}) {
+      PrefillCase c{65, 70, hd};
+      c.cache = hd == 80 ? DType::BF16 : DType::F16;
+      runCase(c);
+    }
+    for (int64_t tokens : {1, 63, 129, 511}) {
+      PrefillCase c{tokens, tokens == 129 ? 0 : 300};
+      c.kvHeads = 8;
+      runCase(c);
+    }
+    PrefillCase w{130, 0, 64};
+    w.window = 40;
+    w.sinks = true;
+    runCase(w);
+    PrefillCase r{200, 1000};
+    r.reversed = true;
+    runCase(r);
+    CompileOptions co = prefillKernelAlways();
+    co.ctx = kCtx;
+    auto gpu = gpuGraphExecutor(buildGraph(same), co);
+    ASSERT_TRUE(gpu.has_value());
+    EXPECT_EQ(runBytes(*gpu, positionsFor(same)), base);
   }
 }
 

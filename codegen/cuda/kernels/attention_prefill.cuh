@@ -122,6 +122,11 @@ template <class C> static __device__ __forceinline__ void flashRange(long long p
   lo = (int)l, hi = (int)h;
 }
 
+/// cp.async.wait_group N: all but this thread's N most recent groups landed.
+template <int N> static __device__ __forceinline__ void flashCpWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 /// A tile of BN rows of U 16-byte units each (row j at src + j · sj, unit-
 /// stride and 16-byte aligned: kVecK / kVecV) into shared memory rows of
 /// `pitch` elements, by cp.async: every load of the tile is in flight at
@@ -180,7 +185,8 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
   static_assert(DK::kParts == 1 && DV::kParts == 1, "16-bit caches only");
   static_assert(C::D % 16 == 0 && C::Dv % 16 == 0 && BN % 16 == 0, "whole mma tiles");
   static_assert(BM <= 128, "FlashRanges holds 128 query rows");
-  static_assert(S == 1 || (S == 2 && C::kVecK && C::kVecV), "two stages need cp.async rows");
+  static_assert(S == 1 || (S <= 3 && C::kVecK && C::kVecV), "stages need cp.async rows");
+  static_assert(!C::kSplitWait || S >= 2, "K and V waited for apart need cp.async stages");
   // Scores are kept in log2 units (q · scale · log2 e, or the softcapped
   // score times log2 e), so each exponential is one ex2.
   constexpr float kLog2e = 1.4426950408889634f;
@@ -268,36 +274,59 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
 
   const typename DK::T *kbase = a.k + C::k_off + hk * C::k_sh;
   const typename DV::T *vbase = a.v + C::v_off + hk * C::v_sh;
+  // A tile's K and V copies are one cp.async group, or two (C::kSplitWait:
+  // K first, so S = q·Kᵀ starts while V is still in flight). Every stage
+  // commits its groups even when it copies nothing (an empty group), so the
+  // counts of wait_group are the same on every iteration.
+  constexpr int GT = C::kSplitWait ? 2 : 1; // groups a tile
   auto stage = [&](int j0, int slot) {
-    flashStage<DK, C::D, C::k_sd, C::kVecK, NT, BN>(ktiles + slot * BN * PK, PK, kbase, C::k_sj,
-                                                     j0, khi);
-    flashStage<DV, C::Dv, C::v_sd, C::kVecV, NT, BN>(vtiles + slot * BN * PV, PV, vbase, C::v_sj,
-                                                      j0, khi);
+    if (j0 <= khi)
+      flashStage<DK, C::D, C::k_sd, C::kVecK, NT, BN>(ktiles + slot * BN * PK, PK, kbase, C::k_sj,
+                                                       j0, khi);
+    if constexpr (C::kSplitWait)
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
+    if (j0 <= khi)
+      flashStage<DV, C::Dv, C::v_sd, C::kVecV, NT, BN>(vtiles + slot * BN * PV, PV, vbase, C::v_sj,
+                                                        j0, khi);
     if constexpr (C::kVecK || C::kVecV)
       asm volatile("cp.async.commit_group;\n" ::: "memory");
   };
-  if constexpr (S == 2)
-    if (klo <= khi)
-      stage(klo, 0);
-  for (int j0 = klo, it = 0; j0 <= khi; j0 += BN, ++it) {
-    const int slot = S == 2 ? (it & 1) : 0;
+  // S ≥ 2: tiles 0 .. S − 2 in flight before the loop; at each iteration
+  // tile it + S − 1 goes into the slot tile it − 1 used.
+  if constexpr (S >= 2)
+#pragma unroll
+    for (int p = 0; p + 1 < S; ++p)
+      stage(klo + p * BN, p);
+  int slot = 0;
+  for (int j0 = klo; j0 <= khi; j0 += BN, slot = slot + 1 == S ? 0 : slot + 1) {
     __syncthreads(); // the tile that last used the slot being filled is no longer read
-    if constexpr (S == 2) {
-      // The next tile into the other slot; wait for this one only.
-      if (j0 + BN <= khi) {
-        stage(j0 + BN, slot ^ 1);
-        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-      } else {
-        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-      }
+    if constexpr (S >= 2) {
+      stage(j0 + (S - 1) * BN, slot == 0 ? S - 1 : slot - 1);
+      // This tile's K (and V, unless they are waited for apart) has landed;
+      // the groups of the S − 1 tiles after it may be in flight.
+      if constexpr (C::kSplitWait)
+        flashCpWait<GT * (S - 1) + 1>();
+      else
+        flashCpWait<GT * (S - 1)>();
     } else {
       stage(j0, 0);
       if constexpr (C::kVecK || C::kVecV)
         asm volatile("cp.async.wait_all;\n" ::: "memory");
     }
     __syncthreads();
-    if (j0 > whi || j0 + BN - 1 < wlo)
+    // C::kSplitWait: this tile's V has landed too (every thread's copies,
+    // so a block barrier: taken once a tile by every warp, also by one that
+    // skips the tile).
+    auto waitV = [&] {
+      if constexpr (C::kSplitWait) {
+        flashCpWait<GT * (S - 1)>();
+        __syncthreads();
+      }
+    };
+    if (j0 > whi || j0 + BN - 1 < wlo) {
+      waitV();
       continue; // no query of this warp sees these keys
+    }
     const unsigned short *kt = ktiles + slot * BN * PK;
     const unsigned short *vt = vtiles + slot * BN * PV;
 
@@ -404,6 +433,7 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
         o[c][2 * r + 1] *= corr;
       }
     }
+    waitV();
     // O += P · V, one k16 step per 16 keys. B fragments by ldmatrix.trans:
     // matrices 0 / 1 are keys 16kk .. + 7 / + 8 .. + 15 of value columns
     // 8c .. 8c + 7 (b0, b1 of column tile c), 2 / 3 the same of c + 1.

@@ -55,7 +55,9 @@ const std::vector<std::pair<const char *, const char *>> kCleared = {
     {"FG_DEBUG_MOE_ROWS", nullptr},
     {"FG_DEBUG_FLASH_STAGES", nullptr},
     {"FG_DEBUG_MOE_HALF_X", nullptr},
-    {"FG_DEBUG_MOE_INT8", nullptr}};
+    {"FG_DEBUG_MOE_INT8", nullptr},
+    {"FG_DEBUG_FLASH_WARPS", nullptr},
+    {"FG_DEBUG_FLASH_SPLIT_WAIT", nullptr}};
 
 TEST(DebugEnvironment, SwitchesSetTheirOptions) {
   Env clean(kCleared);
@@ -66,9 +68,13 @@ TEST(DebugEnvironment, SwitchesSetTheirOptions) {
              {"FG_DEBUG_MOE_ROWS", "64"},
              {"FG_DEBUG_FLASH_STAGES", "1"},
              {"FG_DEBUG_MOE_HALF_X", "1"},
-             {"FG_DEBUG_MOE_INT8", "0"}});
+             {"FG_DEBUG_MOE_INT8", "0"},
+             {"FG_DEBUG_FLASH_WARPS", "8"},
+             {"FG_DEBUG_FLASH_SPLIT_WAIT", "1"}});
     cuda::applyDebugEnvironment(o);
   }
+  EXPECT_EQ(o.attentionPrefillWarps, 8);
+  EXPECT_TRUE(o.attentionPrefillSplitWait);
   EXPECT_EQ(o.attentionPrefillKeys, 32);
   EXPECT_FALSE(o.groupedExpertSkipRows);
   EXPECT_EQ(o.groupedExpertRows, 64);
@@ -83,13 +89,16 @@ TEST(DebugEnvironment, UnsetOrOutOfRangeKeepsWhatWasThere) {
   o.attentionPrefillKeys = 32; // as a flag would have set it
   o.groupedExpertRows = 32;
   {
-    Env env({{"FG_DEBUG_MOE_ROWS", "48"}, {"FG_DEBUG_FLASH_STAGES", "7"}});
+    Env env({{"FG_DEBUG_MOE_ROWS", "48"},
+             {"FG_DEBUG_FLASH_STAGES", "7"},
+             {"FG_DEBUG_FLASH_WARPS", "6"}});
     cuda::applyDebugEnvironment(o);
   }
   const cuda::EmitOptions d;
   EXPECT_EQ(o.attentionPrefillKeys, 32);
   EXPECT_EQ(o.groupedExpertRows, 32);
   EXPECT_EQ(o.attentionPrefillStages, d.attentionPrefillStages);
+  EXPECT_EQ(o.attentionPrefillWarps, d.attentionPrefillWarps);
   EXPECT_EQ(o.groupedExpertSkipRows, d.groupedExpertSkipRows);
 }
 

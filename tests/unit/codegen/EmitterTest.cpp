@@ -1209,6 +1209,40 @@ TEST(CudaEmit, AttentionPrefillKernel) {
           contains(kernel(hs, 0), std::string("kKsOuter = ") + (ksOuter ? "true" : "false")));
     }
 
+  // Three stages, K and V waited for apart, 8 warps a block (128 queries):
+  // each compiles, with its grid and shared memory; split waits need
+  // stages, so one stage keeps one wait.
+  struct Form {
+    int stages, warps;
+    bool split;
+    bool splitOn; // kSplitWait expected
+  };
+  for (DType cache : {DType::F16, DType::BF16})
+    for (Form f : {Form{3, 4, false, false}, Form{2, 4, true, true}, Form{3, 8, true, true},
+                   Form{1, 4, true, false}, Form{2, 8, false, false}}) {
+      SCOPED_TRACE(llvm::formatv("stages {0} warps {1} split {2}", f.stages, f.warps, f.split).str());
+      EmitOptions o;
+      o.attentionPrefillStages = f.stages;
+      o.attentionPrefillWarps = f.warps;
+      o.attentionPrefillSplitWait = f.split;
+      auto hs = emitAll(
+          [&](Builder &b) {
+            auto q = b.input("q", T(DType::F32, {300, 32, 128}));
+            auto k = b.state("k_cache.0", TensorType(cache, {4096, 8, 128}));
+            auto v = b.state("v_cache.0", TensorType(cache, {4096, 8, 128}));
+            auto pos = b.input("positions", T(DType::I32, {300}));
+            b.result(b.attention(q, k, v, pos, {0.125, 0, 0.0}, std::nullopt));
+          },
+          {}, o);
+      ASSERT_EQ(hs.size(), 1u);
+      const KernelSpec &a = kernel(hs, 0);
+      EXPECT_EQ(a.grid[0], unsigned((300 + 16 * f.warps - 1) / (16 * f.warps)));
+      EXPECT_EQ(a.block[0], unsigned(32 * f.warps));
+      EXPECT_EQ(a.sharedBytes, unsigned(2 * f.stages * 64 * (136 + 136)));
+      EXPECT_TRUE(contains(a, "S = " + std::to_string(f.stages) + ";"));
+      EXPECT_TRUE(contains(a, std::string("kSplitWait = ") + (f.splitOn ? "true" : "false")));
+    }
+
   // A strided q and cache rows at an odd element offset: element loads.
   Layout q{{64, 8, 64}, {8, 1, 512}, 0};
   Layout kv{{100, 2, 64}, {128, 64, 1}, 3};
