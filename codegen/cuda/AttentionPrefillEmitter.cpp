@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/EmitterCommon.h"
 #include "codegen/cuda/KernelSources.h"
+#include "codegen/cuda/Nvrtc.h"
 #include "ir/OpViews.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -105,6 +106,13 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
   c += llvm::formatv("  static constexpr int kW = {0}, BN = {1}, S = {2};\n", kWarps, keys, stages)
            .str();
   c += "  static constexpr bool kSplitWait = " + flag(splitWait) + ";\n";
+  // S and O on warpgroup MMAs (EmitOptions::attentionPrefillWgmma): the
+  // arch-specific target of compute capability 9.0 only (sm_90a), one
+  // warpgroup of 64 queries, 64-key tiles through cp.async stages, q and P
+  // in one half, value rows in 64-column blocks.
+  const bool wgmma = o.attentionPrefillWgmma && archNumber(o.arch) == 90 && stages >= 2 &&
+                     kWarps == 4 && keys == 64 && o.attentionPrefillHalf && Dv % 64 == 0;
+  c += "  static constexpr bool kWgmma = " + flag(wgmma) + ";\n";
   c += "  static constexpr long long T = " + ilit(T) + ", Hq = " + ilit(Hq) +
        ", G = " + ilit(Hq / Hkv) + ", D = " + ilit(D) + ", Dv = " + ilit(Dv) +
        ", ctx = " + ilit(ctx) + ", window = " + ilit(window) + ";\n";
@@ -140,12 +148,14 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
                    o.attentionPrefillMinBlocks);
   KernelSpec k = finishSpec("attention", kernelSource("attention.cuh").str() +
                                              kernelSource("attention_prefill.cuh").str() + c);
+  if (wgmma)
+    k.source = kArchSpecificMarker.str() + k.source;
   k.grid[0] = static_cast<unsigned>((T + 16 * kWarps - 1) / (16 * kWarps));
   k.grid[1] = static_cast<unsigned>(Hq);
   k.block[0] = 32 * kWarps;
   // The key and value tiles: S stages of `keys` rows of K and V, each row
   // padded by 8 elements (the kernel's ktiles / vtiles).
-  k.sharedBytes = static_cast<unsigned>(2 * stages * keys * ((D + 8) + (Dv + 8)));
+  k.sharedBytes = static_cast<unsigned>(2 * stages * keys * (wgmma ? D + Dv : (D + 8) + (Dv + 8)));
   k.params = {Param::result(0), Param::operand(0), Param::operand(1), Param::operand(2),
               Param::operand(3)};
   if (hasSinks)

@@ -118,6 +118,13 @@ struct EmitOptions {
   /// key tile staged once for twice the rows, one block an SM).
   /// FG_DEBUG_FLASH_WARPS.
   int attentionPrefillWarps = 4;
+  /// The prefill flash kernel's S = q·Kᵀ and O += P·V on warpgroup MMAs
+  /// (wgmma, sm_90a: K and V read by the tensor cores from shared memory
+  /// once per 64 queries, where ldmatrix brought every fragment through
+  /// each warp's registers) on compute capability 9.0; elsewhere, or where
+  /// its shape rules refuse (AttentionPrefillEmitter.cpp), mma.sync.
+  /// FG_DEBUG_FLASH_WGMMA.
+  bool attentionPrefillWgmma = false;
   /// Key rows per shared-memory tile of the prefill flash kernel (64; 32
   /// halves the score registers and the tile's shared memory, and measured
   /// slower on the H200, ninth session: W-dense prefill attention 1.62 ->

@@ -184,9 +184,10 @@ std::string cachePath(llvm::StringRef source, llvm::StringRef arch, const NvrtcO
     h.update(len);
     h.update(s);
   };
+  const std::string a = architectureFor(source, arch);
   field(source);
-  field(arch);
-  for (const std::string &f : allFlags(arch, o))
+  field(a);
+  for (const std::string &f : allFlags(a, o))
     field(f);
   field(std::to_string(nvrtcVersionNumber()));
   std::string hex = llvm::toHex(h.final(), /*LowerCase=*/true);
@@ -221,8 +222,17 @@ int archNumber(llvm::StringRef arch) {
   return static_cast<int>(n);
 }
 
+std::string architectureFor(llvm::StringRef source, llvm::StringRef arch) {
+  if (!source.startswith(kArchSpecificMarker) || !arch.startswith("sm_") ||
+      !llvm::isDigit(arch.back()))
+    return arch.str();
+  return arch.str() + "a";
+}
+
 llvm::Expected<CompiledModule> compileCuda(llvm::StringRef source, llvm::StringRef name,
-                                           llvm::StringRef arch, const NvrtcOptions &o) {
+                                           llvm::StringRef requested, const NvrtcOptions &o) {
+  const std::string archName = architectureFor(source, requested);
+  const llvm::StringRef arch = archName;
   CompiledModule m;
   m.name = name.str();
   dumpSource(source, name);

@@ -37,8 +37,18 @@ struct NvrtcOptions {
   bool useCache = true;
 };
 
-/// Compiles `source` for `arch` (`sm_90`, `sm_100`, ...). A compile error
-/// returns an llvm::Error whose message contains NVRTC's log.
+/// A kernel source that uses instructions only the arch-specific target has
+/// (wgmma: sm_90a) starts with this line; compileCuda then compiles it for
+/// `arch` + "a" (the cubin runs on that compute capability only, which is
+/// the one the plan was compiled for).
+inline constexpr llvm::StringLiteral kArchSpecificMarker = "#define FG_ARCH_SPECIFIC 1\n";
+/// The architecture compileCuda uses for `source`: `arch`, or its
+/// arch-specific form ("sm_90" -> "sm_90a") where the source starts with
+/// kArchSpecificMarker and `arch` has no suffix yet.
+std::string architectureFor(llvm::StringRef source, llvm::StringRef arch);
+
+/// Compiles `source` for `arch` (`sm_90`, `sm_100`, ...; see architectureFor).
+/// A compile error returns an llvm::Error whose message contains NVRTC's log.
 llvm::Expected<CompiledModule> compileCuda(llvm::StringRef source, llvm::StringRef name,
                                            llvm::StringRef arch = "sm_90",
                                            const NvrtcOptions &options = {});

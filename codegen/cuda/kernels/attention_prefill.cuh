@@ -127,6 +127,94 @@ template <int N> static __device__ __forceinline__ void flashCpWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// ---- Warpgroup MMA (C::kWgmma; sm_90a: the emitter marks the source) ----
+//
+// The block is one warpgroup (4 warps, 64 query rows): S = q·Kᵀ and
+// O += P·V run as wgmma.mma_async m64n64k16 with A (q, P) from registers —
+// the same per-warp fragments as mma.sync m16n8k16's A, warp w rows 16w ..
+// 16w + 15 — and B (the K or V tile) read by the tensor cores straight from
+// shared memory through a matrix descriptor, once per warpgroup, where
+// ldmatrix brought every K and V fragment through each warp's registers
+// (four times the shared-memory reads of the same tile). The accumulators
+// have mma.sync's C layout per n8 tile: d[4j + e] = s[j][e].
+//
+// Shared layout (PTX ISA, "Shared Memory Matrix Layout", no swizzle): a tile
+// of R rows × E elements is stored as core matrices of 8 rows × 16 bytes,
+// 128 contiguous bytes each; row r, 16-byte unit c of the row at byte
+//   ((r / 8) · (E / 8) + c) · 128 + (r % 8) · 16.
+// K as B of S (K-major: the reduction dim d contiguous): core matrices
+// adjacent in d are 128 bytes apart (LBO), in keys E/8 · 128 (SBO). V as B
+// of O (MN-major: dv contiguous, trans-b): adjacent in keys (the reduction)
+// E/8 · 128 apart (LBO), in dv 128 (SBO). So K and V tiles take one layout.
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL
+#define FG_FLASH_WGMMA 1
+#endif
+
+/// The matrix descriptor of a no-swizzle operand at `p` (shared memory).
+static __device__ __forceinline__ unsigned long long flashDesc(const void *p, unsigned lbo,
+                                                               unsigned sbo) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  return (unsigned long long)((a & 0x3ffffu) >> 4) |
+         ((unsigned long long)((lbo >> 4) & 0x3fffu) << 16) |
+         ((unsigned long long)((sbo >> 4) & 0x3fffu) << 32);
+}
+
+static __device__ __forceinline__ void flashWgFence() {
+#ifdef FG_FLASH_WGMMA
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void flashWgCommitWait() {
+#ifdef FG_FLASH_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+/// After a wait: the compiler may not move reads of the accumulators above
+/// it (it does not know the asm that issued the wgmma wrote them later).
+template <int N> static __device__ __forceinline__ void flashWgPin(float (&d)[N][4]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      asm volatile("" : "+f"(d[j][e])::"memory");
+}
+
+/// d[8][4] (a 64 × 64 f32 tile: this warp's 16 rows) += A · B, A this
+/// warp's 16 × 16 fragment in registers, B 16 × 64 by descriptor; TB = 1:
+/// B is MN-major (trans-b).
+template <bool Bf16, int TB>
+static __device__ __forceinline__ void flashWg64(float (&d)[8][4], const uint4 &a,
+                                                 unsigned long long b) {
+#ifdef FG_FLASH_WGMMA
+#define FG_WG_D(j)                                                                               \
+  "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
+  if constexpr (Bf16)
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "{%32, %33, %34, %35}, %36, 1, 1, 1, %37;\n"
+                 : FG_WG_D(0), FG_WG_D(1), FG_WG_D(2), FG_WG_D(3), FG_WG_D(4), FG_WG_D(5),
+                   FG_WG_D(6), FG_WG_D(7)
+                 : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b), "n"(TB)
+                 : "memory");
+  else
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "{%32, %33, %34, %35}, %36, 1, 1, 1, %37;\n"
+                 : FG_WG_D(0), FG_WG_D(1), FG_WG_D(2), FG_WG_D(3), FG_WG_D(4), FG_WG_D(5),
+                   FG_WG_D(6), FG_WG_D(7)
+                 : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b), "n"(TB)
+                 : "memory");
+#undef FG_WG_D
+#else
+  // Only the arch-specific target (sm_90a) has wgmma; the emitter asks for
+  // it whenever it writes a kWgmma kernel.
+  asm volatile("trap;");
+#endif
+}
+
 /// A tile of BN rows of U 16-byte units each (row j at src + j · sj, unit-
 /// stride and 16-byte aligned: kVecK / kVecV) into shared memory rows of
 /// `pitch` elements, by cp.async: every load of the tile is in flight at
@@ -134,7 +222,7 @@ template <int N> static __device__ __forceinline__ void flashCpWait() {
 /// 16 dependent round trips a tile at D = 128). Rows past `khi` are filled
 /// with zeros (src-size 0 reads nothing). The caller commits the group, waits
 /// for it (cp.async.wait_group) and synchronises.
-template <int U, int NT, int BN, class T>
+template <int U, int NT, int BN, bool Core, class T>
 static __device__ __forceinline__ void flashStageAsync(unsigned short *dst, int pitch, const T *src,
                                                        long long sj, int j0, int khi) {
 #pragma unroll
@@ -142,11 +230,16 @@ static __device__ __forceinline__ void flashStageAsync(unsigned short *dst, int 
     const int i = i0 + (int)threadIdx.x;
     if (BN * U % NT != 0 && i >= BN * U)
       break;
-    const int r = i / U, c = i % U;
+    // Core (the wgmma layout): 8 consecutive threads take rows 8a .. 8a + 7
+    // of one unit, so a warp's 32 copies fill 512 contiguous bytes
+    // (conflict-free) and read 64 contiguous bytes of each of 8 rows.
+    const int r = Core ? (i & 7) + 8 * (i / (8 * U)) : i / U;
+    const int c = Core ? (i >> 3) % U : i % U;
     const long long j = (long long)j0 + r;
     const bool live = j <= khi;
     const T *from = live ? src + j * sj + 8 * c : src;
-    const unsigned to = (unsigned)__cvta_generic_to_shared(dst + r * pitch + 8 * c);
+    const unsigned to = (unsigned)__cvta_generic_to_shared(
+        Core ? dst + ((r >> 3) * U + c) * 64 + (r & 7) * 8 : dst + r * pitch + 8 * c);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
                  "r"(live ? 16 : 0)
                  : "memory");
@@ -157,12 +250,14 @@ static __device__ __forceinline__ void flashStageAsync(unsigned short *dst, int 
 /// d · SD) into shared memory rows of `pitch` elements, zeros past `khi`:
 /// by cp.async (flashStageAsync) when rows take 16-byte copies (Vec), else
 /// one 8-element unit at a time through registers.
-template <class Dec, long long N, long long SD, bool Vec, int NT, int BN, class T>
+template <class Dec, long long N, long long SD, bool Vec, int NT, int BN, bool Core = false,
+          class T>
 static __device__ __forceinline__ void flashStage(unsigned short *dst, int pitch, const T *src,
                                                   long long sj, int j0, int khi) {
   constexpr int U = N / 8;
+  static_assert(!Core || Vec, "the wgmma layout is staged by cp.async");
   if constexpr (Vec) {
-    flashStageAsync<U, NT, BN>(dst, pitch, src, sj, j0, khi);
+    flashStageAsync<U, NT, BN, Core>(dst, pitch, src, sj, j0, khi);
   } else {
     for (int i = threadIdx.x; i < BN * U; i += NT) {
       const int r = i / U, c = i % U;
@@ -181,7 +276,12 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
   using MV = AttnMma<DV::kBf16>;
   constexpr int W = C::kW, NT = 32 * W, BM = 16 * W, BN = C::BN, S = C::S;
   constexpr int KS = C::D / 16, NS = BN / 8, NO = C::Dv / 8;
-  constexpr int PK = C::D + 8, PV = C::Dv + 8; // shared row pitches (elements)
+  // Shared row pitches (elements); the wgmma layout has no padding.
+  constexpr bool WG = C::kWgmma;
+  constexpr int PK = WG ? C::D : C::D + 8, PV = WG ? C::Dv : C::Dv + 8;
+  static_assert(!WG || (C::kW == 4 && BN == 64 && C::kHalf && S >= 2 && C::Dv % 64 == 0),
+                "wgmma: one warpgroup, 64-key tiles, q and P in one half, cp.async stages, "
+                "dv in 64-column blocks");
   static_assert(DK::kParts == 1 && DV::kParts == 1, "16-bit caches only");
   static_assert(C::D % 16 == 0 && C::Dv % 16 == 0 && BN % 16 == 0, "whole mma tiles");
   static_assert(BM <= 128, "FlashRanges holds 128 query rows");
@@ -281,13 +381,13 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
   constexpr int GT = C::kSplitWait ? 2 : 1; // groups a tile
   auto stage = [&](int j0, int slot) {
     if (j0 <= khi)
-      flashStage<DK, C::D, C::k_sd, C::kVecK, NT, BN>(ktiles + slot * BN * PK, PK, kbase, C::k_sj,
-                                                       j0, khi);
+      flashStage<DK, C::D, C::k_sd, C::kVecK, NT, BN, WG>(ktiles + slot * BN * PK, PK, kbase,
+                                                           C::k_sj, j0, khi);
     if constexpr (C::kSplitWait)
       asm volatile("cp.async.commit_group;\n" ::: "memory");
     if (j0 <= khi)
-      flashStage<DV, C::Dv, C::v_sd, C::kVecV, NT, BN>(vtiles + slot * BN * PV, PV, vbase, C::v_sj,
-                                                        j0, khi);
+      flashStage<DV, C::Dv, C::v_sd, C::kVecV, NT, BN, WG>(vtiles + slot * BN * PV, PV, vbase,
+                                                            C::v_sj, j0, khi);
     if constexpr (C::kVecK || C::kVecV)
       asm volatile("cp.async.commit_group;\n" ::: "memory");
   };
@@ -308,6 +408,10 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
         flashCpWait<GT * (S - 1) + 1>();
       else
         flashCpWait<GT * (S - 1)>();
+      // The copies are writes of the generic proxy; wgmma reads through the
+      // async proxy.
+      if constexpr (WG)
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     } else {
       stage(j0, 0);
       if constexpr (C::kVecK || C::kVecV)
@@ -320,10 +424,13 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
     auto waitV = [&] {
       if constexpr (C::kSplitWait) {
         flashCpWait<GT * (S - 1)>();
+        if constexpr (WG)
+          asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();
       }
     };
-    if (j0 > whi || j0 + BN - 1 < wlo) {
+    // (wgmma: every warp of the warpgroup takes part in every tile.)
+    if (!WG && (j0 > whi || j0 + BN - 1 < wlo)) {
       waitV();
       continue; // no query of this warp sees these keys
     }
@@ -334,7 +441,20 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
     // matrix i of key rows 8n .. 8n + 7 and head dims 16ks + 8i .. + 7 gives
     // b0 (i even) and b1 (i odd) of k-steps ks, ks + 1.
     float s[NS][4];
-    if constexpr (C::kKsOuter) {
+    if constexpr (WG) {
+      // One m64n64k16 per 16 head dims: B = K rows [key][d], K-major.
+#pragma unroll
+      for (int n = 0; n < NS; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[n][e] = 0.0f;
+      flashWgFence();
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks)
+        flashWg64<DK::kBf16, 0>(s, qh[ks], flashDesc(kt + 128 * ks, 128, C::D / 8 * 128));
+      flashWgCommitWait();
+      flashWgPin(s);
+    } else if constexpr (C::kKsOuter) {
       // Head-dim steps outer, key columns inner: consecutive mmas write
       // different accumulators (eight independent chains), where the
       // n-outer order below chains KS mmas on one s[n] back to back.
@@ -434,6 +554,29 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
       }
     }
     waitV();
+    if constexpr (WG) {
+      // O += P · V: per 16 keys, one m64n64k16 per 64 value columns; B = V
+      // rows [key][dv], MN-major (trans-b).
+      uint4 ph[BN / 16];
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        ph[kk].x = MV::pack(s[2 * kk][0], s[2 * kk][1]);
+        ph[kk].y = MV::pack(s[2 * kk][2], s[2 * kk][3]);
+        ph[kk].z = MV::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        ph[kk].w = MV::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      }
+      flashWgFence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+        for (int hb = 0; hb < NO / 8; ++hb)
+          flashWg64<DV::kBf16, 1>(*reinterpret_cast<float(*)[8][4]>(&o[8 * hb]), ph[kk],
+                                  flashDesc(vt + (2 * kk * (C::Dv / 8) + 8 * hb) * 64,
+                                            C::Dv / 8 * 128, 128));
+      flashWgCommitWait();
+      flashWgPin(o);
+      continue;
+    }
     // O += P · V, one k16 step per 16 keys. B fragments by ldmatrix.trans:
     // matrices 0 / 1 are keys 16kk .. + 7 / + 8 .. + 15 of value columns
     // 8c .. 8c + 7 (b0, b1 of column tile c), 2 / 3 the same of c + 1.

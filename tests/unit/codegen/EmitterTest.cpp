@@ -1243,6 +1243,38 @@ TEST(CudaEmit, AttentionPrefillKernel) {
       EXPECT_TRUE(contains(a, std::string("kSplitWait = ") + (f.splitOn ? "true" : "false")));
     }
 
+  // Warpgroup MMAs (attentionPrefillWgmma): sm_90a (the source starts with
+  // the arch-specific marker), no row padding in shared memory; value rows
+  // that are not 64-column blocks, or one stage, keep mma.sync.
+  struct WgCase {
+    int64_t D, Dv;
+    int stages;
+    bool wg;
+  };
+  for (DType cache : {DType::F16, DType::BF16})
+    for (WgCase w : {WgCase{128, 128, 2, true}, WgCase{64, 64, 3, true}, WgCase{80, 64, 2, true},
+                     WgCase{128, 96, 2, false}, WgCase{128, 128, 1, false}}) {
+      SCOPED_TRACE(llvm::formatv("wgmma D {0} Dv {1} stages {2}", w.D, w.Dv, w.stages).str());
+      EmitOptions o;
+      o.attentionPrefillWgmma = true;
+      o.attentionPrefillStages = w.stages;
+      auto hs = emitAll(
+          [&](Builder &b) {
+            auto q = b.input("q", T(DType::F32, {100, 8, w.D}));
+            auto k = b.state("k_cache.0", TensorType(cache, {4096, 2, w.D}));
+            auto v = b.state("v_cache.0", TensorType(cache, {4096, 2, w.Dv}));
+            auto pos = b.input("positions", T(DType::I32, {100}));
+            b.result(b.attention(q, k, v, pos, {0.125, 0, 0.0}, std::nullopt));
+          },
+          {}, o);
+      ASSERT_EQ(hs.size(), 1u);
+      const KernelSpec &a = kernel(hs, 0);
+      EXPECT_EQ(contains(a, "kWgmma = true"), w.wg);
+      EXPECT_EQ(llvm::StringRef(a.source).startswith(kArchSpecificMarker), w.wg);
+      EXPECT_EQ(a.sharedBytes, unsigned(2 * w.stages * 64 *
+                                        (w.wg ? w.D + w.Dv : (w.D + 8) + (w.Dv + 8))));
+    }
+
   // A strided q and cache rows at an odd element offset: element loads.
   Layout q{{64, 8, 64}, {8, 1, 512}, 0};
   Layout kv{{100, 2, 64}, {128, 64, 1}, 3};

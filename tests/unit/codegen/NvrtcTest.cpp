@@ -64,6 +64,34 @@ TEST(Nvrtc, CompileErrorCarriesTheLog) {
   EXPECT_NE(msg.find("sm_90"), std::string::npos) << msg;
 }
 
+/// A source that starts with kArchSpecificMarker compiles for the
+/// arch-specific target (sm_90 -> sm_90a: wgmma compiles there and not for
+/// sm_90); other sources, suffixed architectures and virtual ones are left
+/// as they are.
+TEST(Nvrtc, ArchSpecificSourcesCompileForTheSuffixedTarget) {
+  const std::string wg = std::string(kArchSpecificMarker) +
+                         R"(extern "C" __global__ void fg_test_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+)";
+  EXPECT_EQ(architectureFor(wg, "sm_90"), "sm_90a");
+  EXPECT_EQ(architectureFor(wg, "sm_90a"), "sm_90a");
+  EXPECT_EQ(architectureFor(wg, "compute_90"), "compute_90");
+  EXPECT_EQ(architectureFor(kSource, "sm_90"), "sm_90");
+  NvrtcOptions o;
+  o.useCache = false;
+  auto m = compileCuda(wg, "fence", "sm_90", o);
+  ASSERT_TRUE(static_cast<bool>(m)) << llvm::toString(m.takeError());
+  EXPECT_NE(m->ptx.find("sm_90a"), std::string::npos);
+  EXPECT_NE(m->ptx.find("wgmma.fence"), std::string::npos);
+  // Without the marker the same instruction is refused for sm_90.
+  auto plain = compileCuda(llvm::StringRef(wg).drop_front(kArchSpecificMarker.size()), "fence",
+                           "sm_90", o);
+  EXPECT_FALSE(static_cast<bool>(plain));
+  if (!plain)
+    llvm::consumeError(plain.takeError());
+}
+
 TEST(Nvrtc, VirtualArchitectureIsRefused) {
   NvrtcOptions o;
   o.useCache = false;
