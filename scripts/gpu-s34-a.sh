@@ -15,7 +15,7 @@ echo "== grouped GEMM tests (rc $?): $(summ "$OUT/gtest.txt")"
 timeout 150 fusegraph_gpu_tests --gtest_filter='*GpuFlashPrefill*:*GpuAttentionPrefill*' > "$OUT/gtest-flash.txt" 2>&1
 echo "== flash tests (rc $?): $(summ "$OUT/gtest-flash.txt")"
 grep -E "^\[  (FAILED|     OK) \].*StagesSplitWait" "$OUT/gtest-flash.txt" | head -3
-FORMS=("" "FG_DEBUG_FLASH_WGMMA=1" "FG_DEBUG_FLASH_WGMMA=1 FG_DEBUG_FLASH_STAGES=3" "FG_DEBUG_FLASH_WGMMA=1 FG_DEBUG_FLASH_SPLIT_WAIT=1" "FG_DEBUG_FLASH_STAGES=3" "FG_DEBUG_FLASH_SPLIT_WAIT=1" "FG_DEBUG_FLASH_WARPS=8" "FG_DEBUG_FLASH_MIN_BLOCKS=3" "")
+FORMS=("" "FG_DEBUG_FLASH_WGMMA=1" "FG_DEBUG_FLASH_WGMMA=1 FG_DEBUG_FLASH_STAGES=3" "FG_DEBUG_FLASH_WGMMA=1 FG_DEBUG_FLASH_SPLIT_WAIT=1" "FG_DEBUG_FLASH_WGMMA=1 FG_DEBUG_FLASH_STAGES=3 FG_DEBUG_FLASH_WG_DEFER=1" "FG_DEBUG_FLASH_STAGES=3" "FG_DEBUG_FLASH_SPLIT_WAIT=1" "FG_DEBUG_FLASH_WARPS=8" "FG_DEBUG_FLASH_MIN_BLOCKS=3" "")
 best=""; bestus=1e9
 for f in "${FORMS[@]}"; do
   [ "$(left)" -gt 200 ] || break

@@ -113,6 +113,10 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
   const bool wgmma = o.attentionPrefillWgmma && archNumber(o.arch) == 90 && stages >= 2 &&
                      kWarps == 4 && keys == 64 && o.attentionPrefillHalf && Dv % 64 == 0;
   c += "  static constexpr bool kWgmma = " + flag(wgmma) + ";\n";
+  // The previous tile's O += P·V waited for with the next tile's S (three
+  // stages, one tile ahead): EmitOptions::attentionPrefillWgDefer.
+  c += "  static constexpr bool kWgDefer = " +
+       flag(wgmma && stages == 3 && o.attentionPrefillWgDefer) + ";\n";
   c += "  static constexpr long long T = " + ilit(T) + ", Hq = " + ilit(Hq) +
        ", G = " + ilit(Hq / Hkv) + ", D = " + ilit(D) + ", Dv = " + ilit(Dv) +
        ", ctx = " + ilit(ctx) + ", window = " + ilit(window) + ";\n";

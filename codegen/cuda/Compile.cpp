@@ -250,6 +250,8 @@ void applyDebugEnvironment(EmitOptions &emit) {
     emit.attentionPrefillWarps = *n;
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_FLASH_WGMMA"); v && !v->empty())
     emit.attentionPrefillWgmma = *v != "0";
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_FLASH_WG_DEFER"); v && !v->empty())
+    emit.attentionPrefillWgDefer = *v != "0";
   emit.ropeHeads = envInt("FG_DEBUG_ROPE_HEADS", 1, 16).value_or(emit.ropeHeads);
   if (auto n = envInt("FG_DEBUG_PDL_PREFETCH_MB", 0, 1024))
     emit.pdlPrefetchBytes = static_cast<int64_t>(*n) << 20;

@@ -125,6 +125,11 @@ struct EmitOptions {
   /// its shape rules refuse (AttentionPrefillEmitter.cpp), mma.sync.
   /// FG_DEBUG_FLASH_WGMMA.
   bool attentionPrefillWgmma = false;
+  /// The wgmma form with three stages: each tile's O += P·V is waited for
+  /// with the next tile's S (its tensor-core time overlaps the barrier and
+  /// the copies between), one tile ahead instead of two.
+  /// FG_DEBUG_FLASH_WG_DEFER.
+  bool attentionPrefillWgDefer = false;
   /// Key rows per shared-memory tile of the prefill flash kernel (64; 32
   /// halves the score registers and the tile's shared memory, and measured
   /// slower on the H200, ninth session: W-dense prefill attention 1.62 ->

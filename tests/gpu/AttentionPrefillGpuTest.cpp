@@ -253,7 +253,11 @@ TEST(GpuFlashPrefillOptions, StagesSplitWaitAndWarps) {
        true},
       {{{"FG_DEBUG_FLASH_WGMMA", "1"}}, false},
       {{{"FG_DEBUG_FLASH_WGMMA", "1"}, {"FG_DEBUG_FLASH_STAGES", "3"}}, false},
-      {{{"FG_DEBUG_FLASH_WGMMA", "1"}, {"FG_DEBUG_FLASH_SPLIT_WAIT", "1"}}, false}};
+      {{{"FG_DEBUG_FLASH_WGMMA", "1"}, {"FG_DEBUG_FLASH_SPLIT_WAIT", "1"}}, false},
+      {{{"FG_DEBUG_FLASH_WGMMA", "1"},
+        {"FG_DEBUG_FLASH_STAGES", "3"},
+        {"FG_DEBUG_FLASH_WG_DEFER", "1"}},
+       false}};
   for (const auto &[form, sameBits] : forms) {
     std::string name;
     for (auto [k, v] : form)

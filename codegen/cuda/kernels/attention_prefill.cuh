@@ -164,9 +164,13 @@ static __device__ __forceinline__ void flashWgFence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
 }
-static __device__ __forceinline__ void flashWgCommitWait() {
+static __device__ __forceinline__ void flashWgCommit() {
 #ifdef FG_FLASH_WGMMA
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void flashWgWait() {
+#ifdef FG_FLASH_WGMMA
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
 }
@@ -178,6 +182,13 @@ template <int N> static __device__ __forceinline__ void flashWgPin(float (&d)[N]
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       asm volatile("" : "+f"(d[j][e])::"memory");
+}
+/// The A fragments too: the tensor cores read them until the wait, so their
+/// registers must stay live (not reused) until it.
+template <int N> static __device__ __forceinline__ void flashWgPin(uint4 (&a)[N]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+    asm volatile("" : "+r"(a[j].x), "+r"(a[j].y), "+r"(a[j].z), "+r"(a[j].w)::"memory");
 }
 
 /// d[8][4] (a 64 × 64 f32 tile: this warp's 16 rows) += A · B, A this
@@ -391,23 +402,28 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
     if constexpr (C::kVecK || C::kVecV)
       asm volatile("cp.async.commit_group;\n" ::: "memory");
   };
-  // S ≥ 2: tiles 0 .. S − 2 in flight before the loop; at each iteration
-  // tile it + S − 1 goes into the slot tile it − 1 used.
+  // S ≥ 2: AH = S − 1 tiles ahead (S − 2 with C::kWgDefer, whose O += P·V
+  // of the previous tile may still read its slot while the next tile is
+  // staged): tiles 0 .. AH − 1 in flight before the loop; at each iteration
+  // tile it + AH goes into slot (it + AH) % S, which tile it + AH − S used.
+  constexpr int AH = S - 1 - (C::kWgDefer ? 1 : 0);
+  static_assert(!C::kWgDefer || (WG && S == 3), "deferred O waits: wgmma, three stages");
   if constexpr (S >= 2)
 #pragma unroll
-    for (int p = 0; p + 1 < S; ++p)
+    for (int p = 0; p < AH; ++p)
       stage(klo + p * BN, p);
   int slot = 0;
+  uint4 phPrev[BN / 16]; // C::kWgDefer: the P fragments the last O += P·V reads
   for (int j0 = klo; j0 <= khi; j0 += BN, slot = slot + 1 == S ? 0 : slot + 1) {
     __syncthreads(); // the tile that last used the slot being filled is no longer read
     if constexpr (S >= 2) {
-      stage(j0 + (S - 1) * BN, slot == 0 ? S - 1 : slot - 1);
+      stage(j0 + AH * BN, slot + AH >= S ? slot + AH - S : slot + AH);
       // This tile's K (and V, unless they are waited for apart) has landed;
-      // the groups of the S − 1 tiles after it may be in flight.
+      // the groups of the AH tiles after it may be in flight.
       if constexpr (C::kSplitWait)
-        flashCpWait<GT * (S - 1) + 1>();
+        flashCpWait<GT * AH + 1>();
       else
-        flashCpWait<GT * (S - 1)>();
+        flashCpWait<GT * AH>();
       // The copies are writes of the generic proxy; wgmma reads through the
       // async proxy.
       if constexpr (WG)
@@ -423,7 +439,7 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
     // skips the tile).
     auto waitV = [&] {
       if constexpr (C::kSplitWait) {
-        flashCpWait<GT * (S - 1)>();
+        flashCpWait<GT * AH>();
         if constexpr (WG)
           asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();
@@ -452,8 +468,14 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks)
         flashWg64<DK::kBf16, 0>(s, qh[ks], flashDesc(kt + 128 * ks, 128, C::D / 8 * 128));
-      flashWgCommitWait();
+      flashWgCommit();
+      flashWgWait(); // (C::kWgDefer: the previous tile's O += P·V too)
       flashWgPin(s);
+      flashWgPin(qh);
+      if constexpr (C::kWgDefer) {
+        flashWgPin(o);
+        flashWgPin(phPrev);
+      }
     } else if constexpr (C::kKsOuter) {
       // Head-dim steps outer, key columns inner: consecutive mmas write
       // different accumulators (eight independent chains), where the
@@ -557,7 +579,9 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
     if constexpr (WG) {
       // O += P · V: per 16 keys, one m64n64k16 per 64 value columns; B = V
       // rows [key][dv], MN-major (trans-b).
-      uint4 ph[BN / 16];
+      // (phPrev, declared outside the loop: with C::kWgDefer these very
+      // registers stay live until the wait in the next tile.)
+      uint4(&ph)[BN / 16] = phPrev;
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
         ph[kk].x = MV::pack(s[2 * kk][0], s[2 * kk][1]);
@@ -573,8 +597,14 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
           flashWg64<DV::kBf16, 1>(*reinterpret_cast<float(*)[8][4]>(&o[8 * hb]), ph[kk],
                                   flashDesc(vt + (2 * kk * (C::Dv / 8) + 8 * hb) * 64,
                                             C::Dv / 8 * 128, 128));
-      flashWgCommitWait();
-      flashWgPin(o);
+      flashWgCommit();
+      // C::kWgDefer: waited for with the next tile's S (or after the loop):
+      // the tensor cores run it while the next tile's barrier and copies go by.
+      if constexpr (!C::kWgDefer) {
+        flashWgWait();
+        flashWgPin(o);
+        flashWgPin(ph);
+      }
       continue;
     }
     // O += P · V, one k16 step per 16 keys. B fragments by ldmatrix.trans:
@@ -602,6 +632,11 @@ template <class C> static __device__ __forceinline__ void flashAttention(const F
     }
   }
 
+  if constexpr (C::kWgDefer) {
+    flashWgWait();
+    flashWgPin(o);
+    flashWgPin(phPrev);
+  }
   // y = O / l (zeros for a row that saw no key and has no sink), in C::Y.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {

@@ -1251,6 +1251,23 @@ TEST(CudaEmit, AttentionPrefillKernel) {
     int stages;
     bool wg;
   };
+  // (and the deferred O wait, three stages, compiles: kWgDefer)
+  {
+    EmitOptions o;
+    o.attentionPrefillWgmma = o.attentionPrefillWgDefer = true;
+    o.attentionPrefillStages = 3;
+    auto hs = emitAll(
+        [&](Builder &b) {
+          auto q = b.input("q", T(DType::F32, {100, 8, 128}));
+          auto k = b.state("k_cache.0", TensorType(DType::F16, {4096, 2, 128}));
+          auto v = b.state("v_cache.0", TensorType(DType::F16, {4096, 2, 128}));
+          auto pos = b.input("positions", T(DType::I32, {100}));
+          b.result(b.attention(q, k, v, pos, {0.125, 0, 0.0}, std::nullopt));
+        },
+        {}, o);
+    ASSERT_EQ(hs.size(), 1u);
+    EXPECT_TRUE(contains(kernel(hs, 0), "kWgDefer = true"));
+  }
   for (DType cache : {DType::F16, DType::BF16})
     for (WgCase w : {WgCase{128, 128, 2, true}, WgCase{64, 64, 3, true}, WgCase{80, 64, 2, true},
                      WgCase{128, 96, 2, false}, WgCase{128, 128, 1, false}}) {
@@ -1270,6 +1287,7 @@ TEST(CudaEmit, AttentionPrefillKernel) {
       ASSERT_EQ(hs.size(), 1u);
       const KernelSpec &a = kernel(hs, 0);
       EXPECT_EQ(contains(a, "kWgmma = true"), w.wg);
+      EXPECT_TRUE(contains(a, "kWgDefer = false"));
       EXPECT_EQ(llvm::StringRef(a.source).startswith(kArchSpecificMarker), w.wg);
       EXPECT_EQ(a.sharedBytes, unsigned(2 * w.stages * 64 *
                                         (w.wg ? w.D + w.Dv : (w.D + 8) + (w.Dv + 8))));
