@@ -27,6 +27,14 @@ for f in "${FORMS[@]}"; do
   if [ -n "$f" ] && python3 -c "import sys; sys.exit(0 if float('$us') < float('$bestus') else 1)" 2>/dev/null; then best="$f"; bestus="$us"; fi
 done
 echo "fastest form: ${best:-none} ($bestus)"
+PRE=2048 PRE_TIMEOUT=120 pre w-dense "" --steps 3 --warmup 1 --ctx 4096 --breakdown
+grep -E "^  (fused.attention_convert|attention) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
+if [ -n "$best" ]; then
+  PRE=2048 PRE_TIMEOUT=120 pre w-dense "$best" --steps 3 --warmup 1 --ctx 4096 --breakdown
+  grep -E "^  (fused.attention_convert|attention) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
+  PRE=2048 PRE_TIMEOUT=100 pre w-dense "" --steps 3 --warmup 1 --ctx 4096
+  PRE=2048 PRE_TIMEOUT=100 pre w-dense "$best" --steps 3 --warmup 1 --ctx 4096
+fi
 SECT="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section InstructionStats --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis"
 if [ "$(left)" -gt 220 ]; then
   timeout 100 ncu --clock-control none -k regex:attention -c 1 $SECT fg_bench_kernels --reps 1 --no-cublas --benchmark_filter='attention/w-dense/prefill/f16/T2048' > "$OUT/ncu-flash.txt" 2>&1
@@ -42,13 +50,5 @@ if [ "$(left)" -gt 200 ]; then
   timeout 80 ncu --clock-control none -k regex:attention -c 1 --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy fg_bench_kernels --reps 1 --no-cublas --benchmark_filter='attention/w-dense/kv8192/f16/T1$' > "$OUT/ncu-dec8k.txt" 2>&1
   echo "== ncu decode kv8192 (rc $?)"
   grep -E "Duration|Grid Size|Block Size|Registers Per|Achieved Occupancy|DRAM Throughput|Stall|Waves Per SM|Cluster" "$OUT/ncu-dec8k.txt" | tr -s ' ' | head -30
-fi
-PRE=2048 PRE_TIMEOUT=120 pre w-dense "" --steps 3 --warmup 1 --ctx 4096 --breakdown
-grep -E "^  (fused.attention_convert|attention) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
-if [ -n "$best" ]; then
-  PRE=2048 PRE_TIMEOUT=120 pre w-dense "$best" --steps 3 --warmup 1 --ctx 4096 --breakdown
-  grep -E "^  (fused.attention_convert|attention) " /tmp/pre.txt | tr -s ' ' | tr '\n' ';'; echo
-  PRE=2048 PRE_TIMEOUT=100 pre w-dense "" --steps 3 --warmup 1 --ctx 4096
-  PRE=2048 PRE_TIMEOUT=100 pre w-dense "$best" --steps 3 --warmup 1 --ctx 4096
 fi
 echo "call done after $((SECONDS - S)) s"
