@@ -3464,9 +3464,11 @@ public:
     // grouped GEMM on integer tensor cores (8 forms of q4_K, q5_K, q6_K,
     // q8_0 and q4_0 and the 4 it refuses, with their routing kernels: 42),
     // 667 once it became the default for q4_K / q5_K / q8_0 / q4_0 (other
-    // tests' quantised experts compile both forms): each NVRTC compile is CI
+    // tests' quantised experts compile both forms), 688 with the
+    // thirty-fourth's flash prefill forms (three stages, split waits, 8
+    // warps: 10; wgmma and its deferred wait: 11): each NVRTC compile is CI
     // time.
-    EXPECT_LE(compiled().compiles, 667u);
+    EXPECT_LE(compiled().compiles, 688u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
