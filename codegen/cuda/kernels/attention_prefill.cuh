@@ -198,26 +198,22 @@ template <bool Bf16, int TB>
 static __device__ __forceinline__ void flashWg64(float (&d)[8][4], const uint4 &a,
                                                  unsigned long long b) {
 #ifdef FG_FLASH_WGMMA
-#define FG_WG_D(j)                                                                               \
-  "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
+  // The one instruction, in the mma type T (f16 or bf16).
+#define FG_WG_D(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
+#define FG_WG64(T)                                                                               \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." T "." T " "                         \
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "         \
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+               "{%32, %33, %34, %35}, %36, 1, 1, 1, %37;\n"                                      \
+               : FG_WG_D(0), FG_WG_D(1), FG_WG_D(2), FG_WG_D(3), FG_WG_D(4), FG_WG_D(5),         \
+                 FG_WG_D(6), FG_WG_D(7)                                                          \
+               : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b), "n"(TB)                         \
+               : "memory")
   if constexpr (Bf16)
-    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-                 "{%32, %33, %34, %35}, %36, 1, 1, 1, %37;\n"
-                 : FG_WG_D(0), FG_WG_D(1), FG_WG_D(2), FG_WG_D(3), FG_WG_D(4), FG_WG_D(5),
-                   FG_WG_D(6), FG_WG_D(7)
-                 : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b), "n"(TB)
-                 : "memory");
+    FG_WG64("bf16");
   else
-    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-                 "{%32, %33, %34, %35}, %36, 1, 1, 1, %37;\n"
-                 : FG_WG_D(0), FG_WG_D(1), FG_WG_D(2), FG_WG_D(3), FG_WG_D(4), FG_WG_D(5),
-                   FG_WG_D(6), FG_WG_D(7)
-                 : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b), "n"(TB)
-                 : "memory");
+    FG_WG64("f16");
+#undef FG_WG64
 #undef FG_WG_D
 #else
   // Only the arch-specific target (sm_90a) has wgmma; the emitter asks for
