@@ -24,6 +24,7 @@
 #include "runtime/Executor.h"
 #include "runtime/InputCheck.h"
 #include "runtime/Plan.h"
+#include "runtime/Program.h"
 #include "runtime/reference/Interpreter.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -76,6 +77,14 @@ public:
   virtual std::optional<int32_t> greedyToken(const Function &fn) const {
     (void)fn;
     return std::nullopt;
+  }
+  /// Sets what the device's token launch picks from now on: the argmax
+  /// (params.mode 0) or a seeded draw (runtime/Program.h DeviceSampleParams;
+  /// kept across resetState). False where the device picks nothing (the CPU
+  /// backend, a plan without the launch's draw settings).
+  virtual llvm::Expected<bool> setTokenPick(const DeviceSampleParams &params) {
+    (void)params;
+    return false;
   }
   /// Pipelined steps (Executor::enqueue): whether this backend has them, a
   /// step launched without waiting, and the oldest one awaited with its

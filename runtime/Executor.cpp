@@ -3,6 +3,8 @@
 
 #include "runtime/Backend.h"
 #include "runtime/InputCheck.h"
+#include "runtime/Program.h"
+#include "runtime/Sampler.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -228,6 +230,19 @@ double Executor::lastHostLaunchMs() const { return backend_->lastHostLaunchMs();
 std::optional<int32_t> Executor::greedyToken() const {
   const Function *fn = lastEntry_.empty() ? nullptr : entry(lastEntry_);
   return fn ? backend_->greedyToken(*fn) : std::nullopt;
+}
+Expected<bool> Executor::setTokenPick(const SamplingOptions &sampling, uint64_t epoch) {
+  DeviceSampleParams p;
+  if (!sampling.greedy()) {
+    p.mode = 1;
+    p.topK = static_cast<uint32_t>(std::min<int64_t>(sampling.topK, UINT32_MAX));
+    p.temperature = sampling.temperature;
+    p.topP = sampling.topP;
+    p.minP = sampling.minP;
+    p.seed = sampling.seed;
+    p.epoch = epoch;
+  }
+  return backend_->setTokenPick(p);
 }
 std::vector<Executor::LaunchTime> Executor::lastLaunchTimes() const {
   return backend_->lastLaunchTimes();

@@ -35,6 +35,8 @@
 
 namespace fg {
 
+struct SamplingOptions; // runtime/Sampler.h
+
 struct ExecOptions {
   enum class Device { Cpu, Cuda };
   enum class Mode { Graph, Eager };
@@ -125,6 +127,15 @@ public:
   /// before a run, after a failed one, and when the row holds a NaN or only
   /// -inf (sampling the row on the host then says why).
   std::optional<int32_t> greedyToken() const;
+  /// From the next run on, the device's token launch draws with `sampling`
+  /// instead of taking the argmax (a greedy `sampling` restores the argmax):
+  /// draw counters (epoch << 32) | (the last row's position + 1), the
+  /// TokenSampler's for the same row (runtime/Sampler.h). greedyToken() and
+  /// awaitGreedyToken() then return the drawn token; none where the device
+  /// left it to the host (more than kDeviceSampleCandidates sorted
+  /// candidates: sample the row with the same draw). Returns false where the
+  /// device picks no token (the CPU backend, a plan compiled before draws).
+  llvm::Expected<bool> setTokenPick(const SamplingOptions &sampling, uint64_t epoch);
 
   /// Pipelined steps (the CUDA backend but in debug-sync or profiled runs;
   /// pipelines() says): enqueue() checks and stages the inputs like run()

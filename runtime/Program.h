@@ -58,6 +58,25 @@ constexpr unsigned kStatusWordSeq = 6, kStatusWordRing = 8;
 constexpr int32_t kFedToken = INT32_MIN;
 constexpr uint64_t kStatusBytes = 16 * sizeof(uint32_t);
 
+/// What a greedy-token launch draws instead of the argmax when mode is 1
+/// (kernels/sample.cuh SampleParams, the same layout): one range of the
+/// program's counters (zero at load: greedy), the launch's last argument,
+/// written by the runner (Executor::setTokenPick). The draw's counter is
+/// (epoch << 32) | (the last row's position + 1) (runtime/Sampler.h).
+struct DeviceSampleParams {
+  uint32_t mode = 0; ///< 0: greedy, 1: draw
+  uint32_t topK = 0;
+  double temperature = 0, topP = 1, minP = 0;
+  uint64_t seed = 0, epoch = 0;
+};
+static_assert(sizeof(DeviceSampleParams) == 48, "kernels/sample.cuh SampleParams");
+/// The most candidates the device sorts for a draw (kernels/sample.cuh
+/// kCap): a draw whose sorted candidates are more (top-p without a top-k of
+/// at most this many, over a flat distribution) leaves status word 5 at
+/// kStatusDrawOnHost and the host draws from the row.
+constexpr uint32_t kDeviceSampleCandidates = 2048;
+constexpr uint32_t kStatusDrawOnHost = 2;
+
 /// What the launch at `index` of an entry is when it has no node: the input
 /// check (the first launch) or the greedy token (the last).
 inline const char *nodelessLaunchName(size_t index) {

@@ -15,14 +15,12 @@ namespace fg {
 
 namespace {
 
-uint64_t splitmix64(uint64_t &x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+/// splitmix64's output mixer.
+uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
-
-uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 /// More likely first; equal logits: the smaller token id first.
 bool moreLikely(const TokenProb &a, const TokenProb &b) {
@@ -84,22 +82,12 @@ std::string SamplingOptions::str() const {
   return os.str();
 }
 
-SamplerRng::SamplerRng(uint64_t seed) {
-  uint64_t x = seed;
-  for (uint64_t &w : s_)
-    w = splitmix64(x);
-}
-
-uint64_t SamplerRng::next() {
-  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
+double samplerUniform(uint64_t seed, uint64_t draw) {
+  // kernels/sample.cuh fgSampleUniform: the same operations.
+  const uint64_t h = mix64(seed + 0x9e3779b97f4a7c15ULL);
+  return static_cast<double>(
+             mix64(h ^ (draw * 0xd1b54a32d192ed03ULL + 0x632be59bd9b4e019ULL)) >> 11) *
+         0x1.0p-53;
 }
 
 Expected<TokenSampler> TokenSampler::create(const SamplingOptions &o) {
@@ -189,7 +177,7 @@ Expected<std::vector<TokenProb>> TokenSampler::candidates(ArrayRef<float> logits
   return c;
 }
 
-Expected<int32_t> TokenSampler::sample(ArrayRef<float> logits) {
+Expected<int32_t> TokenSampler::sample(ArrayRef<float> logits, uint64_t draw) {
   if (opts_.greedy()) {
     if (Error e = checkLogits(logits))
       return e;
@@ -198,7 +186,7 @@ Expected<int32_t> TokenSampler::sample(ArrayRef<float> logits) {
   Expected<std::vector<TokenProb>> d = candidates(logits);
   if (!d)
     return d.takeError();
-  double u = rng_.uniform(), cum = 0;
+  double u = samplerUniform(opts_.seed, draw), cum = 0;
   for (const TokenProb &t : *d) {
     cum += t.prob;
     if (u < cum)

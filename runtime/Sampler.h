@@ -14,9 +14,14 @@
 //   3. min-p:  keep the tokens whose probability is at least p × the largest
 //              (0: off);
 //   4. temperature: the kept logits divided by T, renormalised;
-//   5. a draw with a small portable RNG (splitmix64 → xoshiro256**, doubles
-//      from 53 bits), so a seed gives the same tokens on every machine and on
-//      both devices (the logits come to the host either way).
+//   5. a draw: u in [0, 1) from a hash of (seed, draw counter)
+//      (samplerUniform: splitmix64's mixer, 53 bits), walking the candidates
+//      in index order when no filter sorted them, most likely first otherwise.
+// The draw is a function of its counter, not of a stream: a Session counts
+// draws by the position the token will take and its generate() calls
+// ((epoch << 32) | position), so the CUDA backend can draw the same token on
+// the device (kernels/sample.cuh, Executor::setTokenPick) without the host's
+// state, and a seed gives the same tokens on every machine and both devices.
 // Temperature 0 (or top-k 1) is greedy: the first argmax, no random number
 // drawn. Ties in the ordering go to the smaller token id.
 //
@@ -45,17 +50,9 @@ struct SamplingOptions {
   std::string str() const;
 };
 
-/// A portable seeded generator (xoshiro256**, seeded through splitmix64).
-class SamplerRng {
-public:
-  explicit SamplerRng(uint64_t seed);
-  uint64_t next();
-  /// Uniform in [0, 1), 53 random bits.
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-
-private:
-  uint64_t s_[4];
-};
+/// The uniform in [0, 1) (53 bits) of draw `draw` under `seed`; the device's
+/// draw (kernels/sample.cuh fgSampleUniform) computes the same bits.
+double samplerUniform(uint64_t seed, uint64_t draw);
 
 /// One candidate of the filtered distribution.
 struct TokenProb {
@@ -69,9 +66,13 @@ public:
   /// (0, 1], min-p outside [0, 1].
   static llvm::Expected<TokenSampler> create(const SamplingOptions &opts);
 
-  /// The next token. Errors: an empty row, a NaN logit (`logit 17 is NaN`),
-  /// every logit -inf.
-  llvm::Expected<int32_t> sample(llvm::ArrayRef<float> logits);
+  /// The token of draw `draw` (samplerUniform(seed, draw)). Errors: an empty
+  /// row, a NaN logit (`logit 17 is NaN`), a +inf one, every logit -inf.
+  llvm::Expected<int32_t> sample(llvm::ArrayRef<float> logits, uint64_t draw);
+  /// The next draw of this sampler's own counter (0, 1, 2, ...).
+  llvm::Expected<int32_t> sample(llvm::ArrayRef<float> logits) {
+    return sample(logits, draws_++);
+  }
 
   /// The distribution a draw is made from (steps 1-4), most likely first,
   /// probabilities summing to 1. Greedy gives the one argmax with 1.
@@ -80,12 +81,12 @@ public:
   const SamplingOptions &options() const { return opts_; }
 
 private:
-  explicit TokenSampler(const SamplingOptions &o) : opts_(o), rng_(o.seed) {}
+  explicit TokenSampler(const SamplingOptions &o) : opts_(o) {}
   /// distribution()'s candidates in a fixed order (sorted only when a filter
   /// needed it), which the draw walks.
   llvm::Expected<std::vector<TokenProb>> candidates(llvm::ArrayRef<float> logits) const;
   SamplingOptions opts_;
-  SamplerRng rng_;
+  uint64_t draws_ = 0;
 };
 
 } // namespace fg

@@ -161,9 +161,9 @@ Error Session::runChunk(StringRef entry, ArrayRef<int32_t> tokens, ArrayRef<int3
   lastLogits_.clear();
   if (Error e = exec_.run(entry))
     return e;
-  // Greedy sampling without observers takes the device's pick (no copy of
-  // the row; issue 13: the host reads back only the token id).
-  if (!opts_.onRun && !opts_.sample && opts_.sampling.greedy())
+  // Without observers the device's pick is taken (no copy of the row; issue
+  // 13: the host reads back only the token id).
+  if (devicePicks_)
     deviceToken_ = exec_.greedyToken();
   if (deviceToken_) {
     logitsPending_ = true;
@@ -283,7 +283,7 @@ ArrayRef<float> Session::lastLogits() {
 }
 
 Expected<int32_t> Session::sampleNext() {
-  if (deviceToken_ && !opts_.sample && opts_.sampling.greedy())
+  if (deviceToken_ && devicePicks_)
     return *deviceToken_;
   if (logitsPending_)
     if (Error e = fetchLogits())
@@ -292,7 +292,8 @@ Expected<int32_t> Session::sampleNext() {
     return makeError("no logits to sample from: feed a token first");
   if (opts_.sample)
     return opts_.sample(lastLogits_);
-  return sampler_.sample(lastLogits_);
+  // The device's draw counter (kernels/sample.cuh): the token's position.
+  return sampler_.sample(lastLogits_, (epoch_ << 32) | static_cast<uint32_t>(position()));
 }
 
 bool Session::isStop(int32_t token) const { return is_contained(opts_.stopTokens, token); }
@@ -319,6 +320,21 @@ Expected<std::vector<int32_t>> Session::generate(ArrayRef<int32_t> prompt, int64
                      " but the plan's ctx is " + std::to_string(ctx()) +
                      "; compile with a larger --ctx or generate fewer tokens");
   stats_ = {};
+  // This call's draws (SessionOptions::sampling), on the device where it
+  // draws them.
+  epoch_ = generations_++;
+  devicePicks_ = false;
+  if (!opts_.onRun && !opts_.sample) {
+    devicePicks_ = opts_.sampling.greedy();
+    Expected<bool> onDevice = exec_.setTokenPick(opts_.sampling, epoch_);
+    if (!onDevice)
+      return onDevice.takeError();
+    devicePicks_ = devicePicks_ || *onDevice;
+    if (*onDevice && !opts_.sampling.greedy())
+      if (const LogSink &log = exec_.options().log)
+        log(LogLevel::Verbose, "session: tokens drawn on the device (" + opts_.sampling.str() +
+                                   ", epoch " + std::to_string(epoch_) + ")");
+  }
   if (Error e = feed(prompt))
     return e;
   std::vector<int32_t> out;
@@ -326,7 +342,10 @@ Expected<std::vector<int32_t>> Session::generate(ArrayRef<int32_t> prompt, int64
   // Greedy on a device that picks the token and pipelines: step k + 1 is
   // enqueued, its token fed on the device, before the host has seen step
   // k's token.
-  if (opts_.pipeline && forced.empty() && deviceToken_ && exec_.pipelines()) {
+  const SamplingOptions &so = opts_.sampling;
+  const bool drawFits = so.greedy() || so.topP >= 1 ||
+                        (so.topK >= 1 && so.topK <= kDeviceSampleCandidates);
+  if (opts_.pipeline && forced.empty() && deviceToken_ && drawFits && exec_.pipelines()) {
     Error e = generatePipelined(maxTokens, out);
     stats_.decodeMs = msSince(t0);
     if (e)

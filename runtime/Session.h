@@ -103,13 +103,19 @@ struct SessionRun {
 
 struct SessionOptions {
   /// How the next token is picked when `sample` is null: greedy by default
-  /// (runtime/Sampler.h). The seeded generator lives as long as the Session
-  /// (reset() does not restart it).
+  /// (runtime/Sampler.h). A seeded draw is counted by the position the token
+  /// takes and by the Session's generate() calls (draw (calls << 32) |
+  /// position): a new Session with the same seed and calls gives the same
+  /// tokens, and a reset() does not repeat earlier draws (the count goes on).
+  /// Without observers (`onRun`) the CUDA backend draws on the device, at
+  /// the end of the step (Executor::setTokenPick), and copies no row.
   SamplingOptions sampling;
   Sampler sample; ///< a custom sampler; null: `sampling`
-  /// Greedy generate() on a device that picks the token (the CUDA backend)
-  /// enqueues step k + 1, its token fed on the device, before it reads step
-  /// k's token (Executor::enqueue). Off: every step waits for its token.
+  /// generate() on a device that picks the token (the CUDA backend: greedy,
+  /// or a draw whose sorted candidates always fit the device's
+  /// kDeviceSampleCandidates — top-p off, or top-k at most that) enqueues
+  /// step k + 1, its token fed on the device, before it reads step k's token
+  /// (Executor::enqueue). Off: every step waits for its token.
   bool pipeline = true;
   /// Stop tokens (the model's end-of-sequence ids): generate() ends after
   /// generating one of them (it is returned and handed to onToken, but not
@@ -168,7 +174,8 @@ public:
   /// only when asked for it here.
   llvm::ArrayRef<float> lastLogits();
   /// Samples the next token from lastLogits() (the custom sampler, else
-  /// `sampling`; a seeded draw advances the generator).
+  /// `sampling`, whose draw is the position's: asked twice at one position,
+  /// it gives the same token).
   llvm::Expected<int32_t> sampleNext();
   /// The next position: the number of tokens fed since the last reset.
   int64_t position() const { return static_cast<int64_t>(history_.size()); }
@@ -185,7 +192,8 @@ public:
 
 private:
   Session(Executor exec, SessionOptions opts, TokenSampler sampler)
-      : exec_(std::move(exec)), opts_(std::move(opts)), sampler_(std::move(sampler)) {}
+      : exec_(std::move(exec)), opts_(std::move(opts)), sampler_(std::move(sampler)),
+        devicePicks_(!opts_.onRun && !opts_.sample && opts_.sampling.greedy()) {}
   bool isStop(int32_t token) const;
   /// Runs `entry` on `tokens` at `positions`; the last `newTokens` are fed
   /// (the rows before them are padding).
@@ -199,10 +207,16 @@ private:
   int64_t vocab_ = 0;
   std::vector<int32_t> history_;
   std::vector<float> lastLogits_; ///< a copy: the executor's rows go at its next run
-  /// The last run's greedy token, computed on the device (Executor::
-  /// greedyToken), when the session samples greedily without observers:
-  /// then its logits row is not copied until lastLogits() asks for it.
+  /// The last run's token, picked on the device (Executor::greedyToken),
+  /// when devicePicks_: then its logits row is not copied until lastLogits()
+  /// asks for it.
   std::optional<int32_t> deviceToken_;
+  /// The device picks the token (greedy, or the draw set by
+  /// Executor::setTokenPick at the start of generate()) and no observer or
+  /// custom sampler needs the row.
+  bool devicePicks_ = false;
+  /// generate() calls so far: the draws' epoch (SessionOptions::sampling).
+  uint64_t generations_ = 0, epoch_ = 0;
   bool logitsPending_ = false; ///< lastLogits_ not yet copied from the last run
   /// A pipelined generate ran a step past the last fed token: lastLogits()
   /// runs that token again for its row.

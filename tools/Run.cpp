@@ -68,8 +68,9 @@ int runRun(ArrayRef<const char *> args) {
   f.flag("verify", "run the CPU reference beside the GPU and compare (CUDA only)");
   f.flag("debug-sync", "synchronise after every launch (CUDA only)");
   f.flag("verbose", "print what happens");
-  f.flag("no-pipeline", "greedy decode waits for each step's token before the next step "
-                        "(default: the next step is enqueued first, its token fed on the device)");
+  f.flag("no-pipeline", "decode waits for each step's token before the next step (default, "
+                        "greedy or drawn on the device with top-p off or top-k <= 2048: the next "
+                        "step is enqueued first, its token fed on the device)");
   f.option("trace", "FILE",
            "after the run, trace one decode step (CUDA graph, CUPTI) into FILE as a "
            "Chrome/Perfetto trace (--device cuda)");

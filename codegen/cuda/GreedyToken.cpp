@@ -18,15 +18,20 @@ constexpr uint64_t kGreedyCounterBytes = 3 * sizeof(uint64_t);
 
 } // namespace
 
-GreedyKernel greedyTokenKernel(int64_t vocab) {
+GreedyKernel greedyTokenKernel(int64_t vocab, bool hasPositions) {
   GreedyKernel g;
   g.blocks = gridFor(vocab, kGreedyThreads * kGreedyPerThread);
   std::string body =
-      kernelSource("greedy.cuh").str() +
-      "\nstruct Cfg {\n  static constexpr long long V = " + ilit(vocab) + ";\n};\n" +
+      kernelSource("sample.cuh").str() + kernelSource("greedy.cuh").str() +
+      "\nstruct Cfg {\n  static constexpr long long V = " + ilit(vocab) +
+      ";\n  static constexpr int NT = " + std::to_string(kGreedyThreads) +
+      ";\n  static constexpr int kCap = " + std::to_string(kDeviceSampleCandidates) +
+      ";\n  static constexpr bool kHasPositions = " + (hasPositions ? "true" : "false") +
+      ";\n};\n" +
       kernelEntry(kGreedyThreads,
-                  "const float *row, unsigned long long *acc, unsigned *status, unsigned *mirror",
-                  "fg::greedyToken<Cfg>(row, acc, status, mirror);");
+                  "const float *row, unsigned long long *acc, unsigned *status, unsigned *mirror, "
+                  "const int *pos, const fg::SampleParams *params",
+                  "fg::greedyToken<Cfg>(row, acc, status, mirror, pos, params);");
   KernelSpec k = finishSpec("greedy_token", body);
   g.symbol = k.name;
   g.source = k.source;
@@ -43,7 +48,15 @@ void addGreedyToken(CompiledEntry &entry, KernelSources &sources, SlotTables &ta
   const int64_t rows = logits->type.shape[0], vocab = logits->type.shape[1];
   if (rows < 1 || vocab < 1 || vocab > 0x7fffffff)
     return;
-  GreedyKernel g = greedyTokenKernel(vocab);
+  // The draw's counter takes the last row's position (the decoder ABI's
+  // `positions` input, pinned in the arena for the whole entry); an entry
+  // without one draws at position -1 of its epoch.
+  const IoBinding *positions = nullptr;
+  for (const IoBinding &in : entry.inputs)
+    if (in.name == "positions" && in.type.dtype == DType::I32 && in.type.rank() == 1 &&
+        in.type.shape[0] >= 1)
+      positions = &in;
+  GreedyKernel g = greedyTokenKernel(vocab, positions != nullptr);
   LaunchRecord l;
   l.kind = LaunchRecord::Kind::Kernel;
   l.symbol = g.symbol;
@@ -53,7 +66,14 @@ void addGreedyToken(CompiledEntry &entry, KernelSources &sources, SlotTables &ta
   row.offset += static_cast<uint64_t>((rows - 1) * vocab) * sizeof(float);
   l.args = {row, BufferRef{BufferSpace::Counters, 0, tables.counters(kGreedyCounterBytes)},
             BufferRef{BufferSpace::Status, 0, 0},
-            BufferRef{BufferSpace::Counters, 0, tables.statusMirror()}};
+            BufferRef{BufferSpace::Counters, 0, tables.statusMirror()}, BufferRef{},
+            BufferRef{BufferSpace::Counters, 0, tables.sampleParams()}};
+  if (positions) {
+    l.args[4] = positions->where;
+    l.args[4].offset += static_cast<uint64_t>(positions->type.shape[0] - 1) * sizeof(int32_t);
+  } else {
+    l.args[4] = l.args[3]; // not read (kHasPositions false)
+  }
   std::vector<bool> hasSuccessor(entry.launches.size(), false);
   for (const LaunchRecord &p : entry.launches)
     for (uint32_t d : p.deps)

@@ -40,6 +40,12 @@ uint64_t SlotTables::statusMirror() {
   return *statusMirror_;
 }
 
+uint64_t SlotTables::sampleParams() {
+  if (!sampleParams_)
+    sampleParams_ = counters(sizeof(DeviceSampleParams));
+  return *sampleParams_;
+}
+
 llvm::Expected<BufferRef> bufferOfValue(const Function &fn, const ProvenPlan &proven,
                                         SlotTables &tables, ValueId v) {
   ValueId root = storageRoot(fn, v);

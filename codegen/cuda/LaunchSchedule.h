@@ -40,6 +40,9 @@ public:
   /// share (kernels/check.cuh: the step count and the greedy ring, read there
   /// from device memory instead of over the bus).
   uint64_t statusMirror();
+  /// The greedy launches' draw settings (runtime/Program.h
+  /// DeviceSampleParams): one range of the counters for the whole program.
+  uint64_t sampleParams();
   /// Whether `b` starts on the byte after `a` ends in the runner's weight
   /// allocation: two weight refs, `b` at offset 0 of the slot right after
   /// `a`'s, `a` reaching its slot's end (aBytes: what the GEMM reads of it),
@@ -49,7 +52,7 @@ public:
 private:
   llvm::StringMap<uint32_t> weightIndex_, stateIndex_;
   CompiledProgram &prog_;
-  std::optional<uint64_t> statusMirror_;
+  std::optional<uint64_t> statusMirror_, sampleParams_;
 };
 
 /// Kernel sources of the launches, to be compiled into modules: (symbol,

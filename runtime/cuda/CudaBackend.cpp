@@ -67,6 +67,12 @@ public:
     return runner_->greedyToken(fn.name());
   }
 
+  Expected<bool> setTokenPick(const DeviceSampleParams &params) override {
+    if (Error e = refuseAfterFault())
+      return e;
+    return runner_->setTokenPick(params);
+  }
+
   bool pipelines() const override { return !opts_.debugSync && !opts_.profileLaunches; }
 
   Error enqueue(const Function &fn, const StringMap<HostTensor> &inputs) override {

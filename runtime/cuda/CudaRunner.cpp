@@ -113,6 +113,27 @@ struct CudaRunner::Impl {
     return v && std::string_view(v) == "1";
   }();
   bool tracing = false; ///< KernelTrace started by a profiled graph run
+  /// The token launches' draw settings as last set (setTokenPick), written
+  /// again after resetState zeroes the counters; none: never set (greedy).
+  std::optional<DeviceSampleParams> tokenPick;
+  /// Where they live in the counters: the last argument of a token launch
+  /// that takes them (codegen/cuda/GreedyToken.h); none in older plans.
+  std::optional<uint64_t> tokenPickOffset() const {
+    for (const CompiledEntry &e : prog.entries)
+      if (e.launches.size() >= 2 && e.launches.back().node == kNoNode &&
+          e.launches.back().args.size() == 6 &&
+          e.launches.back().args[5].space == BufferSpace::Counters)
+        return e.launches.back().args[5].offset;
+    return std::nullopt;
+  }
+  llvm::Error writeTokenPick() {
+    std::optional<uint64_t> at = tokenPickOffset();
+    if (!tokenPick || !at || !counters)
+      return llvm::Error::success();
+    return cudaCheck(cudaMemcpy(static_cast<char *>(counters) + *at, &*tokenPick,
+                                sizeof(DeviceSampleParams), cudaMemcpyHostToDevice),
+                     "writing the draw settings");
+  }
 
   explicit Impl(const CompiledProgram &p) : prog(p) {}
 
@@ -990,6 +1011,19 @@ std::optional<int32_t> CudaRunner::greedyToken(llvm::StringRef entry) const {
   return static_cast<int32_t>(w[kStatusWordGreedy]);
 }
 
+llvm::Expected<bool> CudaRunner::setTokenPick(const DeviceSampleParams &params) {
+  if (!impl_->tokenPickOffset())
+    return false;
+  while (!impl_->flights.empty()) // their launches read the settings
+    if (auto t = awaitGreedy(); !t)
+      return t.takeError();
+  // The stream is idle now (run() ends synchronised): a plain copy is ordered.
+  impl_->tokenPick = params;
+  if (auto e = impl_->writeTokenPick())
+    return e;
+  return true;
+}
+
 llvm::Error CudaRunner::readOutput(llvm::StringRef entry, llvm::StringRef name,
                                    std::vector<uint8_t> &out) {
   // The newest enqueued step's results (the runner's stream is not the
@@ -1058,7 +1092,7 @@ llvm::Error CudaRunner::resetState() {
   // stays the one the host compares against.
   if (impl_->statusHost)
     std::memset(impl_->statusHost, 0, kStatusBytes);
-  return llvm::Error::success();
+  return impl_->writeTokenPick(); // the counters held them too
 }
 
 } // namespace fg

@@ -85,6 +85,11 @@ public:
   /// status words in host memory (no copy); none when the entry has no such
   /// launch or the row held a NaN or only -inf.
   std::optional<int32_t> greedyToken(llvm::StringRef entry) const;
+  /// Writes the token launches' draw settings (runtime/Program.h
+  /// DeviceSampleParams) to the program's counters once the steps in flight
+  /// are done, and again after every resetState. False when no entry's
+  /// token launch takes them (a plan compiled before draws).
+  llvm::Expected<bool> setTokenPick(const DeviceSampleParams &params);
 
   /// Eager runs record a CUDA event before the first launch and after each
   /// launch (this adds host time: for per-kernel breakdowns, not for timing

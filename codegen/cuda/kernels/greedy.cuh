@@ -1,47 +1,42 @@
-//===- greedy.cuh - the greedy token of a step, on the device --------------===//
+//===- greedy.cuh - the token of a step, on the device ---------------------===//
 //
-// greedyToken<Cfg>(row, acc, status, mirror): the first argmax of one f32 logits row
-// of Cfg::V values (the last row of the entry's `logits`: `row` points at
-// it), written to status word 4 (runtime/Program.h, kStatusWordGreedy: host
-// memory the device writes), with word 5 = 1 when it is the greedy token and
-// 0 when the row holds a NaN or only -inf (the host sampler then reads the
-// row and says why). A Session that samples greedily reads these two words
-// instead of copying the row to the host and scanning it (issue 13: the host
-// reads back only the token id). It also writes them to the ring slot of the
-// step's number (common.cuh, kStatusRing), from which the next step's input
-// check takes its token when the host staged kFedToken (check.cuh): a
-// pipelined Session enqueues step k + 1 before it has read step k's token.
-// The step's number and the ring are also the device mirror's (`mirror`,
-// check.cuh): the number is read there, not over the bus, and the ring
-// written to both.
+// greedyToken<Cfg>(row, acc, status, mirror, pos, params): the first argmax
+// of one f32 logits row of Cfg::V values (the last row of the entry's
+// `logits`: `row` points at it) — or, when the host set params->mode to 1
+// (Executor::setTokenPick), a seeded draw from it (sample.cuh) — written to
+// status word 4 (runtime/Program.h, kStatusWordGreedy: host memory the device
+// writes), with word 5 = 1 when it is the step's token, 0 when the row holds a
+// NaN or only -inf (or, for a draw, +inf), 2 when a draw's candidates did not
+// fit (the host sampler then reads the row, and says why or draws itself). A
+// Session reads these two words instead of copying the row to the host
+// (issue 13: the host reads back only the token id). It also writes them to
+// the ring slot of the step's number (common.cuh, kStatusRing), from which
+// the next step's input check takes its token when the host staged kFedToken
+// (check.cuh): a pipelined Session enqueues step k + 1 before it has read
+// step k's token. The step's number and the ring are also the device
+// mirror's (`mirror`, check.cuh): the number is read there, not over the bus,
+// and the ring written to both.
 //
 // Every block scans a grid-stride share of the row and folds it into one
-// 64-bit key per value: the value's bits in an order-preserving encoding
-// (-0 taken as +0, so a tie between them goes to the first index, as on the
-// host), then the complement of the index (the larger key is the larger
+// 64-bit key per value (sample.cuh, logitKey: the larger key is the larger
 // value, then the smaller index). A warp, then the block, takes the largest
 // key, and thread 0 folds it into acc[0] with an integer atomicMax: the
 // maximum of a set does not depend on the order it is taken in, so the
 // result is the same at every replay (no float atomics). A NaN sets acc[1].
 // The block that takes the last ticket (acc[2], after a fence) reads the
-// winner, writes the words and resets acc[0..2] to 0: the counters are the
-// launch's own (BufferSpace::Counters, zero at load), so every replay starts
-// from zero without a clearing launch.
+// winner, resets acc[0..2] to 0 (the counters are the launch's own,
+// BufferSpace::Counters, zero at load, so every replay starts from zero
+// without a clearing launch), draws if asked (the whole block: the row is in
+// L2) and writes the words.
 //
 //===----------------------------------------------------------------------===//
 
 namespace fg {
 
-/// The order-preserving key of logit `v` at index `i` (v not NaN).
-static __device__ __forceinline__ unsigned long long greedyKey(float v, unsigned i) {
-  const unsigned b = __float_as_uint(v == 0.0f ? 0.0f : v);
-  const unsigned ordered = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-  return ((unsigned long long)ordered << 32) | (unsigned long long)(0xffffffffu - i);
-}
-
 template <class C>
 static __device__ __forceinline__ void greedyToken(const float *row, unsigned long long *acc,
-                                                   unsigned *status, unsigned *mirror) {
+                                                   unsigned *status, unsigned *mirror,
+                                                   const int *pos, const SampleParams *params) {
   unsigned long long best = 0; // below every key
   bool nan = false;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < C::V;
@@ -50,7 +45,7 @@ static __device__ __forceinline__ void greedyToken(const float *row, unsigned lo
     if (v != v)
       nan = true;
     else {
-      const unsigned long long k = greedyKey(v, (unsigned)i);
+      const unsigned long long k = logitKey(v, (unsigned)i);
       best = k > best ? k : best;
     }
   }
@@ -63,6 +58,8 @@ static __device__ __forceinline__ void greedyToken(const float *row, unsigned lo
   __shared__ unsigned long long warpBest[32];
   __shared__ int warpNan[32];
   __shared__ bool last;
+  __shared__ unsigned long long winner;
+  __shared__ bool winnerNan;
   const int w = (int)(threadIdx.x / 32), nw = (int)((blockDim.x + 31) / 32);
   if (threadIdx.x % 32 == 0) {
     warpBest[w] = best;
@@ -81,16 +78,35 @@ static __device__ __forceinline__ void greedyToken(const float *row, unsigned lo
     last = atomicAdd(&acc[2], 1ull) == (unsigned long long)gridDim.x - 1;
   }
   __syncthreads();
-  if (!last || threadIdx.x != 0)
+  if (!last)
     return;
-  __threadfence();
-  const unsigned long long key = atomicExch(&acc[0], 0ull);
-  const bool sawNan = atomicExch(&acc[1], 0ull) != 0;
-  acc[2] = 0;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    winner = atomicExch(&acc[0], 0ull);
+    winnerNan = atomicExch(&acc[1], 0ull) != 0;
+    acc[2] = 0;
+  }
+  __syncthreads();
+  const unsigned long long key = winner;
   // Every value -inf: the key of index 0's -inf is the smallest real key.
   const bool allNegInf = (unsigned)(key >> 32) <= ~0xff800000u;
-  const unsigned token = 0xffffffffu - (unsigned)(key & 0xffffffffull);
-  const unsigned ok = (sawNan || allNegInf) ? 0u : 1u;
+  unsigned token = 0xffffffffu - (unsigned)(key & 0xffffffffull);
+  unsigned ok = (winnerNan || allNegInf) ? 0u : 1u;
+  // A draw instead of the argmax (sample.cuh) when the host asked for one;
+  // a +inf logit is the host's error to report (ok 0: it reads the row).
+  if (ok && params->mode == 1u) {
+    const float lmax = row[token];
+    if (lmax == FG_INF) {
+      ok = 0;
+    } else {
+      // The draw's counter: the position the drawn token will take (the
+      // last row's + 1) in the host's epoch (runtime/Sampler.h).
+      const unsigned long long at = C::kHasPositions ? (unsigned)(pos[0] + 1) : 0u;
+      ok = sampleRow<C>(row, lmax, *params, (params->epoch << 32) | at, &token);
+    }
+  }
+  if (threadIdx.x != 0)
+    return;
   status[4] = token;
   status[5] = ok;
   // The ring slot of this step (its number, set by its input check), which

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <set>
 
 using namespace fg;
 using namespace llvm;
@@ -254,15 +255,40 @@ TEST(Sampler, SeedsAreReproducible) {
   };
   EXPECT_EQ(draw(7), draw(7));
   EXPECT_NE(draw(7), draw(8));
-  SamplerRng r(0);
   double mean = 0;
   for (int i = 0; i < 10000; ++i) {
-    double u = r.uniform();
+    double u = samplerUniform(0, static_cast<uint64_t>(i));
     ASSERT_GE(u, 0.0);
     ASSERT_LT(u, 1.0);
     mean += u / 10000;
   }
   EXPECT_NEAR(mean, 0.5, 0.02);
+}
+
+/// The draw is a function of (seed, counter): the bits the device's draw
+/// computes too (kernels/sample.cuh), worked out independently in Python's
+/// integers: u = (mix(mix(seed + G) ^ (draw * C + D)) >> 11) / 2^53 with
+/// splitmix64's mixer.
+TEST(Sampler, DrawsAreAFunctionOfTheirCounter) {
+  EXPECT_EQ(samplerUniform(0, 0), 583408786249358.0 * 0x1.0p-53);
+  EXPECT_EQ(samplerUniform(7, 3), 8644780762772331.0 * 0x1.0p-53);
+  EXPECT_EQ(samplerUniform(2024, (uint64_t(1) << 32) | 5), 1814895265468888.0 * 0x1.0p-53);
+  std::mt19937 rng(3);
+  std::vector<float> row = randomLogits(rng, 300);
+  SamplingOptions o;
+  o.temperature = 1.3;
+  o.topK = 50;
+  o.seed = 11;
+  TokenSampler counted = sampler(o), indexed = sampler(o);
+  std::set<int32_t> seen;
+  for (uint64_t d = 0; d < 40; ++d) {
+    Expected<int32_t> a = counted.sample(row), b = indexed.sample(row, d);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(*a, *b) << d; // the counter overload is draws 0, 1, 2, ...
+    EXPECT_EQ(*indexed.sample(row, d), *b) << "the same draw again";
+    seen.insert(*b);
+  }
+  EXPECT_GT(seen.size(), 5u); // and the draws differ
 }
 
 TEST(Sampler, Errors) {

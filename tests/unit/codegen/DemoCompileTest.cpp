@@ -52,7 +52,7 @@ void compileDemo(bool fusion) {
   // last, no node) has one too. The status words' device mirror is one more
   // range, which every input check (the first launch) and greedy token share.
   std::vector<std::pair<uint64_t, uint64_t>> counterRanges;
-  std::set<uint64_t> mirrors;
+  std::set<uint64_t> mirrors, drawSettings;
   size_t attentionLaunches = 0;
   for (const CompiledEntry &e : prog->entries) {
     launches += e.launches.size();
@@ -70,6 +70,10 @@ void compileDemo(bool fusion) {
           mirrors.insert(r.offset);
           continue;
         }
+        if (isGreedy && a == 5) { // the program's draw settings, shared
+          drawSettings.insert(r.offset);
+          continue;
+        }
         if (l.node == kNoNode) {
           EXPECT_TRUE(isGreedy) << l.what;
         } else {
@@ -82,8 +86,11 @@ void compileDemo(bool fusion) {
   EXPECT_GT(launches, 0u);
   EXPECT_EQ(attentionLaunches, 2u * 2u); // 2 layers x (decode, prefill)
   ASSERT_EQ(mirrors.size(), 1u);
+  ASSERT_EQ(drawSettings.size(), 1u);
   counterRanges.push_back({*mirrors.begin(), *mirrors.begin()});
-  ASSERT_EQ(counterRanges.size(), 5u); // 2 layers of decode, 2 greedy launches, the mirror
+  counterRanges.push_back({*drawSettings.begin(), *drawSettings.begin()});
+  // 2 layers of decode, 2 greedy launches, the mirror, the draw settings
+  ASSERT_EQ(counterRanges.size(), 6u);
   std::sort(counterRanges.begin(), counterRanges.end());
   for (size_t i = 0; i + 1 < counterRanges.size(); ++i)
     EXPECT_LT(counterRanges[i].first, counterRanges[i + 1].first);

@@ -1,0 +1,382 @@
+//===- sample.cuh - a seeded draw from the last logits row, on the device --===//
+//
+// sampleRow<C>(row, lmax, params, draw, token): what runtime/Sampler.cpp's
+// TokenSampler::sample(logits, draw) picks, computed by one block (the greedy
+// launch's last block, greedy.cuh, once the row's argmax is known). The steps
+// and their order are the host's: top-k, top-p, min-p over the model's own
+// distribution, then the temperature over what is kept, then one uniform u
+// from the draw's counter (fgSampleUniform, the host's samplerUniform bit for
+// bit). The host walks its candidates in index order when no filter sorted
+// them (no top-k cut, top-p off) and most likely first otherwise; so does
+// this kernel:
+//
+//   index order  every thread sums the weights of a contiguous chunk of the
+//                row, a block scan places the chunks, and the thread whose
+//                chunk holds u x W walks it again. No cap.
+//   sorted       the candidates go to shared memory as 64-bit keys
+//                (logitKey: the host's order, more likely first, ties to
+//                the smaller id) —
+//                with a top-k cut, the k largest keys (a radix select over
+//                the row, 8 bits a pass, stopping once the bin holds exactly
+//                what is left to take); without one (top-p alone), every
+//                token within 40 of the largest logit (e^-40 of its
+//                probability: the rest cannot move a sum of doubles) — then
+//                a bitonic sort, a scan for top-p, a prefix for min-p, a scan
+//                of the tempered weights for the draw.
+//
+// Returns 1 with the token in `token`, or 2 when the sorted candidates do not
+// fit (more than C::kCap): the host then samples the copied row with the same
+// draw (runtime/Session.cpp). A Session pipelines only settings that always
+// fit (top-p off, or top-k at most kCap).
+//
+// Same tokens as the host for the same row, up to rounding: the index-order
+// weights are f32 exponentials summed in f64 (the host: f64 throughout), the
+// sums are block trees (the host: in order). A different token needs u within
+// ~1e-6 of a boundary of the host's cumulative distribution. Every sum has a
+// fixed order (per-thread loops, fixed shuffle trees): a replay gives the same
+// bits. No float atomics.
+//
+//===----------------------------------------------------------------------===//
+
+namespace fg {
+
+/// runtime/Program.h DeviceSampleParams, the same layout: set by the host
+/// (Executor::setTokenPick) in the program's counters, zero (greedy) at load.
+struct SampleParams {
+  unsigned mode; ///< 0: greedy, 1: draw
+  unsigned topK; ///< 0: off
+  double temperature, topP, minP;
+  unsigned long long seed, epoch;
+};
+
+/// The order-preserving key of logit `v` at index `i` (v not NaN): the
+/// value's bits (-0 taken as +0), then the complement of the index, so the
+/// larger key is the larger value, then the smaller index. greedy.cuh takes
+/// the largest; the sorted draw below sorts by it.
+static __device__ __forceinline__ unsigned long long logitKey(float v, unsigned i) {
+  const unsigned b = __float_as_uint(v == 0.0f ? 0.0f : v);
+  const unsigned ordered = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return ((unsigned long long)ordered << 32) | (unsigned long long)(0xffffffffu - i);
+}
+
+static __device__ __forceinline__ unsigned long long fgMix64(unsigned long long z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/// runtime/Sampler.cpp samplerUniform: u in [0, 1) from 53 bits of a hash of
+/// (seed, draw).
+static __device__ __forceinline__ double fgSampleUniform(unsigned long long seed,
+                                                         unsigned long long draw) {
+  const unsigned long long h = fgMix64(seed + 0x9e3779b97f4a7c15ull);
+  return (double)(fgMix64(h ^ (draw * 0xd1b54a32d192ed03ull + 0x632be59bd9b4e019ull)) >> 11) *
+         0x1.0p-53;
+}
+
+template <class C> struct SampleShared {
+  unsigned long long keys[C::kCap];
+  double vals[C::kCap];
+  unsigned hist[256];
+  double red[32];
+  unsigned long long prefix;
+  unsigned n, need, tok;
+  int done;
+};
+
+/// Sum over the block (all C::NT threads call it), the same on every thread.
+template <class C, class T> static __device__ T sampleBlockSum(T v, T *red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads(); // red free
+  if (threadIdx.x % 32 == 0)
+    red[threadIdx.x / 32] = v;
+  __syncthreads();
+  T s = 0;
+  for (int w = 0; w < C::NT / 32; ++w)
+    s += red[w];
+  return s;
+}
+
+/// Maximum over the block, the same on every thread.
+template <class C> static __device__ unsigned sampleBlockMax(unsigned v, unsigned *red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __syncthreads();
+  if (threadIdx.x % 32 == 0)
+    red[threadIdx.x / 32] = v;
+  __syncthreads();
+  unsigned m = 0;
+  for (int w = 0; w < C::NT / 32; ++w)
+    m = max(m, red[w]);
+  return m;
+}
+
+/// Inclusive scan of one value a thread in thread order; `total` the block's.
+static __device__ __forceinline__ double sampleBlockScan(double v, double *red, int nt,
+                                                         double &total) {
+  const int lane = (int)(threadIdx.x % 32), w = (int)(threadIdx.x / 32);
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const double x = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o)
+      v += x;
+  }
+  __syncthreads();
+  if (lane == 31)
+    red[w] = v;
+  __syncthreads();
+  double before = 0;
+  total = 0;
+  for (int j = 0; j < nt / 32; ++j) {
+    if (j < w)
+      before += red[j];
+    total += red[j];
+  }
+  return before + v;
+}
+
+/// In vals[0, n) (shared memory), the first j whose inclusive sum passes
+/// `target` (target < sum, or target <= sum when `orEqual`); n - 1 if none.
+template <class C>
+static __device__ unsigned sampleLocate(SampleShared<C> &sh, unsigned n, double target,
+                                        bool orEqual) {
+  const unsigned per = (n + C::NT - 1) / C::NT;
+  const unsigned lo = min(n, threadIdx.x * per), hi = min(n, lo + per);
+  double mine = 0;
+  for (unsigned j = lo; j < hi; ++j)
+    mine += sh.vals[j];
+  double total;
+  const double incl = sampleBlockScan(mine, sh.red, C::NT, total);
+  if (threadIdx.x == 0)
+    sh.tok = n - 1;
+  __syncthreads();
+  const double excl = incl - mine;
+  // The owner: the first thread whose chunk passes the target (a chunk that
+  // passes it has every earlier one not passing, as its sums only grow).
+  const bool passes = orEqual ? target <= incl : target < incl;
+  const bool before = orEqual ? target <= excl : target < excl;
+  if (passes && !before && hi > lo) {
+    double c = excl;
+    for (unsigned j = lo; j < hi; ++j) {
+      c += sh.vals[j];
+      if (orEqual ? target <= c : target < c) {
+        sh.tok = j;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  return sh.tok;
+}
+
+/// The K-th largest logitKey of the finite values of the row (K >= 1, at
+/// most the finite count): the keys at or above it are exactly K.
+template <class C>
+static __device__ unsigned long long sampleSelectKth(const float *row, unsigned K,
+                                                     SampleShared<C> &sh) {
+  unsigned long long prefix = 0;
+  unsigned need = K;
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int j = threadIdx.x; j < 256; j += C::NT)
+      sh.hist[j] = 0;
+    __syncthreads();
+    for (long long i = threadIdx.x; i < C::V; i += C::NT) {
+      const float v = row[i];
+      if (v == -FG_INF)
+        continue;
+      const unsigned long long k = logitKey(v, (unsigned)i);
+      if (shift == 56 || ((k ^ prefix) >> (shift + 8)) == 0)
+        atomicAdd(&sh.hist[(unsigned)(k >> shift) & 255u], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned above = 0;
+      int d = 255;
+      for (; d > 0; --d) {
+        if (above + sh.hist[d] >= need)
+          break;
+        above += sh.hist[d];
+      }
+      need -= above;
+      prefix |= (unsigned long long)d << shift;
+      sh.done = sh.hist[d] == need; // the bin is taken whole
+      sh.prefix = prefix;
+      sh.need = need;
+    }
+    __syncthreads();
+    prefix = sh.prefix;
+    need = sh.need;
+    if (sh.done)
+      break;
+  }
+  return prefix;
+}
+
+/// Bitonic sort of keys[0, n) (n <= C::kCap), largest first.
+template <class C> static __device__ void sampleSortKeys(SampleShared<C> &sh, unsigned n) {
+  unsigned n2 = 1;
+  while (n2 < n)
+    n2 <<= 1;
+  for (unsigned i = n + threadIdx.x; i < n2; i += C::NT)
+    sh.keys[i] = 0; // below every key
+  __syncthreads();
+  for (unsigned k = 2; k <= n2; k <<= 1)
+    for (unsigned j = k >> 1; j > 0; j >>= 1) {
+      for (unsigned i = threadIdx.x; i < n2; i += C::NT) {
+        const unsigned x = i ^ j;
+        if (x > i) {
+          const unsigned long long a = sh.keys[i], b = sh.keys[x];
+          if ((i & k) == 0 ? a < b : a > b) {
+            sh.keys[i] = b;
+            sh.keys[x] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+}
+
+template <class C>
+static __device__ unsigned sampleRow(const float *row, float lmax, const SampleParams &p,
+                                     unsigned long long draw, unsigned *token) {
+  __shared__ SampleShared<C> sh;
+  const double u = fgSampleUniform(p.seed, draw);
+  const double T = p.temperature;
+  const bool minP = p.minP > 0;
+  // The finite count decides whether top-k cuts.
+  unsigned fin = (unsigned)C::V;
+  if (p.topK > 0 && (long long)p.topK < C::V) {
+    unsigned mine = 0;
+    for (long long i = threadIdx.x; i < C::V; i += C::NT)
+      mine += row[i] != -FG_INF;
+    fin = sampleBlockSum<C>(mine, (unsigned *)sh.red);
+  }
+  const bool topKCuts = p.topK > 0 && p.topK < fin;
+  if (!topKCuts && !(p.topP < 1)) {
+    // Index order: the tempered weights of the kept tokens (min-p: e >= p).
+    const unsigned long long per = (C::V + C::NT - 1) / C::NT;
+    const long long lo = min((long long)C::V, (long long)(threadIdx.x * per)),
+                    hi = min((long long)C::V, lo + (long long)per);
+    const float inv = (float)(1.0 / T);
+    auto weight = [&](float v) -> float {
+      if (v == -FG_INF)
+        return -1.0f;
+      const float d = v - lmax;
+      if (minP && (double)expf(d) < p.minP)
+        return -1.0f;
+      return expf(d * inv);
+    };
+    double mine = 0;
+    long long lastKept = -1;
+    for (long long i = lo; i < hi; ++i) {
+      const float w = weight(row[i]);
+      if (w >= 0) {
+        mine += (double)w;
+        lastKept = i;
+      }
+    }
+    double W;
+    const double incl = sampleBlockScan(mine, sh.red, C::NT, W);
+    const double excl = incl - mine, target = u * W;
+    if (threadIdx.x == 0)
+      sh.tok = 0xffffffffu;
+    __syncthreads();
+    if (excl <= target && target < incl) {
+      double c = excl;
+      long long pick = lastKept;
+      for (long long i = lo; i < hi; ++i) {
+        const float w = weight(row[i]);
+        if (w >= 0) {
+          c += (double)w;
+          if (target < c) {
+            pick = i;
+            break;
+          }
+        }
+      }
+      sh.tok = (unsigned)pick;
+    }
+    __syncthreads();
+    // u x W at or past the total (rounding): the last kept token, as the host.
+    *token = sh.tok != 0xffffffffu
+                 ? sh.tok
+                 : sampleBlockMax<C>((unsigned)(lastKept + 1), (unsigned *)sh.red) - 1u;
+    return 1;
+  }
+  // Sorted: the candidates' keys into shared memory.
+  unsigned long long threshold = 0;
+  if (topKCuts) {
+    if (p.topK > (unsigned)C::kCap)
+      return 2;
+    threshold = sampleSelectKth<C>(row, p.topK, sh);
+  }
+  if (threadIdx.x == 0)
+    sh.n = 0;
+  __syncthreads();
+  for (long long i = threadIdx.x; i < C::V; i += C::NT) {
+    const float v = row[i];
+    if (v == -FG_INF)
+      continue;
+    const unsigned long long k = logitKey(v, (unsigned)i);
+    if (topKCuts ? k >= threshold : (double)v - (double)lmax >= -40.0) {
+      const unsigned slot = atomicAdd(&sh.n, 1u);
+      if (slot < (unsigned)C::kCap)
+        sh.keys[slot] = k;
+    }
+  }
+  __syncthreads();
+  const unsigned n = sh.n;
+  if (n > (unsigned)C::kCap)
+    return 2;
+  sampleSortKeys<C>(sh, n);
+  auto logitOf = [&](unsigned j) {
+    return row[0xffffffffu - (unsigned)(sh.keys[j] & 0xffffffffull)];
+  };
+  // 1, 2. The model's probabilities (unnormalised: e = exp(l - max)); top-p
+  // takes the shortest prefix whose mass reaches p of what top-k kept (of
+  // everything without a cut: tokens outside the candidates add < e^-40).
+  for (unsigned j = threadIdx.x; j < n; j += C::NT)
+    sh.vals[j] = exp((double)logitOf(j) - (double)lmax);
+  __syncthreads();
+  unsigned keep = n;
+  if (p.topP < 1) {
+    double mine = 0;
+    const unsigned per = (n + C::NT - 1) / C::NT;
+    const unsigned lo = min(n, threadIdx.x * per), hi = min(n, lo + per);
+    for (unsigned j = lo; j < hi; ++j)
+      mine += sh.vals[j];
+    double mass;
+    sampleBlockScan(mine, sh.red, C::NT, mass);
+    keep = sampleLocate<C>(sh, n, p.topP * mass, true) + 1;
+  }
+  // 3. min-p: e >= p (the probabilities fall along the sorted keys, so what
+  // stays is a prefix; the first, e = 1, always stays).
+  if (minP) {
+    unsigned mine = 0;
+    for (unsigned j = threadIdx.x; j < keep; j += C::NT)
+      mine += !(sh.vals[j] < p.minP);
+    keep = sampleBlockSum<C>(mine, (unsigned *)sh.red);
+  }
+  // 4. The temperature over what is kept; the draw in this order.
+  __syncthreads();
+  for (unsigned j = threadIdx.x; j < keep; j += C::NT)
+    sh.vals[j] = exp(((double)logitOf(j) - (double)lmax) / T);
+  __syncthreads();
+  double mine = 0;
+  {
+    const unsigned per = (keep + C::NT - 1) / C::NT;
+    const unsigned lo = min(keep, threadIdx.x * per), hi = min(keep, lo + per);
+    for (unsigned j = lo; j < hi; ++j)
+      mine += sh.vals[j];
+  }
+  double W;
+  sampleBlockScan(mine, sh.red, C::NT, W);
+  const unsigned j = sampleLocate<C>(sh, keep, u * W, false);
+  *token = 0xffffffffu - (unsigned)(sh.keys[j] & 0xffffffffull);
+  return 1;
+}
+
+} // namespace fg

@@ -1,0 +1,117 @@
+//===- BlockEmulation.h - one CUDA thread block on host threads -*- C++ -*-===//
+//
+// Enough of CUDA's device language to run a block-level kernel function
+// (kernels/*.cuh) on this machine, which has no GPU: every thread of the
+// block is a std::thread; __syncthreads is a barrier of all of them, warp
+// shuffles exchange through a per-warp slot array between two barriers of
+// the warp's 32 threads, shared-memory atomics are std::atomic_ref, and
+// `__shared__` variables are function statics (one per template
+// instantiation, shared by the block's threads). A __syncthreads reached by
+// some threads only (divergent) hangs here as it would be undefined there:
+// runBlock's caller gives it a time limit.
+//
+//   fg::emu::runBlock(256, [&] { result = fg::sampleRow<Cfg>(...); });
+//
+// Include it before the .cuh file. Only what the included kernels use.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+// The kernels' `#pragma unroll` is unknown to the host compiler: the test's
+// sources build with -Wno-unknown-pragmas (tests/CMakeLists.txt).
+
+#include <atomic>
+#include <barrier>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+#define FG_INF std::numeric_limits<float>::infinity()
+
+namespace fg::emu {
+
+struct Dim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+
+struct Block {
+  explicit Block(unsigned n) : threads(n), all(n) {
+    for (unsigned w = 0; w < (n + 31) / 32; ++w)
+      warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, n - 32 * w)));
+    slots.resize(n);
+  }
+  unsigned threads;
+  std::barrier<> all;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  std::vector<uint64_t> slots;
+};
+
+inline thread_local Block *block = nullptr;
+inline thread_local Dim3 tid;
+
+/// Runs `body` on `threads` host threads as one block (threadIdx.x = 0..).
+inline void runBlock(unsigned threads, const std::function<void()> &body) {
+  Block b(threads);
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < threads; ++t)
+    ts.emplace_back([&b, &body, t] {
+      block = &b;
+      tid.x = t;
+      body();
+    });
+  for (std::thread &t : ts)
+    t.join();
+}
+
+template <class T> uint64_t bitsOf(T v) {
+  static_assert(sizeof(T) <= 8);
+  uint64_t u = 0;
+  std::memcpy(&u, &v, sizeof(T));
+  return u;
+}
+template <class T> T fromBits(uint64_t u) {
+  T v;
+  std::memcpy(&v, &u, sizeof(T));
+  return v;
+}
+
+/// The value of lane `src` of this warp (own value when src is outside it).
+template <class T> T exchange(T v, int src) {
+  const unsigned lane = tid.x % 32, w = tid.x / 32;
+  block->slots[tid.x] = bitsOf(v);
+  block->warps[w]->arrive_and_wait();
+  const bool inside = src >= 0 && src < 32 && 32 * w + unsigned(src) < block->threads;
+  T r = inside ? fromBits<T>(block->slots[32 * w + unsigned(src)]) : v;
+  block->warps[w]->arrive_and_wait();
+  (void)lane;
+  return r;
+}
+
+} // namespace fg::emu
+
+#define threadIdx (::fg::emu::tid)
+
+inline void __syncthreads() { fg::emu::block->all.arrive_and_wait(); }
+template <class T> T __shfl_xor_sync(unsigned, T v, int o) {
+  return fg::emu::exchange(v, int(threadIdx.x % 32) ^ o);
+}
+template <class T> T __shfl_up_sync(unsigned, T v, int o) {
+  return fg::emu::exchange(v, int(threadIdx.x % 32) - o);
+}
+inline unsigned atomicAdd(unsigned *p, unsigned v) {
+  return std::atomic_ref<unsigned>(*p).fetch_add(v);
+}
+inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
+template <class A, class B> auto min(A a, B b) { return a < b ? a : b; }
+template <class A, class B> auto max(A a, B b) { return a < b ? b : a; }
+using std::exp;
+inline float expf(float x) { return std::exp(x); }

@@ -1,0 +1,217 @@
+//===- SampleKernelTest.cpp - the device's draw, run on host threads --------===//
+//
+// kernels/sample.cuh's sampleRow (the draw the greedy launch's last block
+// makes when a Session samples on the device) run by BlockEmulation.h: 256
+// host threads as one block, barriers for __syncthreads, a slot exchange for
+// warp shuffles. Its token must be runtime/Sampler.cpp's for the same row and
+// draw counter — the host's TokenSampler is the reference — for odd
+// vocabularies, ties, -inf values, every filter and their combinations, and
+// the candidate cap (returns 2 only where the settings may exceed it). The
+// GPU runs the same source in fusegraph_gpu_tests (GpuSampling).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Program.h"
+#include "runtime/Sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <string>
+
+// Last: the emulation defines CUDA's names (threadIdx, __shared__, min, max).
+#include "tests/unit/codegen/BlockEmulation.h"
+
+#include "codegen/cuda/kernels/sample.cuh"
+
+namespace {
+
+using namespace fg;
+
+template <long long V_> struct Cfg {
+  static constexpr long long V = V_;
+  static constexpr int NT = 256;
+  static constexpr int kCap = static_cast<int>(kDeviceSampleCandidates);
+};
+
+SampleParams paramsOf(const SamplingOptions &so, uint64_t epoch) {
+  SampleParams p{};
+  p.mode = 1;
+  p.topK = static_cast<unsigned>(so.topK);
+  p.temperature = so.temperature;
+  p.topP = so.topP;
+  p.minP = so.minP;
+  p.seed = so.seed;
+  p.epoch = epoch;
+  return p;
+}
+
+/// The device's answers for `row` at each of `draws` (one block running
+/// them in a row): (returned code, token) each.
+template <long long V>
+std::vector<std::pair<unsigned, int32_t>> deviceDraws(const std::vector<float> &row,
+                                                      const SampleParams &p,
+                                                      const std::vector<uint64_t> &draws) {
+  EXPECT_EQ(static_cast<long long>(row.size()), V);
+  const float lmax = *std::max_element(row.begin(), row.end());
+  const size_t n = draws.size();
+  std::vector<unsigned> codes(n * 256), tokens(n * 256);
+  emu::runBlock(256, [&] {
+    for (size_t i = 0; i < n; ++i) {
+      unsigned t = 0;
+      const unsigned c = sampleRow<Cfg<V>>(row.data(), lmax, p, draws[i], &t);
+      codes[i * 256 + threadIdx.x] = c;
+      tokens[i * 256 + threadIdx.x] = t;
+    }
+  });
+  std::vector<std::pair<unsigned, int32_t>> out;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned code = codes[i * 256], token = tokens[i * 256];
+    for (unsigned t = 1; t < 256; ++t) {
+      EXPECT_EQ(codes[i * 256 + t], code) << "thread " << t; // every thread returns the same
+      if (code == 1) {
+        EXPECT_EQ(tokens[i * 256 + t], token) << "thread " << t;
+      }
+    }
+    out.push_back({code, static_cast<int32_t>(token)});
+  }
+  return out;
+}
+
+bool mayExceedTheCap(const SamplingOptions &so) {
+  return so.topK > int64_t(kDeviceSampleCandidates) || (so.topK == 0 && so.topP < 1);
+}
+
+double nearestBoundary(const SamplingOptions &so, const std::vector<float> &row, double u) {
+  auto ts = TokenSampler::create(so);
+  auto d = ts->distribution(row);
+  double cum = 0, nearest = 1;
+  for (const TokenProb &t : *d) {
+    cum += t.prob;
+    nearest = std::min(nearest, std::abs(cum - u));
+  }
+  return nearest;
+}
+
+std::vector<SamplingOptions> settings() {
+  std::vector<SamplingOptions> out;
+  auto add = [&](double t, int64_t k, double p, double m) {
+    SamplingOptions so;
+    so.temperature = t, so.topK = k, so.topP = p, so.minP = m;
+    so.seed = 1000 + out.size();
+    out.push_back(so);
+  };
+  add(0.7, 0, 1, 0);       // index order
+  add(1.3, 0, 1, 0.05);    // index order, min-p
+  add(0.9, 40, 1, 0);      // top-k: the radix select
+  add(1.0, 40, 0.9, 0.02); // every filter
+  add(0.8, 0, 0.95, 0);    // top-p alone: the candidates within 40 of the max
+  add(1.5, 2048, 1, 0);    // top-k at the cap
+  add(1.0, 2049, 0.5, 0);  // top-k past the cap
+  add(0.6, 7, 0.3, 0.2);
+  add(2.5, 3, 1, 0);       // a hot top-3
+  return out;
+}
+
+constexpr uint32_t kDrawsPerRow = 24;
+
+/// Rows of a / b: small integers over small divisors (ties), three -inf
+/// values, every other row a peak; each setting at 24 draw counters.
+template <long long V> void drawsMatchTheHost(int rows) {
+  std::mt19937 rng(static_cast<uint32_t>(17 + V));
+  std::uniform_int_distribution<int> num(-60, 60), den(1, 6);
+  std::uniform_int_distribution<long long> pick(0, V - 1);
+  int drawn = 0, left = 0, boundary = 0;
+  for (int r = 0; r < rows; ++r) {
+    std::vector<float> row(static_cast<size_t>(V));
+    for (float &x : row)
+      x = static_cast<float>(num(rng)) / static_cast<float>(den(rng));
+    if (V > 4)
+      for (int j = 0; j < 3; ++j)
+        row[static_cast<size_t>(pick(rng))] = -std::numeric_limits<float>::infinity();
+    if (r % 2)
+      row[static_cast<size_t>(pick(rng))] = 400;
+    if (*std::max_element(row.begin(), row.end()) == -std::numeric_limits<float>::infinity())
+      row[0] = 1; // (the kernel is called on rows with a finite maximum)
+    const uint32_t pos = static_cast<uint32_t>(r * 37 + 5);
+    for (const SamplingOptions &so : settings()) {
+      // Draws at two epochs and several positions (the counter's halves).
+      const uint64_t epoch = static_cast<uint64_t>(r % 3);
+      std::vector<uint64_t> draws;
+      for (uint32_t k = 0; k < kDrawsPerRow; ++k)
+        draws.push_back(((epoch + k % 2) << 32) | (pos + 1 + k));
+      SampleParams p = paramsOf(so, 0);
+      auto got = deviceDraws<V>(row, p, draws);
+      auto host = TokenSampler::create(so);
+      ASSERT_TRUE(bool(host));
+      for (size_t k = 0; k < draws.size(); ++k) {
+        SCOPED_TRACE("vocab " + std::to_string(V) + ", row " + std::to_string(r) + ", " +
+                     so.str() + ", draw " + std::to_string(draws[k]));
+        auto want = host->sample(row, draws[k]);
+        ASSERT_TRUE(bool(want)) << llvm::toString(want.takeError());
+        auto [code, token] = got[k];
+        if (code == 2) {
+          EXPECT_TRUE(mayExceedTheCap(so)) << "left to the host";
+          ++left;
+          continue;
+        }
+        ASSERT_EQ(code, 1u);
+        ++drawn;
+        if (token != *want) {
+          ++boundary;
+          EXPECT_LT(nearestBoundary(so, row, samplerUniform(so.seed, draws[k])), 1e-5)
+              << "device " << token << ", host " << *want;
+        }
+      }
+    }
+  }
+  std::printf("vocab %lld: %d drawn (%d at a boundary), %d left to the host\n", V, drawn,
+              boundary, left);
+  EXPECT_GT(drawn, 0);
+  EXPECT_LE(boundary, 2);
+  if (V > 4000) {
+    EXPECT_GT(left, 0) << "the flat rows' top-p should exceed the cap";
+  } else {
+    EXPECT_EQ(left, 0);
+  }
+}
+
+TEST(SampleKernel, OneValue) { drawsMatchTheHost<1>(2); }
+TEST(SampleKernel, SevenValues) { drawsMatchTheHost<7>(4); }
+TEST(SampleKernel, OddVocabulary) { drawsMatchTheHost<509>(4); }
+TEST(SampleKernel, PastTheCandidateCap) { drawsMatchTheHost<5003>(2); }
+
+/// The uniform is the host's, bit for bit.
+TEST(SampleKernel, UniformIsTheHosts) {
+  for (uint64_t seed : {uint64_t(0), uint64_t(7), uint64_t(2024), ~uint64_t(0)})
+    for (uint64_t draw : {uint64_t(0), uint64_t(3), (uint64_t(1) << 32) | 5, ~uint64_t(0)})
+      EXPECT_EQ(fgSampleUniform(seed, draw), samplerUniform(seed, draw)) << seed << " " << draw;
+}
+
+/// One token of a flat row is drawn with its probability: 2000 draws of a
+/// row of four values at temperature 1 (chi-square, 3 degrees of freedom,
+/// under the 0.1 % critical value 16.27).
+TEST(SampleKernel, FrequenciesFollowTheDistribution) {
+  const std::vector<float> row = {std::log(0.4f), std::log(0.3f), std::log(0.2f),
+                                  std::log(0.1f)};
+  SamplingOptions so;
+  so.temperature = 1;
+  so.seed = 9;
+  std::vector<int> counts(4, 0);
+  const int n = 2000;
+  std::vector<uint64_t> draws;
+  for (int i = 0; i < n; ++i)
+    draws.push_back(static_cast<uint64_t>(i));
+  for (auto [code, token] : deviceDraws<4>(row, paramsOf(so, 0), draws)) {
+    ASSERT_EQ(code, 1u);
+    ++counts[static_cast<size_t>(token)];
+  }
+  const double p[] = {0.4, 0.3, 0.2, 0.1};
+  double chi = 0;
+  for (int i = 0; i < 4; ++i)
+    chi += (counts[size_t(i)] - n * p[i]) * (counts[size_t(i)] - n * p[i]) / (n * p[i]);
+  EXPECT_LT(chi, 16.27);
+}
+
+} // namespace
