@@ -18,6 +18,7 @@
 #include "frontends/Frontend.h"
 #include "runtime/Sampler.h"
 #include "runtime/Session.h"
+#include "tests/unit/codegen/SamplingCases.h"
 
 using namespace fg;
 using namespace fg::gputest;
@@ -114,27 +115,6 @@ Graph drawGraph(int64_t vocab) {
   return g;
 }
 
-/// Whether `so` may leave a row to the host (more sorted candidates than the
-/// device holds).
-bool mayExceedTheCap(const SamplingOptions &so) {
-  return so.topK > int64_t(kDeviceSampleCandidates) || (so.topK == 0 && so.topP < 1);
-}
-
-/// The distance from u to the nearest boundary of the host's cumulative
-/// distribution of `row` (in its walking order).
-double nearestBoundary(const SamplingOptions &so, llvm::ArrayRef<float> row, double u) {
-  auto ts = TokenSampler::create(so);
-  EXPECT_TRUE(bool(ts));
-  auto d = ts->distribution(row);
-  EXPECT_TRUE(bool(d));
-  double cum = 0, nearest = 1;
-  for (const TokenProb &t : *d) {
-    cum += t.prob;
-    nearest = std::min(nearest, std::abs(cum - u));
-  }
-  return nearest;
-}
-
 void drawCases(int64_t vocab, ExecOptions::Mode mode) {
   std::mt19937 rng(static_cast<uint32_t>(baseSeed() + 31 * vocab));
   auto plan = compile(drawGraph(vocab), [] {
@@ -148,21 +128,7 @@ void drawCases(int64_t vocab, ExecOptions::Mode mode) {
   eo.mode = mode;
   auto gpu = Executor::create(*plan, eo);
   ASSERT_TRUE(bool(gpu)) << errString(gpu.takeError());
-  std::vector<SamplingOptions> settings;
-  auto add = [&](double t, int64_t k, double p, double m) {
-    SamplingOptions so;
-    so.temperature = t, so.topK = k, so.topP = p, so.minP = m;
-    so.seed = 1000 + settings.size();
-    settings.push_back(so);
-  };
-  add(0.7, 0, 1, 0);        // index order
-  add(1.3, 0, 1, 0.05);     // index order, min-p
-  add(0.9, 40, 1, 0);       // top-k: the radix select
-  add(1.0, 40, 0.9, 0.02);  // every filter
-  add(0.8, 0, 0.95, 0);     // top-p alone: the candidates within 40 of the max
-  add(1.5, 2048, 1, 0);     // top-k at the cap
-  add(1.0, 2049, 0.5, 0);   // top-k past the cap: the host's when it cuts
-  add(0.6, 7, 0.3, 0.2);
+  const std::vector<SamplingOptions> settings = test::drawSettings();
   // Rows: small integers over small divisors (many ties), a few -inf, a peak.
   std::uniform_int_distribution<int32_t> num(-60, 60), den(1, 6), pick(0, int32_t(vocab - 1));
   int drawn = 0, left = 0, boundary = 0;
@@ -198,14 +164,14 @@ void drawCases(int64_t vocab, ExecOptions::Mode mode) {
         auto want = host->sample(*out, draw);
         ASSERT_TRUE(bool(want)) << errString(want.takeError());
         if (!device) {
-          EXPECT_TRUE(mayExceedTheCap(so)) << "the device left a row to the host";
+          EXPECT_TRUE(test::mayExceedTheCap(so)) << "the device left a row to the host";
           ++left;
           continue;
         }
         ++drawn;
         if (*device != *want) {
           ++boundary;
-          EXPECT_LT(nearestBoundary(so, *out, samplerUniform(so.seed, draw)), 1e-5)
+          EXPECT_LT(test::nearestBoundary(so, *out, samplerUniform(so.seed, draw)), 1e-5)
               << "device " << *device << ", host " << *want;
         }
       }
@@ -337,7 +303,7 @@ TEST(GpuSampling, SessionDrawsOnTheDevice) {
       continue;
     }
     const uint64_t draw = uint64_t(prompt.size() + size_t(i));
-    EXPECT_LT(nearestBoundary(so, cpuRows[cpuRows.size() - size_t(steps) + size_t(i)],
+    EXPECT_LT(test::nearestBoundary(so, cpuRows[cpuRows.size() - size_t(steps) + size_t(i)],
                               samplerUniform(so.seed, draw)),
               1e-2)
         << "step " << i;

@@ -1,8 +1,9 @@
 //===- BlockEmulation.h - one CUDA thread block on host threads -*- C++ -*-===//
 //
 // Enough of CUDA's device language to run a block-level kernel function
-// (kernels/*.cuh) on this machine, which has no GPU: every thread of the
-// block is a std::thread; __syncthreads is a barrier of all of them, warp
+// (kernels/*.cuh) on this machine, which has no GPU — or a whole kernel whose
+// blocks never wait for each other (runGrid: one block after another) —
+// with no inline PTX: every thread of the block is a std::thread; __syncthreads is a barrier of all of them, warp
 // shuffles exchange through a per-warp slot array between two barriers of
 // the warp's 32 threads, shared-memory atomics are std::atomic_ref, and
 // `__shared__` variables are function statics (one per template
@@ -11,6 +12,7 @@
 // runBlock's caller gives it a time limit.
 //
 //   fg::emu::runBlock(256, [&] { result = fg::sampleRow<Cfg>(...); });
+//   fg::emu::runGrid(blocks, 256, [&] { fg::greedyToken<Cfg>(...); });
 //
 // Include it before the .cuh file. Only what the included kernels use.
 //
@@ -56,20 +58,32 @@ struct Block {
 };
 
 inline thread_local Block *block = nullptr;
-inline thread_local Dim3 tid;
+inline thread_local Dim3 tid, bid, gdim, bdim;
 
-/// Runs `body` on `threads` host threads as one block (threadIdx.x = 0..).
-inline void runBlock(unsigned threads, const std::function<void()> &body) {
+/// Runs `body` on `threads` host threads as block `blockIndex` of a grid of
+/// `blocks` (threadIdx.x = 0..).
+inline void runBlock(unsigned threads, const std::function<void()> &body, unsigned blockIndex = 0,
+                     unsigned blocks = 1) {
   Block b(threads);
   std::vector<std::thread> ts;
   for (unsigned t = 0; t < threads; ++t)
-    ts.emplace_back([&b, &body, t] {
+    ts.emplace_back([&b, &body, t, threads, blockIndex, blocks] {
       block = &b;
-      tid.x = t;
+      tid = {t, 0, 0};
+      bid = {blockIndex, 0, 0};
+      gdim = {blocks, 1, 1};
+      bdim = {threads, 1, 1};
       body();
     });
   for (std::thread &t : ts)
     t.join();
+}
+
+/// A one-dimensional grid, its blocks one after another (kernels whose blocks
+/// never wait for one another: a ticket's last block may, as it is last).
+inline void runGrid(unsigned blocks, unsigned threads, const std::function<void()> &body) {
+  for (unsigned b = 0; b < blocks; ++b)
+    runBlock(threads, body, b, blocks);
 }
 
 template <class T> uint64_t bitsOf(T v) {
@@ -99,6 +113,9 @@ template <class T> T exchange(T v, int src) {
 } // namespace fg::emu
 
 #define threadIdx (::fg::emu::tid)
+#define blockIdx (::fg::emu::bid)
+#define gridDim (::fg::emu::gdim)
+#define blockDim (::fg::emu::bdim)
 
 inline void __syncthreads() { fg::emu::block->all.arrive_and_wait(); }
 template <class T> T __shfl_xor_sync(unsigned, T v, int o) {
@@ -107,9 +124,25 @@ template <class T> T __shfl_xor_sync(unsigned, T v, int o) {
 template <class T> T __shfl_up_sync(unsigned, T v, int o) {
   return fg::emu::exchange(v, int(threadIdx.x % 32) - o);
 }
-inline unsigned atomicAdd(unsigned *p, unsigned v) {
-  return std::atomic_ref<unsigned>(*p).fetch_add(v);
+inline int __any_sync(unsigned, int pred) {
+  const unsigned w = threadIdx.x / 32, n = std::min(32u, fg::emu::block->threads - 32 * w);
+  int any = 0;
+  for (unsigned l = 0; l < n; ++l) // every lane's predicate, through the exchange
+    any |= fg::emu::exchange(pred, int(l)) != 0;
+  return any;
 }
+template <class T> T atomicAdd(T *p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
+template <class T> T atomicOr(T *p, T v) { return std::atomic_ref<T>(*p).fetch_or(v); }
+template <class T> T atomicExch(T *p, T v) { return std::atomic_ref<T>(*p).exchange(v); }
+template <class T> T atomicMax(T *p, T v) {
+  std::atomic_ref<T> a(*p);
+  T old = a.load();
+  while (old < v && !a.compare_exchange_weak(old, v)) {
+  }
+  return old;
+}
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 template <class A, class B> auto min(A a, B b) { return a < b ? a : b; }
 template <class A, class B> auto max(A a, B b) { return a < b ? b : a; }

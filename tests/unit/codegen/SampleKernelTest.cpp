@@ -6,17 +6,22 @@
 // warp shuffles. Its token must be runtime/Sampler.cpp's for the same row and
 // draw counter — the host's TokenSampler is the reference — for odd
 // vocabularies, ties, -inf values, every filter and their combinations, and
-// the candidate cap (returns 2 only where the settings may exceed it). The
-// GPU runs the same source in fusegraph_gpu_tests (GpuSampling).
+// the candidate cap (returns 2 only where the settings may exceed it). And
+// the whole token launch (kernels/greedy.cuh: every block's argmax, the
+// ticket, the last block's draw, the status words and ring) over a grid run
+// block after block. The GPU runs the same sources in fusegraph_gpu_tests
+// (GpuSampling, GpuGreedyToken).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Program.h"
 #include "runtime/Sampler.h"
+#include "tests/unit/codegen/SamplingCases.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -24,6 +29,11 @@
 #include "tests/unit/codegen/BlockEmulation.h"
 
 #include "codegen/cuda/kernels/sample.cuh"
+namespace fg { // kernels/common.cuh's (inline PTX elsewhere in it: not for the host)
+constexpr unsigned kStatusSeq = 6, kStatusRing = 8;
+static_assert(kStatusSeq == kStatusWordSeq && kStatusRing == kStatusWordRing);
+} // namespace fg
+#include "codegen/cuda/kernels/greedy.cuh"
 
 namespace {
 
@@ -33,6 +43,7 @@ template <long long V_> struct Cfg {
   static constexpr long long V = V_;
   static constexpr int NT = 256;
   static constexpr int kCap = static_cast<int>(kDeviceSampleCandidates);
+  static constexpr bool kHasPositions = true;
 };
 
 SampleParams paramsOf(const SamplingOptions &so, uint64_t epoch) {
@@ -79,41 +90,6 @@ std::vector<std::pair<unsigned, int32_t>> deviceDraws(const std::vector<float> &
   return out;
 }
 
-bool mayExceedTheCap(const SamplingOptions &so) {
-  return so.topK > int64_t(kDeviceSampleCandidates) || (so.topK == 0 && so.topP < 1);
-}
-
-double nearestBoundary(const SamplingOptions &so, const std::vector<float> &row, double u) {
-  auto ts = TokenSampler::create(so);
-  auto d = ts->distribution(row);
-  double cum = 0, nearest = 1;
-  for (const TokenProb &t : *d) {
-    cum += t.prob;
-    nearest = std::min(nearest, std::abs(cum - u));
-  }
-  return nearest;
-}
-
-std::vector<SamplingOptions> settings() {
-  std::vector<SamplingOptions> out;
-  auto add = [&](double t, int64_t k, double p, double m) {
-    SamplingOptions so;
-    so.temperature = t, so.topK = k, so.topP = p, so.minP = m;
-    so.seed = 1000 + out.size();
-    out.push_back(so);
-  };
-  add(0.7, 0, 1, 0);       // index order
-  add(1.3, 0, 1, 0.05);    // index order, min-p
-  add(0.9, 40, 1, 0);      // top-k: the radix select
-  add(1.0, 40, 0.9, 0.02); // every filter
-  add(0.8, 0, 0.95, 0);    // top-p alone: the candidates within 40 of the max
-  add(1.5, 2048, 1, 0);    // top-k at the cap
-  add(1.0, 2049, 0.5, 0);  // top-k past the cap
-  add(0.6, 7, 0.3, 0.2);
-  add(2.5, 3, 1, 0);       // a hot top-3
-  return out;
-}
-
 constexpr uint32_t kDrawsPerRow = 24;
 
 /// Rows of a / b: small integers over small divisors (ties), three -inf
@@ -135,7 +111,7 @@ template <long long V> void drawsMatchTheHost(int rows) {
     if (*std::max_element(row.begin(), row.end()) == -std::numeric_limits<float>::infinity())
       row[0] = 1; // (the kernel is called on rows with a finite maximum)
     const uint32_t pos = static_cast<uint32_t>(r * 37 + 5);
-    for (const SamplingOptions &so : settings()) {
+    for (const SamplingOptions &so : test::drawSettings()) {
       // Draws at two epochs and several positions (the counter's halves).
       const uint64_t epoch = static_cast<uint64_t>(r % 3);
       std::vector<uint64_t> draws;
@@ -152,7 +128,7 @@ template <long long V> void drawsMatchTheHost(int rows) {
         ASSERT_TRUE(bool(want)) << llvm::toString(want.takeError());
         auto [code, token] = got[k];
         if (code == 2) {
-          EXPECT_TRUE(mayExceedTheCap(so)) << "left to the host";
+          EXPECT_TRUE(test::mayExceedTheCap(so)) << "left to the host";
           ++left;
           continue;
         }
@@ -160,7 +136,7 @@ template <long long V> void drawsMatchTheHost(int rows) {
         ++drawn;
         if (token != *want) {
           ++boundary;
-          EXPECT_LT(nearestBoundary(so, row, samplerUniform(so.seed, draws[k])), 1e-5)
+          EXPECT_LT(test::nearestBoundary(so, row, samplerUniform(so.seed, draws[k])), 1e-5)
               << "device " << token << ", host " << *want;
         }
       }
@@ -213,5 +189,64 @@ TEST(SampleKernel, FrequenciesFollowTheDistribution) {
     chi += (counts[size_t(i)] - n * p[i]) * (counts[size_t(i)] - n * p[i]) / (n * p[i]);
   EXPECT_LT(chi, 16.27);
 }
+
+/// The token launch as lowering emits it (GreedyToken.cpp: blocks of 256
+/// over 1024 values each), over rows that hold a NaN, a +inf, only -inf, or
+/// plain values, greedy and drawn: the status words, the ring slot of the
+/// step's parity in both copies, and the counters left zero for the replay.
+template <long long V> void tokenLaunch() {
+  const unsigned blocks = static_cast<unsigned>((V + 1023) / 1024);
+  std::mt19937 rng(static_cast<uint32_t>(V));
+  std::uniform_real_distribution<float> val(-8, 8);
+  std::uniform_int_distribution<long long> pick(0, V - 1);
+  std::vector<unsigned long long> acc(3, 0);
+  std::vector<unsigned> status(16, 0), mirror(16, 0);
+  const float inf = std::numeric_limits<float>::infinity();
+  SamplingOptions draw;
+  draw.temperature = 0.9, draw.topK = 40, draw.seed = 5;
+  for (int c = 0; c < 10; ++c) {
+    std::vector<float> row(static_cast<size_t>(V));
+    for (float &x : row)
+      x = val(rng);
+    std::string what = "plain";
+    if (c == 2)
+      row[size_t(pick(rng))] = std::nanf(""), what = "NaN";
+    if (c == 3 || c == 6)
+      row[size_t(pick(rng))] = inf, what = "+inf";
+    if (c == 4)
+      std::fill(row.begin(), row.end(), -inf), what = "all -inf";
+    const bool drawn = c % 2 == 1;
+    SCOPED_TRACE(what + (drawn ? ", drawn" : ", greedy") + ", vocab " + std::to_string(V));
+    const SampleParams p = drawn ? paramsOf(draw, 2) : SampleParams{};
+    const int pos = 40 + c;
+    mirror[kStatusSeq] = static_cast<unsigned>(c + 1); // the input check's count
+    emu::runGrid(blocks, 256, [&] {
+      greedyToken<Cfg<V>>(row.data(), acc.data(), status.data(), mirror.data(), &pos, &p);
+    });
+    EXPECT_EQ(acc, std::vector<unsigned long long>(3, 0)) << "the counters reset themselves";
+    const unsigned r = static_cast<unsigned>(c + 1) & 1u;
+    EXPECT_EQ(status[kStatusRing + 2 * r], status[4]);
+    EXPECT_EQ(status[kStatusRing + 2 * r + 1], status[5]);
+    EXPECT_EQ(mirror[kStatusRing + 2 * r], status[4]);
+    EXPECT_EQ(mirror[kStatusRing + 2 * r + 1], status[5]);
+    if (what == "NaN" || what == "all -inf" || (what == "+inf" && drawn)) {
+      EXPECT_EQ(status[5], 0u); // the host reads the row and says why
+      continue;
+    }
+    ASSERT_EQ(status[5], 1u);
+    auto host = TokenSampler::create(drawn ? draw : SamplingOptions{});
+    ASSERT_TRUE(bool(host));
+    if (what == "+inf") { // greedy: the argmax, +inf (the host sampler refuses the row)
+      EXPECT_EQ(row[status[4]], inf);
+      continue;
+    }
+    auto want = host->sample(row, (uint64_t(2) << 32) | uint64_t(pos + 1));
+    ASSERT_TRUE(bool(want));
+    EXPECT_EQ(static_cast<int32_t>(status[4]), *want);
+  }
+}
+
+TEST(SampleKernel, TokenLaunchOneBlock) { tokenLaunch<509>(); }
+TEST(SampleKernel, TokenLaunchFiveBlocks) { tokenLaunch<4099>(); }
 
 } // namespace

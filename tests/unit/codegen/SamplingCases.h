@@ -1,0 +1,69 @@
+//===- SamplingCases.h - the draw settings the device sampler is checked on -===//
+//
+// Shared by SampleKernelTest (kernels/sample.cuh on host threads) and
+// tests/gpu/SamplingGpuTest.cpp (the same source on the GPU): every filter
+// alone and together, the candidate cap's edges, and the checks' helpers.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/Program.h"
+#include "runtime/Sampler.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace fg::test {
+
+inline std::vector<SamplingOptions> drawSettings() {
+  std::vector<SamplingOptions> out;
+  auto add = [&](double t, int64_t k, double p, double m) {
+    SamplingOptions so;
+    so.temperature = t, so.topK = k, so.topP = p, so.minP = m;
+    so.seed = 1000 + out.size();
+    out.push_back(so);
+  };
+  add(0.7, 0, 1, 0);       // index order
+  add(1.3, 0, 1, 0.05);    // index order, min-p
+  add(0.9, 40, 1, 0);      // top-k: the radix select
+  add(1.0, 40, 0.9, 0.02); // every filter
+  add(0.8, 0, 0.95, 0);    // top-p alone: the candidates within 40 of the max
+  add(1.5, 2048, 1, 0);    // top-k at the cap
+  add(1.0, 2049, 0.5, 0);  // top-k past the cap: the host's when it cuts
+  add(0.6, 7, 0.3, 0.2);
+  add(2.5, 3, 1, 0); // a hot top-3: a wrong candidate set shows
+  return out;
+}
+
+/// Whether `so` may leave a row to the host (more sorted candidates than the
+/// device holds).
+inline bool mayExceedTheCap(const SamplingOptions &so) {
+  return so.topK > int64_t(kDeviceSampleCandidates) || (so.topK == 0 && so.topP < 1);
+}
+
+/// The distance from u to the nearest boundary of the host's cumulative
+/// distribution of `row` (in its walking order): where a different token is
+/// still a correct draw.
+inline double nearestBoundary(const SamplingOptions &so, llvm::ArrayRef<float> row, double u) {
+  auto ts = TokenSampler::create(so);
+  if (!ts) {
+    llvm::consumeError(ts.takeError());
+    return 0;
+  }
+  auto d = ts->distribution(row);
+  if (!d) {
+    llvm::consumeError(d.takeError());
+    return 0;
+  }
+  double cum = 0, nearest = 1;
+  for (const TokenProb &t : *d) {
+    cum += t.prob;
+    nearest = std::min(nearest, std::abs(cum - u));
+  }
+  return nearest;
+}
+
+} // namespace fg::test
