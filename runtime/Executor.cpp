@@ -175,7 +175,10 @@ Expected<int32_t> Executor::awaitGreedyToken() {
     return stepError(step, t.takeError());
   }
   if (!*t)
-    return stepError(step, makeError("the logits hold a NaN or only -inf: no greedy token"));
+    return stepError(step, makeError("no token from the device: the logits hold a NaN or only "
+                                     "-inf (or +inf, for a draw), or a draw's sorted candidates "
+                                     "exceed the device's " +
+                                     std::to_string(kDeviceSampleCandidates)));
   return **t;
 }
 

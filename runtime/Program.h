@@ -71,9 +71,9 @@ struct DeviceSampleParams {
 };
 static_assert(sizeof(DeviceSampleParams) == 48, "kernels/sample.cuh SampleParams");
 /// The most candidates the device sorts for a draw (kernels/sample.cuh
-/// kCap): a draw whose sorted candidates are more (top-p without a top-k of
-/// at most this many, over a flat distribution) leaves status word 5 at
-/// kStatusDrawOnHost and the host draws from the row.
+/// kCap): a draw whose sorted candidates are more (a top-k past this that
+/// cuts; top-p without top-k over a flat distribution) leaves status word 5
+/// at kStatusDrawOnHost and the host draws from the row.
 constexpr uint32_t kDeviceSampleCandidates = 2048;
 constexpr uint32_t kStatusDrawOnHost = 2;
 

@@ -343,8 +343,10 @@ Expected<std::vector<int32_t>> Session::generate(ArrayRef<int32_t> prompt, int64
   // enqueued, its token fed on the device, before the host has seen step
   // k's token.
   const SamplingOptions &so = opts_.sampling;
-  const bool drawFits = so.greedy() || so.topP >= 1 ||
-                        (so.topK >= 1 && so.topK <= kDeviceSampleCandidates);
+  // (a top-k past the cap that cuts, or top-p without top-k, may leave a
+  // row to the host: kernels/sample.cuh)
+  const bool drawFits = so.greedy() || (so.topK >= 1 && so.topK <= kDeviceSampleCandidates) ||
+                        (so.topK == 0 && so.topP >= 1);
   if (opts_.pipeline && forced.empty() && deviceToken_ && drawFits && exec_.pipelines()) {
     Error e = generatePipelined(maxTokens, out);
     stats_.decodeMs = msSince(t0);
@@ -444,6 +446,15 @@ Error Session::generatePipelined(int64_t maxTokens, std::vector<int32_t> &out) {
 
 void Session::reset() {
   exec_.resetState();
+  // New draws from here (SessionOptions::sampling), on the device too.
+  epoch_ = generations_++;
+  if (devicePicks_ && !opts_.sampling.greedy()) {
+    Expected<bool> on = exec_.setTokenPick(opts_.sampling, epoch_);
+    if (!on || !*on) { // a device error: the host draws (and the next run says so)
+      consumeError(on.takeError());
+      devicePicks_ = false;
+    }
+  }
   history_.clear();
   lastLogits_.clear();
   deviceToken_.reset();

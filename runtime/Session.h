@@ -104,16 +104,17 @@ struct SessionRun {
 struct SessionOptions {
   /// How the next token is picked when `sample` is null: greedy by default
   /// (runtime/Sampler.h). A seeded draw is counted by the position the token
-  /// takes and by the Session's generate() calls (draw (calls << 32) |
-  /// position): a new Session with the same seed and calls gives the same
-  /// tokens, and a reset() does not repeat earlier draws (the count goes on).
+  /// takes and by the Session's generate() and reset() calls (draw (calls <<
+  /// 32) | position): a new Session with the same seed and calls gives the
+  /// same tokens, and a reset() does not repeat earlier draws.
   /// Without observers (`onRun`) the CUDA backend draws on the device, at
   /// the end of the step (Executor::setTokenPick), and copies no row.
   SamplingOptions sampling;
   Sampler sample; ///< a custom sampler; null: `sampling`
   /// generate() on a device that picks the token (the CUDA backend: greedy,
   /// or a draw whose sorted candidates always fit the device's
-  /// kDeviceSampleCandidates — top-p off, or top-k at most that) enqueues
+  /// kDeviceSampleCandidates — top-k from 1 to that, or neither top-k nor
+  /// top-p) enqueues
   /// step k + 1, its token fed on the device, before it reads step k's token
   /// (Executor::enqueue). Off: every step waits for its token.
   bool pipeline = true;
@@ -215,7 +216,8 @@ private:
   /// Executor::setTokenPick at the start of generate()) and no observer or
   /// custom sampler needs the row.
   bool devicePicks_ = false;
-  /// generate() calls so far: the draws' epoch (SessionOptions::sampling).
+  /// generate() and reset() calls so far: the draws' epoch
+  /// (SessionOptions::sampling).
   uint64_t generations_ = 0, epoch_ = 0;
   bool logitsPending_ = false; ///< lastLogits_ not yet copied from the last run
   /// A pipelined generate ran a step past the last fed token: lastLogits()

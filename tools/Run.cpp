@@ -69,8 +69,9 @@ int runRun(ArrayRef<const char *> args) {
   f.flag("debug-sync", "synchronise after every launch (CUDA only)");
   f.flag("verbose", "print what happens");
   f.flag("no-pipeline", "decode waits for each step's token before the next step (default, "
-                        "greedy or drawn on the device with top-p off or top-k <= 2048: the next "
-                        "step is enqueued first, its token fed on the device)");
+                        "greedy, or drawn on the device with top-k from 1 to 2048 or neither top-k "
+                        "nor top-p: the next step is enqueued first, its token fed on the "
+                        "device)");
   f.option("trace", "FILE",
            "after the run, trace one decode step (CUDA graph, CUPTI) into FILE as a "
            "Chrome/Perfetto trace (--device cuda)");

@@ -50,7 +50,7 @@ void addGreedyToken(CompiledEntry &entry, KernelSources &sources, SlotTables &ta
     return;
   // The draw's counter takes the last row's position (the decoder ABI's
   // `positions` input, pinned in the arena for the whole entry); an entry
-  // without one draws at position -1 of its epoch.
+  // without one draws at counter 0 of its epoch.
   const IoBinding *positions = nullptr;
   for (const IoBinding &in : entry.inputs)
     if (in.name == "positions" && in.type.dtype == DType::I32 && in.type.rank() == 1 &&

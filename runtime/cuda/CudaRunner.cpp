@@ -130,9 +130,15 @@ struct CudaRunner::Impl {
     std::optional<uint64_t> at = tokenPickOffset();
     if (!tokenPick || !at || !counters)
       return llvm::Error::success();
-    return cudaCheck(cudaMemcpy(static_cast<char *>(counters) + *at, &*tokenPick,
-                                sizeof(DeviceSampleParams), cudaMemcpyHostToDevice),
-                     "writing the draw settings");
+    // On the runner's stream (non-blocking: a copy on the legacy stream
+    // would not be ordered before its next step), waited for (the source is
+    // pageable host memory).
+    if (auto e = cudaCheck(cudaMemcpyAsync(static_cast<char *>(counters) + *at, &*tokenPick,
+                                           sizeof(DeviceSampleParams), cudaMemcpyHostToDevice,
+                                           stream),
+                           "writing the draw settings"))
+      return e;
+    return cudaCheck(cudaStreamSynchronize(stream), "writing the draw settings");
   }
 
   explicit Impl(const CompiledProgram &p) : prog(p) {}
@@ -1017,7 +1023,6 @@ llvm::Expected<bool> CudaRunner::setTokenPick(const DeviceSampleParams &params) 
   while (!impl_->flights.empty()) // their launches read the settings
     if (auto t = awaitGreedy(); !t)
       return t.takeError();
-  // The stream is idle now (run() ends synchronised): a plain copy is ordered.
   impl_->tokenPick = params;
   if (auto e = impl_->writeTokenPick())
     return e;

@@ -19,20 +19,22 @@
 //                with a top-k cut, the k largest keys (a radix select over
 //                the row, 8 bits a pass, stopping once the bin holds exactly
 //                what is left to take); without one (top-p alone), every
-//                token within 40 of the largest logit (e^-40 of its
-//                probability: the rest cannot move a sum of doubles) — then
+//                token within 40 of the largest logit (the rest add at most
+//                vocab x e^-40 of the mass, ~6e-13 at 131k: top-p's prefix
+//                moves only for a p that close to a boundary) — then
 //                a bitonic sort, a scan for top-p, a prefix for min-p, a scan
 //                of the tempered weights for the draw.
 //
 // Returns 1 with the token in `token`, or 2 when the sorted candidates do not
 // fit (more than C::kCap): the host then samples the copied row with the same
 // draw (runtime/Session.cpp). A Session pipelines only settings that always
-// fit (top-p off, or top-k at most kCap).
+// fit (top-k from 1 to kCap, or neither top-k nor top-p).
 //
 // Same tokens as the host for the same row, up to rounding: the index-order
-// weights are f32 exponentials summed in f64 (the host: f64 throughout), the
-// sums are block trees (the host: in order). A different token needs u within
-// ~1e-6 of a boundary of the host's cumulative distribution. Every sum has a
+// weights are f32 exponentials summed in f64 (the host: f64 throughout; the
+// min-p decision is f64 near its threshold), the sums are block trees (the
+// host: in order). A different token needs u within ~1e-6 of a boundary of
+// the host's cumulative distribution. Every sum has a
 // fixed order (per-thread loops, fixed shuffle trees): a replay gives the same
 // bits. No float atomics.
 //
@@ -114,9 +116,11 @@ template <class C> static __device__ unsigned sampleBlockMax(unsigned v, unsigne
   return m;
 }
 
-/// Inclusive scan of one value a thread in thread order; `total` the block's.
+/// Inclusive scan of one value a thread in thread order; `total` the block's,
+/// `excl` the previous thread's inclusive sum bit for bit (the same additions
+/// in the same order), so the threads' intervals [excl, incl) tile the total.
 static __device__ __forceinline__ double sampleBlockScan(double v, double *red, int nt,
-                                                         double &total) {
+                                                         double &total, double &excl) {
   const int lane = (int)(threadIdx.x % 32), w = (int)(threadIdx.x / 32);
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
@@ -135,6 +139,8 @@ static __device__ __forceinline__ double sampleBlockScan(double v, double *red, 
       before += red[j];
     total += red[j];
   }
+  const double prev = __shfl_up_sync(0xffffffffu, v, 1);
+  excl = lane == 0 ? before : before + prev;
   return before + v;
 }
 
@@ -148,12 +154,11 @@ static __device__ unsigned sampleLocate(SampleShared<C> &sh, unsigned n, double 
   double mine = 0;
   for (unsigned j = lo; j < hi; ++j)
     mine += sh.vals[j];
-  double total;
-  const double incl = sampleBlockScan(mine, sh.red, C::NT, total);
+  double total, excl;
+  const double incl = sampleBlockScan(mine, sh.red, C::NT, total, excl);
   if (threadIdx.x == 0)
     sh.tok = n - 1;
   __syncthreads();
-  const double excl = incl - mine;
   // The owner: the first thread whose chunk passes the target (a chunk that
   // passes it has every earlier one not passing, as its sums only grow).
   const bool passes = orEqual ? target <= incl : target < incl;
@@ -183,13 +188,22 @@ static __device__ unsigned long long sampleSelectKth(const float *row, unsigned 
     for (int j = threadIdx.x; j < 256; j += C::NT)
       sh.hist[j] = 0;
     __syncthreads();
-    for (long long i = threadIdx.x; i < C::V; i += C::NT) {
-      const float v = row[i];
-      if (v == -FG_INF)
-        continue;
-      const unsigned long long k = logitKey(v, (unsigned)i);
-      if (shift == 56 || ((k ^ prefix) >> (shift + 8)) == 0)
-        atomicAdd(&sh.hist[(unsigned)(k >> shift) & 255u], 1u);
+    // The same trip count on every lane (the warp's match below).
+    for (long long base = 0; base < C::V; base += C::NT) {
+      const long long i = base + threadIdx.x;
+      unsigned bin = 0xffffffffu; // none
+      if (i < C::V) {
+        const float v = row[i];
+        const unsigned long long k = logitKey(v, (unsigned)i);
+        if (v != -FG_INF && (shift == 56 || ((k ^ prefix) >> (shift + 8)) == 0))
+          bin = (unsigned)(k >> shift) & 255u;
+      }
+      // One shared-memory atomic a bin a warp: the first pass puts most of a
+      // row in the few bins of its exponents, and lanes adding one by one
+      // would serialise there.
+      const unsigned peers = __match_any_sync(0xffffffffu, bin);
+      if (bin != 0xffffffffu && threadIdx.x % 32 == (unsigned)(__ffs((int)peers) - 1))
+        atomicAdd(&sh.hist[bin], (unsigned)__popc(peers));
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -260,14 +274,22 @@ static __device__ unsigned sampleRow(const float *row, float lmax, const SampleP
     const unsigned long long per = (C::V + C::NT - 1) / C::NT;
     const long long lo = min((long long)C::V, (long long)(threadIdx.x * per)),
                     hi = min((long long)C::V, lo + (long long)per);
-    const float inv = (float)(1.0 / T);
+    // f32 exponentials; the min-p decision in f64 (the host's) where the
+    // f32 one is within its rounding of the threshold.
+    const double invT = 1.0 / T;
     auto weight = [&](float v) -> float {
       if (v == -FG_INF)
         return -1.0f;
       const float d = v - lmax;
-      if (minP && (double)expf(d) < p.minP)
-        return -1.0f;
-      return expf(d * inv);
+      if (minP) {
+        const double e = (double)expf(d);
+        if (fabs(e - p.minP) <= 1e-4 * p.minP ? exp((double)v - (double)lmax) < p.minP
+                                              : e < p.minP)
+          return -1.0f;
+      }
+      // d = 0 (the largest) weighs 1 at any temperature (d / T is 0 / 0 as
+      // T underflows); the rest at e^(d / T) (0 past f32's range).
+      return d == 0.0f ? 1.0f : expf((float)((double)d * invT));
     };
     double mine = 0;
     long long lastKept = -1;
@@ -278,9 +300,9 @@ static __device__ unsigned sampleRow(const float *row, float lmax, const SampleP
         lastKept = i;
       }
     }
-    double W;
-    const double incl = sampleBlockScan(mine, sh.red, C::NT, W);
-    const double excl = incl - mine, target = u * W;
+    double W, excl;
+    const double incl = sampleBlockScan(mine, sh.red, C::NT, W, excl);
+    const double target = u * W;
     if (threadIdx.x == 0)
       sh.tok = 0xffffffffu;
     __syncthreads();
@@ -348,8 +370,8 @@ static __device__ unsigned sampleRow(const float *row, float lmax, const SampleP
     const unsigned lo = min(n, threadIdx.x * per), hi = min(n, lo + per);
     for (unsigned j = lo; j < hi; ++j)
       mine += sh.vals[j];
-    double mass;
-    sampleBlockScan(mine, sh.red, C::NT, mass);
+    double mass, excl;
+    sampleBlockScan(mine, sh.red, C::NT, mass, excl);
     keep = sampleLocate<C>(sh, n, p.topP * mass, true) + 1;
   }
   // 3. min-p: e >= p (the probabilities fall along the sorted keys, so what
@@ -372,8 +394,8 @@ static __device__ unsigned sampleRow(const float *row, float lmax, const SampleP
     for (unsigned j = lo; j < hi; ++j)
       mine += sh.vals[j];
   }
-  double W;
-  sampleBlockScan(mine, sh.red, C::NT, W);
+  double W, excl;
+  sampleBlockScan(mine, sh.red, C::NT, W, excl);
   const unsigned j = sampleLocate<C>(sh, keep, u * W, false);
   *token = 0xffffffffu - (unsigned)(sh.keys[j] & 0xffffffffull);
   return 1;

@@ -393,3 +393,58 @@ TEST(SessionSampling, StopTokensAndSeeds) {
 }
 
 } // namespace
+
+namespace {
+
+/// A Session's draw is TokenSampler's at counter (epoch << 32) | position,
+/// the epoch counting generate() and reset() calls: each generated token
+/// equals the host sampler's draw on the row it came from (observed through
+/// onRun), a reset's next generate uses a new epoch (not a repeat), and
+/// sampleNext asked twice at one position gives the same token.
+TEST(SessionSampling, DrawsAreCountedByPositionAndCall) {
+  Plan plan = demoCpuPlan();
+  SessionOptions o;
+  o.sampling.temperature = 1.5;
+  o.sampling.topK = 50;
+  o.sampling.seed = 9;
+  std::vector<std::vector<float>> rows;
+  o.onRun = [&](const SessionRun &r, Executor &) {
+    rows.emplace_back(r.logits.end() - (r.logits.size() / r.logitRows), r.logits.end());
+    return Error::success();
+  };
+  Expected<Session> s = Session::create(plan, {}, o);
+  ASSERT_TRUE(bool(s)) << errorText(s);
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5};
+  auto ref = TokenSampler::create(o.sampling);
+  ASSERT_TRUE(bool(ref));
+  std::vector<std::vector<int32_t>> calls;
+  for (uint64_t epoch : {uint64_t(0), uint64_t(2)}) { // generate 0, reset 1, generate 2
+    rows.clear();
+    Expected<std::vector<int32_t>> t = s->generate(prompt, 10);
+    ASSERT_TRUE(bool(t)) << errorText(t);
+    ASSERT_EQ(t->size(), 10u);
+    // The last 10 rows gave the 10 tokens (the prompt's chunks came first).
+    ASSERT_GE(rows.size(), 10u);
+    for (size_t i = 0; i < 10; ++i) {
+      const uint64_t draw = (epoch << 32) | (prompt.size() + i);
+      Expected<int32_t> want = ref->sample(rows[rows.size() - 10 + i], draw);
+      ASSERT_TRUE(bool(want));
+      EXPECT_EQ((*t)[i], *want) << "epoch " << epoch << ", token " << i;
+    }
+    calls.push_back(*t);
+    s->reset();
+  }
+  EXPECT_NE(calls[0], calls[1]) << "a reset's generate draws anew";
+  // A new Session with the same seed repeats the first call.
+  Expected<Session> again = Session::create(plan, {}, o);
+  ASSERT_TRUE(bool(again)) << errorText(again);
+  Expected<std::vector<int32_t>> first = again->generate(prompt, 10);
+  ASSERT_TRUE(bool(first));
+  EXPECT_EQ(*first, calls[0]);
+  // sampleNext is the position's draw: twice, the same token.
+  Expected<int32_t> a = again->sampleNext(), b = again->sampleNext();
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(*a, *b);
+}
+
+} // namespace

@@ -110,6 +110,19 @@ template <class T> T exchange(T v, int src) {
   return r;
 }
 
+/// Every lane's `v` of this warp (one exchange for all lanes: votes and
+/// matches).
+template <class T> std::vector<T> gather(T v) {
+  const unsigned w = tid.x / 32, n = std::min(32u, block->threads - 32 * w);
+  block->slots[tid.x] = bitsOf(v);
+  block->warps[w]->arrive_and_wait();
+  std::vector<T> all(n);
+  for (unsigned l = 0; l < n; ++l)
+    all[l] = fromBits<T>(block->slots[32 * w + l]);
+  block->warps[w]->arrive_and_wait();
+  return all;
+}
+
 } // namespace fg::emu
 
 #define threadIdx (::fg::emu::tid)
@@ -125,12 +138,21 @@ template <class T> T __shfl_up_sync(unsigned, T v, int o) {
   return fg::emu::exchange(v, int(threadIdx.x % 32) - o);
 }
 inline int __any_sync(unsigned, int pred) {
-  const unsigned w = threadIdx.x / 32, n = std::min(32u, fg::emu::block->threads - 32 * w);
   int any = 0;
-  for (unsigned l = 0; l < n; ++l) // every lane's predicate, through the exchange
-    any |= fg::emu::exchange(pred, int(l)) != 0;
+  for (int p : fg::emu::gather(pred))
+    any |= p != 0;
   return any;
 }
+/// The lanes of this warp whose `v` equals this lane's.
+inline unsigned __match_any_sync(unsigned, unsigned v) {
+  const std::vector<unsigned> all = fg::emu::gather(v);
+  unsigned m = 0;
+  for (size_t l = 0; l < all.size(); ++l)
+    m |= (all[l] == v ? 1u : 0u) << l;
+  return m;
+}
+inline int __ffs(int x) { return x == 0 ? 0 : std::countr_zero(unsigned(x)) + 1; }
+inline int __popc(unsigned x) { return std::popcount(x); }
 template <class T> T atomicAdd(T *p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
 template <class T> T atomicOr(T *p, T v) { return std::atomic_ref<T>(*p).fetch_or(v); }
 template <class T> T atomicExch(T *p, T v) { return std::atomic_ref<T>(*p).exchange(v); }
@@ -147,4 +169,5 @@ inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 template <class A, class B> auto min(A a, B b) { return a < b ? a : b; }
 template <class A, class B> auto max(A a, B b) { return a < b ? b : a; }
 using std::exp;
+using std::fabs;
 inline float expf(float x) { return std::exp(x); }

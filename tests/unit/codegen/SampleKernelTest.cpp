@@ -190,6 +190,38 @@ TEST(SampleKernel, FrequenciesFollowTheDistribution) {
   EXPECT_LT(chi, 16.27);
 }
 
+/// Review findings, kept: a min-p decision within f32 rounding of the
+/// threshold is the host's (made in f64), and a temperature whose inverse
+/// overflows f32 still draws the argmax (as the host's exp(0 / T) = 1).
+TEST(SampleKernel, MinPAtItsThresholdAndTinyTemperatures) {
+  const std::vector<float> row = {3.14159012f, 0.145857871f};
+  SamplingOptions so;
+  so.temperature = 1, so.minP = 0.05, so.seed = 3;
+  std::vector<uint64_t> draws;
+  for (uint64_t d = 0; d < 200; ++d)
+    draws.push_back(d);
+  auto host = TokenSampler::create(so);
+  ASSERT_TRUE(bool(host));
+  auto got = deviceDraws<2>(row, paramsOf(so, 0), draws);
+  int second = 0;
+  for (size_t k = 0; k < draws.size(); ++k) {
+    ASSERT_EQ(got[k].first, 1u);
+    EXPECT_EQ(got[k].second, *host->sample(row, draws[k])) << "draw " << draws[k];
+    second += got[k].second == 1;
+  }
+  EXPECT_GT(second, 0) << "token 1 is kept by min-p (the host's f64 decision)";
+  std::vector<float> wide(1000);
+  for (size_t i = 0; i < wide.size(); ++i)
+    wide[i] = static_cast<float>(i % 17) * 0.25f;
+  wide[123] = 9;
+  SamplingOptions cold;
+  cold.temperature = 1e-300, cold.seed = 1;
+  for (auto [code, token] : deviceDraws<1000>(wide, paramsOf(cold, 0), {0, 1, 2})) {
+    EXPECT_EQ(code, 1u);
+    EXPECT_EQ(token, 123);
+  }
+}
+
 /// The token launch as lowering emits it (GreedyToken.cpp: blocks of 256
 /// over 1024 values each), over rows that hold a NaN, a +inf, only -inf, or
 /// plain values, greedy and drawn: the status words, the ring slot of the
