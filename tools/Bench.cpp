@@ -139,6 +139,7 @@ int runBench(ArrayRef<const char *> args) {
            "given) or auto: cuda when a GPU is present",
            "auto");
   f.flag("verbose", "print what happens");
+  addSamplingFlags(f); // a decode step's token drawn on the device instead of the argmax
   f.option("prefill", "N,...", "time the prefill entries of N tokens instead of decode (tokens/s, "
                                "% of a cuBLAS GEMM's TFLOP/s measured in the same run), every "
                                "step the same chunk at positions 0..N-1 (--kv S: S..S+N-1)");
@@ -196,6 +197,21 @@ int runBench(ArrayRef<const char *> args) {
   if (!isPlan && !f.has("prefill") && kv + 1 > ctx)
     return f.usageError("--kv " + Twine(kv) + " needs --ctx > " + Twine(kv));
   bool verbose = f.has("verbose");
+  SamplingOptions sampling;
+  if (!readSamplingFlags(f, sampling, code))
+    return code;
+  // Each step's token drawn on the device (the greedy launch's draw,
+  // kernels/sample.cuh) instead of the argmax: what a sampled decode costs.
+  auto pickOnDevice = [&](Executor &ex) -> Error {
+    if (sampling.greedy())
+      return Error::success();
+    Expected<bool> on = ex.setTokenPick(sampling, 0);
+    if (!on)
+      return on.takeError();
+    if (!*on)
+      return makeError("this plan's token launch cannot draw (compiled before device sampling)");
+    return Error::success();
+  };
   if (f.has("prefill")) {
     PrefillBenchArgs pa;
     pa.model = model;
@@ -325,6 +341,9 @@ int runBench(ArrayRef<const char *> args) {
       eo.programmaticLaunch = m != M::GraphNoPdl;
       eo.log = stderrLog(verbose);
       Expected<Executor> ex = Executor::create(*v.plan, eo);
+      if (ex)
+        if (Error e = pickOnDevice(*ex))
+          ex = std::move(e);
       if (!ex) {
         r.skipped = firstLine(toString(ex.takeError()));
       } else {
@@ -342,6 +361,9 @@ int runBench(ArrayRef<const char *> args) {
       eo.mode = ExecOptions::Mode::Graph; // replays traced with CUPTI: the real step
       eo.profileLaunches = true;
       Expected<Executor> ex = Executor::create(*v.plan, eo);
+      if (ex)
+        if (Error e = pickOnDevice(*ex))
+          ex = std::move(e);
       if (!ex) {
         v.familiesError = firstLine(toString(ex.takeError()));
       } else {
@@ -360,6 +382,8 @@ int runBench(ArrayRef<const char *> args) {
   raw_ostream &os = outs();
   os << "bench " << model << ": decode, KV " << kv << ", median of " << steps << " steps after "
      << warmup << " warm-up\n";
+  if (!sampling.greedy())
+    os << "sampling: " << sampling.str() << ", drawn on the device at the end of each step\n";
   os << "device " << bw->device << ": read " << format("%.0f", bw->readGBs) << " GB/s, D2D copy "
      << format("%.0f", bw->copyGBs) << " GB/s (" << (bw->bytes >> 20) << " MiB)\n";
   for (const Variant &v : variants)

@@ -159,7 +159,7 @@ bool readSamplingFlags(const Flags &f, SamplingOptions &s, int &code) {
       return true;
     std::string v = f.get(name);
     if (StringRef(v).getAsDouble(out)) {
-      code = f.usageError("flag --" + name + " of 'run' expects a number, got '" + v + "'");
+      code = f.usageError("flag --" + name + " expects a number, got '" + v + "'");
       return false;
     }
     return true;
