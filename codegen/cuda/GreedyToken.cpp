@@ -15,6 +15,11 @@ constexpr unsigned kGreedyThreads = 256;
 /// a 128k vocabulary 126 blocks, one wave; a few hundred values one block).
 constexpr int64_t kGreedyPerThread = 4;
 constexpr uint64_t kGreedyCounterBytes = 3 * sizeof(uint64_t);
+/// A draw's shared memory (kernels/sample.cuh SampleShared: the candidates'
+/// keys and values, a histogram, scratch; the kernel checks it fits): the
+/// launch's dynamic shared memory, given only while the settings draw
+/// (runtime: tokenLaunchShared).
+constexpr uint32_t kDrawSharedBytes = kDeviceSampleCandidates * 16 + 2048;
 
 } // namespace
 
@@ -27,11 +32,13 @@ GreedyKernel greedyTokenKernel(int64_t vocab, bool hasPositions) {
       ";\n  static constexpr int NT = " + std::to_string(kGreedyThreads) +
       ";\n  static constexpr int kCap = " + std::to_string(kDeviceSampleCandidates) +
       ";\n  static constexpr bool kHasPositions = " + (hasPositions ? "true" : "false") +
+      ";\n  static constexpr unsigned kDrawShared = " + std::to_string(kDrawSharedBytes) +
       ";\n};\n" +
       kernelEntry(kGreedyThreads,
                   "const float *row, unsigned long long *acc, unsigned *status, unsigned *mirror, "
                   "const int *pos, const fg::SampleParams *params",
-                  "fg::greedyToken<Cfg>(row, acc, status, mirror, pos, params);");
+                  "extern __shared__ __align__(16) unsigned char fgDrawShared[];\n"
+                  "  fg::greedyToken<Cfg>(row, acc, status, mirror, pos, params, fgDrawShared);");
   KernelSpec k = finishSpec("greedy_token", body);
   g.symbol = k.name;
   g.source = k.source;
@@ -62,6 +69,7 @@ void addGreedyToken(CompiledEntry &entry, KernelSources &sources, SlotTables &ta
   l.symbol = g.symbol;
   l.grid[0] = g.blocks;
   l.block[0] = kGreedyThreads;
+  l.sharedBytes = kDrawSharedBytes;
   BufferRef row = logits->where;
   row.offset += static_cast<uint64_t>((rows - 1) * vocab) * sizeof(float);
   l.args = {row, BufferRef{BufferSpace::Counters, 0, tables.counters(kGreedyCounterBytes)},

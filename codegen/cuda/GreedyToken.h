@@ -16,8 +16,11 @@
 // its counters (BufferSpace::Counters, left zero), the status words and
 // their device mirror, the last element of the entry's `positions` input
 // (the draw's counter) and the draw settings (one counters range for the
-// program). CudaRunner recognises it as the last launch when that has no
-// node.
+// program). Its dynamic shared memory (sharedBytes) is a draw's: CudaRunner,
+// which recognises it as the last launch when that has no node, launches it
+// with none while the settings are greedy (and rebuilds the graphs when they
+// change), so a greedy step's blocks, resident early under programmatic
+// launch, take no shared memory from the kernels before them.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

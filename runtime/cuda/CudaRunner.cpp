@@ -118,6 +118,17 @@ struct CudaRunner::Impl {
   std::optional<DeviceSampleParams> tokenPick;
   /// Where they live in the counters: the last argument of a token launch
   /// that takes them (codegen/cuda/GreedyToken.h); none in older plans.
+  bool drawing() const { return tokenPick && tokenPick->mode == 1; }
+  /// The dynamic shared memory of launch `i`: its record's, but the token
+  /// launch's (a draw's, codegen/cuda/GreedyToken.cpp) only while drawing,
+  /// so that a greedy step's token blocks, resident early under
+  /// programmatic launch, hold none of it.
+  uint32_t sharedFor(const CompiledEntry &e, size_t i) const {
+    const LaunchRecord &l = e.launches[i];
+    const bool tokenLaunch =
+        i + 1 == e.launches.size() && l.node == kNoNode && l.args.size() == 6;
+    return tokenLaunch && !drawing() ? 0 : l.sharedBytes;
+  }
   std::optional<uint64_t> tokenPickOffset() const {
     for (const CompiledEntry &e : prog.entries)
       if (e.launches.size() >= 2 && e.launches.back().node == kNoNode &&
@@ -288,7 +299,7 @@ struct CudaRunner::Impl {
     }
     return cudaCheck(cudaLaunchKernel(es.kernels[i], dim3(l.grid[0], l.grid[1], l.grid[2]),
                                       dim3(l.block[0], l.block[1], l.block[2]), argv.data(),
-                                      l.sharedBytes, s),
+                                      sharedFor(*es.entry, i), s),
                      "launch of " + l.what);
   }
 
@@ -395,7 +406,7 @@ struct CudaRunner::Impl {
         p.func = es.kernels[i];
         p.gridDim = dim3(l.grid[0], l.grid[1], l.grid[2]);
         p.blockDim = dim3(l.block[0], l.block[1], l.block[2]);
-        p.sharedMemBytes = l.sharedBytes;
+        p.sharedMemBytes = sharedFor(*es.entry, i);
         p.kernelParams = argv.data();
         if (auto e = cudaCheck(cudaGraphAddKernelNode(self, es.graph, nullptr, 0, &p),
                                "graph node for " + l.what))
@@ -1023,7 +1034,13 @@ llvm::Expected<bool> CudaRunner::setTokenPick(const DeviceSampleParams &params) 
   while (!impl_->flights.empty()) // their launches read the settings
     if (auto t = awaitGreedy(); !t)
       return t.takeError();
+  // Drawing or not changes the token launch's shared memory: the graphs are
+  // built again at their next run.
+  const bool wasDrawing = impl_->drawing();
   impl_->tokenPick = params;
+  if (impl_->drawing() != wasDrawing)
+    for (auto &[name, es] : impl_->entries)
+      es.dropGraph();
   if (auto e = impl_->writeTokenPick())
     return e;
   return true;

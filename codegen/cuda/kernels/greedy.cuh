@@ -1,6 +1,6 @@
 //===- greedy.cuh - the token of a step, on the device ---------------------===//
 //
-// greedyToken<Cfg>(row, acc, status, mirror, pos, params): the first argmax
+// greedyToken<Cfg>(row, acc, status, mirror, pos, params, drawShared): the first argmax
 // of one f32 logits row of Cfg::V values (the last row of the entry's
 // `logits`: `row` points at it) — or, when the host set params->mode to 1
 // (Executor::setTokenPick), a seeded draw from it (sample.cuh) — written to
@@ -27,7 +27,9 @@
 // winner, resets acc[0..2] to 0 (the counters are the launch's own,
 // BufferSpace::Counters, zero at load, so every replay starts from zero
 // without a clearing launch), draws if asked (the whole block: the row is in
-// L2) and writes the words.
+// L2; in `drawShared`, the launch's dynamic shared memory, C::kDrawShared
+// bytes while the runner's settings draw and none otherwise) and writes the
+// words.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,7 +38,8 @@ namespace fg {
 template <class C>
 static __device__ __forceinline__ void greedyToken(const float *row, unsigned long long *acc,
                                                    unsigned *status, unsigned *mirror,
-                                                   const int *pos, const SampleParams *params) {
+                                                   const int *pos, const SampleParams *params,
+                                                   unsigned char *drawShared) {
   unsigned long long best = 0; // below every key
   bool nan = false;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < C::V;
@@ -102,7 +105,9 @@ static __device__ __forceinline__ void greedyToken(const float *row, unsigned lo
       // The draw's counter: the position the drawn token will take (the
       // last row's + 1) in the host's epoch (runtime/Sampler.h).
       const unsigned long long at = C::kHasPositions ? (unsigned)(pos[0] + 1) : 0u;
-      ok = sampleRow<C>(row, lmax, *params, (params->epoch << 32) | at, &token);
+      static_assert(sizeof(SampleShared<C>) <= C::kDrawShared, "GreedyToken.cpp kDrawShared");
+      ok = sampleRow<C>(row, lmax, *params, (params->epoch << 32) | at, &token,
+                        *reinterpret_cast<SampleShared<C> *>(drawShared));
     }
   }
   if (threadIdx.x != 0)

@@ -76,6 +76,7 @@ static __device__ __forceinline__ double fgSampleUniform(unsigned long long seed
          0x1.0p-53;
 }
 
+/// A draw's shared memory: C::kDrawShared bytes (GreedyToken.cpp) hold it.
 template <class C> struct SampleShared {
   unsigned long long keys[C::kCap];
   double vals[C::kCap];
@@ -253,10 +254,13 @@ template <class C> static __device__ void sampleSortKeys(SampleShared<C> &sh, un
     }
 }
 
+/// `sh`: the block's shared memory for the draw (greedy.cuh: the token
+/// launch's dynamic shared memory, which the runner gives it only while it
+/// draws, so a greedy step's blocks hold none).
 template <class C>
 static __device__ unsigned sampleRow(const float *row, float lmax, const SampleParams &p,
-                                     unsigned long long draw, unsigned *token) {
-  __shared__ SampleShared<C> sh;
+                                     unsigned long long draw, unsigned *token,
+                                     SampleShared<C> &sh) {
   const double u = fgSampleUniform(p.seed, draw);
   const double T = p.temperature;
   const bool minP = p.minP > 0;

@@ -45,6 +45,8 @@ TEST(GreedyToken, LastLaunchOfTheDemosEntries) {
     EXPECT_EQ(l.what, "the greedy token of @" + e.name);
     EXPECT_EQ(l.grid[0], 1u); // 512 values: one block of 256 threads, 2 each
     EXPECT_EQ(l.block[0], 256u);
+    // A draw's shared memory (the runner gives it only while drawing).
+    EXPECT_EQ(l.sharedBytes, kDeviceSampleCandidates * 16 + 2048);
     ASSERT_EQ(l.args.size(), 6u);
     BufferRef lastRow = logits->where;
     lastRow.offset += static_cast<uint64_t>((rows - 1) * vocab * 4);

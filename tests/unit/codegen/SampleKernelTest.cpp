@@ -21,7 +21,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -44,7 +46,15 @@ template <long long V_> struct Cfg {
   static constexpr int NT = 256;
   static constexpr int kCap = static_cast<int>(kDeviceSampleCandidates);
   static constexpr bool kHasPositions = true;
+  static constexpr unsigned kDrawShared = sizeof(SampleShared<Cfg>);
 };
+
+/// A block's shared memory for a draw, holding garbage as it would.
+template <class C> std::unique_ptr<SampleShared<C>> drawShared() {
+  auto sh = std::make_unique_for_overwrite<SampleShared<C>>();
+  std::memset(static_cast<void *>(sh.get()), 0xa5, sizeof(SampleShared<C>));
+  return sh;
+}
 
 SampleParams paramsOf(const SamplingOptions &so, uint64_t epoch) {
   SampleParams p{};
@@ -68,10 +78,11 @@ std::vector<std::pair<unsigned, int32_t>> deviceDraws(const std::vector<float> &
   const float lmax = *std::max_element(row.begin(), row.end());
   const size_t n = draws.size();
   std::vector<unsigned> codes(n * 256), tokens(n * 256);
+  auto sh = drawShared<Cfg<V>>();
   emu::runBlock(256, [&] {
     for (size_t i = 0; i < n; ++i) {
       unsigned t = 0;
-      const unsigned c = sampleRow<Cfg<V>>(row.data(), lmax, p, draws[i], &t);
+      const unsigned c = sampleRow<Cfg<V>>(row.data(), lmax, p, draws[i], &t, *sh);
       codes[i * 256 + threadIdx.x] = c;
       tokens[i * 256 + threadIdx.x] = t;
     }
@@ -252,8 +263,10 @@ template <long long V> void tokenLaunch() {
     const SampleParams p = drawn ? paramsOf(draw, 2) : SampleParams{};
     const int pos = 40 + c;
     mirror[kStatusSeq] = static_cast<unsigned>(c + 1); // the input check's count
+    auto sh = drawShared<Cfg<V>>();
     emu::runGrid(blocks, 256, [&] {
-      greedyToken<Cfg<V>>(row.data(), acc.data(), status.data(), mirror.data(), &pos, &p);
+      greedyToken<Cfg<V>>(row.data(), acc.data(), status.data(), mirror.data(), &pos, &p,
+                          reinterpret_cast<unsigned char *>(sh.get()));
     });
     EXPECT_EQ(acc, std::vector<unsigned long long>(3, 0)) << "the counters reset themselves";
     const unsigned r = static_cast<unsigned>(c + 1) & 1u;
