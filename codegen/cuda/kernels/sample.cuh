@@ -16,9 +16,13 @@
 //   sorted       the candidates go to shared memory as 64-bit keys
 //                (logitKey: the host's order, more likely first, ties to
 //                the smaller id) —
-//                with a top-k cut, the k largest keys (a radix select over
-//                the row, 8 bits a pass, stopping once the bin holds exactly
-//                what is left to take); without one (top-p alone), every
+//                with a top-k cut, a set holding the k largest: the nearest
+//                of 16 distances from the largest logit whose set holds k
+//                values and fits the cap (counted in the pass that counts
+//                the finite values; the sort's first k keys are then the
+//                top k), else the k largest keys exactly (a radix select
+//                over the row, 8 bits a pass, stopping once the bin holds
+//                exactly what is left to take); without one (top-p alone), every
 //                token within 40 of the largest logit (the rest add at most
 //                vocab x e^-40 of the mass, ~6e-13 at 131k: top-p's prefix
 //                moves only for a p that close to a boundary) — then
@@ -264,13 +268,51 @@ static __device__ unsigned sampleRow(const float *row, float lmax, const SampleP
   const double u = fgSampleUniform(p.seed, draw);
   const double T = p.temperature;
   const bool minP = p.minP > 0;
-  // The finite count decides whether top-k cuts.
+  // With top-k: the finite count (does top-k cut?) and, in the same pass, how
+  // many values lie within each of 16 distances of the largest. The nearest
+  // set that holds k values and fits the cap is the sort's candidates (its
+  // first k keys are the top k): one pass instead of the radix select's four
+  // or more, for the usual peaked rows (sampleSelectKth stays for the rest).
+  constexpr int kNear = 16;
+  constexpr float kDelta[kNear] = {0.25f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                                   8.0f,  11.f, 16.f, 22.f, 32.f, 45.f, 64.f, 90.f};
   unsigned fin = (unsigned)C::V;
+  int near = -1; // the kDelta whose set is the candidates
   if (p.topK > 0 && (long long)p.topK < C::V) {
-    unsigned mine = 0;
-    for (long long i = threadIdx.x; i < C::V; i += C::NT)
-      mine += row[i] != -FG_INF;
-    fin = sampleBlockSum<C>(mine, (unsigned *)sh.red);
+    for (int j = threadIdx.x; j <= kNear; j += C::NT)
+      sh.hist[j] = 0;
+    __syncthreads();
+    for (long long base = 0; base < C::V; base += C::NT) { // (the warp's match below)
+      const long long i = base + threadIdx.x;
+      unsigned bin = 0xffffffffu;
+      if (i < C::V && row[i] != -FG_INF) {
+        const float d = lmax - row[i];
+        bin = 0;
+#pragma unroll
+        for (int j = 0; j < kNear; ++j)
+          bin += d > kDelta[j];
+      }
+      const unsigned peers = __match_any_sync(0xffffffffu, bin);
+      if (bin != 0xffffffffu && threadIdx.x % 32 == (unsigned)(__ffs((int)peers) - 1))
+        atomicAdd(&sh.hist[bin], (unsigned)__popc(peers));
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned all = 0, cum = 0;
+      int pick = -1;
+      for (int j = 0; j <= kNear; ++j) {
+        all += sh.hist[j];
+        if (j < kNear && pick < 0 && cum + sh.hist[j] >= p.topK) {
+          pick = cum + sh.hist[j] <= (unsigned)C::kCap ? j : kNear; // kNear: none fits
+        }
+        cum += sh.hist[j];
+      }
+      sh.need = all;
+      sh.done = pick < kNear ? pick : -1;
+    }
+    __syncthreads();
+    fin = sh.need;
+    near = sh.done;
   }
   const bool topKCuts = p.topK > 0 && p.topK < fin;
   if (!topKCuts && !(p.topP < 1)) {
@@ -334,11 +376,12 @@ static __device__ unsigned sampleRow(const float *row, float lmax, const SampleP
   }
   // Sorted: the candidates' keys into shared memory.
   unsigned long long threshold = 0;
-  if (topKCuts) {
+  if (topKCuts && near < 0) {
     if (p.topK > (unsigned)C::kCap)
       return 2;
     threshold = sampleSelectKth<C>(row, p.topK, sh);
   }
+  const float nearDelta = near >= 0 ? kDelta[near] : 0.0f;
   if (threadIdx.x == 0)
     sh.n = 0;
   __syncthreads();
@@ -347,17 +390,20 @@ static __device__ unsigned sampleRow(const float *row, float lmax, const SampleP
     if (v == -FG_INF)
       continue;
     const unsigned long long k = logitKey(v, (unsigned)i);
-    if (topKCuts ? k >= threshold : (double)v - (double)lmax >= -40.0) {
+    if (topKCuts ? (near >= 0 ? lmax - v <= nearDelta : k >= threshold)
+                 : (double)v - (double)lmax >= -40.0) {
       const unsigned slot = atomicAdd(&sh.n, 1u);
       if (slot < (unsigned)C::kCap)
         sh.keys[slot] = k;
     }
   }
   __syncthreads();
-  const unsigned n = sh.n;
+  unsigned n = sh.n;
   if (n > (unsigned)C::kCap)
     return 2;
   sampleSortKeys<C>(sh, n);
+  if (topKCuts)
+    n = p.topK; // the nearest set's first k (the radix select's k exactly)
   auto logitOf = [&](unsigned j) {
     return row[0xffffffffu - (unsigned)(sh.keys[j] & 0xffffffffull)];
   };

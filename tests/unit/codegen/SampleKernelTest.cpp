@@ -104,7 +104,8 @@ std::vector<std::pair<unsigned, int32_t>> deviceDraws(const std::vector<float> &
 constexpr uint32_t kDrawsPerRow = 24;
 
 /// Rows of a / b: small integers over small divisors (ties), three -inf
-/// values, every other row a peak; each setting at 24 draw counters.
+/// values, every other row a peak, one in four flat; each setting at 24
+/// draw counters.
 template <long long V> void drawsMatchTheHost(int rows) {
   std::mt19937 rng(static_cast<uint32_t>(17 + V));
   std::uniform_int_distribution<int> num(-60, 60), den(1, 6);
@@ -119,6 +120,10 @@ template <long long V> void drawsMatchTheHost(int rows) {
         row[static_cast<size_t>(pick(rng))] = -std::numeric_limits<float>::infinity();
     if (r % 2)
       row[static_cast<size_t>(pick(rng))] = 400;
+    if (r % 4 == 2) // a flat row: every distance set near the top holds many
+      for (float &x : row)
+        if (x != -std::numeric_limits<float>::infinity())
+          x *= 0.01f;
     if (*std::max_element(row.begin(), row.end()) == -std::numeric_limits<float>::infinity())
       row[0] = 1; // (the kernel is called on rows with a finite maximum)
     const uint32_t pos = static_cast<uint32_t>(r * 37 + 5);
