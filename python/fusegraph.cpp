@@ -51,6 +51,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <random>
 #include <stdexcept>
 
 namespace nb = nanobind;
@@ -461,8 +462,7 @@ public:
     fg::Executor exec = unwrap(fg::Executor::create(plan, opts_));
     // A decoder plan (a `decode` entry returning logits) gets a Session, which
     // generate() drives; any other plan only steps.
-    fg::SessionOptions so;
-    so.sample = [this](ArrayRef<float> logits) { return sample(logits); };
+    fg::SessionOptions so; // the sampler is set by each generate()
     so.onToken = [this](int32_t token) { return onToken(token); };
     Expected<fg::Session> s = fg::Session::create(std::move(exec), std::move(so));
     if (s) {
@@ -570,9 +570,28 @@ public:
 
   std::vector<int32_t> generate(const std::vector<int64_t> &prompt, int64_t steps,
                                 nb::object sampler, nb::object onTok, bool resetFirst,
-                                const std::vector<int64_t> &forced) {
+                                const std::vector<int64_t> &forced,
+                                std::optional<double> temperature, int64_t topK, double topP,
+                                double minP, std::optional<uint64_t> seed) {
     Busy busy(busy_);
     fg::Session &s = session();
+    // The built-in sampler (fg::SamplingOptions: greedy by default; drawn on
+    // the CUDA device with no row copied) unless a Python one is given.
+    const bool filtered = topK != 0 || topP != 1.0 || minP != 0.0;
+    const bool custom = sampler.is_valid() && !sampler.is_none();
+    if (custom && (filtered || temperature))
+      throw FgError("give either sample= or temperature/top_k/top_p/min_p, not both");
+    fg::SamplingOptions so;
+    so.temperature = temperature ? *temperature : (filtered ? 1.0 : 0.0);
+    so.topK = topK;
+    so.topP = topP;
+    so.minP = minP;
+    so.seed = seed ? *seed : std::random_device{}();
+    fg::Sampler hook;
+    if (custom)
+      hook = [this](ArrayRef<float> logits) { return sample(logits); };
+    if (llvm::Error e = s.setSampling(so, std::move(hook)))
+      throw FgError(llvm::toString(std::move(e)));
     if (!resetFirst && rawSteps_)
       throw FgError("step() has changed the KV cache since the session last ran; call "
                     "generate(..., reset=True) or reset() first");
@@ -806,11 +825,15 @@ NB_MODULE(fusegraph, m) {
       .def("reset", &PyExecutor::reset, "Clears the KV cache and the conversation.")
       .def("generate", &PyExecutor::generate, "prompt"_a, "steps"_a, nb::kw_only(),
            "sample"_a = nb::none(), "on_token"_a = nb::none(), "reset"_a = true,
-           "forced"_a = std::vector<int64_t>(),
+           "forced"_a = std::vector<int64_t>(), "temperature"_a = nb::none(), "top_k"_a = 0,
+           "top_p"_a = 1.0, "min_p"_a = 0.0, "seed"_a = nb::none(),
            "Feeds PROMPT (token ids) through the prefill buckets, then generates STEPS tokens "
-           "(fg::Session::generate) and returns them. sample(logits) -> id picks each token "
-           "(default greedy); on_token(id) streams them (return False to stop). reset=False "
-           "continues the conversation of the last generate().")
+           "(fg::Session::generate) and returns them: greedily, or drawn with temperature / "
+           "top_k / top_p / min_p and seed (fg::SamplingOptions: the temperature is 1 when "
+           "only a filter is given; no seed is a random one; on the CUDA device the token is "
+           "picked or drawn on the device, no logits row copied), or picked by "
+           "sample(logits) -> id. on_token(id) streams them (return False to stop). "
+           "reset=False continues the conversation of the last generate().")
       .def_prop_ro("last_logits", &PyExecutor::lastLogits, nb::rv_policy::move,
                    "the logits row of the last token generate() fed (a copy)")
       .def_prop_ro("stats", &PyExecutor::stats, "what the last generate() did, with timings")

@@ -285,6 +285,8 @@ ArrayRef<float> Session::lastLogits() {
 Expected<int32_t> Session::sampleNext() {
   if (deviceToken_ && devicePicks_)
     return *deviceToken_;
+  if (rerunForLogits_) // the last fed token's row (a pipelined step ran past it)
+    (void)lastLogits();
   if (logitsPending_)
     if (Error e = fetchLogits())
       return e;
@@ -293,6 +295,7 @@ Expected<int32_t> Session::sampleNext() {
   if (opts_.sample)
     return opts_.sample(lastLogits_);
   // The device's draw counter (kernels/sample.cuh): the token's position.
+  epochUsed_ = true;
   return sampler_.sample(lastLogits_, (epoch_ << 32) | static_cast<uint32_t>(position()));
 }
 
@@ -322,7 +325,9 @@ Expected<std::vector<int32_t>> Session::generate(ArrayRef<int32_t> prompt, int64
   stats_ = {};
   // This call's draws (SessionOptions::sampling), on the device where it
   // draws them.
-  epoch_ = generations_++;
+  if (epochUsed_) // a new epoch when this one has drawn or generated
+    ++epoch_;
+  epochUsed_ = true;
   devicePicks_ = false;
   if (!opts_.onRun && !opts_.sample) {
     devicePicks_ = opts_.sampling.greedy();
@@ -444,15 +449,32 @@ Error Session::generatePipelined(int64_t maxTokens, std::vector<int32_t> &out) {
   return Error::success();
 }
 
+Error Session::setSampling(const SamplingOptions &sampling, Sampler sample) {
+  Expected<TokenSampler> t = TokenSampler::create(sampling);
+  if (!t)
+    return t.takeError();
+  sampler_ = std::move(*t);
+  opts_.sampling = sampling;
+  opts_.sample = std::move(sample);
+  // The device's pick is set again by the next generate(); until then the
+  // host picks (the device may still hold the previous settings).
+  devicePicks_ = false;
+  deviceToken_.reset();
+  return Error::success();
+}
+
 void Session::reset() {
   exec_.resetState();
   // New draws from here (SessionOptions::sampling), on the device too.
-  epoch_ = generations_++;
-  if (devicePicks_ && !opts_.sampling.greedy()) {
-    Expected<bool> on = exec_.setTokenPick(opts_.sampling, epoch_);
-    if (!on || !*on) { // a device error: the host draws (and the next run says so)
-      consumeError(on.takeError());
-      devicePicks_ = false;
+  if (epochUsed_) {
+    ++epoch_;
+    epochUsed_ = false;
+    if (devicePicks_ && !opts_.sampling.greedy()) {
+      Expected<bool> on = exec_.setTokenPick(opts_.sampling, epoch_);
+      if (!on || !*on) { // a device error: the host draws (and the next run says so)
+        consumeError(on.takeError());
+        devicePicks_ = false;
+      }
     }
   }
   history_.clear();

@@ -104,9 +104,11 @@ struct SessionRun {
 struct SessionOptions {
   /// How the next token is picked when `sample` is null: greedy by default
   /// (runtime/Sampler.h). A seeded draw is counted by the position the token
-  /// takes and by the Session's generate() and reset() calls (draw (calls <<
-  /// 32) | position): a new Session with the same seed and calls gives the
-  /// same tokens, and a reset() does not repeat earlier draws.
+  /// takes and an epoch (draw (epoch << 32) | position) that moves on at
+  /// each generate() or reset() after the current epoch generated or drew:
+  /// a new Session with the same seed and calls gives the same tokens (a
+  /// reset before the first generate changes nothing), and a reset() does
+  /// not repeat earlier draws.
   /// Without observers (`onRun`) the CUDA backend draws on the device, at
   /// the end of the step (Executor::setTokenPick), and copies no row.
   SamplingOptions sampling;
@@ -184,6 +186,10 @@ public:
   llvm::ArrayRef<int32_t> history() const { return history_; }
   /// Starts a new conversation: clears the KV cache and the history.
   void reset();
+  /// Replaces how the next tokens are picked (SessionOptions::sampling and
+  /// ::sample) from the next generate() on; the draw counters go on. Errors:
+  /// what TokenSampler::create refuses (the Session keeps its settings).
+  llvm::Error setSampling(const SamplingOptions &sampling, Sampler sample = nullptr);
 
   int64_t vocab() const { return vocab_; }
   int64_t ctx() const { return exec_.ctx(); }
@@ -216,9 +222,10 @@ private:
   /// Executor::setTokenPick at the start of generate()) and no observer or
   /// custom sampler needs the row.
   bool devicePicks_ = false;
-  /// generate() and reset() calls so far: the draws' epoch
-  /// (SessionOptions::sampling).
-  uint64_t generations_ = 0, epoch_ = 0;
+  /// The draws' epoch (SessionOptions::sampling): it moves on at a
+  /// generate() or reset() once the current one has generated or drawn.
+  uint64_t epoch_ = 0;
+  bool epochUsed_ = false;
   bool logitsPending_ = false; ///< lastLogits_ not yet copied from the last run
   /// A pipelined generate ran a step past the last fed token: lastLogits()
   /// runs that token again for its row.

@@ -106,6 +106,27 @@ def test_sampler_and_stopping(fg, demo_plan):
     assert ex.generate([1, 2], 2) == ex.generate([1, 2], 2)  # and it stays usable
 
 
+def test_builtin_sampling_equals_cli(fg, cli, demo_plan):
+    # The same seed draws the same tokens as `fusegraph run` (the draw is a
+    # function of the seed, the position and the generate call).
+    flags = ["--temperature", "0.9", "--top-k", "40", "--top-p", "0.95", "--seed", "7"]
+    rc, out, err = cli("run", "demo", "--prompt-ids", "5,17,42", "--steps", "8", "--device",
+                       "cpu", *flags, *DEMO_FLAGS)
+    assert rc == 0, err
+    expected = cli_tokens(out)
+    ex = fg.Executor(demo_plan, device="cpu")
+    kw = dict(temperature=0.9, top_k=40, top_p=0.95, seed=7)
+    assert ex.generate([5, 17, 42], 8, **kw) == expected
+    again = ex.generate([5, 17, 42], 8, **kw)  # a new generate draws anew
+    assert len(again) == 8 and again != expected
+    assert fg.Executor(demo_plan, device="cpu").generate([5, 17, 42], 8, **kw) == expected
+    assert ex.generate([5, 17, 42], 8) == ex.generate([5, 17, 42], 8)  # greedy by default
+    with pytest.raises(fg.Error, match="give either sample= or temperature"):
+        ex.generate([1], 2, sample=lambda logits: 0, temperature=0.5)
+    with pytest.raises(fg.Error, match=r"top-p must be in \(0, 1\] \(1: off\), got 2"):
+        ex.generate([1], 2, top_p=2.0)
+
+
 def test_errors_carry_the_library_message(fg, cli, demo_plan):
     rc, _, err = cli("run", "demo", "--prompt-ids", "999", "--steps", "1", "--device", "cpu",
                      *DEMO_FLAGS)

@@ -397,7 +397,7 @@ TEST(SessionSampling, StopTokensAndSeeds) {
 namespace {
 
 /// A Session's draw is TokenSampler's at counter (epoch << 32) | position,
-/// the epoch counting generate() and reset() calls: each generated token
+/// the epoch moving on at a generate() or reset() after draws: each generated token
 /// equals the host sampler's draw on the row it came from (observed through
 /// onRun), a reset's next generate uses a new epoch (not a repeat), and
 /// sampleNext asked twice at one position gives the same token.
@@ -418,7 +418,7 @@ TEST(SessionSampling, DrawsAreCountedByPositionAndCall) {
   auto ref = TokenSampler::create(o.sampling);
   ASSERT_TRUE(bool(ref));
   std::vector<std::vector<int32_t>> calls;
-  for (uint64_t epoch : {uint64_t(0), uint64_t(2)}) { // generate 0, reset 1, generate 2
+  for (uint64_t epoch : {uint64_t(0), uint64_t(1)}) { // generate 0, reset 1, generate in 1
     rows.clear();
     Expected<std::vector<int32_t>> t = s->generate(prompt, 10);
     ASSERT_TRUE(bool(t)) << errorText(t);
@@ -441,10 +441,63 @@ TEST(SessionSampling, DrawsAreCountedByPositionAndCall) {
   Expected<std::vector<int32_t>> first = again->generate(prompt, 10);
   ASSERT_TRUE(bool(first));
   EXPECT_EQ(*first, calls[0]);
+  // A reset before anything was drawn starts no new epoch (what Python's
+  // generate(reset=True) does first).
+  Expected<Session> fresh = Session::create(plan, {}, o);
+  ASSERT_TRUE(bool(fresh));
+  fresh->reset();
+  Expected<std::vector<int32_t>> afterReset = fresh->generate(prompt, 10);
+  ASSERT_TRUE(bool(afterReset));
+  EXPECT_EQ(*afterReset, calls[0]);
   // sampleNext is the position's draw: twice, the same token.
   Expected<int32_t> a = again->sampleNext(), b = again->sampleNext();
   ASSERT_TRUE(a && b);
   EXPECT_EQ(*a, *b);
+}
+
+} // namespace
+
+namespace {
+
+/// setSampling replaces the settings (and the custom sampler) from the next
+/// generate on; refused settings leave the Session as it was.
+TEST(SessionSampling, SetSamplingBetweenGenerates) {
+  Plan plan = demoCpuPlan();
+  Expected<Session> s = Session::create(plan, {}, SessionOptions{});
+  ASSERT_TRUE(bool(s)) << errorText(s);
+  const std::vector<int32_t> prompt = {2, 7, 1, 8};
+  Expected<std::vector<int32_t>> greedy = s->generate(prompt, 6);
+  ASSERT_TRUE(bool(greedy)) << errorText(greedy);
+  SamplingOptions hot;
+  hot.temperature = 1.5;
+  hot.seed = 4;
+  ASSERT_FALSE(bool(s->setSampling(hot)));
+  s->reset();
+  Expected<std::vector<int32_t>> drawn = s->generate(prompt, 6);
+  ASSERT_TRUE(bool(drawn));
+  // What a Session created with these settings draws in its epoch 1 (generate
+  // 0, reset: 1, generate in 1), as this one did.
+  SessionOptions o;
+  o.sampling = hot;
+  Expected<Session> t = Session::create(plan, {}, o);
+  ASSERT_TRUE(bool(t));
+  ASSERT_TRUE(bool(t->generate(prompt, 6)));
+  t->reset();
+  Expected<std::vector<int32_t>> same = t->generate(prompt, 6);
+  ASSERT_TRUE(bool(same));
+  EXPECT_EQ(*drawn, *same);
+  EXPECT_NE(*drawn, *greedy);
+  SamplingOptions bad;
+  bad.topP = 0;
+  EXPECT_EQ(llvm::toString(s->setSampling(bad)), "top-p must be in (0, 1] (1: off), got 0");
+  // A custom sampler instead: always token 3.
+  ASSERT_FALSE(bool(s->setSampling(SamplingOptions{}, [](ArrayRef<float>) -> Expected<int32_t> {
+    return 3;
+  })));
+  s->reset();
+  Expected<std::vector<int32_t>> threes = s->generate(prompt, 4);
+  ASSERT_TRUE(bool(threes));
+  EXPECT_EQ(*threes, std::vector<int32_t>(4, 3));
 }
 
 } // namespace
