@@ -344,9 +344,9 @@ Expected<std::vector<int32_t>> Session::generate(ArrayRef<int32_t> prompt, int64
     return e;
   std::vector<int32_t> out;
   Clock::time_point t0 = Clock::now();
-  // Greedy on a device that picks the token and pipelines: step k + 1 is
-  // enqueued, its token fed on the device, before the host has seen step
-  // k's token.
+  // On a device that picks every token (greedy, or a draw that always fits)
+  // and pipelines: step k + 1 is enqueued, its token fed on the device,
+  // before the host has seen step k's token.
   const SamplingOptions &so = opts_.sampling;
   // (a top-k past the cap that cuts, or top-p without top-k, may leave a
   // row to the host: kernels/sample.cuh)
