@@ -121,11 +121,12 @@ public:
   float lastGpuMs() const;
   /// Host time of the last CUDA run until everything was enqueued, in ms.
   double lastHostLaunchMs() const;
-  /// The greedy token of the last run — the first argmax of the last row of
-  /// its `logits` — where the device computed it at the end of the step (the
-  /// CUDA backend; read without copying the row). None on the CPU backend,
-  /// before a run, after a failed one, and when the row holds a NaN or only
-  /// -inf (sampling the row on the host then says why).
+  /// The token of the last run — the first argmax of the last row of its
+  /// `logits`, or the draw setTokenPick asked for — where the device picked
+  /// it at the end of the step (the CUDA backend; read without copying the
+  /// row). None on the CPU backend, before a run, after a failed one, when
+  /// the row holds a NaN or only -inf (sampling the row on the host then says
+  /// why), and when a draw's candidates did not fit the device.
   std::optional<int32_t> greedyToken() const;
   /// From the next run on, the device's token launch draws with `sampling`
   /// instead of taking the argmax (a greedy `sampling` restores the argmax):
