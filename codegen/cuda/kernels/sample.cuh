@@ -334,8 +334,10 @@ static __device__ unsigned sampleRow(const float *row, float lmax, const SampleP
           return -1.0f;
       }
       // d = 0 (the largest) weighs 1 at any temperature (d / T is 0 / 0 as
-      // T underflows); the rest at e^(d / T) (0 past f32's range).
-      return d == 0.0f ? 1.0f : expf((float)((double)d * invT));
+      // T underflows); the rest at e^(d / T), 0 below e^-200 (clamped in f64
+      // first: past f32's range the conversion is undefined in C++).
+      const double x = (double)d * invT;
+      return d == 0.0f ? 1.0f : expf(x < -200.0 ? -200.0f : (float)x);
     };
     double mine = 0;
     long long lastKept = -1;
