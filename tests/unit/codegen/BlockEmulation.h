@@ -26,6 +26,7 @@
 #include <barrier>
 #include <bit>
 #include <cmath>
+#include <math.h>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -168,6 +169,4 @@ inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_
 inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 template <class A, class B> auto min(A a, B b) { return a < b ? a : b; }
 template <class A, class B> auto max(A a, B b) { return a < b ? b : a; }
-using std::exp;
-using std::fabs;
-inline float expf(float x) { return std::exp(x); }
+// expf, exp, fabs: the C library's (<math.h>), as CUDA's are by those names.
