@@ -150,9 +150,10 @@ static __device__ __forceinline__ double sampleBlockScan(double v, double *red, 
 }
 
 /// In vals[0, n) (shared memory), the first j whose inclusive sum passes
-/// `target` (target < sum, or target <= sum when `orEqual`); n - 1 if none.
+/// target = fraction x the total (target < sum, or target <= sum when
+/// `orEqual`); n - 1 if none.
 template <class C>
-static __device__ unsigned sampleLocate(SampleShared<C> &sh, unsigned n, double target,
+static __device__ unsigned sampleLocate(SampleShared<C> &sh, unsigned n, double fraction,
                                         bool orEqual) {
   const unsigned per = (n + C::NT - 1) / C::NT;
   const unsigned lo = min(n, threadIdx.x * per), hi = min(n, lo + per);
@@ -161,6 +162,7 @@ static __device__ unsigned sampleLocate(SampleShared<C> &sh, unsigned n, double 
     mine += sh.vals[j];
   double total, excl;
   const double incl = sampleBlockScan(mine, sh.red, C::NT, total, excl);
+  const double target = fraction * total;
   if (threadIdx.x == 0)
     sh.tok = n - 1;
   __syncthreads();
@@ -416,16 +418,8 @@ static __device__ unsigned sampleRow(const float *row, float lmax, const SampleP
     sh.vals[j] = exp((double)logitOf(j) - (double)lmax);
   __syncthreads();
   unsigned keep = n;
-  if (p.topP < 1) {
-    double mine = 0;
-    const unsigned per = (n + C::NT - 1) / C::NT;
-    const unsigned lo = min(n, threadIdx.x * per), hi = min(n, lo + per);
-    for (unsigned j = lo; j < hi; ++j)
-      mine += sh.vals[j];
-    double mass, excl;
-    sampleBlockScan(mine, sh.red, C::NT, mass, excl);
-    keep = sampleLocate<C>(sh, n, p.topP * mass, true) + 1;
-  }
+  if (p.topP < 1)
+    keep = sampleLocate<C>(sh, n, p.topP, true) + 1;
   // 3. min-p: e >= p (the probabilities fall along the sorted keys, so what
   // stays is a prefix; the first, e = 1, always stays).
   if (minP) {
@@ -439,16 +433,7 @@ static __device__ unsigned sampleRow(const float *row, float lmax, const SampleP
   for (unsigned j = threadIdx.x; j < keep; j += C::NT)
     sh.vals[j] = exp(((double)logitOf(j) - (double)lmax) / T);
   __syncthreads();
-  double mine = 0;
-  {
-    const unsigned per = (keep + C::NT - 1) / C::NT;
-    const unsigned lo = min(keep, threadIdx.x * per), hi = min(keep, lo + per);
-    for (unsigned j = lo; j < hi; ++j)
-      mine += sh.vals[j];
-  }
-  double W, excl;
-  sampleBlockScan(mine, sh.red, C::NT, W, excl);
-  const unsigned j = sampleLocate<C>(sh, keep, u * W, false);
+  const unsigned j = sampleLocate<C>(sh, keep, u, false);
   *token = 0xffffffffu - (unsigned)(sh.keys[j] & 0xffffffffull);
   return 1;
 }
