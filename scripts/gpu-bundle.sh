@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs what a GPU call needs into .gpu (git-ignored), from build/:
-#   bash scripts/gpu-bundle.sh [--prev DIR] [--python] [--peers] [--models]
-# - fusegraph, fusegraph_gpu_tests, fg_bench_kernels, fg_bench_soak,
-#   fg_bench_prefill_gemms (stripped);
+#   bash scripts/gpu-bundle.sh [--prev DIR] [--benches] [--python] [--peers] [--models]
+# - fusegraph, fusegraph_gpu_tests, fg_bench_kernels (stripped);
+# - --benches: fg_bench_soak and fg_bench_prefill_gemms too (6 MiB: with
+#   --prev the bundle and the working tree pass the call's 64 MiB);
 # - --prev DIR: DIR/fusegraph as fusegraph-prev (a worktree's build of an
 #   earlier commit, for before/after timings in one call);
 # - --python: the Python module for the GPU machine's CPython 3.12, built here
@@ -14,10 +15,11 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-prev="" python=0 peers=0 models=0
+prev="" benches=0 python=0 peers=0 models=0
 while (($#)); do
   case "$1" in
     --prev) prev="$2"; shift 2 ;;
+    --benches) benches=1; shift ;;
     --python) python=1; shift ;;
     --peers) peers=1; shift ;;
     --models) models=1; shift ;;
@@ -25,7 +27,9 @@ while (($#)); do
   esac
 done
 rm -rf .gpu-stage && mkdir -p .gpu-stage
-for b in build/fusegraph build/tests/fusegraph_gpu_tests build/bench/fg_bench_kernels build/bench/fg_bench_soak build/bench/fg_bench_prefill_gemms; do
+bins=(build/fusegraph build/tests/fusegraph_gpu_tests build/bench/fg_bench_kernels)
+((benches)) && bins+=(build/bench/fg_bench_soak build/bench/fg_bench_prefill_gemms)
+for b in "${bins[@]}"; do
   [ -x "$b" ] || { echo "gpu-bundle.sh: $b is not built" >&2; exit 1; }
   strip -o ".gpu-stage/$(basename "$b")" "$b"
 done
@@ -43,4 +47,7 @@ if ((models)); then
   m=$(ls -td /tmp/fusegraph-models-*/ 2>/dev/null | head -1)
   [ -n "$m" ] && mkdir -p .gpu/models && cp "$m"/qwen3-q8_0.gguf "$m"/prompt.txt .gpu/models/
 fi
-echo "gpu-bundle.sh: $(du -sm .gpu | cut -f1) MiB in .gpu (the limit is 64 MiB with the working tree)"
+tree=$(git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+total=$(( ($(du -sb .gpu | cut -f1) + tree) / 1048576 ))
+echo "gpu-bundle.sh: $(du -sm .gpu | cut -f1) MiB in .gpu, $total MiB with the working tree (a call carries 64 MiB at most)"
+((total < 64)) || { echo "gpu-bundle.sh: too large for a call: leave out --benches, --python or --peers" >&2; exit 1; }
