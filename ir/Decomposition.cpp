@@ -647,7 +647,7 @@ Cost fusedCost(OpKind fused, const OpSignature &s, llvm::ArrayRef<TensorType> re
     }
     types.insert(types.end(), res.begin(), res.end());
     for (size_t r = 0; r < res.size(); ++r)
-      origin.push_back(r == 0 && info.has(kUpdatesState) && !ops.empty() ? origin[ops[0]] : -1);
+      origin.push_back(r < info.numUpdatedStates() && r < ops.size() ? origin[ops[r]] : -1);
     return llvm::Error::success();
   };
   llvm::SmallVector<unsigned, 2> handles;

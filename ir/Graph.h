@@ -94,16 +94,33 @@ struct WeightInit {
   std::string file, name;
 
   static WeightInit normal(uint64_t seed, double std, double mean = 0) {
-    WeightInit w; w.kind = Kind::Normal; w.seed = seed; w.std = std; w.mean = mean; return w;
+    WeightInit w;
+    w.kind = Kind::Normal;
+    w.seed = seed;
+    w.std = std;
+    w.mean = mean;
+    return w;
   }
   static WeightInit uniform(uint64_t seed, double lo, double hi) {
-    WeightInit w; w.kind = Kind::Uniform; w.seed = seed; w.min = lo; w.max = hi; return w;
+    WeightInit w;
+    w.kind = Kind::Uniform;
+    w.seed = seed;
+    w.min = lo;
+    w.max = hi;
+    return w;
   }
   static WeightInit constant(double v) {
-    WeightInit w; w.kind = Kind::Constant; w.value = v; return w;
+    WeightInit w;
+    w.kind = Kind::Constant;
+    w.value = v;
+    return w;
   }
   static WeightInit tensor(std::string file, std::string name) {
-    WeightInit w; w.kind = Kind::Tensor; w.file = std::move(file); w.name = std::move(name); return w;
+    WeightInit w;
+    w.kind = Kind::Tensor;
+    w.file = std::move(file);
+    w.name = std::move(name);
+    return w;
   }
   bool operator==(const WeightInit &o) const;
   /// `normal(seed = 7, std = 0.02)`; empty for None.
@@ -117,10 +134,10 @@ struct Loc {
 };
 
 struct Value {
-  std::string name;       ///< without '%'; empty: printed as a number
+  std::string name; ///< without '%'; empty: printed as a number
   TensorType type;
-  NodeId def = ~0u;       ///< producing node, or ~0u for an argument
-  uint32_t index = 0;     ///< result number of `def`, or argument number
+  NodeId def = ~0u;   ///< producing node, or ~0u for an argument
+  uint32_t index = 0; ///< result number of `def`, or argument number
   bool isArgument() const { return def == ~0u; }
 };
 
@@ -184,8 +201,8 @@ public:
   /// Appends a node whose result types are already known (see Builder for the
   /// checked way). Returns the node id.
   NodeId addNode(OpKind kind, llvm::ArrayRef<ValueId> operands, AttrList attrs,
-                 llvm::ArrayRef<TensorType> resultTypes, llvm::ArrayRef<std::string> resultNames = {},
-                 Loc loc = {});
+                 llvm::ArrayRef<TensorType> resultTypes,
+                 llvm::ArrayRef<std::string> resultNames = {}, Loc loc = {});
   const Node &node(NodeId n) const { return nodes_[n]; }
   Node &node(NodeId n) { return nodes_[n]; }
   /// Nodes in program order (a topological order of the dataflow).
@@ -194,6 +211,15 @@ public:
   /// The node producing `v`, or null for arguments.
   const Node *producer(ValueId v) const {
     return values_[v].isArgument() ? nullptr : &nodes_[values_[v].def];
+  }
+  /// The state version `v` updates in place — operand i of the updater
+  /// whose result i it is (OpInfo::numUpdatedStates) — or kNoValue when `v`
+  /// is an argument or any other result.
+  ValueId updatedOperand(ValueId v) const {
+    const Node *p = producer(v);
+    unsigned r = values_[v].index;
+    return p && r < p->info().numUpdatedStates() && r < p->operands.size() ? p->operands[r]
+                                                                           : kNoValue;
   }
 
   // --- mutation (passes) ----------------------------------------------------------

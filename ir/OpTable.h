@@ -37,6 +37,9 @@ enum OpTraits : unsigned {
   /// numResults is the most results; the decomposition's `return` drops the
   /// items whose guard fails (fused.matmul_multi: one result per weight).
   kVariadicResults = 1u << 6,
+  /// With kUpdatesState: operand 1 is a second state version, updated in
+  /// place as result 1 (fused.rope_kv_attention writes the k and v caches).
+  kUpdatesTwoStates = 1u << 7,
 };
 
 /// What the type rule sees: operand types and the node's attributes.
@@ -45,8 +48,7 @@ struct OpSignature {
   llvm::ArrayRef<Attribute> attrs;
 };
 
-using TypeRule = llvm::Error (*)(const OpSignature &,
-                                 llvm::SmallVectorImpl<TensorType> &results);
+using TypeRule = llvm::Error (*)(const OpSignature &, llvm::SmallVectorImpl<TensorType> &results);
 
 /// What the cost rules see beyond types: facts known only at run time.
 struct CostContext {
@@ -64,7 +66,7 @@ struct CostContext {
 /// once (the largest use in its decomposition) and elides its intermediates.
 struct Cost {
   double flops = 0;
-  double bytes = 0; ///< Σ operandBytes + resultBytes
+  double bytes = 0;                          ///< Σ operandBytes + resultBytes
   llvm::SmallVector<double, 6> operandBytes; ///< bytes touched through each operand
   double resultBytes = 0;                    ///< bytes written to results
 };
@@ -87,11 +89,14 @@ struct OpInfo {
   /// language of ir/Decomposition.h); empty for every other op.
   std::string_view decomposition = {};
 
-  unsigned minOperands() const {
-    return static_cast<unsigned>(operandNames.size()) - numOptional;
-  }
+  unsigned minOperands() const { return static_cast<unsigned>(operandNames.size()) - numOptional; }
   unsigned maxOperands() const { return static_cast<unsigned>(operandNames.size()); }
   bool has(OpTraits t) const { return traits & t; }
+  /// How many leading operands the op updates in place, operand i becoming
+  /// result i: 0, 1 (set_rows and its fusions) or 2 (kUpdatesTwoStates).
+  unsigned numUpdatedStates() const {
+    return !has(kUpdatesState) ? 0 : has(kUpdatesTwoStates) ? 2 : 1;
+  }
   /// Index of attribute `name`, for the generic printer, parser and
   /// decomposition (data-driven: a missing name is their error to report).
   /// Code reads attributes through the typed views of ir/OpViews.h.

@@ -4,9 +4,9 @@
 // defined before use; every node carries its declared attributes and its
 // result types equal what the type rule infers; results are defined values.
 // State is linear: an updater (an op with kUpdatesState) takes a state
-// argument or a version of one as operand 0, each version is updated at most
-// once, and nothing reads a version — directly or through a view of it —
-// after its update in program order:
+// argument or a version of one as operand 0 (and 1, kUpdatesTwoStates), each version is updated at
+// most once, and nothing reads a version — directly or through a view of it — after its update in
+// program order:
 //
 //   %k.1 = set_rows(%k, %src, %pos) : f16[16, 2, 64]
 //   %a = attention(%q, %k, %v, %pos) {scale = 0.125} : ...   // error: reads %k after its update
@@ -22,6 +22,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace fg {
@@ -146,8 +147,7 @@ private:
       return error(a.loc, "input " + describe(a.value) + " has an empty range [" +
                               llvm::Twine(a.bind.lo) + ", " + llvm::Twine(a.bind.hi) + ")");
     const EntryContract &c = fn_.contract();
-    if (c.role != EntryRole::Other && a.bind.kind != BindKind::Other &&
-        t.numElements() != c.tokens)
+    if (c.role != EntryRole::Other && a.bind.kind != BindKind::Other && t.numElements() != c.tokens)
       return error(a.loc, "input " + describe(a.value) + " (" + bindKindName(a.bind.kind).str() +
                               ") is " + t.str() + " but the " + entryRoleName(c.role).str() +
                               " entry runs " + llvm::Twine(c.tokens) + " tokens");
@@ -160,8 +160,8 @@ private:
               : c.role == EntryRole::Decode ? c.tokens == 1
                                             : c.tokens >= 1;
     if (!ok)
-      return error(Loc{}, "role " + entryRoleName(c.role).str() + " with " +
-                              llvm::Twine(c.tokens) + " tokens (decode runs 1, prefill N >= 1, "
+      return error(Loc{}, "role " + entryRoleName(c.role).str() + " with " + llvm::Twine(c.tokens) +
+                              " tokens (decode runs 1, prefill N >= 1, "
                               "other 0)");
     return llvm::Error::success();
   }
@@ -187,10 +187,9 @@ private:
         continue; // the op's type rule reports this
       int64_t rows = table.shape[rowDim];
       if (a->bind.lo < 0 || a->bind.hi > rows)
-        return error(a->loc, "input " + describe(idx) + " is bound to [" +
-                                 llvm::Twine(a->bind.lo) + ", " + llvm::Twine(a->bind.hi) +
-                                 ") but indexes the " + llvm::Twine(rows) + " rows of " +
-                                 describe(node.operands[0]));
+        return error(a->loc, "input " + describe(idx) + " is bound to [" + llvm::Twine(a->bind.lo) +
+                                 ", " + llvm::Twine(a->bind.hi) + ") but indexes the " +
+                                 llvm::Twine(rows) + " rows of " + describe(node.operands[0]));
     }
     return llvm::Error::success();
   }
@@ -292,12 +291,18 @@ private:
     for (NodeId n = 0; n < fn_.numNodes(); ++n) {
       const Node &node = fn_.node(n);
       std::string op = "'" + std::string(node.info().mnemonic) + "'";
-      bool updates = node.info().has(kUpdatesState) && !node.operands.empty();
-      if (updates) {
-        auto it = updatedBy.find(node.operands[0]);
+      const unsigned updated = std::min<unsigned>(node.info().numUpdatedStates(),
+                                                  static_cast<unsigned>(node.operands.size()));
+      for (unsigned i = 0; i < updated; ++i) {
+        auto it = updatedBy.find(node.operands[i]);
         if (it != updatedBy.end())
           return error(node.loc, "state " + describe(it->first) + " is updated twice (first " +
                                      where(it->second) + ")");
+        for (unsigned j = 0; j < i; ++j)
+          if (node.operands[j] == node.operands[i])
+            return error(node.loc, op + " updates state " + describe(node.operands[i]) +
+                                       " twice (operands " + std::to_string(j) + " and " +
+                                       std::to_string(i) + ")");
       }
       // Reads of versions that an earlier node updated (through views too).
       for (ValueId o : node.operands) {
@@ -309,18 +314,22 @@ private:
       }
       if (!node.info().has(kUpdatesState))
         continue;
-      if (node.operands.empty())
-        return error(node.loc, op + " updates state but has no operands");
-      ValueId dst = node.operands[0];
-      if (const Argument *arg = fn_.argumentOf(dst)) {
-        if (arg->role != ArgRole::State)
-          return error(node.loc, op + " can only update state, but " + describe(dst) + " is " +
-                                     (arg->role == ArgRole::Weight ? "a weight" : "an input"));
-      } else if (!liveProducer(fn_, dst) || !liveProducer(fn_, dst)->info().has(kUpdatesState)) {
-        return error(node.loc, op + " operand 0 (" + describe(dst) +
-                                   ") must be a state argument or a version of one");
+      if (node.operands.size() < node.info().numUpdatedStates())
+        return error(node.loc, op + " updates " + std::to_string(node.info().numUpdatedStates()) +
+                                   " states but has " + std::to_string(node.operands.size()) +
+                                   " operands");
+      for (unsigned i = 0; i < updated; ++i) {
+        ValueId dst = node.operands[i];
+        if (const Argument *arg = fn_.argumentOf(dst)) {
+          if (arg->role != ArgRole::State)
+            return error(node.loc, op + " can only update state, but " + describe(dst) + " is " +
+                                       (arg->role == ArgRole::Weight ? "a weight" : "an input"));
+        } else if (!liveProducer(fn_, dst) || fn_.updatedOperand(dst) == kNoValue) {
+          return error(node.loc, op + " operand " + std::to_string(i) + " (" + describe(dst) +
+                                     ") must be a state argument or a version of one");
+        }
+        updatedBy.insert({dst, n});
       }
-      updatedBy.insert({dst, n});
     }
     for (ValueId r : fn_.results()) {
       auto it = updatedBy.find(aliasRoot(r));
@@ -394,9 +403,15 @@ ValueId stateRoot(const Function &fn, ValueId v) {
     if (const Argument *arg = fn.argumentOf(v))
       return arg->role == ArgRole::State ? v : kNoValue;
     const Node *p = liveProducer(fn, v);
-    if (!p || p->operands.empty() || !(p->info().has(kUpdatesState) || p->info().has(kViewLike)))
+    if (!p || p->operands.empty())
       return kNoValue;
-    v = p->operands[0];
+    if (p->info().has(kViewLike)) {
+      v = p->operands[0];
+      continue;
+    }
+    v = fn.updatedOperand(v);
+    if (v == kNoValue)
+      return kNoValue;
   }
   return kNoValue;
 }

@@ -21,9 +21,10 @@ namespace {
 /// owns the bytes `v` lives in.
 ValueId storageOf(const Function &fn, ValueId v) {
   while (const Node *p = fn.producer(v)) {
-    if (!p->info().has(kViewLike) && !p->info().has(kUpdatesState))
+    ValueId next = p->info().has(kViewLike) ? p->operands[0] : fn.updatedOperand(v);
+    if (next == kNoValue)
       break;
-    v = p->operands[0];
+    v = next;
   }
   return v;
 }
@@ -82,7 +83,7 @@ StepBytes idealStepBytes(const Function &fn, int64_t kvRows) {
         double &w = weightBytes[root];
         w = std::min(static_cast<double>(fn.type(root).bytes()), std::max(w, c.operandBytes[i]));
       } else if (a->role == ArgRole::State) {
-        bool written = n.info().has(kUpdatesState) && i == 0;
+        bool written = i < n.info().numUpdatedStates();
         (written ? out.kvWrite : out.kvRead) += c.operandBytes[i];
       }
     }

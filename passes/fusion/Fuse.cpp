@@ -59,12 +59,14 @@ void rebuild(Function &fn, const std::vector<bool> &dead, llvm::ArrayRef<uint64_
     succs[from].push_back(to);
     ++preds[to];
   };
-  // Updaters of each state version (operand 0, views followed).
+  // Updaters of each state version (operands 0 and 1 of a two-state
+  // updater, views followed).
   llvm::DenseMap<ValueId, llvm::SmallVector<NodeId, 1>> updaters;
   const std::vector<ValueId> roots = viewRoots(fn);
   for (NodeId i = 0; i < n; ++i)
-    if (!dead[i] && fn.node(i).info().has(kUpdatesState))
-      updaters[roots[fn.node(i).operands[0]]].push_back(i);
+    if (!dead[i])
+      for (unsigned s = 0; s < fn.node(i).info().numUpdatedStates(); ++s)
+        updaters[roots[fn.node(i).operands[s]]].push_back(i);
   for (NodeId i = 0; i < n; ++i) {
     if (dead[i])
       continue;

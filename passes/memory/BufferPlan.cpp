@@ -269,8 +269,8 @@ llvm::Expected<BufferPlan> planMemory(const Function &fn, const LaunchDag &dag,
     }
     for (unsigned r = 0; r < node.results.size(); ++r) {
       ValueId v = node.results[r];
-      if (r == 0 && info.has(kUpdatesState)) {
-        plan.values[v] = plan.values[node.operands[0]]; // in place: the same bytes
+      if (r < info.numUpdatedStates()) {
+        plan.values[v] = plan.values[node.operands[r]]; // in place: the same bytes
         plan.values[v].pinned = false;
         continue;
       }

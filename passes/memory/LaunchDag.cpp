@@ -46,9 +46,10 @@ std::vector<ValueId> viewRoots(const Function &fn) {
 
 ValueId storageRoot(const Function &fn, ValueId v) {
   while (const Node *p = fn.producer(v)) {
-    if (!p->info().has(kViewLike) && !p->info().has(kUpdatesState))
+    ValueId next = p->info().has(kViewLike) ? p->operands[0] : fn.updatedOperand(v);
+    if (next == kNoValue)
       break;
-    v = p->operands[0];
+    v = next;
   }
   return v;
 }
@@ -96,11 +97,11 @@ llvm::Expected<LaunchDag> LaunchDag::build(const Function &fn) {
   std::vector<LaunchId> updaterOf(fn.numValues(), kNoLaunch);
   for (LaunchId l = 0; l < dag.launches_.size(); ++l) {
     const Node &node = fn.node(dag.launches_[l].node);
-    if (!node.info().has(kUpdatesState) || node.operands.empty())
-      continue;
-    ValueId version = roots[node.operands[0]];
-    if (updaterOf[version] == kNoLaunch || updaterOf[version] > l)
-      updaterOf[version] = l; // two updaters of one version: order them (see WAR below)
+    for (unsigned i = 0; i < node.info().numUpdatedStates() && i < node.operands.size(); ++i) {
+      ValueId version = roots[node.operands[i]];
+      if (updaterOf[version] == kNoLaunch || updaterOf[version] > l)
+        updaterOf[version] = l; // two updaters of one version: order them (see WAR below)
+    }
   }
 
   // Edges: RAW through values, WAR for updated versions.

@@ -53,8 +53,8 @@ ValueId viewRoot(const Function &fn, ValueId v);
 /// viewRoot of every value, in time linear in the function (each chain of
 /// views is walked once; calling viewRoot per use is quadratic on long chains).
 std::vector<ValueId> viewRoots(const Function &fn);
-/// Like viewRoot, but also follows in-place updaters (kUpdatesState) to the
-/// value they update: the value that owns the bytes `v` lives in.
+/// Like viewRoot, but also follows in-place updaters (kUpdatesState: result
+/// i of an updater to its operand i, Function::updatedOperand) to the value they update: the value that owns the bytes `v` lives in.
 ValueId storageRoot(const Function &fn, ValueId v);
 /// `%name`, or `%v<id>` for an unnamed value (for messages).
 std::string valueLabel(const Function &fn, ValueId v);

@@ -7,8 +7,8 @@ namespace fg {
 
 bool mayAliasResult(const Function &fn, const Node &node, unsigned operand, unsigned result,
                     const Target *target) {
-  // An in-place updater (set_rows and its fusions) writes operand 0 as its result 0.
-  if (node.info().has(kUpdatesState) && operand == 0 && result == 0)
+  // An in-place updater (set_rows and its fusions) writes operand i as its result i.
+  if (operand == result && operand < node.info().numUpdatedStates())
     return true;
   // A kernel that reads the operand whole before writing (FUSIONS.md S4).
   return target && target->readsAllBeforeWrite(NodeDesc::of(fn, node), operand);

@@ -48,8 +48,8 @@ struct OverlapOptions {
 };
 
 /// Whether operand `operand` of `node` may share bytes with result `result`:
-/// the IR updates that operand in place (kUpdatesState: operand 0 is result
-/// 0, e.g. set_rows' destination), or the target's kernel reads all of it
+/// the IR updates that operand in place (kUpdatesState: operand i is result
+/// i for i < OpInfo::numUpdatedStates, e.g. set_rows' destination), or the target's kernel reads all of it
 /// before writing anything (`target` null: never).
 bool mayAliasResult(const Function &fn, const Node &node, unsigned operand, unsigned result,
                     const Target *target = nullptr);

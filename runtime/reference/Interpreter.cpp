@@ -194,8 +194,11 @@ llvm::Error ReferenceInterpreter::run(llvm::StringRef entry,
       continue;
     ValueId cur = a.value;
     for (const Node &node : fn->nodes())
-      if (node.info().has(kUpdatesState) && node.operands[0] == cur)
-        cur = node.result();
+      for (unsigned i = 0; i < node.info().numUpdatedStates(); ++i)
+        if (node.operands[i] == cur) {
+          cur = node.results[i];
+          break;
+        }
     finalState.emplace_back(fn->value(a.value).name, cur);
   }
 

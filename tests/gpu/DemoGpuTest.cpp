@@ -196,10 +196,10 @@ void compareEveryValue(llvm::StringRef entry, int32_t tokens, bool eager, double
   fn = *g->lookup(entry);
   llvm::SmallVector<ValueId, 64> results;
   for (const Node &n : fn.nodes()) {
-    if (n.info().has(kViewLike) || n.info().has(kUpdatesState))
+    if (n.info().has(kViewLike))
       continue;
-    for (ValueId r : n.results)
-      results.push_back(r);
+    for (size_t r = n.info().numUpdatedStates(); r < n.results.size(); ++r)
+      results.push_back(n.results[r]);
   }
   fn.setResults(results);
   Inputs in;

@@ -141,8 +141,10 @@ void drawCases(int64_t vocab, ExecOptions::Mode mode) {
         size_t at = size_t(pick(rng));
         a[at] = -1, b[at] = 0; // -inf
       }
-    if (r % 2)
-      a[size_t(pick(rng))] = 400, b[size_t(pick(rng))] = 1; // a peak (flat rows otherwise)
+    if (r % 2) { // a peak (flat rows otherwise); at one index, or a / 0 is +inf
+      const size_t at = size_t(pick(rng));
+      a[at] = 400, b[at] = 1;
+    }
     const int32_t pos = int32_t(r * 37 + 5);
     ASSERT_FALSE(bool(gpu->setInput("a", a)));
     ASSERT_FALSE(bool(gpu->setInput("b", b)));

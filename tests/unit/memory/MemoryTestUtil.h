@@ -52,9 +52,9 @@ struct BruteForce {
     std::vector<std::vector<NodeId>> readers(fn.numValues()); // by owner
     for (NodeId i = 0; i < n; ++i) {
       const Node &node = fn.node(i);
-      bool aliasing = node.info().has(kViewLike) || node.info().has(kUpdatesState);
-      for (ValueId r : node.results)
-        owner[r] = aliasing && r == node.results[0] ? owner[node.operands[0]] : r;
+      const unsigned aliased = node.info().has(kViewLike) ? 1 : node.info().numUpdatedStates();
+      for (unsigned k = 0; k < node.results.size(); ++k)
+        owner[node.results[k]] = k < aliased ? owner[node.operands[k]] : node.results[k];
     }
     // Direct edges: producer node of each operand (views are nodes too).
     for (NodeId i = 0; i < n; ++i)
@@ -69,15 +69,15 @@ struct BruteForce {
       return v;
     };
     for (NodeId u = 0; u < n; ++u) {
-      if (!fn.node(u).info().has(kUpdatesState))
-        continue;
-      ValueId ver = versionOf(fn.node(u).operands[0]);
-      for (NodeId r = 0; r < u; ++r) {
-        if (fn.node(r).info().has(kViewLike))
-          continue;
-        for (ValueId op : fn.node(r).operands)
-          if (versionOf(op) == ver)
-            before[r][u] = true;
+      for (unsigned k = 0; k < fn.node(u).info().numUpdatedStates(); ++k) {
+        ValueId ver = versionOf(fn.node(u).operands[k]);
+        for (NodeId r = 0; r < u; ++r) {
+          if (fn.node(r).info().has(kViewLike))
+            continue;
+          for (ValueId op : fn.node(r).operands)
+            if (versionOf(op) == ver)
+              before[r][u] = true;
+        }
       }
     }
     // Closure (Floyd–Warshall style, nodes are topological).
