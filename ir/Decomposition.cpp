@@ -624,6 +624,9 @@ Cost fusedCost(OpKind fused, const OpSignature &s, llvm::ArrayRef<TensorType> re
   std::vector<int> origin;
   for (unsigned i = 0; i < numOperands; ++i)
     origin.push_back(static_cast<int>(i));
+  // The operands the fused op updates in place: rows written, largest read.
+  const unsigned updated = std::min(opInfo(fused).numUpdatedStates(), numOperands);
+  llvm::SmallVector<double, 2> written(updated, 0.0), read(updated, 0.0);
   auto step = [&](OpKind kind, llvm::ArrayRef<unsigned> ops, llvm::ArrayRef<Attribute> attrs,
                   llvm::ArrayRef<TensorType> res) {
     llvm::SmallVector<TensorType, 4> opTypes;
@@ -643,7 +646,16 @@ Cost fusedCost(OpKind fused, const OpSignature &s, llvm::ArrayRef<TensorType> re
       if (o < 0)
         continue; // an intermediate: elided
       double whole = static_cast<double>(s.operands[o].bytes());
-      total.operandBytes[o] = std::max(total.operandBytes[o], std::min(whole, c.operandBytes[j]));
+      const double b = std::min(whole, c.operandBytes[j]);
+      if (static_cast<unsigned>(o) < updated) {
+        // A state the fused op updates: its writes add up, its reads count once.
+        if (j < info.numUpdatedStates())
+          written[o] += b;
+        else
+          read[o] = std::max(read[o], b);
+        continue;
+      }
+      total.operandBytes[o] = std::max(total.operandBytes[o], b);
     }
     types.insert(types.end(), res.begin(), res.end());
     for (size_t r = 0; r < res.size(); ++r)
@@ -658,6 +670,9 @@ Cost fusedCost(OpKind fused, const OpSignature &s, llvm::ArrayRef<TensorType> re
   for (size_t r = 0; r < results.size() && r < handles.size(); ++r)
     if (origin[handles[r]] < 0)
       total.resultBytes += static_cast<double>(results[r].bytes());
+  for (unsigned o = 0; o < updated; ++o)
+    total.operandBytes[o] = written[o] + read[o];
+  total.updatedBytes.assign(written.begin(), written.end());
   return total;
 }
 

@@ -63,12 +63,19 @@ struct CostContext {
 /// kvRows rows of each cache, an in-place update (set_rows) writes only its
 /// rows (counted on operand 0, its result adds nothing); every other operand
 /// and result is read or written whole. A fused op reads each of its operands
-/// once (the largest use in its decomposition) and elides its intermediates.
+/// once (the largest use in its decomposition) and elides its intermediates;
+/// an operand it updates in place counts the rows its decomposition writes
+/// plus its largest read (Cost::updatedBytes says which part was written).
 struct Cost {
   double flops = 0;
   double bytes = 0;                          ///< Σ operandBytes + resultBytes
   llvm::SmallVector<double, 6> operandBytes; ///< bytes touched through each operand
   double resultBytes = 0;                    ///< bytes written to results
+  /// Of operandBytes[i] for an operand updated in place (i <
+  /// OpInfo::numUpdatedStates), the bytes written; the rest were read
+  /// (fused.rope_kv_attention writes a row of each cache and reads the live
+  /// rows). Empty: all of them written (set_rows and its fusions).
+  llvm::SmallVector<double, 2> updatedBytes;
 };
 /// Adjusts the default cost (1 flop per result element, every operand read
 /// whole, every result written whole) in place; opCost sums `bytes` after.

@@ -83,8 +83,13 @@ StepBytes idealStepBytes(const Function &fn, int64_t kvRows) {
         double &w = weightBytes[root];
         w = std::min(static_cast<double>(fn.type(root).bytes()), std::max(w, c.operandBytes[i]));
       } else if (a->role == ArgRole::State) {
-        bool written = i < n.info().numUpdatedStates();
-        (written ? out.kvWrite : out.kvRead) += c.operandBytes[i];
+        // An in-place update writes its rows (all of operandBytes unless
+        // the cost says which part: a fused op may also read the state).
+        double written = 0;
+        if (i < n.info().numUpdatedStates())
+          written = i < c.updatedBytes.size() ? c.updatedBytes[i] : c.operandBytes[i];
+        out.kvWrite += written;
+        out.kvRead += c.operandBytes[i] - written;
       }
     }
   }

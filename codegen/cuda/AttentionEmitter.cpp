@@ -211,8 +211,14 @@ std::string flag(bool b) { return b ? "true" : "false"; }
 llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node &node,
                                                   llvm::ArrayRef<Layout> ls,
                                                   const EmitOptions &o) {
-  const TensorType &qt = fn.type(node.operands[0]), &kt = fn.type(node.operands[1]),
-                   &vt = fn.type(node.operands[2]), &pt = fn.type(node.operands[3]);
+  // fused.rope_kv_attention: operands (k_cache, v_cache, q, k, v,
+  // positions, freq_factors?), results (k_cache, v_cache, y); the other
+  // forms: (q, k_cache, v_cache, positions, sinks | freq_factors?), (y).
+  const bool kv = node.kind == OpKind::FusedRopeKvAttention;
+  const unsigned qI = kv ? 2 : 0, kI = kv ? 0 : 1, vI = kv ? 1 : 2, pI = kv ? 5 : 3,
+                 xI = kv ? 6 : 4, yR = kv ? 2 : 0;
+  const TensorType &qt = fn.type(node.operands[qI]), &kt = fn.type(node.operands[kI]),
+                   &vt = fn.type(node.operands[vI]), &pt = fn.type(node.operands[pI]);
   // fused.attention_convert stores 16-bit rows: only the flash prefill
   // kernel does (this kernel merges f32 partials into f32 rows).
   if (node.kind == OpKind::FusedAttentionConvert) {
@@ -228,12 +234,13 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   }
   // fused.rope_attention: q's rope in the q load (attnQ); its operand 4 is
   // the rope's freq_factors, and it has no sinks.
-  const bool rope = node.kind == OpKind::FusedRopeAttention;
-  bool hasSinks = !rope && node.operands.size() > 4;
-  const bool hasFF = rope && node.operands.size() > 4;
+  const bool rope = node.kind == OpKind::FusedRopeAttention || kv;
+  bool hasSinks = !rope && node.operands.size() > xI;
+  const bool hasFF = rope && node.operands.size() > xI;
   auto attrs = [&](auto a) { return std::tuple{a.scale(), a.softcap(), a.window()}; };
-  const auto [scale, softcap, window] =
-      rope ? attrs(op::FusedRopeAttention(node)) : attrs(op::Attention(node));
+  const auto [scale, softcap, window] = kv     ? attrs(op::FusedRopeKvAttention(node))
+                                        : rope ? attrs(op::FusedRopeAttention(node))
+                                               : attrs(op::Attention(node));
   int64_t T = qt.shape[0], Hq = qt.shape[1], D = qt.shape[2];
   int64_t ctx = kt.shape[0], Hkv = kt.shape[1], Dv = vt.shape[2];
   if (D > kMaxHeadDim || Dv > kMaxHeadDim)
@@ -244,22 +251,36 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
                                  std::string(dtypeName(vt.dtype)) + " (f16, bf16 or f32)");
   if (!isFloatType(qt.dtype))
     return unsupported(node, "q of dtype " + std::string(dtypeName(qt.dtype)));
-  if (hasSinks && !isFloatType(fn.type(node.operands[4]).dtype))
+  if (hasSinks && !isFloatType(fn.type(node.operands[xI]).dtype))
     return unsupported(node, "sinks of dtype " +
-                                 std::string(dtypeName(fn.type(node.operands[4]).dtype)));
+                                 std::string(dtypeName(fn.type(node.operands[xI]).dtype)));
   if (rope && T >= o.attentionPrefillMinTokens)
     return unsupported(node, llvm::formatv("{0} tokens: the flash prefill kernel (from {1}) "
                                            "takes no rope",
                                            T, o.attentionPrefillMinTokens)
                                  .str());
-  if (hasFF && !isFloatType(fn.type(node.operands[4]).dtype))
+  if (hasFF && !isFloatType(fn.type(node.operands[xI]).dtype))
     return unsupported(node, "freq_factors of dtype " +
-                                 std::string(dtypeName(fn.type(node.operands[4]).dtype)));
+                                 std::string(dtypeName(fn.type(node.operands[xI]).dtype)));
+  // The block that holds the token's keys writes its kv head's rows first
+  // (attention.cuh attnWriteKv): one token, whose rows no other block reads.
+  if (kv && T != 1)
+    return unsupported(node, llvm::formatv("{0} tokens: the kernel writes the K and V rows of "
+                                           "one token",
+                                           T)
+                                 .str());
+  if (kv && (fn.type(node.operands[3]).dtype != DType::F32 ||
+             fn.type(node.operands[4]).dtype != DType::F32))
+    return unsupported(node, "k and v rows of dtype " +
+                                 std::string(dtypeName(fn.type(node.operands[3]).dtype)) + "/" +
+                                 std::string(dtypeName(fn.type(node.operands[4]).dtype)) +
+                                 " (f32)");
   // The rope: its Rope struct (the rope rows' constants) and pair i's
   // frequency as a table in global memory (read through L1 by attnQ).
   std::string ropeStruct, ropeTable;
   if (rope) {
-    const RopeAttrs ra = ropeAttrsOf(op::FusedRopeAttention(node));
+    const RopeAttrs ra = kv ? ropeAttrsOf(op::FusedRopeKvAttention(node))
+                            : ropeAttrsOf(op::FusedRopeAttention(node));
     if (ra.nDims < 2 || ra.nDims > D || ra.nDims % 2 != 0)
       return unsupported(node, llvm::formatv("n_dims = {0} of head dim {1}", ra.nDims, D).str());
     auto r = ropeCfg(node, ra, hasFF);
@@ -275,14 +296,20 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   }
   if (T >= o.attentionPrefillMinTokens && attentionPrefillRefusal(fn, node).empty())
     return emitAttentionPrefill(fn, node, ls, o);
-  const Layout &ql = ls[0], &kl = ls[1], &vl = ls[2], &pl = ls[3];
+  const Layout &ql = ls[qI], &kl = ls[kI], &vl = ls[vI], &pl = ls[pI];
   bool vecK = vectorRows(kl, kt.dtype, D), vecV = vectorRows(vl, vt.dtype, Dv);
   AttnPlan p = plan(T, Hq, Hkv, D, Dv, ctx, kt.dtype, vt.dtype, vecK && vecV, o.smCount, o);
   if (p.HB > 65535 || T > 65535)
     return unsupported(node, llvm::formatv("{0} tokens x {1} head blocks (at most 65535 each)", T,
                                            p.HB)
                                  .str());
-  Layout sl = hasSinks ? ls[4] : Layout::contiguous({Hq});
+  if (kv && p.HC != 1)
+    return unsupported(node, llvm::formatv("{0} q heads a kv head in {1} chunks: the rows would "
+                                           "be written by one chunk's blocks and read by the "
+                                           "others'",
+                                           p.G, p.HC)
+                                 .str());
+  Layout sl = hasSinks ? ls[xI] : Layout::contiguous({Hq});
 
   std::string c = ropeTable;
   c += "struct Cfg {\n";
@@ -290,8 +317,8 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   c += std::string("  using DecK = ") + kvDecoder(kt.dtype) + ";\n";
   c += std::string("  using DecV = ") + kvDecoder(vt.dtype) + ";\n";
   c += "  using Pos = " + ctype(pt.dtype) + ";\n";
-  c += "  using Sink = " + ctype(hasSinks ? fn.type(node.operands[4]).dtype : DType::F32) + ";\n";
-  c += "  using FF = " + ctype(hasFF ? fn.type(node.operands[4]).dtype : DType::F32) + ";\n";
+  c += "  using Sink = " + ctype(hasSinks ? fn.type(node.operands[xI]).dtype : DType::F32) + ";\n";
+  c += "  using FF = " + ctype(hasFF ? fn.type(node.operands[xI]).dtype : DType::F32) + ";\n";
   c += ropeStruct;
   c += llvm::formatv("  static constexpr int kW = {0}, kU = {1}, kGB = {2}, kHC = {3}, kSmax = {4}, "
                      "NCK = {5}, DVS = {6}, NSL = {7}, kStages = {8}, kURegs = {9}, "
@@ -318,8 +345,14 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
        ", kVecK = " + flag(vecK) + ", kVecV = " + flag(vecV) + ", kRope = " + flag(rope) + ";\n";
   // The early loads: one token, register loads, caches the step writes at
   // most at the token's row.
-  const CacheWrites kw = cacheWrites(fn, node.operands[1], node.operands[3]),
-                    vw = cacheWrites(fn, node.operands[2], node.operands[3]);
+  // (fused.rope_kv_attention writes the token's rows itself, after the
+  // wait: Fresh, where no earlier kernel writes the cache.)
+  auto writes = [&](unsigned i) {
+    if (kv)
+      return fn.producer(node.operands[i]) == nullptr ? CacheWrites::Fresh : CacheWrites::Unknown;
+    return cacheWrites(fn, node.operands[i], node.operands[pI]);
+  };
+  const CacheWrites kw = writes(kI), vw = writes(vI);
   // (16-byte rows only: the rows read again after the wait take coherent
   // 16-byte loads, attention.cuh attnLoadCg.)
   const bool early = o.attentionEarlyLoads && T == 1 && p.stages == 0 && vecK && vecV &&
@@ -329,7 +362,14 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   c += "  static constexpr bool kEarly = " + flag(early) +
        ", kFreshK = " + flag(kw == CacheWrites::Fresh) +
        ", kFreshV = " + flag(vw == CacheWrites::Fresh) + ";\n";
-  const Layout fl = hasFF ? ls[4] : Layout::contiguous({1});
+  const Layout fl = hasFF ? ls[xI] : Layout::contiguous({1});
+  const Layout knl = kv ? ls[3] : Layout::contiguous({1, 1, 1}),
+               vnl = kv ? ls[4] : Layout::contiguous({1, 1, 1});
+  c += "  static constexpr bool kWriteKv = " + flag(kv) + ";\n";
+  c += "  static constexpr long long kn_off = " + lit(knl.offset) + ", kn_sh = " +
+       lit(knl.strides[1]) + ", kn_sd = " + lit(knl.strides[2]) + ", vn_off = " +
+       lit(vnl.offset) + ", vn_sh = " + lit(vnl.strides[1]) + ", vn_sd = " + lit(vnl.strides[2]) +
+       ";\n";
   c += "  static constexpr long long ff_off = " + lit(fl.offset) + ", ff_s = " + lit(fl.strides[0]) +
        ";\n";
   c += "  static constexpr long long q_off = " + lit(ql.offset) + ", q_st = " + lit(ql.strides[0]) +
@@ -346,16 +386,21 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   c += "  static __device__ __forceinline__ float softcap() { return " +
        flit(softcap > 0 ? softcap : 1.0) + "; }\n";
   c += "};\n";
-  std::string params = "float* y, float* scratch, unsigned* counters, const Cfg::Q* q, "
-                       "const Cfg::DecK::T* k, "
-                       "const Cfg::DecV::T* v, const Cfg::Pos* pos";
+  // (The caches are writable where the kernel writes them: they are the
+  // operands the IR updates in place, so results 0 and 1 are these bytes.)
+  const std::string cq = kv ? "" : "const ";
+  std::string params = "float* y, float* scratch, unsigned* counters, const Cfg::Q* q, " + cq +
+                       "Cfg::DecK::T* k, " + cq + "Cfg::DecV::T* v, const Cfg::Pos* pos";
   if (hasSinks)
     params += ", const Cfg::Sink* sinks";
   if (hasFF)
     params += ", const Cfg::FF* ff";
+  if (kv)
+    params += ", const float* kn, const float* vn";
   const std::string args =
-      llvm::formatv("fg::AttnArgs<Cfg>{{y, scratch, counters, q, k, v, pos, {0}, {1}}",
-                    hasSinks ? "sinks" : "nullptr", hasFF ? "ff" : "nullptr")
+      llvm::formatv("fg::AttnArgs<Cfg>{{y, scratch, counters, q, k, v, pos, {0}, {1}, {2}}",
+                    hasSinks ? "sinks" : "nullptr", hasFF ? "ff" : "nullptr",
+                    kv ? "k, v, kn, vn" : "nullptr, nullptr, nullptr, nullptr")
           .str();
   c += kernelEntry(static_cast<unsigned>(32 * p.warps), params,
                    "fg::attention<Cfg>(" + args + ", first);", 0,
@@ -366,10 +411,14 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   main.grid[1] = static_cast<unsigned>(p.HB);
   main.grid[2] = static_cast<unsigned>(T);
   main.block[0] = static_cast<unsigned>(32 * p.warps);
-  main.params = {Param::result(0),  Param::scratch(),  Param::counters(), Param::operand(0),
-                 Param::operand(1), Param::operand(2), Param::operand(3)};
+  main.params = {Param::result(yR),  Param::scratch(),  Param::counters(), Param::operand(qI),
+                 Param::operand(kI), Param::operand(vI), Param::operand(pI)};
   if (hasSinks || hasFF)
+    main.params.push_back(Param::operand(xI));
+  if (kv) {
+    main.params.push_back(Param::operand(3));
     main.params.push_back(Param::operand(4));
+  }
   main.sharedBytes = static_cast<unsigned>(p.ringBytes);
   main.scratchBytes = p.scratchBytes;
   main.counterBytes = static_cast<uint64_t>(p.counters) * 4;

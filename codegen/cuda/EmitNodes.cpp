@@ -16,8 +16,9 @@ std::vector<bool> feedsDecodeAttention(const Function &fn) {
   std::vector<bool> feeds(fn.numNodes(), false);
   for (NodeId id = fn.numNodes(); id-- > 0;) {
     const Node &n = fn.node(id);
-    bool attn = (n.kind == OpKind::Attention || n.kind == OpKind::FusedRopeAttention) &&
-                fn.type(n.operands[0]).shape[0] == 1;
+    bool attn = ((n.kind == OpKind::Attention || n.kind == OpKind::FusedRopeAttention) &&
+                 fn.type(n.operands[0]).shape[0] == 1) ||
+                (n.kind == OpKind::FusedRopeKvAttention && fn.type(n.operands[2]).shape[0] == 1);
     // Views pass the mark on to what they view.
     if (!attn && !(n.info().has(kViewLike) && feeds[id]))
       continue;

@@ -111,7 +111,7 @@ llvm::Expected<std::vector<Launch>> emitKernel(const Function &fn, const Node &n
   if (llvm::Error e = detail::rejectQuantized(fn, node))
     return e;
   if (node.kind == OpKind::Attention || node.kind == OpKind::FusedRopeAttention ||
-      node.kind == OpKind::FusedAttentionConvert)
+      node.kind == OpKind::FusedRopeKvAttention || node.kind == OpKind::FusedAttentionConvert)
     return detail::emitAttention(fn, node, layouts, options);
   if (detail::isFusedRowFamily(node.kind))
     return detail::emitFusedRow(fn, node, layouts, options);

@@ -286,6 +286,7 @@ std::vector<std::unique_ptr<FusionPattern>> fusionPatterns() {
   p.push_back(createAddChainPattern());
   p.push_back(createMulChainPattern());
   p.push_back(createSoftcapPattern());
+  p.push_back(createRopeKvAttentionPattern());
   p.push_back(createRopeAttentionPattern());
   p.push_back(createAttentionConvertPattern());
   p.push_back(createRopeSetRowsPattern());

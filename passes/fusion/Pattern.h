@@ -57,7 +57,7 @@ private:
   X(wGate) X(wUp) X(bGate) X(bUp) X(gate) X(up) X(glu) X(delayed) X(act) X(unnormed) X(tanh)      \
   X(setRows) X(rope) X(relu) X(norm) X(in) X(out) X(b0) X(b1) X(b2) X(b3) X(b4) X(b5) X(b6) X(b7)   \
   X(matmul) X(w0) X(w1) X(w2) X(y0) X(y1) X(y2) X(kCache) X(vCache) X(attnPositions) X(sinks)   \
-  X(attn)
+  X(attn) X(k) X(v) X(kRope) X(kRows) X(vRows)
 enum class Cap : uint8_t {
 #define FG_CAP_ENUM(name) name,
   FG_CAPTURES(FG_CAP_ENUM)
@@ -322,6 +322,7 @@ std::unique_ptr<FusionPattern> createRmsNormMulRopePattern();
 std::unique_ptr<FusionPattern> createRmsNormMulRopeSetRowsPattern();
 std::unique_ptr<FusionPattern> createRopeSetRowsPattern();
 std::unique_ptr<FusionPattern> createRopeAttentionPattern();
+std::unique_ptr<FusionPattern> createRopeKvAttentionPattern();
 std::unique_ptr<FusionPattern> createAttentionConvertPattern();
 std::unique_ptr<FusionPattern> createTopkMoePattern();
 std::unique_ptr<FusionPattern> createRmsNormMatmulTopkMoePattern();

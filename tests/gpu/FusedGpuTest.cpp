@@ -278,6 +278,81 @@ void registerRopeAttentionCases() {
   }
 }
 
+/// Decode attention that writes the step's K and V rows itself
+/// (fused.rope_kv_attention): normal and neox, partial n_dims, freq
+/// factors and YaRN, f16 / bf16 / f32 caches, GQA groups 1, 2 and 4, a
+/// window and a softcap; the caches first filled at every earlier row by a
+/// plain set_rows (so the attention reads real keys before the step's), then
+/// the step's rows written by the fused kernel at a position past one split;
+/// 8192 rows takes the staged (cp.async ring) form. Results: the attention
+/// and both caches whole (every row, so a stray write shows).
+void registerRopeKvAttentionCases() {
+  struct KC {
+    RopeMode mode;
+    int64_t nDims, group, ctx, pos;
+    DType cache;
+    bool ff, yarn;
+    int64_t window;
+    double softcap;
+  };
+  const KC kcs[] = {
+      {RopeMode::Neox, 128, 4, 1500, 1021, DType::F16, true, false, 0, 0},
+      {RopeMode::Normal, 64, 1, 1500, 700, DType::BF16, false, false, 0, 0},
+      {RopeMode::Neox, 96, 2, 1500, 1499, DType::F32, true, true, 0, 0},
+      {RopeMode::Neox, 128, 4, 8192, 6001, DType::F16, false, false, 0, 0},
+      {RopeMode::Normal, 128, 4, 1500, 1100, DType::F16, false, true, 200, 30.0},
+      {RopeMode::Neox, 128, 4, 1500, 0, DType::F16, false, false, 0, 0},
+  };
+  for (const KC &kc : kcs) {
+    std::string name = std::string("rope_kv_attention_") +
+                       (kc.mode == RopeMode::Neox ? "neox" : "normal") + std::to_string(kc.nDims) +
+                       "_g" + std::to_string(kc.group) + "_ctx" + std::to_string(kc.ctx) + "_p" +
+                       std::to_string(kc.pos) + "_" + dt(kc.cache) + (kc.ff ? "_ff" : "") +
+                       (kc.yarn ? "_yarn" : "") + (kc.window ? "_window" : "") +
+                       (kc.softcap > 0 ? "_softcap" : "");
+    add(name, OpKind::FusedRopeKvAttention, [=](Builder &b, Inputs &in) {
+      constexpr int64_t kHkv = 2, kD = 128;
+      auto kc0 = b.state("k_cache.0", {kc.cache, {kc.ctx, kHkv, kD}});
+      auto vc0 = b.state("v_cache.0", {kc.cache, {kc.ctx, kHkv, kD}});
+      ValueId kcache = kc0, vcache = vc0;
+      if (kc.pos > 0) {
+        // The earlier rows, 0 .. pos - 1, in a shuffled order.
+        auto fill = b.input("fill", {DType::I32, {kc.pos}});
+        std::vector<int32_t> rows(static_cast<size_t>(kc.pos));
+        for (int32_t i = 0; i < kc.pos; ++i)
+          rows[static_cast<size_t>(i)] = i;
+        std::mt19937 rng(static_cast<uint32_t>(baseSeed() + kc.pos));
+        std::shuffle(rows.begin(), rows.end(), rng);
+        in["fill"] = rows;
+        kcache = b.setRows(kc0, b.weight("k_old", {DType::F32, {kc.pos, kHkv, kD}}, randn()),
+                           fill);
+        vcache = b.setRows(vc0, b.weight("v_old", {DType::F32, {kc.pos, kHkv, kD}}, randn()),
+                           fill);
+      }
+      auto q = b.weight("q", {DType::F32, {1, kHkv * kc.group, kD}}, randn());
+      auto k = b.weight("k", {DType::F32, {1, kHkv, kD}}, randn());
+      auto v = b.weight("v", {DType::F32, {1, kHkv, kD}}, randn());
+      auto pos = b.input("positions", {DType::I32, {1}});
+      in["positions"] = {static_cast<int32_t>(kc.pos)};
+      std::optional<ValueId> ff;
+      if (kc.ff)
+        ff = b.weight("rope_freqs", {DType::F32, {kc.nDims / 2}}, randu(1.0, 4.0));
+      const Builder::RopeParams rp = ropeParams(kc.mode, kc.nDims, kc.yarn);
+      auto kc1 = b.setRows(kcache, b.rope(k, pos, rp, ff, "k_rope"), pos, "k_cache.1");
+      auto vc1 = b.setRows(vcache, v, pos, "v_cache.1");
+      Builder::AttentionParams ap;
+      ap.scale = 1.0 / std::sqrt(static_cast<double>(kD));
+      ap.window = kc.window;
+      ap.softcap = kc.softcap;
+      b.result(b.attention(b.rope(q, pos, rp, ff, "q_rope"), kc1, vc1, pos, ap, std::nullopt,
+                           "out"));
+      b.result(b.cont(kc1, "k_cache_out"));
+      b.result(b.cont(vc1, "v_cache_out"));
+      return tolFor(kc.cache);
+    });
+  }
+}
+
 /// A prefill chunk's attention stored in 16 bits by the flash kernel
 /// (fused.attention_convert): odd chunk lengths from position 0 and past it,
 /// GQA groups 1 and 4, f16 and bf16 caches and rows, head dims 64 and 128,
@@ -755,6 +830,7 @@ std::vector<size_t> caseIndices() {
     registerRowCases();
     registerTopkCases();
     registerRopeAttentionCases();
+    registerRopeKvAttentionCases();
     registerAttentionConvertCases();
     registerGemvCases();
     registerElementwiseCases();

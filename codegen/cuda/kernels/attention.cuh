@@ -317,40 +317,52 @@ template <class C> struct AttnArgs {
   const typename C::Pos *pos;
   const typename C::Sink *sinks;
   const typename C::FF *ff = nullptr; ///< q's rope frequency factors (C::kRope && Rope::kFF)
+  /// fused.rope_kv_attention (C::kWriteKv): the caches to write (k and v
+  /// above, writable) and the step's k and v rows (f32, before k's rope).
+  typename C::DecK::T *kw = nullptr;
+  typename C::DecV::T *vw = nullptr;
+  const float *kn = nullptr, *vn = nullptr;
 };
 
-/// Element d of q row (tok, h) at position pos, rotated by q's rope when C::kRope
-/// (fused.rope_attention): the pair partner is read from q as well; pair
-/// (2i, 2i + 1) or, neox, (i, i + n/2); channels past n_dims pass through.
+/// Element d of a row (element e at row[e · sd]) at position pos, rotated
+/// by the rope of C::Rope: the pair partner is read from the row as well;
+/// pair (2i, 2i + 1) or, neox, (i, i + n/2); channels past n_dims pass through.
+template <class C, class T>
+static __device__ __forceinline__ float attnRopeAt(const T *row, long long sd, long long d,
+                                                   long long pos, const typename C::FF *ff) {
+  const float v = fg_to_f(row[d * sd]);
+  using R = typename C::Rope;
+  constexpr long long kHalf = R::kNDims / 2;
+  if (d >= R::kNDims)
+    return v;
+  const bool first = R::kNeox ? d < kHalf : (d & 1) == 0;
+  const long long i = R::kNeox ? (first ? d : d - kHalf) : d >> 1;
+  const long long dp = R::kNeox ? (first ? d + kHalf : d - kHalf) : (d ^ 1);
+  const float o = fg_to_f(row[dp * sd]);
+  // The angle pos · freq_i [/ ff_i] in f64 (the emitter's table,
+  // C::ropeFreq: no f64 pow), reduced to [-pi, pi] in f64 and then taken
+  // in f32 (the f64 cos and sin per element cost the kernel 2.5 us a
+  // launch on W-tiny, eleventh session): within 1e-6 of the rope rows'.
+  double th = (double)pos * C::ropeFreq(i);
+  if constexpr (R::kFF)
+    th = th / (double)fg_to_f(ff[C::ff_off + i * C::ff_s]);
+  th -= 6.283185307179586 * rint(th * 0.15915494309189535);
+  float sn, cs;
+  sincosf((float)th, &sn, &cs);
+  cs *= (float)R::kMScale;
+  sn *= (float)R::kMScale;
+  return first ? v * cs - o * sn : o * sn + v * cs;
+}
+
+/// Element d of q row (tok, h) at position pos, rotated by q's rope when
+/// C::kRope (fused.rope_attention, fused.rope_kv_attention).
 template <class C>
 static __device__ __forceinline__ float attnQ(const AttnArgs<C> &a, long long tok, long long h,
                                               long long d, long long pos) {
   const typename C::Q *row = a.q + C::q_off + tok * C::q_st + h * C::q_sh;
-  const float v = fg_to_f(row[d * C::q_sd]);
-  if constexpr (C::kRope) {
-    using R = typename C::Rope;
-    constexpr long long kHalf = R::kNDims / 2;
-    if (d >= R::kNDims)
-      return v;
-    const bool first = R::kNeox ? d < kHalf : (d & 1) == 0;
-    const long long i = R::kNeox ? (first ? d : d - kHalf) : d >> 1;
-    const long long dp = R::kNeox ? (first ? d + kHalf : d - kHalf) : (d ^ 1);
-    const float o = fg_to_f(row[dp * C::q_sd]);
-    // The angle pos · freq_i [/ ff_i] in f64 (the emitter's table,
-    // C::ropeFreq: no f64 pow), reduced to [-pi, pi] in f64 and then taken
-    // in f32 (the f64 cos and sin per element cost the kernel 2.5 us a
-    // launch on W-tiny, eleventh session): within 1e-6 of the rope rows'.
-    double th = (double)pos * C::ropeFreq(i);
-    if constexpr (R::kFF)
-      th = th / (double)fg_to_f(a.ff[C::ff_off + i * C::ff_s]);
-    th -= 6.283185307179586 * rint(th * 0.15915494309189535);
-    float sn, cs;
-    sincosf((float)th, &sn, &cs);
-    cs *= (float)R::kMScale;
-    sn *= (float)R::kMScale;
-    return first ? v * cs - o * sn : o * sn + v * cs;
-  }
-  return v;
+  if constexpr (C::kRope)
+    return attnRopeAt<C>(row, C::q_sd, d, pos, a.ff);
+  return fg_to_f(row[d * C::q_sd]);
 }
 
 template <class C> struct AttnShared {
@@ -539,12 +551,12 @@ attnLoadTile(const typename C::DecK::T *kbase, const typename C::DecV::T *vbase,
     const typename C::DecV::T *vrow = vbase + j * C::v_sj;
 #pragma unroll
     for (int c = 0; c < C::NCK; ++c)
-      attnLoad8<typename C::DecK, C::D, C::k_sd, C::kVecK, Cg>(krow, 32 * c + 8 * t4, live,
-                                                              rk[u][c]);
+      attnLoad8<typename C::DecK, C::D, C::k_sd, C::kVecK, (Cg || C::kWriteKv) && C::kVecK>(
+          krow, 32 * c + 8 * t4, live, rk[u][c]);
 #pragma unroll
     for (int c = 0; c < C::DVS / 32; ++c)
-      attnLoad8<typename C::DecV, C::Dv, C::v_sd, C::kVecV, Cg>(vrow, dvs + 32 * c + 8 * t4, live,
-                                                                rv[u][c]);
+      attnLoad8<typename C::DecV, C::Dv, C::v_sd, C::kVecV, (Cg || C::kWriteKv) && C::kVecV>(
+          vrow, dvs + 32 * c + 8 * t4, live, rv[u][c]);
   }
 }
 
@@ -1118,6 +1130,38 @@ static __device__ __forceinline__ AttnEarly<C> attentionPrefetch(const AttnArgs<
   return e;
 }
 
+/// fused.rope_kv_attention (C::kWriteKv; one token, one head chunk a kv
+/// head): the block whose keys hold the token's position p stores its kv
+/// head's rows there — k rotated by the rope, v as it is, each rounded once
+/// to the cache's type — before any of its warps loads a key; the barrier
+/// orders the stores before the loads (the register loads of this form read
+/// at L2, attnLoadTile, and the ring's cp.async does). Every other block's
+/// keys end before p, so no block reads a row another block writes. A
+/// position past the cache writes nothing (set_rows' input check reports it).
+template <class C> static __device__ __forceinline__ void attnWriteKv(const AttnArgs<C> &a) {
+  if constexpr (C::kWriteKv) {
+    static_assert(C::T == 1 && C::kHC == 1, "one token, one head chunk a kv head");
+    const long long p = (long long)a.pos[C::pos_off];
+    const AttnRange r = attnRange<C>(p);
+    const int s = blockIdx.x;
+    if (p >= 0 && p < C::ctx && s < r.nsplit) {
+      const AttnKeys k = attnKeys<C>(r, s);
+      if (k.kb <= p && p < k.ke) {
+        const long long hk = blockIdx.y;
+        const float *kn = a.kn + C::kn_off + hk * C::kn_sh;
+        const float *vn = a.vn + C::vn_off + hk * C::vn_sh;
+        typename C::DecK::T *kr = a.kw + C::k_off + hk * C::k_sh + p * C::k_sj;
+        typename C::DecV::T *vr = a.vw + C::v_off + hk * C::v_sh + p * C::v_sj;
+        for (long long d = threadIdx.x; d < C::D; d += blockDim.x)
+          kr[d * C::k_sd] = fg_from_f<typename C::DecK::T>(attnRopeAt<C>(kn, C::kn_sd, d, p, a.ff));
+        for (long long d = threadIdx.x; d < C::Dv; d += blockDim.x)
+          vr[d * C::v_sd] = fg_from_f<typename C::DecV::T>(vn[d * C::vn_sd]);
+      }
+    }
+    __syncthreads();
+  }
+}
+
 /// The entry: a staged configuration runs a token whose live rows are at
 /// most kRegMaxLive in the register-load form (short KV: one round trip per
 /// warp, where the ring only adds its shared-memory hop; measured on the
@@ -1131,11 +1175,14 @@ static __device__ __forceinline__ void attention(const AttnArgs<C> &a, const Att
     const long long p = (long long)a.pos[C::pos_off + (long long)blockIdx.z * C::pos_st];
     if (attnRange<C>(p).live <= C::kRegMaxLive) {
       using R = AttnRegisters<C>;
-      attentionBody<R>(AttnArgs<R>{a.y, a.scratch, a.counters, a.q, a.k, a.v, a.pos, a.sinks, a.ff},
-                       sh, nullptr);
+      const AttnArgs<R> ar{a.y,  a.scratch, a.counters, a.q,  a.k,  a.v, a.pos,
+                           a.sinks, a.ff,   a.kw,       a.vw, a.kn, a.vn};
+      attnWriteKv<R>(ar);
+      attentionBody<R>(ar, sh, nullptr);
       return;
     }
   }
+  attnWriteKv<C>(a);
   attentionBody<C>(a, sh, C::kEarly ? &early : nullptr);
 }
 

@@ -2193,6 +2193,63 @@ TEST(CudaEmit, FusedRopeAttention) {
   EXPECT_NE(m.find("takes no rope"), std::string::npos) << m;
 }
 
+/// fused.rope_kv_attention: the decode kernel writes the token's K and V
+/// rows (kWriteKv; the caches, operands 0 and 1, writable; the k and v rows
+/// last) and reads q and k through one rope; y is result 2. Refused for more
+/// than one token and for kv heads whose q heads take more than one chunk.
+TEST(CudaEmit, FusedRopeKvAttention) {
+  auto build = [](int64_t tokens, int64_t hq, int64_t ctx, DType cache, bool ff) {
+    return [=](Builder &b) {
+      auto kc = b.state("k_cache.0", T(cache, {ctx, 2, 128}));
+      auto vc = b.state("v_cache.0", T(cache, {ctx, 2, 128}));
+      std::vector<ValueId> ops = {kc,
+                                  vc,
+                                  b.input("q", T(DType::F32, {tokens, hq, 128})),
+                                  b.input("k", T(DType::F32, {tokens, 2, 128})),
+                                  b.input("v", T(DType::F32, {tokens, 2, 128})),
+                                  b.input("positions", T(DType::I32, {tokens}))};
+      if (ff)
+        ops.push_back(b.weight("rope_freqs", T(DType::F32, {64})));
+      ValueId kc1 = b.create(OpKind::FusedRopeKvAttention, ops,
+                             {{"scale", Attribute::ofFloat(0.088)},
+                              {"n_dims", Attribute::ofInt(128)}});
+      const Function &fn = b.function();
+      b.result(fn.node(fn.value(kc1).def).results[2]);
+    };
+  };
+  for (DType cache : {DType::F16, DType::BF16, DType::F32})
+    for (int64_t ctx : {256, 8192}) // the register (cluster) and the staged forms
+      for (bool ff : {false, true}) {
+        SCOPED_TRACE(std::string(dtypeName(cache)) + " ctx " + std::to_string(ctx) +
+                     (ff ? " ff" : ""));
+        const std::vector<Launch> ls = emitFused(build(1, 8, ctx, cache, ff));
+        const KernelSpec &k = only(ls);
+        EXPECT_TRUE(contains(k, "kWriteKv = true"));
+        EXPECT_TRUE(contains(k, "kRope = true"));
+        EXPECT_TRUE(contains(k, "Cfg::DecK::T* k, Cfg::DecV::T* v"));
+        ASSERT_EQ(k.params.size(), ff ? 10u : 9u);
+        EXPECT_EQ(k.params[0], Param::result(2));
+        EXPECT_EQ(k.params[3], Param::operand(2));
+        EXPECT_EQ(k.params[4], Param::operand(0));
+        EXPECT_EQ(k.params[5], Param::operand(1));
+        EXPECT_EQ(k.params[6], Param::operand(5));
+        EXPECT_EQ(k.params[k.params.size() - 2], Param::operand(3));
+        EXPECT_EQ(k.params.back(), Param::operand(4));
+      }
+  auto refusal = [&](int64_t tokens, int64_t hq) {
+    Function fn("t");
+    Builder b(fn);
+    build(tokens, hq, 256, DType::F16, false)(b);
+    EXPECT_TRUE(ok(b.finish()));
+    const Node &node = fn.node(static_cast<NodeId>(fn.numNodes() - 1));
+    auto e = emitKernel(fn, node, contiguousLayouts(fn, node));
+    EXPECT_FALSE(static_cast<bool>(e));
+    return e ? std::string() : llvm::toString(e.takeError());
+  };
+  EXPECT_NE(refusal(2, 8).find("2 tokens"), std::string::npos);
+  EXPECT_NE(refusal(1, 32).find("chunks"), std::string::npos);
+}
+
 TEST(CudaEmit, FusedTopkMoeGatingsBiasRenormScale) {
   struct V {
     int gating;
