@@ -18,6 +18,8 @@ grep -E "^\[  FAILED|Failure|actual|Which is" "$OUT/gtest-kv.txt" | head -20
 timeout 150 fusegraph_gpu_tests --gtest_filter='GpuSampling*:GpuGroupedExpert.HalfXGivesTheSameBits:GpuQuantGemv.GroupedExpertGemmQuantised' > "$OUT/gtest-fixed.txt" 2>&1
 echo "== fixed tests (rc $?): $(summ "$OUT/gtest-fixed.txt")"
 grep -E "^\[  FAILED|Failure|actual|^vocab" "$OUT/gtest-fixed.txt" | head -12
+timeout 60 compute-sanitizer --tool racecheck fusegraph_gpu_tests --gtest_filter='GpuSampling.DeviceDrawEqualsTheHostsOneBlock' > "$OUT/racecheck-sample.txt" 2>&1
+echo "== racecheck, the draw (rc $?): $(summ "$OUT/racecheck-sample.txt")"
 timeout 120 compute-sanitizer --tool memcheck fusegraph_gpu_tests --gtest_filter='*rope_kv_attention_neox128_g4_ctx1500_p1021*:*rope_kv_attention_neox128_g4_ctx8192*:*rope_kv_attention*p0_*' > "$OUT/memcheck-kv.txt" 2>&1
 echo "== memcheck (rc $?): $(summ "$OUT/memcheck-kv.txt")"
 # Decode steps: the fused default against the pieces (same binary), twice,
