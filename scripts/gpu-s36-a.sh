@@ -48,4 +48,13 @@ for args in "" "--disable-fusion rope_kv_attention"; do
   timeout 60 fusegraph run w-tiny --device cuda --prompt-ids 1,2,3,4 --steps 64 --ignore-eos $args > /tmp/r.txt 2>&1
   echo "== run w-tiny ${args:-default} (rc $?): tokens $(grep -E '^tokens:' /tmp/r.txt | md5sum | cut -c1-12) $(grep -E '^tokens:' /tmp/r.txt | cut -c1-60) $(grep -E '^decode' /tmp/r.txt | tail -1)"
 done
+# The draw with 22 distance sets (top-k over W-tiny's flat rows) and what
+# the index-order path (temperature alone) spends.
+stepf w-tiny "" --temperature 0.8 --top-k 40 --top-p 0.95 --seed 1
+stepf w-tiny "" --temperature 0.8 --seed 1
+if [ "$(left)" -gt 70 ]; then
+  timeout 60 ncu --clock-control none -k regex:greedy -c 2 --section SpeedOfLight --section WarpStateStats --section LaunchStats fusegraph bench --workload w-tiny --compare fused,eager --steps 2 --warmup 0 --temperature 0.8 --seed 1 > "$OUT/ncu-draw.txt" 2>&1
+  echo "== ncu draw, temperature alone (rc $?)"
+  grep -E "Duration|Registers Per|Block Size|Grid Size|Dynamic Shared|Stall|No Eligible|Issue Slots" "$OUT/ncu-draw.txt" | tr -s ' ' | head -24
+fi
 echo "call done after $((SECONDS - S)) s"
