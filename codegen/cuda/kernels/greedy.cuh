@@ -94,21 +94,20 @@ static __device__ __forceinline__ void greedyToken(const float *row, unsigned lo
   // Every value -inf: the key of index 0's -inf is the smallest real key.
   const bool allNegInf = (unsigned)(key >> 32) <= ~0xff800000u;
   unsigned token = 0xffffffffu - (unsigned)(key & 0xffffffffull);
-  unsigned ok = (winnerNan || allNegInf) ? 0u : 1u;
-  // A draw instead of the argmax (sample.cuh) when the host asked for one;
-  // a +inf logit is the host's error to report (ok 0: it reads the row).
+  // A +inf logit (the largest key's value bits 0x7f800000, ordered) is the
+  // host's error to report, greedy or drawn, as its sampler does (ok 0: it
+  // reads the row and says which logit).
+  const bool plusInf = (unsigned)(key >> 32) == 0xff800000u;
+  unsigned ok = (winnerNan || allNegInf || plusInf) ? 0u : 1u;
+  // A draw instead of the argmax (sample.cuh) when the host asked for one.
   if (ok && params->mode == 1u) {
     const float lmax = row[token];
-    if (lmax == FG_INF) {
-      ok = 0;
-    } else {
-      // The draw's counter: the position the drawn token will take (the
-      // last row's + 1) in the host's epoch (runtime/Sampler.h).
-      const unsigned long long at = C::kHasPositions ? (unsigned)(pos[0] + 1) : 0u;
-      static_assert(sizeof(SampleShared<C>) <= C::kDrawShared, "GreedyToken.cpp kDrawShared");
-      ok = sampleRow<C>(row, lmax, *params, (params->epoch << 32) | at, &token,
-                        *reinterpret_cast<SampleShared<C> *>(drawShared));
-    }
+    // The draw's counter: the position the drawn token will take (the
+    // last row's + 1) in the host's epoch (runtime/Sampler.h).
+    const unsigned long long at = C::kHasPositions ? (unsigned)(pos[0] + 1) : 0u;
+    static_assert(sizeof(SampleShared<C>) <= C::kDrawShared, "GreedyToken.cpp kDrawShared");
+    ok = sampleRow<C>(row, lmax, *params, (params->epoch << 32) | at, &token,
+                      *reinterpret_cast<SampleShared<C> *>(drawShared));
   }
   if (threadIdx.x != 0)
     return;
