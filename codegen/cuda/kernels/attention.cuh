@@ -78,6 +78,16 @@
 // the registers and loads only the token's own row again (C::kFreshK /
 // kFreshV: this step's set_rows wrote it); else it loads the tile anew.
 //
+// The K and V rows of the step (C::kWriteKv, fused.rope_kv_attention: one
+// token, one head chunk a kv head): after the wait, the block whose split
+// holds the token's position rotates its kv head's k row by the rope (q's,
+// attnRopeAt), stores it and the v row into the caches there, and passes a
+// barrier before any warp loads a key (attnWriteKv). No other block reads
+// that row. The register loads of this form go to L2 (ld.global.cg: the
+// non-coherent path may not see a row written in the same kernel); the
+// ring's cp.async.cg already does; the early loads reload the row after the
+// wait (kFreshK / kFreshV).
+//
 // The merge, in the same launch. A block merges its warps (in warp order;
 // each warp's weight exp(m_w − M) per head computed once, not per column)
 // and writes (m, l, o[Dv]) per head to its split's slot in scratch; then
