@@ -121,7 +121,7 @@ int runBench(ArrayRef<const char *> args) {
   f.option("weight-dtype", "T", "workload weights: f16 or bf16", "f16");
   f.option("arch", "SM", "GPU architecture to compile kernels for", "sm_90");
   f.option("disable-fusion", "a,b", "the fused variant without these fusion patterns");
-  f.option("enable-fusion", "a,b", "the fused variant with these off-by-default patterns (rope_attention, rms_norm_matmul_topk_moe)");
+  f.option("enable-fusion", "a,b", "the fused variant with these off-by-default patterns (rope_kv_attention, rope_attention, rms_norm_matmul_topk_moe)");
   f.flag("gemm-x-once", "convert x of library GEMMs once per value, as an op (pass gemm-inputs; "
                         "the default)");
   f.flag("gemm-x-inside", "convert x inside each library GEMM launch instead (the form before "

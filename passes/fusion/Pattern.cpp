@@ -335,7 +335,18 @@ const std::vector<std::string> &optInFusionPatterns() {
   // memcheck passed, and on random weights (the plan's) the stacked gate|up
   // GEMM of W-dense's 512-token prefill takes 167.6 µs where the two GEMMs
   // took 2 × 98.6 (Nsight Compute; 15.72 -> 14.97 ms a prefill in one call).
-  static const std::vector<std::string> names = {"rope_attention", "rms_norm_matmul_topk_moe"};
+  // rope_kv_attention (both ropes and both cache writes in decode attention,
+  // thirty-sixth session): correct on the H200 (six GPU cases, the demo and
+  // session tests, memcheck) and 3 launches a layer fewer, but slower, one
+  // call, two rounds: W-tiny 0.1442-0.1454 -> 0.1499-0.1519 ms, W-dense
+  // 4.007-4.032 -> 4.069-4.072, W-moe-12 0.758 -> 0.773-0.779, W-dense q4_K
+  // 1.79-1.81 -> 1.85-1.86, W-moe-12 q4_K 0.486-0.490 -> 0.504-0.505. The
+  // launch takes 5.6 us where attention took 3.6 (W-tiny): the q rope's
+  // loads now wait for the position, and the block that writes the rows is
+  // the cluster's last to start its keys; the launches it removes ran beside
+  // q's path under programmatic launch.
+  static const std::vector<std::string> names = {"rope_kv_attention", "rope_attention",
+                                                 "rms_norm_matmul_topk_moe"};
   return names;
 }
 

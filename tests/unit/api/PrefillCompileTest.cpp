@@ -284,10 +284,10 @@ TEST(PrefillFusion, RmsNormMulConvertWritesTheGemmInputsAndMatches) {
 
 /// attention_convert (on by default since the thirtieth session): each
 /// layer's attention of a prefill chunk stores the o projection's f16 input
-/// itself — no convert of an attention is left — while the decode entry's
-/// attention keeps its f32 rows (the decode kernel writes f32; the target
-/// refuses; there it is fused.rope_kv_attention), and the logits are the
-/// plan's without it (the same rounding, once) on the CPU reference.
+/// itself — no convert of an attention is left — while the decode entry
+/// keeps attention and its f32 rows (the decode kernel writes f32; the
+/// target refuses), and the logits are the plan's without it (the same
+/// rounding, once) on the CPU reference.
 TEST(PrefillFusion, AttentionConvertWritesTheGemmInputAndMatches) {
   Plan fused = denseF16({}), plain = denseF16({"attention_convert"});
   const Function *pre = fused.graph().lookup("prefill_16");
@@ -305,7 +305,7 @@ TEST(PrefillFusion, AttentionConvertWritesTheGemmInputAndMatches) {
     }
   }
   EXPECT_EQ(count(*fused.graph().lookup("decode"), OpKind::FusedAttentionConvert), 0u);
-  EXPECT_EQ(count(*fused.graph().lookup("decode"), OpKind::FusedRopeKvAttention), layers);
+  EXPECT_EQ(count(*fused.graph().lookup("decode"), OpKind::Attention), layers);
   expectSameRows(teacherForced(fused), teacherForced(plain), 1e-6);
 }
 

@@ -1,9 +1,9 @@
 //===- IdealBytesTest.cpp - ideal step bytes, workloads, kernel families ---===//
 #include "codegen/cuda/CudaTarget.h"
 #include "frontends/Frontend.h"
-#include "passes/fusion/Fusion.h"
 #include "frontends/models/Workloads.h"
 #include "ir/Parser.h"
+#include "passes/fusion/Fusion.h"
 #include "runtime/BenchLoop.h"
 
 #include <gtest/gtest.h>
@@ -204,22 +204,25 @@ namespace {
 /// One byte model: the ideal bytes of a step come from the op table, whose
 /// fused rows read each operand once, so fusing changes none of them.
 TEST(IdealBytes, FusionKeepsTheIdealBytes) {
-  for (const char *name : {"w-tiny", "w-moe-12"}) {
-    Graph unfused = workload(name);
-    Graph fused = workload(name);
-    fg::cuda::CudaTarget target;
-    FusionOptions fo;
-    fo.target = &target;
-    FusionReport report;
-    ASSERT_FALSE(static_cast<bool>(fuseWithOverlapProof(fused, fo, report)));
-    ASSERT_GT(report.total(), 0) << name;
-    StepBytes a = idealStepBytes(*unfused.lookup("decode"), 1024);
-    StepBytes b = idealStepBytes(*fused.lookup("decode"), 1024);
-    EXPECT_DOUBLE_EQ(a.weights, b.weights) << name;
-    EXPECT_DOUBLE_EQ(a.kvRead, b.kvRead) << name;
-    EXPECT_DOUBLE_EQ(a.kvWrite, b.kvWrite) << name;
-    EXPECT_DOUBLE_EQ(a.io, b.io) << name;
-  }
+  for (bool optIn : {false, true}) // (rope_kv_attention reads and writes the caches)
+    for (const char *name : {"w-tiny", "w-moe-12"}) {
+      Graph unfused = workload(name);
+      Graph fused = workload(name);
+      fg::cuda::CudaTarget target;
+      FusionOptions fo;
+      fo.target = &target;
+      if (optIn)
+        fo.optIn = optInFusionPatterns();
+      FusionReport report;
+      ASSERT_FALSE(static_cast<bool>(fuseWithOverlapProof(fused, fo, report)));
+      ASSERT_GT(report.total(), 0) << name;
+      StepBytes a = idealStepBytes(*unfused.lookup("decode"), 1024);
+      StepBytes b = idealStepBytes(*fused.lookup("decode"), 1024);
+      EXPECT_DOUBLE_EQ(a.weights, b.weights) << name;
+      EXPECT_DOUBLE_EQ(a.kvRead, b.kvRead) << name;
+      EXPECT_DOUBLE_EQ(a.kvWrite, b.kvWrite) << name;
+      EXPECT_DOUBLE_EQ(a.io, b.io) << name;
+    }
 }
 
 } // namespace

@@ -164,6 +164,17 @@ TEST(FusionReference, FusedEqualsUnfusedWithRopeAttention) {
   EXPECT_EQ(fusedEqualsUnfused(on, "rope_attention"), 2);
 }
 
+/// The opt-in rope_kv_attention: its decomposition (both ropes, both cache
+/// writes, then attention; two states updated in place) gives the unfused
+/// results and final caches bit for bit: @fires and, without the CUDA target
+/// that refuses it, the two-token @two_tokens; three refusals' graphs fuse
+/// k's rope_set_rows instead (@different_ropes, @rows_elsewhere, @sinks).
+TEST(FusionReference, FusedEqualsUnfusedWithRopeKvAttention) {
+  FusionOptions on;
+  on.optIn = {"rope_kv_attention"};
+  EXPECT_EQ(fusedEqualsUnfused(on, "rope_kv_attention"), 5);
+}
+
 /// fused.rms_norm_mul's `dtype` guards the last step of its decomposition:
 /// f16 expands to rms_norm, mul and a convert, the default f32 to the first two.
 TEST(FusionReference, ExpandRmsNormMulByDType) {

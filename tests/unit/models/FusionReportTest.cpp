@@ -1,8 +1,8 @@
 //===- FusionReportTest.cpp - which fusions fire on each model family ------===//
 //
 // Every family, loaded from its GGUF file, fuses its decode entry as the
-// issue expects: both ropes and KV writes into decode attention
-// (rope_kv_attention), top-k routing, the expert-indexed gated FFN and the MoE weighted
+// issue expects: q/k-norm → rope (→ KV write) for qwen3 and qwen3moe (and
+// gemma3), top-k routing, the expert-indexed gated FFN and the MoE weighted
 // reduction for qwen3moe, the dense gated FFN for every dense family.
 //
 //===----------------------------------------------------------------------===//
@@ -38,13 +38,9 @@ TEST_P(FamilyFusion, ExpectedPatternsFire) {
   FusionReport report;
   ASSERT_FALSE(bool(fuseWithOverlapProof(*g, FusionOptions{}, report)));
   int64_t L = e.layers;
-  // Decode attention takes both ropes and both cache writes (the q / k head
-  // norms of qwen3, qwen3moe and gemma3 stay rms_norm_mul rows); prefill
-  // keeps the norm + rope (+ KV write) fusions.
-  EXPECT_EQ(report.count("rope_kv_attention", "decode"), L);
-  EXPECT_EQ(report.count("rms_norm_mul_rope", "decode"), 0);
-  EXPECT_EQ(report.count("rms_norm_mul_rope_set_rows", "decode"), 0);
-  EXPECT_EQ(report.count("rope_set_rows", "decode"), 0);
+  EXPECT_EQ(report.count("rms_norm_mul_rope", "decode"), e.qkNorm ? L : 0);
+  EXPECT_EQ(report.count("rms_norm_mul_rope_set_rows", "decode"), e.qkNorm ? L : 0);
+  EXPECT_EQ(report.count("rope_set_rows", "decode"), e.qkNorm ? 0 : L);
   // The router in one launch (rms_norm_matmul_topk_moe) is opt-in.
   EXPECT_EQ(report.count("rms_norm_matmul_topk_moe", "decode"), 0);
   EXPECT_EQ(report.count("topk_moe", "decode"), e.moe ? L : 0);
