@@ -10,9 +10,8 @@ using namespace detail;
 
 namespace {
 
-constexpr unsigned kGreedyThreads = 256;
 /// Values a thread scans at least (the grid is as small as that allows: at
-/// a 128k vocabulary 126 blocks, one wave; a few hundred values one block).
+/// a 128k vocabulary and 1024 threads 32 blocks; a few thousand values one block).
 constexpr int64_t kGreedyPerThread = 4;
 constexpr uint64_t kGreedyCounterBytes = 3 * sizeof(uint64_t);
 /// A draw's shared memory (kernels/sample.cuh SampleShared: the candidates'
@@ -23,18 +22,19 @@ constexpr uint32_t kDrawSharedBytes = kDeviceSampleCandidates * 16 + 2048;
 
 } // namespace
 
-GreedyKernel greedyTokenKernel(int64_t vocab, bool hasPositions) {
+GreedyKernel greedyTokenKernel(int64_t vocab, bool hasPositions, unsigned threads) {
   GreedyKernel g;
-  g.blocks = gridFor(vocab, kGreedyThreads * kGreedyPerThread);
+  g.threads = threads;
+  g.blocks = gridFor(vocab, threads * kGreedyPerThread);
   std::string body =
       kernelSource("sample.cuh").str() + kernelSource("greedy.cuh").str() +
       "\nstruct Cfg {\n  static constexpr long long V = " + ilit(vocab) +
-      ";\n  static constexpr int NT = " + std::to_string(kGreedyThreads) +
+      ";\n  static constexpr int NT = " + std::to_string(threads) +
       ";\n  static constexpr int kCap = " + std::to_string(kDeviceSampleCandidates) +
       ";\n  static constexpr bool kHasPositions = " + (hasPositions ? "true" : "false") +
       ";\n  static constexpr unsigned kDrawShared = " + std::to_string(kDrawSharedBytes) +
       ";\n};\n" +
-      kernelEntry(kGreedyThreads,
+      kernelEntry(threads,
                   "const float *row, unsigned long long *acc, unsigned *status, unsigned *mirror, "
                   "const int *pos, const fg::SampleParams *params",
                   "extern __shared__ __align__(16) unsigned char fgDrawShared[];\n"
@@ -45,7 +45,8 @@ GreedyKernel greedyTokenKernel(int64_t vocab, bool hasPositions) {
   return g;
 }
 
-void addGreedyToken(CompiledEntry &entry, KernelSources &sources, SlotTables &tables) {
+void addGreedyToken(CompiledEntry &entry, KernelSources &sources, SlotTables &tables,
+                    unsigned threads) {
   const IoBinding *logits = nullptr;
   for (const IoBinding &o : entry.outputs)
     if (o.name == "logits" && o.type.dtype == DType::F32 && o.type.rank() == 2)
@@ -63,12 +64,12 @@ void addGreedyToken(CompiledEntry &entry, KernelSources &sources, SlotTables &ta
     if (in.name == "positions" && in.type.dtype == DType::I32 && in.type.rank() == 1 &&
         in.type.shape[0] >= 1)
       positions = &in;
-  GreedyKernel g = greedyTokenKernel(vocab, positions != nullptr);
+  GreedyKernel g = greedyTokenKernel(vocab, positions != nullptr, threads);
   LaunchRecord l;
   l.kind = LaunchRecord::Kind::Kernel;
   l.symbol = g.symbol;
   l.grid[0] = g.blocks;
-  l.block[0] = kGreedyThreads;
+  l.block[0] = g.threads;
   l.sharedBytes = kDrawSharedBytes;
   BufferRef row = logits->where;
   row.offset += static_cast<uint64_t>((rows - 1) * vocab) * sizeof(float);

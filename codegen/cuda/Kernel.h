@@ -223,6 +223,13 @@ struct EmitOptions {
   /// more than the programmatic launch boundary they replace, so off.
   /// Bit-identical results (GpuGemvTails.*). FG_DEBUG_GEMV_TAILS=1.
   bool gemvTails = false;
+  /// Threads a block of the token launch (kernels/greedy.cuh; 32 to 1024, a
+  /// multiple of 32). The draw (sample.cuh) is one block's work over the whole
+  /// row, latency-bound at 8 warps (H200, thirty-sixth session: 31-46 µs for
+  /// temperature alone over W-tiny's 32000 logits, 16-19 cycles a warp
+  /// instruction); 1024 threads give it four times the warps, with the grid
+  /// four times smaller for the argmax. FG_DEBUG_GREEDY_THREADS=N.
+  unsigned greedyThreads = 1024;
   /// The local form of those tails (GemvTails.h): where a plain GEMV (one
   /// tile of rows a block) is read whole by a rope in normal mode (pairs of
   /// neighbouring channels), a rope and cache write, or a cache write, each

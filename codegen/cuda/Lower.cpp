@@ -79,7 +79,7 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
         return merged.takeError();
     }
     addInputCheck(entry, sources, tables);
-    addGreedyToken(entry, sources, tables);
+    addGreedyToken(entry, sources, tables, opts.emit.greedyThreads);
     for (const LaunchRecord &l : entry.launches)
       ++(l.kind == LaunchRecord::Kind::Gemm ? stats.gemms : stats.kernels);
     stats.arenaBytes = std::max<uint64_t>(stats.arenaBytes, entry.arenaBytes);

@@ -41,9 +41,9 @@ namespace {
 
 using namespace fg;
 
-template <long long V_> struct Cfg {
+template <long long V_, int NT_ = 256> struct Cfg {
   static constexpr long long V = V_;
-  static constexpr int NT = 256;
+  static constexpr int NT = NT_;
   static constexpr int kCap = static_cast<int>(kDeviceSampleCandidates);
   static constexpr bool kHasPositions = true;
   static constexpr unsigned kDrawShared = sizeof(SampleShared<Cfg>);
@@ -238,12 +238,13 @@ TEST(SampleKernel, MinPAtItsThresholdAndTinyTemperatures) {
   }
 }
 
-/// The token launch as lowering emits it (GreedyToken.cpp: blocks of 256
-/// over 1024 values each), over rows that hold a NaN, a +inf, only -inf, or
+/// The token launch as lowering emits it (GreedyToken.cpp: blocks of NT
+/// threads, 4 values each: 1024 by default), over rows that hold a NaN, a +inf, only -inf, or
 /// plain values, greedy and drawn: the status words, the ring slot of the
 /// step's parity in both copies, and the counters left zero for the replay.
-template <long long V> void tokenLaunch() {
-  const unsigned blocks = static_cast<unsigned>((V + 1023) / 1024);
+template <long long V, int NT> void tokenLaunch() {
+  using C = Cfg<V, NT>;
+  const unsigned blocks = static_cast<unsigned>((V + 4 * NT - 1) / (4 * NT));
   std::mt19937 rng(static_cast<uint32_t>(V));
   std::uniform_real_distribution<float> val(-8, 8);
   std::uniform_int_distribution<long long> pick(0, V - 1);
@@ -268,10 +269,10 @@ template <long long V> void tokenLaunch() {
     const SampleParams p = drawn ? paramsOf(draw, 2) : SampleParams{};
     const int pos = 40 + c;
     mirror[kStatusSeq] = static_cast<unsigned>(c + 1); // the input check's count
-    auto sh = drawShared<Cfg<V>>();
-    emu::runGrid(blocks, 256, [&] {
-      greedyToken<Cfg<V>>(row.data(), acc.data(), status.data(), mirror.data(), &pos, &p,
-                          reinterpret_cast<unsigned char *>(sh.get()));
+    auto sh = drawShared<C>();
+    emu::runGrid(blocks, NT, [&] {
+      greedyToken<C>(row.data(), acc.data(), status.data(), mirror.data(), &pos, &p,
+                     reinterpret_cast<unsigned char *>(sh.get()));
     });
     EXPECT_EQ(acc, std::vector<unsigned long long>(3, 0)) << "the counters reset themselves";
     const unsigned r = static_cast<unsigned>(c + 1) & 1u;
@@ -296,7 +297,9 @@ template <long long V> void tokenLaunch() {
   }
 }
 
-TEST(SampleKernel, TokenLaunchOneBlock) { tokenLaunch<509>(); }
-TEST(SampleKernel, TokenLaunchFiveBlocks) { tokenLaunch<4099>(); }
+TEST(SampleKernel, TokenLaunchOneBlock) { tokenLaunch<509, 256>(); }
+TEST(SampleKernel, TokenLaunchFiveBlocks) { tokenLaunch<4099, 256>(); }
+/// The default launch (EmitOptions::greedyThreads): 1024 threads a block.
+TEST(SampleKernel, TokenLaunch1024Threads) { tokenLaunch<9001, 1024>(); }
 
 } // namespace
