@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Thirty-sixth session, call 3: the token launch at 1024 threads a block (the
+# Thirty-sixth session, call 3 (also: q loaded before the position with a
+# rope too, rotated after it: rope_kv_attention's A/B again): the token launch at 1024 threads a block (the
 # draw's one block gets four times the warps) against 256
 # (FG_DEBUG_GREEDY_THREADS=256, same binary, alternating): greedy and drawn
 # steps; the greedy / sampling / session tests at the new default.
@@ -8,7 +9,7 @@ set -uo pipefail
 source .gpu/env.sh
 D=${1:-330}
 source scripts/gpu-call-lib.sh
-timeout 120 "$T" --gtest_filter='GpuGreedyToken*:GpuSampling*:GpuSession*:GpuInputCheck*:GpuDemo.FusedEqualsUnfused64Steps' > "$OUT/gtest.txt" 2>&1
+timeout 150 "$T" --gtest_filter='GpuGreedyToken*:GpuSampling*:GpuSession*:GpuInputCheck*:GpuDemo.FusedEqualsUnfused64Steps:*rope_kv_attention*:*rope_attention*:Grid/GpuAttention.DecodeStep*:GpuAttentionEarly*:GpuAttentionReplay*' > "$OUT/gtest.txt" 2>&1
 echo "== tests (rc $?): $(summ "$OUT/gtest.txt")"
 grep -E "^\[  FAILED|Failure|^vocab" "$OUT/gtest.txt" | head -12
 for round in 1 2; do
@@ -22,6 +23,11 @@ for round in 1 2; do
     stepf w-tiny "" $args
     stepf w-tiny "FG_DEBUG_GREEDY_THREADS=256" $args
   done
+done
+for w in w-tiny w-dense; do
+  [ "$(left)" -gt 90 ] || break
+  stepf $w "" --enable-fusion rope_kv_attention
+  stepf $w ""
 done
 stepf w-dense "" --temperature 0.8 --top-k 40 --top-p 0.95 --seed 1
 stepf w-dense "FG_DEBUG_GREEDY_THREADS=256" --temperature 0.8 --top-k 40 --top-p 0.95 --seed 1

@@ -334,21 +334,27 @@ template <class C> struct AttnArgs {
   const float *kn = nullptr, *vn = nullptr;
 };
 
-/// Element d of a row (element e at row[e · sd]) at position pos, rotated
-/// by the rope of C::Rope: the pair partner is read from the row as well;
-/// pair (2i, 2i + 1) or, neox, (i, i + n/2); channels past n_dims pass through.
-template <class C, class T>
-static __device__ __forceinline__ float attnRopeAt(const T *row, long long sd, long long d,
-                                                   long long pos, const typename C::FF *ff) {
-  const float v = fg_to_f(row[d * sd]);
+/// The rope's pair partner of element d: (2i, 2i + 1) or, neox, (i, i + n/2);
+/// d itself past n_dims (those channels pass through).
+template <class C> static __device__ __forceinline__ long long attnRopePartner(long long d) {
+  using R = typename C::Rope;
+  constexpr long long kHalf = R::kNDims / 2;
+  if (d >= R::kNDims)
+    return d;
+  return R::kNeox ? (d < kHalf ? d + kHalf : d - kHalf) : (d ^ 1);
+}
+
+/// Element d (value v, its pair partner's o) rotated by the rope of C::Rope
+/// at position pos.
+template <class C>
+static __device__ __forceinline__ float attnRopeRotate(float v, float o, long long d, long long pos,
+                                                       const typename C::FF *ff) {
   using R = typename C::Rope;
   constexpr long long kHalf = R::kNDims / 2;
   if (d >= R::kNDims)
     return v;
   const bool first = R::kNeox ? d < kHalf : (d & 1) == 0;
   const long long i = R::kNeox ? (first ? d : d - kHalf) : d >> 1;
-  const long long dp = R::kNeox ? (first ? d + kHalf : d - kHalf) : (d ^ 1);
-  const float o = fg_to_f(row[dp * sd]);
   // The angle pos · freq_i [/ ff_i] in f64 (the emitter's table,
   // C::ropeFreq: no f64 pow), reduced to [-pi, pi] in f64 and then taken
   // in f32 (the f64 cos and sin per element cost the kernel 2.5 us a
@@ -362,6 +368,15 @@ static __device__ __forceinline__ float attnRopeAt(const T *row, long long sd, l
   cs *= (float)R::kMScale;
   sn *= (float)R::kMScale;
   return first ? v * cs - o * sn : o * sn + v * cs;
+}
+
+/// Element d of a row (element e at row[e · sd]) at position pos, rotated
+/// by the rope of C::Rope (the partner read from the row as well).
+template <class C, class T>
+static __device__ __forceinline__ float attnRopeAt(const T *row, long long sd, long long d,
+                                                   long long pos, const typename C::FF *ff) {
+  return attnRopeRotate<C>(fg_to_f(row[d * sd]), fg_to_f(row[attnRopePartner<C>(d) * sd]), d, pos,
+                           ff);
 }
 
 /// Element d of q row (tok, h) at position pos, rotated by q's rope when
@@ -624,12 +639,14 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
   const int s = blockIdx.x;
   const long long hb = blockIdx.y, tok = blockIdx.z;
   const long long hk = hb / C::kHC, h0 = hk * C::G + (hb % C::kHC) * C::kGB; // first q head
-  // q first (C::kQFirst): without a rope q's loads need no position, so
-  // they go out before the position's and the two round trips overlap
-  // (else q is loaded after the position, the range and the first tile).
+  // q first (C::kQFirst): q's loads need no position, so they go out
+  // before the position's and the two round trips overlap (else q is loaded
+  // after the position, the range and the first tile). With a rope
+  // (C::kRope) the rows and their pair partners are loaded first and
+  // rotated once the position is known (below, where q is staged).
   constexpr int kQI = (NCK * 64 + W * 32 - 1) / (W * 32);
-  constexpr bool kQF = C::kQFirst && !C::kRope && kQI <= 2;
-  float qx[kQF ? kQI : 1][4];
+  constexpr bool kQF = C::kQFirst && kQI <= 2;
+  float qx[kQF ? kQI : 1][4], qo[kQF && C::kRope ? kQI : 1][4];
   if constexpr (kQF) {
 #pragma unroll
     for (int k = 0; k < kQI; ++k) {
@@ -637,9 +654,14 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
       const int j = (i >> 5) & 1, gg = (i & 31) >> 2, tt = i & 3;
       const long long d0 = 32 * (i >> 6) + 8 * tt + 4 * j;
       const bool hv = i < NCK * 64 && gg < C::kGB && (hb % C::kHC) * C::kGB + gg < C::G;
+      const typename C::Q *row = a.q + C::q_off + tok * C::q_st + (h0 + gg) * C::q_sh;
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        qx[k][e] = hv && d0 + e < C::D ? attnQ<C>(a, tok, h0 + gg, d0 + e, 0) * C::scale() : 0.0f;
+      for (int e = 0; e < 4; ++e) {
+        const bool in = hv && d0 + e < C::D;
+        qx[k][e] = in ? fg_to_f(row[(d0 + e) * C::q_sd]) : 0.0f;
+        if constexpr (C::kRope)
+          qo[k][e] = in ? fg_to_f(row[attnRopePartner<C>(d0 + e) * C::q_sd]) : 0.0f;
+      }
     }
   }
   const long long p = (long long)a.pos[C::pos_off + tok * C::pos_st];
@@ -790,6 +812,13 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
     for (int k = 0; k < kQI; ++k) {
       const int i = threadIdx.x + k * W * 32;
       if (i < NCK * 64) {
+        const long long d0 = 32 * (i >> 6) + 8 * (i & 3) + 4 * ((i >> 5) & 1);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if constexpr (C::kRope)
+            qx[k][e] = attnRopeRotate<C>(qx[k][e], qo[k][e], d0 + e, p, a.ff);
+          qx[k][e] *= C::scale();
+        }
         uint4 f;
         attnSplit<DK::kBf16>(qx[k][0], qx[k][1], f.x, f.y);
         attnSplit<DK::kBf16>(qx[k][2], qx[k][3], f.z, f.w);
