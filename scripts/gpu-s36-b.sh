@@ -9,7 +9,7 @@ set -uo pipefail
 source .gpu/env.sh
 D=${1:-330}
 source scripts/gpu-call-lib.sh
-timeout 150 "$T" --gtest_filter='GpuGreedyToken*:GpuSampling*:GpuSession*:GpuInputCheck*:GpuDemo.FusedEqualsUnfused64Steps:*rope_kv_attention*:*rope_attention*:Grid/GpuAttention.DecodeStep*:GpuAttentionEarly*:GpuAttentionReplay*' > "$OUT/gtest.txt" 2>&1
+timeout 200 "$T" --gtest_filter='GpuGreedyToken*:GpuSampling*:GpuSession*:GpuInputCheck*:GpuDemo.FusedEqualsUnfused64Steps:*rope_kv_attention*:*rope_attention*:Grid/GpuAttention.DecodeStep*:GpuAttentionEarly*:GpuAttentionReplay*' > "$OUT/gtest.txt" 2>&1
 echo "== tests (rc $?): $(summ "$OUT/gtest.txt")"
 grep -E "^\[  FAILED|Failure|^vocab" "$OUT/gtest.txt" | head -12
 for round in 1 2; do
