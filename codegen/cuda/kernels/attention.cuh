@@ -622,6 +622,33 @@ static __device__ __forceinline__ AttnEarly<C> attentionEarly(const AttnArgs<C> 
   return e;
 }
 
+/// fused.rope_kv_attention (C::kWriteKv; one token, one head chunk a kv
+/// head): the block whose keys [kb, ke) hold the token's position p stores
+/// its kv head's rows there — k rotated by the rope, v as it is, each
+/// rounded once to the cache's type — before any of its warps loads a key;
+/// the barrier orders the stores before the loads (the register loads of
+/// this form read at L2, attnLoadTile, and the ring's cp.async does). Every
+/// other block's keys end before p, so no block reads a row another block
+/// writes. Called by the body once the position and the keys are known —
+/// q's loads (q first) are in flight meanwhile. A position past the cache
+/// writes nothing (set_rows' input check reports it).
+template <class C>
+static __device__ __forceinline__ void attnWriteKv(const AttnArgs<C> &a, long long p, long long kb,
+                                                   long long ke, long long hk) {
+  static_assert(C::T == 1 && C::kHC == 1, "one token, one head chunk a kv head");
+  if (p >= 0 && p < C::ctx && kb <= p && p < ke) {
+    const float *kn = a.kn + C::kn_off + hk * C::kn_sh;
+    const float *vn = a.vn + C::vn_off + hk * C::vn_sh;
+    typename C::DecK::T *kr = a.kw + C::k_off + hk * C::k_sh + p * C::k_sj;
+    typename C::DecV::T *vr = a.vw + C::v_off + hk * C::v_sh + p * C::v_sj;
+    for (long long d = threadIdx.x; d < C::D; d += blockDim.x)
+      kr[d * C::k_sd] = fg_from_f<typename C::DecK::T>(attnRopeAt<C>(kn, C::kn_sd, d, p, a.ff));
+    for (long long d = threadIdx.x; d < C::Dv; d += blockDim.x)
+      vr[d * C::v_sd] = fg_from_f<typename C::DecV::T>(vn[d * C::vn_sd]);
+  }
+  __syncthreads();
+}
+
 template <class C, class Sh>
 static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &sh,
                                                      const AttnEarly<C> *early) {
@@ -688,6 +715,8 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
   }
   FG_ATTN_STAMP(3);
   const AttnKeys keys = attnKeys<C>(r, s);
+  if constexpr (C::kWriteKv)
+    attnWriteKv<C>(a, p, keys.kb, keys.ke, hk); // before any key is loaded
   const long long kb = keys.kb, ke = keys.ke;
   const int ntiles = keys.ntiles;
   const typename DK::T *kbase = a.k + C::k_off + hk * C::k_sh;
@@ -1169,38 +1198,6 @@ static __device__ __forceinline__ AttnEarly<C> attentionPrefetch(const AttnArgs<
   return e;
 }
 
-/// fused.rope_kv_attention (C::kWriteKv; one token, one head chunk a kv
-/// head): the block whose keys hold the token's position p stores its kv
-/// head's rows there — k rotated by the rope, v as it is, each rounded once
-/// to the cache's type — before any of its warps loads a key; the barrier
-/// orders the stores before the loads (the register loads of this form read
-/// at L2, attnLoadTile, and the ring's cp.async does). Every other block's
-/// keys end before p, so no block reads a row another block writes. A
-/// position past the cache writes nothing (set_rows' input check reports it).
-template <class C> static __device__ __forceinline__ void attnWriteKv(const AttnArgs<C> &a) {
-  if constexpr (C::kWriteKv) {
-    static_assert(C::T == 1 && C::kHC == 1, "one token, one head chunk a kv head");
-    const long long p = (long long)a.pos[C::pos_off];
-    const AttnRange r = attnRange<C>(p);
-    const int s = blockIdx.x;
-    if (p >= 0 && p < C::ctx && s < r.nsplit) {
-      const AttnKeys k = attnKeys<C>(r, s);
-      if (k.kb <= p && p < k.ke) {
-        const long long hk = blockIdx.y;
-        const float *kn = a.kn + C::kn_off + hk * C::kn_sh;
-        const float *vn = a.vn + C::vn_off + hk * C::vn_sh;
-        typename C::DecK::T *kr = a.kw + C::k_off + hk * C::k_sh + p * C::k_sj;
-        typename C::DecV::T *vr = a.vw + C::v_off + hk * C::v_sh + p * C::v_sj;
-        for (long long d = threadIdx.x; d < C::D; d += blockDim.x)
-          kr[d * C::k_sd] = fg_from_f<typename C::DecK::T>(attnRopeAt<C>(kn, C::kn_sd, d, p, a.ff));
-        for (long long d = threadIdx.x; d < C::Dv; d += blockDim.x)
-          vr[d * C::v_sd] = fg_from_f<typename C::DecV::T>(vn[d * C::vn_sd]);
-      }
-    }
-    __syncthreads();
-  }
-}
-
 /// The entry: a staged configuration runs a token whose live rows are at
 /// most kRegMaxLive in the register-load form (short KV: one round trip per
 /// warp, where the ring only adds its shared-memory hop; measured on the
@@ -1216,12 +1213,10 @@ static __device__ __forceinline__ void attention(const AttnArgs<C> &a, const Att
       using R = AttnRegisters<C>;
       const AttnArgs<R> ar{a.y,  a.scratch, a.counters, a.q,  a.k,  a.v, a.pos,
                            a.sinks, a.ff,   a.kw,       a.vw, a.kn, a.vn};
-      attnWriteKv<R>(ar);
       attentionBody<R>(ar, sh, nullptr);
       return;
     }
   }
-  attnWriteKv<C>(a);
   attentionBody<C>(a, sh, C::kEarly ? &early : nullptr);
 }
 
