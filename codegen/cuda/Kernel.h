@@ -227,9 +227,12 @@ struct EmitOptions {
   /// multiple of 32). The draw (sample.cuh) is one block's work over the whole
   /// row, latency-bound at 8 warps (H200, thirty-sixth session: 31-46 µs for
   /// temperature alone over W-tiny's 32000 logits, 16-19 cycles a warp
-  /// instruction); 1024 threads give it four times the warps, with the grid
-  /// four times smaller for the argmax. FG_DEBUG_GREEDY_THREADS=N.
-  unsigned greedyThreads = 1024;
+  /// instruction); 1024 threads would give it four times the warps, with the
+  /// grid four times smaller for the argmax — written, emulated
+  /// (SampleKernel.TokenLaunch1024Threads), not yet timed on a GPU (the
+  /// session's device time ran out), so the measured 256 stays.
+  /// FG_DEBUG_GREEDY_THREADS=1024.
+  unsigned greedyThreads = 256;
   /// The local form of those tails (GemvTails.h): where a plain GEMV (one
   /// tile of rows a block) is read whole by a rope in normal mode (pairs of
   /// neighbouring channels), a rope and cache write, or a cache write, each

@@ -239,7 +239,7 @@ TEST(SampleKernel, MinPAtItsThresholdAndTinyTemperatures) {
 }
 
 /// The token launch as lowering emits it (GreedyToken.cpp: blocks of NT
-/// threads, 4 values each: 1024 by default), over rows that hold a NaN, a +inf, only -inf, or
+/// threads, 4 values each: 256 by default), over rows that hold a NaN, a +inf, only -inf, or
 /// plain values, greedy and drawn: the status words, the ring slot of the
 /// step's parity in both copies, and the counters left zero for the replay.
 template <long long V, int NT> void tokenLaunch() {
@@ -299,7 +299,7 @@ template <long long V, int NT> void tokenLaunch() {
 
 TEST(SampleKernel, TokenLaunchOneBlock) { tokenLaunch<509, 256>(); }
 TEST(SampleKernel, TokenLaunchFiveBlocks) { tokenLaunch<4099, 256>(); }
-/// The default launch (EmitOptions::greedyThreads): 1024 threads a block.
+/// The 1024-thread launch (FG_DEBUG_GREEDY_THREADS=1024, not yet timed).
 TEST(SampleKernel, TokenLaunch1024Threads) { tokenLaunch<9001, 1024>(); }
 
 } // namespace
