@@ -47,7 +47,7 @@ if [ "$(left)" -gt 240 ]; then
   grep -E "Duration|Executed Ipc A|Issue Slots Busy|Registers Per|Achieved Occupancy|Executed Instructions  |No Eligible|Eligible Warps" "$OUT/ncu-flash-wg.txt" | tr -s ' ' | head -12
 fi
 if [ "$(left)" -gt 200 ]; then
-  timeout 80 ncu --clock-control none -k regex:attention -c 1 --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy fg_bench_kernels --reps 1 --no-cublas --benchmark_filter='attention/w-dense/kv8192/f16/T1$' > "$OUT/ncu-dec8k.txt" 2>&1
+  timeout 80 ncu --clock-control none -k regex:attention -c 1 --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy fg_bench_kernels --reps 1 --no-cublas --benchmark_filter='attention/w-dense/kv8192/f16/T1(/|$)' > "$OUT/ncu-dec8k.txt" 2>&1
   echo "== ncu decode kv8192 (rc $?)"
   grep -E "Duration|Grid Size|Block Size|Registers Per|Achieved Occupancy|DRAM Throughput|Stall|Waves Per SM|Cluster" "$OUT/ncu-dec8k.txt" | tr -s ' ' | head -30
 fi
