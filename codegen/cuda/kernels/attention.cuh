@@ -685,9 +685,12 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const bool in = hv && d0 + e < C::D;
-        qx[k][e] = in ? fg_to_f(row[(d0 + e) * C::q_sd]) : 0.0f;
-        if constexpr (C::kRope)
+        if constexpr (C::kRope) { // rotated and scaled where q is staged
+          qx[k][e] = in ? fg_to_f(row[(d0 + e) * C::q_sd]) : 0.0f;
           qo[k][e] = in ? fg_to_f(row[attnRopePartner<C>(d0 + e) * C::q_sd]) : 0.0f;
+        } else {
+          qx[k][e] = in ? fg_to_f(row[(d0 + e) * C::q_sd]) * C::scale() : 0.0f;
+        }
       }
     }
   }
@@ -841,12 +844,11 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
     for (int k = 0; k < kQI; ++k) {
       const int i = threadIdx.x + k * W * 32;
       if (i < NCK * 64) {
-        const long long d0 = 32 * (i >> 6) + 8 * (i & 3) + 4 * ((i >> 5) & 1);
+        if constexpr (C::kRope) {
+          const long long d0 = 32 * (i >> 6) + 8 * (i & 3) + 4 * ((i >> 5) & 1);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if constexpr (C::kRope)
-            qx[k][e] = attnRopeRotate<C>(qx[k][e], qo[k][e], d0 + e, p, a.ff);
-          qx[k][e] *= C::scale();
+          for (int e = 0; e < 4; ++e)
+            qx[k][e] = attnRopeRotate<C>(qx[k][e], qo[k][e], d0 + e, p, a.ff) * C::scale();
         }
         uint4 f;
         attnSplit<DK::kBf16>(qx[k][0], qx[k][1], f.x, f.y);
