@@ -49,9 +49,11 @@ std::string blockKey(llvm::StringRef pattern, llvm::StringRef root) {
 
 /// Rebuilds `fn` without the `dead` nodes, in a topological order (data and
 /// state write-after-read edges) that follows `key` wherever it may, with
-/// values compacted and `rename` applied.
-void rebuild(Function &fn, const std::vector<bool> &dead, llvm::ArrayRef<uint64_t> key,
-             const llvm::DenseMap<ValueId, std::string> &rename) {
+/// values compacted and `rename` applied. A cycle (a fused node that must
+/// both precede and follow another: patterns refuse the shapes that make
+/// one) is an error, and `fn` is left as it was.
+llvm::Error rebuild(Function &fn, const std::vector<bool> &dead, llvm::ArrayRef<uint64_t> key,
+                    const llvm::DenseMap<ValueId, std::string> &rename) {
   const size_t n = fn.numNodes();
   std::vector<llvm::SmallVector<NodeId, 4>> succs(n);
   std::vector<unsigned> preds(n, 0);
@@ -99,10 +101,19 @@ void rebuild(Function &fn, const std::vector<bool> &dead, llvm::ArrayRef<uint64_
         ready.push({key[s], s});
   }
 
+  const size_t live = static_cast<size_t>(llvm::count(dead, false));
+  if (order.size() != live) {
+    for (NodeId i = 0; i < n; ++i)
+      if (!dead[i] && preds[i] != 0)
+        return makeError("internal: fusing @" + fn.name().str() + " made a cycle through " +
+                         nodeLabel(fn, i) + " (" + std::to_string(live - order.size()) +
+                         " nodes could not be ordered)");
+  }
   FunctionCopy copy(fn, &rename);
   for (NodeId i : order)
     copy.copy(fn.node(i));
   fn = copy.finish();
+  return llvm::Error::success();
 }
 
 /// Replaces every use of a key of `repl` (operands and results) by its value,
@@ -148,7 +159,10 @@ public:
       std::vector<Candidate> legal;
       std::vector<FusionReport::Refusal> refused;
       collect(round, legal, refused);
-      unsigned applied = apply(round, legal);
+      llvm::Expected<unsigned> appliedOrError = apply(round, legal);
+      if (!appliedOrError)
+        return appliedOrError.takeError();
+      const unsigned applied = *appliedOrError;
       if (!applied) {
         for (FusionReport::Refusal &r : refused)
           report_.addRefusal(std::move(r));
@@ -297,7 +311,7 @@ private:
     return Decision::yes();
   }
 
-  unsigned apply(unsigned round, std::vector<Candidate> &legal) {
+  llvm::Expected<unsigned> apply(unsigned round, std::vector<Candidate> &legal) {
     std::stable_sort(legal.begin(), legal.end(), [](const Candidate &a, const Candidate &b) {
       if (a.match.benefit != b.match.benefit)
         return a.match.benefit > b.match.benefit;
@@ -378,7 +392,8 @@ private:
             if (gone.info().has(kFused))
               report_.withdraw(fn_.name(), label(fn_, gone.results.back()));
           }
-      rebuild(fn_, dead, key, rename);
+      if (llvm::Error e = rebuild(fn_, dead, key, rename))
+        return e;
     }
     return applied;
   }
@@ -415,8 +430,7 @@ llvm::Error splitBack(Function &fn, llvm::ArrayRef<NodeId> nodes) {
     }
     dead[n] = true;
   }
-  rebuild(fn, dead, key, rename);
-  return llvm::Error::success();
+  return rebuild(fn, dead, key, rename);
 }
 
 llvm::Expected<bool> fuseLoop(Function &fn, const FusionOptions &opts, FusionReport &report,

@@ -25,7 +25,9 @@
 // attributes. Legality: q, k and v rows f32 and packed; the caches f32, f16
 // or bf16 and written whole rows at a time (the cache's rows are the
 // source's rows); the caches distinct state (the driver's rules keep the
-// rotated rows' other uses out); no sinks. The CUDA target takes one token
+// rotated rows' other uses out); no reader of a new cache version before
+// the attention (one node for both writes could not be ordered: a helper's
+// review found the cycle); no sinks. The CUDA target takes one token
 // (a block writes the rows its own keys hold; with more tokens a block
 // would need rows other tokens' blocks write) and refuses the rest.
 //
@@ -71,6 +73,16 @@ public:
                             std::string(qRope.info().attrs[a].name));
     if (m.get(Cap::kCache) == m.get(Cap::vCache))
       return Decision::no("the k and v rows go to one cache " + label(fn, m.get(Cap::kCache)));
+    // The two cache writes become one node: a reader of either new cache
+    // before the attention (between the writes) could have to follow the
+    // fused node and precede it at once (it reads the other cache's old
+    // version, or feeds the fused op). Readers after the attention are fine.
+    for (Cap c : {Cap::kRows, Cap::vRows})
+      for (NodeId u = 0; u < m.root; ++u)
+        if (!m.absorbs(u) && llvm::is_contained(fn.node(u).operands, m.get(c)))
+          return Decision::no(label(fn, m.get(c)) + " is read before the attention, by " +
+                              label(fn, fn.node(u).results.back()) +
+                              ": one node for both cache writes could not be ordered");
     for (Cap c : {Cap::x, Cap::k, Cap::v}) {
       const llvm::StringRef what = c == Cap::x ? llvm::StringRef("q") : capName(c);
       if (Decision d = expectDType(fn, m.get(c), {DType::F32}, what); !d)

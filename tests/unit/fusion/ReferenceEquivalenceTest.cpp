@@ -167,12 +167,13 @@ TEST(FusionReference, FusedEqualsUnfusedWithRopeAttention) {
 /// The opt-in rope_kv_attention: its decomposition (both ropes, both cache
 /// writes, then attention; two states updated in place) gives the unfused
 /// results and final caches bit for bit: @fires and, without the CUDA target
-/// that refuses it, the two-token @two_tokens; three refusals' graphs fuse
-/// k's rope_set_rows instead (@different_ropes, @rows_elsewhere, @sinks).
+/// that refuses it, the two-token @two_tokens; four refusals' graphs fuse
+/// k's rope_set_rows instead (@different_ropes, @rows_elsewhere, @sinks,
+/// @read_between_the_writes).
 TEST(FusionReference, FusedEqualsUnfusedWithRopeKvAttention) {
   FusionOptions on;
   on.optIn = {"rope_kv_attention"};
-  EXPECT_EQ(fusedEqualsUnfused(on, "rope_kv_attention"), 5);
+  EXPECT_EQ(fusedEqualsUnfused(on, "rope_kv_attention"), 6);
 }
 
 /// fused.rms_norm_mul's `dtype` guards the last step of its decomposition:
