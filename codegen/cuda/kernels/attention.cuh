@@ -681,15 +681,15 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
       const int j = (i >> 5) & 1, gg = (i & 31) >> 2, tt = i & 3;
       const long long d0 = 32 * (i >> 6) + 8 * tt + 4 * j;
       const bool hv = i < NCK * 64 && gg < C::kGB && (hb % C::kHC) * C::kGB + gg < C::G;
-      const typename C::Q *row = a.q + C::q_off + tok * C::q_st + (h0 + gg) * C::q_sh;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const bool in = hv && d0 + e < C::D;
         if constexpr (C::kRope) { // rotated and scaled where q is staged
+          const typename C::Q *row = a.q + C::q_off + tok * C::q_st + (h0 + gg) * C::q_sh;
           qx[k][e] = in ? fg_to_f(row[(d0 + e) * C::q_sd]) : 0.0f;
           qo[k][e] = in ? fg_to_f(row[attnRopePartner<C>(d0 + e) * C::q_sd]) : 0.0f;
         } else {
-          qx[k][e] = in ? fg_to_f(row[(d0 + e) * C::q_sd]) * C::scale() : 0.0f;
+          qx[k][e] = in ? attnQ<C>(a, tok, h0 + gg, d0 + e, 0) * C::scale() : 0.0f;
         }
       }
     }

@@ -27,12 +27,10 @@ using fg::test::entryNamed;
 namespace {
 
 /// The demo is a MoE decoder: its routing heads (on by default) would also
-/// name a merged launch in `what`, so the tails are compiled alone; and
-/// without rope_kv_attention, which takes the ropes and cache writes these
-/// tests watch into the attention's launch by default (thirty-sixth session).
+/// name a merged launch in `what`, so the tails are compiled alone.
 CompiledProgram programOf(const Graph &g, bool tails, const char *env = "FG_DEBUG_GEMV_TAILS") {
   ::setenv("FG_DEBUG_ROUTING_HEADS", "0", 1);
-  CompiledProgram p = test::programWithSwitch(g, env, tails, {"rope_kv_attention"});
+  CompiledProgram p = test::programWithSwitch(g, env, tails);
   ::unsetenv("FG_DEBUG_ROUTING_HEADS");
   return p;
 }

@@ -18,17 +18,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <string>
-#include <vector>
 
 namespace fg::test {
 
-/// The CUDA program of `g` compiled (every module built with NVRTC), without
-/// the fusion patterns `disabled`.
-inline CompiledProgram compiledProgram(const Graph &g, std::vector<std::string> disabled = {}) {
+/// The CUDA program of `g` compiled (every module built with NVRTC).
+inline CompiledProgram compiledProgram(const Graph &g) {
   CompileOptions co;
   co.kernelCacheDir = kernelCacheDir();
-  co.disableFusion = std::move(disabled);
   auto plan = compile(g, co);
   EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   if (!plan)
@@ -39,10 +35,9 @@ inline CompiledProgram compiledProgram(const Graph &g, std::vector<std::string> 
 }
 
 /// The same with the environment switch `env` set to 1 or 0.
-inline CompiledProgram programWithSwitch(const Graph &g, const char *env, bool on,
-                                         std::vector<std::string> disabled = {}) {
+inline CompiledProgram programWithSwitch(const Graph &g, const char *env, bool on) {
   ::setenv(env, on ? "1" : "0", 1);
-  CompiledProgram p = compiledProgram(g, std::move(disabled));
+  CompiledProgram p = compiledProgram(g);
   ::unsetenv(env);
   return p;
 }
