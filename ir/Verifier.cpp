@@ -169,27 +169,46 @@ private:
   /// A ranged input that indexes rows (get_rows' or set_rows' index) names
   /// only rows that exist: [lo, hi) inside [0, rows). So the executors'
   /// range checks are enough to keep every gather and cache write in bounds.
+  /// The operand whose values index the rows of `node`'s table or updated
+  /// states: get_rows' indices, an updater's `indices` (set_rows and the
+  /// fused cache writers), else its `positions` (fused.rope_kv_attention
+  /// writes both caches at them); npos when it has none.
+  static size_t rowIndexOperand(const Node &node) {
+    const OpInfo &info = node.info();
+    if (node.kind != OpKind::GetRows && info.numUpdatedStates() == 0)
+      return std::string_view::npos;
+    for (std::string_view name : {"indices", "positions"})
+      for (size_t i = 0; i < info.operandNames.size() && i < node.operands.size(); ++i)
+        if (info.operandNames[i] == name)
+          return i;
+    return std::string_view::npos;
+  }
+
   llvm::Error checkRanges() {
     for (const Node &node : fn_.nodes()) {
-      size_t idxOperand = node.kind == OpKind::GetRows ? 1 : 2;
-      if ((node.kind != OpKind::GetRows && node.kind != OpKind::SetRows) ||
-          node.operands.size() <= idxOperand)
+      const size_t idxOperand = rowIndexOperand(node);
+      if (idxOperand == std::string_view::npos)
         continue;
       ValueId idx = node.operands[idxOperand];
       const Argument *a = fn_.argumentOf(idx);
-      if (!a || a->role != ArgRole::Input || !a->bind.hasRange())
+      if (!a || a->role != ArgRole::Input || !a->bind.hasRange() || fn_.type(idx).shape.empty())
         continue;
       // get_rows(table [B.., R, C..], idx [B.., N]) and set_rows(dest, src, idx):
-      // R sits at the rank of idx, minus one.
-      const TensorType &table = fn_.type(node.operands[0]);
-      size_t rowDim = fn_.type(idx).shape.size() - 1;
-      if (fn_.type(idx).shape.empty() || rowDim >= table.shape.size())
-        continue; // the op's type rule reports this
-      int64_t rows = table.shape[rowDim];
-      if (a->bind.lo < 0 || a->bind.hi > rows)
-        return error(a->loc, "input " + describe(idx) + " is bound to [" + llvm::Twine(a->bind.lo) +
-                                 ", " + llvm::Twine(a->bind.hi) + ") but indexes the " +
-                                 llvm::Twine(rows) + " rows of " + describe(node.operands[0]));
+      // R sits at the rank of idx, minus one; an updater indexes each state
+      // it updates (operands 0 .. numUpdatedStates - 1).
+      const size_t rowDim = fn_.type(idx).shape.size() - 1;
+      const unsigned tables = node.kind == OpKind::GetRows ? 1u : node.info().numUpdatedStates();
+      for (unsigned t = 0; t < tables && t < node.operands.size(); ++t) {
+        const TensorType &table = fn_.type(node.operands[t]);
+        if (rowDim >= table.shape.size())
+          continue; // the op's type rule reports this
+        int64_t rows = table.shape[rowDim];
+        if (a->bind.lo < 0 || a->bind.hi > rows)
+          return error(a->loc, "input " + describe(idx) + " is bound to [" +
+                                   llvm::Twine(a->bind.lo) + ", " + llvm::Twine(a->bind.hi) +
+                                   ") but indexes the " + llvm::Twine(rows) + " rows of " +
+                                   describe(node.operands[t]));
+      }
     }
     return llvm::Error::success();
   }

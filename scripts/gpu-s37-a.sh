@@ -34,6 +34,13 @@ for round in 1 2; do
     stepf $w ""
   done
 done
+# Where W-dense q4_K's and W-moe-12 q4_K's steps go now (issue 14's largest misses;
+# the last W-dense q4_K breakdown is from the seventeenth session).
+for w in w-dense-q4_k w-moe-12-q4_k; do
+  [ "$(left)" -gt 170 ] || break
+  timeout 70 fusegraph bench --workload $w --compare fused,graph --steps 10 --warmup 3 --breakdown > "$OUT/bd-$w.txt" 2>&1
+  echo "== breakdown $w (rc $?)"
+done
 if [ "$(left)" -gt 120 ]; then
   timeout 100 ncu --clock-control none -k regex:attention -c 1 --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis fg_bench_kernels --reps 1 --no-cublas --benchmark_filter='attention/w-dense/kv8192/f16/T1(/|$)' > "$OUT/ncu-dec8k.txt" 2>&1
   echo "== ncu decode kv8192 (rc $?)"

@@ -129,6 +129,18 @@ TEST(Contract, VerifierErrors) {
                        "f16[1, 4], state %c: f16[16, 4]) {\n  %c.1 = set_rows(%c, %v, %p) : "
                        "f16[16, 4]\n  return\n}\n"),
             "t.fg:1:10: error: input %p is bound to [-1, 16) but indexes the 16 rows of %c");
+  // The fused cache writers index their states too: rope_set_rows' indices,
+  // and rope_kv_attention's positions (both caches).
+  EXPECT_EQ(parseError("graph @f(input %p: i32[1] {bind = positions, range = [0, 17)}, input %k: "
+                       "f32[1, 1, 4], state %c: f16[16, 1, 4]) {\n  %c.1 = fused.rope_set_rows(%c, "
+                       "%k, %p, %p) {n_dims = 4} : f16[16, 1, 4]\n  return\n}\n"),
+            "t.fg:1:10: error: input %p is bound to [0, 17) but indexes the 16 rows of %c");
+  EXPECT_EQ(parseError("graph @f(input %p: i32[1] {bind = positions, range = [0, 13)}, input %q: "
+                       "f32[1, 1, 4], input %k: f32[1, 1, 4], input %v: f32[1, 1, 4], state %kc: "
+                       "f16[12, 1, 4], state %vc: f16[12, 1, 4]) {\n  %kc.1, %vc.1, %y = "
+                       "fused.rope_kv_attention(%kc, %vc, %q, %k, %v, %p) {scale = 0.5, n_dims = 4} "
+                       ": f16[12, 1, 4], f16[12, 1, 4], f32[1, 1, 4]\n  return %y\n}\n"),
+            "t.fg:1:10: error: input %p is bound to [0, 13) but indexes the 12 rows of %kc");
   // Built graphs: the role's token count is checked too.
   Graph g;
   Function &fn = g.addFunction("decode");
