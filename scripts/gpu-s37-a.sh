@@ -41,6 +41,14 @@ for w in w-dense-q4_k w-moe-12-q4_k; do
   timeout 70 fusegraph bench --workload $w --compare fused,graph --steps 10 --warmup 3 --breakdown > "$OUT/bd-$w.txt" 2>&1
   echo "== breakdown $w (rc $?)"
 done
+# W-tiny's launches one by one (device start and end of one traced replay).
+if [ "$(left)" -gt 160 ]; then
+  timeout 40 fusegraph bench --workload w-tiny --compare fused,graph --steps 10 --warmup 3 --breakdown --breakdown-launches 100 > "$OUT/bd-w-tiny.txt" 2>&1
+  echo "== breakdown w-tiny (rc $?)"
+fi
+# The float GEMVs at T = 1 now (issue 11's 80 / 90 % targets; the last full
+# table is the third session's).
+KERN_MIN_LEFT=150 kern "f16 GEMVs T1" --benchmark_filter='^(matmul|fused)[a-z_.]*/w-(dense|moe)/.*/f16/T1(/|$)'
 if [ "$(left)" -gt 120 ]; then
   timeout 100 ncu --clock-control none -k regex:attention -c 1 --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis fg_bench_kernels --reps 1 --no-cublas --benchmark_filter='attention/w-dense/kv8192/f16/T1(/|$)' > "$OUT/ncu-dec8k.txt" 2>&1
   echo "== ncu decode kv8192 (rc $?)"
