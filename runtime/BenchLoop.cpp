@@ -142,6 +142,8 @@ llvm::Expected<StepDriver> StepDriver::create(Executor &exec, const StepLoopOpti
     } else {
       d.otherInputs_.push_back(v.name);
       d.otherSizes_.push_back(v.type.numElements());
+      d.otherRanges_.push_back(a.bind.hasRange() ? std::pair{a.bind.lo, a.bind.hi}
+                                                 : std::pair<int64_t, int64_t>{0, 0});
     }
   }
   d.pos_ = opts.startPosition;
@@ -169,8 +171,11 @@ llvm::Error StepDriver::setInputs() {
       return e;
   for (size_t i = 0; i < otherInputs_.size(); ++i) {
     std::vector<int32_t> v(static_cast<size_t>(otherSizes_[i]));
+    // 0, 1, 2, ... (modulo the input's bound range, when it has one).
+    const auto [lo, hi] = otherRanges_[i];
     for (size_t k = 0; k < v.size(); ++k)
-      v[k] = static_cast<int32_t>(k);
+      v[k] = static_cast<int32_t>(hi > lo ? lo + static_cast<int64_t>(k) % (hi - lo)
+                                          : static_cast<int64_t>(k));
     if (auto e = exec_->setInput(otherInputs_[i], v))
       return e;
   }

@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fg {
@@ -112,6 +113,7 @@ private:
   int64_t pos_ = 0;
   std::vector<std::string> otherInputs_;
   std::vector<int64_t> otherSizes_;
+  std::vector<std::pair<int64_t, int64_t>> otherRanges_; ///< bound [lo, hi), or (0, 0)
 };
 
 /// Medians of a run of timed steps.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what a GPU call needs into .gpu (git-ignored), from build/:
 #   bash scripts/gpu-bundle.sh [--prev DIR] [--benches] [--python] [--peers] [--models]
-# - fusegraph, fusegraph_gpu_tests, fg_bench_kernels (stripped);
+# - fusegraph, fusegraph_gpu_tests, fg_bench_kernels, fg_bench_patterns (stripped);
 # - --benches: fg_bench_soak and fg_bench_prefill_gemms too (6 MiB: with
 #   --prev the bundle and the working tree pass the call's 64 MiB);
 # - --prev DIR: DIR/fusegraph as fusegraph-prev (a worktree's build of an
@@ -27,7 +27,8 @@ while (($#)); do
   esac
 done
 rm -rf .gpu-stage && mkdir -p .gpu-stage
-bins=(build/fusegraph build/tests/fusegraph_gpu_tests build/bench/fg_bench_kernels)
+bins=(build/fusegraph build/tests/fusegraph_gpu_tests build/bench/fg_bench_kernels
+      build/bench/fg_bench_patterns)
 ((benches)) && bins+=(build/bench/fg_bench_soak build/bench/fg_bench_prefill_gemms)
 for b in "${bins[@]}"; do
   [ -x "$b" ] || { echo "gpu-bundle.sh: $b is not built" >&2; exit 1; }

@@ -17,23 +17,24 @@ echo "== tests (rc $?): $(summ "$OUT/gtest.txt")"
 grep -E "^\[  FAILED|Failure|^vocab" "$OUT/gtest.txt" | head -12
 FG_DEBUG_GREEDY_THREADS=1024 timeout 60 "$T" --gtest_filter='GpuGreedyToken*:GpuSampling.DeviceDraw*' > "$OUT/gtest-1024.txt" 2>&1
 echo "== greedy / draw tests at 1024 threads (rc $?): $(summ "$OUT/gtest-1024.txt")"
-for round in 1 2; do
+steps_round() {
   for w in w-tiny w-dense; do
-    [ "$(left)" -gt 260 ] || break
+    [ "$(left)" -gt "$1" ] || break
     stepf $w ""
     stepf $w "FG_DEBUG_GREEDY_THREADS=1024"
   done
   for args in "--temperature 0.8 --top-k 40 --top-p 0.95 --seed 1" "--temperature 0.8 --seed 1"; do
-    [ "$(left)" -gt 240 ] || break
+    [ "$(left)" -gt "$1" ] || break
     stepf w-tiny "" $args
     stepf w-tiny "FG_DEBUG_GREEDY_THREADS=1024" $args
   done
   for w in w-tiny w-dense w-moe-12-q4_k; do
-    [ "$(left)" -gt 220 ] || break
+    [ "$(left)" -gt "$1" ] || break
     stepf $w "" --enable-fusion rope_kv_attention
     stepf $w ""
   done
-done
+}
+steps_round 330
 # Where W-dense q4_K's and W-moe-12 q4_K's steps go now (issue 14's largest misses;
 # the last W-dense q4_K breakdown is from the seventeenth session).
 for w in w-dense-q4_k w-moe-12-q4_k; do
@@ -46,6 +47,23 @@ if [ "$(left)" -gt 160 ]; then
   timeout 40 fusegraph bench --workload w-tiny --compare fused,graph --steps 10 --warmup 3 --breakdown --breakdown-launches 100 > "$OUT/bd-w-tiny.txt" 2>&1
   echo "== breakdown w-tiny (rc $?)"
 fi
+# Every fusion pattern fused against unfused (issue 13: fused >= unfused on
+# every pattern; the last table, of 14 patterns, is the third session's).
+if [ "$(left)" -gt 200 ]; then
+  timeout 150 fg_bench_patterns --benchmark_out="$OUT/patterns.json" --benchmark_out_format=json > "$OUT/patterns.txt" 2>&1
+  echo "== patterns (rc $?)"
+  python3 - "$OUT/patterns.json" <<'PY'
+import json, sys
+try:
+    bs = json.load(open(sys.argv[1]))["benchmarks"]
+except Exception as e:
+    print("no json:", e); sys.exit()
+for b in bs:
+    if "/fused" in b["name"]:
+        print(b["name"].split("/iterations")[0], "x%.2f" % b.get("speedup", 0), b.get("error_message", ""))
+PY
+fi
+steps_round 230
 # The float GEMVs at T = 1 now (issue 11's 80 / 90 % targets; the last full
 # table is the third session's).
 KERN_MIN_LEFT=150 kern "f16 GEMVs T1" --benchmark_filter='^(matmul|fused)[a-z_.]*/w-(dense|moe)/.*/f16/T1(/|$)'
