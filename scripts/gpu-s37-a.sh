@@ -12,7 +12,7 @@ set -uo pipefail
 source .gpu/env.sh
 D=${1:-520}
 source scripts/gpu-call-lib.sh
-timeout 200 "$T" --gtest_filter='GpuGreedyToken*:GpuSampling*:GpuSession*:GpuDemo.FusedEqualsUnfused64Steps:*rope_kv_attention*:*rope_attention*:Grid/GpuAttention.DecodeStep*:GpuAttentionEarly*:GpuAttentionReplay*' > "$OUT/gtest.txt" 2>&1
+timeout 200 "$T" --gtest_filter='GpuGreedyToken*:GpuSampling*:GpuSession*:GpuDemo.FusedEqualsUnfused64Steps:*rope_kv_attention*:*rope_attention*:Grid/GpuAttention.DecodeStep*:GpuAttentionEarly*:GpuAttentionReplay*:GpuFlashPrefillOptions*:GpuInputCheck*' > "$OUT/gtest.txt" 2>&1
 echo "== tests (rc $?): $(summ "$OUT/gtest.txt")"
 grep -E "^\[  FAILED|Failure|^vocab" "$OUT/gtest.txt" | head -12
 FG_DEBUG_GREEDY_THREADS=1024 timeout 60 "$T" --gtest_filter='GpuGreedyToken*:GpuSampling.DeviceDraw*' > "$OUT/gtest-1024.txt" 2>&1
