@@ -22,7 +22,7 @@
 // and cublasGemmBatchedEx over the T·k selected experts for matmul_id.
 //
 //   fg_bench_kernels [--smoke] [--list] [--compile-only] [--json FILE] [--table FILE]
-//                    [--reps N] [--no-cublas] [--gemv-tc-min N] [--gemv-rows N]
+//                    [--reps N] [--no-cublas] [--pdl] [--gemv-tc-min N] [--gemv-rows N]
 //                    [--gemv-warps N] [--gemv-unroll N] [--gemv-narrow-quant] [--gemv-wide-scaled] [--gemv-x-split] [--[no-]gemv-dp4a] [--gemv-dp4a-warp-load] [--gemv-dp4a-lanes] [--gemv-dp4a-q6k-lanes] [--gemv-narrow-iq4nl] [--gemv-narrow-q6k]
 //                    [--pdl-prefetch-mb N] [--benchmark_filter=REGEX]
 //
@@ -63,6 +63,12 @@ namespace {
 
 struct Settings {
   bool smoke = false, list = false, compileOnly = false, cublas = true;
+  /// Programmatic edges between the generated kernels' consecutive launches
+  /// (--pdl), as a step's graph has them (CudaRunner::buildGraph): each
+  /// launch's blocks become resident while the one before finishes, and its
+  /// pre-wait prologue (weight loads) overlaps that tail. The cuBLAS
+  /// figures keep full edges (their kernels do not wait programmatically).
+  bool pdl = false;
   int reps = 10;  ///< timed replays (benchmark iterations)
   int warmup = 2; ///< untimed replays first
   std::string tablePath;
@@ -412,9 +418,45 @@ struct TimedGraph {
       cudaGraphDestroy(graph);
   }
 
-  /// Captures `launches` calls of `launch(i)` on the device stream (serialised).
+  /// Makes every edge between two kernel nodes of `graph` programmatic (the
+  /// dependent may start once every block of its predecessor has triggered,
+  /// and waits in griddepcontrol.wait for it to finish).
+  static llvm::Error makeProgrammatic(cudaGraph_t graph) {
+    size_t n = 0;
+    if (auto e = cudaCheck(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &n),
+                           "cudaGraphGetEdges"))
+      return e;
+    std::vector<cudaGraphNode_t> from(n), to(n);
+    std::vector<cudaGraphEdgeData> data(n);
+    if (auto e = cudaCheck(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &n),
+                           "cudaGraphGetEdges"))
+      return e;
+    for (size_t i = 0; i < n; ++i) {
+      cudaGraphNodeType a{}, b{};
+      if (auto e = cudaCheck(cudaGraphNodeGetType(from[i], &a), "cudaGraphNodeGetType"))
+        return e;
+      if (auto e = cudaCheck(cudaGraphNodeGetType(to[i], &b), "cudaGraphNodeGetType"))
+        return e;
+      if (a != cudaGraphNodeTypeKernel || b != cudaGraphNodeTypeKernel)
+        continue;
+      cudaGraphEdgeData pe{};
+      pe.from_port = cudaGraphKernelNodePortProgrammatic;
+      pe.type = cudaGraphDependencyTypeProgrammatic;
+      if (auto e = cudaCheck(cudaGraphRemoveDependencies(graph, &from[i], &to[i], &data[i], 1),
+                             "cudaGraphRemoveDependencies"))
+        return e;
+      if (auto e = cudaCheck(cudaGraphAddDependencies(graph, &from[i], &to[i], &pe, 1),
+                             "cudaGraphAddDependencies (programmatic)"))
+        return e;
+    }
+    return llvm::Error::success();
+  }
+
+  /// Captures `launches` calls of `launch(i)` on the device stream (serialised;
+  /// with `programmatic`, kernel-to-kernel edges made programmatic).
   static llvm::Expected<std::unique_ptr<TimedGraph>>
-  capture(Device &dev, int64_t launches, const std::function<llvm::Error(int64_t)> &launch) {
+  capture(Device &dev, int64_t launches, const std::function<llvm::Error(int64_t)> &launch,
+          bool programmatic = false) {
     auto g = std::make_unique<TimedGraph>();
     g->launches = launches;
     if (auto e = cudaCheck(cudaStreamBeginCapture(dev.stream, cudaStreamCaptureModeThreadLocal),
@@ -428,6 +470,9 @@ struct TimedGraph {
       return err;
     if (auto e = cudaCheck(end, "cudaStreamEndCapture"))
       return e;
+    if (programmatic)
+      if (auto e = makeProgrammatic(g->graph))
+        return e;
     if (auto e = cudaCheck(cudaGraphInstantiate(&g->exec, g->graph, 0), "cudaGraphInstantiate"))
       return e;
     return g;
@@ -578,7 +623,8 @@ struct LaunchList {
   /// Runs launches [0, from) once on slot 0, then captures the rest for every
   /// launch of the rotation.
   llvm::Expected<std::unique_ptr<TimedGraph>> captureGraph(Device &dev, const NodeBuffers &b,
-                                                           size_t from) const {
+                                                           size_t from,
+                                                           bool programmatic = false) const {
     for (size_t i = 0; i < from; ++i)
       if (auto e = launch(dev, b, i, 0))
         return e;
@@ -590,7 +636,7 @@ struct LaunchList {
         if (auto e = launch(dev, b, i, slot))
           return e;
       return llvm::Error::success();
-    });
+    }, programmatic);
   }
 };
 
@@ -781,7 +827,7 @@ void kernelCase(benchmark::State &state, const Prepared *p, size_t rowIndex) {
     if (!bufs)
       return skip(firstLine(llvm::toString(bufs.takeError())));
     (*bufs)->countersAt = LaunchList::countersAt(p->launches);
-    auto g = (*list)->captureGraph(dev, **bufs, 0);
+    auto g = (*list)->captureGraph(dev, **bufs, 0, settings().pdl);
     if (!g)
       return skip(firstLine(llvm::toString(g.takeError())));
     if (auto w = (*g)->meanLaunchUs(dev, settings().warmup); !w)
@@ -866,8 +912,11 @@ std::string table() {
   if (bw)
     out += "; read " + fmt("%.0f", bw->readGBs) + " GB/s, d2d copy " + fmt("%.0f", bw->copyGBs) +
            " GB/s";
-  out += "\nMean µs per launch over CUDA graphs of back-to-back launches, weights rotated "
-         "through >= " +
+  out += "\nMean µs per launch over CUDA graphs of back-to-back launches" +
+         std::string(settings().pdl ? " with programmatic edges between the generated kernels "
+                                      "(--pdl; cuBLAS with full edges)"
+                                    : "") +
+         ", weights rotated through >= " +
          std::to_string(static_cast<int64_t>(settings().rotation.minBytes / (1 << 20))) +
          " MiB; fg/cuBLAS < 1: the generated kernel is faster.\n\n";
   out += "| family | workload | shape | dims | dtype | T | µs | MB | GB/s | % BW | cuBLAS µs | "
@@ -931,6 +980,8 @@ int usage(const char *argv0, int code = 2) {
       "  --table FILE  also write the markdown table to FILE\n"
       "  --reps N      timed graph replays per case (default 10; smoke 3)\n"
       "  --no-cublas   skip the cuBLAS figures\n"
+      "  --pdl         programmatic edges between the generated kernels' launches, as a\n"
+      "                step's graph has them (each prologue overlaps the previous tail)\n"
       "  --gemv-tc-min N, --gemv-rows N, --gemv-warps N, --gemv-unroll N\n"
       "                GEMV variant overrides (EmitOptions::gemv*) for tuning\n"
       "  --gemv-narrow-quant  q4_K through the previous (narrow) decoder\n"
@@ -1000,6 +1051,8 @@ int main(int argc, char **argv) {
       s.compileOnly = true;
     } else if (a == "--no-cublas") {
       s.cublas = false;
+    } else if (a == "--pdl") {
+      s.pdl = true;
     } else if (a == "--help" || a == "-h") {
       return usage(argv[0], 0);
     } else if (a.rfind("--json", 0) == 0) {

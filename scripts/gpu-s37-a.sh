@@ -67,6 +67,13 @@ steps_round 230
 # The float GEMVs at T = 1 now (issue 11's 80 / 90 % targets; the last full
 # table is the third session's).
 KERN_MIN_LEFT=150 kern "f16 GEMVs T1" --benchmark_filter='^(matmul|fused)[a-z_.]*/w-(dense|moe)/.*/f16/T1(/|$)'
+# The same and decode attention with programmatic edges between the launches
+# (--pdl, new: as a step's graph launches them).
+KERN_MIN_LEFT=130 kern "f16 GEMVs T1 --pdl" --pdl --benchmark_filter='^(matmul|fused)[a-z_.]*/w-(dense|moe)/.*/f16/T1(/|$)'
+for f in "" --pdl; do
+  [ "$(left)" -gt 110 ] || break
+  akern "decode attention $f" $f --benchmark_filter='^attention/w-(dense|moe)/kv(1024|8192|32768)/f16/T1(/|$)'
+done
 if [ "$(left)" -gt 120 ]; then
   timeout 100 ncu --clock-control none -k regex:attention -c 1 --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis fg_bench_kernels --reps 1 --no-cublas --benchmark_filter='attention/w-dense/kv8192/f16/T1(/|$)' > "$OUT/ncu-dec8k.txt" 2>&1
   echo "== ncu decode kv8192 (rc $?)"
