@@ -12,7 +12,7 @@ set -uo pipefail
 source .gpu/env.sh
 D=${1:-520}
 source scripts/gpu-call-lib.sh
-timeout 200 "$T" --gtest_filter='GpuGreedyToken*:GpuSampling*:GpuSession*:GpuDemo.FusedEqualsUnfused64Steps:*rope_kv_attention*:*rope_attention*:Grid/GpuAttention.DecodeStep*:GpuAttentionEarly*:GpuAttentionReplay*:GpuFlashPrefillOptions*:GpuInputCheck*' > "$OUT/gtest.txt" 2>&1
+timeout 150 "$T" --gtest_filter='GpuGreedyToken*:GpuSampling*:GpuSession*:GpuDemo.FusedEqualsUnfused64Steps:*rope_kv_attention*:*rope_attention*:Grid/GpuAttention.DecodeStep*:GpuAttentionEarly*:GpuAttentionReplay*:GpuFlashPrefillOptions*:GpuInputCheck*' > "$OUT/gtest.txt" 2>&1
 echo "== tests (rc $?): $(summ "$OUT/gtest.txt")"
 grep -E "^\[  FAILED|Failure|^vocab" "$OUT/gtest.txt" | head -12
 FG_DEBUG_GREEDY_THREADS=1024 timeout 60 "$T" --gtest_filter='GpuGreedyToken*:GpuSampling.DeviceDraw*' > "$OUT/gtest-1024.txt" 2>&1
@@ -34,22 +34,10 @@ steps_round() {
     stepf $w ""
   done
 }
-steps_round 330
-# Where W-dense q4_K's and W-moe-12 q4_K's steps go now (issue 14's largest misses;
-# the last W-dense q4_K breakdown is from the seventeenth session).
-for w in w-dense-q4_k w-moe-12-q4_k; do
-  [ "$(left)" -gt 170 ] || break
-  timeout 70 fusegraph bench --workload $w --compare fused,graph --steps 10 --warmup 3 --breakdown > "$OUT/bd-$w.txt" 2>&1
-  echo "== breakdown $w (rc $?)"
-done
-# W-tiny's launches one by one (device start and end of one traced replay).
-if [ "$(left)" -gt 160 ]; then
-  timeout 40 fusegraph bench --workload w-tiny --compare fused,graph --steps 10 --warmup 3 --breakdown --breakdown-launches 100 > "$OUT/bd-w-tiny.txt" 2>&1
-  echo "== breakdown w-tiny (rc $?)"
-fi
+steps_round 300
 # Every fusion pattern fused against unfused (issue 13: fused >= unfused on
 # every pattern; the last table, of 14 patterns, is the third session's).
-if [ "$(left)" -gt 200 ]; then
+if [ "$(left)" -gt 150 ]; then
   timeout 150 fg_bench_patterns --benchmark_out="$OUT/patterns.json" --benchmark_out_format=json > "$OUT/patterns.txt" 2>&1
   echo "== patterns (rc $?)"
   python3 - "$OUT/patterns.json" <<'PY'
@@ -63,19 +51,31 @@ for b in bs:
         print(b["name"].split("/iterations")[0], "x%.2f" % b.get("speedup", 0), b.get("error_message", ""))
 PY
 fi
-steps_round 230
+# Where W-dense q4_K's and W-moe-12 q4_K's steps go now (issue 14's largest misses;
+# the last W-dense q4_K breakdown is from the seventeenth session).
+for w in w-dense-q4_k w-moe-12-q4_k; do
+  [ "$(left)" -gt 130 ] || break
+  timeout 70 fusegraph bench --workload $w --compare fused,graph --steps 10 --warmup 3 --breakdown > "$OUT/bd-$w.txt" 2>&1
+  echo "== breakdown $w (rc $?)"
+done
+# W-tiny's launches one by one (device start and end of one traced replay).
+if [ "$(left)" -gt 120 ]; then
+  timeout 40 fusegraph bench --workload w-tiny --compare fused,graph --steps 10 --warmup 3 --breakdown --breakdown-launches 100 > "$OUT/bd-w-tiny.txt" 2>&1
+  echo "== breakdown w-tiny (rc $?)"
+fi
 # The float GEMVs at T = 1 now (issue 11's 80 / 90 % targets; the last full
 # table is the third session's).
-KERN_MIN_LEFT=150 kern "f16 GEMVs T1" --benchmark_filter='^(matmul|fused)[a-z_.]*/w-(dense|moe)/.*/f16/T1(/|$)'
-# The same and decode attention with programmatic edges between the launches
-# (--pdl, new: as a step's graph launches them).
-KERN_MIN_LEFT=130 kern "f16 GEMVs T1 --pdl" --pdl --benchmark_filter='^(matmul|fused)[a-z_.]*/w-(dense|moe)/.*/f16/T1(/|$)'
+# With programmatic edges between the launches (--pdl, new: as a step's graph
+# launches them), then without; decode attention both ways.
+KERN_MIN_LEFT=100 kern "f16 GEMVs T1 --pdl" --pdl --benchmark_filter='^(matmul|fused)[a-z_.]*/w-(dense|moe)/.*/f16/T1(/|$)'
+KERN_MIN_LEFT=100 kern "f16 GEMVs T1" --benchmark_filter='^(matmul|fused)[a-z_.]*/w-(dense|moe)/.*/f16/T1(/|$)'
 for f in "" --pdl; do
-  [ "$(left)" -gt 110 ] || break
+  [ "$(left)" -gt 80 ] || break
   akern "decode attention $f" $f --benchmark_filter='^attention/w-(dense|moe)/kv(1024|8192|32768)/f16/T1(/|$)'
 done
-if [ "$(left)" -gt 120 ]; then
-  timeout 100 ncu --clock-control none -k regex:attention -c 1 --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis fg_bench_kernels --reps 1 --no-cublas --benchmark_filter='attention/w-dense/kv8192/f16/T1(/|$)' > "$OUT/ncu-dec8k.txt" 2>&1
+steps_round 150
+if [ "$(left)" -gt 100 ]; then
+  timeout 90 ncu --clock-control none -k regex:attention -c 1 --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis fg_bench_kernels --reps 1 --no-cublas --benchmark_filter='attention/w-dense/kv8192/f16/T1(/|$)' > "$OUT/ncu-dec8k.txt" 2>&1
   echo "== ncu decode kv8192 (rc $?)"
   grep -E "Duration|Grid Size|Block Size|Registers Per|Achieved Occupancy|DRAM Throughput|Stall|Waves Per SM|Cluster|No Eligible|L2 Hit" "$OUT/ncu-dec8k.txt" | tr -s ' ' | head -30
 fi
