@@ -85,6 +85,18 @@ ValueId expertIds(Builder &b, int64_t T) {
   return ids;
 }
 
+/// W-moe's gated experts: glu(matmul_id(x, gate_exps, ids), matmul_id(x,
+/// up_exps, ids)) for T tokens, 8 experts each of 128.
+ValueId gatedExperts(Builder &b, int64_t T) {
+  ValueId ids = expertIds(b, T);
+  ValueId x = b.weight("x", {DType::F32, {T, 2048}}, act(1));
+  ValueId g = b.weight("ffn_gate_exps", {DType::F16, {128, 768, 2048}}, mat(2));
+  ValueId u = b.weight("ffn_up_exps", {DType::F16, {128, 768, 2048}}, mat(3));
+  ValueId xr = b.reshape(x, {T, 1, 2048}, "x_exp");
+  return b.glu(b.matmulId(xr, g, ids, "gate"), b.matmulId(xr, u, ids, "up"), GluKind::SwiGLU,
+               1.702, 7.0, "ffn_act");
+}
+
 /// W-dense's attention after the projections: q and k rotated, k and v
 /// written into 2048-row caches at the positions, decode attention (or a
 /// prefill chunk's) over them; returns y [T, 32, 128] (also a result unless
@@ -169,15 +181,7 @@ const Pattern kPatterns[] = {
                       "ffn_act"));
      }},
     {"gated_matmul_id",
-     [](Builder &b, int64_t T) {
-       ValueId ids = b.input("ids", {DType::I32, {T, 8}}); // 0, 1, 2, ...: distinct experts
-       ValueId x = b.weight("x", {DType::F32, {T, 2048}}, act(1));
-       ValueId g = b.weight("ffn_gate_exps", {DType::F16, {128, 768, 2048}}, mat(2));
-       ValueId u = b.weight("ffn_up_exps", {DType::F16, {128, 768, 2048}}, mat(3));
-       ValueId xr = b.reshape(x, {T, 1, 2048}, "x_exp");
-       b.result(b.glu(b.matmulId(xr, g, ids, "gate"), b.matmulId(xr, u, ids, "up"),
-                      GluKind::SwiGLU, 1.702, 7.0, "ffn_act"));
-     }},
+     [](Builder &b, int64_t T) { b.result(gatedExperts(b, T)); }},
     {"moe_weighted_sum",
      [](Builder &b, int64_t T) {
        ValueId e = b.weight("experts", {DType::F32, {T, 8, 2048}}, act(1));
@@ -300,15 +304,8 @@ const Pattern kPatterns[] = {
      },
      kPrefillTokens},
     {"gated_matmul_id_chunk",
-     [](Builder &b, int64_t T) { // a prefill chunk's experts (W-moe): the grouped GEMM
-       ValueId ids = expertIds(b, T);
-       ValueId x = b.weight("x", {DType::F32, {T, 2048}}, act(1));
-       ValueId g = b.weight("ffn_gate_exps", {DType::F16, {128, 768, 2048}}, mat(2));
-       ValueId u = b.weight("ffn_up_exps", {DType::F16, {128, 768, 2048}}, mat(3));
-       ValueId xr = b.reshape(x, {T, 1, 2048}, "x_exp");
-       b.result(b.glu(b.matmulId(xr, g, ids, "gate"), b.matmulId(xr, u, ids, "up"),
-                      GluKind::SwiGLU, 1.702, 7.0, "ffn_act"));
-     },
+     // a prefill chunk's experts (W-moe): the grouped GEMM
+     [](Builder &b, int64_t T) { b.result(gatedExperts(b, T)); },
      kPrefillTokens},
     {"glu_convert",
      [](Builder &b, int64_t T) { // a prefill chunk's GLU into the down GEMM's f16 input
