@@ -3522,8 +3522,11 @@ public:
     // thirty-fourth's flash prefill forms (three stages, split waits, 8
     // warps: 10; wgmma and its deferred wait: 10), 693 with the
     // thirty-sixth's fused.rope_kv_attention (6 forms; q first with a rope
-    // changed no form's count): each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 693u);
+    // changed no form's count), 697 with the thirty-seventh's wgmma cases
+    // at head dim 128 only (three stages with the deferred wait and Dv 64 in
+    // place of D = 64 and 80, which now keep mma.sync: 4): each NVRTC
+    // compile is CI time.
+    EXPECT_LE(compiled().compiles, 697u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
