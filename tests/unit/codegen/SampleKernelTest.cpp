@@ -70,30 +70,30 @@ SampleParams paramsOf(const SamplingOptions &so, uint64_t epoch) {
 
 /// The device's answers for `row` at each of `draws` (one block running
 /// them in a row): (returned code, token) each.
-template <long long V>
+template <long long V, int NT = 256>
 std::vector<std::pair<unsigned, int32_t>> deviceDraws(const std::vector<float> &row,
                                                       const SampleParams &p,
                                                       const std::vector<uint64_t> &draws) {
   EXPECT_EQ(static_cast<long long>(row.size()), V);
   const float lmax = *std::max_element(row.begin(), row.end());
   const size_t n = draws.size();
-  std::vector<unsigned> codes(n * 256), tokens(n * 256);
-  auto sh = drawShared<Cfg<V>>();
-  emu::runBlock(256, [&] {
+  std::vector<unsigned> codes(n * NT), tokens(n * NT);
+  auto sh = drawShared<Cfg<V, NT>>();
+  emu::runBlock(NT, [&] {
     for (size_t i = 0; i < n; ++i) {
       unsigned t = 0;
-      const unsigned c = sampleRow<Cfg<V>>(row.data(), lmax, p, draws[i], &t, *sh);
-      codes[i * 256 + threadIdx.x] = c;
-      tokens[i * 256 + threadIdx.x] = t;
+      const unsigned c = sampleRow<Cfg<V, NT>>(row.data(), lmax, p, draws[i], &t, *sh);
+      codes[i * NT + threadIdx.x] = c;
+      tokens[i * NT + threadIdx.x] = t;
     }
   });
   std::vector<std::pair<unsigned, int32_t>> out;
   for (size_t i = 0; i < n; ++i) {
-    const unsigned code = codes[i * 256], token = tokens[i * 256];
-    for (unsigned t = 1; t < 256; ++t) {
-      EXPECT_EQ(codes[i * 256 + t], code) << "thread " << t; // every thread returns the same
+    const unsigned code = codes[i * NT], token = tokens[i * NT];
+    for (unsigned t = 1; t < NT; ++t) {
+      EXPECT_EQ(codes[i * NT + t], code) << "thread " << t; // every thread returns the same
       if (code == 1) {
-        EXPECT_EQ(tokens[i * 256 + t], token) << "thread " << t;
+        EXPECT_EQ(tokens[i * NT + t], token) << "thread " << t;
       }
     }
     out.push_back({code, static_cast<int32_t>(token)});
@@ -106,7 +106,7 @@ constexpr uint32_t kDrawsPerRow = 24;
 /// Rows of a / b: small integers over small divisors (ties), three -inf
 /// values, every other row a peak, one in four flat; each setting at 24
 /// draw counters.
-template <long long V> void drawsMatchTheHost(int rows) {
+template <long long V, int NT = 256> void drawsMatchTheHost(int rows) {
   std::mt19937 rng(static_cast<uint32_t>(17 + V));
   std::uniform_int_distribution<int> num(-60, 60), den(1, 6);
   std::uniform_int_distribution<long long> pick(0, V - 1);
@@ -134,7 +134,7 @@ template <long long V> void drawsMatchTheHost(int rows) {
       for (uint32_t k = 0; k < kDrawsPerRow; ++k)
         draws.push_back(((epoch + k % 2) << 32) | (pos + 1 + k));
       SampleParams p = paramsOf(so, 0);
-      auto got = deviceDraws<V>(row, p, draws);
+      auto got = deviceDraws<V, NT>(row, p, draws);
       auto host = TokenSampler::create(so);
       ASSERT_TRUE(bool(host));
       for (size_t k = 0; k < draws.size(); ++k) {
