@@ -179,7 +179,9 @@ const Pattern kPatterns[] = {
        ValueId u = b.weight("ffn_up", {DType::F16, {14336, 4096}}, mat(3));
        b.result(b.glu(b.matmul(x, g, "gate"), b.matmul(x, u, "up"), GluKind::SwiGLU, 1.702, 7.0,
                       "ffn_act"));
-     }},
+     },
+     // (3+ rows over W-dense's weights: refused, cuBLAS is faster there)
+     {1, 2}},
     {"gated_matmul_id",
      [](Builder &b, int64_t T) { b.result(gatedExperts(b, T)); }},
     {"moe_weighted_sum",

@@ -1356,8 +1356,22 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
   };
   switch (node.kind) {
   case OpKind::FusedGatedMatmul:
-  case OpKind::FusedRmsNormGatedMatmul:
+  case OpKind::FusedRmsNormGatedMatmul: {
+    // The GEMV only where each stream alone would take it: where the plain
+    // matmul goes to cuBLAS (3+ rows over large 16-bit weights), the two
+    // GEMMs and the glu are faster than the gated tensor-core GEMV
+    // (thirty-seventh session, H200: W-dense gate|up f16 at T = 4 / 8
+    // 115 / 106 µs, 46-50 % of the bandwidth, against 55-57 µs at T = 1 / 2;
+    // fg_bench_patterns gated_matmul T = 8: 0.68x), so the fusion is refused.
+    const int64_t rows = fn.type(node.operands[0]).numRows();
+    const TensorType &wt = fn.type(node.operands[gemvOperands(node.kind).first]);
+    if (rows <= o.maxGemvTokens && cublasIsFaster(rows, wt, o))
+      return unsupported(node, llvm::formatv("{0} rows of x over {1} MiB of weights a stream "
+                                             "(cuBLAS is faster there)",
+                                             rows, wt.bytes() >> 20)
+                                   .str());
     return emitDense(fn, node, ls, 2, o);
+  }
   case OpKind::FusedMatmulMulti:
   case OpKind::FusedRmsNormMatmulMulti:
     return emitMulti(fn, node, ls, o);
