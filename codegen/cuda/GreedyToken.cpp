@@ -11,7 +11,7 @@ using namespace detail;
 namespace {
 
 /// Values a thread scans at least (the grid is as small as that allows: at
-/// a 128k vocabulary 126 blocks of 256, one wave; a few hundred values one block).
+/// a 128k vocabulary 32 blocks of 1024, one wave; a few thousand values one block).
 constexpr int64_t kGreedyPerThread = 4;
 constexpr uint64_t kGreedyCounterBytes = 3 * sizeof(uint64_t);
 /// A draw's shared memory (kernels/sample.cuh SampleShared: the candidates'

@@ -33,15 +33,15 @@ namespace fg::cuda {
 /// the entry has an f32 output `logits` of rank 2.
 /// `threads`: a block's (EmitOptions::greedyThreads).
 void addGreedyToken(CompiledEntry &entry, KernelSources &sources, SlotTables &tables,
-                    unsigned threads = 256);
+                    unsigned threads = 1024);
 
 /// The greedy kernel's (symbol, source) for a row of `vocab` logits, and its
 /// grid (blocks of `threads`, 4 values a thread at least); `hasPositions`:
 /// its draw reads the last row's position.
 struct GreedyKernel {
   std::string symbol, source;
-  unsigned blocks = 1, threads = 256;
+  unsigned blocks = 1, threads = 1024;
 };
-GreedyKernel greedyTokenKernel(int64_t vocab, bool hasPositions = true, unsigned threads = 256);
+GreedyKernel greedyTokenKernel(int64_t vocab, bool hasPositions = true, unsigned threads = 1024);
 
 } // namespace fg::cuda

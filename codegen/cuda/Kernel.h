@@ -227,12 +227,14 @@ struct EmitOptions {
   /// multiple of 32). The draw (sample.cuh) is one block's work over the whole
   /// row, latency-bound at 8 warps (H200, thirty-sixth session: 31-46 µs for
   /// temperature alone over W-tiny's 32000 logits, 16-19 cycles a warp
-  /// instruction); 1024 threads would give it four times the warps, with the
-  /// grid four times smaller for the argmax — written, emulated
-  /// (SampleKernel.TokenLaunch1024Threads), not yet timed on a GPU (the
-  /// session's device time ran out), so the measured 256 stays.
-  /// FG_DEBUG_GREEDY_THREADS=1024.
-  unsigned greedyThreads = 256;
+  /// instruction); 1024 threads give it four times the warps, with the grid
+  /// four times smaller for the argmax. Measured in the thirty-seventh
+  /// session (H100, W-tiny, two rounds, wall ms): greedy 0.1545 / 0.1544 at
+  /// 256 against 0.1557 / 0.1536; top-k 40 + top-p 0.95 drawn 0.2254 /
+  /// 0.2264 -> 0.1868 / 0.1860 (-17 %); temperature alone 0.1854 / 0.1862 ->
+  /// 0.1776 / 0.1763 (-5 %); the greedy and draw tests pass at both.
+  /// FG_DEBUG_GREEDY_THREADS=256 gives the previous form.
+  unsigned greedyThreads = 1024;
   /// The local form of those tails (GemvTails.h): where a plain GEMV (one
   /// tile of rows a block) is read whole by a rope in normal mode (pairs of
   /// neighbouring channels), a rope and cache write, or a cache write, each

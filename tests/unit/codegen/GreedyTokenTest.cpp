@@ -43,8 +43,8 @@ TEST(GreedyToken, LastLaunchOfTheDemosEntries) {
     const LaunchRecord &l = e.launches.back();
     EXPECT_EQ(l.node, kNoNode);
     EXPECT_EQ(l.what, "the greedy token of @" + e.name);
-    EXPECT_EQ(l.grid[0], 1u); // 512 values: one block of 256 threads (EmitOptions::greedyThreads)
-    EXPECT_EQ(l.block[0], 256u);
+    EXPECT_EQ(l.grid[0], 1u); // 512 values: one block of 1024 threads (EmitOptions::greedyThreads)
+    EXPECT_EQ(l.block[0], 1024u);
     // A draw's shared memory (the runner gives it only while drawing).
     EXPECT_EQ(l.sharedBytes, kDeviceSampleCandidates * 16 + 2048);
     ASSERT_EQ(l.args.size(), 6u);
@@ -91,8 +91,9 @@ TEST(GreedyToken, LastLaunchOfTheDemosEntries) {
 
 TEST(GreedyToken, GridSpansALargeVocabularyAndCompiles) {
   cuda::GreedyKernel k = cuda::greedyTokenKernel(128256);
-  EXPECT_EQ(k.blocks, 126u); // ceil(128256 / 1024): 256 threads, 4 values each
-  EXPECT_EQ(cuda::greedyTokenKernel(128256, true, 1024).blocks, 32u); // ceil(128256 / 4096)
+  EXPECT_EQ(k.blocks, 32u); // ceil(128256 / 4096): 1024 threads, 4 values each
+  EXPECT_EQ(k.threads, 1024u);
+  EXPECT_EQ(cuda::greedyTokenKernel(128256, true, 256).blocks, 126u); // ceil(128256 / 1024)
   EXPECT_NE(k.source.find("static constexpr long long V = 128256LL;"), std::string::npos)
       << k.source;
   EXPECT_NE(k.source.find("static constexpr bool kHasPositions = true;"), std::string::npos);

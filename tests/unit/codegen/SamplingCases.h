@@ -44,10 +44,50 @@ inline bool mayExceedTheCap(const SamplingOptions &so) {
   return so.topK > int64_t(kDeviceSampleCandidates) || (so.topK == 0 && so.topP < 1);
 }
 
+/// Whether top-p's cut over `row` is a tie: the mass of the kept top-k
+/// tokens' prefix equals p times their mass to within rounding at the cut
+/// (rows of repeated values: 40 equal logits and p = 0.9 put the cut at
+/// exactly 36 of 40). The host sums normalised probabilities in order, the
+/// device unnormalised weights by a block scan, so each may keep one token
+/// more than the other there — both correct; a different token follows for
+/// about half the draws (thirty-seventh session: the "every filter" setting
+/// on the flat rows, device tokens earlier than the host's).
+inline bool topPCutIsTied(const SamplingOptions &so, llvm::ArrayRef<float> row) {
+  if (!(so.topP < 1))
+    return false;
+  std::vector<std::pair<float, size_t>> v;
+  float lmax = -INFINITY;
+  for (size_t i = 0; i < row.size(); ++i)
+    if (row[i] != -INFINITY) {
+      v.push_back({row[i], i});
+      lmax = std::max(lmax, row[i]);
+    }
+  std::sort(v.begin(), v.end(), [](const auto &a, const auto &b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  if (so.topK > 0 && static_cast<size_t>(so.topK) < v.size())
+    v.resize(static_cast<size_t>(so.topK));
+  double kept = 0;
+  for (const auto &x : v)
+    kept += std::exp(static_cast<double>(x.first) - static_cast<double>(lmax));
+  const double target = so.topP * kept;
+  double cum = 0;
+  for (const auto &x : v) {
+    cum += std::exp(static_cast<double>(x.first) - static_cast<double>(lmax));
+    if (std::abs(cum - target) <= 1e-9 * kept)
+      return true;
+    if (cum > target)
+      return false;
+  }
+  return false;
+}
+
 /// The distance from u to the nearest boundary of the host's cumulative
 /// distribution of `row` (in its walking order): where a different token is
-/// still a correct draw.
+/// still a correct draw; 0 where top-p's cut is a tie (topPCutIsTied).
 inline double nearestBoundary(const SamplingOptions &so, llvm::ArrayRef<float> row, double u) {
+  if (topPCutIsTied(so, row))
+    return 0;
   auto ts = TokenSampler::create(so);
   if (!ts) {
     llvm::consumeError(ts.takeError());
