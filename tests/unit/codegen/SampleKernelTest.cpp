@@ -25,6 +25,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 
 // Last: the emulation defines CUDA's names (threadIdx, __shared__, min, max).
@@ -239,6 +240,70 @@ TEST(SampleKernel, MinPAtItsThresholdAndTinyTemperatures) {
     EXPECT_EQ(code, 1u);
     EXPECT_EQ(token, 123);
   }
+}
+
+/// A tied top-p cut (test::topPCutIsTied): 40 equal logits, top-k 40 and top-p
+/// 0.9 put the cut at exactly 36 of 40. The device sums the unnormalised
+/// weights exactly (1.0 each) and keeps 36, so every draw is one of the 36
+/// smallest ids; the host keeps 36 or 37 by the rounding of its normalised
+/// sums — where it keeps 37 the two may differ, both correct. A cut that is
+/// not a tie (top-p 0.91: 36.4 of 40) is recognised as none.
+TEST(SampleKernel, TiedTopPCut) {
+  std::vector<float> row(100, 0.0f);
+  for (int i = 0; i < 40; ++i)
+    row[static_cast<size_t>(i) * 2 + 1] = 5.0f; // ids 1, 3, ..., 79
+  SamplingOptions so;
+  so.temperature = 1, so.topK = 40, so.topP = 0.9, so.minP = 0.02, so.seed = 1003;
+  EXPECT_TRUE(test::topPCutIsTied(so, row));
+  SamplingOptions notTied = so;
+  notTied.topP = 0.91;
+  EXPECT_FALSE(test::topPCutIsTied(notTied, row));
+  SamplingOptions noTopP = so;
+  noTopP.topP = 1;
+  EXPECT_FALSE(test::topPCutIsTied(noTopP, row));
+  std::vector<uint64_t> draws;
+  for (uint64_t d = 0; d < 64; ++d)
+    draws.push_back(d);
+  std::set<int32_t> seen;
+  for (auto [code, token] : deviceDraws<100>(row, paramsOf(so, 0), draws)) {
+    ASSERT_EQ(code, 1u);
+    EXPECT_EQ(token % 2, 1) << "a token of the top 40";
+    EXPECT_LE(token, 71) << "the 36th of ids 1, 3, 5, ... is 71";
+    seen.insert(token);
+  }
+  EXPECT_GT(seen.size(), 20u) << "draws spread over the kept 36";
+  auto host = TokenSampler::create(so);
+  ASSERT_TRUE(bool(host));
+  auto d = host->distribution(row); // the tokens the host keeps
+  ASSERT_TRUE(bool(d));
+  EXPECT_TRUE(d->size() == 36u || d->size() == 37u) << d->size();
+  // The other 60 logits change the host's normaliser and so its rounding:
+  // find a row where it keeps 37 and see the two differ, the device's
+  // token always the earlier.
+  int differ = 0;
+  for (int j = 1; j < 64 && differ == 0; ++j) {
+    std::vector<float> r2 = row;
+    for (size_t i = 0; i < r2.size(); ++i)
+      if (r2[i] != 5.0f)
+        r2[i] = -0.03125f * static_cast<float>(j);
+    auto d2 = host->distribution(r2);
+    ASSERT_TRUE(bool(d2));
+    if (d2->size() != 37u)
+      continue;
+    EXPECT_TRUE(test::topPCutIsTied(so, r2));
+    auto got = deviceDraws<100>(r2, paramsOf(so, 0), draws);
+    for (size_t k = 0; k < draws.size(); ++k) {
+      const int32_t want = *host->sample(r2, draws[k]);
+      EXPECT_LE(got[k].second, 71);
+      if (got[k].second != want) {
+        ++differ;
+        EXPECT_LT(got[k].second, want) << "draw " << draws[k];
+      }
+    }
+  }
+  EXPECT_GT(differ, 0) << "no row where the host keeps 37 of the 40";
+  std::printf("tied top-p cut: %d of %zu draws differ where the host keeps 37, the device 36\n",
+              differ, draws.size());
 }
 
 /// The token launch as lowering emits it (GreedyToken.cpp: blocks of NT
