@@ -361,6 +361,8 @@ llvm::Expected<Plan> patternPlan(const Pattern &p, int64_t T, bool fused) {
   if (auto e = b.finish())
     return e;
   CompileOptions co;
+  // The patterns' caches hold 2048 rows: the step loop's positions wrap there.
+  co.ctx = 2048;
   co.fusion = fused || !p.after.empty();
   co.source = std::string("pattern ") + p.name;
   auto on = [&](llvm::StringRef name) {
@@ -424,7 +426,7 @@ void patternCase(benchmark::State &state, const Pattern *p, int64_t T, bool fuse
   eo.mode = ExecOptions::Mode::Graph;
   auto exec = Executor::create(*cp.plan, eo);
   if (!exec) {
-    state.SkipWithError(firstLine(llvm::toString(exec.takeError())).c_str());
+    state.SkipWithError(("failed: " + firstLine(llvm::toString(exec.takeError()))).c_str());
     return;
   }
   StepLoopOptions lo;

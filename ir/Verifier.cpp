@@ -166,9 +166,6 @@ private:
     return llvm::Error::success();
   }
 
-  /// A ranged input that indexes rows (get_rows' or set_rows' index) names
-  /// only rows that exist: [lo, hi) inside [0, rows). So the executors'
-  /// range checks are enough to keep every gather and cache write in bounds.
   /// The operand whose values index the rows of `node`'s table or updated
   /// states: get_rows' indices, an updater's `indices` (set_rows and the
   /// fused cache writers), else its `positions` (fused.rope_kv_attention
@@ -184,6 +181,10 @@ private:
     return std::string_view::npos;
   }
 
+  /// A ranged input that indexes rows (get_rows' index, an updater's rows)
+  /// names only rows that exist: [lo, hi) inside [0, rows). So the
+  /// executors' range checks are enough to keep every gather and cache
+  /// write in bounds.
   llvm::Error checkRanges() {
     for (const Node &node : fn_.nodes()) {
       const size_t idxOperand = rowIndexOperand(node);

@@ -86,8 +86,8 @@ struct StepSample {
 
 /// Drives an executor step by step: integer inputs are set from the position
 /// (`tokens` = a small deterministic id, `positions` = consecutive rows, any
-/// other integer input 0, 1, 2, ... in row-major order: distinct indices, e.g.
-/// expert ids).
+/// other integer input 0, 1, 2, ... in row-major order — modulo its bound
+/// range where it has one: distinct indices, e.g. expert ids).
 class StepDriver {
 public:
   /// Checks the entry exists and its inputs can be fed.

@@ -109,13 +109,14 @@ llvm::Expected<std::vector<Launch>> emitAttentionPrefill(const Function &fn, con
   // S and O on warpgroup MMAs (EmitOptions::attentionPrefillWgmma): the
   // arch-specific target of compute capability 9.0 only (sm_90a), one
   // warpgroup of 64 queries, 64-key tiles through cp.async stages, q and P
-  // in one half, value rows in 64-column blocks — at head dim 128 only: its
-  // shared-memory layout was checked there (scripts/flash-wgmma-layout.py),
-  // and at D = 64 it measured wrong on the H100 (thirty-sixth session,
-  // errors 0.35-1.45), so other head dims keep the mma.sync form.
+  // in one half, value rows in 64-column blocks — at head dims D = Dv = 128
+  // only: its shared-memory layout was checked there
+  // (scripts/flash-wgmma-layout.py), and at D = Dv = 64 it measured wrong on
+  // the H100 (thirty-sixth session, errors 0.35-1.45; the key or the value
+  // side, not separated), so other head dims keep the mma.sync form.
   const bool wgmma = o.attentionPrefillWgmma && archNumber(o.arch) == 90 && stages >= 2 &&
                      kWarps == 4 && keys == 64 && o.attentionPrefillHalf && D == 128 &&
-                     Dv % 64 == 0;
+                     Dv == 128;
   c += "  static constexpr bool kWgmma = " + flag(wgmma) + ";\n";
   // The previous tile's O += P·V waited for with the next tile's S (three
   // stages, one tile ahead): EmitOptions::attentionPrefillWgDefer.

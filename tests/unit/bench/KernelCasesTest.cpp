@@ -235,13 +235,24 @@ TEST(KernelCases, ExpertIdsDistinctAndDisjoint) {
 }
 
 /// Every case gets launches from the CUDA emitters as the compiler would
-/// emit them (no NVRTC here), and the dense families a cuBLAS GEMM.
+/// emit them (no NVRTC here), and the dense families a cuBLAS GEMM — but the
+/// fused gated GEMV over 3+ rows of W-dense's 16-bit weights, which the
+/// emitter refuses (each stream alone goes to cuBLAS: the fusion is not
+/// applied there; the benchmark's row says so).
 TEST(KernelCases, EveryCaseEmits) {
   for (const KernelCase &c : allCases()) {
     SCOPED_TRACE(c.name());
     Function fn = build(c);
     const Node &n = fn.node(0);
     auto ls = cuda::emitKernel(fn, n, cuda::contiguousLayouts(fn, n));
+    const bool refused = c.family == KernelFamily::GatedMatmul &&
+                         (c.dtype == DType::F16 || c.dtype == DType::BF16) && c.T >= 3 &&
+                         c.n * c.k * 2 >= (int64_t(64) << 20);
+    if (refused) {
+      ASSERT_FALSE(static_cast<bool>(ls));
+      EXPECT_NE(llvm::toString(ls.takeError()).find("cuBLAS is faster there"), std::string::npos);
+      continue;
+    }
     ASSERT_TRUE(static_cast<bool>(ls)) << llvm::toString(ls.takeError());
     EXPECT_FALSE(ls->empty());
     if (!c.hasCublas() || c.isExpert())

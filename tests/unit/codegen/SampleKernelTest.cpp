@@ -153,6 +153,7 @@ template <long long V, int NT = 256> void drawsMatchTheHost(int rows) {
         ++drawn;
         if (token != *want && test::topPCutIsTied(so, row)) {
           ++tied; // both keep sets are correct there (SamplingCases.h)
+          EXPECT_TRUE(test::keptPastTiedCut(so, row, token)) << "device " << token;
         } else if (token != *want) {
           ++boundary;
           EXPECT_LT(test::nearestBoundary(so, row, samplerUniform(so.seed, draws[k])), 1e-5)
@@ -177,6 +178,8 @@ TEST(SampleKernel, OneValue) { drawsMatchTheHost<1>(2); }
 TEST(SampleKernel, SevenValues) { drawsMatchTheHost<7>(4); }
 TEST(SampleKernel, OddVocabulary) { drawsMatchTheHost<509>(4); }
 TEST(SampleKernel, PastTheCandidateCap) { drawsMatchTheHost<5003>(2); }
+/// The draw at the token launch's default block of 1024 threads.
+TEST(SampleKernel, OddVocabulary1024Threads) { drawsMatchTheHost<509, 1024>(4); }
 
 /// The uniform is the host's, bit for bit.
 TEST(SampleKernel, UniformIsTheHosts) {
@@ -307,7 +310,7 @@ TEST(SampleKernel, TiedTopPCut) {
 }
 
 /// The token launch as lowering emits it (GreedyToken.cpp: blocks of NT
-/// threads, 4 values each: 256 by default), over rows that hold a NaN, a +inf, only -inf, or
+/// threads, 4 values each: 1024 by default), over rows that hold a NaN, a +inf, only -inf, or
 /// plain values, greedy and drawn: the status words, the ring slot of the
 /// step's parity in both copies, and the counters left zero for the replay.
 template <long long V, int NT> void tokenLaunch() {

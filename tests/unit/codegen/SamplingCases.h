@@ -82,12 +82,29 @@ inline bool topPCutIsTied(const SamplingOptions &so, llvm::ArrayRef<float> row) 
   return false;
 }
 
+/// Whether `token` is one the host could keep past a tied top-p cut: in its
+/// kept set with p raised just past the tie (the cut and the token after it).
+inline bool keptPastTiedCut(const SamplingOptions &so, llvm::ArrayRef<float> row,
+                            int32_t token) {
+  SamplingOptions wider = so;
+  wider.topP = std::min(1.0, so.topP + 1e-6);
+  auto ts = TokenSampler::create(wider);
+  if (!ts) {
+    llvm::consumeError(ts.takeError());
+    return false;
+  }
+  auto d = ts->distribution(row);
+  if (!d) {
+    llvm::consumeError(d.takeError());
+    return false;
+  }
+  return std::any_of(d->begin(), d->end(), [&](const TokenProb &t) { return t.token == token; });
+}
+
 /// The distance from u to the nearest boundary of the host's cumulative
 /// distribution of `row` (in its walking order): where a different token is
-/// still a correct draw; 0 where top-p's cut is a tie (topPCutIsTied).
+/// still a correct draw.
 inline double nearestBoundary(const SamplingOptions &so, llvm::ArrayRef<float> row, double u) {
-  if (topPCutIsTied(so, row))
-    return 0;
   auto ts = TokenSampler::create(so);
   if (!ts) {
     llvm::consumeError(ts.takeError());
