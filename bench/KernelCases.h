@@ -245,7 +245,17 @@ inline llvm::Expected<std::vector<KernelCase>> kernelCases() {
         g.dtype = dt;
         g.n = c.nFf;
         g.k = c.nEmbd;
-        add(g, true);
+        // 3+ rows over >= 64 MiB of 16-bit weights a stream: the emitter
+        // refuses the fused GEMV there (each stream alone goes to cuBLAS,
+        // which is faster: thirty-seventh session), so no such kernel exists.
+        const bool cublasRows = g.n * g.k * 2 >= (int64_t(64) << 20);
+        for (int64_t T : kKernelTokens) {
+          if (cublasRows && T >= 3)
+            continue;
+          g.T = T;
+          g.smoke = (T == 1 || T == 8) && g.dtype != DType::BF16;
+          out.push_back(g);
+        }
       }
     // Expert GEMVs: gate (= up) and down, and the fused gate|up.
     if (c.ffn == DecoderConfig::FfnKind::Moe) {

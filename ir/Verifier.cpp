@@ -20,6 +20,8 @@
 #include "ir/Diag.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
@@ -166,14 +168,13 @@ private:
     return llvm::Error::success();
   }
 
-  /// The operand whose values index the rows of `node`'s table or updated
-  /// states: get_rows' indices, an updater's `indices` (set_rows and the
-  /// fused cache writers), else its `positions` (fused.rope_kv_attention
-  /// writes both caches at them); npos when it has none.
+  /// The operand whose values index the rows of `node`'s tables
+  /// (rowTables): get_rows' indices, an updater's `indices` (set_rows and
+  /// the fused cache writers), else its `positions` (attention's, and
+  /// fused.rope_kv_attention's, which writes both caches at them); npos when
+  /// it has none.
   static size_t rowIndexOperand(const Node &node) {
     const OpInfo &info = node.info();
-    if (node.kind != OpKind::GetRows && info.numUpdatedStates() == 0)
-      return std::string_view::npos;
     for (std::string_view name : {"indices", "positions"})
       for (size_t i = 0; i < info.operandNames.size() && i < node.operands.size(); ++i)
         if (info.operandNames[i] == name)
@@ -181,25 +182,44 @@ private:
     return std::string_view::npos;
   }
 
-  /// A ranged input that indexes rows (get_rows' index, an updater's rows)
-  /// names only rows that exist: [lo, hi) inside [0, rows). So the
-  /// executors' range checks are enough to keep every gather and cache
-  /// write in bounds.
+  /// The operands whose rows `node`'s row index names: get_rows' table,
+  /// every state an updater updates, and the caches an attention reads
+  /// (operands named k_cache / v_cache).
+  static llvm::SmallVector<size_t, 2> rowTables(const Node &node) {
+    llvm::SmallVector<size_t, 2> out;
+    if (node.kind == OpKind::GetRows) {
+      out.push_back(0);
+      return out;
+    }
+    const OpInfo &info = node.info();
+    for (unsigned t = 0; t < info.numUpdatedStates() && t < node.operands.size(); ++t)
+      out.push_back(t);
+    for (size_t i = 0; i < info.operandNames.size() && i < node.operands.size(); ++i)
+      if ((info.operandNames[i] == "k_cache" || info.operandNames[i] == "v_cache") &&
+          !llvm::is_contained(out, i))
+        out.push_back(i);
+    return out;
+  }
+
+  /// A ranged input that indexes rows (get_rows' index, an updater's rows,
+  /// the positions of the cache rows attention reads) names only rows that
+  /// exist: [lo, hi) inside [0, rows). So the executors' range checks are
+  /// enough to keep every gather, cache write and cache read in bounds.
   llvm::Error checkRanges() {
     for (const Node &node : fn_.nodes()) {
-      const size_t idxOperand = rowIndexOperand(node);
+      const llvm::SmallVector<size_t, 2> tables = rowTables(node);
+      const size_t idxOperand = tables.empty() ? std::string_view::npos : rowIndexOperand(node);
       if (idxOperand == std::string_view::npos)
         continue;
       ValueId idx = node.operands[idxOperand];
       const Argument *a = fn_.argumentOf(idx);
       if (!a || a->role != ArgRole::Input || !a->bind.hasRange() || fn_.type(idx).shape.empty())
         continue;
-      // get_rows(table [B.., R, C..], idx [B.., N]) and set_rows(dest, src, idx):
-      // R sits at the rank of idx, minus one; an updater indexes each state
-      // it updates (operands 0 .. numUpdatedStates - 1).
+      // get_rows(table [B.., R, C..], idx [B.., N]), set_rows(dest, src, idx),
+      // attention(q, k [R, ..], v, positions [T]): R sits at the rank of idx,
+      // minus one.
       const size_t rowDim = fn_.type(idx).shape.size() - 1;
-      const unsigned tables = node.kind == OpKind::GetRows ? 1u : node.info().numUpdatedStates();
-      for (unsigned t = 0; t < tables && t < node.operands.size(); ++t) {
+      for (size_t t : tables) {
         const TensorType &table = fn_.type(node.operands[t]);
         if (rowDim >= table.shape.size())
           continue; // the op's type rule reports this

@@ -141,6 +141,12 @@ TEST(Contract, VerifierErrors) {
                        "fused.rope_kv_attention(%kc, %vc, %q, %k, %v, %p) {scale = 0.5, n_dims = 4} "
                        ": f16[12, 1, 4], f16[12, 1, 4], f32[1, 1, 4]\n  return %y\n}\n"),
             "t.fg:1:10: error: input %p is bound to [0, 13) but indexes the 12 rows of %kc");
+  // Attention reads the cache rows its positions name.
+  EXPECT_EQ(parseError("graph @f(input %p: i32[1] {bind = positions, range = [0, 17)}, input %q: "
+                       "f32[1, 2, 4], state %kc: f16[16, 1, 4], state %vc: f16[16, 1, 4]) {\n"
+                       "  %y = attention(%q, %kc, %vc, %p) {scale = 0.5} : f32[1, 2, 4]\n"
+                       "  return %y\n}\n"),
+            "t.fg:1:10: error: input %p is bound to [0, 17) but indexes the 16 rows of %kc");
   // Built graphs: the role's token count is checked too.
   Graph g;
   Function &fn = g.addFunction("decode");
