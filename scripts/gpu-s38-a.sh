@@ -28,8 +28,11 @@ for f in "" "FG_DEBUG_ATTN_BLOCKS_PER_SM=3" "FG_DEBUG_ATTN_BLOCKS_PER_SM=4 FG_DE
     --benchmark_filter='^attention/w-(dense|moe)/kv(8192|32768)/f16/T1(/|$)' > /tmp/a.txt 2>&1
   grep -E "^\| attention" /tmp/a.md | cut -d'|' -f2,3,4,8,11
 done
-for w in w-tiny w-dense w-moe-12; do
+# The 1024-thread token launch against 256 where it was not timed (W-moe-12's
+# 151936-logit row; a block of 1024 holds a whole SM's registers).
+for w in w-moe-12 w-moe-12-q4_k w-dense; do
   [ "$(left)" -gt 60 ] || break
   stepf $w ""
+  stepf $w "FG_DEBUG_GREEDY_THREADS=256"
 done
 echo "call done after $((SECONDS - S)) s"
