@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <tuple>
@@ -192,8 +193,10 @@ inline std::vector<GemvShape> gemvShapes(const DecoderConfig &c) {
 inline llvm::Expected<std::vector<KernelCase>> kernelCases() {
   std::vector<KernelCase> out;
   const DType weightTypes[] = {DType::F16, DType::BF16};
-  auto add = [&](KernelCase c, bool firstShape) {
+  auto add = [&](KernelCase c, bool firstShape, int64_t maxT = INT64_MAX) {
     for (int64_t T : kKernelTokens) {
+      if (T > maxT)
+        continue;
       c.T = T;
       c.smoke = firstShape && (T == 1 || T == 8) && c.dtype != DType::BF16;
       out.push_back(c);
@@ -249,13 +252,7 @@ inline llvm::Expected<std::vector<KernelCase>> kernelCases() {
         // refuses the fused GEMV there (each stream alone goes to cuBLAS,
         // which is faster: thirty-seventh session), so no such kernel exists.
         const bool cublasRows = g.n * g.k * 2 >= (int64_t(64) << 20);
-        for (int64_t T : kKernelTokens) {
-          if (cublasRows && T >= 3)
-            continue;
-          g.T = T;
-          g.smoke = (T == 1 || T == 8) && g.dtype != DType::BF16;
-          out.push_back(g);
-        }
+        add(g, true, cublasRows ? 2 : INT64_MAX);
       }
     // Expert GEMVs: gate (= up) and down, and the fused gate|up.
     if (c.ffn == DecoderConfig::FfnKind::Moe) {

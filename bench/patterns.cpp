@@ -97,11 +97,20 @@ ValueId gatedExperts(Builder &b, int64_t T) {
                1.702, 7.0, "ffn_act");
 }
 
+/// W-dense's gate and up GEMVs and the GLU over T rows: glu(matmul(x,
+/// gate), matmul(x, up)).
+ValueId denseGatedFfn(Builder &b, int64_t T) {
+  ValueId x = b.weight("x", {DType::F32, {T, 4096}}, act(1));
+  ValueId g = b.weight("ffn_gate", {DType::F16, {14336, 4096}}, mat(2));
+  ValueId u = b.weight("ffn_up", {DType::F16, {14336, 4096}}, mat(3));
+  return b.glu(b.matmul(x, g, "gate"), b.matmul(x, u, "up"), GluKind::SwiGLU, 1.702, 7.0,
+               "ffn_act");
+}
+
 /// W-dense's attention after the projections: q and k rotated, k and v
 /// written into 2048-row caches at the positions, decode attention (or a
-/// prefill chunk's) over them; returns y [T, 32, 128] (also a result unless
-/// `result` is false).
-ValueId denseAttention(Builder &b, int64_t T, bool result = true) {
+/// prefill chunk's) over them; returns y [T, 32, 128].
+ValueId denseAttention(Builder &b, int64_t T) {
   ValueId pos = b.input("positions", {DType::I32, {T}});
   ValueId q = b.weight("q", {DType::F32, {T, 32, 128}}, act(1));
   ValueId k = b.weight("k", {DType::F32, {T, 8, 128}}, act(2));
@@ -114,10 +123,7 @@ ValueId denseAttention(Builder &b, int64_t T, bool result = true) {
   ValueId vc1 = b.setRows(vc, v, pos, "v_cache.0.1");
   Builder::AttentionParams ap;
   ap.scale = 1.0 / std::sqrt(128.0);
-  ValueId y = b.attention(qr, kc1, vc1, pos, ap, std::nullopt, "attn");
-  if (result)
-    b.result(y);
-  return y;
+  return b.attention(qr, kc1, vc1, pos, ap, std::nullopt, "attn");
 }
 
 const Pattern kPatterns[] = {
@@ -173,13 +179,7 @@ const Pattern kPatterns[] = {
        b.result(r.weights);
      }},
     {"gated_matmul",
-     [](Builder &b, int64_t T) {
-       ValueId x = b.weight("x", {DType::F32, {T, 4096}}, act(1));
-       ValueId g = b.weight("ffn_gate", {DType::F16, {14336, 4096}}, mat(2));
-       ValueId u = b.weight("ffn_up", {DType::F16, {14336, 4096}}, mat(3));
-       b.result(b.glu(b.matmul(x, g, "gate"), b.matmul(x, u, "up"), GluKind::SwiGLU, 1.702, 7.0,
-                      "ffn_act"));
-     },
+     [](Builder &b, int64_t T) { b.result(denseGatedFfn(b, T)); },
      // (3+ rows over W-dense's weights: refused, cuBLAS is faster there)
      {1, 2}},
     {"gated_matmul_id",
@@ -292,17 +292,12 @@ const Pattern kPatterns[] = {
      },
      {1, 8},
      {"moe_weighted_sum"}},
-    {"rope_attention", [](Builder &b, int64_t T) { denseAttention(b, T); }},
-    {"rope_kv_attention", [](Builder &b, int64_t T) { denseAttention(b, T); }, {1}},
+    {"rope_attention", [](Builder &b, int64_t T) { b.result(denseAttention(b, T)); }},
+    {"rope_kv_attention", [](Builder &b, int64_t T) { b.result(denseAttention(b, T)); }, {1}},
     {"gated_gemm",
      [](Builder &b, int64_t T) { // a prefill chunk's gate|up (W-dense), one stacked GEMM, into down
-       ValueId x = b.weight("x", {DType::F32, {T, 4096}}, act(1));
-       ValueId g = b.weight("ffn_gate", {DType::F16, {14336, 4096}}, mat(2));
-       ValueId u = b.weight("ffn_up", {DType::F16, {14336, 4096}}, mat(3));
        ValueId down = b.weight("ffn_down", {DType::F16, {4096, 14336}}, mat(4));
-       b.result(b.matmul(b.glu(b.matmul(x, g, "gate"), b.matmul(x, u, "up"), GluKind::SwiGLU,
-                               1.702, 7.0, "ffn_act"),
-                         down, "ffn_out"));
+       b.result(b.matmul(denseGatedFfn(b, T), down, "ffn_out"));
      },
      kPrefillTokens},
     {"gated_matmul_id_chunk",
@@ -328,7 +323,7 @@ const Pattern kPatterns[] = {
      {"rms_norm_mul"}},
     {"attention_convert",
      [](Builder &b, int64_t T) { // a prefill chunk's attention into the o GEMM's f16 input
-       ValueId y = denseAttention(b, T, /*result=*/false);
+       ValueId y = denseAttention(b, T);
        ValueId wo = b.weight("attn_output", {DType::F16, {4096, 4096}}, mat(9));
        b.result(b.matmul(b.reshape(y, {T, 4096}, "attn_flat"), wo, "attn_out"));
      },
@@ -340,8 +335,7 @@ std::optional<FusionReport> reportOf(const Plan &plan) {
   const PlanSection *sec = plan.section("fusion");
   if (!sec)
     return std::nullopt;
-  auto report = FusionReport::parse(
-      llvm::StringRef(reinterpret_cast<const char *>(sec->bytes.data()), sec->bytes.size()));
+  auto report = FusionReport::parse(sec->bytes);
   if (!report) {
     llvm::consumeError(report.takeError());
     return std::nullopt;

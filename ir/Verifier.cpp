@@ -174,12 +174,15 @@ private:
   /// fused.rope_kv_attention's, which writes both caches at them); npos when
   /// it has none.
   static size_t rowIndexOperand(const Node &node) {
-    const OpInfo &info = node.info();
-    for (std::string_view name : {"indices", "positions"})
-      for (size_t i = 0; i < info.operandNames.size() && i < node.operands.size(); ++i)
-        if (info.operandNames[i] == name)
-          return i;
-    return std::string_view::npos;
+    const size_t i = operandNamed(node, "indices");
+    return i != std::string_view::npos ? i : operandNamed(node, "positions");
+  }
+
+  /// The index of `node`'s operand named `name`, or npos.
+  static size_t operandNamed(const Node &node, std::string_view name) {
+    const auto &names = node.info().operandNames;
+    const size_t i = static_cast<size_t>(llvm::find(names, name) - names.begin());
+    return i < names.size() && i < node.operands.size() ? i : std::string_view::npos;
   }
 
   /// The operands whose rows `node`'s row index names: get_rows' table,
@@ -191,12 +194,11 @@ private:
       out.push_back(0);
       return out;
     }
-    const OpInfo &info = node.info();
-    for (unsigned t = 0; t < info.numUpdatedStates() && t < node.operands.size(); ++t)
+    for (unsigned t = 0; t < node.info().numUpdatedStates() && t < node.operands.size(); ++t)
       out.push_back(t);
-    for (size_t i = 0; i < info.operandNames.size() && i < node.operands.size(); ++i)
-      if ((info.operandNames[i] == "k_cache" || info.operandNames[i] == "v_cache") &&
-          !llvm::is_contained(out, i))
+    for (std::string_view cache : {"k_cache", "v_cache"})
+      if (size_t i = operandNamed(node, cache);
+          i != std::string_view::npos && !llvm::is_contained(out, i))
         out.push_back(i);
     return out;
   }

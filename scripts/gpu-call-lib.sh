@@ -10,6 +10,9 @@
 #                       tool brings back only a few files)
 #   stamps FILE         decode attention's phase stamps (FG_DEBUG_ATTN_STAMPS=1)
 #                       in FILE: the median of each phase over its blocks
+#   pats TIMEOUT [FLAGS...]
+#                       fg_bench_patterns into $OUT/patterns.{json,txt}, one
+#                       line a fused case: speedup, GPU µs, or why it skipped
 #   stepf WORKLOAD "ENV=V ..." [BENCH FLAGS...]
 #                       the same with bench flags, and the plan's launches
 #                       (STEP_TIMEOUT=S for workloads whose set-up needs more
@@ -53,6 +56,22 @@ stepf() {
   local rc=$?
   { echo "== $w $envs $* (rc $rc)"; cat /tmp/step.txt; } >> "$OUT/steps-full.txt"
   echo "== $w ${envs:-} $* (rc $rc): $(grep -E '^graph' /tmp/step.txt | awk '{print $1, $2}') $(grep -o '[0-9]* launches' /tmp/step.txt | tail -1)"
+}
+pats() {
+  local t="$1"; shift
+  timeout "$t" fg_bench_patterns --benchmark_out="$OUT/patterns.json" --benchmark_out_format=json "$@" > "$OUT/patterns.txt" 2>&1
+  echo "== patterns (rc $?)"
+  python3 - "$OUT/patterns.json" <<'PY'
+import json, sys
+try:
+    bs = json.load(open(sys.argv[1]))["benchmarks"]
+except Exception as e:
+    print("no json:", e); sys.exit()
+for b in bs:
+    if "/fused" in b["name"]:
+        print(b["name"].split("/iterations")[0], "x%.2f" % b.get("speedup", 0),
+              "%.1f us" % (b.get("gpu_ms_median", 0) * 1e3), b.get("error_message", ""))
+PY
 }
 stamps() {
   python3 - "$1" <<'PY'

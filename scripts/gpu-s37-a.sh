@@ -38,18 +38,7 @@ steps_round 300
 # Every fusion pattern fused against unfused (issue 13: fused >= unfused on
 # every pattern; the last table, of 14 patterns, is the third session's).
 if [ "$(left)" -gt 150 ]; then
-  timeout 150 fg_bench_patterns --benchmark_out="$OUT/patterns.json" --benchmark_out_format=json > "$OUT/patterns.txt" 2>&1
-  echo "== patterns (rc $?)"
-  python3 - "$OUT/patterns.json" <<'PY'
-import json, sys
-try:
-    bs = json.load(open(sys.argv[1]))["benchmarks"]
-except Exception as e:
-    print("no json:", e); sys.exit()
-for b in bs:
-    if "/fused" in b["name"]:
-        print(b["name"].split("/iterations")[0], "x%.2f" % b.get("speedup", 0), b.get("error_message", ""))
-PY
+  pats 150
 fi
 # Where W-dense q4_K's and W-moe-12 q4_K's steps go now (issue 14's largest misses;
 # the last W-dense q4_K breakdown is from the seventeenth session).

@@ -24,19 +24,7 @@ for round in 1 2; do
 done
 [ "$(left)" -gt 200 ] && stepf w-dense "" && stepf w-dense "FG_DEBUG_GREEDY_THREADS=1024"
 if [ "$(left)" -gt 110 ]; then
-  timeout 110 fg_bench_patterns --benchmark_out="$OUT/patterns.json" --benchmark_out_format=json > "$OUT/patterns.txt" 2>&1
-  echo "== patterns (rc $?)"
-  python3 - "$OUT/patterns.json" <<'PY'
-import json, sys
-try:
-    bs = json.load(open(sys.argv[1]))["benchmarks"]
-except Exception as e:
-    print("no json:", e); sys.exit()
-for b in bs:
-    if "/fused" in b["name"]:
-        print(b["name"].split("/iterations")[0], "x%.2f" % b.get("speedup", 0),
-              "%.1f us" % (b.get("gpu_ms_median", 0) * 1e3), b.get("error_message", ""))
-PY
+  pats 110
 fi
 KERN_MIN_LEFT=70 kern "f16 GEMVs T1 --pdl" --pdl --benchmark_filter='^(matmul|fused)[a-z_.]*/w-(dense|moe)/.*/f16/T1(/|$)'
 for f in --pdl ""; do

@@ -371,6 +371,18 @@ bool cublasIsFaster(int64_t rows, const TensorType &wt, const EmitOptions &o) {
          isGemmType(wt.dtype) && o.gemvTensorCoreMinRows == 0;
 }
 
+/// Why a GEMV-only fused launch (merged, gated or with a norm prologue: ops
+/// the plain matmul's cuBLAS path does not take) has no kernel for `rows`
+/// rows of x over weights `wt`: cuBLAS is faster there, so the fusion is
+/// refused and the pieces keep their launches. Empty where the GEMV takes it.
+std::string cublasRowsRefusal(int64_t rows, const TensorType &wt, const EmitOptions &o) {
+  if (!cublasIsFaster(rows, wt, o))
+    return {};
+  return llvm::formatv("{0} rows of x over {1} MiB of weights (cuBLAS is faster there)", rows,
+                       wt.bytes() >> 20)
+      .str();
+}
+
 /// How a GEMV launch splits its work (see kernels/gemv.cuh).
 struct GemvSplit {
   bool tensorCores = false;
@@ -1160,11 +1172,8 @@ llvm::Expected<std::vector<Launch>> emitMulti(const Function &fn, const Node &no
       return unsupported(node, "weights of different dtypes (" +
                                    fn.type(node.operands[w0At]).str() + ", " + wt.str() + ")");
     // Where the plain matmul would go to cuBLAS the merged GEMV has no kernel.
-    if (cublasIsFaster(d.M, wt, o))
-      return unsupported(node, llvm::formatv("{0} rows of x over {1} MiB of weights (cuBLAS "
-                                             "is faster there)",
-                                             d.M, wt.bytes() >> 20)
-                                   .str());
+    if (std::string why = cublasRowsRefusal(d.M, wt, o); !why.empty())
+      return unsupported(node, why);
     GemvDesc seg;
     seg.K = d.K;
     seg.w.push_back({wt.dtype, wl.offset, wl.strides[0], wl.strides[1], 0});
@@ -1365,11 +1374,8 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
     // fg_bench_patterns gated_matmul T = 8: 0.68x), so the fusion is refused.
     const int64_t rows = fn.type(node.operands[0]).numRows();
     const TensorType &wt = fn.type(node.operands[gemvOperands(node.kind).first]);
-    if (rows <= o.maxGemvTokens && cublasIsFaster(rows, wt, o))
-      return unsupported(node, llvm::formatv("{0} rows of x over {1} MiB of weights a stream "
-                                             "(cuBLAS is faster there)",
-                                             rows, wt.bytes() >> 20)
-                                   .str());
+    if (std::string why = cublasRowsRefusal(rows, wt, o); rows <= o.maxGemvTokens && !why.empty())
+      return unsupported(node, why);
     return emitDense(fn, node, ls, 2, o);
   }
   case OpKind::FusedMatmulMulti:
@@ -1405,11 +1411,8 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
       return unsupported(node, llvm::formatv("{0} rows of x (the GEMV takes at most {1})", rows,
                                              o.maxGemvTokens)
                                    .str());
-    if (cublasIsFaster(rows, wt, o))
-      return unsupported(node, llvm::formatv("{0} rows of x over {1} MiB of weights (cuBLAS "
-                                             "is faster there)",
-                                             rows, wt.bytes() >> 20)
-                                   .str());
+    if (std::string why = cublasRowsRefusal(rows, wt, o); !why.empty())
+      return unsupported(node, why);
     return emitDense(fn, node, ls, 1, o);
   }
   default:

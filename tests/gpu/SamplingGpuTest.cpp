@@ -171,14 +171,10 @@ void drawCases(int64_t vocab, ExecOptions::Mode mode) {
           continue;
         }
         ++drawn;
-        if (*device != *want && test::topPCutIsTied(so, *out)) {
-          ++tied; // both keep sets are correct there (SamplingCases.h)
-          EXPECT_TRUE(test::keptPastTiedCut(so, *out, *device)) << "device " << *device;
-        } else if (*device != *want) {
-          ++boundary;
-          EXPECT_LT(test::nearestBoundary(so, *out, samplerUniform(so.seed, draw)), 1e-5)
-              << "device " << *device << ", host " << *want;
-        }
+        if (*device != *want)
+          ++(test::checkDifferentDraw(so, *out, samplerUniform(so.seed, draw), *device, *want)
+                 ? tied
+                 : boundary);
       }
   }
   // Greedy again: the argmax, whatever was drawn before.

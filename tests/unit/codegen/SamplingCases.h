@@ -12,6 +12,8 @@
 
 #include "llvm/ADT/ArrayRef.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -67,13 +69,14 @@ inline bool topPCutIsTied(const SamplingOptions &so, llvm::ArrayRef<float> row) 
   });
   if (so.topK > 0 && static_cast<size_t>(so.topK) < v.size())
     v.resize(static_cast<size_t>(so.topK));
+  std::vector<double> e;
   double kept = 0;
   for (const auto &x : v)
-    kept += std::exp(static_cast<double>(x.first) - static_cast<double>(lmax));
+    kept += e.emplace_back(std::exp(static_cast<double>(x.first) - static_cast<double>(lmax)));
   const double target = so.topP * kept;
   double cum = 0;
-  for (const auto &x : v) {
-    cum += std::exp(static_cast<double>(x.first) - static_cast<double>(lmax));
+  for (double w : e) {
+    cum += w;
     if (std::abs(cum - target) <= 1e-9 * kept)
       return true;
     if (cum > target)
@@ -121,6 +124,20 @@ inline double nearestBoundary(const SamplingOptions &so, llvm::ArrayRef<float> r
     nearest = std::min(nearest, std::abs(cum - u));
   }
   return nearest;
+}
+
+/// Checks a device token that differs from the host's `want` for the same
+/// row and draw: past a tied top-p cut it must be one the host could keep
+/// (returns true: a tie), else u must lie within 1e-5 of a boundary of the
+/// host's cumulative distribution (returns false: a boundary).
+inline bool checkDifferentDraw(const SamplingOptions &so, llvm::ArrayRef<float> row, double u,
+                               int32_t device, int32_t want) {
+  if (topPCutIsTied(so, row)) {
+    EXPECT_TRUE(keptPastTiedCut(so, row, device)) << "device " << device << ", host " << want;
+    return true;
+  }
+  EXPECT_LT(nearestBoundary(so, row, u), 1e-5) << "device " << device << ", host " << want;
+  return false;
 }
 
 } // namespace fg::test
