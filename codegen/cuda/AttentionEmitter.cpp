@@ -8,11 +8,13 @@
 // block of each (token, head block). This file only chooses: head chunks,
 // dv slices, keys in flight per warp, the most splits the grid holds, the
 // scratch layout; it describes them as a parameter struct `Cfg` and writes
-// the entry. One launch: the split counters ([T · HB] unsigned) are the
-// launch's own program counters (Param::counters: zeroed at load, and the
-// merging block resets its counter), so nothing clears them per step.
+// the entry. One launch: the split counters ([T · HB] unsigned, then the
+// tree merge's group counters [T · HB · groupSlots]) are the launch's own
+// program counters (Param::counters: zeroed at load, and each merging block
+// resets its counter), so nothing clears them per step.
 //
-// Scratch: per (token, head block, split) kPart floats: m[8], l[8], o[GB][DvP].
+// Scratch: per (token, head block) smax + groupSlots partials of kPart
+// floats: m[8], l[8], o[GB][DvP] (the splits', then the groups').
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/cuda/EmitterCommon.h"
@@ -23,6 +25,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 namespace fg::cuda::detail {
@@ -66,6 +69,7 @@ struct AttnPlan {
   int64_t stages = 0, ringBytes = 0; ///< the staged form's ring (0: register loads)
   int64_t warps = kWarps;             ///< warps a block
   int64_t cluster = 0; ///< the cluster form's blocks a cluster (= smax; 0: the global merge)
+  int64_t group = 0, groupSlots = 0; ///< the tree merge's splits a group, and its group slots
   uint64_t scratchBytes;
 };
 
@@ -117,19 +121,29 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   int64_t blocks = kBlocksPerSm;
   bool ring = o.attentionStages > 0 || (o.attentionStages < 0 && ctx > o.attentionRingMinCtx);
   if (vecRows && ring) {
-    int64_t U = o.attentionSteps > 0 ? o.attentionSteps : 1;
     int64_t b = o.attentionBlocksPerSm > 0 ? o.attentionBlocksPerSm : 2;
-    int64_t stage = kWarps * 32 * U * loadsPerStep * 16;
     // The split count (hence the merge area) depends on blocks per SM only.
     int64_t smaxHint = std::min(kMaxSplits, ceilDiv(static_cast<int64_t>(smCount) * b, T * p.HB));
     int64_t budget = kSharedPerSm / b - kReservedPerBlock - staticShared(p.NCK, p.DVS, smaxHint);
-    int64_t S = o.attentionStages > 0 ? o.attentionStages
-                                      : std::min<int64_t>(kMaxStages, budget / stage);
-    if (S >= 2 && S * stage <= budget) {
-      p.U = U;
-      p.stages = S;
-      p.ringBytes = S * stage;
-      blocks = b;
+    // Tiles of two 8-key steps where two stages of them fit (W-dense at
+    // D = 128: 2 stages of 32 KB a block, the same bytes in flight as 4 of
+    // 16 KB, half the waits and barriers a key), else of one. Measured with
+    // programmatic edges (H100, thirty-eighth session, µs, 1 step -> 2):
+    // W-dense KV 8192 17.93 -> 17.75 (T = 2: 30.70 -> 28.01), KV 32768
+    // 53.60 -> 52.57 (T = 2: 99.55 -> 84.70); W-moe 15.67 -> 15.31,
+    // 35.11 -> 34.71.
+    for (int64_t U : o.attentionSteps > 0 ? std::vector<int64_t>{o.attentionSteps}
+                                          : std::vector<int64_t>{2, 1}) {
+      int64_t stage = kWarps * 32 * U * loadsPerStep * 16;
+      int64_t S = o.attentionStages > 0 ? o.attentionStages
+                                        : std::min<int64_t>(kMaxStages, budget / stage);
+      if (S >= 2 && S * stage <= budget) {
+        p.U = U;
+        p.stages = S;
+        p.ringBytes = S * stage;
+        blocks = b;
+        break;
+      }
     }
   }
   // A split is at least one round of the block's warps (or minTiles rounds).
@@ -171,9 +185,23 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
       p.minChunkRegs = minChunk;
     }
   }
-  p.counters = T * p.HB;
   p.part = 16 + p.GB * p.DvP;
-  p.scratchBytes = static_cast<uint64_t>(T * p.HB * p.smax * p.part) * 4;
+  // The tree merge (attention.cuh, attnMergeSplits; opt-in,
+  // EmitOptions::attentionMergeGroup): groups of splits merge first (in
+  // parallel on as many SMs), then the groups — where the split form's last
+  // block would read smax · GB · Dv floats (W-moe at KV 8192: 66 splits of
+  // 8 heads, 262 KB). Measured slower: a level costs more than that read.
+  if (p.cluster == 0) {
+    int64_t g = o.attentionMergeGroup;
+    if (g < 0)
+      g = p.smax * p.GB > 256 ? std::max<int64_t>(2, static_cast<int64_t>(std::ceil(std::sqrt(double(p.smax))))) : 0;
+    if (g > 0 && g < p.smax) {
+      p.group = g;
+      p.groupSlots = ceilDiv(p.smax, g);
+    }
+  }
+  p.counters = T * p.HB * (1 + p.groupSlots);
+  p.scratchBytes = static_cast<uint64_t>(T * p.HB * (p.smax + p.groupSlots) * p.part) * 4;
   return p;
 }
 
@@ -322,9 +350,9 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   c += ropeStruct;
   c += llvm::formatv("  static constexpr int kW = {0}, kU = {1}, kGB = {2}, kHC = {3}, kSmax = {4}, "
                      "NCK = {5}, DVS = {6}, NSL = {7}, kStages = {8}, kURegs = {9}, "
-                     "kCluster = {10};\n",
+                     "kCluster = {10};\n  static constexpr int kGroup = {11}, kGroupSlots = {12};\n",
                      p.warps, p.U, p.GB, p.HC, p.smax, p.NCK, p.DVS, p.NSL, p.stages, p.uRegs,
-                     p.cluster)
+                     p.cluster, p.group, p.groupSlots)
            .str();
   c += "  static constexpr long long T = " + lit(T) + ", Hq = " + lit(Hq) + ", G = " + lit(p.G) +
        ", kHB = " + lit(p.HB) + ", D = " + lit(D) + ", Dv = " + lit(Dv) + ", DvP = " + lit(p.DvP) +

@@ -159,6 +159,15 @@ struct EmitOptions {
   /// (FG_DEBUG_ATTN_STAGES / _STEPS / _BLOCKS_PER_SM / _MIN_TILES,
   /// fg_bench_kernels --attn-*).
   int attentionStages = -1, attentionSteps = 0, attentionBlocksPerSm = 0, attentionMinTiles = 0;
+  /// The split form's tree merge (attention.cuh, attnMergeSplits): splits a
+  /// group (0: one block merges every split; -1: groups of ⌈√splits⌉ past
+  /// 256 head-splits). Off: measured slower everywhere (H100, thirty-eighth
+  /// session, --pdl, µs one level -> the -1 rule): W-moe KV 8192 15.8 ->
+  /// 20.5, KV 32768 35.0 -> 37.8; groups of 6 on W-dense KV 8192 17.9 ->
+  /// 21.0; the W-moe-12 step at KV 8192 1.083 -> 1.143 ms. A merge level
+  /// is a fence, a counter and two L2 round trips (~3-5 us); the one
+  /// block's read of every partial is not the bound. FG_DEBUG_ATTN_MERGE_GROUP.
+  int attentionMergeGroup = 0;
   /// The staged form runs tokens with at most this many live rows in the
   /// register-load form (one kernel, chosen per token at run time). Measured
   /// on the H200 (eighth session): at KV 1024 register loads are faster

@@ -215,6 +215,37 @@ TEST(GpuAttentionOptions, WDenseShape) {
   runCase(c);
 }
 
+/// The split form's tree merge (attention.cuh, attnMergeSplits; opt-in,
+/// FG_DEBUG_ATTN_MERGE_GROUP): W-moe's shape (8 q heads a kv head, 4 kv
+/// heads) at a full cache, at lengths whose last group is short (5003) or
+/// that fit one group (33: one level), with sinks, and a 3-token chunk, with
+/// groups of 2, 3 and 9 and without (one block merges all) — each against
+/// the reference; replays bit-identical with groups of 3, also after a
+/// one-level step.
+TEST(GpuAttentionOptions, TreeMerge) {
+  FG_REQUIRE_GPU();
+  ScopedEnv noCluster("FG_DEBUG_ATTN_CLUSTER", "0");
+  for (const char *group : {"9", "2", "3", ""}) {
+    SCOPED_TRACE(std::string("merge group '") + group + "'");
+    ScopedEnv e("FG_DEBUG_ATTN_MERGE_GROUP", group);
+    AttnCase moe{kCtx, 128, 8};
+    moe.kvHeads = 4;
+    runCase(moe);
+    moe.live = 5003;
+    moe.sinks = true;
+    runCase(moe);
+    moe.live = 33;
+    runCase(moe);
+    AttnCase chunk{4099, 64, 8, DType::F16, 3};
+    runCase(chunk);
+  }
+  ScopedEnv e("FG_DEBUG_ATTN_MERGE_GROUP", "3");
+  AttnCase moe{5003, 128, 8};
+  moe.kvHeads = 4;
+  moe.sinks = true;
+  expectReplaysBitIdentical(moe, kCtx, 5003, 33);
+}
+
 /// The load forms and ring depths of the flash-decoding kernel: register
 /// loads only (FG_DEBUG_ATTN_STAGES=0, the form before the cp.async ring),
 /// the default hybrid (register loads up to 2048 live rows, then the ring),

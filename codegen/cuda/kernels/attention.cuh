@@ -54,10 +54,10 @@
 //   its own slots ([stage][unit][lane]: conflict-free reads, no barrier),
 //   kStages − 1 tiles ahead of the one it computes, so loads stay in flight
 //   through the math instead of one burst and one round trip per tile. The
-//   emitter takes tiles of one 8-key step (kU = 1) and as many stages (≤ 4)
-//   as fit beside two resident blocks per SM (D = 128, f16: 4 stages of
-//   4 KB a warp, 64 KB a block; 182 registers with the register path of
-//   the hybrid beside it), and sizes kSmax for 2 blocks
+//   emitter takes tiles of two 8-key steps (kU = 2) where two stages of
+//   them fit beside two resident blocks per SM, else of one, and as many
+//   stages (≤ 4) as fit (D = 128, f16: 2 stages of 8 KB a warp, 64 KB a
+//   block), and sizes kSmax for 2 blocks
 //   per SM: one wave (W-dense, T = 1: 33 splits × 8 kv heads = 264 blocks).
 //  Register loads (C::kStages = 0: rows not 16-byte aligned, a ring that
 //   does not fit, or FG_DEBUG_ATTN_STAGES=0; and, in a staged kernel, every
@@ -96,7 +96,11 @@
 // a fixed order (max and denominator: lanes over splits, then a fixed warp
 // butterfly; o: a sequential sum in split order), so the result depends only
 // on the inputs — replays are bit-identical, no float atomics — adds the
-// sink to the denominator, writes y, and resets the counter to 0.
+// sink to the denominator, writes y, and resets the counter to 0
+// (attnMergeSplits). Opt-in (C::kGroup > 0), a tree: the last block of each
+// group of kGroup splits merges the group into a group partial first, and
+// the last of those merges the groups — measured slower (a level's fence,
+// counter and round trips cost more than one block reading every partial).
 //
 // The cluster form (C::kCluster > 0; register loads, caches of up to 4096
 // rows, the default there): grid x is one thread-block cluster of kCluster
@@ -649,6 +653,89 @@ static __device__ __forceinline__ void attnWriteKv(const AttnArgs<C> &a, long lo
   __syncthreads();
 }
 
+/// Merges `count` partials (m[8], l[8], o[kGB][DvP] each, C::kPart floats
+/// apart from ps) of head block (tok, hb) in index order. Final: adds the
+/// sink, normalises and writes y; else writes the unnormalised (M, L, o)
+/// into the partial slot `out` (the tree's group level: a partial of the
+/// same form). Every thread of the block calls it.
+template <class C, bool Final, class Sh>
+static __device__ __forceinline__ void attnMergeSplits(const AttnArgs<C> &a, Sh &sh,
+                                                       const float *ps, int count, float *out,
+                                                       long long tok, long long hb, long long h0) {
+  constexpr int W = C::kW;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // Per head (one warp each): M, L and each partial's weight e_s (/ L when
+  // final). The lanes take partials lane, lane + 32, ...; the warp
+  // reductions have a fixed order, so the result depends only on count.
+  constexpr int kPerLane = (C::kSmax + 31) / 32;
+  for (int hh = warp; hh < C::kGB; hh += W) {
+    // Every m and l of this head in one round trip (at most 8 a lane).
+    float mq[kPerLane], lq[kPerLane];
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int q = lane + 32 * k;
+      mq[k] = q < count ? __ldcg(ps + (long long)q * C::kPart + hh) : -FG_INF;
+      lq[k] = q < count ? __ldcg(ps + (long long)q * C::kPart + 8 + hh) : 0.0f;
+    }
+    float M = -FG_INF;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k)
+      M = fmaxf(M, mq[k]);
+    M = fg_warp_max(M);
+    float sink = -FG_INF;
+    if constexpr (Final && C::kSinks) {
+      if ((hb % C::kHC) * C::kGB + hh < C::G) {
+        sink = fg_to_f(a.sinks[C::sink_off + (h0 + hh) * C::sink_sh]);
+        M = fmaxf(M, sink);
+      }
+    }
+    float L = 0.0f, e[kPerLane];
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      e[k] = mq[k] == -FG_INF ? 0.0f : expf(mq[k] - M);
+      L += lq[k] * e[k];
+    }
+    L = fg_warp_sum(L);
+    if (sink != -FG_INF)
+      L += expf(sink - M);
+    const float inv = !Final ? 1.0f : L > 0.0f ? 1.0f / L : 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k)
+      if (lane + 32 * k < count)
+        sh.u.c.e[lane + 32 * k][hh] = e[k] * inv;
+    if (!Final && lane == 0) {
+      out[hh] = M;
+      out[8 + hh] = L;
+    }
+  }
+  __syncthreads();
+  // o = Σ_s o_s · e_s, in index order; 4 columns per thread, 16 partials'
+  // loads in flight.
+  constexpr int kV4 = (C::Dv + 3) / 4;
+  for (int i = threadIdx.x; i < C::kGB * kV4; i += W * 32) {
+    const int hh = i / kV4, dv = 4 * (i % kV4);
+    if ((hb % C::kHC) * C::kGB + hh >= C::G)
+      continue;
+    float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const float *src = ps + 16 + hh * C::DvP + dv;
+#pragma unroll 16
+    for (int q = 0; q < count; ++q) {
+      const float4 x = __ldcg(reinterpret_cast<const float4 *>(src + (long long)q * C::kPart));
+      const float e = sh.u.c.e[q][hh];
+      o[0] += x.x * e, o[1] += x.y * e, o[2] += x.z * e, o[3] += x.w * e;
+    }
+    if constexpr (Final) {
+      float *yr = a.y + (tok * C::Hq + h0 + hh) * C::Dv + dv;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (dv + e < C::Dv)
+          yr[e] = o[e];
+    } else { // (DvP = Dv rounded up to 4: the whole float4 is the slot's)
+      *reinterpret_cast<float4 *>(out + 16 + hh * C::DvP + dv) = make_float4(o[0], o[1], o[2], o[3]);
+    }
+  }
+}
+
 template <class C, class Sh>
 static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &sh,
                                                      const AttnEarly<C> *early) {
@@ -724,7 +811,7 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
   const int ntiles = keys.ntiles;
   const typename DK::T *kbase = a.k + C::k_off + hk * C::k_sh;
   const typename DV::T *vbase = a.v + C::v_off + hk * C::v_sh;
-  float *part = a.scratch + ((tok * C::kHB + hb) * C::kSmax) * C::kPart;
+  float *part = a.scratch + ((tok * C::kHB + hb) * (C::kSmax + C::kGroupSlots)) * C::kPart;
 
   // The first tile's loads go out before q is staged (short KV: the two
   // latencies overlap), or went out before the wait (C::kEarly, below).
@@ -1054,81 +1141,53 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
     return;
   }
 
-  // Publish the partial; the last split block of (token, head block) merges.
+  // Publish the partial; the last split block of (token, head block) merges
+  // the partials (attnMergeSplits). With C::kGroup > 0 and more splits than
+  // a group, a tree instead: the last block of each group of kGroup
+  // consecutive splits merges its group into the group's slot (after the
+  // kSmax split slots; its counter after the T · kHB final ones), and the
+  // last group's merger merges the groups. Each level reads ≤ kGroup (or
+  // ⌈nsplit / kGroup⌉) partials where one block read all nsplit of them:
+  // at W-moe's shape (8 heads, 64 splits at KV 8192) 262 KB through one
+  // SM's L2 port. Groups and orders are fixed by nsplit, so replays are
+  // still bit-identical.
   __threadfence();
   __syncthreads();
   unsigned *cnt = a.counters + tok * C::kHB + hb;
+  const float *src = part;
+  int count = r.nsplit;
+  if constexpr (C::kGroup > 0) {
+    if (r.nsplit > C::kGroup) {
+      const int gi = s / C::kGroup;
+      const int n = r.nsplit - gi * C::kGroup < C::kGroup ? r.nsplit - gi * C::kGroup : C::kGroup;
+      unsigned *gc = a.counters + C::T * C::kHB + (tok * C::kHB + hb) * C::kGroupSlots + gi;
+      if (threadIdx.x == 0)
+        sh.last = atomicAdd(gc, 1u) == (unsigned)(n - 1);
+      __syncthreads();
+      if (!sh.last)
+        return;
+      __threadfence();
+      float *slot = part + (long long)(C::kSmax + gi) * C::kPart;
+      attnMergeSplits<C, false>(a, sh, part + (long long)gi * C::kGroup * C::kPart, n, slot, tok,
+                                hb, h0);
+      if (threadIdx.x == 0)
+        *gc = 0u; // ready for the next replay
+      __threadfence();
+      __syncthreads();
+      src = part + (long long)C::kSmax * C::kPart;
+      count = (r.nsplit + C::kGroup - 1) / C::kGroup;
+    }
+  }
   if (threadIdx.x == 0)
-    sh.last = atomicAdd(cnt, 1u) == (unsigned)(r.nsplit - 1);
+    sh.last = atomicAdd(cnt, 1u) == (unsigned)(count - 1);
   __syncthreads();
   if (!sh.last)
     return;
   __threadfence();
-  const float *ps = part;
-  // Per head (one warp each): M, L and each split's weight e_s / L. The
-  // lanes take splits lane, lane + 32, ...; the warp reductions have a fixed
-  // order, so the result depends only on nsplit (replays are bit-identical).
-  constexpr int kPerLane = (C::kSmax + 31) / 32;
-  for (int hh = warp; hh < C::kGB; hh += W) {
-    // Every m and l of this head in one round trip (at most 8 splits a lane).
-    float mq[kPerLane], lq[kPerLane];
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int q = lane + 32 * k;
-      mq[k] = q < r.nsplit ? __ldcg(ps + (long long)q * C::kPart + hh) : -FG_INF;
-      lq[k] = q < r.nsplit ? __ldcg(ps + (long long)q * C::kPart + 8 + hh) : 0.0f;
-    }
-    float M = -FG_INF;
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k)
-      M = fmaxf(M, mq[k]);
-    M = fg_warp_max(M);
-    float sink = -FG_INF;
-    if constexpr (C::kSinks) {
-      if ((hb % C::kHC) * C::kGB + hh < C::G) {
-        sink = fg_to_f(a.sinks[C::sink_off + (h0 + hh) * C::sink_sh]);
-        M = fmaxf(M, sink);
-      }
-    }
-    float L = 0.0f, e[kPerLane];
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      e[k] = mq[k] == -FG_INF ? 0.0f : expf(mq[k] - M);
-      L += lq[k] * e[k];
-    }
-    L = fg_warp_sum(L);
-    if (sink != -FG_INF)
-      L += expf(sink - M);
-    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k)
-      if (lane + 32 * k < r.nsplit)
-        sh.u.c.e[lane + 32 * k][hh] = e[k] * inv;
-  }
-  __syncthreads();
-  // y = Σ_s o_s · e_s, in split order; 4 columns per thread, 16 splits'
-  // loads in flight.
-  constexpr int kV4 = (C::Dv + 3) / 4;
-  for (int i = threadIdx.x; i < C::kGB * kV4; i += W * 32) {
-    const int hh = i / kV4, dv = 4 * (i % kV4);
-    if ((hb % C::kHC) * C::kGB + hh >= C::G)
-      continue;
-    float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const float *src = ps + 16 + hh * C::DvP + dv;
-#pragma unroll 16
-    for (int q = 0; q < r.nsplit; ++q) {
-      const float4 x = __ldcg(reinterpret_cast<const float4 *>(src + (long long)q * C::kPart));
-      const float e = sh.u.c.e[q][hh];
-      o[0] += x.x * e, o[1] += x.y * e, o[2] += x.z * e, o[3] += x.w * e;
-    }
-    float *yr = a.y + (tok * C::Hq + h0 + hh) * C::Dv + dv;
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      if (dv + e < C::Dv)
-        yr[e] = o[e];
-  }
+  attnMergeSplits<C, true>(a, sh, src, count, nullptr, tok, hb, h0);
   if (threadIdx.x == 0)
     *cnt = 0u; // ready for the next replay
+  FG_ATTN_STAMPS_PRINT(); // (the merging block: "cluster" is the publish and the merge)
 }
 
 /// The range of keys a block of the token at position p computes, in the form

@@ -22,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
@@ -688,6 +689,7 @@ TEST(CudaEmit, AttentionFlashDecoding) {
   Case cases[] = {
       {1, 8, 2, 64, 64, 0, 0, false, DType::F16},
       {1, 32, 8, 128, 128, 0, 0, false, DType::F16, 8192}, // W-dense
+      {1, 32, 4, 128, 128, 0, 0, false, DType::F16, 8192}, // W-moe: the tree merge
       {1, 8, 8, 128, 128, 0, 0, false, DType::F16},        // group 1
       {1, 16, 2, 128, 128, 0, 0, false, DType::F16},       // group 8
       {1, 24, 2, 64, 64, 0, 0, false, DType::F16},         // group 12: two head chunks of 6
@@ -749,11 +751,15 @@ TEST(CudaEmit, AttentionFlashDecoding) {
     // Enough blocks for 132 SMs × the blocks per SM at a full cache, unless
     // the cache is short.
     if (c.ctx >= 8192) {
-      EXPECT_GE(uint64_t(S) * attn.grid[1] * attn.grid[2], 132u * blocksPerSm);
+      // (or a split of at least 64 keys each: the register form's round)
+      EXPECT_GE(uint64_t(S) * attn.grid[1] * attn.grid[2],
+                std::min<uint64_t>(132u * blocksPerSm, c.ctx / 64 * attn.grid[1] * attn.grid[2]));
     }
     EXPECT_TRUE(contains(attn, llvm::formatv("kGB = {0}, kHC = {1}, kSmax = {2}", GB, HC, S).str()));
     // Counters: one per (token, head block); scratch: m[8], l[8], o[GB][Dv
     // rounded to 4] per split.
+    // (No tree merge by default: AttentionTreeMerge below.)
+    EXPECT_TRUE(contains(attn, "int kGroup = 0, kGroupSlots = 0;"));
     uint64_t counters = uint64_t(c.T * c.Hkv * HC);
     uint64_t part = 16 + GB * ((c.Dv + 3) / 4 * 4);
     EXPECT_EQ(attn.counterBytes, counters * 4);
@@ -769,6 +775,45 @@ TEST(CudaEmit, AttentionFlashDecoding) {
     EXPECT_TRUE(contains(attn, std::string("kVecK = ") + (vec ? "true" : "false")));
     EXPECT_TRUE(contains(attn, "fg::attention<Cfg>("));
   }
+}
+
+/// Decode attention's tree merge (EmitOptions::attentionMergeGroup, off by
+/// default): W-moe's shape at 8192 rows, groups of 9 of its 66 splits (two
+/// blocks an SM: the ring) and the rule's ⌈√66⌉ = 9 — 8 group slots after the
+/// split slots and 8 group counters after the (token, kv head) ones; none
+/// with one group or fewer (a group of 66), nor with the cluster form; and
+/// the tree's kernel compiles (NVRTC).
+TEST(CudaEmit, AttentionTreeMerge) {
+  EXPECT_EQ(EmitOptions{}.attentionMergeGroup, 0);
+  auto attn = [](int group, int64_t ctx) {
+    EmitOptions o;
+    o.attentionMergeGroup = group;
+    auto ls = emitAll([&](Builder &b) {
+      auto q = b.input("q", T(DType::F32, {1, 32, 128}));
+      auto k = b.state("k_cache.0", TensorType(DType::F16, {ctx, 4, 128}));
+      auto v = b.state("v_cache.0", TensorType(DType::F16, {ctx, 4, 128}));
+      b.result(b.attention(q, k, v, b.input("positions", T(DType::I32, {1})), {0.1, 0, 0}));
+    }, {}, o);
+    return ls.empty() ? KernelSpec{} : kernel(ls, 0);
+  };
+  const uint64_t part = 16 + 8 * 128;
+  for (int group : {9, -1}) {
+    const KernelSpec k = attn(group, 8192);
+    EXPECT_TRUE(contains(k, "kSmax = 66, ")) << group;
+    EXPECT_TRUE(contains(k, "int kGroup = 9, kGroupSlots = 8;")) << group;
+    EXPECT_EQ(k.counterBytes, 4u * (1 + 8) * 4) << group;
+    EXPECT_EQ(k.scratchBytes, 4u * (66 + 8) * part * 4) << group;
+  }
+  const KernelSpec one = attn(66, 8192);
+  EXPECT_TRUE(contains(one, "int kGroup = 0, kGroupSlots = 0;"));
+  EXPECT_EQ(one.counterBytes, 4u * 4);
+  // (1000 rows: the cluster form, which merges through shared memory.)
+  EXPECT_TRUE(contains(attn(4, 1000), "int kGroup = 0, kGroupSlots = 0;"));
+  EXPECT_TRUE(contains(attn(4, 1000), "kCluster = 8;"));
+  // (A group of 2 over 66 splits: 33 slots; kept for the GPU test's forms.)
+  const KernelSpec two = attn(2, 8192);
+  EXPECT_TRUE(contains(two, "int kGroup = 2, kGroupSlots = 33;"));
+  EXPECT_EQ(two.counterBytes, 4u * (1 + 33) * 4);
 }
 
 /// Decode attention's cluster form (EmitOptions::attentionCluster): the
