@@ -121,7 +121,18 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   int64_t blocks = kBlocksPerSm;
   bool ring = o.attentionStages > 0 || (o.attentionStages < 0 && ctx > o.attentionRingMinCtx);
   if (vecRows && ring) {
-    int64_t b = o.attentionBlocksPerSm > 0 ? o.attentionBlocksPerSm : 2;
+    // Two blocks an SM, or one where two would leave the merging block more
+    // than two (split, head) partials an SM to read: its round trips are
+    // the launch's tail (phase stamps, thirty-eighth session: 13.4k of W-moe's
+    // cycles at KV 8192). Measured with programmatic edges (H100, µs, 2 -> 1
+    // block): W-moe (66 splits x 8 heads at T = 1) KV 8192 15.4 -> 13.4, KV
+    // 32768 34.8 -> 31.2; W-dense (33 x 4) KV 8192 17.8 -> 23.2, and W-moe
+    // at T = 2 (33 x 8) 15.6 -> 23.3: those keep two.
+    int64_t b = o.attentionBlocksPerSm;
+    if (b <= 0) {
+      int64_t two = std::min(kMaxSplits, ceilDiv(static_cast<int64_t>(smCount) * 2, T * p.HB));
+      b = two * p.GB > 2 * static_cast<int64_t>(smCount) ? 1 : 2;
+    }
     // The split count (hence the merge area) depends on blocks per SM only.
     int64_t smaxHint = std::min(kMaxSplits, ceilDiv(static_cast<int64_t>(smCount) * b, T * p.HB));
     int64_t budget = kSharedPerSm / b - kReservedPerBlock - staticShared(p.NCK, p.DVS, smaxHint);
@@ -350,10 +361,9 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   c += ropeStruct;
   c += llvm::formatv("  static constexpr int kW = {0}, kU = {1}, kGB = {2}, kHC = {3}, kSmax = {4}, "
                      "NCK = {5}, DVS = {6}, NSL = {7}, kStages = {8}, kURegs = {9}, "
-                     "kCluster = {10};\n  static constexpr int kGroup = {11}, kGroupSlots = {12}, "
-                     "kMergeLoads = {13};\n",
+                     "kCluster = {10};\n  static constexpr int kGroup = {11}, kGroupSlots = {12};\n",
                      p.warps, p.U, p.GB, p.HC, p.smax, p.NCK, p.DVS, p.NSL, p.stages, p.uRegs,
-                     p.cluster, p.group, p.groupSlots, std::clamp(o.attentionMergeLoads, 1, 64))
+                     p.cluster, p.group, p.groupSlots)
            .str();
   c += "  static constexpr long long T = " + lit(T) + ", Hq = " + lit(Hq) + ", G = " + lit(p.G) +
        ", kHB = " + lit(p.HB) + ", D = " + lit(D) + ", Dv = " + lit(Dv) + ", DvP = " + lit(p.DvP) +

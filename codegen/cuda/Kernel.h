@@ -168,10 +168,6 @@ struct EmitOptions {
   /// is a fence, a counter and two L2 round trips (~3-5 us); the one
   /// block's read of every partial is not the bound. FG_DEBUG_ATTN_MERGE_GROUP.
   int attentionMergeGroup = 0;
-  /// The split form's merge: float4 loads of partials a thread keeps in
-  /// flight (its items together; attention.cuh attnMergeSplits). 16 a
-  /// column at a time before the thirty-eighth session. FG_DEBUG_ATTN_MERGE_LOADS.
-  int attentionMergeLoads = 32;
   /// The staged form runs tokens with at most this many live rows in the
   /// register-load form (one kernel, chosen per token at run time). Measured
   /// on the H200 (eighth session): at KV 1024 register loads are faster

@@ -246,43 +246,6 @@ TEST(GpuAttentionOptions, TreeMerge) {
   expectReplaysBitIdentical(moe, kCtx, 5003, 33);
 }
 
-/// The split form's merge with 1, 16, 32 (the default) and 64 partials' loads
-/// in flight a thread (FG_DEBUG_ATTN_MERGE_LOADS; attnMergeSplits): the same
-/// order of additions, so the same bits — W-moe's shape (two items a
-/// thread) at a full cache and at 5003 rows with sinks, W-dense's (one),
-/// a group of 9 (a padded head) with Dv 80 and 3 tokens — and within the
-/// reference's tolerance.
-TEST(GpuAttentionOptions, MergeLoadsBitIdentical) {
-  FG_REQUIRE_GPU();
-  ScopedEnv noCluster("FG_DEBUG_ATTN_CLUSTER", "0");
-  AttnCase moe{kCtx, 128, 8};
-  moe.kvHeads = 4;
-  AttnCase moeSinks = moe;
-  moeSinks.live = 5003;
-  moeSinks.sinks = true;
-  AttnCase dense{kCtx, 128, 4};
-  dense.kvHeads = 8;
-  AttnCase odd{4001, 96, 9, DType::F16, 3};
-  odd.valueDim = 80;
-  for (const AttnCase &c : {moe, moeSinks, dense, odd}) {
-    SCOPED_TRACE("live " + std::to_string(c.live) + " group " + std::to_string(c.group) +
-                 " kv heads " + std::to_string(c.kvHeads));
-    const Graph g = buildGraph(c);
-    auto bits = [&](const char *loads) {
-      ScopedEnv e("FG_DEBUG_ATTN_MERGE_LOADS", loads);
-      CompileOptions co;
-      co.ctx = kCtx;
-      auto gpu = gpuGraphExecutor(g, co);
-      return gpu ? runBytes(*gpu, positionsFor(c, c.live)) : std::vector<uint8_t>{};
-    };
-    const std::vector<uint8_t> base = bits("");
-    ASSERT_FALSE(base.empty());
-    for (const char *loads : {"1", "16", "64"})
-      EXPECT_EQ(bits(loads), base) << "FG_DEBUG_ATTN_MERGE_LOADS=" << loads;
-    runCase(c);
-  }
-}
-
 /// The load forms and ring depths of the flash-decoding kernel: register
 /// loads only (FG_DEBUG_ATTN_STAGES=0, the form before the cp.async ring),
 /// the default hybrid (register loads up to 2048 live rows, then the ring),

@@ -701,8 +701,11 @@ TEST(CudaEmit, AttentionFlashDecoding) {
       {1, 4, 2, 40, 40, 0, 0, false, DType::BF16}, // D not a multiple of 32
       {1, 4, 2, 36, 36, 0, 0, false, DType::F16},  // ... nor of 8: element loads
       {1, 4, 1, 512, 512, 0, 0, false, DType::F16}, // slower path: dv slices
-      // a stage of 8 keys of f32 rows this long is 56 KiB: register loads
-      {1, 4, 1, 320, 288, 0, 0, false, DType::F32, 1000, false},
+      // a stage of 8 keys of f32 rows this long is 56 KiB: beside two
+      // blocks an SM (8 kv heads) register loads; at one (a single kv head:
+      // 256 splits x 4 heads, past the merge's 264) two stages fit
+      {1, 32, 8, 320, 288, 0, 0, false, DType::F32, 1000, false},
+      {1, 4, 1, 320, 288, 0, 0, false, DType::F32, 1000, true},
   };
   // The load forms: the default rule (the ring where rows take 16-byte
   // copies and the cache has more than 4096 rows), the ring forced (2
@@ -730,13 +733,20 @@ TEST(CudaEmit, AttentionFlashDecoding) {
     int64_t G = c.Hq / c.Hkv, HC = (G + 7) / 8, GB = (G + HC - 1) / HC;
     bool vec = c.D % 8 == 0 && c.Dv % 8 == 0;
     // The staged form: a ring of 2-4 stages in dynamic shared memory that
-    // leaves room for two blocks per SM; else no dynamic shared memory.
+    // leaves room for two blocks per SM — or one, where two would split so
+    // finely that the merge reads more than 264 (split, head) partials (W-moe
+    // at T = 1: 66 x 8); else no dynamic shared memory.
     bool staged = vec && c.ringFits && (stages > 0 || (stages < 0 && c.ctx > 4096));
-    unsigned blocksPerSm = staged ? 2 : 4;
+    int64_t two = std::min<int64_t>(256, (264 + c.T * c.Hkv * HC - 1) / (c.T * c.Hkv * HC));
+    unsigned blocksPerSm = staged ? (two * GB > 264 ? 1 : 2) : 4;
     if (staged) {
       EXPECT_FALSE(contains(attn, ", kStages = 0, kURegs"));
       EXPECT_GT(attn.sharedBytes, 0u);
-      EXPECT_LE(attn.sharedBytes, 100u * 1024);
+      EXPECT_LE(attn.sharedBytes, (blocksPerSm == 1 ? 200u : 100u) * 1024);
+      if (c.ctx == 8192 && c.Hkv == 4 && stages < 0) { // W-moe: one block an SM
+        EXPECT_TRUE(contains(attn, "kSmax = 33, "));
+        EXPECT_TRUE(contains(attn, "kStages = 4, "));
+      }
     } else {
       EXPECT_TRUE(contains(attn, ", kStages = 0, kURegs"));
       EXPECT_EQ(attn.sharedBytes, 0u);
@@ -759,7 +769,7 @@ TEST(CudaEmit, AttentionFlashDecoding) {
     // Counters: one per (token, head block); scratch: m[8], l[8], o[GB][Dv
     // rounded to 4] per split.
     // (No tree merge by default: AttentionTreeMerge below.)
-    EXPECT_TRUE(contains(attn, "int kGroup = 0, kGroupSlots = 0, kMergeLoads"));
+    EXPECT_TRUE(contains(attn, "int kGroup = 0, kGroupSlots = 0;"));
     uint64_t counters = uint64_t(c.T * c.Hkv * HC);
     uint64_t part = 16 + GB * ((c.Dv + 3) / 4 * 4);
     EXPECT_EQ(attn.counterBytes, counters * 4);
@@ -779,7 +789,7 @@ TEST(CudaEmit, AttentionFlashDecoding) {
 
 /// Decode attention's tree merge (EmitOptions::attentionMergeGroup, off by
 /// default): W-moe's shape at 8192 rows, groups of 9 of its 66 splits (two
-/// blocks an SM: the ring) and the rule's ⌈√66⌉ = 9 — 8 group slots after the
+/// blocks an SM asked for: the ring) and the rule's ⌈√66⌉ = 9 — 8 group slots after the
 /// split slots and 8 group counters after the (token, kv head) ones; none
 /// with one group or fewer (a group of 66), nor with the cluster form; and
 /// the tree's kernel compiles (NVRTC).
@@ -788,6 +798,7 @@ TEST(CudaEmit, AttentionTreeMerge) {
   auto attn = [](int group, int64_t ctx) {
     EmitOptions o;
     o.attentionMergeGroup = group;
+    o.attentionBlocksPerSm = 2; // (66 splits; the rule takes one block an SM, 33, here)
     auto ls = emitAll([&](Builder &b) {
       auto q = b.input("q", T(DType::F32, {1, 32, 128}));
       auto k = b.state("k_cache.0", TensorType(DType::F16, {ctx, 4, 128}));
@@ -800,19 +811,19 @@ TEST(CudaEmit, AttentionTreeMerge) {
   for (int group : {9, -1}) {
     const KernelSpec k = attn(group, 8192);
     EXPECT_TRUE(contains(k, "kSmax = 66, ")) << group;
-    EXPECT_TRUE(contains(k, "int kGroup = 9, kGroupSlots = 8, kMergeLoads = 32;")) << group;
+    EXPECT_TRUE(contains(k, "int kGroup = 9, kGroupSlots = 8;")) << group;
     EXPECT_EQ(k.counterBytes, 4u * (1 + 8) * 4) << group;
     EXPECT_EQ(k.scratchBytes, 4u * (66 + 8) * part * 4) << group;
   }
   const KernelSpec one = attn(66, 8192);
-  EXPECT_TRUE(contains(one, "int kGroup = 0, kGroupSlots = 0, kMergeLoads"));
+  EXPECT_TRUE(contains(one, "int kGroup = 0, kGroupSlots = 0;"));
   EXPECT_EQ(one.counterBytes, 4u * 4);
   // (1000 rows: the cluster form, which merges through shared memory.)
-  EXPECT_TRUE(contains(attn(4, 1000), "int kGroup = 0, kGroupSlots = 0, kMergeLoads"));
+  EXPECT_TRUE(contains(attn(4, 1000), "int kGroup = 0, kGroupSlots = 0;"));
   EXPECT_TRUE(contains(attn(4, 1000), "kCluster = 8;"));
   // (A group of 2 over 66 splits: 33 slots; kept for the GPU test's forms.)
   const KernelSpec two = attn(2, 8192);
-  EXPECT_TRUE(contains(two, "int kGroup = 2, kGroupSlots = 33, kMergeLoads"));
+  EXPECT_TRUE(contains(two, "int kGroup = 2, kGroupSlots = 33;"));
   EXPECT_EQ(two.counterBytes, 4u * (1 + 33) * 4);
 }
 
