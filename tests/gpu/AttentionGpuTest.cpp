@@ -246,6 +246,40 @@ TEST(GpuAttentionOptions, TreeMerge) {
   expectReplaysBitIdentical(moe, kCtx, 5003, 33);
 }
 
+/// The split form's merge in one pass (the default, attnMergeOnePass: each
+/// partial's m and l loaded beside its o, a running maximum) and in two
+/// (FG_DEBUG_ATTN_MERGE_ONE_PASS=0): W-moe's shape at a full cache and at
+/// 5003 rows with sinks, W-dense's, a group of 9 (a padded head) with Dv 80
+/// and 3 tokens, a window with softcap and sinks — both against the
+/// reference; the one-pass form's replays bit-identical, also after a
+/// one-split step.
+TEST(GpuAttentionOptions, MergeOnePassAndTwo) {
+  FG_REQUIRE_GPU();
+  ScopedEnv noCluster("FG_DEBUG_ATTN_CLUSTER", "0");
+  AttnCase moe{kCtx, 128, 8};
+  moe.kvHeads = 4;
+  AttnCase moeSinks = moe;
+  moeSinks.live = 5003;
+  moeSinks.sinks = true;
+  AttnCase dense{kCtx, 128, 4};
+  dense.kvHeads = 8;
+  AttnCase odd{4001, 96, 9, DType::F16, 3};
+  odd.valueDim = 80;
+  AttnCase window{6000, 64, 4};
+  window.window = 3000;
+  window.softcap = 30.0;
+  window.sinks = true;
+  for (const char *onePass : {"1", "0"}) {
+    ScopedEnv e("FG_DEBUG_ATTN_MERGE_ONE_PASS", onePass);
+    for (const AttnCase &c : {moe, moeSinks, dense, odd, window}) {
+      SCOPED_TRACE(std::string("one pass ") + onePass + ", live " + std::to_string(c.live) +
+                   " group " + std::to_string(c.group) + " kv heads " + std::to_string(c.kvHeads));
+      runCase(c);
+    }
+  }
+  expectReplaysBitIdentical(moeSinks, kCtx, 5003, 33);
+}
+
 /// The load forms and ring depths of the flash-decoding kernel: register
 /// loads only (FG_DEBUG_ATTN_STAGES=0, the form before the cp.async ring),
 /// the default hybrid (register loads up to 2048 live rows, then the ring),

@@ -658,6 +658,66 @@ static __device__ __forceinline__ void attnWriteKv(const AttnArgs<C> &a, long lo
 /// sink, normalises and writes y; else writes the unnormalised (M, L, o)
 /// into the partial slot `out` (the tree's group level: a partial of the
 /// same form). Every thread of the block calls it.
+/// attnMergeSplits in one pass (C::kMergeOnePass): each thread's columns
+/// load every partial's m and l beside its o and keep a running maximum (the
+/// online softmax's rescale), so the merge is the o loads' round trips alone
+/// — no m / l round trip before them, no barrier, no weights in shared
+/// memory. Index order, so replays stay bit-identical (other bits than the
+/// two-pass form's). Heads past G are skipped (their slots stay unwritten;
+/// no merge reads them for a result).
+template <class C, bool Final>
+static __device__ __forceinline__ void attnMergeOnePass(const AttnArgs<C> &a, const float *ps,
+                                                        int count, float *out, long long tok,
+                                                        long long hb, long long h0) {
+  constexpr int kV4 = (C::Dv + 3) / 4;
+  for (int i = threadIdx.x; i < C::kGB * kV4; i += C::kW * 32) {
+    const int hh = i / kV4, dv = 4 * (i % kV4);
+    if ((hb % C::kHC) * C::kGB + hh >= C::G)
+      continue;
+    float M = -FG_INF, L = 0.0f, o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const float *src = ps + 16 + hh * C::DvP + dv;
+#pragma unroll 16
+    for (int q = 0; q < count; ++q) {
+      const float *pq = ps + (long long)q * C::kPart;
+      const float m = __ldcg(pq + hh), l = __ldcg(pq + 8 + hh);
+      const float4 x = __ldcg(reinterpret_cast<const float4 *>(src + (long long)q * C::kPart));
+      if (m == -FG_INF)
+        continue; // a partial of masked keys only
+      if (m > M) {
+        const float f = expf(M - m); // (0 while M is -inf)
+        o[0] *= f, o[1] *= f, o[2] *= f, o[3] *= f, L *= f;
+        M = m;
+      }
+      const float e = expf(m - M);
+      o[0] += x.x * e, o[1] += x.y * e, o[2] += x.z * e, o[3] += x.w * e;
+      L += l * e;
+    }
+    if constexpr (Final) {
+      if constexpr (C::kSinks) {
+        const float sink = fg_to_f(a.sinks[C::sink_off + (h0 + hh) * C::sink_sh]);
+        if (sink > M) {
+          const float f = M == -FG_INF ? 0.0f : expf(M - sink);
+          o[0] *= f, o[1] *= f, o[2] *= f, o[3] *= f, L *= f;
+          M = sink;
+        }
+        L += expf(sink - M);
+      }
+      const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+      float *yr = a.y + (tok * C::Hq + h0 + hh) * C::Dv + dv;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (dv + e < C::Dv)
+          yr[e] = o[e] * inv;
+    } else {
+      if (dv == 0) {
+        out[hh] = M;
+        out[8 + hh] = L;
+      }
+      *reinterpret_cast<float4 *>(out + 16 + hh * C::DvP + dv) = make_float4(o[0], o[1], o[2], o[3]);
+    }
+  }
+}
+
 template <class C, bool Final, class Sh>
 static __device__ __forceinline__ void attnMergeSplits(const AttnArgs<C> &a, Sh &sh,
                                                        const float *ps, int count, float *out,
@@ -1171,8 +1231,12 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
         return;
       __threadfence();
       float *slot = part + (long long)(C::kSmax + gi) * C::kPart;
-      attnMergeSplits<C, false>(a, sh, part + (long long)gi * C::kGroup * C::kPart, n, slot, tok,
-                                hb, h0);
+      if constexpr (C::kMergeOnePass)
+        attnMergeOnePass<C, false>(a, part + (long long)gi * C::kGroup * C::kPart, n, slot, tok,
+                                   hb, h0);
+      else
+        attnMergeSplits<C, false>(a, sh, part + (long long)gi * C::kGroup * C::kPart, n, slot,
+                                  tok, hb, h0);
       if (threadIdx.x == 0)
         *gc = 0u; // ready for the next replay
       __threadfence();
@@ -1187,7 +1251,10 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
   if (!sh.last)
     return;
   __threadfence();
-  attnMergeSplits<C, true>(a, sh, src, count, nullptr, tok, hb, h0);
+  if constexpr (C::kMergeOnePass)
+    attnMergeOnePass<C, true>(a, src, count, nullptr, tok, hb, h0);
+  else
+    attnMergeSplits<C, true>(a, sh, src, count, nullptr, tok, hb, h0);
   if (threadIdx.x == 0)
     *cnt = 0u; // ready for the next replay
   FG_ATTN_STAMPS_PRINT(); // (the merging block: "cluster" is the publish and the merge)

@@ -3580,9 +3580,11 @@ public:
     // thirty-sixth's fused.rope_kv_attention (6 forms; q first with a rope
     // changed no form's count), 697 with the thirty-seventh's wgmma cases
     // at head dim 128 only (three stages with the deferred wait and Dv 64 in
-    // place of D = 64 and 80, which now keep mma.sync: 4): each NVRTC
-    // compile is CI time.
-    EXPECT_LE(compiled().compiles, 697u);
+    // place of D = 64 and 80, which now keep mma.sync: 4), 705 with the
+    // thirty-eighth's decode attention at W-moe's shape (3 load forms), a
+    // ring that fits at one block an SM (2) and the tree merge (3): each
+    // NVRTC compile is CI time.
+    EXPECT_LE(compiled().compiles, 705u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
