@@ -168,10 +168,6 @@ struct EmitOptions {
   /// is a fence, a counter and two L2 round trips (~3-5 us); the one
   /// block's read of every partial is not the bound. FG_DEBUG_ATTN_MERGE_GROUP.
   int attentionMergeGroup = 0;
-  /// The split form's merge in one pass (attention.cuh attnMergeOnePass: m and
-  /// l loaded beside o, a running maximum) instead of two (m and l first,
-  /// then o). FG_DEBUG_ATTN_MERGE_ONE_PASS=0|1.
-  bool attentionMergeOnePass = true;
   /// The staged form runs tokens with at most this many live rows in the
   /// register-load form (one kernel, chosen per token at run time). Measured
   /// on the H200 (eighth session): at KV 1024 register loads are faster

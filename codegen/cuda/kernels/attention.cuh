@@ -101,6 +101,9 @@
 // group of kGroup splits merges the group into a group partial first, and
 // the last of those merges the groups — measured slower (a level's fence,
 // counter and round trips cost more than one block reading every partial).
+// So did one pass (each partial's m and l loaded beside its o, a running
+// maximum: the m / l round trip saved, a longer dependent chain paid:
+// W-dense KV 8192 17.8 -> 18.2 us, thirty-eighth session) — not kept.
 //
 // The cluster form (C::kCluster > 0; register loads, caches of up to 4096
 // rows, the default there): grid x is one thread-block cluster of kCluster
@@ -658,68 +661,6 @@ static __device__ __forceinline__ void attnWriteKv(const AttnArgs<C> &a, long lo
 /// sink, normalises and writes y; else writes the unnormalised (M, L, o)
 /// into the partial slot `out` (the tree's group level: a partial of the
 /// same form). Every thread of the block calls it.
-/// attnMergeSplits in one pass (C::kMergeOnePass): each thread's columns
-/// load every partial's m and l beside its o and keep a running maximum (the
-/// online softmax's rescale), so the merge is the o loads' round trips alone
-/// — no m / l round trip before them, no barrier, no weights in shared
-/// memory. Index order, so replays stay bit-identical (other bits than the
-/// two-pass form's). Heads past G are skipped (their slots stay unwritten;
-/// no merge reads them for a result).
-template <class C, bool Final>
-static __device__ __forceinline__ void attnMergeOnePass(const AttnArgs<C> &a, const float *ps,
-                                                        int count, float *out, long long tok,
-                                                        long long hb, long long h0) {
-  constexpr int kV4 = (C::Dv + 3) / 4;
-  for (int i = threadIdx.x; i < C::kGB * kV4; i += C::kW * 32) {
-    const int hh = i / kV4, dv = 4 * (i % kV4);
-    if ((hb % C::kHC) * C::kGB + hh >= C::G)
-      continue;
-    float M = -FG_INF, L = 0.0f, o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const float *src = ps + 16 + hh * C::DvP + dv;
-    // No branch in the body: a branch between one partial's loads and the
-    // next's keeps the compiler from issuing them together (with branches
-    // this form took 31 us at W-dense's KV 8192 where two passes take 17.8).
-#pragma unroll 16
-    for (int q = 0; q < count; ++q) {
-      const float *pq = ps + (long long)q * C::kPart;
-      const float m = __ldcg(pq + hh), l = __ldcg(pq + 8 + hh);
-      const float4 x = __ldcg(reinterpret_cast<const float4 *>(src + (long long)q * C::kPart));
-      const float Mn = fmaxf(M, m);
-      // (f = 1 while the maximum stays, 0 from -inf; e = 0 for a partial of
-      // masked keys only, m = -inf)
-      const float f = expf(M == Mn ? 0.0f : M - Mn);
-      const float e = expf(m == -FG_INF ? -FG_INF : m - Mn);
-      o[0] = o[0] * f + x.x * e, o[1] = o[1] * f + x.y * e;
-      o[2] = o[2] * f + x.z * e, o[3] = o[3] * f + x.w * e;
-      L = L * f + l * e;
-      M = Mn;
-    }
-    if constexpr (Final) {
-      if constexpr (C::kSinks) {
-        const float sink = fg_to_f(a.sinks[C::sink_off + (h0 + hh) * C::sink_sh]);
-        if (sink > M) {
-          const float f = M == -FG_INF ? 0.0f : expf(M - sink);
-          o[0] *= f, o[1] *= f, o[2] *= f, o[3] *= f, L *= f;
-          M = sink;
-        }
-        L += expf(sink - M);
-      }
-      const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-      float *yr = a.y + (tok * C::Hq + h0 + hh) * C::Dv + dv;
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (dv + e < C::Dv)
-          yr[e] = o[e] * inv;
-    } else {
-      if (dv == 0) {
-        out[hh] = M;
-        out[8 + hh] = L;
-      }
-      *reinterpret_cast<float4 *>(out + 16 + hh * C::DvP + dv) = make_float4(o[0], o[1], o[2], o[3]);
-    }
-  }
-}
-
 template <class C, bool Final, class Sh>
 static __device__ __forceinline__ void attnMergeSplits(const AttnArgs<C> &a, Sh &sh,
                                                        const float *ps, int count, float *out,
@@ -1233,12 +1174,8 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
         return;
       __threadfence();
       float *slot = part + (long long)(C::kSmax + gi) * C::kPart;
-      if constexpr (C::kMergeOnePass)
-        attnMergeOnePass<C, false>(a, part + (long long)gi * C::kGroup * C::kPart, n, slot, tok,
-                                   hb, h0);
-      else
-        attnMergeSplits<C, false>(a, sh, part + (long long)gi * C::kGroup * C::kPart, n, slot,
-                                  tok, hb, h0);
+      attnMergeSplits<C, false>(a, sh, part + (long long)gi * C::kGroup * C::kPart, n, slot, tok,
+                                hb, h0);
       if (threadIdx.x == 0)
         *gc = 0u; // ready for the next replay
       __threadfence();
@@ -1253,10 +1190,7 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
   if (!sh.last)
     return;
   __threadfence();
-  if constexpr (C::kMergeOnePass)
-    attnMergeOnePass<C, true>(a, src, count, nullptr, tok, hb, h0);
-  else
-    attnMergeSplits<C, true>(a, sh, src, count, nullptr, tok, hb, h0);
+  attnMergeSplits<C, true>(a, sh, src, count, nullptr, tok, hb, h0);
   if (threadIdx.x == 0)
     *cnt = 0u; // ready for the next replay
   FG_ATTN_STAMPS_PRINT(); // (the merging block: "cluster" is the publish and the merge)
