@@ -1148,15 +1148,13 @@ static __device__ __forceinline__ void attentionBody(const AttnArgs<C> &a, Sh &s
   }
 
   // Publish the partial; the last split block of (token, head block) merges
-  // the partials (attnMergeSplits). With C::kGroup > 0 and more splits than
-  // a group, a tree instead: the last block of each group of kGroup
-  // consecutive splits merges its group into the group's slot (after the
-  // kSmax split slots; its counter after the T · kHB final ones), and the
-  // last group's merger merges the groups. Each level reads ≤ kGroup (or
-  // ⌈nsplit / kGroup⌉) partials where one block read all nsplit of them:
-  // at W-moe's shape (8 heads, 64 splits at KV 8192) 262 KB through one
-  // SM's L2 port. Groups and orders are fixed by nsplit, so replays are
-  // still bit-identical.
+  // the partials (attnMergeSplits). With C::kGroup > 0 (opt-in, measured
+  // slower: see the banner) and more splits than a group, a tree instead:
+  // the last block of each group of kGroup consecutive splits merges its
+  // group into the group's slot (after the kSmax split slots; its counter
+  // after the T · kHB final ones), and the last group's merger merges the
+  // groups. Groups and orders are fixed by nsplit, so replays are still
+  // bit-identical.
   __threadfence();
   __syncthreads();
   unsigned *cnt = a.counters + tok * C::kHB + hb;
