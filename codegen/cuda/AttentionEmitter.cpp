@@ -361,9 +361,12 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
   c += ropeStruct;
   c += llvm::formatv("  static constexpr int kW = {0}, kU = {1}, kGB = {2}, kHC = {3}, kSmax = {4}, "
                      "NCK = {5}, DVS = {6}, NSL = {7}, kStages = {8}, kURegs = {9}, "
-                     "kCluster = {10};\n  static constexpr int kGroup = {11}, kGroupSlots = {12};\n",
+                     "kCluster = {10};\n  static constexpr int kGroup = {11}, kGroupSlots = {12}, "
+                     "kMergeUnroll = {13};\n",
                      p.warps, p.U, p.GB, p.HC, p.smax, p.NCK, p.DVS, p.NSL, p.stages, p.uRegs,
-                     p.cluster, p.group, p.groupSlots)
+                     p.cluster, p.group, p.groupSlots,
+                     o.attentionMergeUnroll > 0 ? std::clamp(o.attentionMergeUnroll, 1, 64)
+                                                : (p.stages > 0 ? 32 : 16))
            .str();
   c += "  static constexpr long long T = " + lit(T) + ", Hq = " + lit(Hq) + ", G = " + lit(p.G) +
        ", kHB = " + lit(p.HB) + ", D = " + lit(D) + ", Dv = " + lit(Dv) + ", DvP = " + lit(p.DvP) +

@@ -275,6 +275,8 @@ void applyDebugEnvironment(EmitOptions &emit) {
   emit.attentionMinTiles = envInt("FG_DEBUG_ATTN_MIN_TILES", 1, 64).value_or(emit.attentionMinTiles);
   emit.attentionMergeGroup =
       envInt("FG_DEBUG_ATTN_MERGE_GROUP", 0, 64).value_or(emit.attentionMergeGroup);
+  emit.attentionMergeUnroll =
+      envInt("FG_DEBUG_ATTN_MERGE_UNROLL", 1, 64).value_or(emit.attentionMergeUnroll);
   if (auto n = envInt("FG_DEBUG_ATTN_REG_MAX_LIVE", 0, 1 << 30))
     emit.attentionRegMaxLive = *n;
   emit.attentionCluster = envInt("FG_DEBUG_ATTN_CLUSTER", 0, 8).value_or(emit.attentionCluster);

@@ -168,6 +168,9 @@ struct EmitOptions {
   /// is a fence, a counter and two L2 round trips (~3-5 us); the one
   /// block's read of every partial is not the bound. FG_DEBUG_ATTN_MERGE_GROUP.
   int attentionMergeGroup = 0;
+  /// The split merge's partials loaded at once a column (0: the rule, 32 in
+  /// the ring form, 16 else). FG_DEBUG_ATTN_MERGE_UNROLL.
+  int attentionMergeUnroll = 0;
   /// The staged form runs tokens with at most this many live rows in the
   /// register-load form (one kernel, chosen per token at run time). Measured
   /// on the H200 (eighth session): at KV 1024 register loads are faster

@@ -712,11 +712,12 @@ static __device__ __forceinline__ void attnMergeSplits(const AttnArgs<C> &a, Sh 
     }
   }
   __syncthreads();
-  // o = Σ_s o_s · e_s, in index order; 4 columns per thread, 16 partials'
-  // loads in flight. (Both of a thread's columns at once, 32 loads in
-  // flight, measured slower — W-moe KV 8192 15.3 -> 21.8 us, thirty-eighth
-  // session: under the kernel's register bound ptxas does not keep them
-  // all in flight.)
+  // o = Σ_s o_s · e_s, in index order; 4 columns per thread, C::kMergeUnroll
+  // partials' loads in flight (16, or 32 in the ring form, whose two blocks
+  // an SM leave the registers: W-dense's 32 splits then take one round
+  // trip, not two). (Both of a thread's columns at once, 32 loads in
+  // flight through predicated batches, measured slower — W-moe KV 8192
+  // 15.3 -> 21.8 us, thirty-eighth session.)
   constexpr int kV4 = (C::Dv + 3) / 4;
   for (int i = threadIdx.x; i < C::kGB * kV4; i += W * 32) {
     const int hh = i / kV4, dv = 4 * (i % kV4);
@@ -724,7 +725,7 @@ static __device__ __forceinline__ void attnMergeSplits(const AttnArgs<C> &a, Sh 
       continue;
     float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const float *src = ps + 16 + hh * C::DvP + dv;
-#pragma unroll 16
+#pragma unroll(C::kMergeUnroll)
     for (int q = 0; q < count; ++q) {
       const float4 x = __ldcg(reinterpret_cast<const float4 *>(src + (long long)q * C::kPart));
       const float e = sh.u.c.e[q][hh];

@@ -769,7 +769,7 @@ TEST(CudaEmit, AttentionFlashDecoding) {
     // Counters: one per (token, head block); scratch: m[8], l[8], o[GB][Dv
     // rounded to 4] per split.
     // (No tree merge by default: AttentionTreeMerge below.)
-    EXPECT_TRUE(contains(attn, "int kGroup = 0, kGroupSlots = 0;"));
+    EXPECT_TRUE(contains(attn, "int kGroup = 0, kGroupSlots = 0, kMergeUnroll"));
     uint64_t counters = uint64_t(c.T * c.Hkv * HC);
     uint64_t part = 16 + GB * ((c.Dv + 3) / 4 * 4);
     EXPECT_EQ(attn.counterBytes, counters * 4);
@@ -811,19 +811,19 @@ TEST(CudaEmit, AttentionTreeMerge) {
   for (int group : {9, -1}) {
     const KernelSpec k = attn(group, 8192);
     EXPECT_TRUE(contains(k, "kSmax = 66, ")) << group;
-    EXPECT_TRUE(contains(k, "int kGroup = 9, kGroupSlots = 8;")) << group;
+    EXPECT_TRUE(contains(k, "int kGroup = 9, kGroupSlots = 8, kMergeUnroll = 32;")) << group;
     EXPECT_EQ(k.counterBytes, 4u * (1 + 8) * 4) << group;
     EXPECT_EQ(k.scratchBytes, 4u * (66 + 8) * part * 4) << group;
   }
   const KernelSpec one = attn(66, 8192);
-  EXPECT_TRUE(contains(one, "int kGroup = 0, kGroupSlots = 0;"));
+  EXPECT_TRUE(contains(one, "int kGroup = 0, kGroupSlots = 0, kMergeUnroll"));
   EXPECT_EQ(one.counterBytes, 4u * 4);
   // (1000 rows: the cluster form, which merges through shared memory.)
-  EXPECT_TRUE(contains(attn(4, 1000), "int kGroup = 0, kGroupSlots = 0;"));
+  EXPECT_TRUE(contains(attn(4, 1000), "int kGroup = 0, kGroupSlots = 0, kMergeUnroll"));
   EXPECT_TRUE(contains(attn(4, 1000), "kCluster = 8;"));
   // (A group of 2 over 66 splits: 33 slots; kept for the GPU test's forms.)
   const KernelSpec two = attn(2, 8192);
-  EXPECT_TRUE(contains(two, "int kGroup = 2, kGroupSlots = 33;"));
+  EXPECT_TRUE(contains(two, "int kGroup = 2, kGroupSlots = 33, kMergeUnroll"));
   EXPECT_EQ(two.counterBytes, 4u * (1 + 33) * 4);
 }
 
