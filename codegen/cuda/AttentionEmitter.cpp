@@ -365,8 +365,7 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
                      "kMergeUnroll = {13};\n",
                      p.warps, p.U, p.GB, p.HC, p.smax, p.NCK, p.DVS, p.NSL, p.stages, p.uRegs,
                      p.cluster, p.group, p.groupSlots,
-                     o.attentionMergeUnroll > 0 ? std::clamp(o.attentionMergeUnroll, 1, 64)
-                                                : (p.stages > 0 ? 32 : 16))
+                     std::clamp(o.attentionMergeUnroll, 1, 64))
            .str();
   c += "  static constexpr long long T = " + lit(T) + ", Hq = " + lit(Hq) + ", G = " + lit(p.G) +
        ", kHB = " + lit(p.HB) + ", D = " + lit(D) + ", Dv = " + lit(Dv) + ", DvP = " + lit(p.DvP) +

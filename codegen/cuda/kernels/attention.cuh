@@ -713,11 +713,12 @@ static __device__ __forceinline__ void attnMergeSplits(const AttnArgs<C> &a, Sh 
   }
   __syncthreads();
   // o = Σ_s o_s · e_s, in index order; 4 columns per thread, C::kMergeUnroll
-  // partials' loads in flight (16, or 32 in the ring form, whose two blocks
-  // an SM leave the registers: W-dense's 32 splits then take one round
-  // trip, not two). (Both of a thread's columns at once, 32 loads in
-  // flight through predicated batches, measured slower — W-moe KV 8192
-  // 15.3 -> 21.8 us, thirty-eighth session.)
+  // partials' loads in flight (16). 32 (thirty-eighth session, H100, µs):
+  // W-dense KV 8192 17.72 -> 17.58 and W-moe 13.25 -> 12.84 at T = 1, but
+  // W-dense at T = 2 (17 splits: all in the loop's remainder) 27.76 ->
+  // 30.42 — a count below the unroll loads one partial at a time. (Both of
+  // a thread's columns at once, 32 loads in flight through predicated
+  // batches: W-moe 15.3 -> 21.8.)
   constexpr int kV4 = (C::Dv + 3) / 4;
   for (int i = threadIdx.x; i < C::kGB * kV4; i += W * 32) {
     const int hh = i / kV4, dv = 4 * (i % kV4);

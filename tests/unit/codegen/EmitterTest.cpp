@@ -811,7 +811,7 @@ TEST(CudaEmit, AttentionTreeMerge) {
   for (int group : {9, -1}) {
     const KernelSpec k = attn(group, 8192);
     EXPECT_TRUE(contains(k, "kSmax = 66, ")) << group;
-    EXPECT_TRUE(contains(k, "int kGroup = 9, kGroupSlots = 8, kMergeUnroll = 32;")) << group;
+    EXPECT_TRUE(contains(k, "int kGroup = 9, kGroupSlots = 8, kMergeUnroll = 16;")) << group;
     EXPECT_EQ(k.counterBytes, 4u * (1 + 8) * 4) << group;
     EXPECT_EQ(k.scratchBytes, 4u * (66 + 8) * part * 4) << group;
   }
