@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The thirty-eighth session's last call: the split merge's o loop unrolled
 # 32 in the ring form (kMergeUnroll; 16 before, FG_DEBUG_ATTN_MERGE_UNROLL=16).
+# (At that call the rule was 32 in the ring form; it is 16 again since, so
+# this script now compares 16 with 16: gpu-s39-a.sh times the batched 32.)
 #   bash scripts/gpu-bundle.sh && bash scripts/gpu-s38-h.sh 170  (carry [".gpu"])
 set -uo pipefail
 source .gpu/env.sh

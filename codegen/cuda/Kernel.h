@@ -168,11 +168,13 @@ struct EmitOptions {
   /// is a fence, a counter and two L2 round trips (~3-5 us); the one
   /// block's read of every partial is not the bound. FG_DEBUG_ATTN_MERGE_GROUP.
   int attentionMergeGroup = 0;
-  /// The split merge's partials loaded at once a column (the unroll of its o
-  /// loop). 32 measured 1-3 % faster at T = 1 and KV 8192 / 32768, but 9.5 %
-  /// slower where the splits are fewer than 32 (they all fall in the loop's
-  /// remainder: W-dense at T = 2); the next form to try takes 32 while 32
-  /// are left, then 16 (thirty-eighth session). FG_DEBUG_ATTN_MERGE_UNROLL.
+  /// The split merge's partials loaded at once a column: its o loop's
+  /// unroll up to 16; above, batches of that many while that many are left,
+  /// then the 16-wide loop (attention.cuh attnMergeSplits). A plain 32-wide
+  /// unroll measured 1-3 % faster at T = 1 and KV 8192 / 32768 but 9.5 %
+  /// slower where the splits are fewer than 32 (all in the loop's
+  /// remainder: W-dense at T = 2; thirty-eighth session); the batched form
+  /// is not yet timed. FG_DEBUG_ATTN_MERGE_UNROLL.
   int attentionMergeUnroll = 16;
   /// The staged form runs tokens with at most this many live rows in the
   /// register-load form (one kernel, chosen per token at run time). Measured

@@ -249,9 +249,10 @@ TEST(GpuAttentionOptions, TreeMerge) {
 /// The split form's merge (attnMergeSplits) on W-moe's shape at a full cache
 /// and at 5003 rows with sinks, W-dense's, a group of 9 (a padded head) with
 /// Dv 80 and 3 tokens, a window with softcap and sinks — against the
-/// reference; replays bit-identical, also after a one-split step. (A
-/// one-pass form passed this test too, thirty-eighth session, and was
-/// slower.)
+/// reference, and to the same bits with the o loop in batches of 32
+/// (FG_DEBUG_ATTN_MERGE_UNROLL=32); replays bit-identical, also after a
+/// one-split step. (A one-pass form passed this test too, thirty-eighth
+/// session, and was slower.)
 TEST(GpuAttentionOptions, SplitMergeShapes) {
   FG_REQUIRE_GPU();
   ScopedEnv noCluster("FG_DEBUG_ATTN_CLUSTER", "0");
@@ -272,6 +273,19 @@ TEST(GpuAttentionOptions, SplitMergeShapes) {
     SCOPED_TRACE("live " + std::to_string(c.live) + " group " + std::to_string(c.group) +
                  " kv heads " + std::to_string(c.kvHeads));
     runCase(c);
+    // Batches of 32 partials while 32 are left (FG_DEBUG_ATTN_MERGE_UNROLL=32)
+    // add in the same order: the same bits.
+    const Graph g = buildGraph(c);
+    auto bits = [&](const char *unroll) {
+      ScopedEnv e("FG_DEBUG_ATTN_MERGE_UNROLL", unroll);
+      CompileOptions co;
+      co.ctx = kCtx;
+      auto gpu = gpuGraphExecutor(g, co);
+      return gpu ? runBytes(*gpu, positionsFor(c, c.live)) : std::vector<uint8_t>{};
+    };
+    const std::vector<uint8_t> base = bits("");
+    ASSERT_FALSE(base.empty());
+    EXPECT_EQ(bits("32"), base) << "FG_DEBUG_ATTN_MERGE_UNROLL=32";
   }
   expectReplaysBitIdentical(moeSinks, kCtx, 5003, 33);
 }

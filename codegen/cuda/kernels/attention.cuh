@@ -712,13 +712,14 @@ static __device__ __forceinline__ void attnMergeSplits(const AttnArgs<C> &a, Sh 
     }
   }
   __syncthreads();
-  // o = Σ_s o_s · e_s, in index order; 4 columns per thread, C::kMergeUnroll
-  // partials' loads in flight (16). 32 (thirty-eighth session, H100, µs):
-  // W-dense KV 8192 17.72 -> 17.58 and W-moe 13.25 -> 12.84 at T = 1, but
-  // W-dense at T = 2 (17 splits: all in the loop's remainder) 27.76 ->
-  // 30.42 — a count below the unroll loads one partial at a time. (Both of
-  // a thread's columns at once, 32 loads in flight through predicated
-  // batches: W-moe 15.3 -> 21.8.)
+  // o = Σ_s o_s · e_s, in index order; 4 columns per thread, 16 partials'
+  // loads in flight — or, with C::kMergeUnroll > 16, batches of that many
+  // while that many are left, then the 16-wide loop. A plain 32-wide unroll
+  // (thirty-eighth session, H100, µs): W-dense KV 8192 17.72 -> 17.58 and
+  // W-moe 13.25 -> 12.84 at T = 1, but W-dense at T = 2 (17 splits: all in
+  // the loop's remainder) 27.76 -> 30.42; the batched form is written after
+  // that call and not yet timed. (Both of a thread's columns at once, 32
+  // loads in flight through predicated batches: W-moe 15.3 -> 21.8.)
   constexpr int kV4 = (C::Dv + 3) / 4;
   for (int i = threadIdx.x; i < C::kGB * kV4; i += W * 32) {
     const int hh = i / kV4, dv = 4 * (i % kV4);
@@ -726,8 +727,23 @@ static __device__ __forceinline__ void attnMergeSplits(const AttnArgs<C> &a, Sh 
       continue;
     float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const float *src = ps + 16 + hh * C::DvP + dv;
-#pragma unroll(C::kMergeUnroll)
-    for (int q = 0; q < count; ++q) {
+    int q = 0;
+    if constexpr (C::kMergeUnroll > 16) {
+      // Batches of kMergeUnroll while that many are left, the rest below.
+      for (; q + C::kMergeUnroll <= count; q += C::kMergeUnroll) {
+        float4 x[C::kMergeUnroll];
+#pragma unroll
+        for (int b = 0; b < C::kMergeUnroll; ++b)
+          x[b] = __ldcg(reinterpret_cast<const float4 *>(src + (long long)(q + b) * C::kPart));
+#pragma unroll
+        for (int b = 0; b < C::kMergeUnroll; ++b) {
+          const float e = sh.u.c.e[q + b][hh];
+          o[0] += x[b].x * e, o[1] += x[b].y * e, o[2] += x[b].z * e, o[3] += x[b].w * e;
+        }
+      }
+    }
+#pragma unroll(C::kMergeUnroll < 16 ? C::kMergeUnroll : 16)
+    for (; q < count; ++q) {
       const float4 x = __ldcg(reinterpret_cast<const float4 *>(src + (long long)q * C::kPart));
       const float e = sh.u.c.e[q][hh];
       o[0] += x.x * e, o[1] += x.y * e, o[2] += x.z * e, o[3] += x.w * e;
