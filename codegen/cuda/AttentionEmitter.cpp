@@ -116,8 +116,9 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   // The staged form: each warp keeps stages − 1 tiles of cp.async copies in
   // flight through a ring in shared memory while it computes one, instead of
   // one burst of register loads per tile (a round trip of latency each).
-  // Tiles of one 8-key step by default (the deepest ring for the bytes),
-  // sized for `blocks` resident blocks per SM; rows must take 16-byte copies.
+  // Tiles of two 8-key steps where two stages of them fit, else of one
+  // (below), sized for `blocks` resident blocks per SM; rows must take
+  // 16-byte copies.
   int64_t blocks = kBlocksPerSm;
   bool ring = o.attentionStages > 0 || (o.attentionStages < 0 && ctx > o.attentionRingMinCtx);
   if (vecRows && ring) {
@@ -128,17 +129,21 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
     // block): W-moe (66 splits x 8 heads at T = 1) KV 8192 15.4 -> 13.4, KV
     // 32768 34.8 -> 31.2; W-dense (33 x 4) KV 8192 17.8 -> 23.2, and W-moe
     // at T = 2 (33 x 8) 15.6 -> 23.3: those keep two.
+    // (The splits at two blocks an SM as the grid below takes them: capped by
+    // the cache's rows at a round of 2-step tiles.)
     int64_t b = o.attentionBlocksPerSm;
     if (b <= 0) {
-      int64_t two = std::min(kMaxSplits, ceilDiv(static_cast<int64_t>(smCount) * 2, T * p.HB));
+      int64_t two = std::min({kMaxSplits, ceilDiv(static_cast<int64_t>(smCount) * 2, T * p.HB),
+                              ceilDiv(ctx, kWarps * 2 * 8 * std::max(1, o.attentionMinTiles))});
       b = two * p.GB > 2 * static_cast<int64_t>(smCount) ? 1 : 2;
     }
     // The split count (hence the merge area) depends on blocks per SM only.
     int64_t smaxHint = std::min(kMaxSplits, ceilDiv(static_cast<int64_t>(smCount) * b, T * p.HB));
     int64_t budget = kSharedPerSm / b - kReservedPerBlock - staticShared(p.NCK, p.DVS, smaxHint);
     // Tiles of two 8-key steps where two stages of them fit (W-dense at
-    // D = 128: 2 stages of 32 KB a block, the same bytes in flight as 4 of
-    // 16 KB, half the waits and barriers a key), else of one. Measured with
+    // D = 128: 2 stages of 32 KB a block, the same ring bytes as 4 of 16 KB
+    // — one tile ahead of the math, not three — and half the waits and
+    // barriers a key), else of one. Measured with
     // programmatic edges (H100, thirty-eighth session, µs, 1 step -> 2):
     // W-dense KV 8192 17.93 -> 17.75 (T = 2: 30.70 -> 28.01), KV 32768
     // 53.60 -> 52.57 (T = 2: 99.55 -> 84.70); W-moe 15.67 -> 15.31,
@@ -200,12 +205,15 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
   // The tree merge (attention.cuh, attnMergeSplits; opt-in,
   // EmitOptions::attentionMergeGroup): groups of splits merge first (in
   // parallel on as many SMs), then the groups — where the split form's last
-  // block would read smax · GB · Dv floats (W-moe at KV 8192: 66 splits of
-  // 8 heads, 262 KB). Measured slower: a level costs more than that read.
+  // block would read smax · GB · Dv floats (W-moe at KV 8192 and two blocks
+  // an SM: 66 splits of 8 heads, 264 KiB). Measured slower: a level costs
+  // more than that read. (-1: groups of ⌈√smax⌉ past 2 · SMs head-splits.)
   if (p.cluster == 0) {
     int64_t g = o.attentionMergeGroup;
     if (g < 0)
-      g = p.smax * p.GB > 256 ? std::max<int64_t>(2, static_cast<int64_t>(std::ceil(std::sqrt(double(p.smax))))) : 0;
+      g = p.smax * p.GB > 2 * static_cast<int64_t>(smCount)
+              ? std::max<int64_t>(2, static_cast<int64_t>(std::ceil(std::sqrt(double(p.smax)))))
+              : 0;
     if (g > 0 && g < p.smax) {
       p.group = g;
       p.groupSlots = ceilDiv(p.smax, g);
@@ -365,7 +373,7 @@ llvm::Expected<std::vector<Launch>> emitAttention(const Function &fn, const Node
                      "kMergeUnroll = {13};\n",
                      p.warps, p.U, p.GB, p.HC, p.smax, p.NCK, p.DVS, p.NSL, p.stages, p.uRegs,
                      p.cluster, p.group, p.groupSlots,
-                     std::clamp(o.attentionMergeUnroll, 1, 64))
+                     std::clamp(o.attentionMergeUnroll, 1, 32))
            .str();
   c += "  static constexpr long long T = " + lit(T) + ", Hq = " + lit(Hq) + ", G = " + lit(p.G) +
        ", kHB = " + lit(p.HB) + ", D = " + lit(D) + ", Dv = " + lit(Dv) + ", DvP = " + lit(p.DvP) +

@@ -274,9 +274,9 @@ void applyDebugEnvironment(EmitOptions &emit) {
       envInt("FG_DEBUG_ATTN_BLOCKS_PER_SM", 1, 16).value_or(emit.attentionBlocksPerSm);
   emit.attentionMinTiles = envInt("FG_DEBUG_ATTN_MIN_TILES", 1, 64).value_or(emit.attentionMinTiles);
   emit.attentionMergeGroup =
-      envInt("FG_DEBUG_ATTN_MERGE_GROUP", 0, 64).value_or(emit.attentionMergeGroup);
+      envInt("FG_DEBUG_ATTN_MERGE_GROUP", -1, 64).value_or(emit.attentionMergeGroup);
   emit.attentionMergeUnroll =
-      envInt("FG_DEBUG_ATTN_MERGE_UNROLL", 1, 64).value_or(emit.attentionMergeUnroll);
+      envInt("FG_DEBUG_ATTN_MERGE_UNROLL", 1, 32).value_or(emit.attentionMergeUnroll);
   if (auto n = envInt("FG_DEBUG_ATTN_REG_MAX_LIVE", 0, 1 << 30))
     emit.attentionRegMaxLive = *n;
   emit.attentionCluster = envInt("FG_DEBUG_ATTN_CLUSTER", 0, 8).value_or(emit.attentionCluster);

@@ -161,7 +161,7 @@ struct EmitOptions {
   int attentionStages = -1, attentionSteps = 0, attentionBlocksPerSm = 0, attentionMinTiles = 0;
   /// The split form's tree merge (attention.cuh, attnMergeSplits): splits a
   /// group (0: one block merges every split; -1: groups of ⌈√splits⌉ past
-  /// 256 head-splits). Off: measured slower everywhere (H100, thirty-eighth
+  /// 2 · SMs head-splits). Off: measured slower everywhere (H100, thirty-eighth
   /// session, --pdl, µs one level -> the -1 rule): W-moe KV 8192 15.8 ->
   /// 20.5, KV 32768 35.0 -> 37.8; groups of 6 on W-dense KV 8192 17.9 ->
   /// 21.0; the W-moe-12 step at KV 8192 1.083 -> 1.143 ms. A merge level
@@ -174,7 +174,8 @@ struct EmitOptions {
   /// unroll measured 1-3 % faster at T = 1 and KV 8192 / 32768 but 9.5 %
   /// slower where the splits are fewer than 32 (all in the loop's
   /// remainder: W-dense at T = 2; thirty-eighth session); the batched form
-  /// is not yet timed. FG_DEBUG_ATTN_MERGE_UNROLL.
+  /// is not yet timed. 1..32 (a batch of 32 float4 is 128 registers).
+  /// FG_DEBUG_ATTN_MERGE_UNROLL.
   int attentionMergeUnroll = 16;
   /// The staged form runs tokens with at most this many live rows in the
   /// register-load form (one kernel, chosen per token at run time). Measured

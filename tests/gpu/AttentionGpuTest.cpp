@@ -217,8 +217,9 @@ TEST(GpuAttentionOptions, WDenseShape) {
 
 /// The split form's tree merge (attention.cuh, attnMergeSplits; opt-in,
 /// FG_DEBUG_ATTN_MERGE_GROUP): W-moe's shape (8 q heads a kv head, 4 kv
-/// heads) at a full cache, at lengths whose last group is short (5003) or
-/// that fit one group (33: one level), with sinks, and a 3-token chunk, with
+/// heads) at a full cache (32 splits), at 5003 rows with sinks (33: the last
+/// group short for groups of 2 and 9), at 1500 (the hybrid's register path:
+/// 24 splits) and 33 (one split: one level), and a 3-token chunk, with
 /// groups of 2, 3 and 9 and without (one block merges all) — each against
 /// the reference; replays bit-identical with groups of 3, also after a
 /// one-level step.
@@ -233,6 +234,8 @@ TEST(GpuAttentionOptions, TreeMerge) {
     runCase(moe);
     moe.live = 5003;
     moe.sinks = true;
+    runCase(moe);
+    moe.live = 1500;
     runCase(moe);
     moe.live = 33;
     runCase(moe);

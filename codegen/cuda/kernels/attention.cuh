@@ -57,8 +57,10 @@
 //   emitter takes tiles of two 8-key steps (kU = 2) where two stages of
 //   them fit beside two resident blocks per SM, else of one, and as many
 //   stages (≤ 4) as fit (D = 128, f16: 2 stages of 8 KB a warp, 64 KB a
-//   block), and sizes kSmax for 2 blocks
-//   per SM: one wave (W-dense, T = 1: 33 splits × 8 kv heads = 264 blocks).
+//   block), and sizes kSmax for 2 blocks per SM: one wave (W-dense, T = 1:
+//   33 splits × 8 kv heads = 264 blocks) — or for 1 where 2 would give the
+//   merge more than 2 · SMs (split, head) partials (W-moe, T = 1: 33 splits
+//   × 4 kv heads of 8 q heads, 4 stages of 8 KB a warp).
 //  Register loads (C::kStages = 0: rows not 16-byte aligned, a ring that
 //   does not fit, or FG_DEBUG_ATTN_STAGES=0; and, in a staged kernel, every
 //   token with at most kRegMaxLive live rows — see `attention` at the end —
@@ -68,8 +70,8 @@
 //   D = 128: 8 KB per warp), the first tile before q is staged; 202
 //   registers at D = 128, kSmax sized for 4 blocks per SM (66 splits × 8 =
 //   528 blocks, two waves at KV 8192).
-// A split is at least one round of the block's warps (kMinChunk = 32 keys
-// staged, 64 with register loads).
+// A split is at least one round of the block's warps (kMinChunk = kW · kU
+// · 8 keys: 64 staged with 2-step tiles, 64 with register loads).
 //
 // The early loads (C::kEarly; one token, register loads; attentionEarly
 // below): the entry's prologue, before griddepcontrol.wait, loads the
@@ -327,7 +329,7 @@ static __device__ __forceinline__ void attnCopy16(uint4 *dst, const void *src, b
 template <class C> struct AttnArgs {
   float *y;
   float *scratch;
-  unsigned *counters; ///< [T · kHB], zero on entry; the merging block resets its own
+  unsigned *counters; ///< [T · kHB · (1 + kGroupSlots)], zero on entry; each merging block resets its own
   const typename C::Q *q;
   const typename C::DecK::T *k;
   const typename C::DecV::T *v;
