@@ -4,6 +4,9 @@
 #   summ FILE           a gtest / compute-sanitizer log in one line
 #   kern LABEL FLAGS... fg_bench_kernels' table rows (needs 200 s left)
 #   akern LABEL FLAGS... the same for decode attention's rows
+#   aenv "ENV=V ..." FILTER
+#                       decode attention with --pdl under ENV, its rows on one
+#                       line (workload, shape, T, µs, % BW)
 #   step WORKLOAD [ENV=V ...]
 #                       a decode step, graph-fused wall ms (needs 45 s left;
 #                       every whole output in $OUT/steps-full.txt: the device
@@ -38,6 +41,12 @@ akern() {
   echo "== attention $l"
   timeout 60 fg_bench_kernels --reps 5 --no-cublas "$@" --table /tmp/a.md > /tmp/a.txt 2>&1; echo "rc $?"
   grep -E "^\| attention" /tmp/a.md | cut -d'|' -f2,3,4,6,8,11
+}
+aenv() {
+  echo "== attention ${1:-default}"
+  env $1 timeout 60 fg_bench_kernels --reps 5 --no-cublas --pdl --table /tmp/a.md \
+    --benchmark_filter="$2" > /tmp/a.txt 2>&1
+  grep -E "^\| attention" /tmp/a.md | cut -d'|' -f3,4,7,8,11 | tr '\n' ';'; echo
 }
 step_n=0
 step() {

@@ -17,10 +17,7 @@ echo "== tests (rc $?): $(summ "$OUT/gtest.txt")"
 grep -E "^\[  FAILED|Failure" "$OUT/gtest.txt" | head -8
 for f in "" "FG_DEBUG_ATTN_MERGE_UNROLL=32" "" "FG_DEBUG_ATTN_MERGE_UNROLL=32"; do
   [ "$(left)" -gt 200 ] || break
-  echo "== attention ${f:-16}"
-  env $f timeout 50 fg_bench_kernels --reps 5 --no-cublas --pdl --table /tmp/a.md \
-    --benchmark_filter='^attention/w-(dense|moe)/kv(8192|32768)/f16/T(1|2|4)(/|$)' > /tmp/a.txt 2>&1
-  grep -E "^\| attention" /tmp/a.md | cut -d'|' -f3,4,7,8,11 | tr '\n' ';'; echo
+  aenv "$f" '^attention/w-(dense|moe)/kv(8192|32768)/f16/T(1|2|4)(/|$)'
 done
 for round in 1 2; do
   stepf w-moe-12 "" --kv 8192 --ctx 16384

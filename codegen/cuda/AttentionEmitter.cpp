@@ -129,16 +129,18 @@ AttnPlan plan(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t Dv, int64_t
     // block): W-moe (66 splits x 8 heads at T = 1) KV 8192 15.4 -> 13.4, KV
     // 32768 34.8 -> 31.2; W-dense (33 x 4) KV 8192 17.8 -> 23.2, and W-moe
     // at T = 2 (33 x 8) 15.6 -> 23.3: those keep two.
+    // The split count (hence the merge area) at `b` blocks an SM.
+    auto splitsAt = [&](int64_t b) {
+      return std::min(kMaxSplits, ceilDiv(static_cast<int64_t>(smCount) * b, T * p.HB));
+    };
     // (The splits at two blocks an SM as the grid below takes them: capped by
     // the cache's rows at a round of 2-step tiles.)
     int64_t b = o.attentionBlocksPerSm;
     if (b <= 0) {
-      int64_t two = std::min({kMaxSplits, ceilDiv(static_cast<int64_t>(smCount) * 2, T * p.HB),
-                              ceilDiv(ctx, kWarps * 2 * 8 * std::max(1, o.attentionMinTiles))});
+      int64_t two = std::min(splitsAt(2), ceilDiv(ctx, kWarps * 2 * 8 * std::max(1, o.attentionMinTiles)));
       b = two * p.GB > 2 * static_cast<int64_t>(smCount) ? 1 : 2;
     }
-    // The split count (hence the merge area) depends on blocks per SM only.
-    int64_t smaxHint = std::min(kMaxSplits, ceilDiv(static_cast<int64_t>(smCount) * b, T * p.HB));
+    int64_t smaxHint = splitsAt(b);
     int64_t budget = kSharedPerSm / b - kReservedPerBlock - staticShared(p.NCK, p.DVS, smaxHint);
     // Tiles of two 8-key steps where two stages of them fit (W-dense at
     // D = 128: 2 stages of 32 KB a block, the same ring bytes as 4 of 16 KB

@@ -249,6 +249,27 @@ TEST(GpuAttentionOptions, TreeMerge) {
   expectReplaysBitIdentical(moe, kCtx, 5003, 33);
 }
 
+/// `ac` compiled over a cache of `ctx` rows with `env` set to `off` and to
+/// `on`: each plan's replays give the same bits, and so do the two plans.
+void expectSwitchBitIdentical(const AttnCase &ac, const char *env, const char *off = "0",
+                              const char *on = "1", int64_t ctx = 4096) {
+  const Graph g = attentionGraph(ac, ctx);
+  auto bits = [&](const char *value) {
+    ScopedEnv e(env, value);
+    CompileOptions co;
+    co.ctx = ctx;
+    auto gpu = gpuGraphExecutor(g, co);
+    if (!gpu)
+      return std::vector<uint8_t>{};
+    std::vector<uint8_t> a = runBytes(*gpu, positionsFor(ac, ac.live));
+    EXPECT_EQ(runBytes(*gpu, positionsFor(ac, ac.live)), a) << "a replay differs";
+    return a;
+  };
+  const std::vector<uint8_t> offBits = bits(off), onBits = bits(on);
+  ASSERT_FALSE(offBits.empty());
+  EXPECT_EQ(onBits, offBits) << env << "=" << on << " changed the bits";
+}
+
 /// The split form's merge (attnMergeSplits) on W-moe's shape at a full cache
 /// and at 5003 rows with sinks, W-dense's, a group of 9 (a padded head) with
 /// Dv 80 and 3 tokens, a window with softcap and sinks — against the
@@ -278,17 +299,7 @@ TEST(GpuAttentionOptions, SplitMergeShapes) {
     runCase(c);
     // Batches of 32 partials while 32 are left (FG_DEBUG_ATTN_MERGE_UNROLL=32)
     // add in the same order: the same bits.
-    const Graph g = buildGraph(c);
-    auto bits = [&](const char *unroll) {
-      ScopedEnv e("FG_DEBUG_ATTN_MERGE_UNROLL", unroll);
-      CompileOptions co;
-      co.ctx = kCtx;
-      auto gpu = gpuGraphExecutor(g, co);
-      return gpu ? runBytes(*gpu, positionsFor(c, c.live)) : std::vector<uint8_t>{};
-    };
-    const std::vector<uint8_t> base = bits("");
-    ASSERT_FALSE(base.empty());
-    EXPECT_EQ(bits("32"), base) << "FG_DEBUG_ATTN_MERGE_UNROLL=32";
+    expectSwitchBitIdentical(c, "FG_DEBUG_ATTN_MERGE_UNROLL", "", "32", kCtx);
   }
   expectReplaysBitIdentical(moeSinks, kCtx, 5003, 33);
 }
@@ -401,23 +412,6 @@ TEST(GpuAttentionOptions, ClusterForm) {
 /// switch `env` set to "0" and to "1", each replayed twice (a replay that
 /// differs fails): one form against the other, which must agree bit
 /// for bit.
-void expectSwitchBitIdentical(const AttnCase &ac, const char *env) {
-  const Graph g = attentionGraph(ac, 4096);
-  auto bits = [&](const char *value) {
-    ScopedEnv e(env, value);
-    CompileOptions co;
-    co.ctx = 4096;
-    auto gpu = gpuGraphExecutor(g, co);
-    if (!gpu)
-      return std::vector<uint8_t>{};
-    std::vector<uint8_t> a = runBytes(*gpu, positionsFor(ac, ac.live));
-    EXPECT_EQ(runBytes(*gpu, positionsFor(ac, ac.live)), a) << "a replay differs";
-    return a;
-  };
-  const std::vector<uint8_t> off = bits("0"), on = bits("1");
-  ASSERT_FALSE(off.empty());
-  EXPECT_EQ(on, off) << env << "=1 changed the bits";
-}
 
 /// q loaded before the position (EmitOptions::attentionQFirst) gives the
 /// same bits as the default order: the cluster form, the split form, a group
