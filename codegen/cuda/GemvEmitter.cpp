@@ -778,17 +778,21 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
   GemvEntry e;
   if (d.moeSum) {
     // fused.matmul_id_sum_add: x, w, ids, routing weights, residual; the
-    // body reads ids and weights after the wait, so the prologue loads nothing.
+    // body reads ids and weights after the wait, so the prologue loads
+    // nothing — unless EarlyExperts.h turns kEarlyIds on: then the prologue
+    // reads them and loads the first tile before the wait.
     c += llvm::formatv("struct CfgM : CfgD {{\n  using SW = {0};\n  static constexpr long long "
-                       "kSlotSteps = {1}, sw_off = {2}, sw_sj = {3};\n};\n",
+                       "kSlotSteps = {1}, sw_off = {2}, sw_sj = {3};\n  static constexpr bool "
+                       "kEarlyIds = false, kPrologueLoad = kEarlyIds;\n};\n",
                        ctype(d.sw), d.slotSteps, lit(d.swOff), lit(d.swSj))
              .str();
     c += kernelEntry(static_cast<unsigned>(32 * s.wk * s.wr),
                      "float* y, const CfgM::X* x, const CfgM::Dec0::T* w0, const CfgM::Ids* ids, "
                      "const CfgM::SW* sw, const CfgM::R* res",
-                     "fg::gemvDp4aMoeSum<CfgM>(fg::GemvArgs<CfgM>{y, x, w0, nullptr, ids, nullptr, "
-                     "nullptr, res, nullptr}, sw, fg::Dp4aPipe<CfgM>{});",
-                     static_cast<unsigned>(s.perSm));
+                     "fg::gemvDp4aMoeSum<CfgM>(ga, sw, pre);", static_cast<unsigned>(s.perSm),
+                     "const fg::GemvArgs<CfgM> ga{y, x, w0, nullptr, ids, nullptr, nullptr, res, "
+                     "nullptr};\n  const fg::Dp4aMoeSumPre<CfgM> pre = fg::gemvDp4aMoeSumPrologue<CfgM>(ga, "
+                     "sw);");
     e.bind = {Param::result(0),  Param::operand(0), Param::operand(1),
               Param::operand(2), Param::operand(3), Param::operand(4)};
   } else {
@@ -1262,6 +1266,7 @@ llvm::Expected<std::vector<Launch>> emitMoeSumFloat(const Function &fn, const No
   c += llvm::formatv("  static constexpr int kk = {0}, Kc = {1}, kWarps = {2}, kChunk = {3};\n", kk,
                      kc, kMoeSumWarps, kMoeSumChunk)
            .str();
+  c += "  static constexpr bool kEarlyIds = false;\n"; // EarlyExperts.h may turn it on
   c += llvm::formatv("  static constexpr long long N = {0}, E = {1}, w_off = {2}, w_ld = {3}, "
                      "w_es = {4}, x_off = {5}, ids_off = {6}, ids_sj = {7}, sw_off = {8}, "
                      "sw_sj = {9}, r_off = {10}, r_sn = {11};\n",
@@ -1273,7 +1278,9 @@ llvm::Expected<std::vector<Launch>> emitMoeSumFloat(const Function &fn, const No
   c += kernelEntry(32 * kMoeSumWarps,
                    "float* y, const float* x, const Cfg::W* w, const Cfg::Ids* ids, "
                    "const Cfg::SW* sw, const Cfg::R* res",
-                   "fg::moeSumFloat<Cfg>(fg::MoeSumArgs<Cfg>{y, x, w, ids, sw, res});", 2);
+                   "fg::moeSumFloat<Cfg>(ma, pre);", 2,
+                   "const fg::MoeSumArgs<Cfg> ma{y, x, w, ids, sw, res};\n  "
+                   "const fg::MoeSumPre<Cfg> pre = fg::moeSumPrologue<Cfg>(ma);");
   KernelSpec k = finishSpec(node.info().mnemonic,
                             kernelSource("gemv.cuh").str() + kernelSource("moe_sum.cuh").str() + c);
   // A warp a row; two blocks an SM at most (the rest loop).

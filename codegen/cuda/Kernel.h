@@ -272,6 +272,12 @@ struct EmitOptions {
   /// in three calls, four of them faster).
   /// FG_DEBUG_ROUTING_HEADS=0 turns it off.
   bool routingHeads = true;
+  /// The one-token expert down projection reads its ids and routing weights
+  /// and loads its first rows before its programmatic-launch wait where their
+  /// writers are proven finished when it starts (EarlyExperts.h; the float
+  /// experts of a model whose routing is its own launch). Off until measured
+  /// on a GPU; FG_DEBUG_EARLY_EXPERTS=1 turns it on.
+  bool earlyExperts = false;
   /// Sibling cuBLAS GEMMs of one B and one shape (a prefill chunk's k and v
   /// projections) as one strided batch of two (GemmPairs.h); written in the
   /// twenty-ninth session after fg_bench_prefill_gemms' strided form (7 µs a

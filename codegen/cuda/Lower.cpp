@@ -23,6 +23,7 @@
 #include "codegen/cuda/KernelModules.h"
 #include "codegen/cuda/LaunchSchedule.h"
 #include "codegen/cuda/ProvenPlan.h"
+#include "codegen/cuda/EarlyExperts.h"
 #include "codegen/cuda/RoutingHeads.h"
 #include "codegen/cuda/ValueLayouts.h"
 #include "codegen/cuda/WeightInitModule.h"
@@ -78,6 +79,9 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
       if (!merged)
         return merged.takeError();
     }
+    if (opts.emit.earlyExperts)
+      if (llvm::Expected<unsigned> n = markEarlyExperts(fn, *proven, tables, sources, entry); !n)
+        return n.takeError();
     addInputCheck(entry, sources, tables);
     addGreedyToken(entry, sources, tables, opts.emit.greedyThreads);
     for (const LaunchRecord &l : entry.launches)

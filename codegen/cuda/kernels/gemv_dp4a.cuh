@@ -1083,7 +1083,7 @@ static __device__ __forceinline__ void gemvDp4a(const GemvArgs<C> &a, Dp4aPipe<C
 template <class C> struct Dp4aMoeSum {
   static constexpr bool kPerLane = true;
   static_assert(C::K == C::kk * C::kSlotSteps * C::D::kStep && !C::D::kWarpLoad &&
-                    C::kStages < 2 && C::kL2Ahead == 0 && !C::kPrologueLoad && !C::kExpert &&
+                    C::kStages < 2 && C::kL2Ahead == 0 && C::kPrologueLoad == C::kEarlyIds && !C::kExpert &&
                     C::Epi::kStreams == 1 && !C::kNorm && C::M == 1,
                 "one token, whole k-steps a slot, lane loads, one stream, loads after the wait");
   GemvArgs<C> a;
@@ -1093,6 +1093,9 @@ template <class C> struct Dp4aMoeSum {
   static constexpr int R = C::kRowWarps * C::kRowUnroll;
   static constexpr long long kTiles = (C::N + R - 1) / R;
   /// After the programmatic-launch wait (ids and weights come from the kernels before).
+  /// After the programmatic-launch wait, or with C::kEarlyIds before it (the
+  /// writers of ids and sw proven finished: codegen/cuda/EarlyExperts.h); read
+  /// at L2 (ld.global.cg), the point of coherence, either way.
   static __device__ __forceinline__ Dp4aMoeSum make(const GemvArgs<C> &a,
                                                      const typename C::SW *sw,
                                                      const Dp4aLane &l) {
@@ -1100,11 +1103,11 @@ template <class C> struct Dp4aMoeSum {
     if (!l.live)
       return m;
     const long long j = l.sb / C::kSlotSteps;
-    const long long ex = (long long)a.ids[C::ids_off + j * C::ids_sj];
+    const long long ex = (long long)__ldcg(a.ids + C::ids_off + j * C::ids_sj);
     m.valid = ex >= 0 && ex < C::E;
     m.e = m.valid ? ex : 0;
     m.sbl = l.sb % C::kSlotSteps;
-    m.wt = m.valid ? fg_to_f(sw[C::sw_off + j * C::sw_sj]) : 0.0f;
+    m.wt = m.valid ? fg_to_f(__ldcg(sw + C::sw_off + j * C::sw_sj)) : 0.0f;
     return m;
   }
   __device__ __forceinline__ float scale(float share) const { return share * wt; }
@@ -1127,11 +1130,35 @@ template <class C> struct Dp4aMoeSum {
   }
 };
 
-/// fused.matmul_id_sum_add's body (after the wait; its prologue loads nothing).
+/// What fused.matmul_id_sum_add's prologue read with C::kEarlyIds
+/// (EarlyExperts.h): each lane's slot expert and the first tile, before the
+/// wait; nothing without.
+template <class C> struct Dp4aMoeSumPre {
+  Dp4aMoeSum<C> m;
+  Dp4aPipe<C> d;
+};
+template <class C>
+static __device__ __forceinline__ Dp4aMoeSumPre<C> gemvDp4aMoeSumPrologue(const GemvArgs<C> &a,
+                                                                          const typename C::SW *sw) {
+  Dp4aMoeSumPre<C> p;
+  if constexpr (C::kEarlyIds) {
+    const Dp4aLane l = gemvDp4aLane<C>();
+    p.m = Dp4aMoeSum<C>::make(a, sw, l);
+    gemvDp4aStart<C>(p.m, l, 0, p.m.valid, p.d);
+  }
+  return p;
+}
+
+/// fused.matmul_id_sum_add's body, after the wait (the slots read here
+/// unless the prologue read them).
 template <class C>
 static __device__ __forceinline__ void gemvDp4aMoeSum(const GemvArgs<C> &a,
-                                                      const typename C::SW *sw, Dp4aPipe<C> cur) {
-  gemvDp4aRows<C>(a, Dp4aMoeSum<C>::make(a, sw, gemvDp4aLane<C>()), cur);
+                                                      const typename C::SW *sw,
+                                                      const Dp4aMoeSumPre<C> &pre) {
+  if constexpr (C::kEarlyIds)
+    gemvDp4aRows<C>(a, pre.m, pre.d);
+  else
+    gemvDp4aRows<C>(a, Dp4aMoeSum<C>::make(a, sw, gemvDp4aLane<C>()), pre.d);
 }
 
 

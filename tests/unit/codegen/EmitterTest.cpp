@@ -77,11 +77,15 @@ void checkAndCompile(const KernelSpec &k, size_t numOperands) {
   ASSERT_NE(entry, std::string::npos);
   llvm::StringRef body = llvm::StringRef(k.source).substr(k.source.find('{', entry));
   // A GEMV, decode attention or the fused router first runs its prefetch
-  // prologue (weights only: L2 hints or register loads, kernelEntry), then
-  // waits.
+  // prologue (weights only: L2 hints or register loads, kernelEntry), the
+  // expert down projection its prologue (which reads nothing unless the
+  // lowering proves it may: EarlyExperts.h), then waits.
   llvm::StringRef waitAt = body;
   if (body.startswith("{\n  fg::") && body.contains("Prefetch<"))
     waitAt = body.drop_front(body.find(";\n") + 1);
+  else if (body.startswith("{\n  const fg::") && body.contains("SumPrologue<"))
+    waitAt = body.drop_front(body.find("SumPrologue<")).drop_front(
+        body.drop_front(body.find("SumPrologue<")).find(";\n") + 1);
   else
     waitAt = body.drop_front(1);
   // (The kernels decode attention reads may trigger first: EmitNodes.cpp.)
@@ -1952,7 +1956,8 @@ TEST(CudaEmit, FusedMoeWeightedSumAnyK) {
 /// the residual): the DP4A GEMV over the k slots' K-slices as one row of
 /// k·K, each lane's expert from ids (gemv_dp4a.cuh, Dp4aMoeSum), every type
 /// read lane by lane (a K-warp's span crosses experts), nothing loaded
-/// before the programmatic-launch wait, one block row; refused with its
+/// before the programmatic-launch wait (until EarlyExperts.h switches a
+/// launch), one block row; refused with its
 /// reason where no DP4A GEMV takes it (the fusion is declined then).
 TEST(CudaEmit, MatmulIdSumAddOnDp4a) {
   struct Case {
@@ -1975,6 +1980,8 @@ TEST(CudaEmit, MatmulIdSumAddOnDp4a) {
     EXPECT_TRUE(contains(k, c.cfg)) << k.source.substr(k.source.find("struct CfgD"), 300);
     EXPECT_TRUE(contains(k, "kSlotSteps = " + std::to_string(c.K / (c.w == DType::Q4_0 ? 512 : 256)) + ","));
     EXPECT_TRUE(contains(k, "kPrologueLoad = false"));
+    // The early prologue only where the lowering switches it on (EarlyExperts.h).
+    EXPECT_TRUE(contains(k, "kEarlyIds = false, kPrologueLoad = kEarlyIds;"));
     EXPECT_EQ(k.grid[1], 1u);
     const std::vector<Param> want = {Param::result(0),  Param::operand(0), Param::operand(1),
                                      Param::operand(2), Param::operand(3), Param::operand(4)};
@@ -2022,7 +2029,7 @@ TEST(CudaEmit, MatmulIdSumAddFloatRows) {
     SCOPED_TRACE(std::string(dtypeName(c.w)) + " N " + std::to_string(c.N));
     auto ls = emitAll(moeSumOf(c.w, c.E, c.N, c.K, c.k), {}, on);
     const KernelSpec &k = only(ls);
-    EXPECT_TRUE(contains(k, "fg::moeSumFloat<Cfg>(fg::MoeSumArgs<Cfg>{y, x, w, ids, sw, res});"));
+    EXPECT_TRUE(contains(k, "const fg::MoeSumArgs<Cfg> ma{y, x, w, ids, sw, res};"));
     EXPECT_TRUE(contains(k, std::string("using Dec = ") + c.dec + ";"));
     EXPECT_TRUE(contains(k, llvm::formatv("kk = {0}, Kc = {1}, kWarps = 8", c.k, c.K).str()));
     EXPECT_TRUE(contains(k, "using R = float;"));
@@ -2032,8 +2039,12 @@ TEST(CudaEmit, MatmulIdSumAddFloatRows) {
     const std::vector<Param> want = {Param::result(0),  Param::operand(0), Param::operand(1),
                                      Param::operand(2), Param::operand(3), Param::operand(4)};
     EXPECT_EQ(k.params, want);
-    // Nothing before the programmatic-launch wait: the experts come from before.
-    EXPECT_TRUE(contains(k, "res) {\n  fg_pdl_begin();\n  fg::moeSumFloat<Cfg>("));
+    // Nothing read before the programmatic-launch wait: the experts come from
+    // before, and only the lowering may switch on the early prologue
+    // (EarlyExperts.h).
+    EXPECT_TRUE(contains(k, "static constexpr bool kEarlyIds = false;"));
+    EXPECT_TRUE(contains(k, "fg::moeSumPrologue<Cfg>(ma);\n  fg_pdl_begin();\n  "
+                            "fg::moeSumFloat<Cfg>(ma, pre);"));
   }
   // 260 f16 weights a row: 520 bytes, not whole 16-byte units.
   EXPECT_NE(refusal(moeSumOf(DType::F16, 4, 16, 260, 2), on).find("16-byte units"), std::string::npos);

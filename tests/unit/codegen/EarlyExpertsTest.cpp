@@ -1,0 +1,115 @@
+//===- EarlyExpertsTest.cpp - the down projection's experts read early, without a GPU ===//
+//
+// EmitOptions::earlyExperts (codegen/cuda/EarlyExperts.h): which expert down
+// projections (fused.matmul_id_sum_add) the lowering proves may read their
+// ids and routing weights before their programmatic-launch wait. Two layers
+// of W-moe-12: with f16 experts (the routing its own launch, two launches
+// back) both decode layers' launches switch, same grid, arguments and
+// dependencies, the kernel renamed (its source says kEarlyIds = true; every
+// module is built by NVRTC with the program); with q4_K experts and the routing
+// heads on (the ids written by the gated launch right before) none does, and
+// with the heads off both do. A down projection whose ids are a graph input
+// (written by the input check or a copy, not a launch of the entry) never
+// does.
+//
+//===----------------------------------------------------------------------===//
+#include "tests/unit/codegen/SwitchedProgram.h"
+
+#include "ir/Builder.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <gtest/gtest.h>
+
+using namespace fg;
+using fg::test::entryNamed;
+
+namespace {
+
+constexpr llvm::StringLiteral kEarly = " (experts read before the wait)";
+
+std::vector<const LaunchRecord *> downs(const CompiledEntry &e) {
+  std::vector<const LaunchRecord *> out;
+  for (const LaunchRecord &l : e.launches)
+    if (l.node != kNoNode && l.op == OpKind::FusedMatmulIdSumAdd)
+      out.push_back(&l);
+  return out;
+}
+
+size_t earlyCount(const CompiledEntry &e) {
+  size_t n = 0;
+  for (const LaunchRecord *l : downs(e))
+    n += llvm::StringRef(l->what).endswith(kEarly);
+  return n;
+}
+
+} // namespace
+
+TEST(EarlyExperts, FloatExpertsReadTheirIdsBeforeTheWait) {
+  const Graph g = test::workloadLayers("w-moe-12", 256, {64});
+  const CompiledProgram off = test::programWithSwitch(g, "FG_DEBUG_EARLY_EXPERTS", false),
+                        on = test::programWithSwitch(g, "FG_DEBUG_EARLY_EXPERTS", true);
+  const CompiledEntry *d0 = entryNamed(off, "decode"), *d1 = entryNamed(on, "decode");
+  ASSERT_TRUE(d0 && d1);
+  ASSERT_EQ(downs(*d0).size(), 2u);
+  ASSERT_EQ(downs(*d1).size(), 2u);
+  EXPECT_EQ(earlyCount(*d0), 0u);
+  EXPECT_EQ(earlyCount(*d1), 2u);
+  ASSERT_EQ(d0->launches.size(), d1->launches.size());
+  for (size_t i = 0; i < d1->launches.size(); ++i) {
+    const LaunchRecord &a = d0->launches[i], &b = d1->launches[i];
+    SCOPED_TRACE(b.what);
+    EXPECT_EQ(a.deps, b.deps);
+    EXPECT_EQ(a.args, b.args);
+    EXPECT_EQ(a.grid[0], b.grid[0]);
+    if (!llvm::StringRef(b.what).endswith(kEarly)) {
+      EXPECT_EQ(a.symbol, b.symbol);
+      continue;
+    }
+    EXPECT_EQ(b.what, a.what + kEarly.str());
+    EXPECT_TRUE(llvm::StringRef(b.symbol).startswith(a.symbol + "_")) << b.symbol;
+    EXPECT_LT(b.module, on.modules.size()); // its own module, built by NVRTC
+  }
+  // The prefill entry has no one-token down projection: unchanged.
+  const CompiledEntry *p0 = entryNamed(off, "prefill_64"), *p1 = entryNamed(on, "prefill_64");
+  ASSERT_TRUE(p0 && p1);
+  ASSERT_EQ(p0->launches.size(), p1->launches.size());
+  for (size_t i = 0; i < p0->launches.size(); ++i)
+    EXPECT_EQ(p0->launches[i].symbol, p1->launches[i].symbol);
+}
+
+TEST(EarlyExperts, RoutingHeadsWriteTheIdsTooLateForIt) {
+  const Graph g = test::workloadLayers("w-moe-12-q4_k", 256, {64});
+  // The heads on (the default): the gated launch right before writes the ids.
+  const CompiledProgram heads = test::programWithSwitch(g, "FG_DEBUG_EARLY_EXPERTS", true);
+  const CompiledEntry *d = entryNamed(heads, "decode");
+  ASSERT_TRUE(d);
+  ASSERT_EQ(downs(*d).size(), 2u);
+  EXPECT_EQ(earlyCount(*d), 0u);
+  // The heads off: the topk launch writes them, two launches back.
+  ::setenv("FG_DEBUG_ROUTING_HEADS", "0", 1);
+  const CompiledProgram noHeads = test::programWithSwitch(g, "FG_DEBUG_EARLY_EXPERTS", true);
+  ::unsetenv("FG_DEBUG_ROUTING_HEADS");
+  const CompiledEntry *e = entryNamed(noHeads, "decode");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(earlyCount(*e), 2u);
+}
+
+TEST(EarlyExperts, InputIdsAreNeverReadEarly) {
+  Graph g;
+  Function &fn = g.addFunction("main");
+  Builder b(fn);
+  b.result(b.create(op::FusedMatmulIdSumAddArgs{
+      .x = b.weight("h", {DType::F32, {1, 8, 768}}, {}),
+      .w = b.weight("w", {DType::F16, {16, 256, 768}}, {}),
+      .ids = b.input("ids", {DType::I32, {1, 8}}),
+      .weights = b.weight("sw", {DType::F32, {1, 8, 1}}, {}),
+      .residual = b.weight("r", {DType::F32, {1, 256}}, {})},
+                    "y"));
+  ASSERT_FALSE(bool(b.finish()));
+  const CompiledProgram p = test::programWithSwitch(g, "FG_DEBUG_EARLY_EXPERTS", true);
+  const CompiledEntry *e = entryNamed(p, "main");
+  ASSERT_TRUE(e);
+  ASSERT_EQ(downs(*e).size(), 1u);
+  EXPECT_EQ(earlyCount(*e), 0u);
+}
