@@ -6,6 +6,9 @@
 #include "passes/memory/LaunchDag.h"
 
 #include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <algorithm>
 
 namespace fg::cuda {
 
@@ -15,17 +18,128 @@ using Range = std::pair<uint64_t, uint64_t>;
 
 bool overlaps(const Range &a, const Range &b) { return a.first < b.second && b.first < a.second; }
 
-/// The arena bytes launch `l` may write: its node's results, or everything
-/// where it also runs other nodes' work (a merged launch: "+" in its label)
-/// or computes no node.
-std::vector<Range> mayWrite(const Function &fn, const ProvenPlan &proven, SlotTables &tables,
-                            const LaunchRecord &l) {
-  if (l.node == kNoNode || l.what.find("+ ") != std::string::npos)
-    return {Range{0, ~uint64_t(0)}};
-  std::vector<Range> out;
-  for (ValueId r : fn.node(l.node).results)
-    if (auto range = arenaRangeOf(fn, proven, tables, r))
-      out.push_back(*range);
+/// Replaces the one occurrence of `from` in `s`; false (unchanged) where it
+/// is not exactly one.
+bool replaceOnce(std::string &s, llvm::StringRef from, llvm::StringRef to) {
+  const size_t at = s.find(from.str());
+  if (at == std::string::npos || s.find(from.str(), at + 1) != std::string::npos)
+    return false;
+  s.replace(at, from.size(), to.str());
+  return true;
+}
+
+class Prover {
+public:
+  Prover(const Function &fn, const ProvenPlan &proven, SlotTables &tables,
+         const KernelSources &sources, const CompiledEntry &entry)
+      : fn(fn), proven(proven), tables(tables), sources(sources), recs(entry.launches),
+        sourceOf(sources.sourceOfLaunch.back()), anc(recs.size(), llvm::BitVector(recs.size())) {
+    for (size_t i = 0; i < recs.size(); ++i)
+      for (uint32_t d : recs[i].deps) {
+        anc[i].set(d);
+        anc[i] |= anc[d];
+      }
+  }
+
+  const std::string &source(size_t l) const { return sources.sources[sourceOf[l]].second; }
+
+  /// Whether launch d's prologue, before its wait, sees the bytes of `vs` as
+  /// its body would after it (EarlyExperts.h, the proof).
+  bool readableEarly(size_t d, llvm::ArrayRef<ValueId> vs) {
+    const size_t n = recs.size();
+    llvm::BitVector finished(n);
+    for (uint32_t p : recs[d].deps) {
+      if (recs[p].kind == LaunchRecord::Kind::Kernel &&
+          source(p).find("fg_pdl_begin_trigger_first();") != std::string::npos)
+        return false;
+      finished |= anc[p];
+    }
+    std::vector<Range> read;
+    for (ValueId v : vs) {
+      if (fn.producer(storageRoot(fn, v)) == nullptr) // a graph input (or a weight)
+        return false;
+      auto r = arenaRangeOf(fn, proven, tables, v);
+      if (!r)
+        return false;
+      read.push_back(*r);
+    }
+    if (writes.empty())
+      for (const LaunchRecord &l : recs)
+        writes.push_back(mayWrite(l));
+    for (size_t l = 0; l < n; ++l) {
+      if (l == d || finished.test(l) || (l > d && anc[l].test(d)))
+        continue;
+      for (const Range &w : writes[l])
+        for (const Range &r : read)
+          if (overlaps(w, r))
+            return false;
+    }
+    return true;
+  }
+
+private:
+  /// The arena bytes launch `l` may write: its node's results; for an
+  /// expert GEMV running the routing head (RoutingHeads.h: "+ routing (" in
+  /// its label, nothing else merged), the topk node's results too (block
+  /// (0, 0, 0) stores the ids and weights); everything where it runs other
+  /// merged work ("+" otherwise in its label) or computes no node.
+  std::vector<Range> mayWrite(const LaunchRecord &l) {
+    if (l.node == kNoNode)
+      return {Range{0, ~uint64_t(0)}};
+    const Node &node = fn.node(l.node);
+    std::vector<ValueId> results(node.results.begin(), node.results.end());
+    const size_t plus = l.what.find("+ ");
+    if (plus != std::string::npos) {
+      const size_t routing = l.what.find(" + routing (");
+      if (routing == std::string::npos || routing + 1 != plus ||
+          l.what.find("+ ", plus + 2) != std::string::npos)
+        return {Range{0, ~uint64_t(0)}};
+      for (ValueId o : node.operands)
+        if (const Node *p = fn.producer(storageRoot(fn, o)); p && p->kind == OpKind::FusedTopkMoe)
+          results.insert(results.end(), p->results.begin(), p->results.end());
+    }
+    std::vector<Range> out;
+    for (ValueId r : results)
+      if (auto range = arenaRangeOf(fn, proven, tables, r))
+        out.push_back(*range);
+    return out;
+  }
+
+  const Function &fn;
+  const ProvenPlan &proven;
+  SlotTables &tables;
+  const KernelSources &sources;
+  const std::vector<LaunchRecord> &recs;
+  const std::vector<size_t> &sourceOf;
+  std::vector<llvm::BitVector> anc;
+  std::vector<std::vector<Range>> writes;
+};
+
+/// The DP4A down projection's source with the routing run again before its
+/// wait (topk.cuh, topkHeadEarly) from the routing head's configuration
+/// `head` (struct FgHead, taken from the gated launch that runs the head),
+/// its ids and weights read from shared memory; or nothing where the source
+/// is not the expected form.
+std::optional<std::string> rankedAgainSource(std::string src, const std::string &head,
+                                             bool bias) {
+  const size_t entry = src.rfind("extern \"C\" __global__");
+  const size_t open = entry == std::string::npos ? entry : src.find(") {\n", entry);
+  if (open == std::string::npos ||
+      src.find("  const fg::GemvArgs<CfgM> ga{", open) == std::string::npos)
+    return std::nullopt;
+  const std::string defs =
+      (src.find("topkRow<") == std::string::npos ? kernelSource("topk.cuh").str() : "") + head;
+  const std::string params = ", const FgHead::Logit* fg_h_logits" +
+                             std::string(bias ? ", const FgHead::Bias* fg_h_bias" : "");
+  const std::string rank = "  const float* fg_h_w = nullptr;\n  ids = fg::topkHeadEarly<FgHead>("
+                           "fg_h_logits, " +
+                           std::string(bias ? "fg_h_bias" : "nullptr") +
+                           ", &fg_h_w);\n  sw = fg_h_w;\n";
+  std::string out = src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
+                    src.substr(open, 4) + rank + src.substr(open + 4);
+  if (!replaceOnce(out, kEarlyIdsOff, kEarlyIdsOn) ||
+      !replaceOnce(out, "kSlotsShared = false", "kSlotsShared = true"))
+    return std::nullopt;
   return out;
 }
 
@@ -36,70 +150,78 @@ llvm::Expected<unsigned> markEarlyExperts(const Function &fn, const ProvenPlan &
                                           CompiledEntry &entry) {
   std::vector<LaunchRecord> &recs = entry.launches;
   std::vector<size_t> &sourceOf = sources.sourceOfLaunch.back();
-  const size_t n = recs.size();
-  // Strict ancestors (deps point to earlier launches).
-  std::vector<llvm::BitVector> anc(n, llvm::BitVector(n));
-  for (size_t i = 0; i < n; ++i)
-    for (uint32_t d : recs[i].deps) {
-      anc[i].set(d);
-      anc[i] |= anc[d];
-    }
-  std::vector<std::vector<Range>> writes;
+  Prover prove(fn, proven, tables, sources, entry);
   unsigned marked = 0;
-  for (size_t d = 0; d < n; ++d) {
+  for (size_t d = 0; d < recs.size(); ++d) {
     LaunchRecord &dr = recs[d];
     if (dr.kind != LaunchRecord::Kind::Kernel || dr.node == kNoNode ||
         dr.op != OpKind::FusedMatmulIdSumAdd || dr.what.find("+ ") != std::string::npos)
       continue;
-    std::string &src = sources.sources[sourceOf[d]].second;
-    const size_t at = src.find(kEarlyIdsOff);
-    if (at == std::string::npos || src.find(kEarlyIdsOff, at + 1) != std::string::npos)
-      continue;
-    // F: finished whenever D starts. Every direct predecessor must trigger
-    // after its wait.
-    llvm::BitVector finished(n);
-    bool ok = true;
-    for (uint32_t p : dr.deps) {
-      const LaunchRecord &pr = recs[p];
-      if (pr.kind == LaunchRecord::Kind::Kernel &&
-          sources.sources[sourceOf[p]].second.find("fg_pdl_begin_trigger_first();") !=
-              std::string::npos)
-        ok = false;
-      finished |= anc[p];
-    }
-    if (!ok)
-      continue;
-    // The ids and the routing weights: arena values made by launches.
+    std::string src = prove.source(d);
     const Node &dn = fn.node(dr.node);
-    std::vector<Range> read;
-    for (ValueId v : {dn.operands[2], dn.operands[3]}) {
-      if (fn.producer(storageRoot(fn, v)) == nullptr) { // a graph input or weight
-        ok = false;
-        break;
-      }
-      if (auto r = arenaRangeOf(fn, proven, tables, v))
-        read.push_back(*r);
-      else
-        ok = false;
-    }
-    if (!ok)
-      continue;
-    if (writes.empty())
-      for (const LaunchRecord &l : recs)
-        writes.push_back(mayWrite(fn, proven, tables, l));
-    for (size_t l = 0; l < n && ok; ++l) {
-      if (l == d || finished.test(l) || (l > d && anc[l].test(d)))
+    const ValueId ids = dn.operands[2], weights = dn.operands[3];
+    std::string what;
+    if (prove.readableEarly(d, {ids, weights})) {
+      // The writers of the ids and weights have finished: read them.
+      if (!replaceOnce(src, kEarlyIdsOff, kEarlyIdsOn))
         continue;
-      for (const Range &w : writes[l])
-        for (const Range &r : read)
-          ok = ok && !overlaps(w, r);
+      what = " (experts read before the wait)";
+    } else {
+      // The routing heads (RoutingHeads.h): the gated launch right before
+      // ranks the router's logits and stores the ids; rank them again here,
+      // from the logits, where their writer has finished.
+      const Node *topk = fn.producer(storageRoot(fn, ids));
+      if (!topk || topk->kind != OpKind::FusedTopkMoe || topk->results.size() != 2 ||
+          storageRoot(fn, ids) != topk->results[0] ||
+          storageRoot(fn, weights) != topk->results[1] || dr.args.size() != 6)
+        continue;
+      const bool bias = topk->operands.size() > 1;
+      const size_t nb = bias ? 4 : 3; // the topk launch's pointers: ids, weights, logits[, bias]
+      const LaunchRecord *host = nullptr;
+      size_t hostIndex = 0;
+      for (uint32_t p : dr.deps) {
+        const LaunchRecord &a = recs[p];
+        if (a.args.size() >= nb && a.args[a.args.size() - nb] == dr.args[3] &&
+            prove.source(p).find("fg::topkHead<FgHead>(") != std::string::npos)
+          host = &a, hostIndex = p;
+      }
+      if (!host)
+        continue;
+      const std::string &hs = prove.source(hostIndex);
+      const size_t at = hs.find("struct FgHead {");
+      const size_t end = at == std::string::npos ? at : hs.find("extern \"C\" __global__", at);
+      if (end == std::string::npos)
+        continue;
+      const std::string head = hs.substr(at, end - at);
+      // The head's threads must fit this block (topkRow's fgFirst).
+      const size_t kt = head.find("kThreads = ");
+      if (kt == std::string::npos ||
+          std::stoul(head.substr(kt + 11)) > static_cast<unsigned long>(dr.block[0]))
+        continue;
+      // The slots as the kernel indexes them must be the whole arrays.
+      const std::string zero = detail::ilit(0), one = detail::ilit(1);
+      if (src.find("ids_off = " + zero + ", ids_st = ") == std::string::npos ||
+          src.find(", ids_sj = " + one + ";") == std::string::npos ||
+          src.find("sw_off = " + zero + ", sw_sj = " + one + ";") == std::string::npos ||
+          src.find("using Ids = " + detail::ctype(DType::I32) + ";") == std::string::npos ||
+          src.find("using SW = " + detail::ctype(DType::F32) + ";") == std::string::npos)
+        continue;
+      std::vector<ValueId> reads{topk->operands[0]};
+      if (bias && fn.producer(storageRoot(fn, topk->operands[1])))
+        reads.push_back(topk->operands[1]);
+      if (!prove.readableEarly(d, reads))
+        continue;
+      std::optional<std::string> ranked = rankedAgainSource(src, head, bias);
+      if (!ranked)
+        continue;
+      src = std::move(*ranked);
+      for (size_t i = host->args.size() - nb + 2; i < host->args.size(); ++i)
+        dr.args.push_back(host->args[i]);
+      what = " (experts ranked again before the wait)";
     }
-    if (!ok)
-      continue;
-    src.replace(at, std::string(kEarlyIdsOff).size(), kEarlyIdsOn);
     dr.symbol = detail::renameRewritten(src, dr.symbol);
-    sources.sources[sourceOf[d]].first = dr.symbol;
-    dr.what += " (experts read before the wait)";
+    sources.sources[sourceOf[d]] = {dr.symbol, std::move(src)};
+    dr.what += what;
     ++marked;
   }
   return marked;

@@ -21,17 +21,24 @@
 // weights is in F (finished before D starts) or a descendant of D (those
 // start only after every block of D has passed its prologue and trigger);
 // any other writer — a direct predecessor itself, a launch unordered with D —
-// refuses. A launch may write its node's results; a launch that also runs
-// other nodes' work (the GEMV tails, the routing heads, a GEMM pair: "+" in
-// its label) may write anything. Graph inputs refuse (their writers, the
+// refuses. A launch may write its node's results (a routing head's host:
+// and the topk node's); a launch that runs other merged work (the GEMV
+// tails, a GEMM pair: "+" in its label) may write anything. Graph inputs refuse (their writers, the
 // input check and the copies before the graph, are not launches here).
 // A graph with full edges (an entry with cuBLAS calls; programmatic launch
 // off) or an eager run starts D after its predecessors finished: the proof
 // holds a fortiori. FG_DEBUG_PDL_EARLY_TRIGGER=1 (timing only) voids it.
 //
-// So it serves the float experts of a model whose routing is its own launch
-// (topk_moe, two launches before the down projection); with the routing heads
-// (RoutingHeads.h) the ids come from the launch right before, and it refuses.
+// So it serves a model whose routing is its own launch (topk_moe, two
+// launches before the down projection: the float experts of W-moe-12). With
+// the routing heads (RoutingHeads.h: the DP4A experts) the ids come from the
+// gated launch right before, whose writes are its node's results and the
+// topk node's; there the down projection ranks the router's logits again
+// before its wait instead (topk.cuh, topkHeadEarly: the head's code and
+// order of sums, no stores; its ids and weights in shared memory,
+// Cfg::kSlotsShared), when the same proof holds for the logits (written by
+// the router GEMV, two launches back) and the head's threads fit its block;
+// it takes the logits (and bias) as one or two more pointers.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -783,7 +783,7 @@ KernelSpec dp4aKernel(const GemvDesc &d, const EmitOptions &o, GemvSplit &sp, Cf
     // reads them and loads the first tile before the wait.
     c += llvm::formatv("struct CfgM : CfgD {{\n  using SW = {0};\n  static constexpr long long "
                        "kSlotSteps = {1}, sw_off = {2}, sw_sj = {3};\n  static constexpr bool "
-                       "kEarlyIds = false, kPrologueLoad = kEarlyIds;\n};\n",
+                       "kEarlyIds = false, kPrologueLoad = kEarlyIds, kSlotsShared = false;\n};\n",
                        ctype(d.sw), d.slotSteps, lit(d.swOff), lit(d.swSj))
              .str();
     c += kernelEntry(static_cast<unsigned>(32 * s.wk * s.wr),

@@ -243,10 +243,10 @@ template <class C> static __device__ __forceinline__ void topkMoe(const TopkArgs
 // `gw` for the launches after (the down projection reads both). Returns the
 // block's ids, which the GEMV reads instead of the stored ones.
 
-template <class C>
-static __device__ __forceinline__ const int *topkHead(const typename C::Logit *logits,
-                                                      const typename C::Bias *bias, int *gids,
-                                                      float *gw) {
+template <class C, bool kEarly>
+static __device__ __forceinline__ const int *topkHeadImpl(const typename C::Logit *logits,
+                                                          const typename C::Bias *bias, int *gids,
+                                                          float *gw, const float **wOut) {
   constexpr int NT = C::kThreads, E = C::E, K = C::K;
   static_assert(C::T == 1 && NT % 32 == 0, "one token's routing, whole warps");
   __shared__ __align__(16) float lg[E], pr[E], sel[E], wk[K], w[K];
@@ -254,15 +254,37 @@ static __device__ __forceinline__ const int *topkHead(const typename C::Logit *l
   __shared__ double shd[32];
   __shared__ float shf[32];
   for (int e = fgFirst<NT>(); e < E; e += NT)
-    lg[e] = fg_to_f(logits[C::kLogitOff + e * C::kLogitS1]);
+    lg[e] = fg_to_f(kEarly ? __ldcg(logits + C::kLogitOff + e * C::kLogitS1)
+                           : logits[C::kLogitOff + e * C::kLogitS1]);
   __syncthreads();
   topkRow<C, NT>(lg, pr, sel, wk, ids, w, bias, shd, shf); // ends past a barrier
-  if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+  if (!kEarly && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
     for (int j = threadIdx.x; j < K; j += blockDim.x) {
       gids[j] = ids[j];
       gw[j] = w[j];
     }
+  if (wOut)
+    *wOut = w;
   return ids;
+}
+
+template <class C>
+static __device__ __forceinline__ const int *topkHead(const typename C::Logit *logits,
+                                                      const typename C::Bias *bias, int *gids,
+                                                      float *gw) {
+  return topkHeadImpl<C, false>(logits, bias, gids, gw, nullptr);
+}
+
+/// The same routing run again by the expert down projection before its
+/// programmatic-launch wait (codegen/cuda/EarlyExperts.h: the logits'
+/// writer proven finished when it starts): the logits read at L2
+/// (ld.global.cg), nothing stored; the block's ids returned and its weights
+/// in *wOut (shared memory), the same bits as the head's.
+template <class C>
+static __device__ __forceinline__ const int *topkHeadEarly(const typename C::Logit *logits,
+                                                           const typename C::Bias *bias,
+                                                           const float **wOut) {
+  return topkHeadImpl<C, true>(logits, bias, nullptr, nullptr, wOut);
 }
 
 // --- the router of one token in one launch (fused.rms_norm_matmul_topk_moe) -----------

@@ -7,8 +7,10 @@
 // back) both decode layers' launches switch, same grid, arguments and
 // dependencies, the kernel renamed (its source says kEarlyIds = true; every
 // module is built by NVRTC with the program); with q4_K experts and the routing
-// heads on (the ids written by the gated launch right before) none does, and
-// with the heads off both do. A down projection whose ids are a graph input
+// heads on (the ids written by the gated launch right before) none reads them
+// early, but both rank the router's logits (two launches back) again before
+// the wait, taking one more pointer, the one the head ranks from; with the
+// heads off both read them. A down projection whose ids are a graph input
 // (written by the input check or a copy, not a launch of the entry) never
 // does.
 //
@@ -27,6 +29,7 @@ using fg::test::entryNamed;
 namespace {
 
 constexpr llvm::StringLiteral kEarly = " (experts read before the wait)";
+constexpr llvm::StringLiteral kRanked = " (experts ranked again before the wait)";
 
 std::vector<const LaunchRecord *> downs(const CompiledEntry &e) {
   std::vector<const LaunchRecord *> out;
@@ -78,15 +81,41 @@ TEST(EarlyExperts, FloatExpertsReadTheirIdsBeforeTheWait) {
     EXPECT_EQ(p0->launches[i].symbol, p1->launches[i].symbol);
 }
 
-TEST(EarlyExperts, RoutingHeadsWriteTheIdsTooLateForIt) {
+TEST(EarlyExperts, WithRoutingHeadsTheDownProjectionRanksAgain) {
   const Graph g = test::workloadLayers("w-moe-12-q4_k", 256, {64});
-  // The heads on (the default): the gated launch right before writes the ids.
-  const CompiledProgram heads = test::programWithSwitch(g, "FG_DEBUG_EARLY_EXPERTS", true);
-  const CompiledEntry *d = entryNamed(heads, "decode");
-  ASSERT_TRUE(d);
-  ASSERT_EQ(downs(*d).size(), 2u);
-  EXPECT_EQ(earlyCount(*d), 0u);
-  // The heads off: the topk launch writes them, two launches back.
+  // The heads on (the default): the gated launch right before writes the
+  // ids, so they are not read early; the down projection ranks the router's
+  // logits (written two launches back) again, taking them as one more pointer.
+  ::setenv("FG_DEBUG_ROUTING_HEADS", "1", 1);
+  const CompiledProgram off = test::programWithSwitch(g, "FG_DEBUG_EARLY_EXPERTS", false),
+                        on = test::programWithSwitch(g, "FG_DEBUG_EARLY_EXPERTS", true);
+  ::unsetenv("FG_DEBUG_ROUTING_HEADS");
+  const CompiledEntry *d0 = entryNamed(off, "decode"), *d1 = entryNamed(on, "decode");
+  ASSERT_TRUE(d0 && d1);
+  ASSERT_EQ(downs(*d1).size(), 2u);
+  EXPECT_EQ(earlyCount(*d1), 0u);
+  ASSERT_EQ(d0->launches.size(), d1->launches.size());
+  unsigned ranked = 0;
+  for (size_t i = 0; i < d1->launches.size(); ++i) {
+    const LaunchRecord &a = d0->launches[i], &b = d1->launches[i];
+    if (!llvm::StringRef(b.what).endswith(kRanked))
+      continue;
+    ++ranked;
+    SCOPED_TRACE(b.what);
+    EXPECT_EQ(a.deps, b.deps);
+    ASSERT_EQ(b.args.size(), a.args.size() + 1);
+    for (size_t j = 0; j < a.args.size(); ++j)
+      EXPECT_EQ(a.args[j], b.args[j]);
+    // The new pointer is the one the gated launch's head ranks from (its last).
+    bool fromHead = false;
+    for (uint32_t dep : b.deps)
+      fromHead |= llvm::StringRef(d1->launches[dep].what).contains(" + routing (") &&
+                  d1->launches[dep].args.back() == b.args.back();
+    EXPECT_TRUE(fromHead);
+    EXPECT_TRUE(llvm::StringRef(b.symbol).startswith(a.symbol + "_")) << b.symbol;
+  }
+  EXPECT_EQ(ranked, 2u);
+  // The heads off: the topk launch writes them, two launches back: read.
   ::setenv("FG_DEBUG_ROUTING_HEADS", "0", 1);
   const CompiledProgram noHeads = test::programWithSwitch(g, "FG_DEBUG_EARLY_EXPERTS", true);
   ::unsetenv("FG_DEBUG_ROUTING_HEADS");

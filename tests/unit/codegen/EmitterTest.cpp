@@ -1981,7 +1981,7 @@ TEST(CudaEmit, MatmulIdSumAddOnDp4a) {
     EXPECT_TRUE(contains(k, "kSlotSteps = " + std::to_string(c.K / (c.w == DType::Q4_0 ? 512 : 256)) + ","));
     EXPECT_TRUE(contains(k, "kPrologueLoad = false"));
     // The early prologue only where the lowering switches it on (EarlyExperts.h).
-    EXPECT_TRUE(contains(k, "kEarlyIds = false, kPrologueLoad = kEarlyIds;"));
+    EXPECT_TRUE(contains(k, "kEarlyIds = false, kPrologueLoad = kEarlyIds, kSlotsShared = false;"));
     EXPECT_EQ(k.grid[1], 1u);
     const std::vector<Param> want = {Param::result(0),  Param::operand(0), Param::operand(1),
                                      Param::operand(2), Param::operand(3), Param::operand(4)};
