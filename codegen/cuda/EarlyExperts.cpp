@@ -206,10 +206,11 @@ llvm::Expected<unsigned> markEarlyExperts(const Function &fn, const ProvenPlan &
           src.find("using Ids = " + detail::ctype(DType::I32) + ";") == std::string::npos ||
           src.find("using SW = " + detail::ctype(DType::F32) + ";") == std::string::npos)
         continue;
-      std::vector<ValueId> reads{topk->operands[0]};
+      // The logits (read at L2); a bias a kernel computes refuses (topkRow
+      // reads it through L1).
       if (bias && fn.producer(storageRoot(fn, topk->operands[1])))
-        reads.push_back(topk->operands[1]);
-      if (!prove.readableEarly(d, reads))
+        continue;
+      if (!prove.readableEarly(d, {topk->operands[0]}))
         continue;
       std::optional<std::string> ranked = rankedAgainSource(src, head, bias);
       if (!ranked)

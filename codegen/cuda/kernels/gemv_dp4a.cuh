@@ -1106,12 +1106,12 @@ template <class C> struct Dp4aMoeSum {
     // C::kSlotsShared: ids and sw point into this block's shared memory
     // (the routing run again by the prologue, EarlyExperts.h).
     const long long ex = (long long)(C::kSlotsShared ? a.ids[C::ids_off + j * C::ids_sj]
-                                                     : __ldcg(a.ids + C::ids_off + j * C::ids_sj));
+                                                     : fg_ldcg(a.ids + C::ids_off + j * C::ids_sj));
     m.valid = ex >= 0 && ex < C::E;
     m.e = m.valid ? ex : 0;
     m.sbl = l.sb % C::kSlotSteps;
     m.wt = m.valid ? fg_to_f(C::kSlotsShared ? sw[C::sw_off + j * C::sw_sj]
-                                             : __ldcg(sw + C::sw_off + j * C::sw_sj))
+                                             : fg_ldcg(sw + C::sw_off + j * C::sw_sj))
                    : 0.0f;
     return m;
   }

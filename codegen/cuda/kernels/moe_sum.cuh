@@ -47,10 +47,10 @@ template <class C> static __device__ __forceinline__ MoeSumSlots<C> &moeSumSlots
 template <class C> static __device__ __forceinline__ void moeSumReadSlots(const MoeSumArgs<C> &a) {
   MoeSumSlots<C> &sl = moeSumSlots<C>();
   for (int j = threadIdx.x; j < C::kk; j += blockDim.x) {
-    const long long e = (long long)__ldcg(a.ids + C::ids_off + j * C::ids_sj);
+    const long long e = (long long)fg_ldcg(a.ids + C::ids_off + j * C::ids_sj);
     const bool ok = e >= 0 && e < C::E;
     sl.ex[j] = ok ? e : -1;
-    sl.wt[j] = ok ? fg_to_f(__ldcg(a.sw + C::sw_off + j * C::sw_sj)) : 0.0f;
+    sl.wt[j] = ok ? fg_to_f(fg_ldcg(a.sw + C::sw_off + j * C::sw_sj)) : 0.0f;
   }
   __syncthreads();
 }

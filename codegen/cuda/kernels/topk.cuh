@@ -254,7 +254,7 @@ static __device__ __forceinline__ const int *topkHeadImpl(const typename C::Logi
   __shared__ double shd[32];
   __shared__ float shf[32];
   for (int e = fgFirst<NT>(); e < E; e += NT)
-    lg[e] = fg_to_f(kEarly ? __ldcg(logits + C::kLogitOff + e * C::kLogitS1)
+    lg[e] = fg_to_f(kEarly ? fg_ldcg(logits + C::kLogitOff + e * C::kLogitS1)
                            : logits[C::kLogitOff + e * C::kLogitS1]);
   __syncthreads();
   topkRow<C, NT>(lg, pr, sel, wk, ids, w, bias, shd, shf); // ends past a barrier

@@ -1842,13 +1842,14 @@ const KernelSpec &only(const std::vector<Launch> &ls) {
 
 /// fused.matmul_id_sum_add of one token: x [1, k, K] f32, experts w [E, N, K],
 /// ids and routing weights of k slots, an f32 residual of N.
-BuildFn moeSumOf(DType w, int64_t E, int64_t N, int64_t K, int64_t k) {
+BuildFn moeSumOf(DType w, int64_t E, int64_t N, int64_t K, int64_t k,
+                 DType sw = DType::F32) {
   return [=](Builder &b) {
     b.result(b.create(op::FusedMatmulIdSumAddArgs{
         .x = b.input("h", T(DType::F32, {1, k, K})),
         .w = b.weight("w", T(w, {E, N, K})),
         .ids = b.input("ids", T(DType::I32, {1, k})),
-        .weights = b.input("sw", T(DType::F32, {1, k, 1})),
+        .weights = b.input("sw", T(sw, {1, k, 1})),
         .residual = b.input("r", T(DType::F32, {1, N}))}));
   };
 }
@@ -2046,6 +2047,10 @@ TEST(CudaEmit, MatmulIdSumAddFloatRows) {
     EXPECT_TRUE(contains(k, "fg::moeSumPrologue<Cfg>(ma);\n  fg_pdl_begin();\n  "
                             "fg::moeSumFloat<Cfg>(ma, pre);"));
   }
+  // 16-bit routing weights (read past L1 by fg_ldcg's 16-bit forms), both
+  // forms, compiled.
+  only(emitAll(moeSumOf(DType::F16, 8, 256, 128, 2, DType::F16), {}, on));
+  only(emitAll(moeSumOf(DType::Q4_K, 8, 256, 256, 2, DType::BF16)));
   // 260 f16 weights a row: 520 bytes, not whole 16-byte units.
   EXPECT_NE(refusal(moeSumOf(DType::F16, 4, 16, 260, 2), on).find("16-byte units"), std::string::npos);
   EmitOptions off;
