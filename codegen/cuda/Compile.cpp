@@ -299,6 +299,10 @@ void applyDebugEnvironment(EmitOptions &emit) {
     emit.routingHeads = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_EARLY_EXPERTS"); v && !v->empty())
     emit.earlyExperts = *v != "0";
+  // Every trigger before its wait (timing only, Nvrtc.cpp) voids early
+  // experts' proof (EarlyExperts.h): off.
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_PDL_EARLY_TRIGGER"); v && *v == "1")
+    emit.earlyExperts = false;
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_MOE_SUM_FLOAT"); v && !v->empty())
     emit.moeSumFloat = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_ATTN_Q_FIRST"); v && !v->empty())

@@ -44,32 +44,78 @@ public:
   const std::string &source(size_t l) const { return sources.sources[sourceOf[l]].second; }
 
   /// Whether launch d's prologue, before its wait, sees the bytes of `vs` as
-  /// its body would after it (EarlyExperts.h, the proof).
+  /// its body would after it (EarlyExperts.h, the proof): d reads them, so
+  /// the plan keeps them live through d.
   bool readableEarly(size_t d, llvm::ArrayRef<ValueId> vs) {
-    const size_t n = recs.size();
-    llvm::BitVector finished(n);
+    std::optional<llvm::BitVector> finished = finishedAtStart(d);
+    std::optional<std::vector<Range>> read = rangesOf(vs);
+    return finished && read && othersLeave(d, *read, *finished);
+  }
+
+  /// The same for `v`, which the plan never had d read (the router's
+  /// logits, whose last reader was the routing): its bytes may have been
+  /// given to a value defined after that reader — by d itself, or by any
+  /// launch before d that is not an ancestor of v's producer. So the only
+  /// writers allowed are v's producing launch p (finished when d starts) and
+  /// p's ancestors, and d's descendants; d's own results and scratch must
+  /// not touch v's bytes.
+  bool readableEarlyUnplanned(size_t d, ValueId v) {
+    std::optional<llvm::BitVector> finished = finishedAtStart(d);
+    std::optional<std::vector<Range>> read = rangesOf({v});
+    if (!finished || !read)
+      return false;
+    const Node *prod = fn.producer(storageRoot(fn, v));
+    size_t p = recs.size();
+    for (size_t l = 0; l < d; ++l)
+      if (recs[l].node != kNoNode && &fn.node(recs[l].node) == prod)
+        p = l;
+    if (p == recs.size() || !finished->test(p))
+      return false;
+    llvm::BitVector allowed = anc[p];
+    allowed.set(p);
+    for (const Range &w : writesOf(d))
+      for (const Range &r : *read)
+        if (overlaps(w, r))
+          return false;
+    return othersLeave(d, *read, allowed);
+  }
+
+private:
+  /// Every direct predecessor of d triggers after its own wait: then the
+  /// strict ancestors of each have finished when d starts.
+  std::optional<llvm::BitVector> finishedAtStart(size_t d) {
+    llvm::BitVector finished(recs.size());
     for (uint32_t p : recs[d].deps) {
       if (recs[p].kind == LaunchRecord::Kind::Kernel &&
           source(p).find("fg_pdl_begin_trigger_first();") != std::string::npos)
-        return false;
+        return std::nullopt;
       finished |= anc[p];
     }
+    return finished;
+  }
+
+  /// The arena bytes of values a launch of the entry computes (graph inputs
+  /// and weights refuse).
+  std::optional<std::vector<Range>> rangesOf(llvm::ArrayRef<ValueId> vs) {
     std::vector<Range> read;
     for (ValueId v : vs) {
-      if (fn.producer(storageRoot(fn, v)) == nullptr) // a graph input (or a weight)
-        return false;
+      if (fn.producer(storageRoot(fn, v)) == nullptr)
+        return std::nullopt;
       auto r = arenaRangeOf(fn, proven, tables, v);
       if (!r)
-        return false;
+        return std::nullopt;
       read.push_back(*r);
     }
-    if (writes.empty())
-      for (const LaunchRecord &l : recs)
-        writes.push_back(mayWrite(l));
-    for (size_t l = 0; l < n; ++l) {
-      if (l == d || finished.test(l) || (l > d && anc[l].test(d)))
+    return read;
+  }
+
+  /// Whether every launch other than d that may write `read` is in `ok` or a
+  /// descendant of d.
+  bool othersLeave(size_t d, const std::vector<Range> &read, const llvm::BitVector &ok) {
+    for (size_t l = 0; l < recs.size(); ++l) {
+      if (l == d || ok.test(l) || (l > d && anc[l].test(d)))
         continue;
-      for (const Range &w : writes[l])
+      for (const Range &w : writesOf(l))
         for (const Range &r : read)
           if (overlaps(w, r))
             return false;
@@ -77,8 +123,14 @@ public:
     return true;
   }
 
-private:
-  /// The arena bytes launch `l` may write: its node's results; for an
+  const std::vector<Range> &writesOf(size_t l) {
+    if (writes.empty())
+      for (const LaunchRecord &r : recs)
+        writes.push_back(mayWrite(r));
+    return writes[l];
+  }
+
+  /// The arena bytes launch `l` may write: its node's results and scratch; for an
   /// expert GEMV running the routing head (RoutingHeads.h: "+ routing (" in
   /// its label, nothing else merged), the topk node's results too (block
   /// (0, 0, 0) stores the ids and weights); everything where it runs other
@@ -102,6 +154,11 @@ private:
     for (ValueId r : results)
       if (auto range = arenaRangeOf(fn, proven, tables, r))
         out.push_back(*range);
+    if (l.node < proven.plan.scratch.size() && proven.plan.scratch[l.node].size > 0) {
+      const ScratchSlice &sc = proven.plan.scratch[l.node];
+      out.push_back(Range{static_cast<uint64_t>(sc.offset),
+                          static_cast<uint64_t>(sc.offset + sc.size)});
+    }
     return out;
   }
 
@@ -195,8 +252,11 @@ llvm::Expected<unsigned> markEarlyExperts(const Function &fn, const ProvenPlan &
       const std::string head = hs.substr(at, end - at);
       // The head's threads must fit this block (topkRow's fgFirst).
       const size_t kt = head.find("kThreads = ");
+      unsigned threads = 0;
       if (kt == std::string::npos ||
-          std::stoul(head.substr(kt + 11)) > static_cast<unsigned long>(dr.block[0]))
+          llvm::StringRef(head).substr(kt + 11).take_while([](char c) { return c >= '0' && c <= '9'; })
+              .getAsInteger(10, threads) ||
+          threads > dr.block[0])
         continue;
       // The slots as the kernel indexes them must be the whole arrays.
       const std::string zero = detail::ilit(0), one = detail::ilit(1);
@@ -206,11 +266,14 @@ llvm::Expected<unsigned> markEarlyExperts(const Function &fn, const ProvenPlan &
           src.find("using Ids = " + detail::ctype(DType::I32) + ";") == std::string::npos ||
           src.find("using SW = " + detail::ctype(DType::F32) + ";") == std::string::npos)
         continue;
-      // The logits (read at L2); a bias a kernel computes refuses (topkRow
-      // reads it through L1).
-      if (bias && fn.producer(storageRoot(fn, topk->operands[1])))
-        continue;
-      if (!prove.readableEarly(d, {topk->operands[0]}))
+      // The logits (read at L2); the bias only as a weight, which no launch
+      // writes (topkRow reads it through L1).
+      if (bias) {
+        const Argument *arg = fn.argumentOf(storageRoot(fn, topk->operands[1]));
+        if (!arg || arg->role != ArgRole::Weight)
+          continue;
+      }
+      if (!prove.readableEarlyUnplanned(d, topk->operands[0]))
         continue;
       std::optional<std::string> ranked = rankedAgainSource(src, head, bias);
       if (!ranked)

@@ -77,24 +77,6 @@ template <int NT> static __device__ __forceinline__ float fg_block_max(float v) 
 // (token, ok) of the step whose number has parity r.
 constexpr unsigned kStatusSeq = 6, kStatusRing = 8;
 
-/// *p read at L2, the point of coherence (ld.global.cg): for values another
-/// kernel wrote that a kernel reads before its programmatic-launch wait
-/// (codegen/cuda/EarlyExperts.h), where a line this SM's L1 kept from before
-/// must not answer.
-static __device__ __forceinline__ float fg_ldcg(const float *p) { return __ldcg(p); }
-static __device__ __forceinline__ int fg_ldcg(const int *p) { return __ldcg(p); }
-static __device__ __forceinline__ long long fg_ldcg(const long long *p) { return __ldcg(p); }
-static __device__ __forceinline__ fg_f16 fg_ldcg(const fg_f16 *p) {
-  fg_f16 r;
-  asm volatile("ld.global.cg.u16 %0, [%1];" : "=h"(r.b) : "l"(p));
-  return r;
-}
-static __device__ __forceinline__ fg_bf16 fg_ldcg(const fg_bf16 *p) {
-  fg_bf16 r;
-  asm volatile("ld.global.cg.u16 %0, [%1];" : "=h"(r.b) : "l"(p));
-  return r;
-}
-
 // Programmatic dependent launch. Every kernel entry begins with fg_pdl_begin()
 // (kernelEntry in codegen/cuda/Kernel.cpp writes it): griddepcontrol.wait
 // blocks until every kernel this one depends on has finished and its writes

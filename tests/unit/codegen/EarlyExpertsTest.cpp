@@ -12,12 +12,14 @@
 // the wait, taking one more pointer, the one the head ranks from; with the
 // heads off both read them. A down projection whose ids are a graph input
 // (written by the input check or a copy, not a launch of the entry) never
-// does.
+// does; nor a ranked form whose own result may overwrite the logits (a
+// planted alias).
 //
 //===----------------------------------------------------------------------===//
 #include "tests/unit/codegen/SwitchedProgram.h"
 
 #include "ir/Builder.h"
+#include "passes/memory/LaunchDag.h"
 
 #include "llvm/ADT/StringRef.h"
 
@@ -106,7 +108,8 @@ TEST(EarlyExperts, WithRoutingHeadsTheDownProjectionRanksAgain) {
     ASSERT_EQ(b.args.size(), a.args.size() + 1);
     for (size_t j = 0; j < a.args.size(); ++j)
       EXPECT_EQ(a.args[j], b.args[j]);
-    // The new pointer is the one the gated launch's head ranks from (its last).
+    // The new pointer is the one the gated launch's head ranks from: the
+    // logits, the last of its pointers (W-moe's routing has no bias).
     bool fromHead = false;
     for (uint32_t dep : b.deps)
       fromHead |= llvm::StringRef(d1->launches[dep].what).contains(" + routing (") &&
@@ -124,7 +127,7 @@ TEST(EarlyExperts, WithRoutingHeadsTheDownProjectionRanksAgain) {
   EXPECT_EQ(earlyCount(*e), 2u);
 }
 
-TEST(EarlyExperts, InputIdsAreNeverReadEarly) {
+TEST(EarlyExperts, GraphInputsAreNeverReadEarly) {
   Graph g;
   Function &fn = g.addFunction("main");
   Builder b(fn);
@@ -132,7 +135,10 @@ TEST(EarlyExperts, InputIdsAreNeverReadEarly) {
       .x = b.weight("h", {DType::F32, {1, 8, 768}}, {}),
       .w = b.weight("w", {DType::F16, {16, 256, 768}}, {}),
       .ids = b.input("ids", {DType::I32, {1, 8}}),
-      .weights = b.weight("sw", {DType::F32, {1, 8, 1}}, {}),
+      // Graph inputs (written by the input check or a copy before the
+      // graph, not by a launch the pass sees): the only launch is the down
+      // projection, so nothing but the input rule stands in the way.
+      .weights = b.input("sw", {DType::F32, {1, 8, 1}}),
       .residual = b.weight("r", {DType::F32, {1, 256}}, {})},
                     "y"));
   ASSERT_FALSE(bool(b.finish()));
@@ -141,4 +147,51 @@ TEST(EarlyExperts, InputIdsAreNeverReadEarly) {
   ASSERT_TRUE(e);
   ASSERT_EQ(downs(*e).size(), 1u);
   EXPECT_EQ(earlyCount(*e), 0u);
+}
+
+/// Planted: the first layer's down projection's result placed on the same
+/// fresh arena bytes as that layer's router logits (legal: the logits die at
+/// the routing, before the down projection defines its result). The plan is
+/// proven; ranking the logits again before the wait would read bytes a
+/// block of the same launch may already have overwritten, so that layer's
+/// down projection keeps the late form and the other layer's is ranked again.
+TEST(EarlyExperts, ALogitsAliasRefusesTheRankedForm) {
+  const Graph g = test::workloadLayers("w-moe-12-q4_k", 256, {});
+  CompileOptions co;
+  co.kernelCacheDir = test::kernelCacheDir();
+  bool planted = false;
+  co.testPlanHook = [&](const Function &fn, BufferPlan &plan) {
+    for (NodeId n = 0; n < fn.numNodes() && !planted; ++n) {
+      const Node &down = fn.node(n);
+      if (down.kind != OpKind::FusedMatmulIdSumAdd)
+        continue;
+      const Node *topk = fn.producer(storageRoot(fn, down.operands[2]));
+      ASSERT_TRUE(topk && topk->kind == OpKind::FusedTopkMoe);
+      const ValueId logits = storageRoot(fn, topk->operands[0]), y = down.results[0];
+      const int64_t at = plan.arenaBytes;
+      int64_t bytes = 0;
+      for (ValueId root : {logits, y}) {
+        const int64_t delta = at - plan.values[root].offset;
+        bytes = std::max(bytes, plan.values[root].size);
+        for (Placement &p : plan.values)
+          if (p.loc == Location::Arena && p.buffer == root)
+            p.offset += delta, p.dataOffset += delta;
+      }
+      plan.arenaBytes += (bytes + plan.alignment - 1) / plan.alignment * plan.alignment;
+      planted = true;
+    }
+  };
+  ::setenv("FG_DEBUG_EARLY_EXPERTS", "1", 1);
+  auto plan = compile(g, co);
+  ::unsetenv("FG_DEBUG_EARLY_EXPERTS");
+  ASSERT_TRUE(planted);
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  auto prog = decodeProgram(plan->section("program")->bytes);
+  ASSERT_TRUE(bool(prog)) << llvm::toString(prog.takeError());
+  const CompiledEntry *d = entryNamed(*prog, "decode");
+  ASSERT_TRUE(d);
+  const std::vector<const LaunchRecord *> ds = downs(*d);
+  ASSERT_EQ(ds.size(), 2u);
+  EXPECT_FALSE(llvm::StringRef(ds[0]->what).endswith(kRanked)) << ds[0]->what;
+  EXPECT_TRUE(llvm::StringRef(ds[1]->what).endswith(kRanked)) << ds[1]->what;
 }
