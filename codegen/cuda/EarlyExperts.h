@@ -27,7 +27,8 @@
 // input check and the copies before the graph, are not launches here).
 // A graph with full edges (an entry with cuBLAS calls; programmatic launch
 // off) or an eager run starts D after its predecessors finished: the proof
-// holds a fortiori. FG_DEBUG_PDL_EARLY_TRIGGER=1 (timing only) voids it.
+// holds a fortiori. FG_DEBUG_PDL_EARLY_TRIGGER=1 (timing only) voids it, so
+// it turns the pass off.
 //
 // So it serves a model whose routing is its own launch (topk_moe, two
 // launches before the down projection: the float experts of W-moe-12). With
@@ -36,9 +37,16 @@
 // topk node's; there the down projection ranks the router's logits again
 // before its wait instead (topk.cuh, topkHeadEarly: the head's code and
 // order of sums, no stores; its ids and weights in shared memory,
-// Cfg::kSlotsShared), when the same proof holds for the logits (written by
-// the router GEMV, two launches back) and the head's threads fit its block;
-// it takes the logits (and bias) as one or two more pointers.
+// Cfg::kSlotsShared) where the head's threads fit its block, taking the
+// logits as one more pointer (a selection bias only as a weight). The plan
+// never had the down projection read the logits: their bytes may go to any
+// value defined after the routing, the down projection's own result
+// included (a block that passed its wait may store it while a late block
+// still ranks). So for them the proof is stricter: the router GEMV (the
+// logits' producer, finished when the launch starts) and its ancestors are
+// the only writers allowed besides the launch's descendants, and the
+// launch's own results and scratch must not touch them
+// (EarlyExperts.ALogitsAliasRefusesTheRankedForm plants that alias).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
