@@ -318,6 +318,18 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
            << " x to int8 (DP4A GEMVs, int8 expert GEMMs: the CPU reference matches them with "
            << "cpuActQuant; "
            << "run --verify allows 5e-2)\n";
+      // Early experts (codegen/cuda/EarlyExperts.h): the labels say which.
+      size_t read = 0, ranked = 0;
+      for (const LaunchRecord &l : e.launches) {
+        read += llvm::StringRef(l.what).endswith(" (experts read before the wait)");
+        ranked += llvm::StringRef(l.what).endswith(" (experts ranked again before the wait)");
+      }
+      if (read + ranked)
+        os << "    " << read + ranked
+           << (read + ranked == 1 ? " expert down projection reads its"
+                                  : " expert down projections read their")
+           << " experts before the programmatic-launch wait (" << read << " the stored ids, "
+           << ranked << " ranked again from the router's logits)\n";
     }
   } else {
     os << "cuda: no program in this plan (compiled without CUDA code generation)\n";
