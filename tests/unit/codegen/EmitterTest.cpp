@@ -3603,8 +3603,10 @@ public:
     // thirty-eighth's decode attention at W-moe's shape (3 load forms), a
     // ring that fits at one block an SM (2) and the tree merge (3), 707 with
     // that ring over 8192 rows (its 1000-row case keeps two blocks an SM
-    // and register loads: 2): each NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 707u);
+    // and register loads: 2), 709 with the thirty-ninth's 16-bit routing
+    // weights of the expert down projection (one float, one DP4A form): each
+    // NVRTC compile is CI time.
+    EXPECT_LE(compiled().compiles, 709u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =
