@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fortieth session's first call (written in the thirty-ninth, whose GPU
-# loans stopped before it could run scripts/gpu-s39-e.sh): early experts
+# loans stopped before its call for them could run): early experts
 # (EmitOptions::earlyExperts, off by default until this call:
 # FG_DEBUG_EARLY_EXPERTS=1 against 0) — its tests, again with every kernel's
 # tail delayed, then W-moe-12 steps each way — while ggml-cuda builds on the

@@ -1,6 +1,7 @@
 //===- Inspect.cpp - `fusegraph inspect`: what a model or plan holds -------===//
 #include "tools/Commands.h"
 
+#include "codegen/cuda/EarlyExperts.h"
 #include "codegen/cuda/Lower.h"
 #include "passes/fusion/FusionReport.h"
 #include "runtime/DeviceMemory.h"
@@ -321,8 +322,8 @@ void printText(const Plan &plan, StringRef path, bool isPlan, const Summary &s, 
       // Early experts (codegen/cuda/EarlyExperts.h): the labels say which.
       size_t read = 0, ranked = 0;
       for (const LaunchRecord &l : e.launches) {
-        read += llvm::StringRef(l.what).endswith(" (experts read before the wait)");
-        ranked += llvm::StringRef(l.what).endswith(" (experts ranked again before the wait)");
+        read += llvm::StringRef(l.what).endswith(cuda::kEarlyReadLabel);
+        ranked += llvm::StringRef(l.what).endswith(cuda::kEarlyRankedLabel);
       }
       if (read + ranked)
         os << "    " << read + ranked

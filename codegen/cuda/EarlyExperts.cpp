@@ -3,6 +3,7 @@
 
 #include "codegen/cuda/EmitterCommon.h"
 #include "codegen/cuda/KernelSources.h"
+#include "codegen/cuda/RoutingHeads.h"
 #include "passes/memory/LaunchDag.h"
 
 #include "llvm/ADT/BitVector.h"
@@ -14,9 +15,7 @@ namespace fg::cuda {
 
 namespace {
 
-using Range = std::pair<uint64_t, uint64_t>;
-
-bool overlaps(const Range &a, const Range &b) { return a.first < b.second && b.first < a.second; }
+using Range = ArenaRange;
 
 /// Replaces the one occurrence of `from` in `s`; false (unchanged) where it
 /// is not exactly one.
@@ -75,7 +74,7 @@ public:
     allowed.set(p);
     for (const Range &w : writesOf(d))
       for (const Range &r : *read)
-        if (overlaps(w, r))
+        if (arenaRangesOverlap(w, r))
           return false;
     return othersLeave(d, *read, allowed);
   }
@@ -117,7 +116,7 @@ private:
         continue;
       for (const Range &w : writesOf(l))
         for (const Range &r : read)
-          if (overlaps(w, r))
+          if (arenaRangesOverlap(w, r))
             return false;
     }
     return true;
@@ -177,25 +176,17 @@ private:
 /// `head` (struct FgHead, taken from the gated launch that runs the head),
 /// its ids and weights read from shared memory; or nothing where the source
 /// is not the expected form.
-std::optional<std::string> rankedAgainSource(std::string src, const std::string &head,
+std::optional<std::string> rankedAgainSource(const std::string &src, const std::string &head,
                                              bool bias) {
-  const size_t entry = src.rfind("extern \"C\" __global__");
-  const size_t open = entry == std::string::npos ? entry : src.find(") {\n", entry);
-  if (open == std::string::npos ||
-      src.find("  const fg::GemvArgs<CfgM> ga{", open) == std::string::npos)
+  if (src.find("  const fg::GemvArgs<CfgM> ga{") == std::string::npos)
     return std::nullopt;
-  const std::string defs =
-      (src.find("topkRow<") == std::string::npos ? kernelSource("topk.cuh").str() : "") + head;
-  const std::string params = ", const FgHead::Logit* fg_h_logits" +
-                             std::string(bias ? ", const FgHead::Bias* fg_h_bias" : "");
-  const std::string rank = "  const float* fg_h_w = nullptr;\n  ids = fg::topkHeadEarly<FgHead>("
-                           "fg_h_logits, " +
-                           std::string(bias ? "fg_h_bias" : "nullptr") +
-                           ", &fg_h_w);\n  sw = fg_h_w;\n";
-  std::string out = src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
-                    src.substr(open, 4) + rank + src.substr(open + 4);
-  if (!replaceOnce(out, kEarlyIdsOff, kEarlyIdsOn) ||
-      !replaceOnce(out, "kSlotsShared = false", "kSlotsShared = true"))
+  std::optional<std::string> out = spliceRoutingHead(
+      src, head, routingHeadParams(bias),
+      "  const float* fg_h_w = nullptr;\n  ids = fg::topkHeadEarly<FgHead>(fg_h_logits, " +
+          std::string(bias ? "fg_h_bias" : "nullptr") + ", &fg_h_w);\n  sw = fg_h_w;\n",
+      /*beforeWait=*/true);
+  if (!out || !replaceOnce(*out, kEarlyIdsOff, kEarlyIdsOn) ||
+      !replaceOnce(*out, "kSlotsShared = false", "kSlotsShared = true"))
     return std::nullopt;
   return out;
 }
@@ -217,12 +208,12 @@ llvm::Expected<unsigned> markEarlyExperts(const Function &fn, const ProvenPlan &
     std::string src = prove.source(d);
     const Node &dn = fn.node(dr.node);
     const ValueId ids = dn.operands[2], weights = dn.operands[3];
-    std::string what;
+    llvm::StringRef what;
     if (prove.readableEarly(d, {ids, weights})) {
       // The writers of the ids and weights have finished: read them.
       if (!replaceOnce(src, kEarlyIdsOff, kEarlyIdsOn))
         continue;
-      what = " (experts read before the wait)";
+      what = kEarlyReadLabel;
     } else {
       // The routing heads (RoutingHeads.h): the gated launch right before
       // ranks the router's logits and stores the ids; rank them again here,
@@ -281,11 +272,11 @@ llvm::Expected<unsigned> markEarlyExperts(const Function &fn, const ProvenPlan &
       src = std::move(*ranked);
       for (size_t i = host->args.size() - nb + 2; i < host->args.size(); ++i)
         dr.args.push_back(host->args[i]);
-      what = " (experts ranked again before the wait)";
+      what = kEarlyRankedLabel;
     }
     dr.symbol = detail::renameRewritten(src, dr.symbol);
     sources.sources[sourceOf[d]] = {dr.symbol, std::move(src)};
-    dr.what += what;
+    dr.what += what.str();
     ++marked;
   }
   return marked;

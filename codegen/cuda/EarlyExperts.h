@@ -54,12 +54,19 @@
 #include "codegen/cuda/EmitNodes.h"
 #include "codegen/cuda/LaunchSchedule.h"
 
+#include "llvm/ADT/StringRef.h"
+
 namespace fg::cuda {
 
 /// The marker the down projections' sources carry (GemvEmitter.cpp) and
 /// what it becomes.
 inline constexpr const char *kEarlyIdsOff = "kEarlyIds = false";
 inline constexpr const char *kEarlyIdsOn = "kEarlyIds = true";
+/// What a switched launch's label (LaunchRecord::what) ends with: it reads
+/// the stored ids, or ranks the router's logits again (inspect counts them).
+inline constexpr llvm::StringLiteral kEarlyReadLabel = " (experts read before the wait)";
+inline constexpr llvm::StringLiteral kEarlyRankedLabel =
+    " (experts ranked again before the wait)";
 
 /// Switches the entry's expert down projections whose ids and routing
 /// weights are proven written before they start to their early form.

@@ -61,18 +61,17 @@ llvm::Expected<BufferRef> bufferOfValue(const Function &fn, const ProvenPlan &pr
   return BufferRef{BufferSpace::Arena, 0, static_cast<uint64_t>(p.offset)};
 }
 
-std::optional<std::pair<uint64_t, uint64_t>> arenaRangeOf(const Function &fn,
-                                                          const ProvenPlan &proven,
-                                                          SlotTables &tables, ValueId v) {
+std::optional<ArenaRange> arenaRangeOf(const Function &fn, const ProvenPlan &proven,
+                                       SlotTables &tables, ValueId v) {
   llvm::Expected<BufferRef> ref = bufferOfValue(fn, proven, tables, v);
   if (!ref) {
     llvm::consumeError(ref.takeError());
-    return std::pair<uint64_t, uint64_t>{0, ~uint64_t(0)}; // unknown: overlaps everything
+    return ArenaRange{0, ~uint64_t(0)}; // unknown: overlaps everything
   }
   if (ref->space != BufferSpace::Arena)
     return std::nullopt;
   const uint64_t bytes = static_cast<uint64_t>(fn.type(storageRoot(fn, v)).bytes());
-  return std::pair<uint64_t, uint64_t>{ref->offset, ref->offset + bytes};
+  return ArenaRange{ref->offset, ref->offset + bytes};
 }
 
 void dropMergedLaunches(CompiledEntry &entry, KernelSources &sources,

@@ -68,12 +68,17 @@ struct KernelSources {
 llvm::Expected<BufferRef> bufferOfValue(const Function &fn, const ProvenPlan &proven,
                                         SlotTables &tables, ValueId v);
 
+/// Arena bytes [first, second).
+using ArenaRange = std::pair<uint64_t, uint64_t>;
+inline bool arenaRangesOverlap(const ArenaRange &a, const ArenaRange &b) {
+  return a.first < b.second && b.first < a.second;
+}
+
 /// The arena bytes [begin, end) value `v`'s storage occupies; nullopt outside
 /// the arena (a weight or state); [0, ~0) (overlapping everything) where `v`
 /// has no placement.
-std::optional<std::pair<uint64_t, uint64_t>> arenaRangeOf(const Function &fn,
-                                                          const ProvenPlan &proven,
-                                                          SlotTables &tables, ValueId v);
+std::optional<ArenaRange> arenaRangeOf(const Function &fn, const ProvenPlan &proven,
+                                       SlotTables &tables, ValueId v);
 
 /// Removes the launches whose work now runs inside another launch of the
 /// same entry (the merges after step 4: GemvTails.h, RoutingHeads.h):

@@ -13,9 +13,7 @@ namespace fg::cuda {
 
 namespace {
 
-using Range = std::pair<uint64_t, uint64_t>;
-
-bool overlaps(const Range &a, const Range &b) { return a.first < b.second && b.first < a.second; }
+using Range = ArenaRange;
 
 /// The expert GEMV kernels whose entry reads its experts through a parameter
 /// `ids` (gemv.cuh, gemv_dp4a.cuh: a.ids[ids_off + tok * ids_st + j * ids_sj]).
@@ -42,25 +40,41 @@ std::optional<std::string> headCfg(const std::string &topkSource) {
 /// and after its wait the routing, whose ids replace the parameter.
 std::optional<std::string> mergedSource(const std::string &host, const std::string &cfg,
                                         bool bias) {
-  const size_t entry = host.rfind("extern \"C\" __global__");
-  const size_t open = entry == std::string::npos ? entry : host.find(") {\n", entry);
-  if (open == std::string::npos)
-    return std::nullopt;
-  size_t wait = host.find("\n  fg_pdl_begin", open);
-  wait = wait == std::string::npos ? wait : host.find(";\n", wait);
-  if (wait == std::string::npos)
-    return std::nullopt;
-  const std::string defs =
-      (host.find("topkRow<") == std::string::npos ? kernelSource("topk.cuh").str() : "") + cfg;
-  const std::string params = ", int* fg_h_ids, float* fg_h_w, const FgHead::Logit* fg_h_logits" +
-                             std::string(bias ? ", const FgHead::Bias* fg_h_bias" : "");
-  const std::string head = "\n  ids = fg::topkHead<FgHead>(fg_h_logits, " +
-                           std::string(bias ? "fg_h_bias" : "nullptr") + ", fg_h_ids, fg_h_w);";
-  return host.substr(0, entry) + defs + host.substr(entry, open - entry) + params +
-         host.substr(open, wait + 1 - open) + head + host.substr(wait + 1);
+  return spliceRoutingHead(host, cfg,
+                           ", int* fg_h_ids, float* fg_h_w" + routingHeadParams(bias),
+                           "  ids = fg::topkHead<FgHead>(fg_h_logits, " +
+                               std::string(bias ? "fg_h_bias" : "nullptr") +
+                               ", fg_h_ids, fg_h_w);\n",
+                           /*beforeWait=*/false);
 }
 
 } // namespace
+
+std::string routingHeadParams(bool bias) {
+  return ", const FgHead::Logit* fg_h_logits" +
+         std::string(bias ? ", const FgHead::Bias* fg_h_bias" : "");
+}
+
+std::optional<std::string> spliceRoutingHead(const std::string &src, const std::string &cfg,
+                                             llvm::StringRef params, llvm::StringRef code,
+                                             bool beforeWait) {
+  const size_t entry = src.rfind("extern \"C\" __global__");
+  const size_t open = entry == std::string::npos ? entry : src.find(") {\n", entry);
+  if (open == std::string::npos)
+    return std::nullopt;
+  size_t at = open + 4; // the body's first line
+  if (!beforeWait) {
+    at = src.find("\n  fg_pdl_begin", open);
+    at = at == std::string::npos ? at : src.find(";\n", at);
+    if (at == std::string::npos)
+      return std::nullopt;
+    at += 2; // the line after the wait
+  }
+  const std::string defs =
+      (src.find("topkRow<") == std::string::npos ? kernelSource("topk.cuh").str() : "") + cfg;
+  return src.substr(0, entry) + defs + src.substr(entry, open - entry) + params.str() +
+         src.substr(open, at - open) + code.str() + src.substr(at);
+}
 
 llvm::Expected<unsigned> mergeRoutingHeads(const Function &fn, llvm::ArrayRef<Layout> layouts,
                                            llvm::ArrayRef<NodeCode> code, const ProvenPlan &proven,
@@ -145,11 +159,11 @@ llvm::Expected<unsigned> mergeRoutingHeads(const Function &fn, llvm::ArrayRef<La
     for (const Range &s : bStores) {
       for (const auto *set : {&bReads, &aReads, &aStores})
         for (const Range &r : *set)
-          clash = clash || overlaps(s, r);
+          clash = clash || arenaRangesOverlap(s, r);
     }
     for (const Range &s : aStores)
       for (const Range &r : bReads)
-        clash = clash || overlaps(s, r);
+        clash = clash || arenaRangesOverlap(s, r);
     if (clash)
       continue;
     std::optional<std::string> cfg = headCfg(bk->source);

@@ -41,7 +41,26 @@
 #include "codegen/cuda/LaunchSchedule.h"
 #include "codegen/cuda/ValueLayouts.h"
 
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+#include <string>
+
 namespace fg::cuda {
+
+/// The head's pointer parameters of a kernel entry: the logits, and the
+/// selection bias where the routing has one.
+std::string routingHeadParams(bool bias);
+
+/// `src` (a kernel source) with topk.cuh, where it lacks it, and the head's
+/// configuration `cfg` (struct FgHead) before its entry, `params` after the
+/// entry's parameters, and `code` (whole lines) at the start of its body
+/// (`beforeWait`) or right after its programmatic-launch wait; nothing where
+/// the entry or its wait is not found. (The routing heads here; the down
+/// projection's second ranking, EarlyExperts.h.)
+std::optional<std::string> spliceRoutingHead(const std::string &src, const std::string &cfg,
+                                             llvm::StringRef params, llvm::StringRef code,
+                                             bool beforeWait);
 
 /// Merges the entry's one-token topk_moe launches into the expert GEMVs
 /// that read their ids (records, deps and sources). Returns how many

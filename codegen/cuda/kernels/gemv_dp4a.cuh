@@ -1085,14 +1085,13 @@ template <class C> struct Dp4aMoeSum {
   static_assert(C::K == C::kk * C::kSlotSteps * C::D::kStep && !C::D::kWarpLoad &&
                     C::kStages < 2 && C::kL2Ahead == 0 && C::kPrologueLoad == C::kEarlyIds && !C::kExpert &&
                     C::Epi::kStreams == 1 && !C::kNorm && C::M == 1,
-                "one token, whole k-steps a slot, lane loads, one stream, loads after the wait");
+                "one token, whole k-steps a slot, lane loads, one stream, prologue loads only early");
   GemvArgs<C> a;
   long long e = 0, sbl = 0; ///< this lane's expert and k-step within its row
   float wt = 0.0f;          ///< its slot's routing weight (0: a dead lane or an invalid id)
   bool valid = false;
   static constexpr int R = C::kRowWarps * C::kRowUnroll;
   static constexpr long long kTiles = (C::N + R - 1) / R;
-  /// After the programmatic-launch wait (ids and weights come from the kernels before).
   /// After the programmatic-launch wait, or with C::kEarlyIds before it (the
   /// writers of ids and sw proven finished: codegen/cuda/EarlyExperts.h); read
   /// at L2 (ld.global.cg), the point of coherence, either way.

@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 #include "tests/unit/codegen/SwitchedProgram.h"
 
+#include "codegen/cuda/EarlyExperts.h"
 #include "ir/Builder.h"
 #include "passes/memory/LaunchDag.h"
 
@@ -30,8 +31,7 @@ using fg::test::entryNamed;
 
 namespace {
 
-constexpr llvm::StringLiteral kEarly = " (experts read before the wait)";
-constexpr llvm::StringLiteral kRanked = " (experts ranked again before the wait)";
+constexpr llvm::StringLiteral kEarly = cuda::kEarlyReadLabel, kRanked = cuda::kEarlyRankedLabel;
 
 std::vector<const LaunchRecord *> downs(const CompiledEntry &e) {
   std::vector<const LaunchRecord *> out;
