@@ -299,6 +299,8 @@ void applyDebugEnvironment(EmitOptions &emit) {
     emit.routingHeads = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_EARLY_EXPERTS"); v && !v->empty())
     emit.earlyExperts = *v != "0";
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_EARLY_RANKED"); v && !v->empty())
+    emit.earlyExpertsRanked = *v != "0";
   // Every trigger before its wait (timing only, Nvrtc.cpp) voids early
   // experts' proof (EarlyExperts.h): off.
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_PDL_EARLY_TRIGGER"); v && *v == "1")

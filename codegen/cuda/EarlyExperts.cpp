@@ -194,7 +194,7 @@ std::optional<std::string> rankedAgainSource(const std::string &src, const std::
 } // namespace
 
 llvm::Expected<unsigned> markEarlyExperts(const Function &fn, const ProvenPlan &proven,
-                                          SlotTables &tables, KernelSources &sources,
+                                          bool rankAgain, SlotTables &tables, KernelSources &sources,
                                           CompiledEntry &entry) {
   std::vector<LaunchRecord> &recs = entry.launches;
   std::vector<size_t> &sourceOf = sources.sourceOfLaunch.back();
@@ -214,6 +214,8 @@ llvm::Expected<unsigned> markEarlyExperts(const Function &fn, const ProvenPlan &
       if (!replaceOnce(src, kEarlyIdsOff, kEarlyIdsOn))
         continue;
       what = kEarlyReadLabel;
+    } else if (!rankAgain) {
+      continue;
     } else {
       // The routing heads (RoutingHeads.h): the gated launch right before
       // ranks the router's logits and stores the ids; rank them again here,

@@ -275,9 +275,18 @@ struct EmitOptions {
   /// The one-token expert down projection reads its ids and routing weights
   /// and loads its first rows before its programmatic-launch wait where their
   /// writers are proven finished when it starts (EarlyExperts.h; the float
-  /// experts of a model whose routing is its own launch). Off until measured
-  /// on a GPU; FG_DEBUG_EARLY_EXPERTS=1 turns it on.
-  bool earlyExperts = false;
+  /// experts of a model whose routing is its own launch). On since the
+  /// fortieth session (H100, W-moe-12 f16 -1.3 % over four pairs of steps in
+  /// one call, every one faster; the same bits as the late form).
+  /// FG_DEBUG_EARLY_EXPERTS=0 turns it off.
+  bool earlyExperts = true;
+  /// With the routing heads, the down projection ranks the router's logits
+  /// again before its wait instead (EarlyExperts.h, the ranked form). Off:
+  /// measured in the same call, W-moe-12 q4_K +0.3 % slower over four pairs
+  /// (every one), q8_0 -0.7 % over two; the re-ranking in every block before
+  /// the wait costs about what the early rows save. FG_DEBUG_EARLY_RANKED=1
+  /// turns it on (with earlyExperts).
+  bool earlyExpertsRanked = false;
   /// Sibling cuBLAS GEMMs of one B and one shape (a prefill chunk's k and v
   /// projections) as one strided batch of two (GemmPairs.h); written in the
   /// twenty-ninth session after fg_bench_prefill_gemms' strided form (7 µs a

@@ -80,7 +80,8 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
         return merged.takeError();
     }
     if (opts.emit.earlyExperts)
-      if (llvm::Expected<unsigned> n = markEarlyExperts(fn, *proven, tables, sources, entry); !n)
+      if (llvm::Expected<unsigned> n = markEarlyExperts(fn, *proven, opts.emit.earlyExpertsRanked, tables,
+                                                              sources, entry); !n)
         return n.takeError();
     addInputCheck(entry, sources, tables);
     addGreedyToken(entry, sources, tables, opts.emit.greedyThreads);

@@ -47,6 +47,7 @@ TEST(GpuEarlyExperts, MoeLayersMatchTheLateForm) {
   compareSwitch(workloadLayers("w-moe-12"), 512, 4096, 40, 3, "w-moe-12 f16, 2 layers", env,
                 "early");
   // With the routing heads: the down projection ranks the logits again.
+  ScopedEnv ranked("FG_DEBUG_EARLY_RANKED", "1");
   compareSwitch(workloadLayers("w-moe-12-q4_k"), 512, 4096, 40, 0,
                 "w-moe-12-q4_k ranked again, 2 layers", env, "early");
   ScopedEnv noHeads("FG_DEBUG_ROUTING_HEADS", "0");
@@ -57,6 +58,7 @@ TEST(GpuEarlyExperts, MoeLayersMatchTheLateForm) {
 TEST(GpuEarlyExperts, SameBitsAsTheLateForm) {
   FG_REQUIRE_GPU();
   expectSameBits(workloadLayers("w-moe-12"), 30, "w-moe-12 f16");
+  ScopedEnv ranked("FG_DEBUG_EARLY_RANKED", "1");
   expectSameBits(workloadLayers("w-moe-12-q4_k"), 30, "w-moe-12-q4_k ranked again");
   ScopedEnv noHeads("FG_DEBUG_ROUTING_HEADS", "0");
   expectSameBits(workloadLayers("w-moe-12-q4_k"), 30, "w-moe-12-q4_k read");

@@ -60,6 +60,11 @@ TEST(EarlyExperts, FloatExpertsReadTheirIdsBeforeTheWait) {
   ASSERT_EQ(downs(*d1).size(), 2u);
   EXPECT_EQ(earlyCount(*d0), 0u);
   EXPECT_EQ(earlyCount(*d1), 2u);
+  // On by default.
+  const CompiledProgram byDefault = test::compiledProgram(g);
+  const CompiledEntry *dd = entryNamed(byDefault, "decode");
+  ASSERT_TRUE(dd);
+  EXPECT_EQ(earlyCount(*dd), 2u);
   ASSERT_EQ(d0->launches.size(), d1->launches.size());
   for (size_t i = 0; i < d1->launches.size(); ++i) {
     const LaunchRecord &a = d0->launches[i], &b = d1->launches[i];
@@ -88,12 +93,21 @@ TEST(EarlyExperts, WithRoutingHeadsTheDownProjectionRanksAgain) {
   // The heads on (the default): the gated launch right before writes the
   // ids, so they are not read early; the down projection ranks the router's
   // logits (written two launches back) again, taking them as one more pointer.
+  // The ranked form is off by default (measured slower): the default leaves
+  // these down projections late.
   ::setenv("FG_DEBUG_ROUTING_HEADS", "1", 1);
+  const CompiledProgram byDefault = test::compiledProgram(g);
+  ::setenv("FG_DEBUG_EARLY_RANKED", "1", 1);
   const CompiledProgram off = test::programWithSwitch(g, "FG_DEBUG_EARLY_EXPERTS", false),
                         on = test::programWithSwitch(g, "FG_DEBUG_EARLY_EXPERTS", true);
+  ::unsetenv("FG_DEBUG_EARLY_RANKED");
   ::unsetenv("FG_DEBUG_ROUTING_HEADS");
-  const CompiledEntry *d0 = entryNamed(off, "decode"), *d1 = entryNamed(on, "decode");
-  ASSERT_TRUE(d0 && d1);
+  const CompiledEntry *d0 = entryNamed(off, "decode"), *d1 = entryNamed(on, "decode"),
+                      *dd = entryNamed(byDefault, "decode");
+  ASSERT_TRUE(d0 && d1 && dd);
+  ASSERT_EQ(downs(*dd).size(), 2u);
+  for (const LaunchRecord *l : downs(*dd))
+    EXPECT_FALSE(llvm::StringRef(l->what).endswith(kRanked)) << l->what;
   ASSERT_EQ(downs(*d1).size(), 2u);
   EXPECT_EQ(earlyCount(*d1), 0u);
   ASSERT_EQ(d0->launches.size(), d1->launches.size());
@@ -182,7 +196,9 @@ TEST(EarlyExperts, ALogitsAliasRefusesTheRankedForm) {
     }
   };
   ::setenv("FG_DEBUG_EARLY_EXPERTS", "1", 1);
+  ::setenv("FG_DEBUG_EARLY_RANKED", "1", 1);
   auto plan = compile(g, co);
+  ::unsetenv("FG_DEBUG_EARLY_RANKED");
   ::unsetenv("FG_DEBUG_EARLY_EXPERTS");
   ASSERT_TRUE(planted);
   ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
