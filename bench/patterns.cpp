@@ -271,6 +271,17 @@ const Pattern kPatterns[] = {
      },
      {1}, // (its kernel takes one token)
      {"rms_norm_mul", "topk_moe"}},
+    {"rms_norm_mul_matmul",
+     [](Builder &b, int64_t T) { // W-moe's FFN norm stored by its router GEMV (opt-in)
+       ValueId x = b.weight("x", {DType::F32, {T, 2048}}, act(1));
+       ValueId w = b.weight("ffn_norm", {DType::F32, {2048}}, norm(2));
+       ValueId n = rmsNormMul(b, x, w, 1e-6, kNoValue, "ffn_in");
+       b.result(b.matmul(n, b.weight("ffn_gate_inp", {DType::F32, {128, 2048}}, mat(3)),
+                         "router_logits"));
+       b.result(b.reshape(n, {T, 1, 2048}, "ffn_exps_in")); // the experts read the row
+     },
+     {1, 8},
+     {"rms_norm_mul"}},
     {"matmul_id_sum_add",
      [](Builder &b, int64_t T) { // W-moe's expert down projection, weighted sum, residual
        ValueId ids = expertIds(b, T);

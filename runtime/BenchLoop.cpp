@@ -46,6 +46,7 @@ bool isMatmulLike(OpKind k) {
   return k == OpKind::MatMul || k == OpKind::MatMulId || k == OpKind::FusedGatedMatmul ||
          k == OpKind::FusedGatedMatmulId || k == OpKind::FusedMatmulAdd ||
          k == OpKind::FusedMatmulMulti || k == OpKind::FusedRmsNormMatmul ||
+         k == OpKind::FusedRmsNormMulMatmul ||
          k == OpKind::FusedRmsNormGatedMatmul || k == OpKind::FusedRmsNormMatmulMulti ||
          k == OpKind::FusedMatmulIdSumAdd || k == OpKind::FusedGatedGemm;
 }

@@ -17,7 +17,9 @@
 #include "frontends/models/Workloads.h"
 #include "runtime/BenchLoop.h"
 #include "runtime/ProgramIO.h"
+#include "passes/fusion/FusionReport.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Format.h"
@@ -121,7 +123,7 @@ int runBench(ArrayRef<const char *> args) {
   f.option("weight-dtype", "T", "workload weights: f16 or bf16", "f16");
   f.option("arch", "SM", "GPU architecture to compile kernels for", "sm_90");
   f.option("disable-fusion", "a,b", "the fused variant without these fusion patterns");
-  f.option("enable-fusion", "a,b", "the fused variant with these off-by-default patterns (rope_kv_attention, rope_attention, rms_norm_matmul_topk_moe)");
+  f.option("enable-fusion", "a,b", "the fused variant with these off-by-default patterns (" + llvm::join(optInFusionPatterns(), ", ") + ")");
   f.flag("gemm-x-once", "convert x of library GEMMs once per value, as an op (pass gemm-inputs; "
                         "the default)");
   f.flag("gemm-x-inside", "convert x inside each library GEMM launch instead (the form before "

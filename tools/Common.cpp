@@ -23,7 +23,7 @@ void addCompileFlags(Flags &f) {
   f.option("arch", "SM", "GPU architecture to compile kernels for", "sm_90");
   f.flag("no-fusion", "turn every fusion pass off");
   f.option("disable-fusion", "a,b", "turn these fusion patterns off");
-  f.option("enable-fusion", "a,b", "turn these off-by-default fusion patterns on (rope_kv_attention, rope_attention, rms_norm_matmul_topk_moe)");
+  f.option("enable-fusion", "a,b", "turn these off-by-default fusion patterns on (" + llvm::join(optInFusionPatterns(), ", ") + ")");
   f.option("debug-fusion", "NAME", "log every candidate of pattern NAME and its decision");
   f.flag("all-logits", "prefill entries return every row of logits, not only the last");
   f.flag("gemm-x-once", "convert x of library GEMMs once per value, as an op (pass gemm-inputs; "

@@ -109,7 +109,7 @@ NodeCost CudaTarget::cost(const NodeDesc &node) const {
     return weights / costModel_.readBandwidth;
   };
   if (node.kind == OpKind::FusedRmsNormMatmul || node.kind == OpKind::FusedRmsNormGatedMatmul ||
-      node.kind == OpKind::FusedRmsNormMatmulMulti) {
+      node.kind == OpKind::FusedRmsNormMatmulMulti || node.kind == OpKind::FusedRmsNormMulMatmul) {
     const bool dp4a = launches && launches->size() == 1 &&
                       std::holds_alternative<KernelSpec>(launches->front()) &&
                       std::get<KernelSpec>(launches->front()).form == KernelForm::Dp4aGemv;

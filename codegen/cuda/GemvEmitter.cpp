@@ -249,6 +249,9 @@ struct GemvDesc {
   int64_t rOff = 0, rSm = 0, rSn = 1;
   // rms_norm prologue (dense): x · rstd(row) · nw[nwOff + k]
   bool norm = false;
+  // fused.rms_norm_mul_matmul: the blocks also store the normalised rows
+  // (result 0, packed [M, K]; y is result 1)
+  bool normRow = false;
   DType nw = DType::F32;
   int64_t nwOff = 0;
   double eps = 0;
@@ -295,6 +298,7 @@ GemvOperands gemvOperands(OpKind kind) {
     g.family = true, g.streams = 2;
     break;
   case OpKind::FusedRmsNormMatmul:
+  case OpKind::FusedRmsNormMulMatmul: // x, norm weight, w; results: the row, y
     g.family = true, g.first = 2;
     break;
   case OpKind::FusedMatmulMulti: // x, w0, w1, [w2]
@@ -534,6 +538,8 @@ MultiEntry multiEntry(const GemvDesc &d) {
     e.bind.push_back(Param::operand(static_cast<unsigned>(w0At + i)));
   if (d.norm)
     e.bind.push_back(Param::operand(1));
+  if (d.normRow)
+    e.bind.push_back(Param::result(0));
   return e;
 }
 
@@ -608,10 +614,15 @@ GemvEntry gemvEntry(const GemvDesc &d) {
   } else {
     e.args += ", nullptr";
   }
+  if (d.normRow) {
+    e.params += ", float* row";
+    e.args += ", row";
+  }
   // Operands: x, [nw], weights, [ids], [biases], [addend]; parameters: y,
-  // x, weights, [ids], [biases], [addend], [nw].
+  // x, weights, [ids], [biases], [addend], [nw], [the normalised row:
+  // result 0, y then result 1].
   unsigned next = d.norm ? 2 : 1;
-  e.bind = {Param::result(0), Param::operand(0), Param::operand(next++)};
+  e.bind = {Param::result(d.normRow ? 1 : 0), Param::operand(0), Param::operand(next++)};
   if (two)
     e.bind.push_back(Param::operand(next++));
   if (d.expert)
@@ -624,6 +635,8 @@ GemvEntry gemvEntry(const GemvDesc &d) {
     e.bind.push_back(Param::operand(next++));
   if (d.norm)
     e.bind.push_back(Param::operand(1));
+  if (d.normRow)
+    e.bind.push_back(Param::result(0));
   return e;
 }
 
@@ -974,6 +987,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
   c += std::string("  static constexpr bool kExpert = ") + (d.expert ? "true" : "false") +
        ", kBias = " + (d.bias ? "true" : "false") + ", kRes = " + (d.res ? "true" : "false") +
        ", kNorm = " + (d.norm ? "true" : "false") +
+       ", kNormRow = " + (d.normRow ? "true" : "false") +
        ", kEarlyExtras = " + (o.gemvEarlyExtras ? "true" : "false") +
        ", kWVec = " + (wVec ? "true" : "false") +
        ", kXVec = " + (xVec ? "true" : "false") + ";\n";
@@ -1020,6 +1034,7 @@ KernelSpec gemvKernel(const GemvDesc &d, const EmitOptions &o) {
               d.K <= 64 * dp4aStep(w0.dtype) && wideOk(w0) && (!two || wideOk(w1));
   for (const auto &seg : d.segs) // the merged segments: each read as its own matmul's
     dp4a &= wideOk(seg.second);
+  dp4a &= !d.normRow; // the row's stores are gemv.cuh's (its two work splits)
   if (dp4a)
     return d.segs.empty() ? dp4aKernel(d, o, sp, cfgStruct) : dp4aMultiKernel(d, o, sp, cfgStruct);
   if (!d.segs.empty())
@@ -1085,8 +1100,10 @@ llvm::Expected<std::vector<Launch>> emitDense(const Function &fn, const Node &no
     d.norm = true;
     d.nw = fn.type(node.operands[1]).dtype;
     d.nwOff = ls[1].offset;
-    d.eps = node.kind == OpKind::FusedRmsNormMatmul ? op::FusedRmsNormMatmul(node).eps()
-                                                    : op::FusedRmsNormGatedMatmul(node).eps();
+    d.eps = node.kind == OpKind::FusedRmsNormMatmul      ? op::FusedRmsNormMatmul(node).eps()
+            : node.kind == OpKind::FusedRmsNormMulMatmul ? op::FusedRmsNormMulMatmul(node).eps()
+                                                         : op::FusedRmsNormGatedMatmul(node).eps();
+    d.normRow = node.kind == OpKind::FusedRmsNormMulMatmul;
     if (ls[1].strides.back() != 1 && ls[1].shape.back() != 1)
       return unsupported(node, "a norm weight that is not unit-stride");
   }
@@ -1408,7 +1425,8 @@ llvm::Expected<std::vector<Launch>> emitGemv(const Function &fn, const Node &nod
       return emitCublas(fn, node, ls);
     return emitDense(fn, node, ls, 1, o);
   }
-  case OpKind::FusedRmsNormMatmul: {
+  case OpKind::FusedRmsNormMatmul:
+  case OpKind::FusedRmsNormMulMatmul: {
     // The GEMV only where the plain matmul would take it (cuBLAS, which has
     // no such prologue here, is faster above): the fusion is refused there.
     const TensorType &xt = fn.type(node.operands[0]);

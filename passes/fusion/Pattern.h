@@ -332,6 +332,7 @@ std::unique_ptr<FusionPattern> createGatedMatmulIdChunkPattern();
 std::unique_ptr<FusionPattern> createMatmulAddPattern();
 std::unique_ptr<FusionPattern> createMatmulMultiPattern();
 std::unique_ptr<FusionPattern> createRmsNormMatmulPattern();
+std::unique_ptr<FusionPattern> createRmsNormMulMatmulPattern();
 std::unique_ptr<FusionPattern> createMoeWeightedSumPattern();
 std::unique_ptr<FusionPattern> createMoeWeightedSumAddPattern();
 std::unique_ptr<FusionPattern> createMatmulIdSumAddPattern();

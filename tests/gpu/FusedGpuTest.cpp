@@ -510,6 +510,34 @@ void registerRouterCases() {
         });
 }
 
+/// The norm stored by the one GEMV that reads it (fused.rms_norm_mul_matmul:
+/// a MoE layer's FFN norm in its router, the experts reading the row): both
+/// work splits (f32 weights on the lanes over K, 16-bit and q8_0 on the
+/// tensor cores), 1 to 8 tokens, rows not multiples of 8 (1000, 520: the
+/// strided x), more blocks than the row has slices of 4 (N 300 over L 520).
+void registerNormRowCases() {
+  struct Shape {
+    DType w;
+    int64_t T, N, L;
+  };
+  const Shape shapes[] = {{DType::F32, 1, 128, 2048}, {DType::F16, 1, 128, 2048},
+                          {DType::BF16, 3, 61, 1000}, {DType::F32, 8, 300, 520},
+                          {DType::F16, 8, 64, 4096},  {DType::Q8_0, 1, 128, 2048},
+                          {DType::F32, 2, 20, 1000}};
+  for (const Shape &sh : shapes)
+    add("rms_norm_mul_matmul_" + dt(sh.w) + "_T" + std::to_string(sh.T) + "_N" +
+            std::to_string(sh.N) + "_L" + std::to_string(sh.L),
+        OpKind::FusedRmsNormMulMatmul, [=](Builder &b, Inputs &) {
+          auto h = b.weight("h", {DType::F32, {sh.T, sh.L}}, randn(2.0));
+          auto g = b.weight("ffn_norm", {DType::F32, {sh.L}}, randn(1.0, 1.0));
+          ValueId n = b.mul(b.rmsNorm(h, 1e-6), g, "ffn_in");
+          auto wr = b.weight("ffn_gate_inp", {sh.w, {sh.N, sh.L}}, randn(0.1));
+          b.result(b.matmul(n, wr, "router_logits"));
+          b.result(b.add(n, n, "experts_read_the_norm")); // the row's other reader
+          return sh.w == DType::Q8_0 ? 1e-2 : 1e-4;
+        });
+}
+
 void registerGemvCases() {
   const std::pair<GluKind, const char *> glus[] = {{GluKind::SwiGLU, "swiglu"},
                                                    {GluKind::GeGLU, "geglu"},
@@ -836,6 +864,7 @@ std::vector<size_t> caseIndices() {
     registerElementwiseCases();
     registerMoeSumCases();
     registerRouterCases();
+    registerNormRowCases();
   }
   std::vector<size_t> idx(cases().size());
   for (size_t i = 0; i < idx.size(); ++i)

@@ -31,6 +31,9 @@
 //                   block's weight stream): Σx² accumulates from the x the
 //                   lanes load anyway, x · nw enters the f32 FMAs, and the
 //                   sums are scaled by rstd in the epilogue.
+//   Cfg::kNormRow   with kNorm (fused.rms_norm_mul_matmul): the blocks also
+//                   store the normalised rows, a slice of K each, for the
+//                   norm's other readers (gemvStoreNormRow)
 //   Cfg::Epi        epilogue: EpiStore, EpiGlu<kind> (two streams); bias
 //                   (Cfg::kBias) is added before it, an addend (Cfg::kRes,
 //                   dense: fused.matmul_add's residual or bias) after it
@@ -1125,6 +1128,7 @@ template <class C> struct GemvArgs {
   const typename C::B1 *b1;
   const typename C::R *res; ///< Cfg::kRes: added after the epilogue, (m, n) at res_off + m·res_sm + n·res_sn
   const typename C::NW *nw; ///< Cfg::kNorm: the norm weight, k at nw_off + k
+  float *row = nullptr;     ///< Cfg::kNormRow: the normalised rows, packed [M, K]
 };
 
 /// What a row's store adds besides its sums: the biases of its streams
@@ -1202,6 +1206,31 @@ static __device__ __forceinline__ void gemvNormX(const GemvArgs<C> &a, long long
       const long long k = k0 + e;
       const float w = (!Guard || k < C::K) ? fg_to_f(a.nw[C::nw_off + k]) : 0.0f;
       v[e] = v[e] * scale * w; // the reference's order: (x · rstd) · w
+    }
+  }
+}
+
+/// Cfg::kNormRow (fused.rms_norm_mul_matmul): block `bx` of the dense
+/// GEMV's gridDim.x stores its slice of each normalised row of x it owns
+/// (rows m0 .. m0 + 7), x · rstd · nw in the reference's order, for the
+/// norm's other readers. rstd(m) is the block's own, the same in every block
+/// (each sums the same squares in the same order).
+template <class C, class Rstd>
+static __device__ __forceinline__ void gemvStoreNormRow(const GemvArgs<C> &a, long long bx,
+                                                        int m0, Rstd rstd) {
+  if constexpr (C::kNormRow) {
+    static_assert(C::kNorm && !C::kExpert, "the stored row is the dense norm prologue's");
+    const long long chunk = ((C::K + gridDim.x - 1) / gridDim.x + 3) / 4 * 4;
+    const long long k0 = bx * chunk, k1 = min(C::K, k0 + chunk);
+#pragma unroll
+    for (int m = 0; m < (C::M < 8 ? C::M : 8); ++m) {
+      if (m0 + m >= C::M)
+        break;
+      const float r = rstd(m);
+      const typename C::X *xr = a.x + C::xRow(m0 + m);
+      for (long long k = k0 + threadIdx.x; k < k1; k += blockDim.x)
+        a.row[(m0 + m) * C::K + k] =
+            fg_to_f(xr[k * C::x_ks]) * r * fg_to_f(a.nw[C::nw_off + k]);
     }
   }
 }
@@ -1677,6 +1706,7 @@ static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a, lon
     }
     __syncthreads();
   }
+  gemvStoreNormRow<C>(a, bx, m0, [&](int m) { return rs[m]; });
 }
 
 // --- lanes over K (CUDA cores) ----------------------------------------------------
@@ -1912,6 +1942,13 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a, long long
     }
     __syncthreads();
   }
+  // ssPart holds the last pair's sums (dense: the only one).
+  gemvStoreNormRow<C>(a, bx, m0, [&](int m) {
+    float sum = 0.0f;
+    for (int w = 0; w < W; ++w)
+      sum += ssPart[w][m];
+    return 1.0f / sqrtf(sum / (float)C::K + __int_as_float(C::kNormEpsBits));
+  });
 }
 
 // --- the programmatic-launch prologue ----------------------------------------------

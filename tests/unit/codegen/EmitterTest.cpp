@@ -2652,6 +2652,33 @@ TEST(CudaEmit, RmsNormPrologue) {
   }
 }
 
+/// The norm stored by the GEMV that reads it (fused.rms_norm_mul_matmul): y
+/// is result 1 (the first parameter), the normalised row result 0 (the last,
+/// after the norm weight); both work splits store it (the lanes over K for
+/// float weights at T = 1, the tensor cores at T = 3 and for q4_K), never the DP4A form
+/// (a q4_K router at T = 1 stays on gemv.cuh).
+TEST(CudaEmit, RmsNormStoredRow) {
+  const std::pair<DType, int64_t> cases[] = {
+      {DType::F32, 1}, {DType::F16, 1}, {DType::Q4_K, 1}, {DType::F16, 3}};
+  for (auto [w, tokens] : cases) {
+    SCOPED_TRACE(std::string(dtypeName(w)) + " T " + std::to_string(tokens));
+    auto ls = emitFused([&](Builder &b) {
+      b.result(b.create(op::FusedRmsNormMulMatmulArgs{.x = b.input("x", T(DType::F32, {tokens, 512})),
+                                                       .normW = b.weight("g", T(DType::F32, {512})),
+                                                       .w = b.weight("w", T(w, {128, 512})),
+                                                       .eps = 1e-6}));
+    });
+    const KernelSpec &k = only(ls);
+    const std::vector<Param> want{Param::result(1), Param::operand(0), Param::operand(2),
+                                  Param::operand(1), Param::result(0)};
+    EXPECT_EQ(k.params, want);
+    EXPECT_TRUE(contains(k, "kNorm = true, kNormRow = true"));
+    EXPECT_TRUE(contains(k, "fg::gemv<Cfg>(")) << "the DP4A GEMV stores no row";
+    // Block-quantised weights dequantise into the tensor-core loop at any T.
+    EXPECT_EQ(contains(k, "kTensorCores = true"), tokens == 3 || w == DType::Q4_K);
+  }
+}
+
 /// Block-quantised weights (GGUF blocks read as stored) in every GEMV form:
 /// dense T = 1 and 3 (K = 96 and 288: not multiples of 256 for the 32-element
 /// blocks), the residual epilogue, gated with biases, expert-indexed and
@@ -3604,9 +3631,11 @@ public:
     // ring that fits at one block an SM (2) and the tree merge (3), 707 with
     // that ring over 8192 rows (its 1000-row case keeps two blocks an SM
     // and register loads: 2), 709 with the thirty-ninth's 16-bit routing
-    // weights of the expert down projection (one float, one DP4A form): each
+    // weights of the expert down projection (one float, one DP4A form), 713
+    // with the fortieth's stored norm row (fused.rms_norm_mul_matmul: f32,
+    // f16 and q4_K on the lanes over K, f16 on the tensor cores): each
     // NVRTC compile is CI time.
-    EXPECT_LE(compiled().compiles, 709u);
+    EXPECT_LE(compiled().compiles, 713u);
   }
 };
 [[maybe_unused]] ::testing::Environment *const kEveryOpIsCovered =

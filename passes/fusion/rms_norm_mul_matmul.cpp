@@ -1,0 +1,122 @@
+//===- rms_norm_mul_matmul.cpp - the norm into the one GEMV that reads it --===//
+//
+//   %n = fused.rms_norm_mul(%h, %ffn_norm) {eps = 1e-06} : f32[1, 2048]
+//   %l = matmul(%n, %router) : f32[1, 128]
+//   %e = reshape(%n) ...                          // the experts read %n too
+// becomes
+//   %n, %l = fused.rms_norm_mul_matmul(%h, %ffn_norm, %router) {eps = 1e-06}
+//
+// A MoE layer's FFN norm feeds its router GEMV and its experts. The norm
+// prologue (rms_norm_matmul) refuses it — the experts read the row, so the
+// norm launch would stay — and the norm is then a launch of its own on the
+// layer's chain, between the attention output and the router. Here the
+// router's GEMV normalises x in its prologue as fused.rms_norm_matmul's does
+// and its blocks also store the normalised row, a slice each, for the other
+// readers: the chain is one launch shorter, and the router, a small GEMV,
+// pays the prologue on 1 MB of weights.
+//
+// Legality: the norm is f32 (no convert); its one GEMV reader is this plain
+// matmul, its x, and every other reader is not a GEMV that rms_norm_matmul,
+// matmul_multi or gated_matmul could take (those keep their own rules); 1 to
+// the target's GEMV token limit rows; x and the norm weight packed, one
+// weight per column; the weight a matrix. Decided by the target's cost (the
+// prologue's slowdown of the weights' time, CudaCostModel, against the norm
+// launch it saves), so a large GEMV keeps the norm launch.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/fusion/Pattern.h"
+
+namespace fg::fusion {
+namespace {
+
+class RmsNormMulMatmul : public FusionPattern {
+public:
+  llvm::StringRef name() const override { return "rms_norm_mul_matmul"; }
+
+  void prepare(const Function &fn) override {
+    users_.assign(fn.numValues(), {});
+    for (NodeId i = 0; i < fn.numNodes(); ++i)
+      for (ValueId o : fn.node(i).operands)
+        if (users_[o].empty() || users_[o].back() != i)
+          users_[o].push_back(i);
+  }
+
+  void match(const Function &fn, NodeId root, llvm::SmallVectorImpl<Match> &out) const override {
+    const Node &mm = fn.node(root);
+    if (mm.kind != OpKind::MatMul || mm.operands[0] == mm.operands[1])
+      return;
+    const Node *norm = fn.producer(mm.operands[0]);
+    if (!norm || norm->kind != OpKind::FusedRmsNormMul)
+      return;
+    Match m;
+    m.root = root;
+    m.nodes = {fn.value(mm.operands[0]).def, root};
+    m.outputs = {norm->result(), mm.result()};
+    m.set(Cap::norm, norm->result());
+    m.set(Cap::x, norm->operands[0]);
+    m.set(Cap::w, norm->operands[1]);
+    m.set(Cap::matmul, mm.operands[1]);
+    m.benefit = 2;
+    out.push_back(std::move(m));
+  }
+
+  Decision check(const Function &fn, const Match &m) const override {
+    const ValueId n = m.get(Cap::norm), x = m.get(Cap::x);
+    if (DType d = fn.type(n).dtype; d != DType::F32)
+      return Decision::no("the normalised row " + label(fn, n) + " is stored in " +
+                          std::string(dtypeName(d)) + "; the GEMV prologue computes it in f32");
+    bool others = false;
+    for (NodeId u : users_[n]) {
+      if (u == m.root)
+        continue;
+      const Node &user = fn.node(u);
+      if (user.kind == OpKind::MatMul || user.kind == OpKind::FusedMatmulMulti ||
+          user.kind == OpKind::FusedGatedMatmul)
+        return Decision::no("the normalised row " + label(fn, n) + " also feeds the GEMV " +
+                            label(fn, user.result()) + " (" + std::string(mnemonic(user.kind)) +
+                            "): the norm prologue's patterns decide there");
+      others = true;
+    }
+    if (!others)
+      return Decision::no("the normalised row " + label(fn, n) +
+                          " has no other reader: rms_norm_matmul's form, which stores nothing");
+    const int64_t tokens = fn.type(x).numRows();
+    const int64_t maxTokens = target() ? target()->maxGemvTokens() : INT64_MAX;
+    if (tokens < 1 || tokens > maxTokens)
+      return Decision::no(label(fn, x) + " has " + llvm::Twine(tokens) +
+                          " tokens; the fused GEMV takes 1 to " + llvm::Twine(maxTokens));
+    if (!isContiguous(fn, x) || !isContiguous(fn, m.get(Cap::w)))
+      return Decision::no("input " + label(fn, x) + " and norm weight " +
+                          label(fn, m.get(Cap::w)) + " must be contiguous");
+    if (fn.type(m.get(Cap::w)).numElements() != fn.type(x).rowLength())
+      return Decision::no("norm weight " + label(fn, m.get(Cap::w)) + " " +
+                          fn.type(m.get(Cap::w)).str() + " is not one value per column of " +
+                          label(fn, x));
+    if (fn.type(m.get(Cap::matmul)).rank() != 2)
+      return Decision::no("weight " + label(fn, m.get(Cap::matmul)) + " " +
+                          fn.type(m.get(Cap::matmul)).str() + " is not a matrix");
+    if (!target())
+      return Decision::no("the norm in the GEMV is decided by the target's cost estimate; there "
+                          "is no target");
+    return Decision::yes();
+  }
+
+  FusedOp rewrite(const Function &fn, const Match &m) const override {
+    return FusedOp::of(op::FusedRmsNormMulMatmulArgs{
+        .x = m.get(Cap::x),
+        .normW = m.get(Cap::w),
+        .w = m.get(Cap::matmul),
+        .eps = op::FusedRmsNormMul(*fn.producer(m.get(Cap::norm))).eps()});
+  }
+
+private:
+  std::vector<llvm::SmallVector<NodeId, 2>> users_;
+};
+
+} // namespace
+
+std::unique_ptr<FusionPattern> createRmsNormMulMatmulPattern() {
+  return std::make_unique<RmsNormMulMatmul>();
+}
+
+} // namespace fg::fusion
