@@ -29,6 +29,10 @@ for round in 1 2 3; do
 done
 stepf w-moe-12-q8_0 "" $E
 stepf w-moe-12-q8_0 ""
+for round in 1 2; do # the ranked early form on top (off by default: +0.3 % in call 1)
+  stepf w-moe-12-q4_k "FG_DEBUG_EARLY_RANKED=1" $E
+  stepf w-moe-12-q4_k "" $E
+done
 STEP_TIMEOUT=120 stepf w-moe-48 "" $E
 STEP_TIMEOUT=120 stepf w-moe-48 ""
 for f in "$E" ""; do
