@@ -15,9 +15,11 @@
 // readers: the chain is one launch shorter, and the router, a small GEMV,
 // pays the prologue on 1 MB of weights.
 //
-// Legality: the norm is f32 (no convert); its one GEMV reader is this plain
-// matmul, its x, and every other reader is not a GEMV that rms_norm_matmul,
-// matmul_multi or gated_matmul could take (those keep their own rules); 1 to
+// Candidates: a plain matmul whose x is the norm, where the norm has other
+// readers and none of them is a GEMV that rms_norm_matmul, matmul_multi or
+// gated_matmul could take (those keep their own rules: q, k and v are not
+// candidates, nor a norm read by this GEMV alone). Legality: the norm is f32
+// (no convert); 1 to
 // the target's GEMV token limit rows; x and the norm weight packed, one
 // weight per column; the weight a matrix. Decided by the target's cost (the
 // prologue's slowdown of the weights' time, CudaCostModel, against the norm
@@ -48,6 +50,20 @@ public:
     const Node *norm = fn.producer(mm.operands[0]);
     if (!norm || norm->kind != OpKind::FusedRmsNormMul)
       return;
+    // Not a candidate (nothing to report) where the row has no other reader
+    // (rms_norm_matmul's form, which stores nothing) or another GEMV reads it
+    // (q, k and v: the norm prologue's patterns decide there).
+    bool others = false;
+    for (NodeId u : users_[mm.operands[0]]) {
+      if (u == root)
+        continue;
+      const OpKind k = fn.node(u).kind;
+      if (k == OpKind::MatMul || k == OpKind::FusedMatmulMulti || k == OpKind::FusedGatedMatmul)
+        return;
+      others = true;
+    }
+    if (!others)
+      return;
     Match m;
     m.root = root;
     m.nodes = {fn.value(mm.operands[0]).def, root};
@@ -65,21 +81,6 @@ public:
     if (DType d = fn.type(n).dtype; d != DType::F32)
       return Decision::no("the normalised row " + label(fn, n) + " is stored in " +
                           std::string(dtypeName(d)) + "; the GEMV prologue computes it in f32");
-    bool others = false;
-    for (NodeId u : users_[n]) {
-      if (u == m.root)
-        continue;
-      const Node &user = fn.node(u);
-      if (user.kind == OpKind::MatMul || user.kind == OpKind::FusedMatmulMulti ||
-          user.kind == OpKind::FusedGatedMatmul)
-        return Decision::no("the normalised row " + label(fn, n) + " also feeds the GEMV " +
-                            label(fn, user.result()) + " (" + std::string(mnemonic(user.kind)) +
-                            "): the norm prologue's patterns decide there");
-      others = true;
-    }
-    if (!others)
-      return Decision::no("the normalised row " + label(fn, n) +
-                          " has no other reader: rms_norm_matmul's form, which stores nothing");
     const int64_t tokens = fn.type(x).numRows();
     const int64_t maxTokens = target() ? target()->maxGemvTokens() : INT64_MAX;
     if (tokens < 1 || tokens > maxTokens)
