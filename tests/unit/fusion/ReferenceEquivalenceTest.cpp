@@ -6,6 +6,7 @@
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Quantize.h"
+#include "codegen/cuda/CudaTarget.h"
 #include "passes/fusion/Fusion.h"
 #include "runtime/reference/Interpreter.h"
 
@@ -174,6 +175,18 @@ TEST(FusionReference, FusedEqualsUnfusedWithRopeKvAttention) {
   FusionOptions on;
   on.optIn = {"rope_kv_attention"};
   EXPECT_EQ(fusedEqualsUnfused(on, "rope_kv_attention"), 6);
+}
+
+/// The opt-in rms_norm_mul_matmul (decided by the target's cost: the CUDA
+/// target here): its decomposition (the norm, its row a result, then the
+/// matmul) gives the unfused results bit for bit: @fires with it, the other
+/// three graphs with the norm alone fused.
+TEST(FusionReference, FusedEqualsUnfusedWithTheStoredNormRow) {
+  cuda::CudaTarget target;
+  FusionOptions on;
+  on.optIn = {"rms_norm_mul_matmul"};
+  on.target = &target;
+  EXPECT_EQ(fusedEqualsUnfused(on, "rms_norm_mul_matmul"), 4);
 }
 
 /// fused.rms_norm_mul's `dtype` guards the last step of its decomposition:

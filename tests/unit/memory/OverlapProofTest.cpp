@@ -142,6 +142,46 @@ TEST(OverlapProof, MatmulMultiPlantedAliasIsRefused) {
   EXPECT_NE(v2[0].reason.find("overlaps the write of %q"), std::string::npos);
 }
 
+/// fused.rms_norm_mul_matmul stores the normalised row (result 0) a slice a
+/// block while other blocks still read x and write y: the row may overlap
+/// neither. Planted: the row forced onto x, then onto y — each refused.
+TEST(OverlapProof, StoredNormRowPlantedAliasIsRefused) {
+  Function fn("router");
+  Builder b(fn);
+  ValueId x = b.input("h", f32({1, 64}));
+  ValueId n = b.create(op::FusedRmsNormMulMatmulArgs{.x = x,
+                                                     .normW = b.weight("g", f32({64})),
+                                                     .w = b.weight("wr", {DType::F32, {16, 64}}),
+                                                     .eps = 1e-6},
+                       "n");
+  const Node &node = fn.node(fn.value(n).def);
+  ASSERT_EQ(node.results.size(), 2u);
+  ValueId y = node.results[1];
+  b.result(n);
+  b.result(y);
+  ASSERT_FALSE(b.finish());
+  OverlapOptions narrow;
+  narrow.allLaunches = false;
+  auto [dag, plan] = planOrDie(fn);
+  ASSERT_TRUE(proveNoOverlap(fn, plan, narrow).empty());
+  EXPECT_FALSE(mayAliasResult(fn, node, 0, 0));
+
+  BufferPlan onX = plan;
+  onX.values[n].offset = onX.values[x].offset;
+  std::vector<OverlapViolation> v1 = proveNoOverlap(fn, onX, narrow);
+  ASSERT_FALSE(v1.empty());
+  EXPECT_EQ(v1[0].written, n);
+  EXPECT_EQ(v1[0].read, x);
+
+  BufferPlan onY = plan;
+  onY.values[n].offset = onY.values[y].offset;
+  std::vector<OverlapViolation> v2 = proveNoOverlap(fn, onY, narrow);
+  ASSERT_FALSE(v2.empty());
+  llvm::Error err = checkNoOverlap(fn, onY, narrow);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("fused.rms_norm_mul_matmul"), std::string::npos);
+}
+
 /// The rows set_rows writes are chosen at run time, so a source viewing any
 /// row of its own destination is refused, even one the indices may not hit.
 TEST(OverlapProof, DisjointRowsOfTheSameCacheStillRefused) {
