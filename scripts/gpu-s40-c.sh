@@ -17,6 +17,6 @@ for w in w-moe-12-q4_k w-moe-12; do
     --section SchedulerStats \
     fusegraph bench --workload $w --compare fused,eager --steps 1 --warmup 0 > "$OUT/ncu-$w.txt" 2>&1
   echo "== ncu $w (rc $?)"
-  grep -E '^  fg_|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Theoretical Occupancy|Registers Per|Grid Size|Block Size|Waves Per SM|Stall|Warp Cycles Per Issued|Issued Warp|No Eligible|L2 Hit|Shared Memory Configuration Size|Dynamic Shared|Static Shared' "$OUT/ncu-$w.txt" | head -70
+  grep -E '^  fg_|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Theoretical Occupancy|Registers Per|Grid Size|Block Size|Waves Per SM|Stall|Warp Cycles Per Issued|Issued Warp|No Eligible|L2 Hit|Shared Memory Configuration Size|Dynamic Shared|Static Shared|stalled|spends' "$OUT/ncu-$w.txt" | head -70
 done
 echo "call done after $((SECONDS - S)) s"
