@@ -2660,7 +2660,9 @@ TEST(CudaEmit, RmsNormPrologue) {
 TEST(CudaEmit, RmsNormStoredRow) {
   const std::pair<DType, int64_t> cases[] = {
       {DType::F32, 1}, {DType::F16, 1}, {DType::Q4_K, 1}, {DType::F16, 3}};
-  for (auto [w, tokens] : cases) {
+  for (const auto &c : cases) {
+    const DType w = c.first; // (clang 14 captures no structured binding)
+    const int64_t tokens = c.second;
     SCOPED_TRACE(std::string(dtypeName(w)) + " T " + std::to_string(tokens));
     auto ls = emitFused([&](Builder &b) {
       b.result(b.create(op::FusedRmsNormMulMatmulArgs{.x = b.input("x", T(DType::F32, {tokens, 512})),
