@@ -300,7 +300,9 @@ void applyDebugEnvironment(EmitOptions &emit) {
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_EARLY_EXPERTS"); v && !v->empty())
     emit.earlyExperts = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_EARLY_RANKED"); v && !v->empty())
-    emit.earlyExpertsRanked = *v != "0";
+    emit.earlyRankedMinGatedBytes = *v != "0" ? 0 : -1;
+  if (std::optional<int> mb = envInt("FG_DEBUG_EARLY_RANKED_MIN_MB", 0, 1 << 20))
+    emit.earlyRankedMinGatedBytes = static_cast<int64_t>(*mb) << 20;
   // Every trigger before its wait (timing only, Nvrtc.cpp) voids early
   // experts' proof (EarlyExperts.h): off.
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_PDL_EARLY_TRIGGER"); v && *v == "1")

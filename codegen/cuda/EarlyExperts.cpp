@@ -194,7 +194,7 @@ std::optional<std::string> rankedAgainSource(const std::string &src, const std::
 } // namespace
 
 llvm::Expected<unsigned> markEarlyExperts(const Function &fn, const ProvenPlan &proven,
-                                          bool rankAgain, SlotTables &tables, KernelSources &sources,
+                                          int64_t rankMinGatedBytes, SlotTables &tables, KernelSources &sources,
                                           CompiledEntry &entry) {
   std::vector<LaunchRecord> &recs = entry.launches;
   std::vector<size_t> &sourceOf = sources.sourceOfLaunch.back();
@@ -214,7 +214,7 @@ llvm::Expected<unsigned> markEarlyExperts(const Function &fn, const ProvenPlan &
       if (!replaceOnce(src, kEarlyIdsOff, kEarlyIdsOn))
         continue;
       what = kEarlyReadLabel;
-    } else if (!rankAgain) {
+    } else if (rankMinGatedBytes < 0) {
       continue;
     } else {
       // The routing heads (RoutingHeads.h): the gated launch right before
@@ -236,6 +236,18 @@ llvm::Expected<unsigned> markEarlyExperts(const Function &fn, const ProvenPlan &
           host = &a, hostIndex = p;
       }
       if (!host)
+        continue;
+      // The gated launch's selected experts: the bytes its blocks stream
+      // while this launch's blocks rank again.
+      if (host->node == kNoNode || fn.node(host->node).kind != OpKind::FusedGatedMatmulId)
+        continue;
+      const Node &gated = fn.node(host->node);
+      const TensorType &gt = fn.type(gated.operands[1]), &ut = fn.type(gated.operands[2]),
+                       &it = fn.type(gated.operands[3]);
+      if (gt.rank() != 3 || ut.rank() != 3 || gt.shape[0] <= 0 || it.numElements() <= 0)
+        continue;
+      const int64_t selectedBytes = (gt.bytes() + ut.bytes()) / gt.shape[0] * it.numElements();
+      if (selectedBytes < rankMinGatedBytes)
         continue;
       const std::string &hs = prove.source(hostIndex);
       const size_t at = hs.find("struct FgHead {");

@@ -35,8 +35,8 @@
 // the routing heads (RoutingHeads.h: the DP4A experts) the ids come from the
 // gated launch right before, whose writes are its node's results and the
 // topk node's; there the down projection may rank the router's logits again
-// before its wait instead (EmitOptions::earlyExpertsRanked: off, measured
-// slower on W-moe-12 q4_K; topk.cuh, topkHeadEarly: the head's code and
+// before its wait instead (EmitOptions::earlyRankedMinGatedBytes: off,
+// measured slower on W-moe-12 q4_K; topk.cuh, topkHeadEarly: the head's code and
 // order of sums, no stores; its ids and weights in shared memory,
 // Cfg::kSlotsShared) where the head's threads fit its block, taking the
 // logits as one more pointer (a selection bias only as a weight). The plan
@@ -70,11 +70,13 @@ inline constexpr llvm::StringLiteral kEarlyRankedLabel =
     " (experts ranked again before the wait)";
 
 /// Switches the entry's expert down projections whose ids and routing
-/// weights are proven written before they start to their early form; with
-/// `rankAgain` (EmitOptions::earlyExpertsRanked) also those that may rank
-/// the router's logits again. Returns how many it switched.
+/// weights are proven written before they start to their early form; also
+/// those that may rank the router's logits again where the gated launch
+/// before them streams at least `rankMinGatedBytes` of selected experts
+/// (EmitOptions::earlyRankedMinGatedBytes; -1: none). Returns how many it
+/// switched.
 llvm::Expected<unsigned> markEarlyExperts(const Function &fn, const ProvenPlan &proven,
-                                          bool rankAgain,
+                                          int64_t rankMinGatedBytes,
                                           SlotTables &tables, KernelSources &sources,
                                           CompiledEntry &entry);
 

@@ -281,12 +281,15 @@ struct EmitOptions {
   /// FG_DEBUG_EARLY_EXPERTS=0 turns it off.
   bool earlyExperts = true;
   /// With the routing heads, the down projection ranks the router's logits
-  /// again before its wait instead (EarlyExperts.h, the ranked form). Off:
-  /// measured in the same call, W-moe-12 q4_K +0.3 % slower over four pairs
-  /// (every one), q8_0 -0.7 % over two; the re-ranking in every block before
-  /// the wait costs about what the early rows save. FG_DEBUG_EARLY_RANKED=1
-  /// turns it on (with earlyExperts).
-  bool earlyExpertsRanked = false;
+  /// again before its wait instead (EarlyExperts.h, the ranked form), where
+  /// the gated launch before it streams at least this many bytes of its
+  /// selected experts (its blocks' re-ranking then hides under that launch);
+  /// -1: never. Off: measured in the fortieth session (H100, same call),
+  /// W-moe-12 q4_K (14.2 MB of selected gate|up a layer) +0.3 % slower over
+  /// four pairs, every one; q8_0 (26.7 MB) -0.7 % over two. A threshold
+  /// between them (FG_DEBUG_EARLY_RANKED_MIN_MB=20) is the next thing to
+  /// time; FG_DEBUG_EARLY_RANKED=1 takes every launch (0), =0 none.
+  int64_t earlyRankedMinGatedBytes = -1;
   /// Sibling cuBLAS GEMMs of one B and one shape (a prefill chunk's k and v
   /// projections) as one strided batch of two (GemmPairs.h); written in the
   /// twenty-ninth session after fg_bench_prefill_gemms' strided form (7 µs a

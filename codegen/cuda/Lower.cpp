@@ -80,7 +80,7 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
         return merged.takeError();
     }
     if (opts.emit.earlyExperts)
-      if (llvm::Expected<unsigned> n = markEarlyExperts(fn, *proven, opts.emit.earlyExpertsRanked, tables,
+      if (llvm::Expected<unsigned> n = markEarlyExperts(fn, *proven, opts.emit.earlyRankedMinGatedBytes, tables,
                                                               sources, entry); !n)
         return n.takeError();
     addInputCheck(entry, sources, tables);

@@ -141,6 +141,28 @@ TEST(EarlyExperts, WithRoutingHeadsTheDownProjectionRanksAgain) {
   EXPECT_EQ(earlyCount(*e), 2u);
 }
 
+/// The ranked form by the gated launch's bytes (FG_DEBUG_EARLY_RANKED_MIN_MB):
+/// at 20 MiB, W-moe-12 q8_0's gated experts (8 of 3.34 MB a layer: 26.7 MB)
+/// take it and q4_K's (8 of 1.77 MB: 14.2 MB) do not; at 10 MiB both do.
+TEST(EarlyExperts, TheRankedFormByTheGatedLaunchsBytes) {
+  auto ranked = [](const char *workload, const char *mb) {
+    const Graph g = test::workloadLayers(workload, 256, {});
+    ::setenv("FG_DEBUG_EARLY_RANKED_MIN_MB", mb, 1);
+    const CompiledProgram p = test::compiledProgram(g);
+    ::unsetenv("FG_DEBUG_EARLY_RANKED_MIN_MB");
+    const CompiledEntry *d = entryNamed(p, "decode");
+    EXPECT_TRUE(d);
+    size_t n = 0;
+    if (d)
+      for (const LaunchRecord *l : downs(*d))
+        n += llvm::StringRef(l->what).endswith(kRanked);
+    return n;
+  };
+  EXPECT_EQ(ranked("w-moe-12-q8_0", "20"), 2u);
+  EXPECT_EQ(ranked("w-moe-12-q4_k", "20"), 0u);
+  EXPECT_EQ(ranked("w-moe-12-q4_k", "10"), 2u);
+}
+
 TEST(EarlyExperts, GraphInputsAreNeverReadEarly) {
   Graph g;
   Function &fn = g.addFunction("main");
