@@ -1158,6 +1158,12 @@ static __device__ __forceinline__ GemvExtras gemvExtras(const GemvArgs<C> &a, lo
   return x;
 }
 
+/// 1 / sqrt(Σx² / K + eps): a row's rstd from its sum of squares (every
+/// norm-prologue form; the same expression, so the same bits).
+template <class C> static __device__ __forceinline__ float gemvRstd(float sumSquares) {
+  return 1.0f / sqrtf(sumSquares / (float)C::K + __int_as_float(C::kNormEpsBits));
+}
+
 /// The rms_norm prologue: rs[m] = 1 / sqrt(mean_k x[m0 + m, k]² + eps) for the
 /// block's rows of x (up to 8), summed by all threads in a fixed order.
 template <class C>
@@ -1191,7 +1197,7 @@ static __device__ __forceinline__ void gemvNormScales(const GemvArgs<C> &a, int 
     float sum = 0.0f;
     for (int w = 0; w < W; ++w)
       sum += red[threadIdx.x][w];
-    rs[threadIdx.x] = 1.0f / sqrtf(sum / (float)C::K + __int_as_float(C::kNormEpsBits));
+    rs[threadIdx.x] = gemvRstd<C>(sum);
   }
   __syncthreads();
 }
@@ -1921,7 +1927,7 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a, long long
           float sum = 0.0f;
           for (int w = 0; w < W; ++w)
             sum += ssPart[w][m];
-          const float rstd = 1.0f / sqrtf(sum / (float)C::K + __int_as_float(C::kNormEpsBits));
+          const float rstd = gemvRstd<C>(sum);
 #pragma unroll
           for (int s = 0; s < S; ++s)
             v[s] *= rstd;
@@ -1947,7 +1953,7 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a, long long
     float sum = 0.0f;
     for (int w = 0; w < W; ++w)
       sum += ssPart[w][m];
-    return 1.0f / sqrtf(sum / (float)C::K + __int_as_float(C::kNormEpsBits));
+    return gemvRstd<C>(sum);
   });
 }
 

@@ -621,7 +621,7 @@ template <class C> struct Dp4aNormScale {
       for (int k = 0; k < C::kKWarps; ++k)
         sum += kSs[k];
     }
-    return 1.0f / sqrtf(sum / (float)C::K + __int_as_float(C::kNormEpsBits));
+    return gemvRstd<C>(sum);
   }
 };
 
