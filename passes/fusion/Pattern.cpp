@@ -242,6 +242,47 @@ Decision checkRope(const Function &fn, const Node &rope) {
   return Decision::yes();
 }
 
+UserTable valueUsers(const Function &fn) {
+  UserTable users(fn.numValues());
+  for (NodeId i = 0; i < fn.numNodes(); ++i)
+    for (ValueId o : fn.node(i).operands)
+      if (users[o].empty() || users[o].back() != i)
+        users[o].push_back(i);
+  return users;
+}
+
+bool isNormPrologueGemv(const Node &n) {
+  return n.kind == OpKind::MatMul || n.kind == OpKind::FusedMatmulMulti ||
+         (n.kind == OpKind::FusedGatedMatmul && n.operands.size() == 3);
+}
+
+Decision checkNormRowF32(const Function &fn, ValueId n) {
+  if (DType d = fn.type(n).dtype; d != DType::F32)
+    return Decision::no("the normalised row " + label(fn, n) + " is stored in " +
+                        std::string(dtypeName(d)) + "; the GEMV prologue computes it in f32");
+  return Decision::yes();
+}
+
+Decision checkNormPrologue(const Function &fn, ValueId x, ValueId w, const Target *target) {
+  const int64_t tokens = fn.type(x).numRows();
+  const int64_t maxTokens = target ? target->maxGemvTokens() : INT64_MAX;
+  if (tokens < 1 || tokens > maxTokens)
+    return Decision::no(label(fn, x) + " has " + llvm::Twine(tokens) +
+                        " tokens; the fused GEMV takes 1 to " + llvm::Twine(maxTokens));
+  if (!isContiguous(fn, x) || !isContiguous(fn, w))
+    return Decision::no("input " + label(fn, x) + " and norm weight " + label(fn, w) +
+                        " must be contiguous");
+  if (fn.type(w).numElements() != fn.type(x).rowLength())
+    return Decision::no("norm weight " + label(fn, w) + " " + fn.type(w).str() +
+                        " is not one value per column of " + label(fn, x));
+  // The driver compares the fused op's cost with the ops it replaces; without
+  // a target there is no estimate, and no prologue.
+  if (!target)
+    return Decision::no("the norm prologue is decided by the target's cost estimate; there "
+                        "is no target");
+  return Decision::yes();
+}
+
 Pat setRowsPat(Pat inner) {
   return m::SetRows(m::Any(Cap::dest), std::move(inner), m::Any(Cap::indices))
       .bind(Cap::setRows);

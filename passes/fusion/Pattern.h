@@ -287,11 +287,25 @@ Decision expectDType(const Function &fn, ValueId v, llvm::ArrayRef<DType> allowe
 Decision expectSixteenBitConvert(const Function &fn, const Match &m);
 /// no() unless `side` broadcasts into `full`'s shape without enlarging it.
 Decision expectBroadcastsInto(const Function &fn, ValueId side, ValueId full, llvm::StringRef what);
+/// Each value's reader nodes, each node once, in node order (the patterns
+/// that look at a value's other readers fill it in prepare()).
+using UserTable = std::vector<llvm::SmallVector<NodeId, 2>>;
+UserTable valueUsers(const Function &fn);
 // --- pieces shared by the rms_norm / rope / set_rows family --------------------------
 /// mul(rms_norm(x) [norm], w) [mul], either operand order.
 Pat normMulPat();
 /// x, w, the norm and the mul are f32; rows of x and w packed; w broadcasts into x.
 Decision checkNormMul(const Function &fn, const Match &m);
+/// A GEMV that can normalise its own x (the norm-prologue patterns'
+/// consumers): matmul, fused.matmul_multi, fused.gated_matmul without biases.
+bool isNormPrologueGemv(const Node &n);
+/// The normalised row `n` (a fused.rms_norm_mul) is f32, as the GEMV
+/// prologue computes it.
+Decision checkNormRowF32(const Function &fn, ValueId n);
+/// A GEMV that normalises its x itself: 1 to the target's GEMV tokens of x,
+/// x and the norm weight `w` packed, one weight per column of x, and a
+/// target to decide by cost.
+Decision checkNormPrologue(const Function &fn, ValueId x, ValueId w, const Target *target);
 /// rope(inner, positions, freq_factors?) [rope].
 Pat ropePat(Pat inner);
 /// The rope's head dim is even; its input and output have packed rows.

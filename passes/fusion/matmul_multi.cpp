@@ -52,13 +52,7 @@ class MatmulMulti : public FusionPattern {
 public:
   llvm::StringRef name() const override { return "matmul_multi"; }
 
-  void prepare(const Function &fn) override {
-    users_.assign(fn.numValues(), {});
-    for (NodeId i = 0; i < fn.numNodes(); ++i)
-      for (ValueId o : fn.node(i).operands)
-        if (users_[o].empty() || users_[o].back() != i)
-          users_[o].push_back(i);
-  }
+  void prepare(const Function &fn) override { users_ = valueUsers(fn); }
 
   /// Whether `n` is a matmul reading `x` as its x (not as its weight).
   static bool readsAsX(const Node &n, ValueId x) {
@@ -147,7 +141,7 @@ public:
   }
 
 private:
-  std::vector<llvm::SmallVector<NodeId, 2>> users_;
+  UserTable users_;
 };
 
 } // namespace

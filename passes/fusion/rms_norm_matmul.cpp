@@ -46,23 +46,11 @@ class RmsNormMatmul : public FusionPattern {
 public:
   llvm::StringRef name() const override { return "rms_norm_matmul"; }
 
-  void prepare(const Function &fn) override {
-    users_.assign(fn.numValues(), {});
-    for (NodeId i = 0; i < fn.numNodes(); ++i)
-      for (ValueId o : fn.node(i).operands)
-        if (users_[o].empty() || users_[o].back() != i)
-          users_[o].push_back(i);
-  }
-
-  /// Whether `n` is a GEMV this pattern can give a norm prologue.
-  static bool isConsumer(const Node &n) {
-    return n.kind == OpKind::MatMul || n.kind == OpKind::FusedMatmulMulti ||
-           (n.kind == OpKind::FusedGatedMatmul && n.operands.size() == 3);
-  }
+  void prepare(const Function &fn) override { users_ = valueUsers(fn); }
 
   void match(const Function &fn, NodeId root, llvm::SmallVectorImpl<Match> &out) const override {
     const Node &gemv = fn.node(root);
-    if (!isConsumer(gemv))
+    if (!isNormPrologueGemv(gemv))
       return;
     const Node *norm = fn.producer(gemv.operands[0]);
     if (!norm || norm->kind != OpKind::FusedRmsNormMul)
@@ -96,37 +84,20 @@ public:
     ValueId n = m.get(Cap::norm), x = m.get(Cap::x);
     if (llvm::is_contained(fn.results(), n))
       return Decision::no("the normalised row " + label(fn, n) + " is a result of @" + fn.name());
-    if (DType d = op::FusedRmsNormMul(*fn.producer(n)).dtype(); d != DType::F32)
-      return Decision::no("the normalised row " + label(fn, n) + " is stored in " +
-                          std::string(dtypeName(d)) + "; the GEMV prologue computes it in f32");
+    if (Decision d = checkNormRowF32(fn, n); !d)
+      return d;
     for (NodeId u : users_[n]) {
       const Node &user = fn.node(u);
-      if (!isConsumer(user) || user.operands[0] != n ||
+      if (!isNormPrologueGemv(user) || user.operands[0] != n ||
           llvm::count(user.operands, n) != 1)
         return Decision::no("the normalised row " + label(fn, n) + " also feeds " +
                             label(fn, user.result()) + " (" + std::string(mnemonic(user.kind)) +
                             "): the norm launch would stay");
     }
-    int64_t tokens = fn.type(x).numRows();
-    int64_t maxTokens = target() ? target()->maxGemvTokens() : INT64_MAX;
-    if (tokens < 1 || tokens > maxTokens)
-      return Decision::no(label(fn, x) + " has " + llvm::Twine(tokens) +
-                          " tokens; the fused GEMV takes 1 to " + llvm::Twine(maxTokens));
-    if (!isContiguous(fn, x) || !isContiguous(fn, m.get(Cap::w)))
-      return Decision::no("input " + label(fn, x) + " and norm weight " +
-                          label(fn, m.get(Cap::w)) + " must be contiguous");
-    if (fn.type(m.get(Cap::w)).numElements() != fn.type(x).rowLength())
-      return Decision::no("norm weight " + label(fn, m.get(Cap::w)) + " " +
-                          fn.type(m.get(Cap::w)).str() + " is not one value per column of " +
-                          label(fn, x));
     // The driver compares each consumer's cost (its prologue GEMV against its
     // GEMV plus its share of the norm) and keeps a norm's consumers only all
-    // together (Fuse.cpp, keepWholeRecomputations); without a target there
-    // is no estimate, and no prologue.
-    if (!target())
-      return Decision::no("the norm prologue is decided by the target's cost estimate; there "
-                          "is no target");
-    return Decision::yes();
+    // together (Fuse.cpp, keepWholeRecomputations).
+    return checkNormPrologue(fn, x, m.get(Cap::w), target());
   }
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {
@@ -153,7 +124,7 @@ public:
   }
 
 private:
-  std::vector<llvm::SmallVector<NodeId, 2>> users_;
+  UserTable users_;
 };
 
 } // namespace

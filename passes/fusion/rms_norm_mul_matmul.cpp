@@ -16,9 +16,9 @@
 // pays the prologue on 1 MB of weights.
 //
 // Candidates: a plain matmul whose x is the norm, where the norm has other
-// readers and none of them is a GEMV that rms_norm_matmul, matmul_multi or
-// gated_matmul could take (those keep their own rules: q, k and v are not
-// candidates, nor a norm read by this GEMV alone). Legality: the norm is f32
+// readers and none of them is a GEMV the norm prologue could take
+// (isNormPrologueGemv: rms_norm_matmul's rules decide there — q, k and v are
+// not candidates, nor a norm read by this GEMV alone). Legality: the norm is f32
 // (no convert); 1 to
 // the target's GEMV token limit rows; x and the norm weight packed, one
 // weight per column; the weight a matrix. Decided by the target's cost (the
@@ -35,13 +35,7 @@ class RmsNormMulMatmul : public FusionPattern {
 public:
   llvm::StringRef name() const override { return "rms_norm_mul_matmul"; }
 
-  void prepare(const Function &fn) override {
-    users_.assign(fn.numValues(), {});
-    for (NodeId i = 0; i < fn.numNodes(); ++i)
-      for (ValueId o : fn.node(i).operands)
-        if (users_[o].empty() || users_[o].back() != i)
-          users_[o].push_back(i);
-  }
+  void prepare(const Function &fn) override { users_ = valueUsers(fn); }
 
   void match(const Function &fn, NodeId root, llvm::SmallVectorImpl<Match> &out) const override {
     const Node &mm = fn.node(root);
@@ -57,8 +51,7 @@ public:
     for (NodeId u : users_[mm.operands[0]]) {
       if (u == root)
         continue;
-      const OpKind k = fn.node(u).kind;
-      if (k == OpKind::MatMul || k == OpKind::FusedMatmulMulti || k == OpKind::FusedGatedMatmul)
+      if (isNormPrologueGemv(fn.node(u)))
         return;
       others = true;
     }
@@ -77,29 +70,12 @@ public:
   }
 
   Decision check(const Function &fn, const Match &m) const override {
-    const ValueId n = m.get(Cap::norm), x = m.get(Cap::x);
-    if (DType d = fn.type(n).dtype; d != DType::F32)
-      return Decision::no("the normalised row " + label(fn, n) + " is stored in " +
-                          std::string(dtypeName(d)) + "; the GEMV prologue computes it in f32");
-    const int64_t tokens = fn.type(x).numRows();
-    const int64_t maxTokens = target() ? target()->maxGemvTokens() : INT64_MAX;
-    if (tokens < 1 || tokens > maxTokens)
-      return Decision::no(label(fn, x) + " has " + llvm::Twine(tokens) +
-                          " tokens; the fused GEMV takes 1 to " + llvm::Twine(maxTokens));
-    if (!isContiguous(fn, x) || !isContiguous(fn, m.get(Cap::w)))
-      return Decision::no("input " + label(fn, x) + " and norm weight " +
-                          label(fn, m.get(Cap::w)) + " must be contiguous");
-    if (fn.type(m.get(Cap::w)).numElements() != fn.type(x).rowLength())
-      return Decision::no("norm weight " + label(fn, m.get(Cap::w)) + " " +
-                          fn.type(m.get(Cap::w)).str() + " is not one value per column of " +
-                          label(fn, x));
+    if (Decision d = checkNormRowF32(fn, m.get(Cap::norm)); !d)
+      return d;
     if (fn.type(m.get(Cap::matmul)).rank() != 2)
       return Decision::no("weight " + label(fn, m.get(Cap::matmul)) + " " +
                           fn.type(m.get(Cap::matmul)).str() + " is not a matrix");
-    if (!target())
-      return Decision::no("the norm in the GEMV is decided by the target's cost estimate; there "
-                          "is no target");
-    return Decision::yes();
+    return checkNormPrologue(fn, m.get(Cap::x), m.get(Cap::w), target());
   }
 
   FusedOp rewrite(const Function &fn, const Match &m) const override {
@@ -111,7 +87,7 @@ public:
   }
 
 private:
-  std::vector<llvm::SmallVector<NodeId, 2>> users_;
+  UserTable users_;
 };
 
 } // namespace
