@@ -272,6 +272,15 @@ struct EmitOptions {
   /// in three calls, four of them faster).
   /// FG_DEBUG_ROUTING_HEADS=0 turns it off.
   bool routingHeads = true;
+  /// The routing heads' blocks that do not store the ids rank the staged
+  /// logits themselves where that provably gives the gate's ids in the same
+  /// order (topk.cuh, topkRanksLogits: softmax or delayed softmax without a
+  /// selection bias, finite logits, neighbours 2^-20 apart): the GEMV needs
+  /// only the ids, so they skip the gate's f64 exps, its sums and three
+  /// barriers before their first weight load; the block that stores ids and
+  /// weights, the last (fewest tiles), runs the whole routing. The same bits.
+  /// FG_DEBUG_HEAD_RANKS_LOGITS=0 turns it off.
+  bool routingHeadRanksLogits = true;
   /// The one-token expert down projection reads its ids and routing weights
   /// and loads its first rows before its programmatic-launch wait where their
   /// writers are proven finished when it starts (EarlyExperts.h; the float

@@ -26,13 +26,15 @@ bool readsIdsParam(const KernelSpec &k) {
 }
 
 /// The topk kernel's configuration struct (FusedRowEmitter, emitTopkMoe),
-/// renamed FgHead.
-std::optional<std::string> headCfg(const std::string &topkSource) {
+/// renamed FgHead, with kRanksLogits (EmitOptions::routingHeadRanksLogits).
+std::optional<std::string> headCfg(const std::string &topkSource, bool ranksLogits) {
   const size_t entry = topkSource.rfind("extern \"C\" __global__");
   const size_t at = topkSource.rfind("struct Cfg {\n", entry);
   if (entry == std::string::npos || at == std::string::npos)
     return std::nullopt;
-  return "struct FgHead {\n" + topkSource.substr(at + 13, entry - at - 13);
+  return "struct FgHead {\n  static constexpr bool kRanksLogits = " +
+         std::string(ranksLogits ? "true" : "false") + ";\n" +
+         topkSource.substr(at + 13, entry - at - 13);
 }
 
 /// `host`'s source with the routing at the start of its body: topk.cuh and
@@ -166,7 +168,7 @@ llvm::Expected<unsigned> mergeRoutingHeads(const Function &fn, llvm::ArrayRef<La
         clash = clash || arenaRangesOverlap(s, r);
     if (clash)
       continue;
-    std::optional<std::string> cfg = headCfg(bk->source);
+    std::optional<std::string> cfg = headCfg(bk->source, options.routingHeadRanksLogits);
     if (!cfg)
       continue;
     std::optional<std::string> src =

@@ -55,9 +55,15 @@ template <int NT> static __device__ __forceinline__ float fgBlockMaxOrdered(floa
 }
 
 // --- gates: pr[e] from the staged logits x[e] -----------------------------------------
+//
+// kOrder: how the keys a gate gives order like the logits (topkRanksLogits):
+// 0 not relied on; 1 a strictly increasing map computed in f64 and rounded to
+// f32 (two keys can be equal only where their logits are within a rounding
+// or the keys underflow); 2 the logits themselves.
 
 struct GateSoftmax {
   static constexpr bool kDelayed = false;
+  static constexpr int kOrder = 1; // topkRanksLogits
   template <int NT, int E>
   static __device__ __forceinline__ void probs(const float *x, float *pr, double *shd, float *shf) {
     constexpr int kPer = (E + NT - 1) / NT; // a thread's experts e0, e0 + NT, ...
@@ -87,6 +93,7 @@ struct GateSoftmax {
 
 struct GateSigmoid {
   static constexpr bool kDelayed = false;
+  static constexpr int kOrder = 0; // topkRanksLogits
   template <int NT, int E>
   static __device__ __forceinline__ void probs(const float *x, float *pr, double *, float *) {
     for (int e = fgFirst<NT>(); e < E; e += NT)
@@ -96,6 +103,7 @@ struct GateSigmoid {
 
 struct GateSqrtSoftplus {
   static constexpr bool kDelayed = false;
+  static constexpr int kOrder = 0; // topkRanksLogits
   template <int NT, int E>
   static __device__ __forceinline__ void probs(const float *x, float *pr, double *, float *) {
     for (int e = fgFirst<NT>(); e < E; e += NT) {
@@ -109,6 +117,7 @@ struct GateSqrtSoftplus {
 /// Selection on the raw logits; the softmax runs over the K winners later.
 struct GateDelayed {
   static constexpr bool kDelayed = true;
+  static constexpr int kOrder = 2; // topkRanksLogits
   template <int NT, int E>
   static __device__ __forceinline__ void probs(const float *x, float *pr, double *, float *) {
     for (int e = fgFirst<NT>(); e < E; e += NT)
@@ -124,6 +133,31 @@ template <class C> struct TopkArgs {
   const typename C::Logit *logits;
   const typename C::Bias *bias;
 };
+
+/// Expert e's rank among the E keys in shared memory (those greater, then
+/// the equal ones of lower index: top_k's order), the keys read four at a
+/// time where the array allows (broadcast reads).
+template <int E> static __device__ __forceinline__ int topkRank(const float *keys, int e) {
+  const float v = keys[e];
+  int rank = 0;
+  if (E % 4 == 0 && (reinterpret_cast<unsigned long long>(keys) & 15u) == 0) {
+    const float4 *s4 = reinterpret_cast<const float4 *>(keys);
+#pragma unroll 8
+    for (int j = 0; j < E / 4; ++j) {
+      const float4 u = s4[j];
+      rank += (u.x > v) || (u.x == v && 4 * j < e);
+      rank += (u.y > v) || (u.y == v && 4 * j + 1 < e);
+      rank += (u.z > v) || (u.z == v && 4 * j + 2 < e);
+      rank += (u.w > v) || (u.w == v && 4 * j + 3 < e);
+    }
+  } else {
+    for (int j = 0; j < E; ++j) {
+      const float u = keys[j];
+      rank += (u > v) || (u == v && j < e);
+    }
+  }
+  return rank;
+}
 
 /// One row's routing from its staged logits `lg` (shared memory, every
 /// thread of the block): the gate probabilities into `pr`, the selection
@@ -146,27 +180,9 @@ static __device__ __forceinline__ void topkRow(const float *lg, float *pr, float
     sel[e] = isnan(v) ? -FG_INF : v;
   }
   __syncthreads();
-  // 3. top-k by rank counting; the K winners gather the unbiased p. The keys
-  // are read four at a time where the array allows (broadcast reads).
+  // 3. top-k by rank counting; the K winners gather the unbiased p.
   for (int e = fgFirst<NT>(); e < E; e += NT) {
-    const float v = sel[e];
-    int rank = 0;
-    if (E % 4 == 0 && (reinterpret_cast<unsigned long long>(sel) & 15u) == 0) {
-      const float4 *s4 = reinterpret_cast<const float4 *>(sel);
-#pragma unroll 8
-      for (int j = 0; j < E / 4; ++j) {
-        const float4 u = s4[j];
-        rank += (u.x > v) || (u.x == v && 4 * j < e);
-        rank += (u.y > v) || (u.y == v && 4 * j + 1 < e);
-        rank += (u.z > v) || (u.z == v && 4 * j + 2 < e);
-        rank += (u.w > v) || (u.w == v && 4 * j + 3 < e);
-      }
-    } else {
-      for (int j = 0; j < E; ++j) {
-        const float u = sel[j];
-        rank += (u > v) || (u == v && j < e);
-      }
-    }
+    const int rank = topkRank<E>(sel, e);
     if (rank < K) {
       ids[rank] = e;
       wk[rank] = pr[e];
@@ -239,9 +255,54 @@ template <class C> static __device__ __forceinline__ void topkMoe(const TopkArgs
 // reads its ids, after that kernel's programmatic-launch wait: the logits
 // staged, then topkRow as the topk kernel runs it (C::kThreads of the
 // block's threads, the same order of every sum), the ids and weights into
-// this block's shared memory. Block (0, 0, 0) also stores them to `gids` and
-// `gw` for the launches after (the down projection reads both). Returns the
-// block's ids, which the GEMV reads instead of the stored ones.
+// this block's shared memory. The block with the fewest tiles of the GEMV,
+// the last (gridDim.x - 1, gridDim.y - 1, gridDim.z - 1), also stores them to
+// `gids` and `gw` for the launches after (the down projection reads both).
+// Returns the block's ids, which the GEMV reads instead of the stored ones.
+//
+// The GEMV needs only the ids. With C::kRanksLogits (EmitOptions::
+// routingHeadRanksLogits) every other block ranks the staged logits
+// themselves where that gives topkRow's ids (topkRanksLogits): no gate, no
+// weights, three barriers fewer and no f64 on the way to the first weight load.
+
+/// The K winners of the staged logits `lg` by rank counting into cand[0 ..
+/// K) and the runner-up into cand[K], where that is the order of the gate's
+/// keys (C::Gate::kOrder, no bias): true, the same on every thread of the
+/// block, when topkRow would pick the same ids in the same order. kOrder 2:
+/// the keys are the logits (every logit finite: a NaN key is -inf there).
+/// kOrder 1 (softmax: pr = (float)(exp(x - max) / Σ) in f64): every logit
+/// finite, neighbours among the K + 1 apart by at least 2^-20 — their keys
+/// then differ by a factor of exp(2^-20) ≈ 1 + 9.5e-7, far above two f32
+/// roundings (2 · 6e-8), so they are strictly ordered too — and the runner-up
+/// within 80 of the largest (its key ≥ e^-80 / E: a normal f32, so the
+/// relative bound holds; below, keys may round to 0 and tie by index).
+/// Experts past the runner-up have keys at most its key, below the K-th's.
+template <class C, int NT>
+static __device__ __forceinline__ bool topkRanksLogits(const float *lg, int *cand) {
+  constexpr int E = C::E, K = C::K;
+  static_assert(E > K && C::Gate::kOrder > 0 && !C::kBias, "a runner-up, keys ordered by logits");
+  bool bad = false;
+  for (int e = fgFirst<NT>(); e < E; e += NT) {
+    bad |= !isfinite(lg[e]);
+    const int rank = topkRank<E>(lg, e);
+    if (rank <= K)
+      cand[rank] = e;
+  }
+  if (__syncthreads_or(bad)) // also the barrier after cand's stores
+    return false;
+  if constexpr (C::Gate::kOrder == 2)
+    return true;
+  const float top = lg[cand[0]];
+  float prev = top;
+#pragma unroll
+  for (int i = 1; i <= K; ++i) {
+    const float v = lg[cand[i]];
+    if (!(prev - v >= 0x1p-20f)) // a float difference: exact or larger than 2^-20 anyway
+      return false;
+    prev = v;
+  }
+  return prev - top > -80.0f;
+}
 
 template <class C, bool kEarly>
 static __device__ __forceinline__ const int *topkHeadImpl(const typename C::Logit *logits,
@@ -257,8 +318,17 @@ static __device__ __forceinline__ const int *topkHeadImpl(const typename C::Logi
     lg[e] = fg_to_f(kEarly ? fg_ldcg(logits + C::kLogitOff + e * C::kLogitS1)
                            : logits[C::kLogitOff + e * C::kLogitS1]);
   __syncthreads();
+  const bool store = blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1 &&
+                     blockIdx.z == gridDim.z - 1;
+  if constexpr (!kEarly) {
+    if constexpr (C::kRanksLogits && C::Gate::kOrder > 0 && !C::kBias && E > K) {
+      __shared__ int cand[K + 1];
+      if (!store && topkRanksLogits<C, NT>(lg, cand)) // uniform over the block
+        return cand;
+    }
+  }
   topkRow<C, NT>(lg, pr, sel, wk, ids, w, bias, shd, shf); // ends past a barrier
-  if (!kEarly && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+  if (!kEarly && store)
     for (int j = threadIdx.x; j < K; j += blockDim.x) {
       gids[j] = ids[j];
       gw[j] = w[j];
