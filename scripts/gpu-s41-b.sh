@@ -26,4 +26,11 @@ for round in 1 2; do
 done
 STEP_TIMEOUT=120 stepf w-moe-12-q4_k "" --breakdown
 grep -E "gated_matmul_id|matmul_id_sum_add" /tmp/step.txt | head -4
+for v in 0 1; do
+  [ "$(left)" -gt 60 ] || break
+  FG_DEBUG_HEAD_RANKS_LOGITS=$v timeout 60 ncu --clock-control none -k regex:'^fg_fused_gated_matmul_id' \
+    --launch-skip 4 --launch-count 3 --section SpeedOfLight \
+    fusegraph bench --workload w-moe-12-q4_k --compare fused,eager --steps 1 --warmup 0 > "$OUT/ncu-head$v.txt" 2>&1
+  echo "== ncu gated, ranks logits $v (rc $?): $(grep -E '^ +Duration' "$OUT/ncu-head$v.txt" | awk '{print $3}' | tr '\n' ' ')"
+done
 echo "call done after $((SECONDS - S)) s"
