@@ -2,7 +2,7 @@
 # The forty-first session's second call: the routing heads' blocks ranking
 # the logits themselves (EmitOptions::routingHeadRanksLogits, topk.cuh
 # topkRanksLogits; FG_DEBUG_HEAD_RANKS_LOGITS=0 the whole routing in every
-# block): its GPU tests (planted near ties and underflow, the MoE layers, the
+# block; off by default until this call): its GPU tests (planted near ties and underflow, the MoE layers, the
 # early experts that rank again), memcheck, then W-moe-12 q4_K and q8_0 steps
 # each way, alternating.
 #   bash scripts/gpu-bundle.sh && bash scripts/gpu-s41-b.sh 400  (carry [".gpu"])
@@ -18,13 +18,13 @@ timeout 90 compute-sanitizer --tool memcheck "$T" --gtest_filter='GpuRoutingHead
 echo "== memcheck (rc $?): $(summ "$OUT/memcheck.txt")"
 for round in 1 2 3; do
   stepf w-moe-12-q4_k "FG_DEBUG_HEAD_RANKS_LOGITS=0"
-  stepf w-moe-12-q4_k ""
+  stepf w-moe-12-q4_k "FG_DEBUG_HEAD_RANKS_LOGITS=1"
 done
 for round in 1 2; do
   stepf w-moe-12-q8_0 "FG_DEBUG_HEAD_RANKS_LOGITS=0"
-  stepf w-moe-12-q8_0 ""
+  stepf w-moe-12-q8_0 "FG_DEBUG_HEAD_RANKS_LOGITS=1"
 done
-STEP_TIMEOUT=120 stepf w-moe-12-q4_k "" --breakdown
+STEP_TIMEOUT=120 stepf w-moe-12-q4_k "FG_DEBUG_HEAD_RANKS_LOGITS=1" --breakdown
 grep -E "gated_matmul_id|matmul_id_sum_add" /tmp/step.txt | head -4
 for v in 0 1; do
   [ "$(left)" -gt 60 ] || break
