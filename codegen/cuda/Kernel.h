@@ -279,9 +279,10 @@ struct EmitOptions {
   /// only the ids, so they skip the gate's f64 exps, its sums and three
   /// barriers before their first weight load; the block that stores ids and
   /// weights, the last (fewest tiles), runs the whole routing. The same bits.
-  /// Off until a GPU has run its tests and timed it (the forty-first
-  /// session's device starts were refused); FG_DEBUG_HEAD_RANKS_LOGITS=1
-  /// turns it on.
+  /// Correct on the H100 (GpuRoutingHeads.RankedLogitsKeepTheGatesOrder,
+  /// memcheck) but not faster (forty-first session: W-moe-12 q4_K even, q8_0
+  /// +0.4 %; ~0.25 us off a gated launch alone, none in the graph), so off;
+  /// FG_DEBUG_HEAD_RANKS_LOGITS=1 turns it on.
   bool routingHeadRanksLogits = false;
   /// The one-token expert down projection reads its ids and routing weights
   /// and loads its first rows before its programmatic-launch wait where their
