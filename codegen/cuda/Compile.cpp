@@ -297,6 +297,8 @@ void applyDebugEnvironment(EmitOptions &emit) {
   emit.gluGroups = envInt("FG_DEBUG_GLU_GROUPS", 1, 8).value_or(emit.gluGroups);
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_ROUTING_HEADS"); v && !v->empty())
     emit.routingHeads = *v != "0";
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_DROP_OPS"))
+    emit.debugDropOps = *v;
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_HEAD_RANKS_LOGITS"); v && !v->empty())
     emit.routingHeadRanksLogits = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_EARLY_EXPERTS"); v && !v->empty())

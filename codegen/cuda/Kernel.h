@@ -284,6 +284,12 @@ struct EmitOptions {
   /// +0.4 %; ~0.25 us off a gated launch alone, none in the graph), so off;
   /// FG_DEBUG_HEAD_RANKS_LOGITS=1 turns it on.
   bool routingHeadRanksLogits = false;
+  /// Timing only, wrong values: the launches of these ops (mnemonics, comma
+  /// separated: "rope,set_rows") are dropped from every entry's schedule, each
+  /// folded into the launch before it as a merge would (dropMergedLaunches),
+  /// so a step shows what merging them away could save at most.
+  /// FG_DEBUG_DROP_OPS=rope,set_rows.
+  std::string debugDropOps;
   /// The one-token expert down projection reads its ids and routing weights
   /// and loads its first rows before its programmatic-launch wait where their
   /// writers are proven finished when it starts (EarlyExperts.h; the float

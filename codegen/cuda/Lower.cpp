@@ -31,6 +31,30 @@
 
 namespace fg::cuda {
 
+namespace {
+
+/// EmitOptions::debugDropOps: each kernel launch of a listed op folded into
+/// the launch before it (timing only: its work is not done).
+void dropOpsForTiming(CompiledEntry &entry, KernelSources &sources, llvm::StringRef ops) {
+  llvm::SmallVector<llvm::StringRef> names;
+  ops.split(names, ',', -1, false);
+  std::vector<uint32_t> into(entry.launches.size());
+  bool any = false;
+  for (uint32_t j = 0; j < into.size(); ++j) {
+    into[j] = j;
+    const LaunchRecord &r = entry.launches[j];
+    if (j == 0 || r.kind != LaunchRecord::Kind::Kernel || r.node == kNoNode ||
+        !llvm::is_contained(names, llvm::StringRef(mnemonic(r.op))))
+      continue;
+    into[j] = into[j - 1]; // the host of the launch before (itself, or its own host)
+    any = true;
+  }
+  if (any)
+    dropMergedLaunches(entry, sources, into);
+}
+
+} // namespace
+
 llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &opts,
                                            LowerStats *statsOut) {
   CompiledProgram prog;
@@ -83,6 +107,8 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
       if (llvm::Expected<unsigned> n = markEarlyExperts(fn, *proven, opts.emit.earlyRankedMinGatedBytes, tables,
                                                               sources, entry); !n)
         return n.takeError();
+    if (!opts.emit.debugDropOps.empty())
+      dropOpsForTiming(entry, sources, opts.emit.debugDropOps);
     addInputCheck(entry, sources, tables);
     addGreedyToken(entry, sources, tables, opts.emit.greedyThreads);
     for (const LaunchRecord &l : entry.launches)
