@@ -290,6 +290,10 @@ void applyDebugEnvironment(EmitOptions &emit) {
     emit.gemvTails = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_LOCAL_TAILS"); v && !v->empty())
     emit.gemvLocalTails = *v != "0";
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMV_STORE_TAILS"); v && !v->empty())
+    emit.gemvStoreTails = *v != "0";
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_STORE_TAIL_EARLY"); v && !v->empty())
+    emit.gemvStoreTailEarly = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GEMM_PAIRS"); v && !v->empty())
     emit.gemmPairs = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_GATED_GEMM_NARROW"); v && !v->empty())
@@ -299,6 +303,8 @@ void applyDebugEnvironment(EmitOptions &emit) {
     emit.routingHeads = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_DROP_OPS"))
     emit.debugDropOps = *v;
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_STORE_TAIL_NO_ANGLE"); v && !v->empty())
+    emit.debugStoreTailNoAngle = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_HEAD_RANKS_LOGITS"); v && !v->empty())
     emit.routingHeadRanksLogits = *v != "0";
   if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_EARLY_EXPERTS"); v && !v->empty())

@@ -398,6 +398,14 @@ llvm::Expected<RowTail> emitRowTail(const Function &fn, const Node &node,
   t.local = statOf(node) == RowStat::None && !(ro.rope && ro.ropeAttrs.mode == RopeMode::Neox);
   t.rangeCall =
       "fg::normRowsRange<Cfg>(fg::NormArgs<Cfg>{" + code->args + "}, fg_begin, fg_end);";
+  t.elementCall =
+      "fg::normRowsElement<Cfg>(fg::NormArgs<Cfg>{" + code->args + "}, fg_f, fg_v, fg_vp, fg_early);";
+  t.earlyCall =
+      "fg::normRowsElementEarly<Cfg>(fg::NormArgs<Cfg>{" + code->args + "}, fg_f, fg_e);";
+  for (int o : {ro.positions, ro.indices, ro.ff})
+    if (o >= 0 && o < static_cast<int>(node.operands.size()))
+      t.earlyReads.push_back(o);
+  t.pairs = ro.rope;
   t.x = ro.x;
   t.ps = std::move(code->ps);
   t.items = code->items;

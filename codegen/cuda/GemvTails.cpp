@@ -36,16 +36,23 @@ bool canHostTails(const Function &fn, const Node &n, const NodeCode &code) {
   if (fn.type(n.operands[0]).numRows() != 1 || code.launches.size() != 1)
     return false;
   const auto *k = std::get_if<KernelSpec>(&code.launches.front());
-  return k && k->grid[0] >= kMaxTails && k->grid[1] == 1 && k->grid[2] == 1 &&
-         k->block[1] == 1 && k->block[2] == 1 &&
-         k->block[0] % 32 == 0 && k->source.find("__cluster_dims__") == std::string::npos &&
+  return k && k->grid[0] >= kMaxTails && k->grid[1] == 1 && k->grid[2] == 1 && k->block[1] == 1 &&
+         k->block[2] == 1 && k->block[0] % 32 == 0 &&
+         k->source.find("__cluster_dims__") == std::string::npos &&
          k->source.find("fg_tails<") == std::string::npos;
 }
+
+/// How a GEMV runs its tails (one form a GEMV).
+enum class Form {
+  Ticket, ///< the last blocks to finish, after every block's stores (fg_tails)
+  Local,  ///< each block on its own tile, after a barrier (normRowsRange)
+  Store,  ///< each thread on the value it stores (normRowsElement): one tail
+};
 
 struct Tail {
   uint32_t record; ///< the tail's own launch, removed
   detail::RowTail body;
-  bool local = false; ///< run by each block on its own tile (no ticket)
+  Form form = Form::Ticket;
 };
 
 /// Whether tail `b` (node bn) of GEMV node `an` can run in each GEMV block on
@@ -104,7 +111,9 @@ bool localOk(const Function &fn, llvm::ArrayRef<Layout> layouts, const ProvenPla
 /// and functions before its entry, their pointers and the counters after its
 /// parameters, the fg_tails call after its body.
 llvm::Expected<std::string> mergedSource(const KernelSpec &host, llvm::ArrayRef<Tail> tails,
-                                         llvm::ArrayRef<int64_t> blocks, bool local) {
+                                         llvm::ArrayRef<int64_t> blocks, Form form, bool early,
+                                         bool noAngle) {
+  const bool local = form != Form::Ticket;
   const std::string &src = host.source;
   const size_t entry = src.rfind("extern \"C\" __global__");
   const size_t name = src.find(host.name + "(", entry);
@@ -115,6 +124,7 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, llvm::ArrayRef<
     return makeError("internal: the GEMV kernel " + host.name + " has no entry to extend");
   std::string defs = "#define FG_TAIL_THREADS " + std::to_string(host.block[0]) +
                      (local ? "\n#define FG_TAIL_LOCAL 1\n" : "\n#define FG_TAIL_COHERENT 1\n") +
+                     (noAngle ? "#define FG_DEBUG_TAIL_NO_ANGLE 1\n" : "") +
                      kernelSource("row.cuh").str() + "\n";
   std::string params, calls;
   int64_t from = 0;
@@ -134,39 +144,125 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, llvm::ArrayRef<
       fargs += (fargs.empty() ? "" : ", ") + mine;
     }
     defs += "struct " + cfg + " {\n" + b.cfg + "};\n";
-    if (local) {
-      defs += "static __device__ __forceinline__ void fg_tail" + std::to_string(t) + "(" +
-              fparams + ", long long fg_begin, long long fg_end) {\n  " + spell(b.rangeCall) +
-              "\n}\n";
+    if (form == Form::Store) {
+      // The tail's pointers as members of the policy gemv<Cfg> calls with
+      // each value it stores (gemv.cuh GemvNoTail).
+      std::string members, init;
+      for (const auto &[type, pname] : b.params) {
+        members += "  " + spell(type) + " " + pname + ";\n";
+        init += (init.empty() ? "" : ", ") + std::string("t") + std::to_string(t) + "_" + pname;
+      }
+      // Ahead (`early`): early(f) reads element f's angle and cache row
+      // before the wait (gemvTailEarly) and put() uses them for that
+      // element; else put() reads them itself (fg_early a constant null).
+      const std::string put =
+          "  __device__ __forceinline__ void put(long long fg_f, float fg_v, float fg_vp) const "
+          "{\n" +
+          std::string(early ? "    const fg::FgElementEarly *fg_early = fg_f == fg_early_f ? "
+                              "&fg_e : nullptr;\n"
+                            : "    constexpr const fg::FgElementEarly *fg_early = nullptr;\n") +
+          "    " + spell(b.elementCall) + "\n  }\n";
+      const std::string ahead =
+          early ? "  long long fg_early_f = -1;\n  fg::FgElementEarly fg_e;\n"
+                  "  __device__ __forceinline__ void early(long long fg_f) {\n    " +
+                      spell(b.earlyCall) + "\n    fg_early_f = fg_f;\n  }\n"
+                : std::string();
+      defs += "struct FgStoreTail {\n  static constexpr bool kOn = true, kPairs = " +
+              std::string(b.pairs ? "true" : "false") + ";\n" + members + ahead + put + "};\n";
+      calls = "FgStoreTail{" + init + "}";
+    } else if (local) {
+      defs += "static __device__ __forceinline__ void fg_tail" + std::to_string(t) + "(" + fparams +
+              ", long long fg_begin, long long fg_end) {\n  " + spell(b.rangeCall) + "\n}\n";
       calls += llvm::formatv("\n    fg_tail{0}({1}, fg_begin, fg_end);", t, fargs).str();
     } else {
-      defs += "static __device__ __forceinline__ void fg_tail" + std::to_string(t) + "(" +
-              fparams + ") {\n  " + spell(b.call) + "\n}\n";
+      defs += "static __device__ __forceinline__ void fg_tail" + std::to_string(t) + "(" + fparams +
+              ") {\n  " + spell(b.call) + "\n}\n";
       calls += llvm::formatv("\n    if (fg_tail_share(b, {0}, {1})) fg_tail{2}({3});", from,
                              blocks[t], t, fargs)
                    .str();
       from += blocks[t];
     }
   }
+  if (form == Form::Store) {
+    // The tail rides on the GEMV call: gemv<Cfg>(args, FgStoreTail{...}).
+    if (tails.size() != 1)
+      return makeError("internal: a GEMV runs one store tail, not " + std::to_string(tails.size()));
+    const std::string gemvCall = "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{";
+    const size_t at = src.find(gemvCall, open);
+    const size_t end = at == std::string::npos ? at : src.find("});", at);
+    if (end == std::string::npos || end > close)
+      return makeError("internal: the GEMV kernel " + host.name + " has no gemv<Cfg> call");
+    if (!early)
+      return src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
+             src.substr(open, end + 1 - open) + ", " + calls + src.substr(end + 1);
+    // The angle ahead: the tail built and its early() run before the wait.
+    const size_t wait = src.find("  fg_pdl_begin", open);
+    if (wait == std::string::npos || wait > at)
+      return makeError("internal: the GEMV kernel " + host.name + " has no wait before its body");
+    return src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
+           src.substr(open, wait - open) + "  " + calls.insert(11, " fg_st") +
+           ";\n  fg::gemvTailEarly<Cfg>(fg_st);\n" + src.substr(wait, end + 1 - wait) + ", fg_st" +
+           src.substr(end + 1);
+  }
   if (local) {
     // Each block, on the rows of its own tile of the result (KernelSpec::
     // tileRows: 16 on the tensor cores, kRows on the lanes), once stored.
     const std::string body =
         "\n  __syncthreads();\n  {\n"
-        "    constexpr long long fg_rows = " + std::to_string(host.tileRows) + ";\n"
+        "    constexpr long long fg_rows = " +
+        std::to_string(host.tileRows) +
+        ";\n"
         "    const long long fg_begin = (long long)blockIdx.x * fg_rows;\n"
         "    const long long fg_end = fg_begin + fg_rows < Cfg::N ? fg_begin + fg_rows : Cfg::N;" +
         calls + "\n  }";
     return src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
            src.substr(open, close - open) + body + src.substr(close);
   }
-  std::string out = src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
-                    ", unsigned* fg_tail_ctr" + src.substr(open, close - open) +
-                    llvm::formatv("\n  fg_tails<{0}>(fg_tail_ctr, [&](int b) {{{1}\n  });",
-                                  from, calls)
-                        .str() +
-                    src.substr(close);
+  std::string out =
+      src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
+      ", unsigned* fg_tail_ctr" + src.substr(open, close - open) +
+      llvm::formatv("\n  fg_tails<{0}>(fg_tail_ctr, [&](int b) {{{1}\n  });", from, calls).str() +
+      src.substr(close);
   return out;
+}
+
+/// Whether GEMV launch `i` may read its store tail's positions and cache
+/// row indices before its wait (EmitOptions::gemvStoreTailEarly). Code
+/// before the wait runs once every predecessor has triggered. A predecessor
+/// that triggers after its own wait has by then seen every launch before it
+/// complete (each waited for its own predecessors): the input check — added
+/// after this merge as the entry's first launch, which every root launch
+/// waits for and which copies the step's inputs into the arena — included,
+/// and with it the previous step. So: at least one predecessor, each a
+/// node's kernel that does not trigger first (its current source, after the
+/// merges of earlier launches), and the values read ahead are the entry's
+/// inputs or weights (no launch of the step writes them).
+bool earlyOk(const Function &fn, const ProvenPlan &proven, SlotTables &tables,
+             llvm::ArrayRef<LaunchRecord> recs, const KernelSources &sources,
+             llvm::ArrayRef<size_t> sourceOf, uint32_t i, const Node &tail,
+             const detail::RowTail &body, const EmitOptions &options) {
+  if (!options.gemvStoreTailEarly || recs[i].deps.empty())
+    return false;
+  for (uint32_t d : recs[i].deps) {
+    const LaunchRecord &p = recs[d];
+    if (p.kind != LaunchRecord::Kind::Kernel || p.node == kNoNode ||
+        sources.sources[sourceOf[d]].second.find("fg_pdl_begin_trigger_first();") !=
+            std::string::npos)
+      return false;
+  }
+  for (int o : body.earlyReads) {
+    const ValueId v = tail.operands[static_cast<size_t>(o)];
+    if (fn.producer(storageRoot(fn, v)))
+      return false;
+    llvm::Expected<BufferRef> ref = bufferOfValue(fn, proven, tables, v);
+    if (!ref) {
+      llvm::consumeError(ref.takeError());
+      return false;
+    }
+    if (ref->space != BufferSpace::Arena && ref->space != BufferSpace::Weight)
+      return false;
+  }
+  return true;
 }
 
 } // namespace
@@ -201,17 +297,21 @@ llvm::Expected<unsigned> mergeGemvTails(const Function &fn, llvm::ArrayRef<Layou
       llvm::consumeError(body.takeError());
       continue;
     }
-    // One form a GEMV, the one its first tail takes (local where it can be,
-    // else the ticket); a later tail that needs the other form stays a launch.
-    const bool local =
-        options.gemvLocalTails &&
-        localOk(fn, layouts, proven, tables, fn.node(a.node),
-                std::get<KernelSpec>(code[a.node].launches.front()), bn, *body);
-    if (!local && !options.gemvTails)
+    // One form a GEMV, the one its first tail takes (the store form where
+    // it is on and can be, else the local form likewise, else the ticket); a
+    // later tail that needs another form stays a launch, and so does a
+    // second store tail.
+    const bool localForm = (options.gemvLocalTails || options.gemvStoreTails) &&
+                           localOk(fn, layouts, proven, tables, fn.node(a.node),
+                                   std::get<KernelSpec>(code[a.node].launches.front()), bn, *body);
+    const Form form = !localForm               ? Form::Ticket
+                      : options.gemvStoreTails ? Form::Store
+                                               : Form::Local;
+    if (form == Form::Ticket && !options.gemvTails)
       continue;
-    if (!tails[i].empty() && tails[i].front().local != local)
+    if (!tails[i].empty() && (tails[i].front().form != form || form == Form::Store))
       continue;
-    tails[i].push_back({j, std::move(*body), local});
+    tails[i].push_back({j, std::move(*body), form});
     removed[j] = true;
     hostOf[j] = i;
   }
@@ -230,8 +330,13 @@ llvm::Expected<unsigned> mergeGemvTails(const Function &fn, llvm::ArrayRef<Layou
       blocks.push_back(std::clamp<int64_t>((t.body.items + warps - 1) / warps, 1, kMaxTailBlocks));
     while (std::accumulate(blocks.begin(), blocks.end(), int64_t(0)) > host.grid[0])
       *std::max_element(blocks.begin(), blocks.end()) -= 1;
-    const bool local = tails[i].front().local;
-    llvm::Expected<std::string> src = mergedSource(host, tails[i], blocks, local);
+    const Form form = tails[i].front().form;
+    llvm::Expected<std::string> src =
+        mergedSource(host, tails[i], blocks, form,
+                     form == Form::Store && earlyOk(fn, proven, tables, recs, sources, sourceOf, i,
+                                                    fn.node(recs[tails[i].front().record].node),
+                                                    tails[i].front().body, options),
+                     options.debugStoreTailNoAngle);
     if (!src)
       return src.takeError();
     // A tail whose own launch triggered its dependents first (the rows a
@@ -258,7 +363,7 @@ llvm::Expected<unsigned> mergeGemvTails(const Function &fn, llvm::ArrayRef<Layou
       }
       a.what += " + " + t.body.what;
     }
-    if (!local)
+    if (form == Form::Ticket)
       a.args.push_back(BufferRef{BufferSpace::Counters, 0, tables.counters(8)});
     a.symbol = renamed;
     sources.sources[sourceOf[i]] = {renamed, std::move(*src)};

@@ -262,6 +262,30 @@ struct EmitOptions {
   /// compiled with NVRTC, not yet run on a GPU, so off.
   /// FG_DEBUG_GEMV_LOCAL_TAILS=1.
   bool gemvLocalTails = false;
+  /// The register form of the local tails (GemvTails.h; gemv.cuh
+  /// GemvNoTail): where the local form applies, each thread that stores an
+  /// element of the GEMV's result runs the row op on that value at once —
+  /// the rope's pair partner added from the same partial sums, the angle and
+  /// the cache row computed there, the cache written from registers — with
+  /// no barrier and no re-read (the local form's cost: a barrier and an L2
+  /// round trip per block). One tail a GEMV. The same bits as the launches
+  /// (GpuGemvTails.StoreForm*). On since the forty-second session: W-tiny
+  /// 84 -> 60 launches, 0.1518-0.1522 -> 0.1465-0.1471 ms (-3.4 %, H100,
+  /// three pairs of steps in one call), W-dense 389 -> 293 launches, even.
+  /// FG_DEBUG_GEMV_STORE_TAILS=0 turns it off.
+  bool gemvStoreTails = true;
+  /// The store tails' reads ahead: the rope angle (f64 pow, cos, sin: ~3 %
+  /// of a W-tiny step at the end of the GEMV, forty-second session:
+  /// debugStoreTailNoAngle) and the cache row, computed before the GEMV's
+  /// wait from the positions, so their latency overlaps the kernel before it
+  /// (GemvTails.cpp earlyOk: only where no predecessor triggers first and the
+  /// positions are the entry's input). Bit-identical. Measured (H100, same
+  /// calls): the angle alone ahead (q and k) W-tiny -0.9 % against the store
+  /// tails, W-dense even; with the cache rows ahead too (q, k and v) W-tiny
+  /// +1.5 %, W-dense +4.6 % — the code ahead runs before a trigger-first
+  /// GEMV's trigger, delaying the attention's launch. Off until it runs
+  /// between the trigger and the wait. FG_DEBUG_STORE_TAIL_EARLY=1.
+  bool gemvStoreTailEarly = false;
   /// One token's MoE routing (fused.topk_moe) run by every block of the
   /// expert GEMV that reads its ids, after that kernel's wait, instead of a
   /// launch of its own (RoutingHeads.h; topk.cuh, topkHead): a MoE layer's
@@ -290,6 +314,10 @@ struct EmitOptions {
   /// so a step shows what merging them away could save at most.
   /// FG_DEBUG_DROP_OPS=rope,set_rows.
   std::string debugDropOps;
+  /// Timing only, wrong values: the store tails' ropes skip the angle (cos
+  /// 1, sin 0) — what the f64 angle costs at the end of the GEMV.
+  /// FG_DEBUG_STORE_TAIL_NO_ANGLE=1.
+  bool debugStoreTailNoAngle = false;
   /// The one-token expert down projection reads its ids and routing weights
   /// and loads its first rows before its programmatic-launch wait where their
   /// writers are proven finished when it starts (EarlyExperts.h; the float

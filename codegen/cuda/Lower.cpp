@@ -91,7 +91,7 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
     if (opts.emit.gemmPairs && pairSiblingGemms(entry, sources, prog.weights) > 0)
       if (auto slots = assignWorkspaceSlots(entry.launches, opts.workspaceSlots, true); !slots)
         return slots.takeError();
-    if (opts.emit.gemvTails || opts.emit.gemvLocalTails) {
+    if (opts.emit.gemvTails || opts.emit.gemvLocalTails || opts.emit.gemvStoreTails) {
       llvm::Expected<unsigned> merged =
           mergeGemvTails(fn, *layouts, *code, *proven, opts.emit, tables, sources, entry);
       if (!merged)

@@ -81,6 +81,15 @@ struct RowTail {
   /// elements [fg_begin, fg_end) of the flattened rows (row.cuh normRowsRange).
   bool local = false;
   std::string rangeCall;
+  /// The register form (local ones only): `elementCall` does element fg_f
+  /// given its value fg_v and, where `pairs` (a rope), its partner's fg_vp
+  /// (row.cuh normRowsElement).
+  std::string elementCall;
+  /// Element fg_f's angle and cache row into fg_e (normRowsElementEarly).
+  std::string earlyCall;
+  /// The operands earlyCall reads (positions, cache row indices, frequency factors).
+  std::vector<int> earlyReads;
+  bool pairs = false;
   int x = 1; ///< the operand index of the rows read
 };
 llvm::Expected<RowTail> emitRowTail(const Function &fn, const Node &node,

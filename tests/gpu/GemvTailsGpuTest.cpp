@@ -3,7 +3,8 @@
 // EmitOptions::gemvTails (codegen/cuda/GemvTails.h): decoders compiled with
 // the tails off and on, decoded over the same tokens and positions (a jump
 // to the cache's end included), replayed as graphs and launched eagerly.
-// The local form (each GEMV block runs the rows it stored) likewise.
+// The local form (each GEMV block runs the rows it stored) and its register
+// form (each thread on the value it stores) likewise.
 // On, every logits row stays within 1e-5 (normalised) of the row without
 // tails and within 1e-3 of the CPU reference (the demo: q / k norm + rope
 // rows and k's / v's cache writes as tails of f16 GEMVs); on a quantised MoE
@@ -62,4 +63,32 @@ TEST(GpuGemvTails, LocalFormMatchesNoTails) {
   compareTails(*g, 256, 512, 40, 40, "demo, local", env);
   compareTails(workloadLayers("w-tiny"), 512, 4096, 40, 12, "w-tiny, 2 layers, local", env);
   compareTails(workloadLayers("w-dense"), 512, 4096, 40, 0, "w-dense, 2 layers, local", env);
+}
+
+/// The register form (FG_DEBUG_GEMV_STORE_TAILS: each thread runs the row op
+/// on the value it stores, the rope's partner added from the same partial
+/// sums): the same cases as the local form.
+TEST(GpuGemvTails, StoreFormMatchesNoTails) {
+  FG_REQUIRE_GPU();
+  const char *env = "FG_DEBUG_GEMV_STORE_TAILS";
+  ModelOptions mo;
+  mo.ctx = 256;
+  auto g = loadModel("demo", mo);
+  ASSERT_TRUE(bool(g)) << errString(g.takeError());
+  compareTails(*g, 256, 512, 40, 40, "demo, store", env);
+  compareTails(workloadLayers("w-tiny"), 512, 4096, 40, 12, "w-tiny, 2 layers, store", env);
+  compareTails(workloadLayers("w-dense"), 512, 4096, 40, 0, "w-dense, 2 layers, store", env);
+}
+
+/// The register form with its rope angles and cache rows read before the
+/// GEMV's wait (FG_DEBUG_STORE_TAIL_EARLY): W-tiny's and W-dense's layers,
+/// eager and as graphs with programmatic edges.
+TEST(GpuGemvTails, StoreFormEarlyMatchesNoTails) {
+  FG_REQUIRE_GPU();
+  ::setenv("FG_DEBUG_STORE_TAIL_EARLY", "1", 1);
+  compareTails(workloadLayers("w-tiny"), 512, 4096, 40, 12, "w-tiny, 2 layers, store, early",
+               "FG_DEBUG_GEMV_STORE_TAILS");
+  compareTails(workloadLayers("w-dense"), 512, 4096, 40, 0, "w-dense, 2 layers, store, early",
+               "FG_DEBUG_GEMV_STORE_TAILS");
+  ::unsetenv("FG_DEBUG_STORE_TAIL_EARLY");
 }

@@ -376,7 +376,7 @@ static __device__ __forceinline__ float attnRopeRotate(float v, float o, long lo
   sincosf((float)th, &sn, &cs);
   cs *= (float)R::kMScale;
   sn *= (float)R::kMScale;
-  return first ? v * cs - o * sn : o * sn + v * cs;
+  return first ? fg_rope_first(v, o, cs, sn) : fg_rope_second(o, v, cs, sn);
 }
 
 /// Element d of a row (element e at row[e · sd]) at position pos, rotated

@@ -44,6 +44,18 @@ static __device__ __forceinline__ float fg_warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+// One rope pair's rotation (a, b) -> (a·cs - b·sn, a·sn + b·cs): each product
+// rounded, then the sum, never contracted into an FMA — so every form that
+// rotates a pair (the row launch, a GEMV's store tail that holds one channel
+// and its partner's value, attention's rope prologue) gives the same bits, in
+// whichever order it meets the two channels (the CPU reference rotates in
+// f64).
+static __device__ __forceinline__ float fg_rope_first(float a, float b, float cs, float sn) {
+  return __fsub_rn(__fmul_rn(a, cs), __fmul_rn(b, sn));
+}
+static __device__ __forceinline__ float fg_rope_second(float a, float b, float cs, float sn) {
+  return __fadd_rn(__fmul_rn(a, sn), __fmul_rn(b, cs));
+}
 static __device__ __forceinline__ float fg_warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));

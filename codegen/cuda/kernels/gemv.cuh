@@ -1241,6 +1241,38 @@ static __device__ __forceinline__ void gemvStoreNormRow(const GemvArgs<C> &a, lo
   }
 }
 
+/// A GEMV's store tail (GemvTails.cpp, the register form): a one-token row
+/// op that reads exactly this GEMV's result — q's rope, k's rope and cache
+/// write, v's cache write — run by each thread on the value it stores, after
+/// the store: Tail::put(f, v, vp) gets element f of the result (m · N + n),
+/// its value and, where Tail::kPairs (a normal-mode rope), the value of its
+/// pair partner f ^ 1 (row n ^ 1 of the same tile: the emitter checks the
+/// tiles have even rows), added from the same partial sums in the same
+/// order, so the same bits as its own store. No tail: nothing.
+struct GemvNoTail {
+  static constexpr bool kOn = false, kPairs = false;
+  __device__ __forceinline__ void put(long long, float, float) const {}
+};
+
+/// The store tail's work ahead of the GEMV, in the entry before its wait
+/// (EmitOptions::gemvStoreTailEarly): Tail::early(f) for the one element
+/// f this thread will store (its rope angle and cache row, from the
+/// positions: GemvTails.cpp earlyOk says why they may be read there), where
+/// each thread stores at most one.
+template <class C, class Tail>
+static __device__ __forceinline__ void gemvTailEarly(Tail &tail) {
+  static_assert(!C::kExpert, "a store tail reads a dense result");
+  constexpr int R = C::kTensorCores ? 16 : C::kRows, MG = C::M < 8 ? C::M : 8;
+  constexpr int kOuts = C::kTensorCores ? 16 * 8 : R * MG;
+  if (32 * C::kWarps < kOuts || threadIdx.x >= kOuts)
+    return;
+  const int o = threadIdx.x;
+  const int r = C::kTensorCores ? o >> 3 : o / MG, m = C::kTensorCores ? o & 7 : o % MG;
+  const long long n = (long long)blockIdx.x * R + r, mm = 8LL * blockIdx.z + m;
+  if (mm < C::M && n < C::N)
+    tail.early(mm * C::N + n);
+}
+
 template <class C> struct GemvShared {
   float part[C::kWarps][C::Epi::kStreams][16][8];
 };
@@ -1591,8 +1623,9 @@ static __device__ __forceinline__ void gemvWide(const GemvArgs<C> &a, int warp,
 
 /// Tensor cores: the block of output tile `bx` (16 rows; blockIdx.x for a
 /// plain GEMV, the block's tile within its segment for gemvMulti).
-template <class C>
-static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a, long long bx) {
+template <class C, class Tail = GemvNoTail>
+static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a, long long bx,
+                                                       const Tail &tail = {}) {
   static_assert(C::M >= 1, "at least one row of x");
   static_assert(C::Dec0::kMma == C::Dec1::kMma, "both streams on the same unit");
   constexpr int S = C::Epi::kStreams, W = C::kWarps, U = C::kUnroll;
@@ -1687,27 +1720,38 @@ static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a, lon
     __syncthreads();
 
     // Sum over warps in order, bias, epilogue, store.
+    auto outAt = [&](int row, int m, const GemvExtras &x) {
+      float v[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+        for (int w = 0; w < W; ++w)
+          v[s] += sh.part[w][s][row][m];
+      if constexpr (C::kBias) {
+        if (valid) {
+          v[0] = v[0] + x.b0;
+          if (S == 2)
+            v[1] = v[1] + x.b1;
+        }
+      }
+      float out = C::Epi::apply(v);
+      if constexpr (C::kRes)
+        out += x.res;
+      return out;
+    };
     for (int o = threadIdx.x; o < 16 * 8; o += 32 * W) {
       const int row = o >> 3, m = o & 7;
       const long long n = n0 + row;
       if ((C::kExpert ? m < 1 : m0 + m < C::M) && n < C::N) {
-        float v[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int s = 0; s < S; ++s)
-          for (int w = 0; w < W; ++w)
-            v[s] += sh.part[w][s][row][m];
         const GemvExtras x = kEarly ? early : gemvExtras<C>(a, e, valid, m0 + m, n);
-        if constexpr (C::kBias) {
-          if (valid) {
-            v[0] = v[0] + x.b0;
-            if (S == 2)
-              v[1] = v[1] + x.b1;
-          }
-        }
-        float out = C::Epi::apply(v);
-        if constexpr (C::kRes)
-          out += x.res;
+        const float out = outAt(row, m, x);
         a.y[(C::kExpert ? pr : m0 + m) * C::N + n] = out;
+        if constexpr (Tail::kOn) {
+          static_assert(!C::kExpert, "a store tail reads a dense result");
+          float vp = 0.0f;
+          if constexpr (Tail::kPairs)
+            vp = outAt(row ^ 1, m, gemvExtras<C>(a, e, valid, m0 + m, n ^ 1));
+          tail.put((m0 + m) * C::N + n, out, vp);
+        }
       }
     }
     __syncthreads();
@@ -1824,8 +1868,9 @@ static __device__ __forceinline__ void gemvLanesChunk(
 /// (blockIdx.y) and one group of 8 x rows (blockIdx.z); its warps split K in
 /// chunks of kUnroll steps of 32 x kPerLoad weights. Sums: warp shuffles,
 /// then shared memory in warp order (deterministic).
-template <class C>
-static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a, long long bx) {
+template <class C, class Tail = GemvNoTail>
+static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a, long long bx,
+                                                 const Tail &tail = {}) {
   constexpr int S = C::Epi::kStreams, W = C::kWarps, U = C::kUnroll, R = C::kRows;
   constexpr int P = C::Dec0::kPerLoad;
   constexpr int MG = C::kExpert ? 1 : (C::M < 8 ? C::M : 8);
@@ -1914,36 +1959,47 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a, long long
             part[warp][s][r][m] = v;
         }
     __syncthreads();
+    auto outAt = [&](int r, int m, const GemvExtras &x) {
+      float v[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+        for (int w = 0; w < W; ++w)
+          v[s] += part[w][s][r][m];
+      if constexpr (C::kNorm) {
+        float sum = 0.0f;
+        for (int w = 0; w < W; ++w)
+          sum += ssPart[w][m];
+        const float rstd = gemvRstd<C>(sum);
+#pragma unroll
+        for (int s = 0; s < S; ++s)
+          v[s] *= rstd;
+      }
+      if constexpr (C::kBias) {
+        if (valid) {
+          v[0] = v[0] + x.b0;
+          if (S == 2)
+            v[1] = v[1] + x.b1;
+        }
+      }
+      float out = C::Epi::apply(v);
+      if constexpr (C::kRes)
+        out += x.res;
+      return out;
+    };
     for (int o = threadIdx.x; o < R * MG; o += 32 * W) {
       const int r = o / MG, m = o % MG;
       const long long n = n0 + r;
       if ((C::kExpert || m0 + m < C::M) && n < C::N) {
-        float v[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int s = 0; s < S; ++s)
-          for (int w = 0; w < W; ++w)
-            v[s] += part[w][s][r][m];
-        if constexpr (C::kNorm) {
-          float sum = 0.0f;
-          for (int w = 0; w < W; ++w)
-            sum += ssPart[w][m];
-          const float rstd = gemvRstd<C>(sum);
-#pragma unroll
-          for (int s = 0; s < S; ++s)
-            v[s] *= rstd;
-        }
         const GemvExtras x = kEarly ? early : gemvExtras<C>(a, e, valid, m0 + m, n);
-        if constexpr (C::kBias) {
-          if (valid) {
-            v[0] = v[0] + x.b0;
-            if (S == 2)
-              v[1] = v[1] + x.b1;
-          }
-        }
-        float out = C::Epi::apply(v);
-        if constexpr (C::kRes)
-          out += x.res;
+        const float out = outAt(r, m, x);
         a.y[(C::kExpert ? pr : m0 + m) * C::N + n] = out;
+        if constexpr (Tail::kOn) {
+          static_assert(!C::kExpert && R % 2 == 0, "a store tail: dense, pairs within a tile");
+          float vp = 0.0f;
+          if constexpr (Tail::kPairs)
+            vp = outAt(r ^ 1, m, gemvExtras<C>(a, e, valid, m0 + m, n ^ 1));
+          tail.put((m0 + m) * C::N + n, out, vp);
+        }
       }
     }
     __syncthreads();
@@ -1991,18 +2047,19 @@ static __device__ __forceinline__ void gemvPrefetch(const GemvArgs<C> &a, long l
 }
 
 /// Output tile `bx` of the GEMV: the work split the emitter chose (Cfg::kTensorCores).
-template <class C>
-static __device__ __forceinline__ void gemvTile(const GemvArgs<C> &a, long long bx) {
+template <class C, class Tail = GemvNoTail>
+static __device__ __forceinline__ void gemvTile(const GemvArgs<C> &a, long long bx,
+                                                const Tail &tail = {}) {
   if constexpr (C::kTensorCores)
-    gemvTensorCores<C>(a, bx);
+    gemvTensorCores<C>(a, bx, tail);
   else
-    gemvLanes<C>(a, bx);
+    gemvLanes<C>(a, bx, tail);
 }
 
-/// The GEMV: one output tile per blockIdx.x.
-template <class C>
-static __device__ __forceinline__ void gemv(const GemvArgs<C> &a) {
-  gemvTile<C>(a, blockIdx.x);
+/// The GEMV: one output tile per blockIdx.x (and its store tail, if any).
+template <class C, class Tail = GemvNoTail>
+static __device__ __forceinline__ void gemv(const GemvArgs<C> &a, const Tail &tail = {}) {
+  gemvTile<C>(a, blockIdx.x, tail);
 }
 
 // --- several weights over one x (fused.matmul_multi) ------------------------------

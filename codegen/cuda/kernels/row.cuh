@@ -340,6 +340,18 @@ struct MapPlain {
     val.at(c, y);
     C::Store::template put<C, 1>(a.out, row, p, drow, c, y);
   }
+  /// Column c given its value v (normRowsElement: a GEMV's store tail).
+  template <class C, class A>
+  static __device__ __forceinline__ void putChannel(const A &a, long long row, const RowPos &p,
+                                                    long long drow, long long c, float v, float,
+                                                    const float *) {
+    const float y[1] = {v};
+    C::Store::template put<C, 1>(a.out, row, p, drow, c, y);
+  }
+  /// No angle.
+  template <class C, class A>
+  static __device__ __forceinline__ void channelAngle(const A &, const RowPos &, long long,
+                                                      float &, float &) {}
   template <class C, class A>
   static __device__ __forceinline__ void run(const A &a, const RowValues<C, C::kV> &val,
                                              long long row, const RowPos &p, long long drow,
@@ -400,7 +412,8 @@ template <class R> struct MapRope {
     float va[1], vb[1];
     val.at(i0, va);
     val.at(i1, vb);
-    const float ya[1] = {va[0] * cs - vb[0] * sn}, yb[1] = {va[0] * sn + vb[0] * cs};
+    const float ya[1] = {fg_rope_first(va[0], vb[0], cs, sn)},
+                yb[1] = {fg_rope_second(va[0], vb[0], cs, sn)};
     C::Store::template put<C, 1>(a.out, row, p, drow, i0, ya);
     C::Store::template put<C, 1>(a.out, row, p, drow, i1, yb);
   }
@@ -423,6 +436,38 @@ template <class R> struct MapRope {
     float cs, sn;
     angle<C>(a, c / 2, (double)a.pos[C::Pos::at(p.r1)], cs, sn);
     unit<C>(a, val, row, p, drow, c / 2, cs, sn);
+  }
+
+  /// Channel c given its value v and its pair partner's vp (normRowsElement:
+  /// a GEMV's store tail; normal mode, the partner is channel c ^ 1): the
+  /// expressions of unit(), channel c's half of them, so the same bits.
+  /// `early`: (cs, sn) of channel c computed before (channelAngle), or null.
+  template <class C, class A>
+  static __device__ __forceinline__ void putChannel(const A &a, long long row, const RowPos &p,
+                                                    long long drow, long long c, float v,
+                                                    float vp, const float *early) {
+    static_assert(!R::kNeox, "a neox pair (i, i + n/2) is not two neighbouring channels");
+    float y[1] = {v};
+    if (c < R::kNDims) {
+      float cs = 1.0f, sn = 0.0f;
+      if (early)
+        cs = early[0], sn = early[1];
+      else
+        channelAngle<C>(a, p, c, cs, sn);
+      // Even c: the pair's first channel (a = v, b = vp); odd: its second.
+      y[0] = (c & 1) ? fg_rope_second(vp, v, cs, sn) : fg_rope_first(v, vp, cs, sn);
+    }
+    C::Store::template put<C, 1>(a.out, row, p, drow, c, y);
+  }
+  /// (cs, sn) of channel c of the row at p (c < n_dims).
+  template <class C, class A>
+  static __device__ __forceinline__ void channelAngle(const A &a, const RowPos &p, long long c,
+                                                      float &cs, float &sn) {
+    if (c >= R::kNDims)
+      return;
+#if !defined(FG_DEBUG_TAIL_NO_ANGLE) // timing only (EmitOptions::debugStoreTailNoAngle)
+    angle<C>(a, c / 2, (double)a.pos[C::Pos::at(p.r1)], cs, sn);
+#endif
   }
 
   template <class C, class A>
@@ -560,6 +605,48 @@ static __device__ __forceinline__ void normRowsRange(const NormArgs<C> &a, long 
                         {0.0f, 1.0f}};
     C::Map::template runChannel<C>(a, val, row, p, drow, c);
   }
+}
+
+/// Element f of the flattened row space (row · L + column) of a row op
+/// without statistics or epilogue operands (rope in normal mode, set_rows,
+/// rope_set_rows), given its value v and, for a rope, the value vp of its
+/// pair partner f ^ 1: a GEMV's store tail (GemvTails.cpp, the register
+/// form), run by the thread that stores element f of the GEMV's result, on
+/// the value it stores. Same values as normRows.
+/// What normRowsElement reads besides the value, read ahead: the rope angle
+/// of the element and its cache row.
+struct FgElementEarly {
+  float angle[2] = {1.0f, 0.0f};
+  long long drow = 0;
+};
+
+/// `early`: element f's angle and cache row from normRowsElementEarly, or null.
+template <class C>
+static __device__ __forceinline__ void normRowsElement(const NormArgs<C> &a, long long f,
+                                                       float v, float vp,
+                                                       const FgElementEarly *early = nullptr) {
+  static_assert(!C::kMul && !C::kAdd, "no epilogue operands: the value is the row's own");
+  const long long row = f / C::L, c = f % C::L;
+  const RowPos p = rowPos<C::D0, C::D1, C::D2>(row);
+  long long drow = 0;
+  if constexpr (C::Store::kSetRows) {
+    drow = early ? early->drow : (long long)a.idx[C::Idx::at(p.r1)];
+    if (drow < 0 || drow >= C::Store::kRows)
+      return;
+  }
+  C::Map::template putChannel<C>(a, row, p, drow, c, v, vp, early ? early->angle : nullptr);
+}
+
+/// Element f's angle and cache row for normRowsElement, read ahead (a store
+/// tail's GEMV, before its wait: EmitOptions::gemvStoreTailEarly).
+template <class C>
+static __device__ __forceinline__ void normRowsElementEarly(const NormArgs<C> &a, long long f,
+                                                            FgElementEarly &e) {
+  const long long row = f / C::L, c = f % C::L;
+  const RowPos p = rowPos<C::D0, C::D1, C::D2>(row);
+  if constexpr (C::Store::kSetRows)
+    e.drow = (long long)a.idx[C::Idx::at(p.r1)];
+  C::Map::template channelAngle<C>(a, p, c, e.angle[0], e.angle[1]);
 }
 
 // --- softmax ------------------------------------------------------------------------

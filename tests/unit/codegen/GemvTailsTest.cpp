@@ -30,8 +30,14 @@ namespace {
 /// name a merged launch in `what`, so the tails are compiled alone.
 CompiledProgram programOf(const Graph &g, bool tails, const char *env = "FG_DEBUG_GEMV_TAILS") {
   ::setenv("FG_DEBUG_ROUTING_HEADS", "0", 1);
+  // The store form (on by default) off, unless it is the switch.
+  const bool store = llvm::StringRef(env) == "FG_DEBUG_GEMV_STORE_TAILS";
+  if (!store)
+    ::setenv("FG_DEBUG_GEMV_STORE_TAILS", "0", 1);
   CompiledProgram p = test::programWithSwitch(g, env, tails);
   ::unsetenv("FG_DEBUG_ROUTING_HEADS");
+  if (!store)
+    ::unsetenv("FG_DEBUG_GEMV_STORE_TAILS");
   return p;
 }
 
@@ -59,8 +65,7 @@ TEST(GemvTails, DemoDecodeRowsRunInTheirGemvs) {
       ASSERT_EQ(l.deps.size(), 1u) << l.what;
       const LaunchRecord &host = d0->launches[l.deps.front()];
       EXPECT_TRUE(host.op == OpKind::FusedRmsNormMatmul || host.op == OpKind::MatMul ||
-                  host.op == OpKind::FusedRmsNormMatmulMulti ||
-                  host.op == OpKind::FusedMatmulMulti)
+                  host.op == OpKind::FusedRmsNormMatmulMulti || host.op == OpKind::FusedMatmulMulti)
           << host.what;
       tailsOff.insert(std::string(opInfo(l.op).mnemonic));
     }
@@ -126,56 +131,67 @@ TEST(GemvTails, DemoDecodeRowsRunInTheirGemvs) {
   EXPECT_EQ(p1->launches.size(), p0->launches.size());
 }
 
-/// The local form (EmitOptions::gemvLocalTails): two layers of W-tiny (normal
-/// rope, no q / k norm) lose q's rope, k's rope + cache write and v's cache
-/// write as launches — each GEMV block runs them on its own tile, so the
-/// merged launches take no counters — and the demo (q / k norm rows: not
-/// local) loses only v's cache write.
+/// The local form (EmitOptions::gemvLocalTails) and its register form
+/// (gemvStoreTails): two layers of W-tiny (normal rope, no q / k norm) lose
+/// q's rope, k's rope + cache write and v's cache write as launches — each
+/// GEMV block runs them on its own tile, so the merged launches take no
+/// counters — and the demo (q / k norm rows: not local) loses only v's
+/// cache write. Every merged kernel compiles with NVRTC (programOf).
 TEST(GemvTails, LocalFormOnTinyLayersAndTheDemo) {
-  const Graph tiny = test::workloadLayers("w-tiny", 512, {});
-  ModelOptions mo;
-  mo.ctx = 128;
-  mo.prefill = {64};
-  auto demo = loadModel("demo", mo);
-  ASSERT_TRUE(bool(demo)) << llvm::toString(demo.takeError());
-  struct Case {
-    const Graph *g;
-    const char *name;
-    std::multiset<std::string> tails; ///< the row ops that become local tails
-  };
-  for (const Case &c :
-       {Case{&tiny, "w-tiny", {"rope", "rope", "fused.rope_set_rows", "fused.rope_set_rows",
-                                "set_rows", "set_rows"}},
-        Case{&*demo, "demo", {"set_rows", "set_rows"}}}) {
-    SCOPED_TRACE(c.name);
-    const CompiledProgram off = programOf(*c.g, false, "FG_DEBUG_GEMV_LOCAL_TAILS"),
-                          on = programOf(*c.g, true, "FG_DEBUG_GEMV_LOCAL_TAILS");
-    const CompiledEntry *d0 = entryNamed(off, "decode"), *d1 = entryNamed(on, "decode");
-    ASSERT_TRUE(d0 && d1);
-    EXPECT_EQ(d1->launches.size(), d0->launches.size() - c.tails.size());
-    std::multiset<std::string> merged;
-    for (const LaunchRecord &l : d1->launches) {
-      SCOPED_TRACE(l.what);
-      llvm::StringRef what(l.what);
-      if (!what.contains(" + "))
-        continue;
-      llvm::SmallVector<llvm::StringRef, 4> parts;
-      what.split(parts, " + ");
-      for (size_t p = 1; p < parts.size(); ++p)
-        merged.insert(parts[p].str());
-      EXPECT_TRUE(l.op == OpKind::FusedRmsNormMatmul || l.op == OpKind::MatMul);
-      for (const BufferRef &b : l.args)
-        EXPECT_NE(b.space, BufferSpace::Counters);
-      // The GEMV's own arguments first, unchanged.
-      for (const LaunchRecord &h : d0->launches)
-        if (h.node == l.node && h.op == l.op) {
-          ASSERT_GT(l.args.size(), h.args.size());
-          for (size_t a = 0; a < h.args.size(); ++a)
-            EXPECT_EQ(l.args[a], h.args[a]);
-          EXPECT_TRUE(llvm::StringRef(l.symbol).startswith(h.symbol + "_"));
-        }
+  for (const char *env : {"FG_DEBUG_GEMV_LOCAL_TAILS", "FG_DEBUG_GEMV_STORE_TAILS", "early"}) {
+    SCOPED_TRACE(env);
+    // "early": the store form with its angles before the wait.
+    const bool early = llvm::StringRef(env) == "early";
+    if (early) {
+      env = "FG_DEBUG_GEMV_STORE_TAILS";
+      ::setenv("FG_DEBUG_STORE_TAIL_EARLY", "1", 1);
     }
-    EXPECT_EQ(merged, c.tails);
-    EXPECT_EQ(on.counterBytes, off.counterBytes);
+    const Graph tiny = test::workloadLayers("w-tiny", 512, {});
+    ModelOptions mo;
+    mo.ctx = 128;
+    mo.prefill = {64};
+    auto demo = loadModel("demo", mo);
+    ASSERT_TRUE(bool(demo)) << llvm::toString(demo.takeError());
+    struct Case {
+      const Graph *g;
+      const char *name;
+      std::multiset<std::string> tails; ///< the row ops that become local tails
+    };
+    for (const Case &c : {Case{&tiny,
+                               "w-tiny",
+                               {"rope", "rope", "fused.rope_set_rows", "fused.rope_set_rows",
+                                "set_rows", "set_rows"}},
+                          Case{&*demo, "demo", {"set_rows", "set_rows"}}}) {
+      SCOPED_TRACE(c.name);
+      const CompiledProgram off = programOf(*c.g, false, env), on = programOf(*c.g, true, env);
+      const CompiledEntry *d0 = entryNamed(off, "decode"), *d1 = entryNamed(on, "decode");
+      ASSERT_TRUE(d0 && d1);
+      EXPECT_EQ(d1->launches.size(), d0->launches.size() - c.tails.size());
+      std::multiset<std::string> merged;
+      for (const LaunchRecord &l : d1->launches) {
+        SCOPED_TRACE(l.what);
+        llvm::StringRef what(l.what);
+        if (!what.contains(" + "))
+          continue;
+        llvm::SmallVector<llvm::StringRef, 4> parts;
+        what.split(parts, " + ");
+        for (size_t p = 1; p < parts.size(); ++p)
+          merged.insert(parts[p].str());
+        EXPECT_TRUE(l.op == OpKind::FusedRmsNormMatmul || l.op == OpKind::MatMul);
+        for (const BufferRef &b : l.args)
+          EXPECT_NE(b.space, BufferSpace::Counters);
+        // The GEMV's own arguments first, unchanged.
+        for (const LaunchRecord &h : d0->launches)
+          if (h.node == l.node && h.op == l.op) {
+            ASSERT_GT(l.args.size(), h.args.size());
+            for (size_t a = 0; a < h.args.size(); ++a)
+              EXPECT_EQ(l.args[a], h.args[a]);
+            EXPECT_TRUE(llvm::StringRef(l.symbol).startswith(h.symbol + "_"));
+          }
+      }
+      EXPECT_EQ(merged, c.tails);
+      EXPECT_EQ(on.counterBytes, off.counterBytes);
+    }
+    ::unsetenv("FG_DEBUG_STORE_TAIL_EARLY");
   }
 }
