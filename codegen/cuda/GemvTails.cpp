@@ -169,7 +169,7 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, llvm::ArrayRef<
                 : std::string();
       defs += "struct FgStoreTail {\n  static constexpr bool kOn = true, kPairs = " +
               std::string(b.pairs ? "true" : "false") + ";\n" + members + ahead + put + "};\n";
-      calls = "FgStoreTail{" + init + "}";
+      calls = "{" + init + "}"; // the tail's initialiser
     } else if (local) {
       defs += "static __device__ __forceinline__ void fg_tail" + std::to_string(t) + "(" + fparams +
               ", long long fg_begin, long long fg_end) {\n  " + spell(b.rangeCall) + "\n}\n";
@@ -194,13 +194,13 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, llvm::ArrayRef<
       return makeError("internal: the GEMV kernel " + host.name + " has no gemv<Cfg> call");
     if (!early)
       return src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
-             src.substr(open, end + 1 - open) + ", " + calls + src.substr(end + 1);
+             src.substr(open, end + 1 - open) + ", FgStoreTail" + calls + src.substr(end + 1);
     // The angle ahead: the tail built and its early() run before the wait.
     const size_t wait = src.find("  fg_pdl_begin", open);
     if (wait == std::string::npos || wait > at)
       return makeError("internal: the GEMV kernel " + host.name + " has no wait before its body");
     return src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
-           src.substr(open, wait - open) + "  " + calls.insert(11, " fg_st") +
+           src.substr(open, wait - open) + "  FgStoreTail fg_st" + calls +
            ";\n  fg::gemvTailEarly<Cfg>(fg_st);\n" + src.substr(wait, end + 1 - wait) + ", fg_st" +
            src.substr(end + 1);
   }

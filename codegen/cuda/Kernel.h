@@ -260,7 +260,8 @@ struct EmitOptions {
   /// wait for other blocks. W-tiny's q, k and v paths (10 -> 7 launches a
   /// layer). Written in the twenty-fifth session after the last GPU call:
   /// compiled with NVRTC, not yet run on a GPU, so off.
-  /// FG_DEBUG_GEMV_LOCAL_TAILS=1.
+  /// FG_DEBUG_GEMV_LOCAL_TAILS=1 (the store form below, where on, takes
+  /// these cases first).
   bool gemvLocalTails = false;
   /// The register form of the local tails (GemvTails.h; gemv.cuh
   /// GemvNoTail): where the local form applies, each thread that stores an

@@ -18,15 +18,42 @@
 
 #include "frontends/Frontend.h"
 
+#include <cstring>
+#include <string>
+
 using namespace fg;
 using namespace fg::gputest;
 
 namespace {
 
-/// The tails' comparison: `env` is the ticket form (FG_DEBUG_GEMV_TAILS) or the local one.
+/// The tails' comparison: `env` is the ticket form (FG_DEBUG_GEMV_TAILS), the
+/// local one or the store one; the store form (on by default, and taking the
+/// local form's cases first) is off in both plans unless it is the switch.
 void compareTails(const Graph &g, int64_t ctx, int32_t vocab, int32_t steps, int32_t cpuSteps,
                   const char *label, const char *env = "FG_DEBUG_GEMV_TAILS") {
+  const bool store = std::strcmp(env, "FG_DEBUG_GEMV_STORE_TAILS") == 0;
+  if (!store)
+    ::setenv("FG_DEBUG_GEMV_STORE_TAILS", "0", 1);
   compareSwitch(g, ctx, vocab, steps, cpuSteps, label, env, "tails");
+  if (!store)
+    ::unsetenv("FG_DEBUG_GEMV_STORE_TAILS");
+}
+
+/// The local forms' cases: the demo (v's cache write; `demo` false skips it),
+/// two layers of W-tiny (q's rope, k's rope + cache write, v's cache write)
+/// and of W-dense, `env` off and on; `form` names them in the log.
+void compareLocalCases(const char *env, const std::string &form, bool demo = true) {
+  if (demo) {
+    ModelOptions mo;
+    mo.ctx = 256;
+    auto g = loadModel("demo", mo);
+    ASSERT_TRUE(bool(g)) << errString(g.takeError());
+    compareTails(*g, 256, 512, 40, 40, ("demo, " + form).c_str(), env);
+  }
+  compareTails(workloadLayers("w-tiny"), 512, 4096, 40, 12, ("w-tiny, 2 layers, " + form).c_str(),
+               env);
+  compareTails(workloadLayers("w-dense"), 512, 4096, 40, 0, ("w-dense, 2 layers, " + form).c_str(),
+               env);
 }
 
 } // namespace
@@ -55,14 +82,7 @@ TEST(GpuGemvTails, TinyLayersMatchNoTailsAndReference) {
 /// (q's rope, k's rope + cache write, v's cache write) and of W-dense.
 TEST(GpuGemvTails, LocalFormMatchesNoTails) {
   FG_REQUIRE_GPU();
-  const char *env = "FG_DEBUG_GEMV_LOCAL_TAILS";
-  ModelOptions mo;
-  mo.ctx = 256;
-  auto g = loadModel("demo", mo);
-  ASSERT_TRUE(bool(g)) << errString(g.takeError());
-  compareTails(*g, 256, 512, 40, 40, "demo, local", env);
-  compareTails(workloadLayers("w-tiny"), 512, 4096, 40, 12, "w-tiny, 2 layers, local", env);
-  compareTails(workloadLayers("w-dense"), 512, 4096, 40, 0, "w-dense, 2 layers, local", env);
+  compareLocalCases("FG_DEBUG_GEMV_LOCAL_TAILS", "local");
 }
 
 /// The register form (FG_DEBUG_GEMV_STORE_TAILS: each thread runs the row op
@@ -70,14 +90,7 @@ TEST(GpuGemvTails, LocalFormMatchesNoTails) {
 /// sums): the same cases as the local form.
 TEST(GpuGemvTails, StoreFormMatchesNoTails) {
   FG_REQUIRE_GPU();
-  const char *env = "FG_DEBUG_GEMV_STORE_TAILS";
-  ModelOptions mo;
-  mo.ctx = 256;
-  auto g = loadModel("demo", mo);
-  ASSERT_TRUE(bool(g)) << errString(g.takeError());
-  compareTails(*g, 256, 512, 40, 40, "demo, store", env);
-  compareTails(workloadLayers("w-tiny"), 512, 4096, 40, 12, "w-tiny, 2 layers, store", env);
-  compareTails(workloadLayers("w-dense"), 512, 4096, 40, 0, "w-dense, 2 layers, store", env);
+  compareLocalCases("FG_DEBUG_GEMV_STORE_TAILS", "store");
 }
 
 /// The register form with its rope angles and cache rows read before the
@@ -86,9 +99,6 @@ TEST(GpuGemvTails, StoreFormMatchesNoTails) {
 TEST(GpuGemvTails, StoreFormEarlyMatchesNoTails) {
   FG_REQUIRE_GPU();
   ::setenv("FG_DEBUG_STORE_TAIL_EARLY", "1", 1);
-  compareTails(workloadLayers("w-tiny"), 512, 4096, 40, 12, "w-tiny, 2 layers, store, early",
-               "FG_DEBUG_GEMV_STORE_TAILS");
-  compareTails(workloadLayers("w-dense"), 512, 4096, 40, 0, "w-dense, 2 layers, store, early",
-               "FG_DEBUG_GEMV_STORE_TAILS");
+  compareLocalCases("FG_DEBUG_GEMV_STORE_TAILS", "store, early", /*demo=*/false);
   ::unsetenv("FG_DEBUG_STORE_TAIL_EARLY");
 }

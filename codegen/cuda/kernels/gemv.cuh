@@ -1254,6 +1254,37 @@ struct GemvNoTail {
   __device__ __forceinline__ void put(long long, float, float) const {}
 };
 
+/// A row's sums of its streams through the bias (before the epilogue), the
+/// epilogue and the addend (after it): the value a GEMV stores.
+template <class C>
+static __device__ __forceinline__ float gemvOut(float (&v)[2], const GemvExtras &x, bool valid) {
+  if constexpr (C::kBias) {
+    if (valid) {
+      v[0] = v[0] + x.b0;
+      if (C::Epi::kStreams == 2)
+        v[1] = v[1] + x.b1;
+    }
+  }
+  float out = C::Epi::apply(v);
+  if constexpr (C::kRes)
+    out += x.res;
+  return out;
+}
+
+/// The store tail of element (m, n), stored as `out`; `partner()` gives the
+/// value of (m, n ^ 1) for a rope's pairs. Nothing without a tail.
+template <class C, class Tail, class Partner>
+static __device__ __forceinline__ void gemvTailPut(const Tail &tail, long long m, long long n,
+                                                   float out, Partner partner) {
+  if constexpr (Tail::kOn) {
+    static_assert(!C::kExpert, "a store tail reads a dense result");
+    float vp = 0.0f;
+    if constexpr (Tail::kPairs)
+      vp = partner();
+    tail.put(m * C::N + n, out, vp);
+  }
+}
+
 /// The store tail's work ahead of the GEMV, in the entry before its wait
 /// (EmitOptions::gemvStoreTailEarly): Tail::early(f) for the one element
 /// f this thread will store (its rope angle and cache row, from the
@@ -1726,17 +1757,7 @@ static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a, lon
       for (int s = 0; s < S; ++s)
         for (int w = 0; w < W; ++w)
           v[s] += sh.part[w][s][row][m];
-      if constexpr (C::kBias) {
-        if (valid) {
-          v[0] = v[0] + x.b0;
-          if (S == 2)
-            v[1] = v[1] + x.b1;
-        }
-      }
-      float out = C::Epi::apply(v);
-      if constexpr (C::kRes)
-        out += x.res;
-      return out;
+      return gemvOut<C>(v, x, valid);
     };
     for (int o = threadIdx.x; o < 16 * 8; o += 32 * W) {
       const int row = o >> 3, m = o & 7;
@@ -1745,13 +1766,9 @@ static __device__ __forceinline__ void gemvTensorCores(const GemvArgs<C> &a, lon
         const GemvExtras x = kEarly ? early : gemvExtras<C>(a, e, valid, m0 + m, n);
         const float out = outAt(row, m, x);
         a.y[(C::kExpert ? pr : m0 + m) * C::N + n] = out;
-        if constexpr (Tail::kOn) {
-          static_assert(!C::kExpert, "a store tail reads a dense result");
-          float vp = 0.0f;
-          if constexpr (Tail::kPairs)
-            vp = outAt(row ^ 1, m, gemvExtras<C>(a, e, valid, m0 + m, n ^ 1));
-          tail.put((m0 + m) * C::N + n, out, vp);
-        }
+        gemvTailPut<C>(tail, m0 + m, n, out, [&] {
+          return outAt(row ^ 1, m, gemvExtras<C>(a, e, valid, m0 + m, n ^ 1));
+        });
       }
     }
     __syncthreads();
@@ -1974,17 +1991,7 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a, long long
         for (int s = 0; s < S; ++s)
           v[s] *= rstd;
       }
-      if constexpr (C::kBias) {
-        if (valid) {
-          v[0] = v[0] + x.b0;
-          if (S == 2)
-            v[1] = v[1] + x.b1;
-        }
-      }
-      float out = C::Epi::apply(v);
-      if constexpr (C::kRes)
-        out += x.res;
-      return out;
+      return gemvOut<C>(v, x, valid);
     };
     for (int o = threadIdx.x; o < R * MG; o += 32 * W) {
       const int r = o / MG, m = o % MG;
@@ -1993,13 +2000,10 @@ static __device__ __forceinline__ void gemvLanes(const GemvArgs<C> &a, long long
         const GemvExtras x = kEarly ? early : gemvExtras<C>(a, e, valid, m0 + m, n);
         const float out = outAt(r, m, x);
         a.y[(C::kExpert ? pr : m0 + m) * C::N + n] = out;
-        if constexpr (Tail::kOn) {
-          static_assert(!C::kExpert && R % 2 == 0, "a store tail: dense, pairs within a tile");
-          float vp = 0.0f;
-          if constexpr (Tail::kPairs)
-            vp = outAt(r ^ 1, m, gemvExtras<C>(a, e, valid, m0 + m, n ^ 1));
-          tail.put((m0 + m) * C::N + n, out, vp);
-        }
+        static_assert(!Tail::kOn || R % 2 == 0, "a store tail's rope pairs within a tile");
+        gemvTailPut<C>(tail, m0 + m, n, out, [&] {
+          return outAt(r ^ 1, m, gemvExtras<C>(a, e, valid, m0 + m, n ^ 1));
+        });
       }
     }
     __syncthreads();
