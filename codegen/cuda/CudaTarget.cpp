@@ -119,7 +119,9 @@ NodeCost CudaTarget::cost(const NodeDesc &node) const {
   if ((node.kind == OpKind::FusedMatmulMulti || node.kind == OpKind::FusedRmsNormMatmulMulti) &&
       costModel_.mergedTensorCoreSlowdown >= 0 && launches && launches->size() == 1 &&
       std::holds_alternative<KernelSpec>(launches->front()) &&
-      std::get<KernelSpec>(launches->front()).form == KernelForm::MergedTensorCoreGemv)
+      std::get<KernelSpec>(launches->front()).form == KernelForm::MergedTensorCoreGemv &&
+      !(costModel_.mergedTensorCoreFreeBytes >= 0 &&
+        weightSeconds() * costModel_.readBandwidth <= costModel_.mergedTensorCoreFreeBytes))
     // The tensor-core merged GEMV: no faster than its segments' launches.
     out.seconds += static_cast<double>(node.operands.size() - w0) * costModel_.launchSeconds +
                    costModel_.mergedTensorCoreSlowdown * weightSeconds();
@@ -142,6 +144,11 @@ CudaCostModel costModelFromEnv() {
     m.normPrologueSlowdownDp4a = m.normPrologueSlowdown; // both, as before the DP4A factor
   factor("FG_DEBUG_NORM_PROLOGUE_SLOWDOWN_DP4A", 0.0, m.normPrologueSlowdownDp4a);
   factor("FG_DEBUG_MERGED_TC_SLOWDOWN", -1.0, m.mergedTensorCoreSlowdown);
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_MERGED_TC_FREE_MB"); v && !v->empty()) {
+    double f = 0;
+    if (!llvm::StringRef(*v).getAsDouble(f))
+      m.mergedTensorCoreFreeBytes = f < 0 ? -1.0 : f * 1024 * 1024;
+  }
   return m;
 }
 

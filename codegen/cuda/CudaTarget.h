@@ -47,6 +47,17 @@ struct CudaCostModel {
   /// its weights' bandwidth time, so the cost check refuses it (negative:
   /// charged as one launch, as the DP4A form).
   double mergedTensorCoreSlowdown = 0.05;
+  /// ... except where the merged weights total at most this many bytes:
+  /// there every member is latency-bound (a launch costs more than its
+  /// bytes) and the merged launch, which carries each segment's row work in
+  /// its stores (EmitOptions::gemvStoreTails), is charged as one launch.
+  /// Measured on the H100 (forty-third session, same call): W-tiny's 1.5 MiB
+  /// q/k/v merged with its rope / cache writes dropped 0.1437 -> 0.1326 ms,
+  /// W-dense's 48 MiB 5.395 -> 5.395 (and +0.7 % with the row launches
+  /// kept). 4 MiB, as the prefetch's limit on a latency-bound GEMV
+  /// (EmitOptions::pdlPrefetchMaxWeightBytes). FG_DEBUG_MERGED_TC_FREE_MB
+  /// (negative: never).
+  double mergedTensorCoreFreeBytes = 4.0 * 1024 * 1024;
 };
 
 /// The defaults with the FG_DEBUG_ overrides of the environment:
@@ -55,7 +66,8 @@ struct CudaCostModel {
 /// FG_DEBUG_NORM_PROLOGUE_SLOWDOWN_DP4A=f (the DP4A launches' alone) and
 /// FG_DEBUG_MERGED_TC_SLOWDOWN=f (>= -1: a
 /// negative value charges the tensor-core merged GEMV as one launch; the
-/// tests that run it).
+/// tests that run it) and FG_DEBUG_MERGED_TC_FREE_MB=f (its weights up to
+/// f MiB charged as one launch; negative: none).
 CudaCostModel costModelFromEnv();
 
 class CudaTarget final : public Target {

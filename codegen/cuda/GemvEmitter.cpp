@@ -572,6 +572,8 @@ KernelSpec multiKernel(const GemvDesc &d, const GemvSplit &sp, CfgStruct &&cfgSt
   k.block[0] = 32 * sp.warps;
   k.params = std::move(e.bind);
   k.form = KernelForm::MergedTensorCoreGemv;
+  if (d.M == 1)
+    k.tileRows = sp.tensorCores ? 16 : sp.rows; // each segment's tiles (GemvTails.cpp)
   return k;
 }
 

@@ -53,64 +53,84 @@ struct Tail {
   uint32_t record; ///< the tail's own launch, removed
   detail::RowTail body;
   Form form = Form::Ticket;
+  /// The result of the GEMV it reads (a merged projection's segment: one
+  /// store tail each); -1 outside the local forms.
+  int segment = -1;
 };
 
-/// Whether tail `b` (node bn) of GEMV node `an` can run in each GEMV block on
-/// the elements that block stored: the plain GEMV kernel (a tile of rows a
-/// block), a row op without statistics and with neighbouring pairs, reading
-/// exactly the GEMV's result as its rows (a view of it from element 0), and
-/// writing nothing the GEMV reads or writes (other blocks may still read x).
-bool localOk(const Function &fn, llvm::ArrayRef<Layout> layouts, const ProvenPlan &proven,
-             SlotTables &tables, const Node &an, const KernelSpec &host, const Node &bn,
-             const detail::RowTail &b) {
-  if (!b.local || (an.kind != OpKind::MatMul && an.kind != OpKind::FusedRmsNormMatmul) ||
-      host.tileRows <= 0 || host.source.find("fg::gemv<Cfg>(") == std::string::npos)
-    return false;
+/// Whether a GEMV node is a merged projection (gemvMulti: one result and
+/// one tile range a segment).
+bool isMulti(const Node &n) {
+  return n.kind == OpKind::FusedMatmulMulti || n.kind == OpKind::FusedRmsNormMatmulMulti;
+}
+
+/// The segment (result) of GEMV node `an` that tail `b` (node bn) can run
+/// on in each GEMV block, on the elements that block stored, or -1: the
+/// plain GEMV kernel (a tile of rows a block) or the merged one (gemvMulti:
+/// each segment its own range of tiles), a row op without statistics and
+/// with neighbouring pairs, reading exactly one result of the GEMV as its
+/// rows (a view of it from element 0), and writing nothing the GEMV reads or
+/// writes (other blocks may still read x, or store other segments).
+int localSegment(const Function &fn, llvm::ArrayRef<Layout> layouts, const ProvenPlan &proven,
+                 SlotTables &tables, const Node &an, const KernelSpec &host, const Node &bn,
+                 const detail::RowTail &b) {
+  const bool multi = isMulti(an);
+  if (!b.local || host.tileRows <= 0 ||
+      (multi ? host.source.find("fg::gemvMulti<Multi>(")
+             : an.kind == OpKind::MatMul || an.kind == OpKind::FusedRmsNormMatmul
+                   ? host.source.find("fg::gemv<Cfg>(")
+                   : std::string::npos) == std::string::npos)
+    return -1;
   const ValueId x = bn.operands[static_cast<size_t>(b.x)];
   // A rope pair (c, c + 1), c even, must lie in one block's rows: even rows
   // (and even row lengths, so a pair's parity is its channel's).
   const bool rope = bn.kind == OpKind::Rope || bn.kind == OpKind::FusedRopeSetRows;
   if (rope && (host.tileRows % 2 != 0 || fn.type(x).shape.back() % 2 != 0))
-    return false;
-  if (storageRoot(fn, x) != an.result() || !layouts[x].isContiguous() ||
-      fn.type(x).numElements() != fn.type(an.result()).numElements())
-    return false;
-  // The grid is one block a tile (what the rows a block stores rely on).
-  const int64_t n = fn.type(an.result()).numElements();
-  if (static_cast<int64_t>(host.grid[0]) != (n + host.tileRows - 1) / host.tileRows)
-    return false;
+    return -1;
+  const auto at = std::find(an.results.begin(), an.results.end(), storageRoot(fn, x));
+  if (at == an.results.end() || !layouts[x].isContiguous() ||
+      fn.type(x).numElements() != fn.type(*at).numElements())
+    return -1;
+  // The grid is one block a tile of each result in turn (what the rows a
+  // block stores rely on; gemvMulti's kTiles0, kTiles1).
+  int64_t tiles = 0;
+  for (ValueId r : an.results)
+    tiles += (fn.type(r).numElements() + host.tileRows - 1) / host.tileRows;
+  if (static_cast<int64_t>(host.grid[0]) != tiles)
+    return -1;
   auto written = arenaRangeOf(fn, proven, tables, bn.result());
   if (!written) {
     // A state (the cache): the GEMV must not read it.
     llvm::Expected<BufferRef> w = bufferOfValue(fn, proven, tables, bn.result());
     if (!w) {
       llvm::consumeError(w.takeError());
-      return false;
+      return -1;
     }
     for (ValueId v : an.operands) {
       llvm::Expected<BufferRef> r = bufferOfValue(fn, proven, tables, v);
       if (!r) {
         llvm::consumeError(r.takeError());
-        return false;
+        return -1;
       }
       if (r->space == w->space && r->index == w->index)
-        return false;
+        return -1;
     }
-    return true;
+    return static_cast<int>(at - an.results.begin());
   }
   std::vector<ValueId> read(an.operands.begin(), an.operands.end());
-  read.push_back(an.result());
+  read.insert(read.end(), an.results.begin(), an.results.end());
   for (ValueId v : read)
     if (auto r = arenaRangeOf(fn, proven, tables, v))
       if (r->first < written->second && written->first < r->second)
-        return false;
-  return true;
+        return -1;
+  return static_cast<int>(at - an.results.begin());
 }
 
 /// `host`'s source with the tails after its body: their parameter structs
 /// and functions before its entry, their pointers and the counters after its
 /// parameters, the fg_tails call after its body.
-llvm::Expected<std::string> mergedSource(const KernelSpec &host, llvm::ArrayRef<Tail> tails,
+llvm::Expected<std::string> mergedSource(const KernelSpec &host, bool multi,
+                                         llvm::ArrayRef<Tail> tails,
                                          llvm::ArrayRef<int64_t> blocks, Form form, bool early,
                                          bool noAngle) {
   const bool local = form != Form::Ticket;
@@ -127,6 +147,7 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, llvm::ArrayRef<
                      (noAngle ? "#define FG_DEBUG_TAIL_NO_ANGLE 1\n" : "") +
                      kernelSource("row.cuh").str() + "\n";
   std::string params, calls;
+  std::string storeInit[kMaxTails]; // each segment's store tail, built
   int64_t from = 0;
   for (size_t t = 0; t < tails.size(); ++t) {
     const detail::RowTail &b = tails[t].body;
@@ -167,9 +188,11 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, llvm::ArrayRef<
                   "  __device__ __forceinline__ void early(long long fg_f) {\n    " +
                       spell(b.earlyCall) + "\n    fg_early_f = fg_f;\n  }\n"
                 : std::string();
-      defs += "struct FgStoreTail {\n  static constexpr bool kOn = true, kPairs = " +
+      // FgStoreTail0 .. 2: a merged projection's segments each one.
+      const std::string st = "FgStoreTail" + std::to_string(t);
+      defs += "struct " + st + " {\n  static constexpr bool kOn = true, kPairs = " +
               std::string(b.pairs ? "true" : "false") + ";\n" + members + ahead + put + "};\n";
-      calls = "{" + init + "}"; // the tail's initialiser
+      storeInit[static_cast<size_t>(tails[t].segment)] = st + "{" + init + "}";
     } else if (local) {
       defs += "static __device__ __forceinline__ void fg_tail" + std::to_string(t) + "(" + fparams +
               ", long long fg_begin, long long fg_end) {\n  " + spell(b.rangeCall) + "\n}\n";
@@ -183,10 +206,29 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, llvm::ArrayRef<
       from += blocks[t];
     }
   }
+  if (form == Form::Store && multi) {
+    // Each segment's tail rides on the merged call: gemvMulti<Multi>(a0,
+    // a1, a2, FgStoreTail0{...}, fg::GemvNoTail{}, ...), up to the last
+    // segment that has one.
+    const std::string gemvCall = "fg::gemvMulti<Multi>(";
+    const size_t at = src.find(gemvCall, open);
+    const size_t end = at == std::string::npos ? at : src.find(");", at);
+    if (end == std::string::npos || end > close)
+      return makeError("internal: the GEMV kernel " + host.name + " has no gemvMulti call");
+    size_t last = 0;
+    for (size_t g = 0; g < kMaxTails; ++g)
+      if (!storeInit[g].empty())
+        last = g + 1;
+    for (size_t g = 0; g < last; ++g)
+      calls += ", " + (storeInit[g].empty() ? std::string("fg::GemvNoTail{}") : storeInit[g]);
+    return src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
+           src.substr(open, end - open) + calls + src.substr(end);
+  }
   if (form == Form::Store) {
-    // The tail rides on the GEMV call: gemv<Cfg>(args, FgStoreTail{...}).
+    // The tail rides on the GEMV call: gemv<Cfg>(args, FgStoreTail0{...}).
     if (tails.size() != 1)
       return makeError("internal: a GEMV runs one store tail, not " + std::to_string(tails.size()));
+    calls = storeInit[0];
     const std::string gemvCall = "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{";
     const size_t at = src.find(gemvCall, open);
     const size_t end = at == std::string::npos ? at : src.find("});", at);
@@ -194,15 +236,15 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, llvm::ArrayRef<
       return makeError("internal: the GEMV kernel " + host.name + " has no gemv<Cfg> call");
     if (!early)
       return src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
-             src.substr(open, end + 1 - open) + ", FgStoreTail" + calls + src.substr(end + 1);
+             src.substr(open, end + 1 - open) + ", " + calls + src.substr(end + 1);
     // The angle ahead: the tail built and its early() run before the wait.
     const size_t wait = src.find("  fg_pdl_begin", open);
     if (wait == std::string::npos || wait > at)
       return makeError("internal: the GEMV kernel " + host.name + " has no wait before its body");
     return src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
-           src.substr(open, wait - open) + "  FgStoreTail fg_st" + calls +
-           ";\n  fg::gemvTailEarly<Cfg>(fg_st);\n" + src.substr(wait, end + 1 - wait) + ", fg_st" +
-           src.substr(end + 1);
+           src.substr(open, wait - open) + "  auto fg_st = " + calls +
+           ";\n  fg::gemvTailEarly<Cfg>(fg_st);\n" + src.substr(wait, end + 1 - wait) +
+           ", fg_st" + src.substr(end + 1);
   }
   if (local) {
     // Each block, on the rows of its own tile of the result (KernelSpec::
@@ -300,18 +342,28 @@ llvm::Expected<unsigned> mergeGemvTails(const Function &fn, llvm::ArrayRef<Layou
     // One form a GEMV, the one its first tail takes (the store form where
     // it is on and can be, else the local form likewise, else the ticket); a
     // later tail that needs another form stays a launch, and so does a
-    // second store tail.
-    const bool localForm = (options.gemvLocalTails || options.gemvStoreTails) &&
-                           localOk(fn, layouts, proven, tables, fn.node(a.node),
-                                   std::get<KernelSpec>(code[a.node].launches.front()), bn, *body);
-    const Form form = !localForm               ? Form::Ticket
+    // second store tail of one result (a merged projection takes one a
+    // segment).
+    const Node &an = fn.node(a.node);
+    // The local form's rows are a block's tile of one result: a merged
+    // projection takes the store form only.
+    const int segment =
+        options.gemvStoreTails || (options.gemvLocalTails && !isMulti(an))
+            ? localSegment(fn, layouts, proven, tables, an,
+                           std::get<KernelSpec>(code[a.node].launches.front()), bn, *body)
+            : -1;
+    const Form form = segment < 0              ? Form::Ticket
                       : options.gemvStoreTails ? Form::Store
                                                : Form::Local;
     if (form == Form::Ticket && !options.gemvTails)
       continue;
-    if (!tails[i].empty() && (tails[i].front().form != form || form == Form::Store))
+    if (!tails[i].empty() &&
+        (tails[i].front().form != form ||
+         (form == Form::Store &&
+          std::any_of(tails[i].begin(), tails[i].end(),
+                      [&](const Tail &t) { return t.segment == segment; }))))
       continue;
-    tails[i].push_back({j, std::move(*body), form});
+    tails[i].push_back({j, std::move(*body), form, segment});
     removed[j] = true;
     hostOf[j] = i;
   }
@@ -332,8 +384,9 @@ llvm::Expected<unsigned> mergeGemvTails(const Function &fn, llvm::ArrayRef<Layou
       *std::max_element(blocks.begin(), blocks.end()) -= 1;
     const Form form = tails[i].front().form;
     llvm::Expected<std::string> src =
-        mergedSource(host, tails[i], blocks, form,
-                     form == Form::Store && earlyOk(fn, proven, tables, recs, sources, sourceOf, i,
+        mergedSource(host, isMulti(fn.node(a.node)), tails[i], blocks, form,
+                     form == Form::Store && !isMulti(fn.node(a.node)) &&
+                         earlyOk(fn, proven, tables, recs, sources, sourceOf, i,
                                                     fn.node(recs[tails[i].front().record].node),
                                                     tails[i].front().body, options),
                      options.debugStoreTailNoAngle);

@@ -73,8 +73,9 @@ struct KernelSpec {
   uint64_t counterBytes = 0;
   KernelForm form = KernelForm::Other; ///< not part of a plan: the compiler's rules read it
   /// The plain GEMV (kernels/gemv.cuh gemv<Cfg>): the output rows each block
-  /// stores, block b rows [b·tileRows, (b + 1)·tileRows); 0 for every other
-  /// kernel. Not part of a plan: the GEMV tails' local form reads it.
+  /// stores, block b rows [b·tileRows, (b + 1)·tileRows); the merged one
+  /// (gemvMulti) likewise within each segment's range of blocks; 0 for every
+  /// other kernel. Not part of a plan: the GEMV tails' local forms read it.
   int64_t tileRows = 0;
   /// How its GEMVs read x (LaunchRecord::actQuant): Int8 on DP4A.
   ActQuant actQuant = ActQuant::Exact;
@@ -273,7 +274,9 @@ struct EmitOptions {
   /// (GpuGemvTails.StoreForm*). On since the forty-second session: W-tiny
   /// 84 -> 60 launches, 0.1518-0.1522 -> 0.1465-0.1471 ms (-3.4 %, H100,
   /// three pairs of steps in one call), W-dense 389 -> 293 launches, even.
-  /// FG_DEBUG_GEMV_STORE_TAILS=0 turns it off.
+  /// A merged projection (gemvMulti) takes one store tail a segment (its
+  /// q's rope, k's rope and cache write, v's cache write: forty-third
+  /// session). FG_DEBUG_GEMV_STORE_TAILS=0 turns it off.
   bool gemvStoreTails = true;
   /// The store tails' reads ahead: the rope angle (f64 pow, cos, sin: ~3 %
   /// of a W-tiny step at the end of the GEMV, forty-second session:

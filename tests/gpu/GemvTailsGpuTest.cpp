@@ -17,8 +17,10 @@
 #include "GpuTestUtil.h"
 
 #include "frontends/Frontend.h"
+#include "runtime/ProgramIO.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 
 using namespace fg;
@@ -102,3 +104,45 @@ TEST(GpuGemvTails, StoreFormEarlyMatchesNoTails) {
   compareLocalCases("FG_DEBUG_GEMV_STORE_TAILS", "store, early", /*demo=*/false);
   ::unsetenv("FG_DEBUG_STORE_TAIL_EARLY");
 }
+
+/// The merged q / k / v launch (gemvMulti) with each segment's row work in
+/// its stores (the default for projections under CudaCostModel::
+/// mergedTensorCoreFreeBytes) against separate GEMVs with theirs
+/// (FG_DEBUG_MERGED_TC_FREE_MB=-1): the demo (v's cache write; q / k norms
+/// stay launches) and two layers of W-tiny (q's rope, k's rope + cache
+/// write, v's cache write), eager and as graphs, and against the CPU.
+TEST(GpuGemvTails, MergedStoreFormMatchesSeparate) {
+  FG_REQUIRE_GPU();
+  // The decode entry's launches (the merged plan has fewer).
+  auto launches = [](const Plan &p) -> size_t {
+    const PlanSection *s = p.section("program");
+    auto prog = s ? decodeProgram(s->bytes) : llvm::Expected<CompiledProgram>(CompiledProgram{});
+    if (!prog) {
+      ADD_FAILURE() << errString(prog.takeError());
+      return 0;
+    }
+    for (const CompiledEntry &e : prog->entries)
+      if (e.name == "decode")
+        return e.launches.size();
+    return 0;
+  };
+  auto check = [&](const Graph &g, int64_t ctx, int32_t vocab, int32_t cpuSteps,
+                   const char *label) {
+    std::optional<Plan> separate;
+    {
+      ScopedEnv e("FG_DEBUG_MERGED_TC_FREE_MB", "-1");
+      separate.emplace(planWithSwitch(g, "FG_DEBUG_GEMV_STORE_TAILS", true));
+    }
+    Plan merged = planWithSwitch(g, "FG_DEBUG_GEMV_STORE_TAILS", true);
+    EXPECT_GT(launches(merged), 0u);
+    EXPECT_LT(launches(merged), launches(*separate)) << label;
+    comparePlans(merged, *separate, ctx, vocab, 40, cpuSteps, label, "merged tails");
+  };
+  ModelOptions mo;
+  mo.ctx = 256;
+  auto g = loadModel("demo", mo);
+  ASSERT_TRUE(bool(g)) << errString(g.takeError());
+  check(*g, 256, 512, 40, "demo");
+  check(workloadLayers("w-tiny"), 512, 4096, 12, "w-tiny, 2 layers");
+}
+

@@ -236,9 +236,18 @@ inline int32_t positionWithJump(int32_t s, int64_t ctx) {
 /// plan with the switch on for the first `cpuSteps` steps. Every logits row
 /// within 1e-5 (normalised) of the row with the switch off and within 1e-3 of
 /// the CPU; prints "[tag] label mode: n of N steps bit-identical ...".
+inline void comparePlans(const Plan &on, const Plan &off, int64_t ctx, int32_t vocab,
+                         int32_t steps, int32_t cpuSteps, const char *label, const char *tag);
 inline void compareSwitch(const Graph &g, int64_t ctx, int32_t vocab, int32_t steps,
                           int32_t cpuSteps, const char *label, const char *env, const char *tag) {
   Plan off = planWithSwitch(g, env, false), on = planWithSwitch(g, env, true);
+  comparePlans(on, off, ctx, vocab, steps, cpuSteps, label, tag);
+}
+
+/// compareSwitch's comparison of two plans of one decoder (`on` the new
+/// form, `off` the one it is held against).
+inline void comparePlans(const Plan &on, const Plan &off, int64_t ctx, int32_t vocab,
+                         int32_t steps, int32_t cpuSteps, const char *label, const char *tag) {
   for (ExecOptions::Mode m : {ExecOptions::Mode::Graph, ExecOptions::Mode::Eager}) {
     const bool graph = m == ExecOptions::Mode::Graph;
     Executor a = makeExecutor(on, ExecOptions::Device::Cuda, m),

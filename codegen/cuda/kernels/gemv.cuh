@@ -2095,24 +2095,29 @@ static __device__ __forceinline__ void gemvMultiPrefetch(const GemvArgs<typename
 /// segment's result: per block, exactly what a matmul's launch does (bx is
 /// uniform over the block, so its barriers are too). Each segment's shared
 /// memory is its own (static, at most 3 x 8 KiB on the tensor cores).
-template <class C>
+/// T0 .. T2: each segment's store tail (GemvTails.cpp; GemvNoTail where it
+/// has none), called with the elements of that segment's result.
+template <class C, class T0 = GemvNoTail, class T1 = GemvNoTail, class T2 = GemvNoTail>
 static __device__ __forceinline__ void gemvMulti(const GemvArgs<typename C::S0> &a0,
                                                  const GemvArgs<typename C::S1> &a1,
-                                                 const GemvArgs<typename C::S2> &a2) {
+                                                 const GemvArgs<typename C::S2> &a2,
+                                                 const T0 &t0 = {}, const T1 &t1 = {},
+                                                 const T2 &t2 = {}) {
   static_assert(C::kSegs == 2 || C::kSegs == 3, "2 or 3 segments");
   static_assert(C::S0::kWarps == C::S1::kWarps && C::S0::kWarps == C::S2::kWarps,
                 "one block size for every segment");
+  static_assert(C::kSegs == 3 || !T2::kOn, "a two-segment launch has no third tail");
   const long long bx = blockIdx.x;
   if (bx < C::kTiles0) {
-    gemvTile<typename C::S0>(a0, bx);
+    gemvTile<typename C::S0>(a0, bx, t0);
     return;
   }
   if (C::kSegs == 2 || bx < C::kTiles0 + C::kTiles1) {
-    gemvTile<typename C::S1>(a1, bx - C::kTiles0);
+    gemvTile<typename C::S1>(a1, bx - C::kTiles0, t1);
     return;
   }
   if constexpr (C::kSegs == 3)
-    gemvTile<typename C::S2>(a2, bx - C::kTiles0 - C::kTiles1);
+    gemvTile<typename C::S2>(a2, bx - C::kTiles0 - C::kTiles1, t2);
 }
 
 } // namespace fg

@@ -136,16 +136,25 @@ TEST(GemvTails, DemoDecodeRowsRunInTheirGemvs) {
 /// q's rope, k's rope + cache write and v's cache write as launches — each
 /// GEMV block runs them on its own tile, so the merged launches take no
 /// counters — and the demo (q / k norm rows: not local) loses only v's
-/// cache write. Every merged kernel compiles with NVRTC (programOf).
+/// cache write. The register form also on the merged q / k / v launch
+/// (gemvMulti, one store tail a segment: both decoders' projections are
+/// under CudaCostModel::mergedTensorCoreFreeBytes, so merged by default);
+/// the local forms on separate GEMVs (FG_DEBUG_MERGED_TC_FREE_MB=-1). Every
+/// merged kernel compiles with NVRTC (programOf).
 TEST(GemvTails, LocalFormOnTinyLayersAndTheDemo) {
-  for (const char *env : {"FG_DEBUG_GEMV_LOCAL_TAILS", "FG_DEBUG_GEMV_STORE_TAILS", "early"}) {
+  for (const char *env : {"FG_DEBUG_GEMV_LOCAL_TAILS", "FG_DEBUG_GEMV_STORE_TAILS", "early",
+                          "merged"}) {
     SCOPED_TRACE(env);
-    // "early": the store form with its angles before the wait.
-    const bool early = llvm::StringRef(env) == "early";
-    if (early) {
-      env = "FG_DEBUG_GEMV_STORE_TAILS";
+    // "early": the store form with its angles before the wait; "merged":
+    // the store form on the merged projections (the others: separate).
+    const bool early = llvm::StringRef(env) == "early",
+               merged = llvm::StringRef(env) == "merged";
+    if (early)
       ::setenv("FG_DEBUG_STORE_TAIL_EARLY", "1", 1);
-    }
+    if (early || merged)
+      env = "FG_DEBUG_GEMV_STORE_TAILS";
+    if (!merged)
+      ::setenv("FG_DEBUG_MERGED_TC_FREE_MB", "-1", 1);
     const Graph tiny = test::workloadLayers("w-tiny", 512, {});
     ModelOptions mo;
     mo.ctx = 128;
@@ -167,17 +176,22 @@ TEST(GemvTails, LocalFormOnTinyLayersAndTheDemo) {
       const CompiledEntry *d0 = entryNamed(off, "decode"), *d1 = entryNamed(on, "decode");
       ASSERT_TRUE(d0 && d1);
       EXPECT_EQ(d1->launches.size(), d0->launches.size() - c.tails.size());
-      std::multiset<std::string> merged;
+      std::multiset<std::string> seen;
+      unsigned hosts = 0;
       for (const LaunchRecord &l : d1->launches) {
         SCOPED_TRACE(l.what);
         llvm::StringRef what(l.what);
         if (!what.contains(" + "))
           continue;
+        ++hosts;
         llvm::SmallVector<llvm::StringRef, 4> parts;
         what.split(parts, " + ");
         for (size_t p = 1; p < parts.size(); ++p)
-          merged.insert(parts[p].str());
-        EXPECT_TRUE(l.op == OpKind::FusedRmsNormMatmul || l.op == OpKind::MatMul);
+          seen.insert(parts[p].str());
+        if (merged)
+          EXPECT_TRUE(l.op == OpKind::FusedRmsNormMatmulMulti || l.op == OpKind::FusedMatmulMulti);
+        else
+          EXPECT_TRUE(l.op == OpKind::FusedRmsNormMatmul || l.op == OpKind::MatMul);
         for (const BufferRef &b : l.args)
           EXPECT_NE(b.space, BufferSpace::Counters);
         // The GEMV's own arguments first, unchanged.
@@ -189,9 +203,12 @@ TEST(GemvTails, LocalFormOnTinyLayersAndTheDemo) {
             EXPECT_TRUE(llvm::StringRef(l.symbol).startswith(h.symbol + "_"));
           }
       }
-      EXPECT_EQ(merged, c.tails);
+      EXPECT_EQ(seen, c.tails);
+      // Separate GEMVs: one host a tail; merged: one a layer (2 layers).
+      EXPECT_EQ(hosts, merged ? 2u : c.tails.size());
       EXPECT_EQ(on.counterBytes, off.counterBytes);
     }
     ::unsetenv("FG_DEBUG_STORE_TAIL_EARLY");
+    ::unsetenv("FG_DEBUG_MERGED_TC_FREE_MB");
   }
 }
