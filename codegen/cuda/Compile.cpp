@@ -242,6 +242,8 @@ void applyDebugEnvironment(EmitOptions &emit) {
     emit.attentionPrefillHalf = *v != "0";
   if (auto n = envInt("FG_DEBUG_GREEDY_THREADS", 32, 1024); n && *n % 32 == 0)
     emit.greedyThreads = static_cast<unsigned>(*n);
+  if (auto n = envInt("FG_DEBUG_GREEDY_PER_THREAD", 1, 1024))
+    emit.greedyPerThread = static_cast<unsigned>(*n);
   if (auto n = envInt("FG_DEBUG_FLASH_MIN_BLOCKS", 1, 16))
     emit.attentionPrefillMinBlocks = static_cast<unsigned>(*n);
   emit.attentionPrefillStages =

@@ -4,15 +4,14 @@
 #include "codegen/cuda/EmitterCommon.h"
 #include "codegen/cuda/KernelSources.h"
 
+#include <algorithm>
+
 namespace fg::cuda {
 
 using namespace detail;
 
 namespace {
 
-/// Values a thread scans at least (the grid is as small as that allows: at
-/// a 128k vocabulary 32 blocks of 1024, one wave; a few thousand values one block).
-constexpr int64_t kGreedyPerThread = 4;
 constexpr uint64_t kGreedyCounterBytes = 3 * sizeof(uint64_t);
 /// A draw's shared memory (kernels/sample.cuh SampleShared: the candidates'
 /// keys and values, a histogram, scratch; the kernel checks it fits): the
@@ -22,10 +21,11 @@ constexpr uint32_t kDrawSharedBytes = kDeviceSampleCandidates * 16 + 2048;
 
 } // namespace
 
-GreedyKernel greedyTokenKernel(int64_t vocab, bool hasPositions, unsigned threads) {
+GreedyKernel greedyTokenKernel(int64_t vocab, bool hasPositions, unsigned threads,
+                               unsigned perThread) {
   GreedyKernel g;
   g.threads = threads;
-  g.blocks = gridFor(vocab, threads * kGreedyPerThread);
+  g.blocks = gridFor(vocab, static_cast<int64_t>(threads) * std::max(1u, perThread));
   std::string body =
       kernelSource("sample.cuh").str() + kernelSource("greedy.cuh").str() +
       "\nstruct Cfg {\n  static constexpr long long V = " + ilit(vocab) +
@@ -46,7 +46,7 @@ GreedyKernel greedyTokenKernel(int64_t vocab, bool hasPositions, unsigned thread
 }
 
 void addGreedyToken(CompiledEntry &entry, KernelSources &sources, SlotTables &tables,
-                    unsigned threads) {
+                    unsigned threads, unsigned perThread) {
   const IoBinding *logits = nullptr;
   for (const IoBinding &o : entry.outputs)
     if (o.name == "logits" && o.type.dtype == DType::F32 && o.type.rank() == 2)
@@ -64,7 +64,7 @@ void addGreedyToken(CompiledEntry &entry, KernelSources &sources, SlotTables &ta
     if (in.name == "positions" && in.type.dtype == DType::I32 && in.type.rank() == 1 &&
         in.type.shape[0] >= 1)
       positions = &in;
-  GreedyKernel g = greedyTokenKernel(vocab, positions != nullptr, threads);
+  GreedyKernel g = greedyTokenKernel(vocab, positions != nullptr, threads, perThread);
   LaunchRecord l;
   l.kind = LaunchRecord::Kind::Kernel;
   l.symbol = g.symbol;

@@ -31,17 +31,20 @@ namespace fg::cuda {
 
 /// Appends the greedy-token launch to `entry` and registers its source, when
 /// the entry has an f32 output `logits` of rank 2.
-/// `threads`: a block's (EmitOptions::greedyThreads).
+/// `threads`: a block's (EmitOptions::greedyThreads); `perThread`: values a
+/// thread scans at least (EmitOptions::greedyPerThread).
 void addGreedyToken(CompiledEntry &entry, KernelSources &sources, SlotTables &tables,
-                    unsigned threads = 1024);
+                    unsigned threads = 1024, unsigned perThread = 4);
 
 /// The greedy kernel's (symbol, source) for a row of `vocab` logits, and its
-/// grid (blocks of `threads`, 4 values a thread at least); `hasPositions`:
-/// its draw reads the last row's position.
+/// grid (blocks of `threads`, `perThread` values a thread at least: the grid
+/// is as small as that allows); `hasPositions`: its draw reads the last
+/// row's position.
 struct GreedyKernel {
   std::string symbol, source;
   unsigned blocks = 1, threads = 1024;
 };
-GreedyKernel greedyTokenKernel(int64_t vocab, bool hasPositions = true, unsigned threads = 1024);
+GreedyKernel greedyTokenKernel(int64_t vocab, bool hasPositions = true, unsigned threads = 1024,
+                               unsigned perThread = 4);
 
 } // namespace fg::cuda

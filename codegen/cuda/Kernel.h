@@ -254,6 +254,11 @@ struct EmitOptions {
   /// 0.1776 / 0.1763 (-5 %); the greedy and draw tests pass at both.
   /// FG_DEBUG_GREEDY_THREADS=256 gives the previous form.
   unsigned greedyThreads = 1024;
+  /// Values a thread of the greedy token's launch scans at least: its grid
+  /// is ceil(vocab / (greedyThreads · this)) blocks, and a grid of one block
+  /// takes its winner without atomics or a ticket (kernels/greedy.cuh).
+  /// FG_DEBUG_GREEDY_PER_THREAD.
+  unsigned greedyPerThread = 4;
   /// The local form of those tails (GemvTails.h): where a plain GEMV (one
   /// tile of rows a block) is read whole by a rope in normal mode (pairs of
   /// neighbouring channels), a rope and cache write, or a cache write, each

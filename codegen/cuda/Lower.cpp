@@ -110,7 +110,7 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
     if (!opts.emit.debugDropOps.empty())
       dropOpsForTiming(entry, sources, opts.emit.debugDropOps);
     addInputCheck(entry, sources, tables);
-    addGreedyToken(entry, sources, tables, opts.emit.greedyThreads);
+    addGreedyToken(entry, sources, tables, opts.emit.greedyThreads, opts.emit.greedyPerThread);
     for (const LaunchRecord &l : entry.launches)
       ++(l.kind == LaunchRecord::Kind::Gemm ? stats.gemms : stats.kernels);
     stats.arenaBytes = std::max<uint64_t>(stats.arenaBytes, entry.arenaBytes);

@@ -57,22 +57,29 @@ constexpr unsigned long long kCheckNone = ~0ull;
 
 /// The smallest (input << 40 | element) key of a bad value, over `List` from
 /// input I on.
-template <int I, class List> struct CheckWalk;
-template <int I> struct CheckWalk<I, CheckList<>> {
+/// Input I's values start at thread Off (mod the block): the inputs before
+/// it, each rounded up to whole warps, so that different inputs' reads of
+/// the host staging are issued by different warps at once — a read over
+/// the bus is a round trip of ~1 µs, and a warp that reads two inputs one
+/// after the other waits for both (a decode step's token and position).
+template <int I, class List, long long Off = 0> struct CheckWalk;
+template <int I, long long Off> struct CheckWalk<I, CheckList<>, Off> {
   static __device__ __forceinline__ void find(void *const *, const void *const *,
                                               const unsigned *, unsigned long long *) {}
   static __device__ __forceinline__ void report(void *const *, unsigned long long, unsigned *) {}
   static __device__ __forceinline__ void poison(void *const *) {}
 };
-template <int I, class In, class... Rest> struct CheckWalk<I, CheckList<In, Rest...>> {
-  using Next = CheckWalk<I + 1, CheckList<Rest...>>;
+template <int I, long long Off, class In, class... Rest>
+struct CheckWalk<I, CheckList<In, Rest...>, Off> {
+  using Next = CheckWalk<I + 1, CheckList<Rest...>, Off + (In::N + 31) / 32 * 32>;
   using T = typename In::T;
 
   static __device__ __forceinline__ void find(void *const *in, const void *const *src,
                                               const unsigned *mirror, unsigned long long *first) {
     T *v = static_cast<T *>(in[I]);
     const T *s = static_cast<const T *>(src[I]);
-    for (long long e = threadIdx.x; e < In::N; e += blockDim.x) {
+    const long long b = blockDim.x, from = ((long long)threadIdx.x + b - Off % b) % b;
+    for (long long e = from; e < In::N; e += b) {
       T raw = s[e];
       if constexpr (In::kTokens)
         if ((long long)raw == kFedToken) { // the ring from the device mirror
@@ -121,6 +128,7 @@ static __device__ __forceinline__ void checkInputs(unsigned *status, unsigned *m
     first = kCheckNone;
   __syncthreads();
   CheckWalk<0, typename C::Ins>::find(in, src, mirror, &first); // copies, then checks
+  // (each input from its own warps on: CheckWalk's Off)
   __syncthreads(); // every copy is in its slot: report and poison read and write those
   // The step's sequence number: this step has read the staging (and the
   // ring slot of the step before), so the host may stage the next one.

@@ -20,7 +20,8 @@
 // Every block scans a grid-stride share of the row and folds it into one
 // 64-bit key per value (sample.cuh, logitKey: the larger key is the larger
 // value, then the smaller index). A warp, then the block, takes the largest
-// key, and thread 0 folds it into acc[0] with an integer atomicMax: the
+// key; a grid of one block has the winner then (no atomics, no ticket: the
+// counters stay zero). Otherwise thread 0 folds it into acc[0] with an integer atomicMax: the
 // maximum of a set does not depend on the order it is taken in, so the
 // result is the same at every replay (no float atomics). A NaN sets acc[1].
 // The block that takes the last ticket (acc[2], after a fence) reads the
@@ -42,6 +43,7 @@ static __device__ __forceinline__ void greedyToken(const float *row, unsigned lo
                                                    unsigned char *drawShared) {
   unsigned long long best = 0; // below every key
   bool nan = false;
+#pragma unroll 8
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < C::V;
        i += (long long)gridDim.x * blockDim.x) {
     const float v = row[i];
@@ -74,6 +76,14 @@ static __device__ __forceinline__ void greedyToken(const float *row, unsigned lo
       best = warpBest[j] > best ? warpBest[j] : best;
       nan = nan || warpNan[j];
     }
+    if (gridDim.x == 1) { // one block: its key is the winner, no atomics
+      winner = best;
+      winnerNan = nan;
+    }
+  }
+  if (gridDim.x == 1)
+    last = true;
+  if (threadIdx.x == 0 && gridDim.x > 1) {
     atomicMax(&acc[0], best);
     if (nan)
       atomicOr(&acc[1], 1ull);
@@ -83,7 +93,7 @@ static __device__ __forceinline__ void greedyToken(const float *row, unsigned lo
   __syncthreads();
   if (!last)
     return;
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0 && gridDim.x > 1) {
     __threadfence();
     winner = atomicExch(&acc[0], 0ull);
     winnerNan = atomicExch(&acc[1], 0ull) != 0;
