@@ -16,6 +16,7 @@
 #   pats TIMEOUT [FLAGS...]
 #                       fg_bench_patterns into $OUT/patterns.{json,txt}, one
 #                       line a fused case: speedup, GPU µs, or why it skipped
+#   prevstep WORKLOAD   the same step with fusegraph-prev (gpu-bundle.sh --prev)
 #   stepf WORKLOAD "ENV=V ..." [BENCH FLAGS...]
 #                       the same with bench flags, and the plan's launches
 #                       (STEP_TIMEOUT=S for workloads whose set-up needs more
@@ -57,6 +58,11 @@ step() {
   local rc=$?
   { echo "== step $step_n: $w ${*:-default} (rc $rc)"; cat /tmp/step.txt; } >> "$OUT/steps-full.txt"
   echo "== $w ${*:-default} (rc $rc): $(grep -E '^graph' /tmp/step.txt | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ' ')"
+}
+prevstep() {
+  [ "$(left)" -gt 40 ] || { echo "skipped: prev $1"; return; }
+  timeout 60 fusegraph-prev bench --workload "$1" --compare fused,graph --steps 30 > /tmp/step.txt 2>&1
+  echo "== $1 prev (rc $?): $(grep -E '^graph' /tmp/step.txt | awk '{print $1, $2}') $(grep -o '[0-9]* launches' /tmp/step.txt | tail -1)"
 }
 stepf() {
   local w="$1" envs="$2"; shift 2

@@ -13,11 +13,6 @@ source scripts/gpu-call-lib.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
 timeout 60 $T --gtest_brief=1 --gtest_filter='GpuInputCheck*:GpuSession*:GpuGreedyToken*' > "$OUT/check.txt" 2>&1
 echo "input check tests rc $? at $((SECONDS - S)) s: $(summ "$OUT/check.txt")"
-prevstep() {
-  [ "$(left)" -gt 40 ] || { echo "skipped: prev $1"; return; }
-  timeout 60 fusegraph-prev bench --workload "$1" --compare fused,graph --steps 30 > /tmp/step.txt 2>&1
-  echo "== $1 prev (rc $?): $(grep -E '^graph' /tmp/step.txt | awk '{print $1, $2}') $(grep -o '[0-9]* launches' /tmp/step.txt | tail -1)"
-}
 {
 for r in 1 2 3; do prevstep w-tiny; stepf w-tiny ""; done
 for w in w-moe-12 w-dense; do prevstep $w; stepf $w ""; done

@@ -244,6 +244,8 @@ void applyDebugEnvironment(EmitOptions &emit) {
     emit.greedyThreads = static_cast<unsigned>(*n);
   if (auto n = envInt("FG_DEBUG_GREEDY_PER_THREAD", 1, 1024))
     emit.greedyPerThread = static_cast<unsigned>(*n);
+  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_CHECK_GATHER"); v && !v->empty())
+    emit.checkGathers = *v != "0";
   if (auto n = envInt("FG_DEBUG_FLASH_MIN_BLOCKS", 1, 16))
     emit.attentionPrefillMinBlocks = static_cast<unsigned>(*n);
   emit.attentionPrefillStages =

@@ -36,6 +36,12 @@ std::optional<std::pair<std::string, std::string>> inputCheckKernel(const Compil
 /// without dependencies now waits for it) and registers its source, when any
 /// input has a range. `sourceOfLaunch` is the entry's list in `sources`; the
 /// status words' device mirror is `tables`' (SlotTables::statusMirror).
-void addInputCheck(CompiledEntry &entry, KernelSources &sources, SlotTables &tables);
+/// `gather` (EmitOptions::checkGathers): the get_rows launch that gathers the
+/// checked token's row of a weight table (a one-token entry), waiting for
+/// the check alone,
+/// runs in the check's block after it (one launch fewer; its record's `what`
+/// names it: "... + get_rows ...").
+void addInputCheck(CompiledEntry &entry, KernelSources &sources, SlotTables &tables,
+                   bool gather = false);
 
 } // namespace fg::cuda

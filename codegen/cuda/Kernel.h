@@ -259,6 +259,12 @@ struct EmitOptions {
   /// takes its winner without atomics or a ticket (kernels/greedy.cuh).
   /// FG_DEBUG_GREEDY_PER_THREAD.
   unsigned greedyPerThread = 4;
+  /// The entry's embedding gather (get_rows of the checked token ids) in the
+  /// input check's launch, after the check (InputCheck.h): one launch, and
+  /// one hop of the step's chain, fewer. Built in the forty-third session
+  /// after its device time was spent: off until measured.
+  /// FG_DEBUG_CHECK_GATHER=1 turns it on.
+  bool checkGathers = false;
   /// The local form of those tails (GemvTails.h): where a plain GEMV (one
   /// tile of rows a block) is read whole by a rope in normal mode (pairs of
   /// neighbouring channels), a rope and cache write, or a cache write, each

@@ -109,7 +109,7 @@ llvm::Expected<CompiledProgram> lowerGraph(const Graph &g, const LowerOptions &o
         return n.takeError();
     if (!opts.emit.debugDropOps.empty())
       dropOpsForTiming(entry, sources, opts.emit.debugDropOps);
-    addInputCheck(entry, sources, tables);
+    addInputCheck(entry, sources, tables, opts.emit.checkGathers);
     addGreedyToken(entry, sources, tables, opts.emit.greedyThreads, opts.emit.greedyPerThread);
     for (const LaunchRecord &l : entry.launches)
       ++(l.kind == LaunchRecord::Kind::Gemm ? stats.gemms : stats.kernels);

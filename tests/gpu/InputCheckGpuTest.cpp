@@ -171,3 +171,23 @@ TEST(GpuInputCheck, DeviceFaultIsSticky) {
 }
 
 } // namespace
+
+/// The embedding gather in the check's launch (FG_DEBUG_CHECK_GATHER: off by
+/// default, built without a GPU in the forty-third session): the demo, two
+/// layers of W-tiny (an f16 table) and of W-moe-12 q4_K (a quantised table,
+/// dequantRows) decoded over the same tokens and positions, a jump to the
+/// cache's end included, as graphs and eagerly: every step within 1e-5 of
+/// the plan with the separate get_rows launch (the same bits expected) and
+/// within 1e-3 of the CPU.
+TEST(GpuInputCheck, GatherInTheCheckMatchesItsLaunch) {
+  FG_REQUIRE_GPU();
+  ModelOptions mo;
+  mo.ctx = 256;
+  auto g = loadModel("demo", mo);
+  ASSERT_TRUE(bool(g)) << errString(g.takeError());
+  compareSwitch(*g, 256, 512, 40, 40, "demo", "FG_DEBUG_CHECK_GATHER", "check gather");
+  compareSwitch(workloadLayers("w-tiny"), 512, 4096, 40, 12, "w-tiny, 2 layers",
+                "FG_DEBUG_CHECK_GATHER", "check gather");
+  compareSwitch(workloadLayers("w-moe-12-q4_k"), 512, 4096, 40, 0, "w-moe-12-q4_k, 2 layers",
+                "FG_DEBUG_CHECK_GATHER", "check gather");
+}

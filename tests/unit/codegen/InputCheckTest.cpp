@@ -21,6 +21,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 using namespace fg;
 
 namespace {
@@ -185,4 +188,72 @@ TEST(InputCheck, ReferencesOutsideTheTablesAreRefused) {
   EXPECT_NE(refused(p).find("reference to a missing state buffer"), std::string::npos)
       << refused(p);
   EXPECT_EQ(refused(good), "accepted");
+}
+
+/// The embedding gather in the check's launch (FG_DEBUG_CHECK_GATHER,
+/// EmitOptions::checkGathers): the demo's decode entry loses its get_rows
+/// launch into the check — one launch fewer, the check's record naming it,
+/// its arguments the check's then the gather's (output in the arena, the
+/// table a weight, the ids the tokens input's slot), the gather's dependents
+/// now waiting for the check — and the merged kernel compiles (compile()
+/// builds every module with NVRTC). The prefill entry (4 tokens) keeps its
+/// gather.
+TEST(InputCheck, OneTokensGatherRunsInTheCheck) {
+  const CompiledProgram off = demoProgram();
+  ::setenv("FG_DEBUG_CHECK_GATHER", "1", 1);
+  const CompiledProgram on = demoProgram();
+  ::unsetenv("FG_DEBUG_CHECK_GATHER");
+  ASSERT_EQ(on.entries.size(), off.entries.size());
+  auto getRows = [](const CompiledEntry &e) {
+    return std::count_if(e.launches.begin(), e.launches.end(), [](const LaunchRecord &l) {
+      return l.node != kNoNode && l.op == OpKind::GetRows;
+    });
+  };
+  for (size_t i = 0; i < on.entries.size(); ++i) {
+    const CompiledEntry &a = off.entries[i], &b = on.entries[i];
+    SCOPED_TRACE(a.name);
+    const bool decode = a.name == "decode";
+    ASSERT_EQ(getRows(a), 1);
+    EXPECT_EQ(getRows(b), decode ? 0 : 1);
+    ASSERT_EQ(b.launches.size(), a.launches.size() - (decode ? 1 : 0));
+    const LaunchRecord &check = b.launches.front();
+    EXPECT_EQ(check.node, kNoNode);
+    EXPECT_TRUE(check.deps.empty());
+    if (!decode) {
+      EXPECT_EQ(check.symbol, a.launches.front().symbol);
+      continue;
+    }
+    EXPECT_NE(check.symbol, a.launches.front().symbol);
+    EXPECT_NE(check.what.find(" + "), std::string::npos) << check.what;
+    // The check's own arguments, then the gather's three.
+    const LaunchRecord &c0 = a.launches.front();
+    const LaunchRecord *gather = nullptr;
+    uint32_t gatherAt = 0;
+    for (uint32_t j = 0; j < a.launches.size(); ++j)
+      if (a.launches[j].op == OpKind::GetRows && a.launches[j].node != kNoNode)
+        gather = &a.launches[j], gatherAt = j;
+    ASSERT_NE(gather, nullptr);
+    ASSERT_EQ(check.args.size(), c0.args.size() + 3);
+    for (size_t k = 0; k < c0.args.size(); ++k)
+      EXPECT_EQ(check.args[k], c0.args[k]);
+    for (size_t k = 0; k < 3; ++k)
+      EXPECT_EQ(check.args[c0.args.size() + k], gather->args[k]);
+    EXPECT_EQ(gather->args[1].space, BufferSpace::Weight);
+    EXPECT_EQ(gather->args[2], a.inputs[0].where); // the tokens input's slot
+    // Whatever waited for the gather waits for the check; nothing else moved.
+    for (uint32_t j = 1, k = 1; j < a.launches.size(); ++j) {
+      if (j == gatherAt)
+        continue;
+      const LaunchRecord &x = a.launches[j], &y = b.launches[k++];
+      EXPECT_EQ(x.symbol, y.symbol);
+      std::vector<uint32_t> want;
+      for (uint32_t d : x.deps)
+        want.push_back(d == gatherAt ? 0 : d > gatherAt ? d - 1 : d);
+      std::sort(want.begin(), want.end());
+      want.erase(std::unique(want.begin(), want.end()), want.end());
+      std::vector<uint32_t> got = y.deps;
+      std::sort(got.begin(), got.end());
+      EXPECT_EQ(got, want) << y.what;
+    }
+  }
 }
