@@ -120,7 +120,7 @@ NodeCost CudaTarget::cost(const NodeDesc &node) const {
       costModel_.mergedTensorCoreSlowdown >= 0 && launches && launches->size() == 1 &&
       std::holds_alternative<KernelSpec>(launches->front()) &&
       std::get<KernelSpec>(launches->front()).form == KernelForm::MergedTensorCoreGemv &&
-      !(costModel_.mergedTensorCoreFreeBytes >= 0 &&
+      !(costModel_.mergedTensorCoreFreeBytes >= 0 && node.operands[0].numRows() == 1 &&
         weightSeconds() * costModel_.readBandwidth <= costModel_.mergedTensorCoreFreeBytes))
     // The tensor-core merged GEMV: no faster than its segments' launches.
     out.seconds += static_cast<double>(node.operands.size() - w0) * costModel_.launchSeconds +

@@ -47,10 +47,11 @@ struct CudaCostModel {
   /// its weights' bandwidth time, so the cost check refuses it (negative:
   /// charged as one launch, as the DP4A form).
   double mergedTensorCoreSlowdown = 0.05;
-  /// ... except where the merged weights total at most this many bytes:
-  /// there every member is latency-bound (a launch costs more than its
-  /// bytes) and the merged launch, which carries each segment's row work in
-  /// its stores (EmitOptions::gemvStoreTails), is charged as one launch.
+  /// ... except where the merged weights total at most this many bytes at
+  /// one token: there every member is latency-bound (a launch costs more
+  /// than its bytes) and the merged launch, which carries each segment's row
+  /// work in its stores (EmitOptions::gemvStoreTails: one-token rows only),
+  /// is charged as one launch.
   /// Measured on the H100 (forty-third session, same call): W-tiny's 1.5 MiB
   /// q/k/v merged with its rope / cache writes dropped 0.1437 -> 0.1326 ms,
   /// W-dense's 48 MiB 5.395 -> 5.395 (and +0.7 % with the row launches

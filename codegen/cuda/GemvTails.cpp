@@ -6,6 +6,7 @@
 #include "codegen/cuda/RowKernels.h"
 #include "ir/Diag.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -83,14 +84,30 @@ int localSegment(const Function &fn, llvm::ArrayRef<Layout> layouts, const Prove
     return -1;
   const ValueId x = bn.operands[static_cast<size_t>(b.x)];
   // A rope pair (c, c + 1), c even, must lie in one block's rows: even rows
-  // (and even row lengths, so a pair's parity is its channel's).
+  // (and even row lengths, so a pair's parity is its channel's). The GEMV's
+  // store loops take a tail only over even tiles (gemv.cuh), whatever it is.
   const bool rope = bn.kind == OpKind::Rope || bn.kind == OpKind::FusedRopeSetRows;
-  if (rope && (host.tileRows % 2 != 0 || fn.type(x).shape.back() % 2 != 0))
+  if (host.tileRows % 2 != 0 || (rope && fn.type(x).shape.back() % 2 != 0))
     return -1;
   const auto at = std::find(an.results.begin(), an.results.end(), storageRoot(fn, x));
   if (at == an.results.end() || !layouts[x].isContiguous() ||
       fn.type(x).numElements() != fn.type(*at).numElements())
     return -1;
+  // Its other operands (positions, cache row indices, frequency factors) are
+  // read from memory while the GEMV's blocks still store: none may be, or
+  // overlap, a result of the GEMV (a merged projection's other segments
+  // included).
+  for (size_t o = 0; o < bn.operands.size(); ++o) {
+    if (static_cast<int>(o) == b.x)
+      continue;
+    const ValueId v = bn.operands[o];
+    if (llvm::is_contained(an.results, storageRoot(fn, v)))
+      return -1;
+    if (auto r = arenaRangeOf(fn, proven, tables, v))
+      for (ValueId res : an.results)
+        if (auto w = arenaRangeOf(fn, proven, tables, res); w && arenaRangesOverlap(*r, *w))
+          return -1;
+  }
   // The grid is one block a tile of each result in turn (what the rows a
   // block stores rely on; gemvMulti's kTiles0, kTiles1).
   int64_t tiles = 0;

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontends/Frontend.h"
+#include "ir/Parser.h"
 #include "tests/unit/codegen/SwitchedProgram.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -211,4 +212,42 @@ TEST(GemvTails, LocalFormOnTinyLayersAndTheDemo) {
     ::unsetenv("FG_DEBUG_STORE_TAIL_EARLY");
     ::unsetenv("FG_DEBUG_MERGED_TC_FREE_MB");
   }
+}
+
+/// A store tail reads only its rows from the GEMV's registers; its other
+/// operands come from memory while the GEMV's blocks still store, so none
+/// may be a result of the GEMV. Here q's rope takes its frequency factors
+/// from k, the other segment of the merged q / k launch: the rope stays a
+/// launch of its own. Its twin, the factors a weight, runs in q's stores.
+TEST(GemvTails, AnOperandFromAnotherSegmentKeepsTheTailALaunch) {
+  auto ropes = [](const char *ff, const char *params) {
+    const std::string text = std::string("graph @decode(input %x: f32[1, 64], input %pos: i32[1], "
+                                         "weight %wq: f16[128, 64], weight %wk: f16[16, 64]") +
+                             params +
+                             ") {\n"
+                             "  %q = matmul(%x, %wq) : f32[1, 128]\n"
+                             "  %k = matmul(%x, %wk) : f32[1, 16]\n" +
+                             ff +
+                             "  %qr = reshape(%q) {shape = [1, 2, 64]} : f32[1, 2, 64]\n"
+                             "  %r = rope(%qr, %pos, %ff) {n_dims = 32} : f32[1, 2, 64]\n"
+                             "  return %r, %k\n}\n";
+    llvm::Expected<Graph> g = parseGraph(text, "ff.fg");
+    EXPECT_TRUE(bool(g)) << llvm::toString(g.takeError());
+    if (!g)
+      return -1;
+    const CompiledProgram p = test::compiledProgram(*g);
+    const CompiledEntry *e = entryNamed(p, "decode");
+    EXPECT_NE(e, nullptr);
+    if (!e)
+      return -1;
+    int multi = 0, rope = 0;
+    for (const LaunchRecord &l : e->launches) {
+      multi += l.op == OpKind::FusedMatmulMulti;
+      rope += l.op == OpKind::Rope;
+    }
+    EXPECT_EQ(multi, 1); // q and k merged (4 MiB at most: CudaCostModel)
+    return rope;
+  };
+  EXPECT_EQ(ropes("  %ff = reshape(%k) {shape = [16]} : f32[16]\n", ""), 1);
+  EXPECT_EQ(ropes("", ", weight %ff: f32[16]"), 0);
 }
