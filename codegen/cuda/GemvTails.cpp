@@ -10,6 +10,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <optional>
 
@@ -143,22 +144,65 @@ int localSegment(const Function &fn, llvm::ArrayRef<Layout> layouts, const Prove
   return static_cast<int>(at - an.results.begin());
 }
 
-/// `host`'s source with the tails after its body: their parameter structs
-/// and functions before its entry, their pointers and the counters after its
-/// parameters, the fg_tails call after its body.
+/// The places in a GEMV kernel's source the merges splice into: its entry
+/// (`extern "C"`), the end of its parameter list (`open`: ") {"), and the
+/// end of its body (`close`).
+struct EntryAt {
+  size_t entry, open, close;
+};
+llvm::Expected<EntryAt> entryOf(const KernelSpec &host) {
+  const std::string &src = host.source;
+  const size_t entry = src.rfind("extern \"C\" __global__");
+  const size_t name = entry == std::string::npos ? entry : src.find(host.name + "(", entry);
+  const size_t open = name == std::string::npos ? name : src.find(") {\n", name);
+  const size_t close = src.rfind("\n}\n");
+  if (open == std::string::npos || close == std::string::npos || close < open)
+    return makeError("internal: the GEMV kernel " + host.name + " has no entry to extend");
+  return EntryAt{entry, open, close};
+}
+
+/// Tail t's policy struct as a store tail (FgStoreTail<t>): the tail's
+/// pointers as members, put(f, v, vp) for each value the GEMV stores (gemv.cuh
+/// GemvNoTail is the empty one) and, ahead (`early`), early(f), which reads
+/// element f's angle and cache row before the wait (gemvTailEarly) for put()
+/// to use; else put() reads them itself (fg_early a constant null).
+std::string storeTailStruct(size_t t, const detail::RowTail &b, bool early,
+                            const std::function<std::string(std::string)> &spell) {
+  std::string members;
+  for (const auto &[type, pname] : b.params)
+    members += "  " + spell(type) + " " + pname + ";\n";
+  const std::string put =
+      "  __device__ __forceinline__ void put(long long fg_f, float fg_v, float fg_vp) const "
+      "{\n" +
+      std::string(early ? "    const fg::FgElementEarly *fg_early = fg_f == fg_early_f ? "
+                          "&fg_e : nullptr;\n"
+                        : "    constexpr const fg::FgElementEarly *fg_early = nullptr;\n") +
+      "    " + spell(b.elementCall) + "\n  }\n";
+  const std::string ahead =
+      early ? "  long long fg_early_f = -1;\n  fg::FgElementEarly fg_e;\n"
+              "  __device__ __forceinline__ void early(long long fg_f) {\n    " +
+                  spell(b.earlyCall) + "\n    fg_early_f = fg_f;\n  }\n"
+            : std::string();
+  return "struct FgStoreTail" + std::to_string(t) +
+         " {\n  static constexpr bool kOn = true, kPairs = " + std::string(b.pairs ? "true" : "false") +
+         ";\n" + members + ahead + put + "};\n";
+}
+
+/// `host`'s source with its tails: their policy structs (and functions)
+/// before its entry, their pointers after its parameters, and in the body,
+/// by form — store: the tails as arguments of the GEMV call (gemv<Cfg>, or
+/// gemvMulti<Multi> with one a segment); local: each block's rows after a
+/// barrier; ticket: fg_tails after the body, with the counters.
 llvm::Expected<std::string> mergedSource(const KernelSpec &host, bool multi,
                                          llvm::ArrayRef<Tail> tails,
                                          llvm::ArrayRef<int64_t> blocks, Form form, bool early,
                                          bool noAngle) {
   const bool local = form != Form::Ticket;
   const std::string &src = host.source;
-  const size_t entry = src.rfind("extern \"C\" __global__");
-  const size_t name = src.find(host.name + "(", entry);
-  const size_t open = name == std::string::npos ? name : src.find(") {\n", name);
-  const size_t close = src.rfind("\n}\n");
-  if (entry == std::string::npos || open == std::string::npos || close == std::string::npos ||
-      close < open)
-    return makeError("internal: the GEMV kernel " + host.name + " has no entry to extend");
+  llvm::Expected<EntryAt> at = entryOf(host);
+  if (!at)
+    return at.takeError();
+  const auto [entry, open, close] = *at;
   std::string defs = "#define FG_TAIL_THREADS " + std::to_string(host.block[0]) +
                      (local ? "\n#define FG_TAIL_LOCAL 1\n" : "\n#define FG_TAIL_COHERENT 1\n") +
                      (noAngle ? "#define FG_DEBUG_TAIL_NO_ANGLE 1\n" : "") +
@@ -183,33 +227,9 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, bool multi,
     }
     defs += "struct " + cfg + " {\n" + b.cfg + "};\n";
     if (form == Form::Store) {
-      // The tail's pointers as members of the policy gemv<Cfg> calls with
-      // each value it stores (gemv.cuh GemvNoTail).
-      std::string members, init;
-      for (const auto &[type, pname] : b.params) {
-        members += "  " + spell(type) + " " + pname + ";\n";
-        init += (init.empty() ? "" : ", ") + std::string("t") + std::to_string(t) + "_" + pname;
-      }
-      // Ahead (`early`): early(f) reads element f's angle and cache row
-      // before the wait (gemvTailEarly) and put() uses them for that
-      // element; else put() reads them itself (fg_early a constant null).
-      const std::string put =
-          "  __device__ __forceinline__ void put(long long fg_f, float fg_v, float fg_vp) const "
-          "{\n" +
-          std::string(early ? "    const fg::FgElementEarly *fg_early = fg_f == fg_early_f ? "
-                              "&fg_e : nullptr;\n"
-                            : "    constexpr const fg::FgElementEarly *fg_early = nullptr;\n") +
-          "    " + spell(b.elementCall) + "\n  }\n";
-      const std::string ahead =
-          early ? "  long long fg_early_f = -1;\n  fg::FgElementEarly fg_e;\n"
-                  "  __device__ __forceinline__ void early(long long fg_f) {\n    " +
-                      spell(b.earlyCall) + "\n    fg_early_f = fg_f;\n  }\n"
-                : std::string();
-      // FgStoreTail0 .. 2: a merged projection's segments each one.
-      const std::string st = "FgStoreTail" + std::to_string(t);
-      defs += "struct " + st + " {\n  static constexpr bool kOn = true, kPairs = " +
-              std::string(b.pairs ? "true" : "false") + ";\n" + members + ahead + put + "};\n";
-      storeInit[static_cast<size_t>(tails[t].segment)] = st + "{" + init + "}";
+      defs += storeTailStruct(t, b, early, spell);
+      storeInit[static_cast<size_t>(tails[t].segment)] =
+          "FgStoreTail" + std::to_string(t) + "{" + fargs + "}";
     } else if (local) {
       defs += "static __device__ __forceinline__ void fg_tail" + std::to_string(t) + "(" + fparams +
               ", long long fg_begin, long long fg_end) {\n  " + spell(b.rangeCall) + "\n}\n";
@@ -223,45 +243,40 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, bool multi,
       from += blocks[t];
     }
   }
-  if (form == Form::Store && multi) {
-    // Each segment's tail rides on the merged call: gemvMulti<Multi>(a0,
-    // a1, a2, FgStoreTail0{...}, fg::GemvNoTail{}, ...), up to the last
-    // segment that has one.
-    const std::string gemvCall = "fg::gemvMulti<Multi>(";
-    const size_t at = src.find(gemvCall, open);
-    const size_t end = at == std::string::npos ? at : src.find(");", at);
-    if (end == std::string::npos || end > close)
-      return makeError("internal: the GEMV kernel " + host.name + " has no gemvMulti call");
-    size_t last = 0;
-    for (size_t g = 0; g < kMaxTails; ++g)
-      if (!storeInit[g].empty())
-        last = g + 1;
-    for (size_t g = 0; g < last; ++g)
-      calls += ", " + (storeInit[g].empty() ? std::string("fg::GemvNoTail{}") : storeInit[g]);
-    return src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
-           src.substr(open, end - open) + calls + src.substr(end);
-  }
+  // Everything up to the end of the parameter list, the tails' included.
+  const std::string head =
+      src.substr(0, entry) + defs + src.substr(entry, open - entry) + params;
   if (form == Form::Store) {
-    // The tail rides on the GEMV call: gemv<Cfg>(args, FgStoreTail0{...}).
+    // The tails ride on the GEMV call: gemv<Cfg>(args, FgStoreTail0{...}),
+    // or gemvMulti<Multi>(a0, a1, a2, FgStoreTail0{...}, fg::GemvNoTail{},
+    // ...) up to the last segment that has one.
+    const std::string gemvCall = multi ? "fg::gemvMulti<Multi>(" : "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{";
+    const size_t call = src.find(gemvCall, open);
+    const size_t end = call == std::string::npos ? call : src.find(multi ? ");" : "});", call);
+    if (end == std::string::npos || end > close)
+      return makeError("internal: the GEMV kernel " + host.name + " has no " +
+                       (multi ? "gemvMulti" : "gemv<Cfg>") + " call");
+    const size_t args = multi ? end : end + 1; // where the call's arguments end
+    if (multi) {
+      size_t last = 0;
+      for (size_t g = 0; g < kMaxTails; ++g)
+        if (!storeInit[g].empty())
+          last = g + 1;
+      for (size_t g = 0; g < last; ++g)
+        calls += ", " + (storeInit[g].empty() ? std::string("fg::GemvNoTail{}") : storeInit[g]);
+      return head + src.substr(open, args - open) + calls + src.substr(args);
+    }
     if (tails.size() != 1)
       return makeError("internal: a GEMV runs one store tail, not " + std::to_string(tails.size()));
-    calls = storeInit[0];
-    const std::string gemvCall = "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{";
-    const size_t at = src.find(gemvCall, open);
-    const size_t end = at == std::string::npos ? at : src.find("});", at);
-    if (end == std::string::npos || end > close)
-      return makeError("internal: the GEMV kernel " + host.name + " has no gemv<Cfg> call");
     if (!early)
-      return src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
-             src.substr(open, end + 1 - open) + ", " + calls + src.substr(end + 1);
+      return head + src.substr(open, args - open) + ", " + storeInit[0] + src.substr(args);
     // The angle ahead: the tail built and its early() run before the wait.
     const size_t wait = src.find("  fg_pdl_begin", open);
-    if (wait == std::string::npos || wait > at)
+    if (wait == std::string::npos || wait > call)
       return makeError("internal: the GEMV kernel " + host.name + " has no wait before its body");
-    return src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
-           src.substr(open, wait - open) + "  auto fg_st = " + calls +
-           ";\n  fg::gemvTailEarly<Cfg>(fg_st);\n" + src.substr(wait, end + 1 - wait) +
-           ", fg_st" + src.substr(end + 1);
+    return head + src.substr(open, wait - open) + "  auto fg_st = " + storeInit[0] +
+           ";\n  fg::gemvTailEarly<Cfg>(fg_st);\n" + src.substr(wait, args - wait) + ", fg_st" +
+           src.substr(args);
   }
   if (local) {
     // Each block, on the rows of its own tile of the result (KernelSpec::
@@ -274,15 +289,11 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, bool multi,
         "    const long long fg_begin = (long long)blockIdx.x * fg_rows;\n"
         "    const long long fg_end = fg_begin + fg_rows < Cfg::N ? fg_begin + fg_rows : Cfg::N;" +
         calls + "\n  }";
-    return src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
-           src.substr(open, close - open) + body + src.substr(close);
+    return head + src.substr(open, close - open) + body + src.substr(close);
   }
-  std::string out =
-      src.substr(0, entry) + defs + src.substr(entry, open - entry) + params +
-      ", unsigned* fg_tail_ctr" + src.substr(open, close - open) +
-      llvm::formatv("\n  fg_tails<{0}>(fg_tail_ctr, [&](int b) {{{1}\n  });", from, calls).str() +
-      src.substr(close);
-  return out;
+  return head + ", unsigned* fg_tail_ctr" + src.substr(open, close - open) +
+         llvm::formatv("\n  fg_tails<{0}>(fg_tail_ctr, [&](int b) {{{1}\n  });", from, calls).str() +
+         src.substr(close);
 }
 
 /// Whether GEMV launch `i` may read its store tail's positions and cache
