@@ -5,6 +5,7 @@
 #include "llvm/Support/Process.h"
 
 #include <algorithm>
+#include <limits>
 #include <variant>
 
 namespace fg::cuda {
@@ -116,12 +117,16 @@ NodeCost CudaTarget::cost(const NodeDesc &node) const {
     out.seconds += (dp4a ? costModel_.normPrologueSlowdownDp4a : costModel_.normPrologueSlowdown) *
                    weightSeconds();
   }
+  // One token over few enough weights: the merge is charged as one launch.
+  const bool freeMerge = costModel_.mergedTensorCoreFreeBytes >= 0 &&
+                         node.operands[0].numRows() == 1 &&
+                         weightSeconds() * costModel_.readBandwidth <=
+                             costModel_.mergedTensorCoreFreeBytes;
   if ((node.kind == OpKind::FusedMatmulMulti || node.kind == OpKind::FusedRmsNormMatmulMulti) &&
       costModel_.mergedTensorCoreSlowdown >= 0 && launches && launches->size() == 1 &&
       std::holds_alternative<KernelSpec>(launches->front()) &&
       std::get<KernelSpec>(launches->front()).form == KernelForm::MergedTensorCoreGemv &&
-      !(costModel_.mergedTensorCoreFreeBytes >= 0 && node.operands[0].numRows() == 1 &&
-        weightSeconds() * costModel_.readBandwidth <= costModel_.mergedTensorCoreFreeBytes))
+      !freeMerge)
     // The tensor-core merged GEMV: no faster than its segments' launches.
     out.seconds += static_cast<double>(node.operands.size() - w0) * costModel_.launchSeconds +
                    costModel_.mergedTensorCoreSlowdown * weightSeconds();
@@ -144,11 +149,8 @@ CudaCostModel costModelFromEnv() {
     m.normPrologueSlowdownDp4a = m.normPrologueSlowdown; // both, as before the DP4A factor
   factor("FG_DEBUG_NORM_PROLOGUE_SLOWDOWN_DP4A", 0.0, m.normPrologueSlowdownDp4a);
   factor("FG_DEBUG_MERGED_TC_SLOWDOWN", -1.0, m.mergedTensorCoreSlowdown);
-  if (auto v = llvm::sys::Process::GetEnv("FG_DEBUG_MERGED_TC_FREE_MB"); v && !v->empty()) {
-    double f = 0;
-    if (!llvm::StringRef(*v).getAsDouble(f))
-      m.mergedTensorCoreFreeBytes = f < 0 ? -1.0 : f * 1024 * 1024;
-  }
+  if (double mb = 0; factor("FG_DEBUG_MERGED_TC_FREE_MB", std::numeric_limits<double>::lowest(), mb))
+    m.mergedTensorCoreFreeBytes = mb < 0 ? -1.0 : mb * 1024 * 1024;
   return m;
 }
 

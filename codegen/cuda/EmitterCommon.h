@@ -13,6 +13,7 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,14 @@ KernelSpec finishSpec(llvm::StringRef mnemonic, std::string body);
 std::string kernelEntry(unsigned threads, llvm::StringRef params, llvm::StringRef body,
                         unsigned minBlocks = 0, llvm::StringRef prologue = {},
                         unsigned clusterX = 0);
+/// Where the merges after the emitters splice into a kernel source of one
+/// entry (kernelEntry's shape) named `name`: the entry (`extern "C"`), the
+/// first character of its parameter list, the end of that list (`) {`) and
+/// the end of its body (`\n}\n`); none when the source has no such entry.
+struct EntrySplice {
+  size_t entry, params, open, close;
+};
+std::optional<EntrySplice> entrySplice(const std::string &source, const std::string &name);
 
 /// "no CUDA kernel for '<op>' with <why>"
 llvm::Error unsupported(const Node &node, const llvm::Twine &why);

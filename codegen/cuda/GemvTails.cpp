@@ -66,6 +66,12 @@ bool isMulti(const Node &n) {
   return n.kind == OpKind::FusedMatmulMulti || n.kind == OpKind::FusedRmsNormMatmulMulti;
 }
 
+/// The call in a GEMV kernel's entry that the store form gives its tails as
+/// arguments (GemvEmitter.cpp writes both).
+const char *gemvCall(bool multi) {
+  return multi ? "fg::gemvMulti<Multi>(" : "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{";
+}
+
 /// The segment (result) of GEMV node `an` that tail `b` (node bn) can run
 /// on in each GEMV block, on the elements that block stored, or -1: the
 /// plain GEMV kernel (a tile of rows a block) or the merged one (gemvMulti:
@@ -77,11 +83,9 @@ int localSegment(const Function &fn, llvm::ArrayRef<Layout> layouts, const Prove
                  SlotTables &tables, const Node &an, const KernelSpec &host, const Node &bn,
                  const detail::RowTail &b) {
   const bool multi = isMulti(an);
-  if (!b.local || host.tileRows <= 0 ||
-      (multi ? host.source.find("fg::gemvMulti<Multi>(")
-             : an.kind == OpKind::MatMul || an.kind == OpKind::FusedRmsNormMatmul
-                   ? host.source.find("fg::gemv<Cfg>(")
-                   : std::string::npos) == std::string::npos)
+  const bool plain = an.kind == OpKind::MatMul || an.kind == OpKind::FusedRmsNormMatmul;
+  if (!b.local || host.tileRows <= 0 || !(multi || plain) ||
+      host.source.find(gemvCall(multi)) == std::string::npos)
     return -1;
   const ValueId x = bn.operands[static_cast<size_t>(b.x)];
   // A rope pair (c, c + 1), c even, must lie in one block's rows: even rows
@@ -94,6 +98,7 @@ int localSegment(const Function &fn, llvm::ArrayRef<Layout> layouts, const Prove
   if (at == an.results.end() || !layouts[x].isContiguous() ||
       fn.type(x).numElements() != fn.type(*at).numElements())
     return -1;
+  const int segment = static_cast<int>(at - an.results.begin());
   // Its other operands (positions, cache row indices, frequency factors) are
   // read from memory while the GEMV's blocks still store: none may be, or
   // overlap, a result of the GEMV (a merged projection's other segments
@@ -133,32 +138,14 @@ int localSegment(const Function &fn, llvm::ArrayRef<Layout> layouts, const Prove
       if (r->space == w->space && r->index == w->index)
         return -1;
     }
-    return static_cast<int>(at - an.results.begin());
+    return segment;
   }
   std::vector<ValueId> read(an.operands.begin(), an.operands.end());
   read.insert(read.end(), an.results.begin(), an.results.end());
   for (ValueId v : read)
-    if (auto r = arenaRangeOf(fn, proven, tables, v))
-      if (r->first < written->second && written->first < r->second)
-        return -1;
-  return static_cast<int>(at - an.results.begin());
-}
-
-/// The places in a GEMV kernel's source the merges splice into: its entry
-/// (`extern "C"`), the end of its parameter list (`open`: ") {"), and the
-/// end of its body (`close`).
-struct EntryAt {
-  size_t entry, open, close;
-};
-llvm::Expected<EntryAt> entryOf(const KernelSpec &host) {
-  const std::string &src = host.source;
-  const size_t entry = src.rfind("extern \"C\" __global__");
-  const size_t name = entry == std::string::npos ? entry : src.find(host.name + "(", entry);
-  const size_t open = name == std::string::npos ? name : src.find(") {\n", name);
-  const size_t close = src.rfind("\n}\n");
-  if (open == std::string::npos || close == std::string::npos || close < open)
-    return makeError("internal: the GEMV kernel " + host.name + " has no entry to extend");
-  return EntryAt{entry, open, close};
+    if (auto r = arenaRangeOf(fn, proven, tables, v); r && arenaRangesOverlap(*r, *written))
+      return -1;
+  return segment;
 }
 
 /// Tail t's policy struct as a store tail (FgStoreTail<t>): the tail's
@@ -199,10 +186,10 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, bool multi,
                                          bool noAngle) {
   const bool local = form != Form::Ticket;
   const std::string &src = host.source;
-  llvm::Expected<EntryAt> at = entryOf(host);
+  const std::optional<detail::EntrySplice> at = detail::entrySplice(src, host.name);
   if (!at)
-    return at.takeError();
-  const auto [entry, open, close] = *at;
+    return makeError("internal: the GEMV kernel " + host.name + " has no entry to extend");
+  const size_t entry = at->entry, open = at->open, close = at->close;
   std::string defs = "#define FG_TAIL_THREADS " + std::to_string(host.block[0]) +
                      (local ? "\n#define FG_TAIL_LOCAL 1\n" : "\n#define FG_TAIL_COHERENT 1\n") +
                      (noAngle ? "#define FG_DEBUG_TAIL_NO_ANGLE 1\n" : "") +
@@ -250,8 +237,7 @@ llvm::Expected<std::string> mergedSource(const KernelSpec &host, bool multi,
     // The tails ride on the GEMV call: gemv<Cfg>(args, FgStoreTail0{...}),
     // or gemvMulti<Multi>(a0, a1, a2, FgStoreTail0{...}, fg::GemvNoTail{},
     // ...) up to the last segment that has one.
-    const std::string gemvCall = multi ? "fg::gemvMulti<Multi>(" : "fg::gemv<Cfg>(fg::GemvArgs<Cfg>{";
-    const size_t call = src.find(gemvCall, open);
+    const size_t call = src.find(gemvCall(multi), open);
     const size_t end = call == std::string::npos ? call : src.find(multi ? ");" : "});", call);
     if (end == std::string::npos || end > close)
       return makeError("internal: the GEMV kernel " + host.name + " has no " +
@@ -411,9 +397,10 @@ llvm::Expected<unsigned> mergeGemvTails(const Function &fn, llvm::ArrayRef<Layou
     while (std::accumulate(blocks.begin(), blocks.end(), int64_t(0)) > host.grid[0])
       *std::max_element(blocks.begin(), blocks.end()) -= 1;
     const Form form = tails[i].front().form;
+    const bool multi = isMulti(fn.node(a.node));
     llvm::Expected<std::string> src =
-        mergedSource(host, isMulti(fn.node(a.node)), tails[i], blocks, form,
-                     form == Form::Store && !isMulti(fn.node(a.node)) &&
+        mergedSource(host, multi, tails[i], blocks, form,
+                     form == Form::Store && !multi &&
                          earlyOk(fn, proven, tables, recs, sources, sourceOf, i,
                                                     fn.node(recs[tails[i].front().record].node),
                                                     tails[i].front().body, options),

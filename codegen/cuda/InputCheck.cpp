@@ -83,28 +83,26 @@ unsigned mergeCheckGather(CompiledEntry &entry, KernelSources &sources) {
       continue;
     const std::string &src = sources.sources[sourceOf[j]].second;
     const std::string common = commonHeader().str();
-    const size_t entryAt = src.rfind("extern \"C\" __global__");
-    const size_t name = entryAt == std::string::npos ? entryAt : src.find(g.symbol + "(", entryAt);
-    const size_t open = name == std::string::npos ? name : src.find(") {\n", name);
+    const std::optional<EntrySplice> at = entrySplice(src, g.symbol);
+    if (!at || src.compare(0, common.size(), common) != 0)
+      continue;
     // The body: one grid-stride call (a float table's ewMap, a quantised
-    // one's dequantRows), so one block covers every element.
+    // one's dequantRows), so one block covers every element, and nothing
+    // after it.
     size_t call = std::string::npos;
     for (const char *head : {"fg::ewMap<Cfg>(", "fg::dequantRows<Cfg>("})
-      if (open != std::string::npos && call == std::string::npos)
-        call = src.find(head, open);
+      if (call == std::string::npos)
+        call = src.find(head, at->open);
     const size_t end = call == std::string::npos ? call : src.find(");", call);
-    if (end == std::string::npos || src.compare(0, common.size(), common) != 0 ||
-        src.find("\n}\n", end) != src.rfind("\n}\n") ||
-        src.substr(end + 2, src.rfind("\n}\n") - end - 2).find_first_not_of(" \n") !=
-            std::string::npos)
+    if (end == std::string::npos || end > at->close ||
+        src.find_first_not_of(" \n", end + 2) != at->close + 1) // the body's closing brace
       continue;
     std::optional<CheckParts> check = checkParts(entry, "fg_", "FgCheckCfg");
     if (!check)
       return 0;
-    const std::string gatherParams = src.substr(name + g.symbol.size() + 1,
-                                                open - (name + g.symbol.size() + 1));
+    const std::string gatherParams = src.substr(at->params, at->open - at->params);
     const std::string body =
-        src.substr(common.size(), entryAt - common.size()) + kernelSource("check.cuh").str() +
+        src.substr(common.size(), at->entry - common.size()) + kernelSource("check.cuh").str() +
         "\n" + check->cfg +
         kernelEntry(kCheckThreads, check->params + ", " + gatherParams,
                     check->body + "\n  __syncthreads(); // the ids copied, then their rows\n  " +

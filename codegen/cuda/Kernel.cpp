@@ -256,6 +256,16 @@ std::string kernelEntry(unsigned threads, llvm::StringRef params, llvm::StringRe
          "  fg_pdl_begin();\n  " + body.str() + "\n}\n";
 }
 
+std::optional<EntrySplice> entrySplice(const std::string &source, const std::string &name) {
+  const size_t entry = source.rfind("extern \"C\" __global__");
+  const size_t at = entry == std::string::npos ? entry : source.find(name + "(", entry);
+  const size_t open = at == std::string::npos ? at : source.find(") {\n", at);
+  const size_t close = source.rfind("\n}\n");
+  if (open == std::string::npos || close == std::string::npos || close < open)
+    return std::nullopt;
+  return EntrySplice{entry, at + name.size() + 1, open, close};
+}
+
 llvm::Error unsupported(const Node &node, const llvm::Twine &why) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  "no CUDA kernel for '" + llvm::Twine(node.info().mnemonic) +

@@ -128,7 +128,6 @@ static __device__ __forceinline__ void checkInputs(unsigned *status, unsigned *m
     first = kCheckNone;
   __syncthreads();
   CheckWalk<0, typename C::Ins>::find(in, src, mirror, &first); // copies, then checks
-  // (each input from its own warps on: CheckWalk's Off)
   __syncthreads(); // every copy is in its slot: report and poison read and write those
   // The step's sequence number: this step has read the staging (and the
   // ring slot of the step before), so the host may stage the next one.

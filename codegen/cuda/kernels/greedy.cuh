@@ -21,9 +21,9 @@
 // 64-bit key per value (sample.cuh, logitKey: the larger key is the larger
 // value, then the smaller index). A warp, then the block, takes the largest
 // key; a grid of one block has the winner then (no atomics, no ticket: the
-// counters stay zero). Otherwise thread 0 folds it into acc[0] with an integer atomicMax: the
-// maximum of a set does not depend on the order it is taken in, so the
-// result is the same at every replay (no float atomics). A NaN sets acc[1].
+// counters stay zero). Otherwise thread 0 folds it into acc[0] with an
+// integer atomicMax: the maximum of a set does not depend on the order it is
+// taken in, so the result is the same at every replay (no float atomics). A NaN sets acc[1].
 // The block that takes the last ticket (acc[2], after a fence) reads the
 // winner, resets acc[0..2] to 0 (the counters are the launch's own,
 // BufferSpace::Counters, zero at load, so every replay starts from zero
@@ -79,16 +79,14 @@ static __device__ __forceinline__ void greedyToken(const float *row, unsigned lo
     if (gridDim.x == 1) { // one block: its key is the winner, no atomics
       winner = best;
       winnerNan = nan;
+      last = true;
+    } else {
+      atomicMax(&acc[0], best);
+      if (nan)
+        atomicOr(&acc[1], 1ull);
+      __threadfence();
+      last = atomicAdd(&acc[2], 1ull) == (unsigned long long)gridDim.x - 1;
     }
-  }
-  if (gridDim.x == 1)
-    last = true;
-  if (threadIdx.x == 0 && gridDim.x > 1) {
-    atomicMax(&acc[0], best);
-    if (nan)
-      atomicOr(&acc[1], 1ull);
-    __threadfence();
-    last = atomicAdd(&acc[2], 1ull) == (unsigned long long)gridDim.x - 1;
   }
   __syncthreads();
   if (!last)
